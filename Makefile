@@ -1,0 +1,36 @@
+# Every target sets itself up from nothing: a .venv, torch first (the local CPU wheel), then the project.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml setup.py Makefile | sha1sum | cut -c1-12)
+ONLY ?=
+
+.PHONY: demo test bench lint clean setup
+
+$(STAMP):
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[backend,gpu,dev,clients]'
+	$(BIN)/llmtrace model pull --quiet
+	@rm -f $(VENV)/.installed-* && touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/llmtrace demo
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+	$(BIN)/python -m pytest -q -rs --durations=15
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run.py $(ONLY)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

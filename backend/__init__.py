@@ -1,0 +1,1 @@
+"""The bundled instrumented inference backend (torch): model, engine, generation, kernels, server."""

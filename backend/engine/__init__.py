@@ -1,0 +1,1 @@
+"""Engine: paged KV block pool, prefix cache, eviction, host tier, continuous-batching scheduler."""

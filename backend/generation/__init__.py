@@ -1,0 +1,1 @@
+"""Generation: penalties, sampling, constraints, reasoning budget, speculation, stops, detokenization."""

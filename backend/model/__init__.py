@@ -1,0 +1,1 @@
+"""Llama-architecture model: GGUF reader, tokenizer, chat template, forward pass."""

@@ -1,0 +1,30 @@
+"""llmtrace: trace every LLM request through the 42 stages between a call and its first character.
+
+    import llmtrace
+    llmtrace.init(db="llmtrace.duckdb", deploy="v2")
+    from llmtrace.adapters import instrument
+    client = instrument(openai.OpenAI())
+"""
+
+from llmtrace.tracer import (
+    force_flush,
+    init,
+    mark_unobserved,
+    record_stage,
+    shutdown,
+    stage,
+    start_pass,
+    tool_span,
+)
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "force_flush", "init", "instrument", "mark_unobserved", "record_stage", "shutdown",
+           "stage", "start_pass", "tool_span"]
+
+
+def instrument(client: object, **kwargs: object) -> object:
+    """Instrument an OpenAI / Anthropic / httpx client (see ``llmtrace.adapters.instrument``)."""
+    from llmtrace.adapters import instrument as _instrument
+
+    return _instrument(client, **kwargs)  # type: ignore[no-any-return]
