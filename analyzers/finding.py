@@ -1,0 +1,88 @@
+"""What an analyzer hands back: a named stage, the evidence that points at it, and what to check next.
+
+Findings cross into the CLI, the TUI and CI output, so they are frozen and hold only plain values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Severity = Literal["info", "warning", "critical"]
+SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "critical": 2}
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One boundary value (or aggregate of them) with the traces it came from and, where it helps,
+    what the same value looks like when nothing is wrong."""
+
+    label: str
+    value: object
+    unit: str = ""
+    trace_ids: tuple[str, ...] = ()
+    baseline: object | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"label": self.label, "value": _plain(self.value), "unit": self.unit,
+                "trace_ids": list(self.trace_ids), "baseline": _plain(self.baseline)}
+
+    def render_value(self) -> str:
+        text = _fmt(self.value) + (f" {self.unit}" if self.unit else "")
+        if self.baseline is not None:
+            text += f" (baseline {_fmt(self.baseline)}{' ' + self.unit if self.unit else ''})"
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A symptom explained by one stage. ``score`` ranks findings: the share of the symptom this stage
+    explains (0..1) weighted by severity, so the best explanation sorts first."""
+
+    symptom: str
+    phase: str
+    stage: str
+    severity: Severity
+    title: str
+    summary: str
+    evidence: tuple[Evidence, ...]
+    trace_ids: tuple[str, ...]
+    next_check: str
+    score: float
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITY_RANK:
+            raise ValueError(f"severity must be info, warning or critical, not {self.severity!r}")
+        if not isinstance(self.evidence, tuple) or not isinstance(self.trace_ids, tuple):
+            raise ValueError("evidence and trace_ids must be tuples (findings are read-only)")
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "symptom": self.symptom, "phase": self.phase, "stage": self.stage, "severity": self.severity,
+            "title": self.title, "summary": self.summary,
+            "evidence": [e.to_dict() for e in self.evidence],
+            "trace_ids": list(self.trace_ids), "next_check": self.next_check, "score": round(self.score, 4),
+        }
+
+    def sort_key(self) -> tuple[float, int]:
+        return (-self.score, -SEVERITY_RANK[self.severity])
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_fmt(v) for v in value)
+    return str(value)

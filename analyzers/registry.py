@@ -1,0 +1,46 @@
+"""The analyzer table: symptom id -> analyzer, and the ranked run over all (or some) of them."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import duckdb
+from llmtrace.analyzers.finding import Finding
+
+
+class Analyzer(Protocol):
+    symptom: str
+
+    def analyze(self, conn: duckdb.DuckDBPyConnection) -> list[Finding]: ...
+
+
+def _build() -> dict[str, Analyzer]:
+    # Filled in as the analyzers land; importing lazily keeps `import llmtrace.analyzers` cheap.
+    try:
+        from llmtrace.analyzers.catalog import build_analyzers
+    except ImportError:
+        return {}
+    return build_analyzers()
+
+
+ANALYZERS: dict[str, Analyzer] = _build()
+
+
+def run_analyzers(conn: duckdb.DuckDBPyConnection, symptoms: list[str] | None = None,
+                  since_ns: int | None = None) -> list[Finding]:
+    """Run the analyzers for ``symptoms`` (all when None) and return findings, best explanation first.
+
+    ``since_ns`` restricts every analyzer to spans that started at or after that wall-clock time.
+    """
+    from llmtrace.tracer.symptoms import get_symptom
+
+    chosen = list(ANALYZERS) if symptoms is None else symptoms
+    for s in chosen:
+        get_symptom(s)  # a clear KeyError for a name that is not in the table
+    findings: list[Finding] = []
+    for s in chosen:
+        analyzer = ANALYZERS.get(s)
+        if analyzer is not None:
+            findings.extend(analyzer.analyze(conn))
+    findings.sort(key=Finding.sort_key)
+    return findings
