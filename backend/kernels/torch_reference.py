@@ -1,0 +1,179 @@
+"""The reference attention backend: plain torch over the paged KV cache (runs anywhere).
+
+Three paths, picked per step from host-side lengths (no device sync):
+- decode (one query token per sequence): all sequences at once — gather their blocks into a padded
+  ``[batch, kv_len, kv_heads, head_dim]`` view and use grouped batched matmuls with a float32 softmax.
+  For one-token queries this beats torch's fused SDPA on CPU by a wide margin.
+- prefill chunks: one sequence at a time through ``scaled_dot_product_attention`` with a causal mask
+  offset by the cached prefix.
+- batch-invariant mode: every sequence alone, queries in fixed-size tiles and keys in fixed-size chunks,
+  accumulated in a fixed order, so a token's result never depends on what else shares the step (nor on
+  where its prefill chunk happens to start).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from llmtrace.backend.kernels.interface import AttentionMetadata
+
+QUERY_TILE = 8
+KEY_CHUNK = 128
+
+
+class TorchPagedAttention:
+    """Causal attention over the paged cache; ``invariant`` selects the batch-invariant path."""
+
+    name = "torch"
+
+    def __init__(self, invariant: bool = False) -> None:
+        self.invariant = invariant
+
+    def forward(
+        self,
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        meta: AttentionMetadata,
+        scale: float,
+    ) -> torch.Tensor:
+        seq_lens = meta.seq_lens_list
+        query_lens = meta.query_lens_list
+        if not seq_lens or not query_lens:
+            raise ValueError("the torch backend needs host copies of seq_lens and query lengths in the metadata")
+        if self.invariant:
+            return self._invariant(q, k_cache, v_cache, meta, scale)
+        if meta.max_query_len == 1:
+            return self._decode(q, k_cache, v_cache, meta, scale, list(range(len(seq_lens))))
+        out = torch.empty_like(q)
+        decodes = [i for i, n in enumerate(query_lens) if n == 1]
+        if decodes:
+            token_index = torch.tensor([sum(query_lens[:i]) for i in decodes], dtype=torch.long, device=q.device)
+            sub = self._decode(q.index_select(0, token_index), k_cache, v_cache, meta, scale, decodes)
+            out.index_copy_(0, token_index, sub)
+        start = 0
+        for i, n in enumerate(query_lens):
+            if n > 1:
+                out[start : start + n] = self._prefill(q[start : start + n], k_cache, v_cache, meta, i, scale)
+            start += n
+        return out
+
+    # paths --------------------------------------------------------------------------------------------
+
+    def _decode(
+        self,
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        meta: AttentionMetadata,
+        scale: float,
+        rows: list[int],
+    ) -> torch.Tensor:
+        """One query token for each sequence in ``rows``: batched gather + grouped matmuls."""
+        batch, heads, dim = q.shape
+        block_size, kv_heads = k_cache.shape[1], k_cache.shape[2]
+        group = heads // kv_heads
+        lens = [meta.seq_lens_list[i] for i in rows]
+        max_len = max(lens)
+        num_blocks = -(-max_len // block_size)
+        tables = meta.block_tables[:, :num_blocks]
+        if len(rows) != meta.block_tables.shape[0]:
+            tables = tables.index_select(0, torch.tensor(rows, dtype=torch.long, device=q.device))
+        padded = num_blocks * block_size
+        # [B, L, KVH, D] -> keys [B, KVH, D, L], values [B, KVH, L, D]
+        k = k_cache[tables].view(batch, padded, kv_heads, dim).permute(0, 2, 3, 1)
+        v = v_cache[tables].view(batch, padded, kv_heads, dim).transpose(1, 2)
+        qg = q.view(batch, kv_heads, group, dim)
+        scores = torch.matmul(qg, k).float().mul_(scale)  # [B, KVH, G, L]
+        if min(lens) != padded:
+            lens_t = torch.tensor(lens, device=q.device)
+            pad_mask = torch.arange(padded, device=q.device)[None, :] >= lens_t[:, None]
+            scores.masked_fill_(pad_mask[:, None, None, :], float("-inf"))
+        probs = torch.softmax(scores, dim=-1).to(v.dtype)
+        return torch.matmul(probs, v).view(batch, heads, dim)
+
+    def _gather(self, cache: torch.Tensor, meta: AttentionMetadata, i: int) -> torch.Tensor:
+        """One sequence's keys or values as ``[kv_len, kv_heads, head_dim]``."""
+        length = meta.seq_lens_list[i]
+        block_size = cache.shape[1]
+        table = meta.block_tables[i, : -(-length // block_size)]
+        return cache[table].flatten(0, 1)[:length]
+
+    def _prefill(
+        self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata, i: int, scale: float
+    ) -> torch.Tensor:
+        n = q.shape[0]
+        length = meta.seq_lens_list[i]
+        k = self._gather(k_cache, meta, i).transpose(0, 1)
+        v = self._gather(v_cache, meta, i).transpose(0, 1)
+        qt = q.transpose(0, 1)  # [H, n, D]
+        if n == length:
+            out = F.scaled_dot_product_attention(qt, k, v, is_causal=True, scale=scale, enable_gqa=True)
+        else:
+            mask = causal_mask(n, length, q.device)
+            out = F.scaled_dot_product_attention(qt, k, v, attn_mask=mask, scale=scale, enable_gqa=True)
+        return out.transpose(0, 1)
+
+    def _invariant(
+        self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata, scale: float
+    ) -> torch.Tensor:
+        out = torch.empty_like(q)
+        start = 0
+        for i, n in enumerate(meta.query_lens_list):
+            k = self._gather(k_cache, meta, i)
+            v = self._gather(v_cache, meta, i)
+            length = k.shape[0]
+            for t0 in range(0, n, QUERY_TILE):
+                t1 = min(t0 + QUERY_TILE, n)
+                out[start + t0 : start + t1] = invariant_tile(
+                    q[start + t0 : start + t1], k, v, first_position=length - n + t0, scale=scale
+                )
+            start += n
+        return out
+
+
+def causal_mask(num_queries: int, kv_len: int, device: torch.device) -> torch.Tensor:
+    """Boolean ``[num_queries, kv_len]``: query t (at position kv_len - num_queries + t) sees keys <= it."""
+    positions = torch.arange(kv_len - num_queries, kv_len, device=device)
+    return torch.arange(kv_len, device=device)[None, :] <= positions[:, None]
+
+
+def invariant_tile(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, first_position: int, scale: float) -> torch.Tensor:
+    """Attention for up to QUERY_TILE consecutive queries with fixed shapes and a fixed summation order.
+
+    ``q: [n, H, D]`` at positions ``first_position ..``; ``k, v: [L, KVH, D]``. Queries are padded to the
+    tile, keys to whole chunks; masked scores are exactly zero after ``exp`` so the extra chunks a later
+    query needs add exact zeros to an earlier query's sums.
+    """
+    n, heads, dim = q.shape
+    kv_heads = k.shape[1]
+    group = heads // kv_heads
+    visible = first_position + n  # keys this tile can see
+    chunks = -(-visible // KEY_CHUNK)
+    padded = chunks * KEY_CHUNK
+    qp = q.new_zeros(QUERY_TILE, heads, dim)
+    qp[:n] = q
+    kp = k.new_zeros(padded, kv_heads, dim)
+    kp[: min(padded, k.shape[0])] = k[:padded]
+    vp = v.new_zeros(padded, kv_heads, dim)
+    vp[: min(padded, v.shape[0])] = v[:padded]
+    qg = qp.view(QUERY_TILE, kv_heads, group, dim).permute(1, 2, 0, 3).reshape(kv_heads, group * QUERY_TILE, dim)
+    kt = kp.permute(1, 2, 0)  # [KVH, D, padded]
+    vt = vp.transpose(0, 1)  # [KVH, padded, D]
+    scores = torch.cat(
+        [torch.matmul(qg, kt[:, :, c * KEY_CHUNK : (c + 1) * KEY_CHUNK]) for c in range(chunks)], dim=-1
+    ).float() * scale
+    positions = first_position + torch.arange(QUERY_TILE, device=q.device)
+    mask = torch.arange(padded, device=q.device)[None, :] > positions[:, None]  # [TILE, padded]
+    scores = scores.view(kv_heads, group, QUERY_TILE, padded).masked_fill(mask, float("-inf"))
+    scores = scores.view(kv_heads, group * QUERY_TILE, padded)
+    peak = scores.amax(dim=-1, keepdim=True)
+    weights = torch.exp(scores - peak)
+    total = torch.zeros_like(peak)
+    acc = torch.zeros(kv_heads, group * QUERY_TILE, dim, dtype=torch.float32, device=q.device)
+    for c in range(chunks):
+        w = weights[:, :, c * KEY_CHUNK : (c + 1) * KEY_CHUNK]
+        total += w.sum(dim=-1, keepdim=True)
+        acc += torch.matmul(w, vt[:, c * KEY_CHUNK : (c + 1) * KEY_CHUNK].float())
+    out = (acc / total).to(q.dtype)  # [KVH, G*TILE, D]
+    return out.view(kv_heads, group, QUERY_TILE, dim).permute(2, 0, 1, 3).reshape(QUERY_TILE, heads, dim)[:n]

@@ -1,0 +1,79 @@
+"""A linear layer that picks its matmul by batch shape and precision.
+
+- float32: a dense float32 weight (exact dequantized GGUF values; what correctness tests compare).
+- bfloat16: a dense bfloat16 weight for wide inputs (prefill) and, when the GGUF held Q4_1, the exact 4-bit
+  codes in torch's CPU int4 packed format for narrow inputs (decode), which reads 4x fewer weight bytes.
+  Q4_1's ``q * d + m`` is the int4 kernel's ``(q - 8) * scale + zero`` with ``scale = d``, ``zero = m + 8d``.
+- batch-invariant mode: rows go through the matmul in fixed-size tiles (the last one padded), so the
+  kernel and its reduction order seen by a row never depend on how many other rows share the step.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from llmtrace.backend.model.gguf_reader import Q4_1_BLOCK, Q4_1Parts
+
+INT4_MAX_ROWS = 32  # above this many rows the dense bfloat16 GEMM is faster than the int4 kernel
+INVARIANT_TILE = 8  # rows per matmul call in batch-invariant mode
+
+
+def int4_available() -> bool:
+    return hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu") and hasattr(
+        torch.ops.aten, "_convert_weight_to_int4pack_for_cpu"
+    )
+
+
+class Linear:
+    """``y = x @ W.T`` with ``W: [out_features, in_features]``; no bias (Llama has none)."""
+
+    __slots__ = ("weight", "int4_weight", "int4_scale_zero", "out_features", "in_features")
+
+    def __init__(self, weight: torch.Tensor, q4: Q4_1Parts | None = None) -> None:
+        self.weight = weight.contiguous()
+        self.out_features, self.in_features = weight.shape
+        self.int4_weight: torch.Tensor | None = None
+        self.int4_scale_zero: torch.Tensor | None = None
+        if q4 is not None and weight.dtype == torch.bfloat16 and weight.device.type == "cpu" and int4_available():
+            codes = torch.from_numpy(q4.codes).to(torch.int32)
+            self.int4_weight = torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes, 1)
+            scale = torch.from_numpy(q4.scale)
+            zero = torch.from_numpy(q4.minimum) + 8.0 * scale
+            # the kernel wants [in_features // group, out_features, 2]
+            self.int4_scale_zero = torch.stack([scale, zero], dim=-1).transpose(0, 1).contiguous().to(weight.dtype)
+
+    @property
+    def kernel(self) -> str:
+        return "int4+dense" if self.int4_weight is not None else "dense"
+
+    def __call__(self, x: torch.Tensor, invariant: bool = False) -> torch.Tensor:
+        if invariant:
+            return self._tiled(x)
+        if self.int4_weight is not None and x.shape[0] <= INT4_MAX_ROWS:
+            return self._int4(x)
+        return F.linear(x, self.weight)
+
+    def _int4(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.aten._weight_int4pack_mm_for_cpu(x, self.int4_weight, Q4_1_BLOCK, self.int4_scale_zero)
+
+    def _tiled(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.shape[0]
+        pad = (-rows) % INVARIANT_TILE
+        if pad:
+            x = torch.cat([x, x.new_zeros(pad, x.shape[1])])
+        op = self._int4 if self.int4_weight is not None else (lambda t: F.linear(t, self.weight))
+        out = torch.cat([op(tile) for tile in x.split(INVARIANT_TILE)])
+        return out[:rows]
+
+
+def concat_q4(parts: list[Q4_1Parts | None]) -> Q4_1Parts | None:
+    """Stack several Q4_1 matrices row-wise (fused QKV, fused gate/up); None if any is not Q4_1."""
+    import numpy as np
+
+    if any(p is None for p in parts):
+        return None
+    return Q4_1Parts(
+        codes=np.concatenate([p.codes for p in parts]),  # type: ignore[union-attr]
+        scale=np.concatenate([p.scale for p in parts]),  # type: ignore[union-attr]
+        minimum=np.concatenate([p.minimum for p in parts]),  # type: ignore[union-attr]
+    )

@@ -1,0 +1,181 @@
+"""The Llama forward pass: RMSNorm, rotary positions, grouped-query attention, SwiGLU, tied LM head.
+
+``forward`` runs a flat batch of tokens from many sequences over the paged KV cache through an attention
+backend; ``forward_dense`` is the plain reference (one sequence, no cache) that tests compare against.
+Both can stop after the first ``num_layers`` layers (self-drafting uses the shallow model).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from llmtrace.backend.kernels.interface import AttentionBackend, AttentionMetadata, write_kv
+from llmtrace.backend.model.config import ModelConfig, tiny_config
+from llmtrace.backend.model.forward_clock import ForwardClock
+from llmtrace.backend.model.linear import INVARIANT_TILE, Linear
+from llmtrace.backend.model.weights import LlamaWeights, load_gguf_weights, random_weights, resolve_dtype
+
+
+class LlamaModel:
+    """Weights plus the arithmetic; holds no per-request state (the KV cache belongs to the engine)."""
+
+    def __init__(self, config: ModelConfig, weights: LlamaWeights, dtype: torch.dtype, path: Path | None = None):
+        self.config = config
+        self.weights = weights
+        self.dtype = dtype
+        self.path = path
+        self.device = weights.embedding.device
+        half = config.head_dim // 2
+        inv_freq = 1.0 / (config.rope_theta ** (torch.arange(half, dtype=torch.float64) / half))
+        self._rope_len = 0
+        self._inv_freq = inv_freq
+        self._cos = torch.empty(0)
+        self._sin = torch.empty(0)
+        self._ensure_rope(config.max_position)
+        self.lm_head = Linear(weights.lm_head)
+
+    # construction -----------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_gguf(cls, path: str | Path, dtype: str | torch.dtype = "float32") -> LlamaModel:
+        from llmtrace.backend.model.gguf_reader import GGUFModelFile
+
+        gguf = GGUFModelFile(path)
+        torch_dtype = resolve_dtype(dtype)
+        return cls(gguf.config, load_gguf_weights(gguf, torch_dtype), torch_dtype, path=Path(path))
+
+    @classmethod
+    def tiny(cls, dtype: str | torch.dtype = "float32", seed: int = 0) -> LlamaModel:
+        cfg = tiny_config()
+        torch_dtype = resolve_dtype(dtype)
+        return cls(cfg, random_weights(cfg, torch_dtype, seed), torch_dtype)
+
+    def _ensure_rope(self, length: int) -> None:
+        """Cos/sin tables (float32) for positions below ``length``; grown on demand past the trained context."""
+        if length <= self._rope_len:
+            return
+        angles = torch.outer(torch.arange(length, dtype=torch.float64), self._inv_freq)
+        self._cos = torch.cos(angles).float().to(self.device)
+        self._sin = torch.sin(angles).float().to(self.device)
+        self._rope_len = length
+
+    # pieces -----------------------------------------------------------------------------------------------
+
+    def _rms_norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + self.config.rms_eps)
+        return (x32 * weight).to(self.dtype)
+
+    def _rms_norm_tiled(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        # a lone row's mean may be split across threads; fixed row tiles keep its reduction order fixed
+        rows = x.shape[0]
+        pad = (-rows) % INVARIANT_TILE
+        xp = torch.cat([x, x.new_zeros(pad, x.shape[1])]) if pad else x
+        return torch.cat([self._rms_norm(t, weight) for t in xp.split(INVARIANT_TILE)])[:rows]
+
+    def _rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """Half-split rotary convention (the GGUF reader undid llama.cpp's interleaved row order)."""
+        half = x.shape[-1] // 2
+        x32 = x.float()
+        x1, x2 = x32[..., :half], x32[..., half:]
+        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return F.embedding(input_ids, self.weights.embedding)
+
+    def lm_head_logits(self, hidden: torch.Tensor, invariant: bool = False) -> torch.Tensor:
+        """Final norm + vocabulary projection, float32 ``[rows, vocab]``."""
+        norm = self._rms_norm_tiled if invariant else self._rms_norm
+        return self.lm_head(norm(hidden, self.weights.final_norm), invariant=invariant).float()
+
+    # the paged, batched forward ---------------------------------------------------------------------------
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        kv_caches: list[tuple[torch.Tensor, torch.Tensor]],
+        meta: AttentionMetadata,
+        attention: AttentionBackend,
+        logits_indices: torch.Tensor,
+        *,
+        num_layers: int | None = None,
+        invariant: bool = False,
+        clock: ForwardClock | None = None,
+    ) -> torch.Tensor:
+        """Logits (float32) at the flat token indices ``logits_indices`` after running every new token.
+
+        ``input_ids``/``positions``: ``[num_tokens]``; the new keys/values are written to the cache slots in
+        ``meta.slot_mapping`` before attention reads them.
+        """
+        cfg = self.config
+        layers = self.weights.layers[: num_layers or cfg.num_layers]
+        clock = clock or ForwardClock(self.device)
+        t = clock.mark()
+        hidden = self.embed(input_ids)
+        clock.add("embedding", t)
+        t = clock.mark()
+        self._ensure_rope(meta.max_seq_len)
+        cos = self._cos.index_select(0, positions)[:, None, :]
+        sin = self._sin.index_select(0, positions)[:, None, :]
+        clock.add("positional", t)
+        norm = self._rms_norm_tiled if invariant else self._rms_norm
+        n = input_ids.shape[0]
+        scale = cfg.head_dim**-0.5
+        for layer, (k_cache, v_cache) in zip(layers, kv_caches, strict=False):
+            t = clock.mark()
+            x = norm(hidden, layer.attn_norm)
+            qkv = layer.qkv(x, invariant)
+            q = qkv[:, : cfg.q_size].view(n, cfg.num_heads, cfg.head_dim)
+            k = qkv[:, cfg.q_size : cfg.q_size + cfg.kv_size].view(n, cfg.num_kv_heads, cfg.head_dim)
+            v = qkv[:, cfg.q_size + cfg.kv_size :].view(n, cfg.num_kv_heads, cfg.head_dim)
+            q = self._rope(q, cos, sin)
+            k = self._rope(k, cos, sin)
+            write_kv(k, v, k_cache, v_cache, meta.slot_mapping)
+            attn = attention.forward(q, k_cache, v_cache, meta, scale)
+            hidden = hidden + layer.o(attn.reshape(n, cfg.q_size), invariant)
+            clock.add("attention", t)
+            t = clock.mark()
+            hidden = hidden + self._mlp(norm(hidden, layer.ffn_norm), layer.gate_up, layer.down, invariant)
+            clock.add("feed_forward", t)
+        t = clock.mark()
+        logits = self.lm_head_logits(hidden.index_select(0, logits_indices), invariant)
+        clock.add("lm_head", t)
+        return logits
+
+    def _mlp(self, x: torch.Tensor, gate_up: Linear, down: Linear, invariant: bool) -> torch.Tensor:
+        gu = gate_up(x, invariant)
+        inter = gu.shape[-1] // 2
+        return down(F.silu(gu[:, :inter]) * gu[:, inter:], invariant)
+
+    # the dense reference ----------------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def forward_dense(self, input_ids: list[int] | torch.Tensor, num_layers: int | None = None) -> torch.Tensor:
+        """Plain causal forward over one whole sequence, no cache, dense weights: float32 ``[T, vocab]``."""
+        cfg = self.config
+        ids = torch.as_tensor(input_ids, dtype=torch.long, device=self.device)
+        n = ids.shape[0]
+        self._ensure_rope(n)
+        cos, sin = self._cos[:n, None, :], self._sin[:n, None, :]
+        hidden = self.embed(ids)
+        mask = torch.ones(n, n, dtype=torch.bool, device=self.device).tril()
+        for layer in self.weights.layers[: num_layers or cfg.num_layers]:
+            x = self._rms_norm(hidden, layer.attn_norm)
+            qkv = F.linear(x, layer.qkv.weight)
+            q = self._rope(qkv[:, : cfg.q_size].view(n, cfg.num_heads, cfg.head_dim), cos, sin)
+            k = self._rope(qkv[:, cfg.q_size : cfg.q_size + cfg.kv_size].view(n, cfg.num_kv_heads, cfg.head_dim), cos, sin)
+            v = qkv[:, cfg.q_size + cfg.kv_size :].view(n, cfg.num_kv_heads, cfg.head_dim)
+            k = k.repeat_interleave(cfg.gqa_ratio, dim=1)
+            v = v.repeat_interleave(cfg.gqa_ratio, dim=1)
+            scores = torch.einsum("qhd,khd->hqk", q.float(), k.float()) * cfg.head_dim**-0.5
+            probs = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+            attn = torch.einsum("hqk,khd->qhd", probs, v.float()).to(self.dtype)
+            hidden = hidden + F.linear(attn.reshape(n, cfg.q_size), layer.o.weight)
+            x = self._rms_norm(hidden, layer.ffn_norm)
+            gu = F.linear(x, layer.gate_up.weight)
+            inter = gu.shape[-1] // 2
+            hidden = hidden + F.linear(F.silu(gu[:, :inter]) * gu[:, inter:], layer.down.weight)
+        return F.linear(self._rms_norm(hidden, self.weights.final_norm), self.weights.lm_head).float()

@@ -1,0 +1,119 @@
+"""The weights of a Llama model, loaded from GGUF or drawn at random for tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from llmtrace.backend.model.config import ModelConfig
+from llmtrace.backend.model.gguf_reader import GGUFModelFile
+from llmtrace.backend.model.linear import Linear, concat_q4
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        if dtype not in DTYPES.values():
+            raise ValueError(f"dtype must be float32 or bfloat16, got {dtype}")
+        return dtype
+    try:
+        return DTYPES[dtype]
+    except KeyError:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}") from None
+
+
+@dataclass(slots=True)
+class LayerWeights:
+    attn_norm: torch.Tensor  # [hidden]
+    qkv: Linear  # fused Q, K, V projections: [q_size + 2 * kv_size, hidden]
+    o: Linear  # [hidden, q_size]
+    ffn_norm: torch.Tensor  # [hidden]
+    gate_up: Linear  # fused gate and up projections: [2 * intermediate, hidden]
+    down: Linear  # [hidden, intermediate]
+
+
+@dataclass(slots=True)
+class LlamaWeights:
+    embedding: torch.Tensor  # [vocab, hidden]
+    layers: list[LayerWeights]
+    final_norm: torch.Tensor  # [hidden]
+    lm_head: torch.Tensor  # [vocab, hidden]; the embedding itself when tied
+    source: str  # what the weights came from, for the trace ("gguf:<path>" or "random:<seed>")
+    quantization: str  # e.g. "Q4_1", "F32", "random"
+
+
+def load_gguf_weights(gguf: GGUFModelFile, dtype: torch.dtype) -> LlamaWeights:
+    """Dequantize every tensor to ``dtype``; keep Q4_1 codes too for the int4 decode path (bfloat16)."""
+    cfg = gguf.config
+
+    def dense(name: str) -> torch.Tensor:
+        return torch.from_numpy(gguf.tensor(name)).to(dtype)
+
+    def fused(names: list[str]) -> Linear:
+        weight = torch.cat([dense(n) for n in names])
+        q4 = concat_q4([gguf.q4_1_parts(n) for n in names]) if dtype == torch.bfloat16 else None
+        return Linear(weight, q4)
+
+    layers = []
+    for i in range(cfg.num_layers):
+        p = f"blk.{i}."
+        layers.append(
+            LayerWeights(
+                attn_norm=dense(p + "attn_norm.weight").float(),
+                qkv=fused([p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"]),
+                o=fused([p + "attn_output.weight"]),
+                ffn_norm=dense(p + "ffn_norm.weight").float(),
+                gate_up=fused([p + "ffn_gate.weight", p + "ffn_up.weight"]),
+                down=fused([p + "ffn_down.weight"]),
+            )
+        )
+    embedding = dense("token_embd.weight")
+    lm_head = embedding if cfg.tie_word_embeddings else dense("output.weight")
+    return LlamaWeights(
+        embedding=embedding,
+        layers=layers,
+        final_norm=dense("output_norm.weight").float(),
+        lm_head=lm_head,
+        source=f"gguf:{gguf.path}",
+        quantization=gguf.tensor_type("blk.0.attn_q.weight"),
+    )
+
+
+def random_weights(cfg: ModelConfig, dtype: torch.dtype, seed: int = 0) -> LlamaWeights:
+    """Random weights of the right shapes; deterministic for a seed (tests and the tiny model)."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def normal(*shape: int, std: float = 0.02) -> torch.Tensor:
+        return (torch.randn(*shape, generator=gen) * std).to(dtype)
+
+    def norm_weight() -> torch.Tensor:
+        return 1.0 + 0.1 * torch.randn(cfg.hidden_size, generator=gen)
+
+    h, inter = cfg.hidden_size, cfg.intermediate_size
+    layers = [
+        LayerWeights(
+            attn_norm=norm_weight(),
+            qkv=Linear(normal(cfg.q_size + 2 * cfg.kv_size, h, std=h**-0.5)),
+            o=Linear(normal(h, cfg.q_size, std=cfg.q_size**-0.5)),
+            ffn_norm=norm_weight(),
+            gate_up=Linear(normal(2 * inter, h, std=h**-0.5)),
+            down=Linear(normal(h, inter, std=inter**-0.5)),
+        )
+        for _ in range(cfg.num_layers)
+    ]
+    embedding = normal(cfg.vocab_size, h, std=1.0)
+    lm_head = embedding if cfg.tie_word_embeddings else normal(cfg.vocab_size, h)
+    return LlamaWeights(
+        embedding=embedding,
+        layers=layers,
+        final_norm=norm_weight(),
+        lm_head=lm_head,
+        source=f"random:{seed}",
+        quantization="random",
+    )
+
+
+def open_gguf(path: str | Path) -> GGUFModelFile:
+    return GGUFModelFile(path)
