@@ -23,6 +23,7 @@ class Constraint:
     kind: ConstraintKind
     spec: object  # JSON schema dict, regex str, Lark grammar str, or list of choices
     after_marker: str | None = None
+    tool_calls: bool = False  # the output is parsed into OpenAI tool_calls (finish_reason "tool_calls")
 
 
 @dataclass(frozen=True, slots=True)

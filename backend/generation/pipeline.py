@@ -1,0 +1,309 @@
+"""The generation pipeline: from one step's logits to chosen tokens, and from tokens to streamed text.
+
+The engine calls, per step: ``sample(logits, states)`` for the running sequences, then ``accept(state,
+token, now_ns)`` for each chosen token (which returns the text delta and whether the sequence finished), and
+at the end ``stage_values(state)`` for the boundary values of the Generation stages it emits.
+
+Order inside ``sample`` for one row: penalties -> constraint mask -> reasoning-budget forcing ->
+temperature / top-k / top-p / min-p with the sequence's own seeded generator (argmax at temperature 0).
+Every row is processed on its own, so one sequence's choice never depends on the others in the batch.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+from llmtrace.backend.generation.constraint import ConstraintMatcher, make_ll_tokenizer
+from llmtrace.backend.generation.detokenizer import IncrementalDetokenizer
+from llmtrace.backend.generation.params import Constraint, SamplingParams
+from llmtrace.backend.generation.penalties import PenaltyState
+from llmtrace.backend.generation.reasoning import ReasoningTracker
+from llmtrace.backend.generation.sampler import EffectiveSampling, position_generator, sample_row
+from llmtrace.backend.generation.stop_strings import StopStringMatcher
+from llmtrace.backend.generation.streaming import StreamClock
+from llmtrace.backend.generation.tool_calls import parse_tool_calls
+
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
+
+
+@dataclass(frozen=True, slots=True)
+class TokenResult:
+    text_delta: str
+    finished: bool
+    finish_reason: FinishReason | None = None
+
+
+@dataclass(slots=True)
+class SequenceState:
+    """Everything the pipeline keeps for one sequence between steps."""
+
+    params: SamplingParams
+    effective: EffectiveSampling
+    prompt_token_ids: list[int]
+    penalties: PenaltyState
+    detokenizer: IncrementalDetokenizer
+    stops: StopStringMatcher
+    clock: StreamClock
+    constraint: ConstraintMatcher | None = None
+    reasoning: ReasoningTracker | None = None
+    generator: torch.Generator = field(default_factory=torch.Generator)
+    output_token_ids: list[int] = field(default_factory=list)
+    text: str = ""
+    finished: bool = False
+    finish_reason: FinishReason | None = None
+    stop_matched: str | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    # cumulative time per Generation stage (ns), so the engine can give each stage span a real duration
+    stage_ns: dict[str, int] = field(default_factory=dict)
+
+    def _spent(self, stage_id: str, start_ns: int) -> None:
+        self.stage_ns[stage_id] = self.stage_ns.get(stage_id, 0) + (time.perf_counter_ns() - start_ns)
+
+
+class GenerationPipeline:
+    """Stateless across requests; all per-request state lives in ``SequenceState``."""
+
+    def __init__(self, tokenizer: Any, *, eos_token_ids: set[int], vocab_size: int) -> None:
+        if vocab_size < 1:
+            raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
+        self.tokenizer = tokenizer
+        self.eos_token_ids = set(eos_token_ids)
+        self.vocab_size = vocab_size
+        self._eos_fallback = min(self.eos_token_ids) if self.eos_token_ids else 0
+        self._ll_tokenizer: Any = None
+        self._special_ids = frozenset(getattr(tokenizer, "special_ids", frozenset()))
+
+    # ------------------------------------------------------------------ request setup
+    def _ll(self) -> Any:
+        if self._ll_tokenizer is None:
+            self._ll_tokenizer = make_ll_tokenizer(self.tokenizer.to_json(), self.vocab_size, self.eos_token_ids)
+        return self._ll_tokenizer
+
+    def new_state(
+        self, params: SamplingParams, prompt_token_ids: list[int], *, arrival_ns: int | None = None
+    ) -> SequenceState:
+        """Set up one request; compiles its constraint (raises InvalidRequestError before any work)."""
+        tk = self.tokenizer
+        constraint = None
+        reasoning = None
+        if params.reasoning is not None:
+            tail = b"".join(tk.token_bytes(t) for t in prompt_token_ids[-8:])
+            reasoning = ReasoningTracker(params.reasoning, encode=tk.encode, token_bytes=tk.token_bytes,
+                                         prompt_tail=tail)
+        if params.constraint is not None:
+            spec = params.constraint
+            if reasoning is not None and spec.after_marker is None:
+                # a thinking model reasons freely; the constraint governs what follows the close delimiter
+                spec = Constraint(spec.kind, spec.spec, params.reasoning.close_delimiter, spec.tool_calls)
+            constraint = ConstraintMatcher(spec, self._ll(), self.vocab_size)
+        return SequenceState(
+            params=params,
+            effective=EffectiveSampling.from_params(params, self.vocab_size),
+            prompt_token_ids=list(prompt_token_ids),
+            penalties=PenaltyState(prompt_token_ids, self.vocab_size, repetition=params.repetition_penalty,
+                                   frequency=params.frequency_penalty, presence=params.presence_penalty),
+            detokenizer=IncrementalDetokenizer(tk.token_bytes, self._special_ids,
+                                               skip_special_tokens=params.skip_special_tokens),
+            stops=StopStringMatcher(params.stop),
+            clock=StreamClock(arrival_ns if arrival_ns is not None else time.time_ns()),
+            constraint=constraint,
+            reasoning=reasoning,
+        )
+
+    # ------------------------------------------------------------------ choosing tokens
+    def sample(self, logits: torch.Tensor, states: list[SequenceState]) -> list[int]:
+        """One token per row of ``logits`` [B, V] (float32), for the matching state."""
+        if logits.dim() != 2 or logits.shape[0] != len(states):
+            raise ValueError(f"logits must be [B, V] with B = {len(states)}, got {tuple(logits.shape)}")
+        return [self._choose(st, logits[i], None) for i, st in enumerate(states)]
+
+    def sample_draft_targets(self, state: SequenceState, logits: torch.Tensor, draft: list[int]) -> list[int]:
+        """Speculative verification: ``logits`` [k+1, V] are the full model's scores after the sequence and
+        after each drafted token. Returns the target tokens position by position, stopping at the first one
+        that differs from the draft (so its length is accepted + 1). Seeded sampling draws position ``n``
+        from the same stream as without speculation, so the output is the same with and without it."""
+        if logits.dim() != 2 or logits.shape[0] < len(draft) + 1:
+            raise ValueError(f"need {len(draft) + 1} rows of logits, got {tuple(logits.shape)}")
+        targets: list[int] = []
+        for i in range(len(draft) + 1):
+            tok = self._choose(state, logits[i], draft[:i] if i else None)
+            targets.append(tok)
+            if i < len(draft) and tok != draft[i]:
+                break
+        return targets
+
+    def _choose(self, st: SequenceState, row: torch.Tensor, extra: list[int] | None) -> int:
+        if st.finished:
+            return self._eos_fallback
+        if st.reasoning is not None:
+            forced = st.reasoning.forced_token() if not extra else st.reasoning.peek_forced(len(extra))
+            if forced is not None:
+                return forced
+        row = row.float()
+        if row.shape[-1] > self.vocab_size:  # padded head: rows past the vocabulary are never valid
+            row = row.clone()
+            row[self.vocab_size:] = float("-inf")
+        t0 = time.perf_counter_ns()
+        row = st.penalties.apply(row, extra)
+        st._spent("gen.penalties", t0)
+        if st.constraint is not None:
+            t0 = time.perf_counter_ns()
+            masked, n_allowed = st.constraint.mask_logits(row[: self.vocab_size], extra)
+            st._spent("gen.constrained", t0)
+            if n_allowed == 0:
+                return self._eos_fallback  # dead end: accept() ends the sequence
+            row = masked
+        t0 = time.perf_counter_ns()
+        position = len(st.output_token_ids) + (len(extra) if extra else 0)
+        gen = None if st.effective.greedy else position_generator(st.effective.seed, position, st.generator)
+        tok = sample_row(row, st.effective, gen)
+        st._spent("gen.sampling", t0)
+        return tok
+
+    # ------------------------------------------------------------------ committing tokens
+    def accept(self, state: SequenceState, token_id: int, now_ns: int) -> TokenResult:
+        """Commit one chosen token: constraint, reasoning count, text, stop checks."""
+        st = state
+        if st.finished:
+            return TokenResult("", True, st.finish_reason)
+        st.output_token_ids.append(token_id)
+        st.penalties.append(token_id)
+        if st.reasoning is not None:
+            st.reasoning.commit(token_id)
+        is_eos = token_id in self.eos_token_ids and not st.params.ignore_eos
+        if st.constraint is not None and not is_eos:
+            t0 = time.perf_counter_ns()
+            ok = st.constraint.commit(token_id)
+            st._spent("gen.constrained", t0)
+            if not ok:
+                return self._finish(st, "", "stop", now_ns, matched="constraint_dead_end")
+        if st.constraint is not None and st.constraint.dead_end:
+            return self._finish(st, "", "stop", now_ns, matched="constraint_dead_end")
+        if is_eos:
+            return self._finish(st, "", "stop", now_ns, matched=self._token_name(token_id))
+        if token_id in st.params.stop_token_ids:
+            return self._finish(st, "", "stop", now_ns, matched=self._token_name(token_id))
+        t0 = time.perf_counter_ns()
+        piece = st.detokenizer.push(token_id)
+        st._spent("gen.detokenization", t0)
+        t0 = time.perf_counter_ns()
+        delta, matched = st.stops.feed(piece) if piece else ("", False)
+        st._spent("gen.stop", t0)
+        if matched:
+            return self._finish(st, delta, "stop", now_ns, matched=st.stops.matched, flush=False)
+        if st.constraint is not None and st.constraint.stopped:
+            return self._finish(st, delta, "stop", now_ns, matched="constraint_complete")
+        if len(st.output_token_ids) >= st.params.max_tokens:
+            return self._finish(st, delta, "length", now_ns)
+        self._emit(st, delta, now_ns)
+        return TokenResult(delta, False, None)
+
+    def finish(self, state: SequenceState, finish_reason: FinishReason | None = None) -> TokenResult:
+        """End a sequence early (abort, preemption without resume): release held-back text."""
+        if state.finished:
+            return TokenResult("", True, state.finish_reason)
+        return self._finish(state, "", finish_reason, time.time_ns())
+
+    def _finish(
+        self,
+        st: SequenceState,
+        delta: str,
+        reason: FinishReason | None,
+        now_ns: int,
+        *,
+        matched: str | None = None,
+        flush: bool = True,
+    ) -> TokenResult:
+        if flush:
+            tail = st.detokenizer.flush()
+            if tail:
+                more, hit = st.stops.feed(tail)
+                delta += more
+                if hit:
+                    matched = st.stops.matched
+            if not st.stops.matched:
+                delta += st.stops.flush()
+        st.finished = True
+        st.stop_matched = matched
+        if reason == "stop" and st.constraint is not None and st.constraint.constraint.tool_calls:
+            calls = parse_tool_calls(st.text + delta)
+            if calls:
+                st.tool_calls = calls
+                reason = "tool_calls"
+        st.finish_reason = reason
+        self._emit(st, delta, now_ns)
+        return TokenResult(delta, True, reason)
+
+    def _emit(self, st: SequenceState, delta: str, now_ns: int) -> None:
+        if delta:
+            st.text += delta
+            st.clock.chunk(now_ns)
+
+    def _token_name(self, token_id: int) -> str:
+        try:
+            return self.tokenizer.id_to_token(token_id)
+        except (AttributeError, IndexError):
+            return str(token_id)
+
+    # ------------------------------------------------------------------ tracing
+    def stage_values(self, state: SequenceState) -> dict[str, dict[str, object]]:
+        """Boundary values of the Generation stages this pipeline owns (STAGES.md 27-30, 32-34)."""
+        st, p, eff = state, state.params, state.effective
+        c = st.constraint
+        kind = p.constraint.kind if p.constraint is not None else "none"
+        output_type = "json" if kind in ("json_schema", "json_object") or (c and c.constraint.tool_calls) else "text"
+        r = st.reasoning
+        return {
+            "gen.penalties": {
+                "gen_ai.request.frequency_penalty": p.frequency_penalty,
+                "gen_ai.request.presence_penalty": p.presence_penalty,
+                "llmtrace.penalties.repetition": p.repetition_penalty,
+                "llmtrace.penalties.on_structured_output": c is not None and st.penalties.active,
+            },
+            "gen.sampling": {
+                "gen_ai.request.temperature": p.temperature,
+                "gen_ai.request.top_p": p.top_p,
+                "gen_ai.request.top_k": float(p.top_k),
+                "gen_ai.request.seed": p.seed,
+                "llmtrace.sampling.min_p": p.min_p,
+                "llmtrace.sampling.greedy": eff.greedy,
+                "llmtrace.sampling.effective_temperature": eff.temperature,
+                "llmtrace.sampling.effective_top_p": eff.top_p,
+                "llmtrace.sampling.effective_top_k": eff.top_k,
+                "llmtrace.sampling.effective_seed": eff.seed,
+                "llmtrace.sampling.clamped": list(eff.clamped),
+            },
+            "gen.constrained": {
+                "gen_ai.output.type": output_type,
+                "llmtrace.constraint.kind": kind,
+                "llmtrace.constraint.compile_ms": c.compile_ms if c else 0.0,
+                "llmtrace.constraint.masked_fraction": c.masked_fraction_mean if c else 0.0,
+                "llmtrace.constraint.forced_tokens": c.forced_tokens if c else 0,
+                "llmtrace.constraint.dead_end": bool(c and c.dead_end),
+            },
+            "gen.reasoning_budget": {
+                "llmtrace.reasoning.budget": r.config.budget if r else 0,
+                "gen_ai.usage.reasoning.output_tokens": r.reasoning_tokens if r else 0,
+                "llmtrace.reasoning.forced_close": bool(r and r.forced_close),
+            },
+            "gen.stop": {
+                "gen_ai.response.finish_reasons": [st.finish_reason] if st.finish_reason else [],
+                "llmtrace.stop.matched": st.stop_matched,
+                "gen_ai.request.max_tokens": p.max_tokens,
+                "gen_ai.usage.output_tokens": len(st.output_token_ids),
+            },
+            "gen.detokenization": {
+                "llmtrace.detok.held_back_max": st.detokenizer.held_back_max,
+                "llmtrace.detok.replacement_chars": st.detokenizer.replacement_chars,
+                "llmtrace.detok.skip_special_tokens": p.skip_special_tokens,
+                "llmtrace.detok.stop_holdback_chars": st.stops.holdback_max,
+            },
+            "gen.streaming": st.clock.values(),
+        }
+
+    def stage_durations_ns(self, state: SequenceState) -> dict[str, int]:
+        """Time this pipeline spent per stage for the sequence (summed over steps)."""
+        return dict(state.stage_ns)

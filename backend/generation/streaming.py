@@ -1,0 +1,41 @@
+"""Per-chunk timestamps of one stream: time to first chunk and the gaps between chunks."""
+
+from __future__ import annotations
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Linear-interpolated percentile of an already sorted list (q in [0, 100])."""
+    if not sorted_values:
+        return 0.0
+    pos = (len(sorted_values) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+class StreamClock:
+    __slots__ = ("arrival_ns", "chunk_ns")
+
+    def __init__(self, arrival_ns: int) -> None:
+        self.arrival_ns = arrival_ns
+        self.chunk_ns: list[int] = []  # when each non-empty text delta was produced
+
+    def chunk(self, now_ns: int) -> None:
+        self.chunk_ns.append(now_ns)
+
+    @property
+    def ttft_ms(self) -> float | None:
+        return (self.chunk_ns[0] - self.arrival_ns) / 1e6 if self.chunk_ns else None
+
+    def gaps_ms(self) -> list[float]:
+        return [(b - a) / 1e6 for a, b in zip(self.chunk_ns, self.chunk_ns[1:], strict=False)]
+
+    def values(self) -> dict[str, object]:
+        gaps = sorted(self.gaps_ms())
+        ttft = self.ttft_ms
+        return {
+            "llmtrace.stream.chunks": len(self.chunk_ns),
+            "gen_ai.response.time_to_first_chunk": None if ttft is None else ttft / 1e3,
+            "llmtrace.stream.itl_p50_ms": percentile(gaps, 50.0),
+            "llmtrace.stream.itl_p99_ms": percentile(gaps, 99.0),
+        }

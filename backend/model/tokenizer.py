@@ -1,0 +1,211 @@
+"""A byte-level BPE tokenizer rebuilt from GGUF metadata with the ``tokenizers`` library.
+
+A GGUF file carries the vocabulary (``tokenizer.ggml.tokens``), the merge list, token types and the special
+ids, but not the Hugging Face ``tokenizer.json``; we rebuild it so that encode/decode match the model's own
+tokenizer, and so llguidance can take the same JSON for its token trie.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from llmtrace.backend.model.chat_template import CHATML_TEMPLATE, render_chat_template
+from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
+from tokenizers import Tokenizer as HFTokenizer
+
+# GGUF token types (llama.cpp's llama_token_type)
+TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED, TOKEN_BYTE = 1, 2, 3, 4, 5, 6
+
+# The GPT-2 split regex; llama.cpp's "smollm"/"starcoder" presets add a split of every digit before it.
+_GPT2_SPLIT = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+_LLAMA3_SPLIT = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+_DIGIT_FIRST_PRESETS = {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva"}
+_LLAMA3_PRESETS = {"llama-bpe", "llama3", "qwen2", "smaug-bpe", "falcon3", "deepseek-r1-qwen"}
+
+
+@lru_cache(maxsize=1)
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2's reversible map from printable unicode stand-ins back to raw bytes."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(
+        range(ord("®"), ord("ÿ") + 1)
+    )
+    chars = printable[:]
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(printable, chars, strict=True)}
+
+
+def _pre_tokenizer(preset: str) -> pre_tokenizers.PreTokenizer:
+    if preset in _LLAMA3_PRESETS:
+        return pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(_LLAMA3_SPLIT), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ])
+    steps: list[pre_tokenizers.PreTokenizer] = []
+    if preset in _DIGIT_FIRST_PRESETS:
+        steps.append(pre_tokenizers.Digits(individual_digits=True))
+    steps.append(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True))
+    return pre_tokenizers.Sequence(steps)
+
+
+class Tokenizer:
+    """Encode/decode, raw token bytes for incremental detokenization, special ids and the chat template."""
+
+    __slots__ = (
+        "_tk", "_token_bytes", "vocab_size", "eos_token_ids", "bos_token_id", "pad_token_id",
+        "special_ids", "chat_template", "add_bos", "_id_to_token",
+    )
+
+    def __init__(
+        self,
+        tokens: list[str],
+        merges: list[str],
+        token_types: list[int] | None = None,
+        *,
+        bos_token_id: int | None = None,
+        eos_token_ids: set[int] | None = None,
+        pad_token_id: int | None = None,
+        chat_template: str | None = None,
+        pre_preset: str = "gpt2",
+        add_bos: bool = False,
+    ) -> None:
+        if not tokens:
+            raise ValueError("tokenizer needs a non-empty vocabulary")
+        types = token_types or [TOKEN_NORMAL] * len(tokens)
+        if len(types) != len(tokens):
+            raise ValueError(f"token_types has {len(types)} entries for {len(tokens)} tokens")
+        vocab = {tok: i for i, tok in enumerate(tokens)}
+        pairs = [tuple(m.split(" ", 1)) for m in merges]
+        model = models.BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False)
+        tk = HFTokenizer(model)
+        tk.pre_tokenizer = _pre_tokenizer(pre_preset)
+        tk.decoder = decoders.ByteLevel()
+        special = {i for i, t in enumerate(types) if t == TOKEN_CONTROL}
+        user_defined = {i for i, t in enumerate(types) if t == TOKEN_USER_DEFINED}
+        # Control tokens are "special": matched whole in text and dropped by skip_special_tokens.
+        tk.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False) for i in sorted(special)])
+        if user_defined:
+            tk.add_tokens([AddedToken(tokens[i], special=False, normalized=False) for i in sorted(user_defined)])
+        self._tk = tk
+        self._id_to_token = tokens
+        self.vocab_size = len(tokens)
+        self.bos_token_id = bos_token_id
+        self.eos_token_ids = set(eos_token_ids or ())
+        self.pad_token_id = pad_token_id
+        self.special_ids = frozenset(special)
+        self.chat_template = chat_template or CHATML_TEMPLATE
+        self.add_bos = add_bos
+        self._token_bytes = self._build_token_bytes(tokens, special | user_defined)
+
+    @staticmethod
+    def _build_token_bytes(tokens: list[str], verbatim: set[int]) -> list[bytes]:
+        table = _byte_decoder()
+        out: list[bytes] = []
+        for i, tok in enumerate(tokens):
+            if i in verbatim or any(ch not in table for ch in tok):
+                out.append(tok.encode("utf-8"))
+            else:
+                out.append(bytes(table[ch] for ch in tok))
+        return out
+
+    # ---------------------------------------------------------------- construction
+    @classmethod
+    def from_gguf(cls, path: str | Path) -> Tokenizer:
+        from gguf import GGUFReader
+
+        reader = GGUFReader(str(path))
+        fields = reader.fields
+
+        def get(key: str, default: Any = None) -> Any:
+            field = fields.get(key)
+            return default if field is None else field.contents()
+
+        model_kind = get("tokenizer.ggml.model")
+        if model_kind != "gpt2":
+            raise ValueError(f"{path}: tokenizer model {model_kind!r} is not byte-level BPE ('gpt2')")
+        tokens = list(get("tokenizer.ggml.tokens"))
+        merges = list(get("tokenizer.ggml.merges", []))
+        types = [int(t) for t in get("tokenizer.ggml.token_type", [TOKEN_NORMAL] * len(tokens))]
+        eos = get("tokenizer.ggml.eos_token_id")
+        eot = get("tokenizer.ggml.eot_token_id")
+        eos_ids = {int(x) for x in (eos, eot) if x is not None}
+        bos = get("tokenizer.ggml.bos_token_id")
+        pad = get("tokenizer.ggml.padding_token_id")
+        return cls(
+            tokens,
+            merges,
+            types,
+            bos_token_id=None if bos is None else int(bos),
+            eos_token_ids=eos_ids,
+            pad_token_id=None if pad is None else int(pad),
+            chat_template=get("tokenizer.chat_template"),
+            pre_preset=get("tokenizer.ggml.pre", "gpt2"),
+            add_bos=bool(get("tokenizer.ggml.add_bos_token", False)),
+        )
+
+    # ---------------------------------------------------------------- encode / decode
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        ids = self._tk.encode(text, add_special_tokens=False).ids
+        if add_special_tokens and self.add_bos and self.bos_token_id is not None:
+            ids = [self.bos_token_id, *ids]
+        return ids
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        return self._tk.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The raw bytes a token stands for (a piece of a UTF-8 character possibly)."""
+        if not 0 <= token_id < self.vocab_size:
+            raise ValueError(f"token id {token_id} outside vocabulary of {self.vocab_size}")
+        return self._token_bytes[token_id]
+
+    def id_to_token(self, token_id: int) -> str:
+        return self._id_to_token[token_id]
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._tk.token_to_id(token)
+
+    def is_special(self, token_id: int) -> bool:
+        return token_id in self.special_ids
+
+    def to_json(self) -> str:
+        """The ``tokenizers`` JSON (what llguidance's ``LLTokenizer`` reads)."""
+        return self._tk.to_str()
+
+    @property
+    def eos_token(self) -> str:
+        return self._id_to_token[min(self.eos_token_ids)] if self.eos_token_ids else ""
+
+    @property
+    def bos_token(self) -> str:
+        return "" if self.bos_token_id is None else self._id_to_token[self.bos_token_id]
+
+    # ---------------------------------------------------------------- chat
+    def apply_chat_template(
+        self,
+        messages: list[dict[str, Any]],
+        add_generation_prompt: bool = True,
+        tools: list[dict[str, Any]] | None = None,
+        template_override: str | None = None,
+    ) -> str:
+        return render_chat_template(
+            template_override or self.chat_template,
+            messages,
+            add_generation_prompt=add_generation_prompt,
+            tools=tools,
+            bos_token=self.bos_token,
+            eos_token=self.eos_token,
+        )
+
+    def __repr__(self) -> str:
+        return f"Tokenizer(vocab_size={self.vocab_size}, eos={sorted(self.eos_token_ids)}, bos={self.bos_token_id})"
+
