@@ -1,0 +1,210 @@
+"""Triton paged prefill/extend attention: several query tokens per sequence over a cached prefix.
+
+Chunked prefill and prefix-cache hits both look like this: a sequence of ``seq_len`` positions whose
+last ``q_len`` tokens are new (their K/V were already written into the cache) and whose first
+``seq_len - q_len`` are a cached prefix. Query token ``j`` sits at position ``seq_len - q_len + j`` and
+attends causally to positions ``0..that`` — prefix and new tokens alike, all read in place through the
+block table.
+
+One program handles ``BLOCK_M`` query tokens of one query head of one sequence; it stops walking KV
+tiles after the last position its tokens may see, and masks the causal diagonal inside the last tiles.
+Softmax is online, accumulated in fp32. The result of a sequence depends only on its own tokens and the
+fixed block sizes, never on the rest of the batch.
+
+No ``from __future__ import annotations`` here: Triton reads the ``tl.constexpr`` annotations.
+"""
+
+import torch
+import triton
+import triton.language as tl
+from llmtrace.backend.kernels.triton_decode import dot_precision, head_block, widen_dot
+
+DEFAULT_BLOCK_M = 64
+DEFAULT_BLOCK_N = 64
+_LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _prefill_kernel(
+    out_ptr,
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    block_tables_ptr,
+    seq_lens_ptr,
+    query_start_loc_ptr,
+    seq_ids_ptr,
+    qk_scale,
+    stride_qt,
+    stride_qh,
+    stride_qd,
+    stride_ot,
+    stride_oh,
+    stride_od,
+    stride_kb,
+    stride_ko,
+    stride_kh,
+    stride_kd,
+    stride_vb,
+    stride_vo,
+    stride_vh,
+    stride_vd,
+    stride_bt,
+    HEAD_DIM: tl.constexpr,
+    GROUP: tl.constexpr,
+    PAGE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    HAS_SEQ_IDS: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    WIDEN: tl.constexpr,
+):
+    pid_s = tl.program_id(0)
+    m_block = tl.program_id(1)
+    head = tl.program_id(2)
+    if HAS_SEQ_IDS:
+        seq = tl.load(seq_ids_ptr + pid_s)
+    else:
+        seq = pid_s
+    q_start = tl.load(query_start_loc_ptr + seq)
+    q_len = tl.load(query_start_loc_ptr + seq + 1) - q_start
+    m0 = m_block * BLOCK_M
+    if m0 >= q_len:
+        return
+    seq_len = tl.load(seq_lens_ptr + seq)
+    prefix = seq_len - q_len
+    kv_head = head // GROUP
+
+    offs_m = m0 + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_n = tl.arange(0, BLOCK_N)
+    m_mask = offs_m < q_len
+    d_mask = offs_d < HEAD_DIM
+    rows = (q_start + offs_m).to(tl.int64)
+    q = tl.load(
+        q_ptr + rows[:, None] * stride_qt + head * stride_qh + offs_d[None, :] * stride_qd,
+        mask=m_mask[:, None] & d_mask[None, :],
+        other=0.0,
+    ).to(k_ptr.dtype.element_ty)
+    if WIDEN:
+        q = q.to(tl.float32)
+    q_pos = prefix + offs_m
+
+    # Rows past q_len still see position 0, so no row's running max stays -inf (no NaN to mask later).
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    kv_end = tl.minimum(seq_len, prefix + m0 + BLOCK_M)
+    bt_row = block_tables_ptr + seq.to(tl.int64) * stride_bt
+    for n0 in range(0, kv_end, BLOCK_N):
+        pos = n0 + offs_n
+        n_mask = pos < kv_end
+        block = tl.load(bt_row + pos // PAGE, mask=n_mask, other=0).to(tl.int64)
+        offset = pos % PAGE
+        kv_mask = n_mask[:, None] & d_mask[None, :]
+        k = tl.load(
+            k_ptr
+            + (block * stride_kb + offset * stride_ko + kv_head * stride_kh)[:, None]
+            + offs_d[None, :] * stride_kd,
+            mask=kv_mask,
+            other=0.0,
+        )
+        if WIDEN:
+            k = k.to(tl.float32)
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
+        visible = n_mask[None, :] & (pos[None, :] <= q_pos[:, None])
+        s = tl.where(visible, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(
+            v_ptr
+            + (block * stride_vb + offset * stride_vo + kv_head * stride_vh)[:, None]
+            + offs_d[None, :] * stride_vd,
+            mask=kv_mask,
+            other=0.0,
+        )
+        if WIDEN:
+            v = v.to(tl.float32)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+        m_i = m_new
+
+    out = acc / l_i[:, None]
+    tl.store(
+        out_ptr + rows[:, None] * stride_ot + head * stride_oh + offs_d[None, :] * stride_od,
+        out.to(out_ptr.dtype.element_ty),
+        mask=m_mask[:, None] & d_mask[None, :],
+    )
+
+
+def paged_prefill_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    scale: float,
+    *,
+    max_query_len: int,
+    seq_ids: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
+    block_m: int = DEFAULT_BLOCK_M,
+    block_n: int = DEFAULT_BLOCK_N,
+    num_warps: int = 4,
+    num_stages: int | None = None,
+) -> torch.Tensor:
+    """Causal attention of each sequence's new tokens over its whole paged KV (prefix + new).
+
+    Shapes follow :mod:`llmtrace.backend.kernels.interface`. Program row ``i`` handles sequence
+    ``seq_ids[i]`` (or ``i`` when ``seq_ids`` is None); ``max_query_len`` bounds the query lengths of
+    those sequences and comes from the host so sizing the grid needs no device sync.
+    """
+    if q.dim() != 3 or k_cache.dim() != 4 or v_cache.shape != k_cache.shape:
+        raise ValueError("q must be [tokens, heads, dim] and k/v caches [blocks, page, kv_heads, dim]")
+    num_heads, head_dim = q.shape[1], q.shape[2]
+    num_kv_heads, page = k_cache.shape[2], k_cache.shape[1]
+    if k_cache.shape[3] != head_dim or num_heads % num_kv_heads:
+        raise ValueError(
+            f"head_dim {head_dim} vs cache {k_cache.shape[3]}, heads {num_heads} vs kv {num_kv_heads}"
+        )
+    for name, size in (("block_m", block_m), ("block_n", block_n)):
+        if size < 16 or size & (size - 1):
+            raise ValueError(f"{name} must be a power of two >= 16, got {size}")
+    n_seqs = int(seq_ids.shape[0]) if seq_ids is not None else int(seq_lens.shape[0])
+    if out is None:
+        out = torch.empty_like(q)
+    if n_seqs == 0 or max_query_len <= 0:
+        return out
+    extra = {} if num_stages is None else {"num_stages": num_stages}
+    grid = (n_seqs, triton.cdiv(max_query_len, block_m), num_heads)
+    _prefill_kernel[grid](
+        out,
+        q,
+        k_cache,
+        v_cache,
+        block_tables,
+        seq_lens,
+        query_start_loc,
+        seq_ids if seq_ids is not None else seq_lens,
+        scale * _LOG2E,
+        *q.stride(),
+        *out.stride(),
+        *k_cache.stride(),
+        *v_cache.stride(),
+        block_tables.stride(0),
+        HEAD_DIM=head_dim,
+        GROUP=num_heads // num_kv_heads,
+        PAGE=page,
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        BLOCK_D=head_block(head_dim),
+        HAS_SEQ_IDS=seq_ids is not None,
+        DOT_PRECISION=dot_precision(k_cache.dtype),
+        WIDEN=widen_dot(k_cache.dtype),
+        num_warps=num_warps,
+        **extra,
+    )
+    return out
