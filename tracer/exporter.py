@@ -12,6 +12,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+import orjson
 import pyarrow as pa
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -27,51 +28,69 @@ _STRING = pa.string()
 ARROW_SCHEMA = pa.schema(
     [(n, pa.int64() if t == "BIGINT" else pa.float64() if t == "DOUBLE" else _STRING) for n, t in SPAN_COLUMNS]
 )
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
+_json_fallback = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
+
+
+def _dumps(obj: object) -> str:
+    """Compact JSON; orjson when the values allow it (it is ~10x faster), the stdlib otherwise."""
+    try:
+        return orjson.dumps(obj, default=str).decode()
+    except TypeError:
+        return _json_fallback(obj)
+
+
+def _attr_dict(span: ReadableSpan) -> dict[str, object]:
+    attrs = span._attributes  # BoundedAttributes; its plain dict avoids the mapping-proxy overhead
+    inner = getattr(attrs, "_dict", None)
+    return inner if isinstance(inner, dict) else dict(attrs or {})
 
 
 def spans_to_arrow(spans: Sequence[ReadableSpan]) -> pa.Table:
-    """Column-wise conversion; resources are serialised once per distinct resource object."""
-    cols: dict[str, list[object]] = {n: [] for n, _ in SPAN_COLUMNS}
+    """Rows as tuples, transposed once into columns; resources serialised once per distinct resource."""
     resource_cache: dict[int, tuple[str, str | None, str | None]] = {}
+    rows: list[tuple[object, ...]] = []
+    append = rows.append
+    error = StatusCode.ERROR
     for s in spans:
-        ctx = s.context
-        attrs = s.attributes or {}
-        res = s.resource
+        ctx = s._context
+        attrs = _attr_dict(s)
+        res = s._resource
         cached = resource_cache.get(id(res))
         if cached is None:
             ra = dict(res.attributes) if res is not None else {}
             cached = (_dumps(ra), ra.get("service.name"), ra.get("service.version"))  # type: ignore[assignment]
             resource_cache[id(res)] = cached
         res_json, service, deploy = cached
-        start = s.start_time or 0
-        end = s.end_time or start
-        status = s.status.status_code
-        cols["trace_id"].append(f"{ctx.trace_id:032x}")
-        cols["span_id"].append(f"{ctx.span_id:016x}")
-        cols["parent_span_id"].append(f"{s.parent.span_id:016x}" if s.parent is not None else None)
-        cols["name"].append(s.name)
-        cols["kind"].append(_KIND_NAMES.get(s.kind, "internal"))
-        cols["operation"].append(attrs.get("gen_ai.operation.name"))
-        cols["stage"].append(attrs.get("llmtrace.stage"))
-        cols["phase"].append(attrs.get("llmtrace.phase"))
-        cols["service"].append(service)
-        cols["deploy"].append(attrs.get("service.version", deploy))
-        cols["start_ns"].append(start)
-        cols["end_ns"].append(end)
-        cols["duration_ms"].append((end - start) / 1e6)
-        cols["status"].append(
-            "cancelled" if attrs.get("llmtrace.status") == "cancelled"
-            else "error" if status == StatusCode.ERROR else "ok"
-        )
-        cols["status_message"].append(s.status.description)
-        cols["attributes"].append(_dumps(dict(attrs)))
-        cols["resource"].append(res_json)
-        cols["events"].append(
-            _dumps([{"name": e.name, "ts": e.timestamp, "attributes": dict(e.attributes or {})} for e in s.events])
-            if s.events else None
-        )
-    return pa.Table.from_pydict(cols, schema=ARROW_SCHEMA)
+        start = s._start_time or 0
+        end = s._end_time or start
+        status = s._status
+        parent = s._parent
+        get = attrs.get
+        events = s._events
+        append((
+            f"{ctx.trace_id:032x}",
+            f"{ctx.span_id:016x}",
+            f"{parent.span_id:016x}" if parent is not None else None,
+            s._name,
+            _KIND_NAMES.get(s._kind, "internal"),
+            get("gen_ai.operation.name"),
+            get("llmtrace.stage"),
+            get("llmtrace.phase"),
+            service,
+            get("service.version", deploy),
+            start,
+            end,
+            (end - start) / 1e6,
+            "cancelled" if get("llmtrace.status") == "cancelled"
+            else "error" if status.status_code is error else "ok",
+            status.description,
+            _dumps(attrs),
+            res_json,
+            _dumps([{"name": e.name, "ts": e.timestamp, "attributes": dict(e.attributes or {})} for e in events])
+            if events else None,
+        ))
+    columns = list(zip(*rows)) if rows else [()] * len(SPAN_COLUMNS)
+    return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, ARROW_SCHEMA)], schema=ARROW_SCHEMA)
 
 
 def insert_arrow(conn: object, table: pa.Table) -> None:

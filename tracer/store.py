@@ -56,8 +56,8 @@ def _explain(path: Path, exc: Exception) -> str:
 
 def ensure_schema(conn: duckdb.DuckDBPyConnection) -> None:
     conn.execute(TABLES_SQL)
-    row = conn.execute("SELECT value FROM llmtrace_meta WHERE key = 'schema_version'").fetchone()
-    if row is None or row[0] != str(SCHEMA_VERSION):
+    rows = conn.execute("SELECT value FROM llmtrace_meta WHERE key = 'schema_version'").fetchall()
+    if not rows or rows[0][0] != str(SCHEMA_VERSION):
         for stmt in views_sql():
             conn.execute(stmt)
         conn.execute(

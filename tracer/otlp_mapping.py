@@ -1,0 +1,260 @@
+"""Spans from other instrumentations, mapped onto llmtrace's stage model where their data allows.
+
+The raw attributes are always kept; mapping only *adds* the names the store's views read
+(``gen_ai.usage.input_tokens``, ``llmtrace.ttft_ms``, ...), sets the operation/stage/phase columns, and for
+vLLM's request span synthesizes the observed stage rows its latency breakdown implies. Shapes handled:
+
+- OpenTelemetry GenAI semantic conventions v1.41 (``gen_ai.provider.name``, ``gen_ai.usage.input_tokens``)
+  and the older names (``gen_ai.system``, ``gen_ai.usage.prompt_tokens`` / ``completion_tokens``,
+  OpenLLMetry's ``llm.request.type``);
+- OpenInference (``openinference.span.kind``, ``llm.model_name``, ``llm.token_count.*``);
+- vLLM's ``llm_request`` span (``gen_ai.latency.time_in_queue`` / ``time_to_first_token`` /
+  ``time_in_model_prefill`` / ``time_in_model_decode``, all in seconds).
+
+Prompt and output text in foreign spans follows the collector's capture mode, as the app's own spans do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from . import capture
+from .stages import get_stage
+
+PASS_OPS = frozenset({"chat", "text_completion", "generate_content"})
+GENAI_OPS = frozenset({"chat", "text_completion", "generate_content", "embeddings", "execute_tool",
+                       "create_agent", "invoke_agent", "retrieval"})
+# Attribute keys (or key prefixes) that carry prompt/output text in other instrumentations.
+CONTENT_PREFIXES = ("gen_ai.prompt", "gen_ai.completion", "gen_ai.input.messages", "gen_ai.output.messages",
+                    "gen_ai.system_instructions", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result",
+                    "input.value", "output.value", "llm.input_messages", "llm.output_messages", "llm.prompts",
+                    "llm.prompt_template.variables", "retrieval.documents", "gen_ai.content.")
+_INPUT_KEYS = ("gen_ai.input.messages", "input.value", "gen_ai.prompt", "gen_ai.prompt.0.content")
+_OUTPUT_KEYS = ("gen_ai.output.messages", "output.value", "gen_ai.completion", "gen_ai.completion.0.content")
+_OI_KIND_OPS = {"LLM": "chat", "TOOL": "execute_tool", "EMBEDDING": "embeddings", "RETRIEVER": "retrieval",
+                "AGENT": "invoke_agent"}
+_OPENLLMETRY_OPS = {"chat": "chat", "completion": "text_completion", "embedding": "embeddings",
+                    "rerank": None, "unknown": None}
+_TOOL_STAGE = "loop.tool_dispatch"
+
+
+@dataclass(slots=True)
+class ExtraRow:
+    """A stage span synthesized from a foreign span's numbers (a child of that span)."""
+
+    span_id: str
+    stage: str
+    phase: str
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, object]
+
+
+@dataclass(slots=True)
+class Mapped:
+    operation: str | None
+    stage: str | None
+    phase: str | None
+    attributes: dict[str, object]
+    extra: list[ExtraRow] = field(default_factory=list)
+
+
+def _put(attrs: dict[str, object], key: str, value: object) -> None:
+    """Add a normalized name without overwriting what the span already says."""
+    if value is not None and key not in attrs:
+        attrs[key] = value
+
+
+def _num(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _int(value: object) -> int | None:
+    n = _num(value)
+    return int(n) if n is not None else None
+
+
+def _child_id(span_hex: str, stage_id: str) -> str:
+    return hashlib.blake2b(f"{span_hex}/{stage_id}".encode(), digest_size=8).hexdigest()
+
+
+class Mapper:
+    """Maps one decoded span; returns None for llmtrace's own spans and for spans it does not recognise."""
+
+    def __init__(self, capture_mode: str = "hashes") -> None:
+        if capture_mode not in ("none", "hashes", "full"):
+            raise ValueError(f"capture mode must be none, hashes or full, got {capture_mode!r}")
+        self.capture_mode = capture_mode
+
+    def map(self, name: str, kind: str, attrs: dict[str, object], trace_hex: str, span_hex: str,
+            start_ns: int, end_ns: int) -> Mapped | None:
+        if "llmtrace.side" in attrs or "llmtrace.stage" in attrs:
+            return None  # llmtrace's own spans already speak the stage model
+        if "openinference.span.kind" in attrs:
+            return self._openinference(attrs)
+        if ("gen_ai.latency.time_in_queue" in attrs or "gen_ai.latency.time_to_first_token" in attrs
+                or "gen_ai.latency.e2e" in attrs):
+            return self._vllm(attrs, span_hex, start_ns, end_ns)
+        if ("gen_ai.operation.name" in attrs or "gen_ai.system" in attrs or "gen_ai.provider.name" in attrs
+                or "gen_ai.request.model" in attrs or "llm.request.type" in attrs):
+            return self._genai(name, kind, attrs, start_ns, end_ns)
+        return None
+
+    # -- content -----------------------------------------------------------------------------------
+    def _protect(self, attrs: dict[str, object]) -> dict[str, object]:
+        """A copy whose prompt/output text follows the capture mode; adds prompt/output hashes."""
+        out: dict[str, object] = {}
+        texts: dict[str, str] = {}
+        for key, value in attrs.items():
+            if not key.startswith(CONTENT_PREFIXES):
+                out[key] = value
+                continue
+            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+            texts[key] = text
+            if self.capture_mode == "full":
+                out[key] = capture.scrub(text)
+            elif self.capture_mode == "hashes":
+                out[key + ".hash"] = capture.hash_text(text)
+        for keys, target in ((_INPUT_KEYS, "llmtrace.prompt.hash"), (_OUTPUT_KEYS, "llmtrace.output.hash")):
+            if self.capture_mode == "none":
+                break
+            for k in keys:
+                if k in texts:
+                    _put(out, target, capture.hash_text(texts[k]))
+                    break
+        out["llmtrace.content_capture"] = self.capture_mode
+        return out
+
+    # -- shapes --------------------------------------------------------------------------------------
+    def _genai(self, name: str, kind: str, attrs: dict[str, object], start_ns: int, end_ns: int) -> Mapped:
+        a = self._protect(attrs)
+        legacy = "gen_ai.system" in attrs or "gen_ai.usage.prompt_tokens" in attrs
+        op = attrs.get("gen_ai.operation.name")
+        if not isinstance(op, str):
+            req_type = attrs.get("llm.request.type")
+            op = _OPENLLMETRY_OPS.get(req_type) if isinstance(req_type, str) else None
+            if op is None:
+                head = name.split(" ", 1)[0]
+                op = head if head in GENAI_OPS else ("chat" if "gen_ai.request.model" in attrs else None)
+        if op is not None:
+            a["gen_ai.operation.name"] = op
+        _put(a, "gen_ai.provider.name", attrs.get("gen_ai.system"))
+        _put(a, "gen_ai.usage.input_tokens", _int(attrs.get("gen_ai.usage.prompt_tokens")))
+        _put(a, "gen_ai.usage.output_tokens", _int(attrs.get("gen_ai.usage.completion_tokens")))
+        _put(a, "gen_ai.usage.cache_read.input_tokens", _int(attrs.get("gen_ai.usage.cache_read_input_tokens")))
+        ttft_s = _num(attrs.get("gen_ai.response.time_to_first_chunk",
+                                attrs.get("gen_ai.response.time_to_first_token")))
+        if ttft_s is not None:
+            _put(a, "llmtrace.ttft_ms", ttft_s * 1000.0)
+            out = _int(a.get("gen_ai.usage.output_tokens"))
+            if out is not None and out > 1 and end_ns > start_ns:
+                _put(a, "llmtrace.tpot_ms", ((end_ns - start_ns) / 1e6 - ttft_s * 1000.0) / (out - 1))
+        finish = a.get("gen_ai.response.finish_reasons")
+        if isinstance(finish, str):
+            a["gen_ai.response.finish_reasons"] = [finish]
+        a["llmtrace.side"] = "server" if kind == "server" else "client"
+        a["llmtrace.mapped_from"] = "genai-legacy" if legacy else "genai"
+        return self._finish(op, a)
+
+    def _openinference(self, attrs: dict[str, object]) -> Mapped:
+        a = self._protect(attrs)
+        oi_kind = str(attrs.get("openinference.span.kind", "")).upper()
+        op = _OI_KIND_OPS.get(oi_kind)
+        if op == "chat" and "llm.prompts" in attrs and "llm.input_messages.0.message.role" not in attrs:
+            op = "text_completion"
+        if op is not None:
+            _put(a, "gen_ai.operation.name", op)
+        _put(a, "gen_ai.request.model", attrs.get("llm.model_name") or attrs.get("embedding.model_name"))
+        _put(a, "gen_ai.provider.name", attrs.get("llm.provider") or attrs.get("llm.system"))
+        _put(a, "gen_ai.usage.input_tokens", _int(attrs.get("llm.token_count.prompt")))
+        _put(a, "gen_ai.usage.output_tokens", _int(attrs.get("llm.token_count.completion")))
+        _put(a, "gen_ai.usage.cache_read.input_tokens",
+             _int(attrs.get("llm.token_count.prompt_details.cache_read")))
+        _put(a, "gen_ai.usage.reasoning.output_tokens",
+             _int(attrs.get("llm.token_count.completion_details.reasoning")))
+        _put(a, "gen_ai.tool.name", attrs.get("tool.name"))
+        _put(a, "gen_ai.conversation.id", attrs.get("session.id"))
+        params = attrs.get("llm.invocation_parameters")
+        if isinstance(params, str):
+            try:
+                params = json.loads(params)
+            except ValueError:
+                params = None
+        if isinstance(params, dict):
+            _put(a, "gen_ai.request.temperature", _num(params.get("temperature")))
+            _put(a, "gen_ai.request.top_p", _num(params.get("top_p")))
+            _put(a, "gen_ai.request.seed", _int(params.get("seed")))
+            _put(a, "gen_ai.request.max_tokens", _int(params.get("max_tokens", params.get("max_completion_tokens"))))
+        a["llmtrace.side"] = "client"
+        a["llmtrace.mapped_from"] = "openinference"
+        return self._finish(op, a)
+
+    def _vllm(self, attrs: dict[str, object], span_hex: str, start_ns: int, end_ns: int) -> Mapped:
+        a = self._protect(attrs)
+        op = attrs.get("gen_ai.operation.name")
+        op = op if isinstance(op, str) else "text_completion"  # the engine span does not say chat or not
+        a["gen_ai.operation.name"] = op
+        _put(a, "gen_ai.request.model", attrs.get("gen_ai.response.model"))
+        _put(a, "gen_ai.provider.name", "vllm")
+        prompt = _int(attrs.get("gen_ai.usage.prompt_tokens", attrs.get("gen_ai.usage.input_tokens")))
+        output = _int(attrs.get("gen_ai.usage.completion_tokens", attrs.get("gen_ai.usage.output_tokens")))
+        _put(a, "gen_ai.usage.input_tokens", prompt)
+        _put(a, "gen_ai.usage.output_tokens", output)
+        queue_s = _num(attrs.get("gen_ai.latency.time_in_queue"))
+        ttft_s = _num(attrs.get("gen_ai.latency.time_to_first_token"))
+        prefill_s = _num(attrs.get("gen_ai.latency.time_in_model_prefill"))
+        decode_s = _num(attrs.get("gen_ai.latency.time_in_model_decode"))
+        tpot_ms = decode_s * 1000.0 / (output - 1) if decode_s is not None and output and output > 1 else None
+        _put(a, "llmtrace.ttft_ms", ttft_s * 1000.0 if ttft_s is not None else None)
+        _put(a, "llmtrace.tpot_ms", tpot_ms)
+        _put(a, "llmtrace.admission.queue_wait_ms", queue_s * 1000.0 if queue_s is not None else None)
+        a["llmtrace.side"] = "server"
+        a["llmtrace.mapped_from"] = "vllm"
+        mapped = self._finish(op, a)
+        # vLLM's span starts at arrival; queue, then prefill, then decode follow one another.
+        t = start_ns
+        src = {"llmtrace.observed": True, "llmtrace.mapped_from": "vllm"}
+        if queue_s is not None:
+            t_end = min(t + int(queue_s * 1e9), end_ns) if end_ns >= t else t
+            mapped.extra.append(self._row(span_hex, "arrival.admission", t, t_end, {
+                **src, "llmtrace.admission.queue_wait_ms": queue_s * 1000.0,
+                "llmtrace.admission.decision": "queued" if queue_s > 0 else "admitted"}))
+            t = t_end
+        if prefill_s is not None:
+            t_end = min(t + int(prefill_s * 1e9), max(end_ns, t))
+            values: dict[str, object] = {**src, "llmtrace.prefill.ms": prefill_s * 1000.0}
+            mapped.extra.append(self._row(span_hex, "forward.prefill", t, t_end, values))
+            t = t_end
+        if decode_s is not None:
+            t_end = min(t + int(decode_s * 1e9), max(end_ns, t))
+            values = {**src, "llmtrace.decode.ms": decode_s * 1000.0}
+            if output is not None and output > 0:
+                values["llmtrace.decode.steps"] = output - 1  # the first token comes out of prefill
+            if tpot_ms is not None:
+                values["llmtrace.decode.tpot_ms"] = tpot_ms
+            mapped.extra.append(self._row(span_hex, "forward.decode", t, t_end, values))
+        return mapped
+
+    # -- helpers -------------------------------------------------------------------------------------
+    @staticmethod
+    def _finish(op: object, a: dict[str, object]) -> Mapped:
+        if op == "execute_tool":
+            return Mapped("execute_tool", _TOOL_STAGE, get_stage(_TOOL_STAGE).phase, a)
+        return Mapped(op if isinstance(op, str) else None, None, None, a)
+
+    @staticmethod
+    def _row(span_hex: str, stage_id: str, start: int, end: int, values: dict[str, object]) -> ExtraRow:
+        phase = get_stage(stage_id).phase
+        attrs = {"llmtrace.stage": stage_id, "llmtrace.phase": phase, **values}
+        return ExtraRow(_child_id(span_hex, stage_id), stage_id, phase, start, end, attrs)
