@@ -177,7 +177,7 @@ BACK_STAGES: tuple[Stage, ...] = (
            V("llmtrace.meters.cached_tokens", "int", "tokens", "prompt tokens billed as cached"),
            V("llmtrace.meters.uncached_tokens", "int", "tokens", "prompt tokens billed in full"),
            V("llmtrace.meters.cost_usd", "float", "USD", "price of the pass"),
-           V("service.version", "str", "", "deploy the pass ran under"),
+           V("service.version", "str", "", "deploy the pass ran under", semconv=True),
            V("llmtrace.meters.usage_consistent", "bool", "", "false when the provider's totals are impossible")),
           ("cost_after_deploy",)),
 )

@@ -47,7 +47,7 @@ FRONT_STAGES: tuple[Stage, ...] = (
           "Opens the response stream (server-sent events) or prepares a single buffered response.",
           "A proxy that buffers the stream makes a streamed answer arrive all at once at the end.",
           ("B", "C"),
-          (V("gen_ai.request.stream", "bool", "", "whether the caller asked for a stream"),
+          (V("llmtrace.stream.requested", "bool", "", "whether the caller asked for a stream"),
            V("llmtrace.stream.protocol", "str", "", "sse or none"),
            V("llmtrace.stream.first_byte_ms", "float", "ms", "time from the request to the first response byte")),
           ("slow_first_token",)),
