@@ -1,0 +1,96 @@
+"""``llmtrace collect``: receive OTLP/HTTP spans from other processes into the store.
+
+    llmtrace collect --db traces.duckdb --port 4318 [--token SECRET] [--max-size 10GB] [--max-age 30d]
+
+Point any OpenTelemetry SDK at it (``OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318``, protocol
+http/protobuf or http/json). SIGTERM or Ctrl-C stops it after everything accepted is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+
+from .collector import Collector, CollectorConfig
+from .retention import RetentionPolicy, parse_age, parse_size
+from .settings import resolve_db
+from .store import StoreError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", help="store file (default $LLMTRACE_DB or ./llmtrace.duckdb)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=4318, help="port (default 4318, the OTLP/HTTP port; 0 picks one)")
+    parser.add_argument("--token", default=None,
+                        help="require 'Authorization: Bearer TOKEN' (default $LLMTRACE_COLLECT_TOKEN; none)")
+    parser.add_argument("--max-size", default=None, help="drop the oldest traces past this size, e.g. 10GB")
+    parser.add_argument("--max-age", default=None, help="drop traces older than this, e.g. 30d or 12h")
+    parser.add_argument("--retention-every", type=float, default=60.0, metavar="SECONDS",
+                        help="how often retention runs (default 60)")
+    parser.add_argument("--capture", choices=("none", "hashes", "full"), default=None,
+                        help="what to keep of prompt/output text in other instrumentations' spans "
+                             "(default $LLMTRACE_CAPTURE or hashes)")
+    parser.add_argument("--max-body", default="32MB", help="largest request body accepted (default 32MB)")
+    parser.add_argument("--queue", default="256MB", help="memory for accepted, not yet written spans (default 256MB)")
+    parser.add_argument("--flush-interval", type=float, default=0.2, metavar="SECONDS",
+                        help="pause between write transactions, leaving the store free for readers (default 0.2)")
+    parser.add_argument("--quiet", action="store_true", help="print only errors")
+
+
+def config_from_args(args: argparse.Namespace) -> CollectorConfig:
+    token = args.token if args.token is not None else os.environ.get("LLMTRACE_COLLECT_TOKEN") or None
+    policy = RetentionPolicy(
+        max_bytes=parse_size(args.max_size) if args.max_size else None,
+        max_age_s=parse_age(args.max_age) if args.max_age else None,
+    )
+    capture = args.capture or os.environ.get("LLMTRACE_CAPTURE") or "hashes"
+    max_body = parse_size(args.max_body)
+    return CollectorConfig(
+        db=resolve_db(args.db), host=args.host, port=args.port, token=token,
+        max_body_bytes=max_body, max_decoded_bytes=max(4 * max_body, 64 << 20),
+        max_queue_bytes=parse_size(args.queue), flush_interval_s=args.flush_interval,
+        capture=capture, retention=policy, retention_interval_s=args.retention_every,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.ERROR if args.quiet else logging.INFO, format="%(message)s")
+    try:
+        config = config_from_args(args)
+    except ValueError as exc:
+        print(f"llmtrace collect: {exc}", file=sys.stderr)
+        return 2
+    collector = Collector(config)
+    try:
+        collector.start()
+    except StoreError as exc:
+        print(f"llmtrace collect: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"llmtrace collect: cannot listen on {config.host}:{config.port}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 1
+    stop = threading.Event()
+
+    def _on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    auth = " (bearer token required)" if config.token else ""
+    print(f"llmtrace collect: listening on http://{config.host}:{collector.port}/v1/traces{auth}, "
+          f"writing to {config.db}", flush=True)
+    while not stop.wait(0.5):
+        pass
+    stats = collector.stats()
+    lost = collector.stop()
+    written = collector.stats()["rows_written"]
+    if not args.quiet:
+        print(f"llmtrace collect: stopped; {stats['spans_accepted']} spans accepted, {written} rows written"
+              f"{f', {lost} NOT written (store unusable: {collector.writer.last_error})' if lost else ''}",
+              flush=True)
+    return 1 if lost else 0

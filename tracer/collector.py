@@ -1,0 +1,429 @@
+"""``llmtrace collect``: an OTLP/HTTP trace receiver that writes into the DuckDB store.
+
+Request threads decode each body straight into Arrow columns and hand the table to one writer thread
+through a queue bounded in bytes; a full queue answers 429 with Retry-After (the stock OTLP exporters
+back off and retry), so memory stays bounded however fast the senders are. The writer opens the store
+for one short transaction per batch and closes it again, and pauses between batches, so ``llmtrace
+explore`` / ``llmtrace sql`` (other processes) can open the file in between: DuckDB lets one process hold
+a file at a time. A batch that cannot be written stays queued and is retried; ``stop()`` (SIGTERM)
+stops taking requests and writes everything already accepted before returning.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pyarrow as pa
+
+from .exporter import insert_arrow
+from .otlp_decode import PayloadError, PayloadTooLarge, decode
+from .otlp_mapping import Mapper
+from .retention import RetentionPolicy, apply_retention
+from .store import write_connection
+
+log = logging.getLogger("llmtrace.collect")
+TRACES_PATH = "/v1/traces"
+
+
+@dataclass(frozen=True, slots=True)
+class CollectorConfig:
+    db: Path
+    host: str = "127.0.0.1"
+    port: int = 4318
+    token: str | None = None
+    max_body_bytes: int = 32 << 20  # as sent (maybe compressed)
+    max_decoded_bytes: int = 128 << 20  # after gunzip
+    max_queue_bytes: int = 256 << 20  # Arrow bytes accepted but not yet committed
+    flush_interval_s: float = 0.2  # pause between write transactions: batching, and room for readers
+    max_batch_rows: int = 250_000
+    lock_timeout_s: float = 10.0
+    max_connections: int = 128
+    capture: str = "hashes"
+    retention: RetentionPolicy = field(default_factory=RetentionPolicy)
+    retention_interval_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be 0..65535, got {self.port}")
+        for name in ("max_body_bytes", "max_decoded_bytes", "max_queue_bytes", "max_batch_rows", "max_connections"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
+        if self.flush_interval_s < 0 or self.retention_interval_s <= 0:
+            raise ValueError("flush_interval_s must be >= 0 and retention_interval_s > 0")
+
+
+class SpanWriter:
+    """A bounded queue of Arrow tables and the one thread that writes them, a short transaction each."""
+
+    def __init__(self, db: Path, *, max_queue_bytes: int, flush_interval_s: float, max_batch_rows: int,
+                 lock_timeout_s: float, retention: RetentionPolicy, retention_interval_s: float) -> None:
+        self.db = db
+        self.max_queue_bytes = max_queue_bytes
+        self.flush_interval_s = flush_interval_s
+        self.max_batch_rows = max_batch_rows
+        self.lock_timeout_s = lock_timeout_s
+        self.retention = retention
+        self.retention_interval_s = retention_interval_s
+        self._queue: deque[pa.Table] = deque()
+        self._queued_bytes = 0  # released only once committed, so a batch being written still counts
+        self._queued_rows = 0
+        self._cond = threading.Condition()
+        self._closing = False
+        self._thread = threading.Thread(target=self._run, name="llmtrace-collect-writer", daemon=True)
+        self.written_rows = 0
+        self.write_batches = 0
+        self.write_errors = 0
+        self.last_error: str | None = None
+        self.retention_deleted_spans = 0
+        self._next_retention = time.monotonic() + (0.0 if retention.active else float("inf"))
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def offer(self, table: pa.Table) -> bool:
+        """Queue a table; False (nothing queued) when it would take the queue past its byte bound."""
+        size = table.nbytes
+        with self._cond:
+            if self._closing or (self._queued_bytes and self._queued_bytes + size > self.max_queue_bytes):
+                return False
+            self._queue.append(table)
+            self._queued_bytes += size
+            self._queued_rows += table.num_rows
+            self._cond.notify()
+        return True
+
+    def has_room(self) -> bool:
+        return self._queued_bytes < self.max_queue_bytes and not self._closing
+
+    @property
+    def queued_rows(self) -> int:
+        return self._queued_rows
+
+    def _take(self) -> list[pa.Table]:
+        batch: list[pa.Table] = []
+        rows = 0
+        with self._cond:
+            for t in self._queue:
+                if batch and rows + t.num_rows > self.max_batch_rows:
+                    break
+                batch.append(t)
+                rows += t.num_rows
+        return batch
+
+    def _committed(self, batch: list[pa.Table]) -> None:
+        with self._cond:
+            for t in batch:
+                popped = self._queue.popleft()
+                assert popped is t  # only this thread removes from the queue
+                self._queued_bytes -= t.nbytes
+                self._queued_rows -= t.num_rows
+            self._cond.notify_all()
+
+    def _write(self, batch: list[pa.Table]) -> None:
+        table = batch[0] if len(batch) == 1 else pa.concat_tables(batch)
+        run_retention = time.monotonic() >= self._next_retention
+        with write_connection(self.db, timeout_s=self.lock_timeout_s) as conn:
+            if table.num_rows:
+                insert_arrow(conn, table)
+            if run_retention:
+                result = apply_retention(conn, self.retention)
+                self.retention_deleted_spans += result.deleted_spans
+                if result.deleted_spans:
+                    log.info("retention: dropped %d spans (%s)", result.deleted_spans, result.reason)
+        if run_retention:
+            self._next_retention = time.monotonic() + self.retention_interval_s
+        self.written_rows += table.num_rows
+        self.write_batches += 1
+
+    def _run(self) -> None:
+        backoff = 0.05
+        while True:
+            with self._cond:
+                while not self._queue and not self._closing:
+                    wait = self._next_retention - time.monotonic()
+                    if wait <= 0:
+                        break
+                    self._cond.wait(min(wait, 1.0))
+                if self._closing and not self._queue:
+                    return
+            batch = self._take()
+            try:
+                self._write(batch)
+            except Exception as exc:  # StoreError, OSError, anything: keep the data, say why, retry
+                self.write_errors += 1
+                self.last_error = str(exc)
+                log.warning("llmtrace collect: cannot write %d spans to %s yet: %s", sum(t.num_rows for t in batch),
+                            self.db, exc)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+                continue
+            backoff = 0.05
+            self._committed(batch)
+            # Batch up the next writes and leave the file free for readers meanwhile, except when the
+            # queue is filling up (then write as fast as DuckDB allows) or we are closing.
+            pause = self.flush_interval_s
+            with self._cond:
+                if self._closing or self._queued_bytes > self.max_queue_bytes // 2:
+                    pause = min(pause, 0.02)
+                if pause > 0:
+                    self._cond.wait_for(lambda: self._closing, timeout=pause)
+
+    def close(self, timeout_s: float = 120.0) -> int:
+        """Write everything queued, then stop. Returns the spans that could not be written in time."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+        return self._queued_rows
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    collector: Collector
+    max_connections = 128
+    _active = 0
+    _conn_lock = threading.Lock()
+
+    def process_request(self, request: object, client_address: object) -> None:
+        # Bounded threads: past the limit a connection gets a plain 503 and is closed at once.
+        with self._conn_lock:
+            full = self._active >= self.max_connections
+            if not full:
+                self._active += 1
+        if full:
+            try:
+                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\n"  # type: ignore[attr-defined]
+                                b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+            except OSError:
+                pass
+            self.shutdown_request(request)  # type: ignore[arg-type]
+            return
+        super().process_request(request, client_address)  # type: ignore[arg-type]
+
+    def process_request_thread(self, request: object, client_address: object) -> None:
+        try:
+            super().process_request_thread(request, client_address)  # type: ignore[arg-type]
+        finally:
+            with self._conn_lock:
+                self._active -= 1
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "llmtrace-collect"
+    server: _Server
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+        log.debug("%s %s", self.address_string(), format % args)
+
+    # -- responses ------------------------------------------------------------------------------------
+    def _reply(self, code: int, body: bytes = b"", ctype: str = "application/x-protobuf",
+               headers: dict[str, str] | None = None, close: bool = False) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        if close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        if body:
+            self.wfile.write(body)
+
+    def _error(self, code: int, message: str, *, json_body: bool = False, close: bool = False,
+               headers: dict[str, str] | None = None) -> None:
+        self.server.collector.count(f"http_{code}")
+        if json_body:
+            body, ctype = json.dumps({"code": code, "message": message}).encode(), "application/json"
+        else:
+            body, ctype = _status_proto(code, message), "application/x-protobuf"
+        self._reply(code, body, ctype, headers, close)
+
+    # -- routes ---------------------------------------------------------------------------------------
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        if self.path.split("?", 1)[0] in ("/", "/stats", "/healthz"):
+            body = json.dumps(self.server.collector.stats()).encode()
+            self._reply(200, body, "application/json")
+        else:
+            self._error(404, f"no route {self.path}; POST OTLP traces to {TRACES_PATH}", json_body=True)
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+        c = self.server.collector
+        ctype = self.headers.get("Content-Type", "application/x-protobuf")
+        as_json = ctype.split(";")[0].strip().lower() == "application/json"
+        if self.path.split("?", 1)[0] != TRACES_PATH:
+            return self._error(404, f"no route {self.path}; POST OTLP traces to {TRACES_PATH}", json_body=as_json,
+                               close=True)
+        if c.config.token is not None:
+            auth = self.headers.get("Authorization", "")
+            given = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
+            if not hmac.compare_digest(given.encode(), c.config.token.encode()):
+                return self._error(401, "missing or wrong bearer token", json_body=as_json, close=True,
+                                   headers={"WWW-Authenticate": 'Bearer realm="llmtrace"'})
+        length_text = self.headers.get("Content-Length")
+        if length_text is None:
+            return self._error(411, "Content-Length is required", json_body=as_json, close=True)
+        try:
+            length = int(length_text)
+        except ValueError:
+            return self._error(400, f"bad Content-Length {length_text!r}", json_body=as_json, close=True)
+        if length < 0 or length > c.config.max_body_bytes:
+            return self._error(413, f"body of {length} bytes is over the {c.config.max_body_bytes} byte limit",
+                               json_body=as_json, close=True)
+        body = self.rfile.read(length)
+        if len(body) != length:
+            return self._error(400, "body shorter than Content-Length", json_body=as_json, close=True)
+        if c.closing:
+            return self._error(503, "collector is shutting down", json_body=as_json, close=True,
+                               headers={"Retry-After": "1"})
+        if not c.writer.has_room():
+            return self._overloaded(as_json)
+        with c.in_flight():
+            try:
+                decoded = decode(body, ctype, self.headers.get("Content-Encoding"),
+                                 max_bytes=c.config.max_decoded_bytes, mapper=c.mapper)
+            except PayloadTooLarge as exc:
+                return self._error(413, str(exc), json_body=as_json)
+            except PayloadError as exc:
+                return self._error(400, str(exc), json_body=as_json)
+            if decoded.table.num_rows and not c.writer.offer(decoded.table):
+                return self._overloaded(as_json)
+            c.accepted(decoded)
+        self._reply(200, *_export_response(decoded.rejected, decoded.reason, as_json))
+
+    def _overloaded(self, as_json: bool) -> None:
+        self._error(429, "collector queue is full; retry later", json_body=as_json, headers={"Retry-After": "1"})
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _status_proto(code: int, message: str) -> bytes:
+    """A google.rpc.Status (code = 1, message = 2), the error body OTLP/HTTP asks for."""
+    grpc_code = {400: 3, 401: 16, 404: 5, 411: 3, 413: 8, 429: 8, 503: 14}.get(code, 2)
+    msg = message.encode()
+    return b"\x08" + _varint(grpc_code) + b"\x12" + _varint(len(msg)) + msg
+
+
+def _export_response(rejected: int, reason: str | None, as_json: bool) -> tuple[bytes, str]:
+    if as_json:
+        doc: dict[str, object] = {}
+        if rejected:
+            doc["partialSuccess"] = {"rejectedSpans": str(rejected), "errorMessage": reason or ""}
+        return json.dumps(doc).encode(), "application/json"
+    if not rejected:
+        return b"", "application/x-protobuf"
+    msg = (reason or "").encode()
+    inner = b"\x08" + _varint(rejected) + b"\x12" + _varint(len(msg)) + msg
+    return b"\x0a" + _varint(len(inner)) + inner, "application/x-protobuf"
+
+
+class Collector:
+    """The receiver and its writer; ``start()`` serves on a background thread, ``stop()`` flushes."""
+
+    def __init__(self, config: CollectorConfig) -> None:
+        self.config = config
+        self.mapper = Mapper(config.capture)
+        self.writer = SpanWriter(
+            Path(config.db), max_queue_bytes=config.max_queue_bytes, flush_interval_s=config.flush_interval_s,
+            max_batch_rows=config.max_batch_rows, lock_timeout_s=config.lock_timeout_s,
+            retention=config.retention, retention_interval_s=config.retention_interval_s,
+        )
+        self.closing = False
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._idle = threading.Condition(self._lock)
+        self._counts: dict[str, int] = {"requests_ok": 0, "spans_received": 0, "spans_accepted": 0,
+                                        "spans_rejected": 0}
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1] if self._server else self.config.port
+
+    def count(self, key: str, n: int = 1) -> None:
+        with self._lock:
+            self._counts[key] = self._counts.get(key, 0) + n
+
+    def accepted(self, decoded: object) -> None:
+        with self._lock:
+            self._counts["requests_ok"] += 1
+            self._counts["spans_received"] += decoded.received  # type: ignore[attr-defined]
+            self._counts["spans_accepted"] += decoded.received - decoded.rejected  # type: ignore[attr-defined]
+            self._counts["spans_rejected"] += decoded.rejected  # type: ignore[attr-defined]
+
+    def in_flight(self) -> _InFlight:
+        return _InFlight(self)
+
+    def stats(self) -> dict[str, object]:
+        with self._lock:
+            out: dict[str, object] = dict(self._counts)
+        w = self.writer
+        out.update(rows_written=w.written_rows, rows_queued=w.queued_rows, write_batches=w.write_batches,
+                   write_errors=w.write_errors, last_write_error=w.last_error,
+                   retention_deleted_spans=w.retention_deleted_spans, db=str(self.config.db), pid=os.getpid())
+        return out
+
+    def start(self) -> None:
+        db = Path(self.config.db)
+        with write_connection(db, timeout_s=self.config.lock_timeout_s):
+            pass  # create the schema now, and fail early on a bad path or a corrupt file
+        self._server = _Server((self.config.host, self.config.port), _Handler)
+        self._server.collector = self
+        self._server.max_connections = self.config.max_connections
+        self._server._conn_lock = threading.Lock()
+        self.writer.start()
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
+                                        name="llmtrace-collect-http", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 120.0) -> int:
+        """Stop taking requests, finish the ones being decoded, write everything accepted.
+        Returns the number of accepted spans that could not be written (0 unless the store is unusable)."""
+        self.closing = True
+        if self._server is not None:
+            self._server.shutdown()
+        with self._idle:
+            self._idle.wait_for(lambda: self._in_flight == 0, timeout=30)
+        lost = self.writer.close(timeout_s)
+        if self._server is not None:
+            self._server.server_close()
+        return lost
+
+
+class _InFlight:
+    __slots__ = ("_c",)
+
+    def __init__(self, c: Collector) -> None:
+        self._c = c
+
+    def __enter__(self) -> None:
+        with self._c._lock:
+            self._c._in_flight += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._c._idle:
+            self._c._in_flight -= 1
+            self._c._idle.notify_all()
