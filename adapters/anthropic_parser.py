@@ -1,0 +1,164 @@
+"""Anthropic messages, streamed and not: ``on_request / on_chunk / on_response``.
+
+The stream is a sequence of typed events (message_start, content_block_start/delta/stop, message_delta,
+message_stop, ping, error); usage arrives in two halves (input counts first, output counts last).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from . import usage as usage_mod
+from .observation import Observation
+from .openai_parser import _intv, _num
+from .segments import canonical, part_text
+
+
+class AnthropicParser:
+    """Parser for ``/v1/messages``."""
+
+    provider = "anthropic"
+    operation = "chat"
+    __slots__ = ("obs", "_usage_start")
+
+    def __init__(self) -> None:
+        self.obs = Observation()
+        self._usage_start: dict[str, object] | None = None
+
+    def on_request(self, body: Mapping[str, object]) -> None:
+        o = self.obs
+        model = body.get("model")
+        o.model = model if isinstance(model, str) else "unknown"
+        o.stream = body.get("stream") is True
+        o.temperature = _num(body.get("temperature"))
+        o.top_p = _num(body.get("top_p"))
+        o.top_k = _num(body.get("top_k"))
+        o.max_tokens = _intv(body.get("max_tokens"))
+        stop = body.get("stop_sequences")
+        o.stop = [s for s in stop if isinstance(s, str)] if isinstance(stop, list) else []
+        thinking = body.get("thinking")
+        if isinstance(thinking, Mapping):
+            o.reasoning_budget = _intv(thinking.get("budget_tokens"))
+        segments: list[tuple[str, str]] = []
+        tools = body.get("tools")
+        if isinstance(tools, list) and tools:
+            o.tools = len(tools)
+            segments.append(("tools", canonical(tools)))
+        system = body.get("system")
+        if system:
+            o.system_text = part_text(system)
+            segments.append(("system", o.system_text))
+        messages = body.get("messages")
+        if isinstance(messages, list):
+            last_user = max((i for i, m in enumerate(messages) if isinstance(m, Mapping) and m.get("role") == "user"),
+                            default=-1)
+            for i, m in enumerate(messages):
+                if not isinstance(m, Mapping):
+                    continue
+                role = str(m.get("role", "unknown"))
+                text = part_text(m.get("content"))
+                segments.append(("user" if i == last_user else f"history:{role}", text))
+        o.segments = segments
+
+    def on_chunk(self, event: bytes | None, data: bytes, t_ns: int) -> None:
+        o = self.obs
+        if not o.first_chunk_ns:
+            o.first_chunk_ns = t_ns
+        o.chunks += 1
+        try:
+            msg = json.loads(data)
+        except ValueError:
+            o.error_type = o.error_type or "malformed_event"
+            return
+        if not isinstance(msg, dict):
+            return
+        kind = msg.get("type")
+        if kind == "content_block_delta":
+            delta = msg.get("delta")
+            if not isinstance(delta, dict):
+                return
+            dt = delta.get("type")
+            if dt == "text_delta":
+                text = delta.get("text")
+                if text:
+                    if not o.first_content_ns:
+                        o.first_content_ns = t_ns
+                    o.content_chunks += 1
+                    o.last_token_ns = t_ns
+                    o.output_parts.append(str(text))
+            elif dt == "input_json_delta":
+                if not o.first_tool_ns:
+                    o.first_tool_ns = t_ns
+                o.last_token_ns = t_ns
+                pj = delta.get("partial_json")
+                if isinstance(pj, str):
+                    o.output_parts.append(pj)
+            elif dt == "thinking_delta":
+                o.reasoning_chars += len(str(delta.get("thinking", "")))
+                o.last_token_ns = t_ns
+        elif kind == "content_block_start":
+            block = msg.get("content_block")
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                o.tool_calls += 1
+                if not o.first_tool_ns:
+                    o.first_tool_ns = t_ns
+        elif kind == "message_start":
+            m = msg.get("message")
+            if isinstance(m, dict):
+                o.response_id = m.get("id")
+                o.response_model = m.get("model")
+                if isinstance(m.get("usage"), dict):
+                    self._usage_start = m["usage"]
+                    o.usage_raw = dict(m["usage"])
+        elif kind == "message_delta":
+            delta = msg.get("delta")
+            if isinstance(delta, dict):
+                if isinstance(delta.get("stop_reason"), str):
+                    o.finish_reasons.append(delta["stop_reason"])
+                if isinstance(delta.get("stop_sequence"), str):
+                    o.stop_sequence = delta["stop_sequence"]
+            if isinstance(msg.get("usage"), dict):
+                o.usage_raw = usage_mod.merge_anthropic(self._usage_start, msg["usage"])
+        elif kind == "message_stop":
+            o.done = True
+        elif kind == "error":
+            self._error(msg.get("error"))
+
+    def _error(self, err: object) -> None:
+        o = self.obs
+        if isinstance(err, dict):
+            o.error_type = str(err.get("type") or "error")
+            o.error_message = str(err.get("message", ""))[:500]
+        else:
+            o.error_type, o.error_message = "error", str(err)[:500]
+
+    def on_response(self, body: bytes) -> None:
+        o = self.obs
+        try:
+            msg = json.loads(body)
+        except ValueError:
+            o.error_type = o.error_type or "malformed_body"
+            return
+        if not isinstance(msg, dict):
+            return
+        if msg.get("type") == "error" or "error" in msg:
+            self._error(msg.get("error"))
+            return
+        o.done = True
+        o.response_id = msg.get("id")
+        o.response_model = msg.get("model")
+        if isinstance(msg.get("usage"), dict):
+            o.usage_raw = msg["usage"]
+        for block in msg.get("content") or ():
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                o.output_parts.append(block["text"])
+            elif block.get("type") == "tool_use":
+                o.tool_calls += 1
+                o.output_parts.append(canonical(block.get("input")))
+        if isinstance(msg.get("stop_reason"), str):
+            o.finish_reasons.append(msg["stop_reason"])
+        if isinstance(msg.get("stop_sequence"), str):
+            o.stop_sequence = msg["stop_sequence"]

@@ -1,0 +1,222 @@
+"""One client call as the middleware sees it: opened with the request, fed the response bytes as the app
+reads them, finished once (end of stream, close, or error).
+
+Everything here runs inside the app's own request path, so each entry point is guarded: a failure in
+recording is counted in ``llmtrace.tracer.health`` and the app's call goes on untouched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from llmtrace.tracer import health
+from llmtrace.tracer import recording as rec
+from llmtrace.tracer import semconv as sc
+
+from .client_stages import emit_stages
+from .protocol import ProtocolParser
+from .sse import SSEParser
+
+_MAX_BODY_BYTES = 16 * 1024 * 1024  # a buffered JSON answer larger than this is passed through unparsed
+
+# Stages a hosted provider keeps to itself; marked unobserved on the client pass (the bundled server
+# records them for real on its own pass span).
+DEFAULT_HIDDEN_STAGES: tuple[str, ...] = ("arrival.admission", "forward.prefill", "forward.decode")
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """What ``instrument`` was asked for; shared by every call through one transport."""
+
+    provider: str | None = None
+    hidden_stages: tuple[str, ...] = DEFAULT_HIDDEN_STAGES
+    inject_traceparent: bool = True
+
+
+def _ignore(chunk: bytes) -> None:
+    return None
+
+
+class Connection:
+    """Collects httpcore ``trace`` extension events: was a new connection opened, and how long it took."""
+
+    __slots__ = ("connect_start", "connect_end", "saw_http")
+
+    def __init__(self) -> None:
+        self.connect_start = 0
+        self.connect_end = 0
+        self.saw_http = False
+
+    def event(self, name: str) -> None:
+        if name.startswith("connection."):
+            if name == "connection.connect_tcp.started" or name == "connection.connect_unix_socket.started":
+                self.connect_start = time.perf_counter_ns()
+            elif name.endswith(".complete") and self.connect_start:
+                self.connect_end = time.perf_counter_ns()  # tcp, then tls: the last one wins
+        elif not self.saw_http and (name.startswith("http11.") or name.startswith("http2.")):
+            self.saw_http = True
+
+
+class Call:
+    """State of one instrumented call. Created by the transport; never raises out of its methods."""
+
+    __slots__ = ("parser", "obs", "pass_span", "opts", "host", "port", "t0_wall", "t0", "t_headers", "status_code",
+                 "sse", "body", "body_bytes", "body_overflow", "conn", "finished", "times", "retry", "_feed")
+
+    def __init__(self, parser: ProtocolParser, request: Any, opts: Options) -> None:
+        self.parser = parser
+        self.obs = parser.obs
+        self.opts = opts
+        self.t0_wall = rec.now_ns()
+        self.t0 = time.perf_counter_ns()
+        self.t_headers = 0
+        self.status_code = 0
+        self.sse: SSEParser | None = None
+        self.body: list[bytes] = []
+        self.body_bytes = 0
+        self.body_overflow = 0
+        self.conn = Connection()
+        self.finished = False
+        self.times = array("q")
+        self._feed: Callable[[bytes], None] = self._feed_body
+        url = request.url
+        self.host = str(url.host)
+        self.port = url.port or (443 if url.scheme == "https" else 80)
+        retry = request.headers.get("x-stainless-retry-count")
+        self.retry = int(retry) if retry and retry.isdigit() else 0
+        try:
+            body = json.loads(request.content) if request.content else {}
+        except Exception:  # a streamed or non-JSON request body: nothing to read, still traced
+            body = {}
+        if isinstance(body, dict):
+            parser.on_request(body)
+        incoming = request.headers.get("traceparent")
+        self.pass_span = rec.start_pass(
+            self.obs.model,
+            operation=parser.operation,
+            side="client",
+            provider=opts.provider or parser.provider,
+            traceparent=incoming,
+            start_ns=self.t0_wall,
+        )
+        if opts.inject_traceparent:
+            request.headers["traceparent"] = self.pass_span.traceparent()
+
+    def wall(self, perf_ns: int) -> int:
+        return self.t0_wall + (perf_ns - self.t0)
+
+    # ── response ────────────────────────────────────────────────────────────────────────────
+    def on_headers(self, response: Any) -> None:
+        try:
+            self.t_headers = time.perf_counter_ns()
+            self.status_code = int(response.status_code)
+            ctype = response.headers.get("content-type", "")
+            if self.status_code < 400 and ctype.startswith("text/event-stream"):
+                self.sse = SSEParser()
+                self._feed = self._feed_sse
+        except Exception as exc:
+            self._fault(exc)
+
+    def feed(self, chunk: bytes) -> None:
+        try:
+            self._feed(chunk)
+        except Exception as exc:
+            self._fault(exc)
+
+    def _feed_sse(self, chunk: bytes) -> None:
+        events = self.sse.feed(chunk)  # type: ignore[union-attr]
+        if events:
+            t = time.perf_counter_ns()
+            on_chunk = self.parser.on_chunk
+            times = self.times
+            for name, data in events:
+                if data:
+                    times.append(t)
+                    on_chunk(name, data, t)
+
+    def _feed_body(self, chunk: bytes) -> None:
+        self.body_bytes += len(chunk)
+        if self.body_bytes > _MAX_BODY_BYTES:
+            self.body_overflow = self.body_bytes
+            self.body.clear()
+        else:
+            self.body.append(chunk)
+
+    # ── the end ─────────────────────────────────────────────────────────────────────────────
+    def finish_eof(self) -> None:
+        """The app read the whole response."""
+        if self.finished:
+            return
+        try:
+            if self.sse is not None:
+                t = time.perf_counter_ns()
+                for name, data in self.sse.flush():
+                    self.times.append(t)
+                    self.parser.on_chunk(name, data, t)
+            elif self.body and not self.body_overflow:
+                self.parser.on_response(b"".join(self.body))
+            obs = self.obs
+            if self.status_code >= 400:
+                msg = f"HTTP {self.status_code}" + (f": {obs.error_message}" if obs.error_message else "")
+                self._end("error", msg, error_type=str(self.status_code))
+            elif obs.error_type and obs.error_type not in ("malformed_event", "malformed_body"):
+                self._end("error", f"{obs.error_type}: {obs.error_message or ''}", error_type=obs.error_type)
+            elif self.sse is not None and not obs.done and not obs.finish_reasons:
+                self._end("error", "stream ended before the provider's end marker", error_type="incomplete_stream")
+            else:
+                self._end("ok", None)
+        except Exception as exc:
+            self._fault(exc)
+
+    def finish_closed(self) -> None:
+        """The app closed the response before reading it all (e.g. broke out of a stream)."""
+        if self.finished:
+            return
+        if self.obs.done:  # SDKs stop reading at the end marker ([DONE]) and close: that is a full read
+            self.finish_eof()
+            return
+        try:
+            self._end("cancelled", f"closed by the app after {len(self.times)} events")
+        except Exception as exc:
+            self._fault(exc)
+
+    def finish_error(self, exc: BaseException) -> None:
+        """The transport raised (connect error, timeout, reset mid-stream); the caller re-raises it."""
+        if self.finished:
+            return
+        try:
+            if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)):
+                self._end("cancelled", f"{type(exc).__name__} while the response was read")
+                return
+            self.pass_span.otel_span.record_exception(exc)
+            self._end("error", f"{type(exc).__name__}: {exc}", error_type=type(exc).__qualname__)
+        except Exception as inner:
+            self._fault(inner)
+
+    def _end(self, status: str, message: str | None, error_type: str | None = None) -> None:
+        self.finished = True
+        end = time.perf_counter_ns()
+        span = self.pass_span
+        if error_type:
+            span.set(sc.ERROR_TYPE, error_type)
+        try:
+            emit_stages(self, end)
+        finally:
+            span.end(status, message, end_ns=self.wall(end))  # type: ignore[arg-type]
+
+    def _fault(self, exc: Exception) -> None:
+        health.count("adapter_error", message=f"adapter recording failed: {type(exc).__name__}: {exc}")
+        self._feed = _ignore
+        if not self.finished:
+            self.finished = True
+            try:
+                self.pass_span.set("llmtrace.adapter.fault", f"{type(exc).__name__}: {exc}")
+                self.pass_span.end("ok")
+            except Exception:
+                pass

@@ -1,0 +1,96 @@
+"""``instrument(client)``: swap the transport of an OpenAI / Anthropic SDK client or a plain httpx client.
+
+The SDKs are optional: nothing here imports them. A client is recognised by what it holds — an SDK
+client keeps its HTTP client in ``_client``; an HTTP client (``httpx`` or ``httpx2``) keeps its transport
+in ``_transport`` and proxy transports in ``_mounts``. Instrumenting twice changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from .call import DEFAULT_HIDDEN_STAGES, Options
+from .transport import AsyncInstrumentedTransport, InstrumentedTransport
+
+C = TypeVar("C")
+
+_INSTRUMENTED = (InstrumentedTransport, AsyncInstrumentedTransport)
+
+
+def _is_http_client(obj: object) -> bool:
+    return hasattr(obj, "_transport") and (hasattr(obj, "send") or hasattr(obj, "request"))
+
+
+def _provider_of(client: object) -> str | None:
+    root = type(client).__module__.split(".", 1)[0]
+    return root if root in ("openai", "anthropic") else None
+
+
+def _wrap(transport: Any, options: Options) -> Any:
+    if transport is None or isinstance(transport, _INSTRUMENTED):
+        return transport
+    if hasattr(transport, "handle_async_request"):
+        return AsyncInstrumentedTransport(transport, options)
+    if hasattr(transport, "handle_request"):
+        return InstrumentedTransport(transport, options)
+    raise ValueError(f"cannot instrument transport of type {type(transport).__name__}: no handle_request")
+
+
+def http_client_of(client: object) -> Any:
+    """The httpx-style client an SDK client talks through (or ``client`` itself when it is one)."""
+    if _is_http_client(client):
+        return client
+    inner = getattr(client, "_client", None)
+    if inner is not None and _is_http_client(inner):
+        return inner
+    raise ValueError(
+        f"cannot instrument {type(client).__module__}.{type(client).__qualname__}: expected an openai or "
+        "anthropic client (sync or async) or an httpx Client/AsyncClient"
+    )
+
+
+def instrument(
+    client: C,
+    *,
+    provider: str | None = None,
+    hidden_stages: tuple[str, ...] | None = None,
+    inject_traceparent: bool = True,
+) -> C:
+    """Record every inference call ``client`` makes; returns the same client.
+
+    ``provider`` names the ``gen_ai.provider.name`` (default: from the SDK, else from the protocol).
+    ``hidden_stages``: stage ids marked unobserved on each client pass (default: admission, prefill,
+    decode — what a hosted provider hides); pass ``()`` to mark none.
+    """
+    http = http_client_of(client)
+    options = Options(
+        provider=provider or _provider_of(client),
+        hidden_stages=DEFAULT_HIDDEN_STAGES if hidden_stages is None else tuple(hidden_stages),
+        inject_traceparent=inject_traceparent,
+    )
+    http._transport = _wrap(http._transport, options)
+    mounts = getattr(http, "_mounts", None)
+    if isinstance(mounts, dict):
+        for pattern, transport in list(mounts.items()):
+            mounts[pattern] = _wrap(transport, options)
+    return client
+
+
+def is_instrumented(client: object) -> bool:
+    try:
+        return isinstance(http_client_of(client)._transport, _INSTRUMENTED)
+    except ValueError:
+        return False
+
+
+def uninstrument(client: C) -> C:
+    """Put the original transports back."""
+    http = http_client_of(client)
+    if isinstance(http._transport, _INSTRUMENTED):
+        http._transport = http._transport.inner
+    mounts = getattr(http, "_mounts", None)
+    if isinstance(mounts, dict):
+        for pattern, transport in list(mounts.items()):
+            if isinstance(transport, _INSTRUMENTED):
+                mounts[pattern] = transport.inner
+    return client

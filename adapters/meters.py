@@ -1,0 +1,226 @@
+"""Meters: a price table per model, cost per pass and per trace, cache hit rate, deploy markers.
+
+Prices are USD per million tokens for four kinds of token: uncached input, cached input (cache reads),
+cache writes and output. The bundled table (``prices.json``) holds public list prices at the time of
+writing; a user's JSON file (argument > ``LLMTRACE_PRICES`` > none) overrides it model by model. A model
+not in the table gets no cost at all rather than a guessed one.
+
+The deploy on every span comes from ``llmtrace.init(deploy=...)`` (the ``service.version`` resource
+attribute); ``mark_deploy`` adds the marker the cache-hit timeline shows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from llmtrace.tracer import health
+from llmtrace.tracer import recording as rec
+
+from .usage import Usage
+
+_BUNDLED = Path(__file__).with_name("prices.json")
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """USD per million tokens."""
+
+    input: float
+    cached_input: float
+    cache_write: float
+    output: float
+
+    def __post_init__(self) -> None:
+        for name in ("input", "cached_input", "cache_write", "output"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"price {name} must be a non-negative number, got {v!r}")
+
+    def cost(self, usage: Usage) -> float | None:
+        """Price of one pass; None when the usage lacks the counts needed."""
+        if usage.input_tokens is None or usage.output_tokens is None or not usage.consistent:
+            return None
+        read = usage.cache_read_tokens or 0
+        write = usage.cache_write_tokens or 0
+        plain = max(usage.input_tokens - read - write, 0)
+        return (plain * self.input + read * self.cached_input + write * self.cache_write
+                + usage.output_tokens * self.output) / 1e6
+
+
+class PriceTable:
+    """Model name -> Price, matched exactly or by the longest key that prefixes the name."""
+
+    def __init__(self, prices: Mapping[str, Price]) -> None:
+        self._prices = dict(prices)
+        self._keys = sorted(self._prices, key=len, reverse=True)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object], base: PriceTable | None = None) -> PriceTable:
+        prices = dict(base._prices) if base is not None else {}
+        for model, spec in data.items():
+            if model.startswith("_"):
+                continue  # comments
+            if not isinstance(spec, Mapping):
+                raise ValueError(f"price entry for {model!r} must be an object")
+            try:
+                prices[model] = Price(float(spec["input"]), float(spec.get("cached_input", spec["input"])),
+                                      float(spec.get("cache_write", spec["input"])), float(spec["output"]))
+            except KeyError as exc:
+                raise ValueError(f"price entry for {model!r} lacks {exc.args[0]!r}") from None
+        return cls(prices)
+
+    def get(self, model: str | None) -> Price | None:
+        if not model:
+            return None
+        p = self._prices.get(model)
+        if p is not None:
+            return p
+        for key in self._keys:
+            if model.startswith(key):
+                return self._prices[key]
+        return None
+
+    def __contains__(self, model: str) -> bool:
+        return self.get(model) is not None
+
+
+_table_lock = threading.Lock()
+_table: PriceTable | None = None
+
+
+def load_prices(path: str | os.PathLike[str] | None = None) -> PriceTable:
+    """The bundled table overlaid with ``path`` (or ``$LLMTRACE_PRICES``); becomes the table in use."""
+    global _table
+    table = PriceTable.from_json(json.loads(_BUNDLED.read_text()))
+    user = path if path is not None else os.environ.get("LLMTRACE_PRICES") or None
+    if user is not None:
+        p = Path(user)
+        try:
+            data = json.loads(p.read_text())
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"cannot read price table {p}: {exc}") from exc
+        if not isinstance(data, Mapping):
+            raise ValueError(f"price table {p} must be a JSON object of model -> prices")
+        table = PriceTable.from_json(data, base=table)
+    with _table_lock:
+        _table = table
+    return table
+
+
+def price_table() -> PriceTable:
+    t = _table
+    if t is None:
+        try:
+            t = load_prices()
+        except ValueError as exc:  # a broken user file must not break the app: fall back, say so once
+            health.count("price_table", message=str(exc))
+            t = load_prices(_BUNDLED)
+    return t
+
+
+def pass_cost(model: str | None, usage: Usage, fallback_model: str | None = None) -> float | None:
+    """Cost of a pass priced as ``model`` (the served one), else as ``fallback_model`` (the requested one)."""
+    table = price_table()
+    price = table.get(model) or table.get(fallback_model)
+    return price.cost(usage) if price is not None else None
+
+
+class TraceCosts:
+    """Running cost per trace in this process (bounded: the oldest traces are forgotten first)."""
+
+    def __init__(self, max_traces: int = 10_000) -> None:
+        self._lock = threading.Lock()
+        self._costs: OrderedDict[str, float] = OrderedDict()
+        self._max = max_traces
+
+    def add(self, trace_id: str, cost: float) -> float:
+        with self._lock:
+            total = self._costs.pop(trace_id, 0.0) + cost
+            self._costs[trace_id] = total
+            while len(self._costs) > self._max:
+                self._costs.popitem(last=False)
+            return total
+
+    def get(self, trace_id: str) -> float:
+        with self._lock:
+            return self._costs.get(trace_id, 0.0)
+
+
+trace_costs = TraceCosts()
+
+
+def current_deploy() -> str | None:
+    """The deploy given to ``llmtrace.init`` (also on every span as the ``service.version`` resource)."""
+    from llmtrace.tracer.setup import current_settings
+
+    s = current_settings()
+    return s.deploy if s is not None else None
+
+
+def accounting_values(model: str | None, usage: Usage, fallback_model: str | None = None) -> dict[str, object]:
+    """Boundary values of ``meters.cache_accounting`` for one pass."""
+    cost = pass_cost(model, usage, fallback_model)
+    return {
+        "llmtrace.meters.cache_hit_rate": usage.hit_rate,
+        "llmtrace.meters.cached_tokens": usage.cache_read_tokens,
+        "llmtrace.meters.uncached_tokens": usage.uncached_tokens,
+        "llmtrace.meters.cost_usd": cost,
+        "service.version": current_deploy(),
+        "llmtrace.meters.usage_consistent": usage.consistent,
+    }
+
+
+def record_accounting(model: str | None, usage: Usage, parent: rec.PassSpan | None = None) -> dict[str, object]:
+    """App-side use: emit ``meters.cache_accounting`` for a pass whose usage the app holds; the cost
+    also goes on the pass span and into the trace's running total."""
+    values = accounting_values(model, usage)
+    t = rec.now_ns()
+    rec.record_stage("meters.cache_accounting", start_ns=t, end_ns=t, values=values, parent=parent)
+    cost = values["llmtrace.meters.cost_usd"]
+    if parent is not None and isinstance(cost, float):
+        parent.set("llmtrace.meters.cost_usd", cost)
+        parent.set("llmtrace.meters.trace_cost_usd", trace_costs.add(parent.trace_id, cost))
+    return values
+
+
+# ── reading the store (short read connections; never held open) ──────────────────────────────
+def trace_cost(db: str | os.PathLike[str], trace_id: str) -> float:
+    """Sum of pass costs of one trace in the store (client passes only, so nothing counts twice)."""
+    from llmtrace.tracer.store import read_connection
+
+    with read_connection(db) as conn:
+        row = conn.execute(
+            "SELECT coalesce(sum(cost_usd), 0) FROM requests WHERE trace_id = ? AND side IN ('client', 'app')",
+            [trace_id],
+        ).fetchone()
+    return float(row[0]) if row else 0.0
+
+
+def cache_hit_rate(db: str | os.PathLike[str], deploy: str | None = None, side: str = "client") -> float | None:
+    """Cached over all prompt tokens across passes (optionally of one deploy); None when nothing counted."""
+    from llmtrace.tracer.store import read_connection
+
+    sql = ("SELECT sum(cached_tokens), sum(prompt_tokens) FROM requests "
+           "WHERE side = ? AND prompt_tokens IS NOT NULL AND cached_tokens IS NOT NULL")
+    params: list[object] = [side]
+    if deploy is not None:
+        sql += " AND deploy = ?"
+        params.append(deploy)
+    with read_connection(db) as conn:
+        row = conn.execute(sql, params).fetchone()
+    if not row or not row[1]:
+        return None
+    return float(row[0]) / float(row[1])
+
+
+def mark_deploy(db: str | os.PathLike[str], name: str, note: str | None = None, service: str | None = None) -> None:
+    """Add a deploy marker to the store (what ``llmtrace deploy mark`` does)."""
+    from llmtrace.tracer.store import mark_deploy as _mark
+
+    _mark(db, name, note, service)

@@ -1,0 +1,190 @@
+"""OpenAI chat completions (and legacy completions), streamed and not: ``on_request / on_chunk / on_response``.
+
+Reads the request body the SDK built and the response events as the app reads them; fills an
+``Observation``. Never raises: a malformed event is skipped (the caller counts it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from .observation import Observation
+from .segments import canonical, part_text
+
+
+def _num(v: object) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _intv(v: object) -> int | None:
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+class OpenAIParser:
+    """Parser for ``/chat/completions`` (``operation='chat'``) and ``/completions`` (``'text_completion'``)."""
+
+    provider = "openai"
+    __slots__ = ("obs", "operation", "_tool_ids")
+
+    def __init__(self, operation: str = "chat") -> None:
+        self.obs = Observation()
+        self.operation = operation
+        self._tool_ids: set[tuple[int, int]] = set()
+
+    # ── request ─────────────────────────────────────────────────────────────────────────────
+    def on_request(self, body: Mapping[str, object]) -> None:
+        o = self.obs
+        model = body.get("model")
+        o.model = model if isinstance(model, str) else "unknown"
+        o.stream = body.get("stream") is True
+        o.temperature = _num(body.get("temperature"))
+        o.top_p = _num(body.get("top_p"))
+        o.top_k = _num(body.get("top_k"))
+        o.seed = _intv(body.get("seed"))
+        o.max_tokens = _intv(body.get("max_completion_tokens", body.get("max_tokens")))
+        o.frequency_penalty = _num(body.get("frequency_penalty"))
+        o.presence_penalty = _num(body.get("presence_penalty"))
+        stop = body.get("stop")
+        o.stop = [stop] if isinstance(stop, str) else [s for s in stop if isinstance(s, str)] if isinstance(stop, list) else []
+        rf = body.get("response_format")
+        if isinstance(rf, Mapping) and isinstance(rf.get("type"), str):
+            o.output_type = "json" if str(rf["type"]).startswith("json") else str(rf["type"])
+        tools = body.get("tools")
+        segments: list[tuple[str, str]] = []
+        if isinstance(tools, list) and tools:
+            o.tools = len(tools)
+            segments.append(("tools", canonical(tools)))
+        messages = body.get("messages")
+        if isinstance(messages, list):
+            last_user = max((i for i, m in enumerate(messages) if isinstance(m, Mapping) and m.get("role") == "user"),
+                            default=-1)
+            system_parts: list[str] = []
+            for i, m in enumerate(messages):
+                if not isinstance(m, Mapping):
+                    continue
+                role = str(m.get("role", "unknown"))
+                text = part_text(m.get("content"))
+                if m.get("tool_calls"):
+                    text += canonical(m.get("tool_calls"))
+                if role in ("system", "developer"):
+                    system_parts.append(text)
+                    segments.append(("system", text))
+                elif i == last_user:
+                    segments.append(("user", text))
+                else:
+                    segments.append((f"history:{role}", text))
+            if system_parts:
+                o.system_text = "\n".join(system_parts)
+        elif isinstance(body.get("prompt"), str):
+            segments.append(("user", str(body["prompt"])))
+        # Tools are sent before the system prompt in most templates; keep the order the model sees.
+        o.segments = segments
+
+    # ── streamed response ───────────────────────────────────────────────────────────────────
+    def on_chunk(self, event: bytes | None, data: bytes, t_ns: int) -> None:
+        o = self.obs
+        if data == b"[DONE]":
+            o.done = True
+            return
+        if not o.first_chunk_ns:
+            o.first_chunk_ns = t_ns
+        o.chunks += 1
+        try:
+            msg = json.loads(data)
+        except ValueError:
+            o.error_type = o.error_type or "malformed_event"
+            return
+        if not isinstance(msg, dict):
+            return
+        if "error" in msg:
+            self._error(msg["error"])
+            return
+        if o.response_id is None:
+            o.response_id = msg.get("id")
+            o.response_model = msg.get("model")
+        usage = msg.get("usage")
+        if isinstance(usage, dict):
+            o.usage_raw = usage
+        for choice in msg.get("choices") or ():
+            self._choice_delta(choice, t_ns)
+
+    def _choice_delta(self, choice: dict[str, object], t_ns: int) -> None:
+        o = self.obs
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            content = delta.get("content")
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            tool_calls = delta.get("tool_calls")
+        else:  # legacy completions stream "text" on the choice itself
+            content, reasoning, tool_calls = choice.get("text"), None, None
+        if content:
+            if not o.first_content_ns:
+                o.first_content_ns = t_ns
+            o.content_chunks += 1
+            o.last_token_ns = t_ns
+            o.output_parts.append(str(content))
+        if reasoning and isinstance(reasoning, str):
+            o.reasoning_chars += len(reasoning)
+            o.last_token_ns = t_ns
+        if tool_calls and isinstance(tool_calls, list):
+            if not o.first_tool_ns:
+                o.first_tool_ns = t_ns
+            o.last_token_ns = t_ns
+            ci = choice.get("index", 0)
+            for tc in tool_calls:
+                if isinstance(tc, dict):
+                    key = (ci if isinstance(ci, int) else 0, tc.get("index", 0) if isinstance(tc.get("index"), int) else 0)
+                    if key not in self._tool_ids:
+                        self._tool_ids.add(key)
+                        o.tool_calls += 1
+                    fn = tc.get("function")
+                    if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
+                        o.output_parts.append(fn["arguments"])
+        fr = choice.get("finish_reason")
+        if isinstance(fr, str):
+            o.finish_reasons.append(fr)
+
+    def _error(self, err: object) -> None:
+        o = self.obs
+        if isinstance(err, dict):
+            o.error_type = str(err.get("type") or err.get("code") or "error")
+            o.error_message = str(err.get("message", ""))[:500]
+        else:
+            o.error_type, o.error_message = "error", str(err)[:500]
+
+    # ── buffered response ───────────────────────────────────────────────────────────────────
+    def on_response(self, body: bytes) -> None:
+        o = self.obs
+        try:
+            msg = json.loads(body)
+        except ValueError:
+            o.error_type = o.error_type or "malformed_body"
+            return
+        if not isinstance(msg, dict):
+            return
+        if "error" in msg:
+            self._error(msg["error"])
+            return
+        o.done = True
+        o.response_id = msg.get("id")
+        o.response_model = msg.get("model")
+        if isinstance(msg.get("usage"), dict):
+            o.usage_raw = msg["usage"]
+        for choice in msg.get("choices") or ():
+            if not isinstance(choice, dict):
+                continue
+            m = choice.get("message")
+            if isinstance(m, dict):
+                if isinstance(m.get("content"), str):
+                    o.output_parts.append(m["content"])
+                for tc in m.get("tool_calls") or ():
+                    o.tool_calls += 1
+                    fn = tc.get("function") if isinstance(tc, dict) else None
+                    if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
+                        o.output_parts.append(fn["arguments"])
+            elif isinstance(choice.get("text"), str):
+                o.output_parts.append(choice["text"])
+            fr = choice.get("finish_reason")
+            if isinstance(fr, str):
+                o.finish_reasons.append(fr)

@@ -1,0 +1,41 @@
+"""The protocol-parser interface and the choice of parser for a request's URL.
+
+Every parser has the same three verbs: ``on_request(body)`` with the decoded request JSON,
+``on_chunk(event, data, t_ns)`` for each server-sent event of a streamed answer, and
+``on_response(body)`` with a buffered answer's bytes. They fill ``parser.obs``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from .anthropic_parser import AnthropicParser
+from .observation import Observation
+from .openai_parser import OpenAIParser
+
+
+class ProtocolParser(Protocol):
+    provider: str
+    operation: str
+    obs: Observation
+
+    def on_request(self, body: Mapping[str, object]) -> None: ...
+
+    def on_chunk(self, event: bytes | None, data: bytes, t_ns: int) -> None: ...
+
+    def on_response(self, body: bytes) -> None: ...
+
+
+def parser_for(method: str, path: str) -> ProtocolParser | None:
+    """The parser for an inference call, or None for anything else (model lists, files, ...)."""
+    if method != "POST":
+        return None
+    path = path.rstrip("/")
+    if path.endswith("/chat/completions"):
+        return OpenAIParser("chat")
+    if path.endswith("/messages") and not path.endswith("/count_tokens"):
+        return AnthropicParser()
+    if path.endswith("/completions"):
+        return OpenAIParser("text_completion")
+    return None

@@ -1,0 +1,210 @@
+"""The one choke point: an httpx transport that wraps the client's own transport.
+
+``handle_request`` opens a ``Call`` for inference requests (others pass straight through), injects
+``traceparent``, and wraps the response's byte stream so the parser sees each chunk as the app reads it.
+The app receives the very same bytes objects, in the same order; exceptions from the wrapped transport
+or stream are recorded and re-raised unchanged.
+
+The OpenAI and Anthropic SDKs may run on ``httpx`` or its successor ``httpx2``; both check that a
+response stream is an instance of *their* ``SyncByteStream``/``AsyncByteStream``, so the stream wrapper
+class is derived at run time from the base class the wrapped stream already has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+from llmtrace.tracer import health
+
+from .call import Call, Options
+from .protocol import parser_for
+
+
+def _open_call(request: Any, opts: Options) -> Call | None:
+    try:
+        parser = parser_for(request.method, request.url.path)
+        if parser is None:
+            return None
+        return Call(parser, request, opts)
+    except Exception as exc:
+        health.count("adapter_error", message=f"adapter could not open a call record: {type(exc).__name__}: {exc}")
+        return None
+
+
+# ── stream wrappers ──────────────────────────────────────────────────────────────────────────
+class _SyncStreamMixin:
+    __slots__ = ()
+
+    def __init__(self, inner: Any, call: Call) -> None:
+        self._inner = inner
+        self._call = call
+
+    def __iter__(self) -> Iterator[bytes]:
+        call = self._call
+        try:
+            for chunk in self._inner:
+                call.feed(chunk)
+                yield chunk
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            call.finish_error(exc)
+            raise
+        call.finish_eof()
+
+    def close(self) -> None:
+        try:
+            self._inner.close()
+        finally:
+            self._call.finish_closed()
+
+
+class _AsyncStreamMixin:
+    __slots__ = ()
+
+    def __init__(self, inner: Any, call: Call) -> None:
+        self._inner = inner
+        self._call = call
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        call = self._call
+        try:
+            async for chunk in self._inner:
+                call.feed(chunk)
+                yield chunk
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            call.finish_error(exc)
+            raise
+        call.finish_eof()
+
+    async def aclose(self) -> None:
+        try:
+            await self._inner.aclose()
+        finally:
+            self._call.finish_closed()
+
+
+_stream_classes: dict[type, type] = {}
+
+
+def _wrapper_class(inner: Any, name: str, mixin: type) -> type:
+    """A subclass of the stream's own ``SyncByteStream``/``AsyncByteStream`` base with our behaviour."""
+    base = next((c for c in type(inner).__mro__ if c.__name__ == name), None)
+    if base is None:
+        base = httpx.SyncByteStream if name == "SyncByteStream" else httpx.AsyncByteStream
+    cls = _stream_classes.get(base)
+    if cls is None:
+        cls = _stream_classes[base] = type(f"Instrumented{name}", (mixin, base), {})
+    return cls
+
+
+def _trace_hook_sync(call: Call, previous: Any) -> Any:
+    def hook(name: str, info: dict[str, Any]) -> None:
+        call.conn.event(name)
+        if previous is not None:
+            previous(name, info)
+
+    return hook
+
+
+def _trace_hook_async(call: Call, previous: Any) -> Any:
+    async def hook(name: str, info: dict[str, Any]) -> None:
+        call.conn.event(name)
+        if previous is not None:
+            await previous(name, info)
+
+    return hook
+
+
+# ── transports ───────────────────────────────────────────────────────────────────────────────
+class InstrumentedTransport(httpx.BaseTransport):
+    """Wraps a synchronous transport (``httpx.HTTPTransport``, ``httpx2.HTTPTransport``, or any other)."""
+
+    def __init__(self, inner: Any, options: Options | None = None) -> None:
+        self.inner = inner
+        self.options = options or Options()
+
+    def handle_request(self, request: Any) -> Any:
+        call = _open_call(request, self.options)
+        if call is None:
+            return self.inner.handle_request(request)
+        try:
+            request.extensions = {**request.extensions,
+                                  "trace": _trace_hook_sync(call, request.extensions.get("trace"))}
+        except Exception as exc:
+            call._fault(exc)
+        try:
+            response = self.inner.handle_request(request)
+        except BaseException as exc:
+            call.finish_error(exc)
+            raise
+        call.on_headers(response)
+        try:
+            response.stream = _wrapper_class(response.stream, "SyncByteStream", _SyncStreamMixin)(response.stream, call)
+        except Exception as exc:
+            call._fault(exc)
+        return response
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __enter__(self) -> InstrumentedTransport:
+        self.inner.__enter__()
+        return self
+
+    def __exit__(self, *args: Any) -> None:
+        self.inner.__exit__(*args)
+
+    def __getattr__(self, name: str) -> Any:  # pool settings, proxies, ... of the wrapped transport
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+class AsyncInstrumentedTransport(httpx.AsyncBaseTransport):
+    """Wraps an asynchronous transport."""
+
+    def __init__(self, inner: Any, options: Options | None = None) -> None:
+        self.inner = inner
+        self.options = options or Options()
+
+    async def handle_async_request(self, request: Any) -> Any:
+        call = _open_call(request, self.options)
+        if call is None:
+            return await self.inner.handle_async_request(request)
+        try:
+            request.extensions = {**request.extensions,
+                                  "trace": _trace_hook_async(call, request.extensions.get("trace"))}
+        except Exception as exc:
+            call._fault(exc)
+        try:
+            response = await self.inner.handle_async_request(request)
+        except BaseException as exc:
+            call.finish_error(exc)
+            raise
+        call.on_headers(response)
+        try:
+            response.stream = _wrapper_class(response.stream, "AsyncByteStream", _AsyncStreamMixin)(
+                response.stream, call)
+        except Exception as exc:
+            call._fault(exc)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> AsyncInstrumentedTransport:
+        await self.inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *args: Any) -> None:
+        await self.inner.__aexit__(*args)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
