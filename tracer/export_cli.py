@@ -1,0 +1,99 @@
+"""``llmtrace export --parquet DIR``: the store's spans as hive-partitioned Parquet (date=/service=).
+
+    llmtrace export --parquet traces/ [--since 7d | --since 2026-11-01] [--db store.duckdb]
+    llmtrace sql --parquet 'traces/**/*.parquet' "SELECT model, avg(ttft_ms) FROM requests GROUP BY 1"
+
+Each file keeps the ``spans`` columns (``service`` included, so the files also read correctly without
+hive partitioning) plus ``date``. The export runs one day at a time, each in its own short read
+connection, so a collector writing the same store is held up for a day's worth at most.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from .retention import parse_age
+from .settings import resolve_db
+from .store import StoreError, read_connection
+
+_DATE_SQL = "strftime(make_timestamp(start_ns // 1000), '%Y-%m-%d')"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--parquet", required=True, metavar="DIR", help="directory to write the Parquet files into")
+    parser.add_argument("--db", help="store file (default $LLMTRACE_DB or ./llmtrace.duckdb)")
+    parser.add_argument("--since", default=None,
+                        help="only spans that started after this: an age (7d, 12h) or a date/time (2026-11-01)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--overwrite", action="store_true", help="empty DIR first")
+    mode.add_argument("--append", action="store_true", help="add files next to those already in DIR")
+
+
+def parse_since(text: str, now_ns: int | None = None) -> int:
+    """An age ('7d') or an ISO date/time ('2026-11-01', '2026-11-01T12:00+00:00') -> start_ns cutoff."""
+    now = time.time_ns() if now_ns is None else now_ns
+    try:
+        return now - int(parse_age(text) * 1e9)
+    except ValueError:
+        pass
+    try:
+        when = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f"cannot read --since {text!r}; write an age (7d, 12h) or a date (2026-11-01)") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return int(when.timestamp() * 1e9)
+
+
+def _quote(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def export_parquet(db: str | Path, out_dir: str | Path, *, since_ns: int | None = None, append: bool = False,
+                   overwrite: bool = False) -> dict[str, int]:
+    """Write the spans as DIR/date=YYYY-MM-DD/service=NAME/spans_<uuid>.parquet; returns counts."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out} exists and is not a directory")
+    if out.exists() and any(out.iterdir()):
+        if overwrite:
+            shutil.rmtree(out)
+        elif not append:
+            raise ValueError(f"{out} is not empty; pass --overwrite to replace it or --append to add files")
+    out.mkdir(parents=True, exist_ok=True)
+    where = "WHERE start_ns >= ?" if since_ns is not None else ""
+    params: list[object] = [since_ns] if since_ns is not None else []
+    with read_connection(db) as conn:
+        days = [r[0] for r in conn.execute(
+            f"SELECT DISTINCT {_DATE_SQL} AS d FROM spans {where} ORDER BY d", params).fetchall()]
+    rows = 0
+    for day in days:
+        day_where = f"{_DATE_SQL} = ?" + (" AND start_ns >= ?" if since_ns is not None else "")
+        with read_connection(db) as conn:
+            n = conn.execute(f"SELECT count(*) FROM spans WHERE {day_where}", [day, *params]).fetchone()[0]
+            conn.execute(
+                f"COPY (SELECT *, {_DATE_SQL} AS date FROM spans WHERE {day_where}) TO {_quote(str(out))} "
+                "(FORMAT parquet, COMPRESSION zstd, PARTITION_BY (date, service), WRITE_PARTITION_COLUMNS true, "
+                "FILENAME_PATTERN 'spans_{uuid}', OVERWRITE_OR_IGNORE true)",
+                [day, *params],
+            )
+        rows += int(n)
+    return {"spans": rows, "days": len(days)}
+
+
+def run(args: argparse.Namespace) -> int:
+    db = resolve_db(args.db)
+    try:
+        since = parse_since(args.since) if args.since else None
+        result = export_parquet(db, args.parquet, since_ns=since, append=args.append, overwrite=args.overwrite)
+    except (ValueError, StoreError) as exc:
+        print(f"llmtrace export: {exc}", file=sys.stderr)
+        return 1
+    print(f"exported {result['spans']} spans over {result['days']} day(s) to {args.parquet} "
+          f"(read with: llmtrace sql --parquet '{Path(args.parquet) / '**' / '*.parquet'}' ...)")
+    return 0
