@@ -1,0 +1,77 @@
+"""The Starlette application: routes for both APIs, /v1/models, /health and /metrics."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from llmtrace.backend.server import metrics
+from llmtrace.backend.server.asgi_io import Receive, Scope, Send
+from llmtrace.backend.server.errors import APIError, render_error
+from llmtrace.backend.server.service import GenerationService
+
+
+class _Endpoint:
+    """An ASGI endpoint (not request/response): the service needs ``receive`` to notice a client leaving."""
+
+    def __init__(self, service: GenerationService, endpoint: str) -> None:
+        self.service = service
+        self.endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.service.handle(self.endpoint, scope, receive, send)
+
+
+def build_app(service: GenerationService) -> Starlette:
+    created = int(time.time())
+
+    def _model_entry(model_id: str, owner: str) -> dict[str, Any]:
+        return {"id": model_id, "object": "model", "created": created, "owned_by": owner,
+                "max_model_len": service.max_model_len}
+
+    async def models(request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [_model_entry(m, o) for m, o in service.router.listed()]})
+
+    async def model(request: Request) -> Response:
+        wanted = request.path_params["model_id"]
+        for m, o in service.router.listed():
+            if m == wanted:
+                return JSONResponse(_model_entry(m, o))
+        try:
+            service.router.route(wanted)
+        except APIError as err:
+            r = render_error(err, "openai")
+            return Response(r.body, r.status, headers=dict(r.headers))
+        return JSONResponse(_model_entry(wanted, "llmtrace"))
+
+    async def health(request: Request) -> Response:
+        if service.draining:
+            return JSONResponse({"status": "draining"}, status_code=503)
+        return JSONResponse({"status": "ok", "replicas": len(service.replicas), "in_flight": service.in_flight})
+
+    async def prometheus(request: Request) -> Response:
+        return PlainTextResponse(metrics.render(service), media_type="text/plain; version=0.0.4")
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        api = "anthropic" if request.url.path.startswith("/v1/messages") else "openai"
+        message = "no such route" if status == 404 else "method not allowed" if status == 405 else str(exc)
+        r = render_error(APIError(status, f"{message}: {request.method} {request.url.path}"), api)
+        return Response(r.body, r.status, headers=dict(r.headers))
+
+    routes = [
+        Route("/v1/chat/completions", _Endpoint(service, "chat"), methods=["POST"]),
+        Route("/v1/completions", _Endpoint(service, "completions"), methods=["POST"]),
+        Route("/v1/messages", _Endpoint(service, "messages"), methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/models/{model_id:path}", model, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/metrics", prometheus, methods=["GET"]),
+    ]
+    return Starlette(routes=routes, exception_handlers={HTTPException: http_error})

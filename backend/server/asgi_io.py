@@ -1,0 +1,90 @@
+"""Small ASGI helpers: reading a bounded body, sending whole responses, noticing a client that left,
+and telling a fresh connection from a reused keep-alive one."""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from llmtrace.backend.server.errors import APIError
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+class ClientGone(Exception):
+    """The client closed the connection before we were done with it."""
+
+
+async def read_body(receive: Receive, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise APIError(413, f"request body is larger than the {limit // (1 << 20)} MiB limit")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def wait_disconnect(receive: Receive) -> None:
+    """Returns when the client disconnects (the request body has already been read)."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def send_bytes(send: Send, status: int, body: bytes, headers: list[tuple[str, str]]) -> None:
+    raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+    raw.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def send_json(send: Send, status: int, payload: Any, headers: list[tuple[str, str]]) -> None:
+    await send_bytes(send, status, json.dumps(payload, ensure_ascii=False).encode(),
+                     [("content-type", "application/json"), *headers])
+
+
+def header(scope: Scope, name: str) -> str | None:
+    key = name.lower().encode("latin-1")
+    for k, v in scope.get("headers", ()):
+        if k == key:
+            return str(v.decode("latin-1"))
+    return None
+
+
+class ConnectionTracker:
+    """Remembers recent client (host, port) pairs: a pair seen before is a kept-alive connection reused.
+    (ASGI gives no connection object; the client's ephemeral port identifies it while it is open.)"""
+
+    def __init__(self, capacity: int = 8192) -> None:
+        self._seen: OrderedDict[tuple[str, int], int] = OrderedDict()
+        self._capacity = capacity
+        self.reused_total = 0
+        self.opened_total = 0
+
+    def note(self, scope: Scope) -> bool:
+        client = scope.get("client")
+        if not client:
+            return False
+        key = (str(client[0]), int(client[1]))
+        count = self._seen.pop(key, 0)
+        self._seen[key] = count + 1
+        if len(self._seen) > self._capacity:
+            self._seen.popitem(last=False)
+        if count:
+            self.reused_total += 1
+        else:
+            self.opened_total += 1
+        return count > 0

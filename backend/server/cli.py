@@ -1,0 +1,207 @@
+"""``llmtrace serve``: the bundled backend as an OpenAI- and Anthropic-compatible HTTP server.
+
+    llmtrace serve                         # the default model on http://127.0.0.1:8000
+    llmtrace serve --model tiny --replicas 2 --routing round_robin --port 0
+
+SIGTERM or Ctrl-C drains: requests already running finish (streams included), new ones get 503, then
+the traces are flushed to the store and the process exits 0. A second signal stops at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from llmtrace.backend.server.config import ServerConfig
+
+log = logging.getLogger("llmtrace.serve")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default=None,
+                        help="GGUF path, or 'tiny' for the random test model (default: the bundled SmolLM2-135M)")
+    parser.add_argument("--served-model-name", default=None, help="the model id clients use (default: file stem)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    parser.add_argument("--port", type=int, default=8000, help="port (0 picks a free one; default 8000)")
+    parser.add_argument("--db", default=None, help="trace store (default: LLMTRACE_DB or ./llmtrace.duckdb)")
+    parser.add_argument("--deploy", default=None, help="deploy label recorded on every span")
+    parser.add_argument("--capture", choices=("none", "hashes", "full"), default=None,
+                        help="how much prompt/output text the store keeps (default: hashes)")
+    parser.add_argument("--replicas", type=int, default=1, help="engines (each with its own KV pool); default 1")
+    parser.add_argument("--routing", choices=("prefix_aware", "round_robin"), default="prefix_aware",
+                        help="replica selection policy (default prefix_aware)")
+    parser.add_argument("--max-running", type=int, default=None,
+                        help="requests generating at once across replicas (default 16 per replica)")
+    parser.add_argument("--max-queued", type=int, default=64, help="requests waiting for a slot before 429s")
+    parser.add_argument("--normalize", choices=("nfc", "nfkc", "none"), default="nfc",
+                        help="Unicode normal form applied to prompt text (default nfc)")
+    parser.add_argument("--strip-invisible", action="store_true",
+                        help="remove zero-width, bidi and other invisible characters from prompts")
+    parser.add_argument("--chat-template", default=None, metavar="FILE",
+                        help="a jinja2 chat template to use instead of the model's (recorded as not matching)")
+    parser.add_argument("--alias", action="append", default=[], metavar="NAME=MODEL",
+                        help="another name for a served model (repeatable)")
+    parser.add_argument("--batch-invariant", action="store_true",
+                        help="results independent of batch composition (slower; seeded requests reproduce)")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    parser.add_argument("--num-blocks", type=int, default=None, help="KV blocks per replica")
+    parser.add_argument("--max-num-seqs", type=int, default=None, help="sequences one engine runs at once")
+    parser.add_argument("--default-max-tokens", type=int, default=256,
+                        help="max_tokens for chat requests that give none (default 256)")
+    parser.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
+
+
+def _aliases(items: list[str], served: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, sep, target = item.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"llmtrace serve: --alias wants NAME=MODEL, got {item!r}")
+        out[name] = target or served
+    return out
+
+
+def _model_arg(model: str | None) -> tuple[str, str]:
+    """(what the engine loads, the served model id's default)."""
+    if model == "tiny":
+        return "tiny", "tiny"
+    if model is None:
+        from llmtrace.backend.model.pull import default_model_path
+
+        path = default_model_path()
+        if not path.exists():
+            raise SystemExit(f"llmtrace serve: the default model is not at {path}; run `llmtrace model pull` "
+                             "first, or pass --model PATH (or --model tiny)")
+    else:
+        path = Path(model).expanduser()
+        if not path.is_file():
+            raise SystemExit(f"llmtrace serve: no model file at {path}")
+    stem = path.name.removesuffix(".gguf")
+    return str(path), stem.split(".")[0] if "." in stem else stem
+
+
+def build_service(args: argparse.Namespace) -> Any:
+    """Load the replicas and wire the server's parts (also used by the benchmark)."""
+    from llmtrace.backend.engine.config import EngineConfig
+    from llmtrace.backend.server.admission import Admission
+    from llmtrace.backend.server.intake import Intake
+    from llmtrace.backend.server.normalization import NormalizationPolicy
+    from llmtrace.backend.server.replica import Replica
+    from llmtrace.backend.server.replica_set import ReplicaSet
+    from llmtrace.backend.server.routing import ModelRouter
+    from llmtrace.backend.server.service import GenerationService
+
+    model, served_default = _model_arg(args.model)
+    served = args.served_model_name or served_default
+    engine_kwargs: dict[str, Any] = {"batch_invariant": args.batch_invariant, "dtype": args.dtype}
+    if args.num_blocks:
+        engine_kwargs["num_blocks"] = args.num_blocks
+    if args.max_num_seqs:
+        engine_kwargs["max_num_seqs"] = args.max_num_seqs
+    engine_config = EngineConfig(**engine_kwargs)
+    cfg = ServerConfig(
+        host=args.host, port=args.port, replicas=args.replicas, routing=args.routing,
+        max_running=args.max_running or engine_config.max_num_seqs * args.replicas,
+        max_queued=args.max_queued, normalize=args.normalize, strip_invisible=args.strip_invisible,
+        aliases=_aliases(args.alias, served), served_model_name=served,
+        default_max_tokens=args.default_max_tokens,
+    )
+    template = None
+    if args.chat_template:
+        try:
+            template = Path(args.chat_template).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SystemExit(f"llmtrace serve: cannot read --chat-template: {exc}") from None
+    replicas = [Replica.load(f"replica-{i}", model, engine_config) for i in range(cfg.replicas)]
+    router = ModelRouter([served], cfg.aliases)
+    intake = Intake(replicas[0].tokenizer, NormalizationPolicy(cfg.normalize, cfg.strip_invisible),  # type: ignore[arg-type]
+                    block_size=replicas[0].block_size, template_override=template)
+    return GenerationService(cfg, router, ReplicaSet(replicas, cfg.routing), intake,  # type: ignore[arg-type]
+                             Admission(cfg.max_running, cfg.max_queued))
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    import llmtrace
+    from llmtrace.backend.server.app import build_app
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    llmtrace.init(db=args.db, service_name="llmtrace-serve", deploy=args.deploy, capture=args.capture)
+    service = None
+    try:
+        t0 = time.perf_counter()
+        try:
+            service = build_service(args)
+        except ValueError as exc:
+            print(f"llmtrace serve: {exc}", file=sys.stderr)
+            return 2
+        load_s = time.perf_counter() - t0
+        config = uvicorn.Config(build_app(service), host=args.host, port=args.port, log_level=args.log_level,
+                                lifespan="off", timeout_keep_alive=30, timeout_graceful_shutdown=5,
+                                access_log=args.log_level in ("debug", "info"))
+        server = DrainingServer(config, service, load_s)
+        server.run()
+        return 0
+    finally:
+        if service is not None:
+            for replica in service.replicas:
+                try:
+                    replica.shutdown()
+                except Exception:  # shutting down anyway; the traces still get flushed below
+                    log.exception("replica shutdown failed")
+        llmtrace.shutdown()
+
+
+def _uvicorn_server() -> type:
+    import uvicorn
+
+    return uvicorn.Server
+
+
+class DrainingServer(_uvicorn_server()):  # type: ignore[misc]
+    """uvicorn, but the first SIGTERM/SIGINT drains: new requests get 503 while running ones finish."""
+
+    def __init__(self, config: Any, service: Any, load_s: float) -> None:
+        super().__init__(config)
+        self.service = service
+        self.load_s = load_s
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets)
+        self._loop = asyncio.get_running_loop()
+        if self.should_exit:
+            return
+        port = self.config.port
+        for srv in getattr(self, "servers", []):
+            for sock in srv.sockets:
+                port = sock.getsockname()[1]
+        svc = self.service
+        aliases = "".join(f", alias {a} -> {t}" for a, t in svc.router.aliases.items())
+        print(f"llmtrace serve: listening on http://{self.config.host}:{port} (model {svc.router.default}{aliases}; "
+              f"{len(svc.replicas)} replica(s), {svc.replicas.policy} routing; loaded in {self.load_s:.1f}s)",
+              flush=True)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        # Not recorded in _captured_signals: uvicorn would re-raise it after serving and kill the process
+        # before the traces are flushed.
+        if self.service.draining or self._loop is None:
+            self.should_exit = True
+            self.force_exit = self.service.draining
+            return
+        self.service.draining = True
+        print("llmtrace serve: draining (running requests finish, new ones get 503)", flush=True)
+        self._loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._drain()))
+
+    async def _drain(self) -> None:
+        deadline = time.monotonic() + self.service.cfg.drain_timeout_s
+        while self.service.in_flight > 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        self.should_exit = True

@@ -1,0 +1,195 @@
+"""Server-side Intake: Unicode normalization, chat templating and tokenization, each recorded as its stage.
+
+Tokenization also records the hash chain over full KV blocks of the prompt (each hash covers the previous
+one), so where two prompts part can be found later without keeping their text.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from llmtrace.backend.engine.prefix_cache import block_hashes_hex
+from llmtrace.backend.generation.tool_calls import describe_tools, tool_call_message_content
+from llmtrace.backend.model.chat_template import ChatTemplateError
+from llmtrace.backend.server.errors import bad_request
+from llmtrace.backend.server.job import Job
+from llmtrace.backend.server.normalization import NormalizationCounts, NormalizationPolicy
+from llmtrace.tracer import capture
+from llmtrace.tracer import recording as rec
+from llmtrace.tracer import semconv as sc
+
+
+@dataclass(frozen=True, slots=True)
+class IntakeResult:
+    prompt_text: str
+    token_ids: list[int]
+    block_hashes: list[str]
+    prefix_text: str = ""  # what completions with echo=true put before the output
+
+
+def block_hash_chain(token_ids: list[int], block_size: int) -> list[str]:
+    """Hex hashes of the prompt's full blocks, the same keys the engine's prefix cache uses (each covers its
+    parent's hash and the block's tokens), so a trace's hashes line up with the cache's ``prefix.key``."""
+    return block_hashes_hex(token_ids, block_size)
+
+
+class Intake:
+    """Runs the three server-side Intake stages for one job and returns the prompt's token ids."""
+
+    def __init__(self, tokenizer: Any, policy: NormalizationPolicy, *, block_size: int,
+                 template_override: str | None = None) -> None:
+        self.tokenizer = tokenizer
+        self.policy = policy
+        self.block_size = block_size
+        self.model_template: str = tokenizer.chat_template
+        self.template = template_override if template_override is not None else self.model_template
+        self.template_matches = self.template == self.model_template
+        self.template_hash = capture.hash_text(self.template)
+        self._template_has_tools = "tools" in self.template
+        self.special_ids: frozenset[int] = frozenset(getattr(tokenizer, "special_ids", ()))
+
+    # ───────────────────────────────────────────────────────────── normalization
+    def _normalize_messages(self, messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], NormalizationCounts]:
+        total = NormalizationCounts()
+        out = []
+        for m in messages:
+            msg = dict(m)
+            content = msg.get("content")
+            if isinstance(content, str):
+                msg["content"], c = self.policy.apply(content)
+                total.add(c)
+            elif isinstance(content, list):
+                parts = []
+                for part in content:
+                    if part.get("type") == "text":
+                        text, c = self.policy.apply(part.get("text", ""))
+                        total.add(c)
+                        part = {**part, "text": text}
+                    parts.append(part)
+                msg["content"] = parts
+            out.append(msg)
+        return out, total
+
+    def _stage_normalization(self, counts: NormalizationCounts, pass_span: rec.PassSpan, t0: int) -> None:
+        rec.record_stage("intake.normalization", start_ns=t0, end_ns=rec.now_ns(), parent=pass_span, values={
+            "llmtrace.normalization.form": self.policy.label,
+            "llmtrace.normalization.strip": self.policy.strip_invisible,
+            "llmtrace.normalization.chars_changed": counts.chars_changed,
+            "llmtrace.normalization.invisible_chars": counts.invisible_chars,
+            "llmtrace.normalization.nbsp": counts.nbsp,
+            "llmtrace.normalization.confusables": counts.confusables,
+        })
+
+    # ───────────────────────────────────────────────────────────── templating
+    def _prepare_for_template(self, job: Job, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Flatten content parts, write earlier tool calls back as the JSON the model produces, and show
+        the tools in the system prompt when the template has no tool support of its own."""
+        prepared = []
+        for m in messages:
+            msg = dict(m)
+            content = msg.get("content")
+            if isinstance(content, list):
+                msg["content"] = "".join(p.get("text", "") for p in content if p.get("type") == "text")
+            elif content is None:
+                msg["content"] = ""
+            if msg.get("tool_calls") and not msg["content"]:
+                msg["content"] = tool_call_message_content(msg["tool_calls"])
+            prepared.append(msg)
+        if job.tools and job.output_type == "tool_calls" and not self._template_has_tools:
+            text = describe_tools(job.tools)
+            if prepared and prepared[0]["role"] == "system":
+                prepared[0] = {**prepared[0], "content": prepared[0]["content"] + "\n\n" + text}
+            else:
+                prepared.insert(0, {"role": "system", "content": text})
+        return prepared
+
+    def _render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                add_generation_prompt: bool = True) -> str:
+        tok = self.tokenizer
+        return tok.apply_chat_template(messages, add_generation_prompt=add_generation_prompt,
+                                       tools=tools if self._template_has_tools else None,
+                                       template_override=None if self.template_matches else self.template)
+
+    def _segments(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                  rendered: str) -> list[dict[str, Any]]:
+        """Each message's share of the rendered prompt (render prefixes, take the growth), hashed."""
+        segments: list[dict[str, Any]] = []
+        prev = ""
+        try:
+            for i, m in enumerate(messages):
+                cur = self._render(messages[: i + 1], tools, add_generation_prompt=False)
+                piece = cur[len(prev):] if cur.startswith(prev) else cur
+                segments.append(self._segment(_kind(m, i), piece))
+                prev = cur
+            if rendered.startswith(prev) and len(rendered) > len(prev):
+                segments.append(self._segment("generation_prompt", rendered[len(prev):]))
+        except (ChatTemplateError, ValueError, TypeError):
+            # Some templates refuse partial conversations; fall back to hashing each message's content.
+            segments = [self._segment(_kind(m, i), str(m.get("content", ""))) for i, m in enumerate(messages)]
+        return segments
+
+    @staticmethod
+    def _segment(kind: str, text: str) -> dict[str, Any]:
+        return {"kind": kind, "hash": capture.hash_text(text), "chars": len(text),
+                "chunk_hashes": capture.chunk_hash_chain(text)}
+
+    # ───────────────────────────────────────────────────────────── the three stages
+    def run(self, job: Job, pass_span: rec.PassSpan) -> IntakeResult:
+        t0 = rec.now_ns()
+        if job.messages is not None:
+            messages, counts = self._normalize_messages(job.messages)
+            self._stage_normalization(counts, pass_span, t0)
+            t1 = rec.now_ns()
+            prepared = self._prepare_for_template(job, messages)
+            try:
+                text = self._render(prepared, job.tools)
+            except (ChatTemplateError, ValueError) as exc:
+                raise bad_request(f"the chat template rejected the messages: {exc}", "messages") from None
+            segments = self._segments(prepared, job.tools, text)
+            rec.record_stage("intake.chat_template", start_ns=t1, end_ns=rec.now_ns(), parent=pass_span, values={
+                "llmtrace.template.hash": self.template_hash,
+                "llmtrace.template.matches_model": self.template_matches,
+                "llmtrace.template.rendered_chars": len(text),
+                "llmtrace.template.segment_hashes": [s["hash"] for s in segments],
+            })
+            prefix = ""
+        else:
+            text, counts = self.policy.apply(job.prompt or "")
+            self._stage_normalization(counts, pass_span, t0)
+            t1 = rec.now_ns()
+            # Completions take the prompt as given: no template is applied, and the stage says so.
+            segments = [self._segment("prompt", text)]
+            rec.record_stage("intake.chat_template", start_ns=t1, end_ns=rec.now_ns(), parent=pass_span, values={
+                "llmtrace.template.hash": "none",
+                "llmtrace.template.rendered_chars": len(text),
+                "llmtrace.template.segment_hashes": [s["hash"] for s in segments],
+            })
+            prefix = text if job.echo else ""
+        t2 = rec.now_ns()
+        ids = list(self.tokenizer.encode(text, add_special_tokens=True))
+        if not ids:
+            raise bad_request("the prompt is empty after templating and tokenization", "messages")
+        hashes = block_hash_chain(ids, self.block_size)
+        rec.record_stage("intake.tokenization", start_ns=t2, end_ns=rec.now_ns(), parent=pass_span, values={
+            sc.GEN_AI_USAGE_INPUT_TOKENS: len(ids),
+            "llmtrace.tokenization.chars_per_token": round(len(text) / len(ids), 3),
+            "llmtrace.tokenization.special_tokens": sum(1 for t in ids if t in self.special_ids),
+            "llmtrace.tokenization.block_hashes": hashes,
+        })
+        pass_span.set(sc.LLMTRACE_PROMPT_HASH, capture.hash_text(text))
+        pass_span.set(sc.LLMTRACE_SEGMENTS, json.dumps(segments))
+        kept = capture.keep_text(text)
+        if kept is not None:
+            pass_span.set(sc.LLMTRACE_PROMPT_TEXT, kept)
+        return IntakeResult(text, ids, hashes, prefix)
+
+
+def _kind(message: dict[str, Any], index: int) -> str:
+    role = message.get("role", "user")
+    if role == "system":
+        return "system" if index == 0 else "system_late"
+    if role == "tool":
+        return "tool_result"
+    return role

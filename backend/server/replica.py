@@ -1,0 +1,69 @@
+"""One replica: its own engine (and so its own block pool and prefix cache) behind an async front.
+
+Everything the server asks of an engine goes through here, so the rest of the server never touches
+engine internals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from llmtrace.backend.engine.request import EngineRequest, RequestOutput
+
+
+class Replica:
+    def __init__(self, replica_id: str, engine: Any, async_engine: Any) -> None:
+        self.id = replica_id
+        self.engine = engine
+        self.async_engine = async_engine
+        self.in_flight = 0  # requests this server has handed to the replica and not seen finish
+        self.served_total = 0
+
+    @classmethod
+    def load(cls, replica_id: str, model: str | None, config: Any) -> Replica:
+        from llmtrace.backend.engine.async_engine import AsyncEngine
+        from llmtrace.backend.engine.engine import Engine
+
+        engine = Engine(model, config)
+        return cls(replica_id, engine, AsyncEngine(engine))
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.engine.tokenizer
+
+    @property
+    def block_size(self) -> int:
+        return int(self.engine.config.block_size)
+
+    @property
+    def max_model_len(self) -> int:
+        return int(self.engine.max_model_len)
+
+    def cached_prefix(self, token_ids: list[int]) -> int:
+        try:
+            return int(self.engine.longest_cached_prefix(token_ids))
+        except Exception:  # a lookup racing the engine thread is only a hint; never fail the request on it
+            return 0
+
+    async def generate(self, request: EngineRequest) -> AsyncIterator[RequestOutput]:
+        self.in_flight += 1
+        try:
+            async for out in self.async_engine.generate(request):
+                yield out
+        finally:
+            self.in_flight -= 1
+            self.served_total += 1
+
+    def abort(self, request_id: str) -> None:
+        try:
+            self.async_engine.abort(request_id)
+        except Exception:  # already finished or already aborted
+            pass
+
+    def stats(self) -> dict[str, Any]:
+        stats = self.engine.stats()
+        return stats if isinstance(stats, dict) else dict(getattr(stats, "__dict__", {}))
+
+    def shutdown(self) -> None:
+        self.async_engine.shutdown()

@@ -1,0 +1,435 @@
+"""The request flow of a generation endpoint, stage by stage:
+
+    arrival.connection -> (parse) -> arrival.model_routing -> intake.normalization -> intake.chat_template
+    -> intake.tokenization -> arrival.admission -> arrival.replica_selection -> arrival.stream_setup
+    -> engine (cache, forward and generation stages, under the same pass span) -> response
+
+Intake runs before admission so a request that can never run (bad messages, prompt past the context)
+is refused without holding a queue slot, and so the replica choice can look at the prompt's tokens.
+A client that leaves at any point cancels the work: the engine aborts the sequence and returns its
+blocks, and the pass span ends with status ``cancelled``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmtrace.backend.engine.request import EngineRequest, RequestOutput
+from llmtrace.backend.server import anthropic_protocol as anth
+from llmtrace.backend.server import openai_protocol as oai
+from llmtrace.backend.server.admission import Admission, Shed
+from llmtrace.backend.server.asgi_io import (
+    ClientGone,
+    ConnectionTracker,
+    Receive,
+    Scope,
+    Send,
+    header,
+    read_body,
+    send_json,
+    wait_disconnect,
+)
+from llmtrace.backend.server.config import ServerConfig
+from llmtrace.backend.server.errors import APIError, bad_request, render_error
+from llmtrace.backend.server.intake import Intake, IntakeResult
+from llmtrace.backend.server.job import Job, Outcome
+from llmtrace.backend.server.replica_set import ReplicaSet, Selection
+from llmtrace.backend.server.routing import ModelRouter
+from llmtrace.backend.server.tool_gate import ToolGate
+from llmtrace.tracer import capture
+from llmtrace.tracer import recording as rec
+from llmtrace.tracer import semconv as sc
+
+log = logging.getLogger("llmtrace.serve")
+
+ID_PREFIX = {"chat": "chatcmpl-", "completions": "cmpl-", "messages": "msg_"}
+
+
+@dataclass(slots=True)
+class Exchange:
+    """One HTTP request's state while it is served."""
+
+    endpoint: str
+    pass_span: rec.PassSpan
+    arrival_ns: int
+    headers: list[tuple[str, str]]
+    started: bool = False  # response headers sent
+    outputs: list[str] = field(default_factory=list)
+
+    @property
+    def api(self) -> str:
+        return "anthropic" if self.endpoint == "messages" else "openai"
+
+
+def _decode(raw: bytes) -> tuple[Any, APIError | None]:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, bad_request(f"request body is not valid UTF-8 (byte {exc.start}: {exc.reason})")
+    if not text.strip():
+        return None, bad_request("request body is empty; expected a JSON object")
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, bad_request(f"request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
+    if not isinstance(body, dict):
+        return None, bad_request(f"request body must be a JSON object, got {type(body).__name__}")
+    return body, None
+
+
+class GenerationService:
+    def __init__(self, cfg: ServerConfig, router: ModelRouter, replicas: ReplicaSet, intake: Intake,
+                 admission: Admission) -> None:
+        self.cfg = cfg
+        self.router = router
+        self.replicas = replicas
+        self.intake = intake
+        self.admission = admission
+        self.connections = ConnectionTracker()
+        self.draining = False
+        self.in_flight = 0
+        self.counts: Counter[str] = Counter()
+        self.max_model_len = min(r.max_model_len for r in replicas)
+
+    # ───────────────────────────────────────────────────────────── entry
+    async def handle(self, endpoint: str, scope: Scope, receive: Receive, send: Send) -> None:
+        arrival = rec.now_ns()
+        reused = self.connections.note(scope)
+        api = "anthropic" if endpoint == "messages" else "openai"
+        try:
+            raw = await read_body(receive, self.cfg.max_body_bytes)
+        except ClientGone:
+            return
+        except APIError as err:
+            self.counts[f"{endpoint}:{err.status}"] += 1
+            rendered = render_error(err, api)  # type: ignore[arg-type]
+            await _send_rendered(send, rendered, [("connection", "close")])
+            return
+        body_done = rec.now_ns()
+        body, parse_error = _decode(raw)
+        requested = body.get("model") if isinstance(body, dict) and isinstance(body.get("model"), str) else None
+        pass_span = rec.start_pass(
+            requested or "unknown",
+            operation="text_completion" if endpoint == "completions" else "chat",
+            side="server", provider="llmtrace", traceparent=header(scope, "traceparent"), start_ns=arrival,
+        )
+        server = scope.get("server") or ("", 0)
+        rec.record_stage("arrival.connection", start_ns=arrival, end_ns=body_done, parent=pass_span, values={
+            sc.SERVER_ADDRESS: str(server[0]),
+            sc.SERVER_PORT: int(server[1] or 0),
+            "llmtrace.connection.reused": reused,
+            # The server cannot see the handshake; a reused connection certainly cost nothing.
+            "llmtrace.connection.connect_ms": 0.0 if reused else None,
+        })
+        ex = Exchange(endpoint, pass_span, arrival, [("x-llmtrace-trace-id", pass_span.trace_id),
+                                                     ("x-llmtrace-span-id", pass_span.span_id)])
+        self.in_flight += 1
+        work = asyncio.ensure_future(self._serve(ex, body, parse_error, send))
+        watch = asyncio.ensure_future(wait_disconnect(receive))
+        try:
+            await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
+            if not work.done():
+                work.cancel()
+                try:
+                    await work
+                except asyncio.CancelledError:
+                    pass
+        finally:
+            watch.cancel()
+            self.in_flight -= 1
+
+    # ───────────────────────────────────────────────────────────── the flow
+    async def _serve(self, ex: Exchange, body: Any, parse_error: APIError | None, send: Send) -> None:
+        ps = ex.pass_span
+        admitted = False
+        started = time.perf_counter()
+        try:
+            if parse_error is not None:
+                raise parse_error
+            if self.draining:
+                raise APIError(503, "the server is shutting down and takes no new requests", retry_after_s=5)
+            job = self._parse(ex.endpoint, body)
+            self._set_request_values(ps, job)
+            route_model = self._route(job, ps)
+            intake = self.intake.run(job, ps)
+            job.params = self._fit_context(job, intake)
+            ps.set(sc.GEN_AI_REQUEST_MAX_TOKENS, job.params.max_tokens)
+            await self._admit(ps)
+            admitted = True
+            sel = self._select(intake, ps)
+            rid = ID_PREFIX[ex.endpoint] + uuid.uuid4().hex[:24]
+            ps.set(sc.GEN_AI_RESPONSE_ID, rid)
+            req = EngineRequest(request_id=rid, prompt_token_ids=intake.token_ids, params=job.params,
+                                pass_span=ps, arrival_ns=ex.arrival_ns)
+            if job.stream:
+                outcome = await self._stream(ex, job, sel, req, route_model, send)
+            else:
+                outcome = await self._buffered(ex, job, sel, req, route_model, intake, send)
+            self._set_outcome_values(ps, outcome, route_model)
+            ps.end("ok")
+            self.counts[f"{ex.endpoint}:200"] += 1
+        except APIError as err:
+            self.counts[f"{ex.endpoint}:{err.status}"] += 1
+            ps.set(sc.ERROR_TYPE, str(err.status))
+            ps.end("error", err.message)
+            if not ex.started:
+                await _send_rendered(send, render_error(err, ex.api), ex.headers)  # type: ignore[arg-type]
+        except asyncio.CancelledError:
+            self.counts[f"{ex.endpoint}:cancelled"] += 1
+            ps.end("cancelled", "client disconnected")
+            raise
+        except Exception as exc:  # a bug or an engine failure: a 500 (or an error event), never a hang
+            log.exception("request failed")
+            self.counts[f"{ex.endpoint}:500"] += 1
+            ps.set(sc.ERROR_TYPE, type(exc).__qualname__)
+            ps.end("error", f"{type(exc).__name__}: {exc}")
+            if not ex.started:
+                err = APIError(500, f"internal error: {type(exc).__name__}: {exc}")
+                await _send_rendered(send, render_error(err, ex.api), ex.headers)  # type: ignore[arg-type]
+        finally:
+            if admitted:
+                self.admission.release(time.perf_counter() - started)
+
+    def _parse(self, endpoint: str, body: dict[str, Any]) -> Job:
+        if endpoint == "chat":
+            return oai.parse_chat(body, self.cfg.default_max_tokens)
+        if endpoint == "completions":
+            return oai.parse_completions(body)
+        return anth.parse_messages(body)
+
+    def _set_request_values(self, ps: rec.PassSpan, job: Job) -> None:
+        p = job.params
+        ps.set_many({
+            sc.GEN_AI_REQUEST_TEMPERATURE: p.temperature,
+            sc.GEN_AI_REQUEST_TOP_P: p.top_p,
+            sc.GEN_AI_REQUEST_TOP_K: p.top_k or None,
+            sc.GEN_AI_REQUEST_SEED: p.seed,
+            sc.GEN_AI_REQUEST_STREAM: job.stream,
+            sc.GEN_AI_REQUEST_FREQUENCY_PENALTY: p.frequency_penalty or None,
+            sc.GEN_AI_REQUEST_PRESENCE_PENALTY: p.presence_penalty or None,
+            sc.GEN_AI_OUTPUT_TYPE: job.output_type,
+            "llmtrace.api": job.api,
+        })
+
+    def _route(self, job: Job, ps: rec.PassSpan) -> str:
+        t0 = rec.now_ns()
+        try:
+            route = self.router.route(job.requested_model)
+        except APIError:
+            rec.record_stage("arrival.model_routing", start_ns=t0, end_ns=rec.now_ns(), parent=ps, status="error",
+                             values={sc.GEN_AI_REQUEST_MODEL: job.requested_model or "",
+                                     "llmtrace.routing.rule": "unmatched"})
+            raise
+        rec.record_stage("arrival.model_routing", start_ns=t0, end_ns=rec.now_ns(), parent=ps, values={
+            sc.GEN_AI_REQUEST_MODEL: job.requested_model or "",
+            sc.GEN_AI_RESPONSE_MODEL: route.model,
+            "llmtrace.routing.rule": route.rule,
+            "llmtrace.routing.fallback": route.fallback,
+        })
+        ps.set(sc.GEN_AI_RESPONSE_MODEL, route.model)
+        return route.model
+
+    def _fit_context(self, job: Job, intake: IntakeResult) -> Any:
+        n, limit = len(intake.token_ids), self.max_model_len
+        if n >= limit:
+            raise APIError(
+                400,
+                f"This model's maximum context length is {limit} tokens, but the prompt has {n} tokens "
+                f"(after the chat template). Shorten the messages.",
+                param="messages" if job.messages is not None else "prompt", code="context_length_exceeded",
+            )
+        room = limit - n
+        if job.params.max_tokens > room:
+            # Generation stops at the context edge anyway; say so through finish_reason "length".
+            return dataclasses.replace(job.params, max_tokens=room)
+        return job.params
+
+    async def _admit(self, ps: rec.PassSpan) -> None:
+        t0 = rec.now_ns()
+        a = self.admission
+        try:
+            ticket = await a.acquire()
+        except Shed as shed:
+            rec.record_stage("arrival.admission", start_ns=t0, end_ns=rec.now_ns(), parent=ps, values={
+                "llmtrace.admission.decision": "shed", "llmtrace.admission.queue_wait_ms": 0.0,
+                "llmtrace.admission.queue_depth": a.queued, "llmtrace.admission.running": a.running,
+                "llmtrace.admission.max_running": a.max_running})
+            raise APIError(429, str(shed), code="rate_limit_exceeded", retry_after_s=shed.retry_after_s) from None
+        except asyncio.CancelledError:
+            rec.record_stage("arrival.admission", start_ns=t0, end_ns=rec.now_ns(), parent=ps, status="cancelled",
+                             values={"llmtrace.admission.decision": "queued",
+                                     "llmtrace.admission.queue_wait_ms": (rec.now_ns() - t0) / 1e6})
+            raise
+        rec.record_stage("arrival.admission", start_ns=t0, end_ns=rec.now_ns(), parent=ps, values={
+            "llmtrace.admission.decision": ticket.decision,
+            "llmtrace.admission.queue_wait_ms": round(ticket.queue_wait_ms, 3),
+            "llmtrace.admission.queue_depth": ticket.queue_depth,
+            "llmtrace.admission.running": ticket.running,
+            "llmtrace.admission.max_running": ticket.max_running,
+        })
+        ps.set(sc.LLMTRACE_QUEUE_WAIT_MS, round(ticket.queue_wait_ms, 3))
+
+    def _select(self, intake: IntakeResult, ps: rec.PassSpan) -> Selection:
+        t0 = rec.now_ns()
+        sel = self.replicas.select(intake.token_ids)
+        rec.record_stage("arrival.replica_selection", start_ns=t0, end_ns=rec.now_ns(), parent=ps, values={
+            "llmtrace.replica.id": sel.replica.id,
+            "llmtrace.replica.policy": sel.policy,
+            "llmtrace.replica.candidates": sel.candidates,
+            "llmtrace.replica.expected_hit_tokens": sel.expected_hit_tokens,
+        })
+        ps.set(sc.LLMTRACE_REPLICA_ID, sel.replica.id)
+        return sel
+
+    # ───────────────────────────────────────────────────────────── responses
+    async def _stream(self, ex: Exchange, job: Job, sel: Selection, req: EngineRequest, model: str,
+                      send: Send) -> Outcome:
+        t0 = rec.now_ns()
+        writer: Any = (anth.AnthropicStream if job.api == "anthropic" else oai.OpenAIStream)(req.request_id, model, job)
+        headers = [("content-type", "text/event-stream; charset=utf-8"), ("cache-control", "no-cache"),
+                   ("x-accel-buffering", "no"), *ex.headers]
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(k.encode(), v.encode()) for k, v in headers]})
+        ex.started = True
+        first_byte = rec.now_ns()
+        await _send_chunks(send, writer.opening())
+        rec.record_stage("arrival.stream_setup", start_ns=t0, end_ns=rec.now_ns(), parent=ex.pass_span, values={
+            sc.GEN_AI_REQUEST_STREAM: True, "llmtrace.stream.protocol": "sse",
+            "llmtrace.stream.first_byte_ms": round((first_byte - ex.arrival_ns) / 1e6, 3)})
+        gate = ToolGate(job.output_type == "tool_calls")
+        clock = _TokenClock()
+        final: RequestOutput | None = None
+        try:
+            async for out in sel.replica.generate(req):
+                clock.tick(out)
+                chunks: list[bytes] = []
+                if job.api == "anthropic":
+                    chunks += writer.start(out.num_prompt_tokens, out.num_cached_tokens)
+                ex.outputs.append(out.text_delta)
+                chunks += writer.text(gate.feed(out.text_delta))
+                if out.finished:
+                    final = out
+                await _send_chunks(send, chunks)
+                if final is not None:
+                    break
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("generation failed mid-stream")
+            await _send_chunks(send, writer.error(f"generation failed: {type(exc).__name__}: {exc}"))
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            raise
+        finally:
+            if final is None:
+                sel.replica.abort(req.request_id)
+        if final is None:
+            raise RuntimeError("the engine ended the stream without a finished output")
+        outcome = _outcome(final, "".join(ex.outputs), clock)
+        closing = [] if outcome.tool_calls else writer.text(gate.release())
+        closing += writer.closing(outcome)
+        await _send_chunks(send, closing)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        self._record_output(ex.pass_span, outcome, clock, ex.arrival_ns)
+        return outcome
+
+    async def _buffered(self, ex: Exchange, job: Job, sel: Selection, req: EngineRequest, model: str,
+                        intake: IntakeResult, send: Send) -> Outcome:
+        clock = _TokenClock()
+        final: RequestOutput | None = None
+        try:
+            async for out in sel.replica.generate(req):
+                clock.tick(out)
+                ex.outputs.append(out.text_delta)
+                if out.finished:
+                    final = out
+                    break
+        finally:
+            if final is None:
+                sel.replica.abort(req.request_id)
+        if final is None:
+            raise RuntimeError("the engine ended the request without a finished output")
+        outcome = _outcome(final, "".join(ex.outputs), clock)
+        t0 = rec.now_ns()
+        created = int(time.time())
+        if job.api == "anthropic":
+            payload = anth.message_response(req.request_id, model, outcome)
+        elif job.endpoint == "chat":
+            payload = oai.chat_response(req.request_id, model, outcome, created)
+        else:
+            payload = oai.completion_response(req.request_id, model, outcome, created, intake.prefix_text)
+        ex.started = True
+        await send_json(send, 200, payload, ex.headers)
+        rec.record_stage("arrival.stream_setup", start_ns=t0, end_ns=rec.now_ns(), parent=ex.pass_span, values={
+            sc.GEN_AI_REQUEST_STREAM: False, "llmtrace.stream.protocol": "none",
+            "llmtrace.stream.first_byte_ms": round((t0 - ex.arrival_ns) / 1e6, 3)})
+        self._record_output(ex.pass_span, outcome, clock, ex.arrival_ns)
+        return outcome
+
+    @staticmethod
+    def _record_output(ps: rec.PassSpan, o: Outcome, clock: _TokenClock, arrival_ns: int) -> None:
+        text = o.text if not o.tool_calls else json.dumps(o.tool_calls)
+        ps.set(sc.LLMTRACE_OUTPUT_HASH, capture.hash_text(text))
+        kept = capture.keep_text(text)
+        if kept is not None:
+            ps.set(sc.LLMTRACE_OUTPUT_TEXT, kept)
+        if clock.first_ns is not None:
+            ps.set(sc.LLMTRACE_TTFT_MS, round((clock.first_ns - arrival_ns) / 1e6, 3))
+            if o.output_tokens > 1 and clock.last_ns is not None:
+                ps.set(sc.LLMTRACE_TPOT_MS, round((clock.last_ns - clock.first_ns) / 1e6 / (o.output_tokens - 1), 3))
+
+    @staticmethod
+    def _set_outcome_values(ps: rec.PassSpan, o: Outcome, model: str) -> None:
+        ps.set_many({
+            sc.GEN_AI_RESPONSE_MODEL: model,
+            sc.GEN_AI_USAGE_INPUT_TOKENS: o.prompt_tokens,
+            sc.GEN_AI_USAGE_OUTPUT_TOKENS: o.output_tokens,
+            sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: o.cached_tokens,
+            sc.GEN_AI_RESPONSE_FINISH_REASONS: [o.finish_reason],
+        })
+
+
+class _TokenClock:
+    """When the first and the last output token left the engine (server-side TTFT and TPOT)."""
+
+    __slots__ = ("first_ns", "last_ns")
+
+    def __init__(self) -> None:
+        self.first_ns: int | None = None
+        self.last_ns: int | None = None
+
+    def tick(self, out: RequestOutput) -> None:
+        if out.new_token_ids:
+            now = rec.now_ns()
+            if self.first_ns is None:
+                self.first_ns = now
+            self.last_ns = now
+
+
+def _outcome(final: RequestOutput, text: str, clock: _TokenClock) -> Outcome:
+    reason = final.finish_reason or "stop"
+    if reason == "abort":
+        reason = "stop"
+    calls = final.tool_calls or None
+    if calls:
+        reason = "tool_calls"
+    return Outcome(text=text, finish_reason=reason, prompt_tokens=final.num_prompt_tokens,
+                   cached_tokens=final.num_cached_tokens, output_tokens=final.num_output_tokens, tool_calls=calls)
+
+
+async def _send_chunks(send: Send, chunks: list[bytes]) -> None:
+    if chunks:
+        await send({"type": "http.response.body", "body": b"".join(chunks), "more_body": True})
+
+
+async def _send_rendered(send: Send, rendered: Any, headers: list[tuple[str, str]]) -> None:
+    from llmtrace.backend.server.asgi_io import send_bytes
+
+    await send_bytes(send, rendered.status, rendered.body, [*rendered.headers, *headers])
