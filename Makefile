@@ -22,7 +22,6 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -rs --durations=15
 
 bench: $(STAMP)
@@ -30,7 +29,7 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/lint-imports
+	$(BIN)/python -m pytest -q tests/test_architecture.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

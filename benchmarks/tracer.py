@@ -17,9 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import save  # noqa: E402
-
 import llmtrace  # noqa: E402
+from common import save  # noqa: E402
 from llmtrace.tracer import recording as rec  # noqa: E402
 from llmtrace.tracer.exporter import DuckDBSpanExporter  # noqa: E402
 from llmtrace.tracer.store import read_connection  # noqa: E402

@@ -4,7 +4,16 @@ It imports nothing from the other llmtrace packages, and never torch or textual.
 """
 
 from . import capture, health, recording, semconv
-from .recording import PassSpan, StageSpan, mark_unobserved, now_ns, record_stage, stage, start_pass, tool_span
+from .recording import (
+    PassSpan,
+    StageSpan,
+    mark_unobserved,
+    now_ns,
+    record_stage,
+    stage,
+    start_pass,
+    tool_span,
+)
 from .setup import force_flush, init, shutdown
 from .stages import PHASES, STAGES, BoundaryValue, Phase, Stage, UnknownStageError, get_phase, get_stage
 from .symptoms import SYMPTOMS, Symptom, get_symptom, search_symptoms
