@@ -1,0 +1,99 @@
+"""Shared by the collector tests: the real ``llmtrace collect`` subprocess and stock OTLP senders."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+from opentelemetry.exporter.otlp.proto.http import Compression
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+
+@dataclass
+class RunningCollector:
+    port: int
+    db: Path
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1/traces"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stats(self) -> dict[str, object]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats", timeout=5) as r:
+            return json.loads(r.read())
+
+    def wait_written(self, rows: int, timeout_s: float = 30.0) -> dict[str, object]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            s = self.stats()
+            if int(s["rows_written"]) >= rows and int(s["rows_queued"]) == 0:
+                return s
+            if time.monotonic() > deadline:
+                raise AssertionError(f"collector wrote {s['rows_written']} of {rows} rows: {s}\n{self.log()}")
+            time.sleep(0.05)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 60.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        return self.process.wait(timeout=timeout_s)
+
+
+def start_collector(tmp: Path, *args: str, db: Path | None = None, name: str = "collect") -> RunningCollector:
+    db = db or tmp / "collected.duckdb"
+    log_path = tmp / f"{name}.log"
+    cmd = [sys.executable, "-m", "llmtrace.cli", "collect", "--db", str(db), "--port", "0", *args]
+    proc = subprocess.Popen(cmd, stdout=log_path.open("wb"), stderr=subprocess.STDOUT, env=dict(os.environ))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        text = log_path.read_text(errors="replace")
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)/v1/traces", text)
+        if m:
+            return RunningCollector(int(m.group(1)), db, proc, log_path)
+        if proc.poll() is not None:
+            raise RuntimeError(f"llmtrace collect exited with {proc.returncode}:\n{text}")
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"llmtrace collect did not start:\n{log_path.read_text()}")
+
+
+def otlp_provider(endpoint: str, service: str = "app", *, gzip: bool = False, headers: dict[str, str] | None = None,
+                  **resource: str) -> TracerProvider:
+    """A plain OpenTelemetry SDK set-up with the stock OTLP/HTTP exporter: what any app would run."""
+    tp = TracerProvider(resource=Resource.create({"service.name": service, **resource}))
+    exporter = OTLPSpanExporter(endpoint=endpoint, headers=headers, timeout=10,
+                                compression=Compression.Gzip if gzip else Compression.NoCompression)
+    tp.add_span_processor(BatchSpanProcessor(exporter, max_export_batch_size=512, schedule_delay_millis=50))
+    return tp
+
+
+def query(db: Path, sql: str, params: list[object] | None = None) -> list[tuple[object, ...]]:
+    """Read the store the way another process would: a short read-only connection."""
+    from llmtrace.tracer.store import read_connection
+
+    with read_connection(db) as conn:
+        return conn.execute(sql, params or []).fetchall()
+
+
+def count_spans(db: Path) -> int:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return int(con.execute("SELECT count(*) FROM spans").fetchone()[0])
+    finally:
+        con.close()
