@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
+
 from llmtrace.tracer import health
 
 from .call import Call, Options

@@ -1,0 +1,134 @@
+"""Compaction: replace old turns with a summary, and say what the summary dropped.
+
+``compact`` does it with the app's own ``summarize`` function; ``record_compaction`` only records a
+compaction the app did its own way. Both emit ``loop.compaction`` with tokens before and after, turns
+summarised, pinned items, and the names and numbers that were in the context before but not after —
+the details a long session later "forgets".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from llmtrace.tracer import recording as rec
+
+from .segments import part_text
+
+Message = Mapping[str, Any]
+
+# Numbers (with separators, decimals, units like 42%, $19.99) and capitalised names, including runs
+# like "Acme Corp" and ids like "INV-2291". Sentence-initial common words are filtered below.
+_NUMBER = re.compile(r"(?<![\w.])[$€£]?\d[\d,]*(?:\.\d+)?%?")
+_NAME = re.compile(r"\b(?:[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*|[A-Z]{2,}(?:-\d+)?|[A-Z][A-Za-z]*-\d+)\b")
+_COMMON = frozenset("""The A An I It This That These Those We You He She They My Our Your His Her Their What When
+Where Why How Who Which Yes No Please Thanks Thank Hi Hello Sure Okay OK And But Or If So Then Also Here There
+Can Could Would Should Will Do Does Did Is Are Was Were Be Let Sorry Great Now Today User Assistant System""".split())
+
+
+def facts(text: str) -> set[str]:
+    """Names and numbers in ``text`` (the things a summary most often loses)."""
+    found = {m.group(0).rstrip(",") for m in _NUMBER.finditer(text)}
+    for m in _NAME.finditer(text):
+        word = m.group(0)
+        if word.split()[0] in _COMMON and " " not in word:
+            continue
+        found.add(word)
+    return found
+
+
+def approx_tokens(text: str) -> int:
+    return (len(text) + 3) // 4
+
+
+def message_text(m: Message) -> str:
+    return part_text(m.get("content"))
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    messages: list[dict[str, Any]]
+    compacted: bool
+    tokens_before: int
+    tokens_after: int
+    turns_summarized: int
+    pinned: int
+    facts_lost: tuple[str, ...]
+
+
+def record_compaction(before: Sequence[Message], after: Sequence[Message], *, trigger_tokens: int | None = None,
+                      turns_summarized: int = 0, pinned: int = 0,
+                      count_tokens: Callable[[str], int] = approx_tokens,
+                      parent: rec.PassSpan | None = None) -> CompactionResult:
+    """Record a compaction done elsewhere: compares the facts in ``before`` and ``after``."""
+    text_before = "\n".join(message_text(m) for m in before)
+    text_after = "\n".join(message_text(m) for m in after)
+    lost = tuple(sorted(facts(text_before) - facts(text_after)))
+    result = CompactionResult([dict(m) for m in after], True, count_tokens(text_before), count_tokens(text_after),
+                              turns_summarized, pinned, lost)
+    _emit(result, trigger_tokens, parent)
+    return result
+
+
+def _emit(r: CompactionResult, trigger_tokens: int | None, parent: rec.PassSpan | None) -> None:
+    with rec.stage("loop.compaction", {
+        "llmtrace.compaction.trigger_tokens": trigger_tokens,
+        "llmtrace.compaction.tokens_before": r.tokens_before,
+        "llmtrace.compaction.tokens_after": r.tokens_after,
+        "llmtrace.compaction.turns_summarized": r.turns_summarized,
+        "llmtrace.compaction.pinned": r.pinned,
+        "llmtrace.compaction.facts_lost": list(r.facts_lost[:200]),
+        "llmtrace.compaction.facts_lost_count": len(r.facts_lost),
+        "llmtrace.compaction.compacted": r.compacted,
+    }, parent=parent):
+        pass
+
+
+def compact(messages: Sequence[Message], summarize: Callable[[list[Message]], str], *, trigger_tokens: int,
+            keep_last: int = 4, pinned: Callable[[Message], bool] | None = None,
+            count_tokens: Callable[[str], int] = approx_tokens,
+            parent: rec.PassSpan | None = None) -> CompactionResult:
+    """Summarise older turns once the context passes ``trigger_tokens``.
+
+    System messages and messages for which ``pinned(m)`` is true stay verbatim; the last ``keep_last``
+    messages stay; the rest become one summary message from ``summarize(turns)``.
+    """
+    if trigger_tokens <= 0:
+        raise ValueError("trigger_tokens must be positive")
+    if keep_last < 0:
+        raise ValueError("keep_last must be >= 0")
+    msgs = list(messages)
+    before_tokens = count_tokens("\n".join(message_text(m) for m in msgs))
+    if before_tokens <= trigger_tokens:
+        r = CompactionResult([dict(m) for m in msgs], False, before_tokens, before_tokens, 0, 0, ())
+        _emit(r, trigger_tokens, parent)
+        return r
+    split = max(len(msgs) - keep_last, 0)
+    head, tail = msgs[:split], msgs[split:]
+    kept_head: list[Message] = []
+    to_summarize: list[Message] = []
+    n_pinned = 0
+    for m in head:
+        if m.get("role") == "system":
+            kept_head.append(m)
+        elif pinned is not None and pinned(m):
+            kept_head.append(m)
+            n_pinned += 1
+        else:
+            to_summarize.append(m)
+    if not to_summarize:
+        r = CompactionResult([dict(m) for m in msgs], False, before_tokens, before_tokens, 0, n_pinned, ())
+        _emit(r, trigger_tokens, parent)
+        return r
+    summary = summarize(to_summarize)
+    summary_msg = {"role": "user", "content": f"Summary of the earlier conversation:\n{summary}"}
+    after = [*kept_head, summary_msg, *tail]
+    text_before = "\n".join(message_text(m) for m in msgs)
+    text_after = "\n".join(message_text(m) for m in after)
+    lost = tuple(sorted(facts(text_before) - facts(text_after)))
+    r = CompactionResult([dict(m) for m in after], True, before_tokens, count_tokens(text_after),
+                         len(to_summarize), n_pinned, lost)
+    _emit(r, trigger_tokens, parent)
+    return r
