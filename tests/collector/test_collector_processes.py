@@ -1,0 +1,125 @@
+"""Real processes: several apps exporting to one collector while a reader opens the store; SIGTERM; kill -9."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from collector_helpers import count_spans, query, start_collector
+
+APP = textwrap.dedent("""
+    import sys
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    endpoint, app, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    tp = TracerProvider(resource=Resource.create({"service.name": app}))
+    tp.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint, timeout=30),
+                                             max_queue_size=n + 1, max_export_batch_size=512,
+                                             schedule_delay_millis=20))
+    t = tp.get_tracer("app")
+    for i in range(n):
+        with t.start_as_current_span("chat m", attributes={"gen_ai.operation.name": "chat",
+                                                           "gen_ai.request.model": "m", "i": i}):
+            pass
+    tp.shutdown()
+    print("sent", n)
+""")
+
+READER = textwrap.dedent("""
+    import os, sys, time
+    from llmtrace.tracer.store import read_connection
+    db, stop_file = sys.argv[1], sys.argv[2]
+    seen = []
+    while not os.path.exists(stop_file):
+        with read_connection(db, timeout_s=30) as conn:
+            n = conn.execute("SELECT count(*) FROM spans").fetchone()[0]
+            conn.execute("SELECT model, count(*) FROM requests GROUP BY model").fetchall()
+        assert not seen or n >= seen[-1], (n, seen)  # committed spans never go away
+        seen.append(n)
+        time.sleep(0.05)
+    print(" ".join(map(str, seen)))
+""")
+
+
+@pytest.mark.slow
+def test_several_apps_and_a_reader_lose_no_span(tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_text(APP)
+    (tmp_path / "reader.py").write_text(READER)
+    col = start_collector(tmp_path)
+    apps, per_app = 4, 5000
+    try:
+        stop_file = tmp_path / "stop-reading"
+        reader = subprocess.Popen([sys.executable, str(tmp_path / "reader.py"), str(col.db), str(stop_file)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        senders = [subprocess.Popen([sys.executable, str(tmp_path / "app.py"), col.endpoint, f"app{i}",
+                                     str(per_app)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                   for i in range(apps)]
+        for p in senders:
+            out, _ = p.communicate(timeout=90)
+            assert p.returncode == 0 and f"sent {per_app}" in out, out
+        col.wait_written(apps * per_app)
+        stop_file.touch()
+        out, _ = reader.communicate(timeout=60)
+        assert reader.returncode == 0, out
+        seen = [int(x) for x in out.split()]
+        # the reader got in between the collector's writes, more than once, while spans were arriving
+        assert len({n for n in seen if 0 < n < apps * per_app}) >= 2, seen
+    finally:
+        assert col.stop() == 0
+    rows = query(col.db, "SELECT service, count(*), count(DISTINCT span_id) FROM spans GROUP BY 1 ORDER BY 1")
+    assert rows == [(f"app{i}", per_app, per_app) for i in range(apps)]
+    assert query(col.db, "SELECT count(*) FROM requests") == [(apps * per_app,)]
+
+
+def _post_batches(endpoint: str, batches: int, per: int = 512) -> int:
+    from test_collector_bad_input import PB, _request
+
+    with httpx.Client() as client:
+        for b in range(batches):
+            r = client.post(endpoint, content=_request(per, b + 1).SerializeToString(), headers=PB)
+            assert r.status_code == 200, r.text
+    return batches * per
+
+
+def test_sigterm_writes_everything_accepted(tmp_path: Path) -> None:
+    # a long pause between writes, so most of what was accepted is still in memory at SIGTERM
+    col = start_collector(tmp_path, "--flush-interval", "60")
+    sent = _post_batches(col.endpoint, 1)
+    col.wait_written(sent)  # the first batch is written at once, then the writer pauses
+    sent += _post_batches(col.endpoint, 20)
+    stats = col.stats()
+    assert stats["spans_accepted"] == sent and stats["rows_queued"] == sent - 512
+    assert col.stop(signal.SIGTERM, timeout_s=30) == 0
+    assert count_spans(col.db) == sent
+
+
+def test_kill_9_leaves_a_store_that_opens(tmp_path: Path) -> None:
+    col = start_collector(tmp_path, "--flush-interval", "0")
+    _post_batches(col.endpoint, 5)
+    col.wait_written(5 * 512)
+    with httpx.Client() as client:  # keep it busy writing when it dies
+        from test_collector_bad_input import PB, _request
+
+        for b in range(10):
+            client.post(col.endpoint, content=_request(512, 100 + b).SerializeToString(), headers=PB)
+    col.process.send_signal(signal.SIGKILL)
+    col.process.wait(timeout=10)
+    n = count_spans(col.db)
+    assert 5 * 512 <= n <= 15 * 512 and n % 512 == 0  # whole batches: a transaction is all or nothing
+    # and a new collector carries on with the same file
+    col2 = start_collector(tmp_path, db=col.db, name="collect2")
+    try:
+        _post_batches(col2.endpoint, 1)
+        col2.wait_written(512)
+    finally:
+        assert col2.stop() == 0
+    assert count_spans(col.db) == n + 512
