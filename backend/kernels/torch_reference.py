@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
 from llmtrace.backend.kernels.interface import AttentionMetadata
 
 QUERY_TILE = 8
@@ -79,10 +80,11 @@ class TorchPagedAttention:
         tables = meta.block_tables[:, :num_blocks]
         if len(rows) != meta.block_tables.shape[0]:
             tables = tables.index_select(0, torch.tensor(rows, dtype=torch.long, device=q.device))
+        flat = tables.reshape(-1).long()  # int64 index: advanced indexing with int32 takes a slow path
         padded = num_blocks * block_size
         # [B, L, KVH, D] -> keys [B, KVH, D, L], values [B, KVH, L, D]
-        k = k_cache[tables].view(batch, padded, kv_heads, dim).permute(0, 2, 3, 1)
-        v = v_cache[tables].view(batch, padded, kv_heads, dim).transpose(1, 2)
+        k = k_cache.index_select(0, flat).view(batch, padded, kv_heads, dim).permute(0, 2, 3, 1)
+        v = v_cache.index_select(0, flat).view(batch, padded, kv_heads, dim).transpose(1, 2)
         qg = q.view(batch, kv_heads, group, dim)
         scores = torch.matmul(qg, k).float().mul_(scale)  # [B, KVH, G, L]
         if min(lens) != padded:
@@ -96,8 +98,8 @@ class TorchPagedAttention:
         """One sequence's keys or values as ``[kv_len, kv_heads, head_dim]``."""
         length = meta.seq_lens_list[i]
         block_size = cache.shape[1]
-        table = meta.block_tables[i, : -(-length // block_size)]
-        return cache[table].flatten(0, 1)[:length]
+        table = meta.block_tables[i, : -(-length // block_size)].long()
+        return cache.index_select(0, table).flatten(0, 1)[:length]
 
     def _prefill(
         self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata, i: int, scale: float

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
 from llmtrace.backend.model.config import ModelConfig
 
 Q4_1_BLOCK = 32

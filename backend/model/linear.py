@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
 from llmtrace.backend.model.gguf_reader import Q4_1_BLOCK, Q4_1Parts
 
 INT4_MAX_ROWS = 32  # above this many rows the dense bfloat16 GEMM is faster than the int4 kernel

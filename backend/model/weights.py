@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
 from llmtrace.backend.model.config import ModelConfig
 from llmtrace.backend.model.gguf_reader import GGUFModelFile
 from llmtrace.backend.model.linear import Linear, concat_q4

@@ -1,0 +1,373 @@
+"""The engine: ``step()`` = schedule -> run the model -> postprocess, over a paged, prefix-cached KV pool.
+
+Thread model: ``add_request`` and ``abort`` may be called from any thread; they only queue a message.
+``step()`` (one thread at a time, e.g. ``AsyncEngine``'s worker) applies the messages and does the work.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from llmtrace.backend.engine.block_manager import BlockManager
+from llmtrace.backend.engine.block_pool import BlockPool
+from llmtrace.backend.engine.config import EngineConfig
+from llmtrace.backend.engine.drafting import Drafting
+from llmtrace.backend.engine.eviction import make_policy
+from llmtrace.backend.engine.host_tier import HostTier
+from llmtrace.backend.engine.kv_cache import KVCache
+from llmtrace.backend.engine.model_runner import ModelRunner
+from llmtrace.backend.engine.prefix_cache import PrefixCache
+from llmtrace.backend.engine.request import EngineRequest, RequestOutput
+from llmtrace.backend.engine.scheduler import Scheduler, SchedulerOutput
+from llmtrace.backend.engine.sequence import Sequence, SequenceStatus
+from llmtrace.backend.engine.stage_emitter import EngineFacts, emit
+from llmtrace.backend.generation.params import InvalidRequestError
+from llmtrace.backend.generation.pipeline import GenerationPipeline
+from llmtrace.backend.kernels.selection import select_backend
+from llmtrace.backend.model.llama import LlamaModel
+
+
+@dataclass(slots=True)
+class StepMetadata:
+    """What one step did (kept as ``engine.last_step`` for tests, benchmarks and the server's stats)."""
+
+    step: int = 0
+    start_ns: int = 0
+    end_ns: int = 0
+    num_seqs: int = 0
+    num_tokens: int = 0
+    num_prefill_tokens: int = 0
+    num_decode_seqs: int = 0
+    preempted: list[str] = field(default_factory=list)
+    sections_ms: dict[str, float] = field(default_factory=dict)
+
+
+def load_model(model_path: str | Path | None, dtype: str) -> tuple[LlamaModel, Any]:
+    """``None`` = the default model, ``"tiny"`` = random tiny weights with the default model's tokenizer."""
+    from llmtrace.backend.model.pull import default_model_path
+    from llmtrace.backend.model.tokenizer import Tokenizer
+
+    gguf = Path(model_path) if model_path not in (None, "tiny") else default_model_path()
+    if not gguf.is_file():
+        hint = " (run `llmtrace model pull`)" if model_path in (None, "tiny") else ""
+        raise ValueError(f"model file {gguf} not found{hint}")
+    tokenizer = Tokenizer.from_gguf(gguf)
+    model = LlamaModel.tiny(dtype) if model_path == "tiny" else LlamaModel.from_gguf(gguf, dtype)
+    return model, tokenizer
+
+
+class Engine:
+    def __init__(self, model_path: str | Path | None = None, config: EngineConfig | None = None) -> None:
+        config = config or EngineConfig()
+        model, tokenizer = load_model(model_path, config.dtype)
+        self._setup(model, tokenizer, config)
+
+    @classmethod
+    def from_model(cls, model: LlamaModel, tokenizer: Any, config: EngineConfig | None = None) -> Engine:
+        engine = cls.__new__(cls)
+        engine._setup(model, tokenizer, config or EngineConfig(dtype=_dtype_name(model.dtype)))
+        return engine
+
+    def _setup(self, model: LlamaModel, tokenizer: Any, config: EngineConfig) -> None:
+        if _dtype_name(model.dtype) != config.dtype:
+            raise ValueError(f"the model is {_dtype_name(model.dtype)} but the engine config says {config.dtype}")
+        torch.set_grad_enabled(False)
+        cfg = model.config
+        self.config = config
+        self.model = model
+        self.model_config = cfg
+        self.tokenizer = tokenizer
+        self.attention = select_backend(config.device, config.attention_backend, config.batch_invariant)
+        self.kv = KVCache(cfg, config.num_blocks, config.block_size, model.dtype, config.device)
+        self.pool = BlockPool(config.num_blocks, config.block_size)
+        self.prefix_cache = PrefixCache() if config.enable_prefix_cache else None
+        host = HostTier(config.host_tier_blocks, self.kv) if config.host_tier_blocks else None
+        self.blocks = BlockManager(self.pool, make_policy(config.eviction_policy),
+                                   watermark_blocks=config.watermark_blocks, prefix_cache=self.prefix_cache,
+                                   host_tier=host)
+        self.scheduler = Scheduler(config, self.blocks)
+        self.runner = ModelRunner(model, self.kv, self.attention, config.batch_invariant)
+        eos = set(getattr(tokenizer, "eos_token_ids", ()) or ())
+        if cfg.eos_token_id is not None:
+            eos.add(cfg.eos_token_id)
+        self.pipeline = GenerationPipeline(tokenizer, eos_token_ids=eos, vocab_size=cfg.vocab_size)
+        self.drafting = Drafting(self.runner)
+        pool_tokens = (config.num_blocks - config.watermark_blocks) * config.block_size
+        self.max_model_len = min(config.max_model_len or cfg.max_position, pool_tokens)
+        self.facts = EngineFacts(
+            model_name=model.path.stem if model.path else cfg.name,
+            dtype=config.dtype,
+            hidden_size=cfg.hidden_size,
+            vocab_size=cfg.vocab_size,
+            rope_theta=cfg.rope_theta,
+            trained_context=cfg.max_position,
+            num_heads=cfg.num_heads,
+            num_kv_heads=cfg.num_kv_heads,
+            intermediate_size=cfg.intermediate_size,
+            num_params=cfg.num_parameters(),
+            lm_head_params=cfg.vocab_size * cfg.hidden_size,
+            block_size=config.block_size,
+            kv_bytes_per_token=self.kv.bytes_per_token,
+            eviction_policy=config.eviction_policy,
+            watermark=config.watermark,
+            attention_backend=self.attention.name,
+            attention_reason=self.attention.reason,
+            attention_fallback=self.attention.fallback,
+            invariant=config.batch_invariant,
+            prefix_cache=config.enable_prefix_cache,
+            host_tier_blocks=config.host_tier_blocks,
+        )
+        self._lock = threading.Lock()
+        self._inbox: list[tuple[str, Any]] = []
+        self._seqs: dict[str, Sequence] = {}
+        self._ids = itertools.count()
+        self._steps = 0
+        self.last_step = StepMetadata()
+        self.tokens_generated = 0
+
+    # requests ---------------------------------------------------------------------------------------------
+
+    def add_request(self, request: EngineRequest) -> None:
+        """Queue a request; raises InvalidRequestError (a ValueError) before any work when it cannot run."""
+        prompt = list(request.prompt_token_ids)
+        vocab = self.model_config.vocab_size
+        if any(not 0 <= t < vocab for t in prompt):
+            raise InvalidRequestError(f"prompt token ids must be in [0, {vocab})", "prompt")
+        if len(prompt) >= self.max_model_len:
+            raise InvalidRequestError(
+                f"the prompt has {len(prompt)} tokens; this engine holds at most {self.max_model_len - 1} "
+                f"(context {self.max_model_len})", "prompt")
+        state = self.pipeline.new_state(request.params, prompt, arrival_ns=request.arrival_ns)
+        arrival = request.arrival_ns or time.time_ns()
+        seq = Sequence(request=request, gen=state, seq_id=next(self._ids), arrival_ns=arrival,
+                       token_ids=prompt, num_prompt_tokens=len(prompt))
+        with self._lock:
+            if request.request_id in self._seqs or any(m == "add" and s.request_id == request.request_id
+                                                       for m, s in self._inbox):
+                raise InvalidRequestError(f"request id {request.request_id!r} is already in the engine", "request_id")
+            self._inbox.append(("add", seq))
+
+    def abort(self, request_id: str) -> None:
+        """Stop a request; its blocks go back to the pool at the next step (unknown ids are ignored)."""
+        with self._lock:
+            self._inbox.append(("abort", request_id))
+
+    def has_unfinished(self) -> bool:
+        with self._lock:
+            return bool(self._inbox) or self.scheduler.has_work() or bool(self._seqs)
+
+    def longest_cached_prefix(self, token_ids: list[int]) -> int:
+        """Prompt tokens a new request with these ids would find cached (for prefix-aware routing)."""
+        return self.blocks.longest_cached_prefix(list(token_ids))
+
+    def stats(self) -> dict[str, Any]:
+        pc = self.prefix_cache
+        return {
+            "running": len(self.scheduler.running),
+            "waiting": len(self.scheduler.waiting),
+            "num_blocks": self.pool.num_blocks,
+            "free_blocks": self.pool.num_free,
+            "cached_blocks": self.pool.num_evictable,
+            "available_blocks": self.pool.num_available,
+            "pool_utilization": round(self.pool.utilization(), 4),
+            "prefix_hit_rate": round(pc.hit_rate(), 4) if pc else 0.0,
+            "prefix_cached_blocks": len(pc) if pc else 0,
+            "evicted_blocks": self.blocks.total_evicted,
+            "host_tier_blocks": len(self.blocks.host_tier) if self.blocks.host_tier else 0,
+            "steps": self._steps,
+            "tokens_generated": self.tokens_generated,
+            "attention_backend": self.attention.name,
+            "attention_reason": self.attention.reason,
+            "batch_invariant": self.config.batch_invariant,
+            "dtype": self.config.dtype,
+        }
+
+    # the loop ---------------------------------------------------------------------------------------------
+
+    def step(self) -> list[RequestOutput]:
+        outputs = self._drain_inbox()
+        self.drafting.propose(self.scheduler.running, self.max_model_len)
+        sched = self.scheduler.schedule()
+        if not sched.scheduled:
+            return outputs
+        self._steps += 1
+        start = sched.start_ns
+        inputs = self.runner.prepare(sched.scheduled)
+        self.drafting.fill_self_drafts(sched.scheduled, inputs)
+        t_spec = time.time_ns()
+        logits, clock = self.runner.run(inputs)
+        end = time.time_ns()
+        sections = clock.totals()
+        outputs += self._postprocess(sched, inputs.logits_rows, logits, sections, start, end, t_spec)
+        return outputs
+
+    def _postprocess(
+        self,
+        sched: SchedulerOutput,
+        rows: tuple[tuple[int, int], ...],
+        logits: torch.Tensor,
+        sections: dict[str, float],
+        start: int,
+        end: int,
+        verify_start: int,
+    ) -> list[RequestOutput]:
+        step_ms = (end - start) / 1e6
+        batch = len(sched.scheduled)
+        meta = StepMetadata(step=self._steps, start_ns=start, end_ns=end, num_seqs=batch,
+                            num_tokens=sched.num_batched_tokens, preempted=[s.request_id for s in sched.preempted],
+                            sections_ms=sections)
+        plain: list[tuple[Sequence, int]] = []
+        spec: list[tuple[Sequence, int, int]] = []
+        for item, (row, count) in zip(sched.scheduled, rows, strict=True):
+            seq = item.seq
+            s = seq.stats
+            n = item.num_tokens
+            first_pos = seq.num_computed_tokens
+            seq.num_computed_tokens += n
+            s.kv_tokens_written += n
+            s.embedded_tokens += n
+            s.max_position = max(s.max_position, seq.num_computed_tokens - 1)
+            s.kv_len_max = max(s.kv_len_max, seq.num_computed_tokens)
+            s.add_sections(sections)
+            s.add_batch(batch, str(batch))
+            s.window("forward", start, end)
+            for stage_id in ("cache.kv_write", "forward.embedding", "forward.positional", "forward.attention",
+                             "forward.attention_variant", "forward.moe_routing", "forward.feed_forward",
+                             "forward.batching", "gen.lm_head"):
+                s.window(stage_id, start, end)
+            s.window("cache.block_allocation", sched.start_ns, sched.end_ns)
+            s.window("cache.eviction", sched.start_ns, sched.end_ns)
+            s.window("cache.host_offload", sched.start_ns, sched.end_ns)
+            if item.is_prefill:
+                meta.num_prefill_tokens += n
+                s.prefill_tokens += n
+                s.prefill_chunks += 1
+                s.prefill_ms += step_ms
+                s.window("forward.prefill", start, end)
+            else:
+                meta.num_decode_seqs += 1
+                s.decode_steps += 1
+                s.decode_ms += step_ms
+                s.kv_bytes_read += first_pos * self.kv.bytes_per_token
+                s.window("forward.decode", start, end)
+            if count == 0:
+                continue
+            if seq.draft:
+                spec.append((seq, row, count))
+                s.window("gen.speculation", verify_start, end)
+            else:
+                plain.append((seq, row))
+        self.last_step = meta
+        chosen: dict[int, list[int]] = {}
+        if plain:
+            picked_rows = torch.tensor([row for _, row in plain], dtype=torch.long)
+            tokens = self.pipeline.sample(logits.index_select(0, picked_rows), [seq.gen for seq, _ in plain])
+            for (seq, _), tok in zip(plain, tokens, strict=True):
+                chosen[seq.seq_id] = [tok]
+        for seq, row, count in spec:
+            targets = self.pipeline.sample_draft_targets(seq.gen, logits[row : row + count], seq.draft)
+            accepted = len(targets) - 1
+            seq.stats.spec_steps += 1
+            seq.stats.spec_drafted += len(seq.draft)
+            seq.stats.spec_accepted += accepted
+            seq.stats.spec_batch_sum += len(spec)
+            seq.num_computed_tokens -= len(seq.draft) - accepted  # rejected drafts' keys/values are stale
+            chosen[seq.seq_id] = targets
+        outputs = []
+        now = time.time_ns()
+        for item in sched.scheduled:
+            seq = item.seq
+            seq.draft = []
+            new = chosen.get(seq.seq_id)
+            if new is None:
+                self.blocks.register_full_blocks(seq)
+                continue
+            outputs.append(self._accept(seq, new, now))
+        return outputs
+
+    def _accept(self, seq: Sequence, new: list[int], now: int) -> RequestOutput:
+        """Commit sampled tokens to a sequence and turn them into its output for this step."""
+        kept: list[int] = []
+        delta = ""
+        finished = False
+        reason: str | None = None
+        for tok in new:
+            seq.token_ids.append(tok)
+            kept.append(tok)
+            res = self.pipeline.accept(seq.gen, tok, now)
+            delta += res.text_delta
+            if res.finished:
+                finished, reason = True, res.finish_reason
+                break
+            if seq.num_tokens >= self.max_model_len:
+                res = self.pipeline.finish(seq.gen, "length")
+                delta += res.text_delta
+                finished, reason = True, "length"
+                break
+        self.tokens_generated += len(kept)
+        s = seq.stats
+        if not s.first_token_ns:
+            s.first_token_ns = now
+        s.last_token_ns = now
+        # keys/values exist only for tokens before the last one; a speculative step may have gone further
+        seq.num_computed_tokens = min(seq.num_computed_tokens, seq.num_tokens - 1)
+        self.blocks.register_full_blocks(seq)
+        self.blocks.truncate(seq, seq.num_tokens)
+        if finished:
+            self._finish(seq, reason)
+        return self._output(seq, kept, delta, finished, reason)
+
+    def _output(self, seq: Sequence, new: list[int], delta: str, finished: bool, reason: str | None) -> RequestOutput:
+        calls = getattr(seq.gen, "tool_calls", None) if finished else None
+        return RequestOutput(
+            request_id=seq.request_id,
+            new_token_ids=new,
+            text_delta=delta,
+            finished=finished,
+            finish_reason=reason,
+            num_prompt_tokens=seq.num_prompt_tokens,
+            num_cached_tokens=seq.num_cached_tokens,
+            num_output_tokens=seq.num_output_tokens,
+            tool_calls=calls or None,
+        )
+
+    def _finish(self, seq: Sequence, reason: str | None, status: str = "ok") -> None:
+        seq.finish_reason = reason
+        self.scheduler.remove(seq)
+        self.blocks.free(seq)
+        seq.status = SequenceStatus.FINISHED
+        self._seqs.pop(seq.request_id, None)
+        try:
+            emit(seq, self.facts, self.pool.num_available, self.pipeline, status)
+        except Exception:  # the tracer must never break the engine
+            import logging
+
+            logging.getLogger("llmtrace.engine").exception("emitting stage spans failed for %s", seq.request_id)
+
+    def _drain_inbox(self) -> list[RequestOutput]:
+        with self._lock:
+            inbox, self._inbox = self._inbox, []
+        outputs = []
+        for kind, item in inbox:
+            if kind == "add":
+                self._seqs[item.request_id] = item
+                self.scheduler.add(item)
+                continue
+            seq = self._seqs.get(item)
+            if seq is None or seq.finished:
+                continue
+            res = self.pipeline.finish(seq.gen)
+            self._finish(seq, "abort", status="cancelled")
+            outputs.append(self._output(seq, [], res.text_delta, True, "abort"))
+        return outputs
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return {torch.float32: "float32", torch.bfloat16: "bfloat16"}.get(dtype, str(dtype))
