@@ -1,0 +1,271 @@
+"""The explorer app: lays out the panes, routes their messages, owns the phase filter and live mode.
+
+Widgets never call each other; they post messages (``messages.py``) that the app turns into calls on
+the pane that should react. Every store read happens in a worker thread inside a pane.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
+
+from llmtrace.tracer.store import StoreError
+
+from .components.cache_view import CacheView
+from .components.findings_pane import FindingsPane
+from .components.help_screen import HelpScreen
+from .components.phase_bar import PhaseBar
+from .components.requests_pane import RequestsPane
+from .components.symptom_search import SymptomSearch
+from .components.trace_pane import TracePane
+from .data.records import StoreStamp
+from .data.store_reader import StoreReader
+from .keymap import bindings
+from .messages import PhaseToggled, ShowTraces, StoreProblem, TraceChosen
+
+TABS = ("requests", "trace", "findings", "cache")
+
+
+class ExplorerApp(App[None]):
+    CSS_PATH = "explorer.tcss"
+    TITLE = "llmtrace explore"
+    BINDINGS = bindings("app")
+
+    phases: reactive[frozenset[str]] = reactive(frozenset())
+    follow: reactive[bool] = reactive(False)
+
+    class StampRead(Message):
+        def __init__(self, stamp: StoreStamp | None, error: str | None) -> None:
+            super().__init__()
+            self.stamp = stamp
+            self.error = error
+
+    def __init__(self, db: str | os.PathLike[str], *, follow: bool = False, poll_s: float = 1.0,
+                 initial_filter: str = "", analyze_after_s: float | None = 1.0) -> None:
+        super().__init__()
+        if poll_s <= 0:
+            raise ValueError("poll_s must be positive")
+        self.db = Path(db)
+        self.reader = StoreReader(self.db)
+        self.poll_s = poll_s
+        self.initial_filter = initial_filter
+        self.analyze_after_s = analyze_after_s
+        self._start_follow = follow
+        self._stamp: StoreStamp | None = None
+        self._last_problem: str | None = None
+        self._polling = False
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="topbar")
+        yield PhaseBar(id="phase-bar")
+        with TabbedContent(initial="requests", id="tabs"):
+            with TabPane("Requests (r)", id="requests"):
+                yield RequestsPane(self.reader, id="requests-pane")
+            with TabPane("Waterfall (w)", id="trace"):
+                yield TracePane(self.reader, id="trace-pane")
+            with TabPane("Findings (f)", id="findings"):
+                yield FindingsPane(self.reader, id="findings-pane")
+            with TabPane("Cache (c)", id="cache"):
+                yield CacheView(self.reader, id="cache-view")
+        yield Footer()
+
+    # -- panes ---------------------------------------------------------------------------------------
+    @property
+    def requests(self) -> RequestsPane:
+        return self.query_one(RequestsPane)
+
+    @property
+    def trace_pane(self) -> TracePane:
+        return self.query_one(TracePane)
+
+    @property
+    def findings(self) -> FindingsPane:
+        return self.query_one(FindingsPane)
+
+    @property
+    def cache_view(self) -> CacheView:
+        return self.query_one(CacheView)
+
+    def on_mount(self) -> None:
+        self._update_topbar()
+        self.follow = self._start_follow
+        self.set_interval(self.poll_s, self._tick)
+        if self.initial_filter:
+            self.requests.set_filter(self.initial_filter)
+        self.requests.table.focus()
+        if self.analyze_after_s is not None:
+            self.set_timer(self.analyze_after_s, self.findings.ensure_loaded)
+
+    # -- top bar -------------------------------------------------------------------------------------
+    def _update_topbar(self) -> None:
+        text = Text()
+        text.append(" llmtrace explore ", style="bold reverse")
+        text.append(f" {self.db}", style="bold")
+        if self._stamp is not None:
+            text.append(f"  {self._stamp.passes:,} passes", style="")
+        if self.follow:
+            text.append("  ● live", style="bold #87d787")
+        else:
+            text.append("  ○ not following (l)", style="dim")
+        text.append("   ? help", style="dim")
+        self.query_one("#topbar", Static).update(text)
+
+    def watch_follow(self, follow: bool) -> None:
+        if self.is_mounted:
+            self._update_topbar()
+            if follow:
+                self._tick()
+
+    # -- live mode -----------------------------------------------------------------------------------
+    def _tick(self) -> None:
+        if self.follow and not self._polling:
+            self._polling = True
+            self._read_stamp()
+
+    @work(thread=True, group="poll")
+    def _read_stamp(self) -> None:
+        try:
+            stamp = self.reader.stamp()
+        except StoreError as exc:
+            self.post_message(self.StampRead(None, str(exc)))
+            return
+        self.post_message(self.StampRead(stamp, None))
+
+    @on(StampRead)
+    def _stamp_read(self, message: StampRead) -> None:
+        self._polling = False
+        if message.error is not None:
+            self._problem(f"waiting for the store: {message.error}")
+            return
+        previous, self._stamp = self._stamp, message.stamp
+        self._update_topbar()
+        if previous is not None and previous != message.stamp:
+            self._store_changed()
+        elif previous is None and message.stamp is not None and message.stamp.passes != self.requests.store_passes:
+            self._store_changed()
+
+    def _store_changed(self) -> None:
+        self.requests.reload(keep_cursor=True)
+        self.cache_view.stale = True
+        self.findings.stale = True
+        active = self.query_one(TabbedContent).active
+        if active == "cache":
+            self.cache_view.ensure_loaded()
+
+    # -- messages from panes -------------------------------------------------------------------------
+    @on(TraceChosen)
+    def _trace_chosen(self, message: TraceChosen) -> None:
+        self.query_one(TabbedContent).active = "trace"
+        self.trace_pane.open(message.trace_id, message.span_id)
+        self.trace_pane.waterfall.focus()
+
+    @on(ShowTraces)
+    def _show_traces(self, message: ShowTraces) -> None:
+        self.query_one(TabbedContent).active = "requests"
+        self.requests.set_filter("trace=" + ",".join(message.trace_ids[:50]))
+        self.requests.table.focus()
+        self.notify(f"passes of the traces behind: {message.label}", timeout=3)
+
+    @on(PhaseToggled)
+    def _phase_clicked(self, message: PhaseToggled) -> None:
+        if message.phase is None:
+            self.action_all_phases()
+        else:
+            self.action_toggle_phase(message.phase)
+
+    @on(StoreProblem)
+    def _store_problem(self, message: StoreProblem) -> None:
+        self._problem(message.text)
+
+    def _problem(self, text: str) -> None:
+        if text != self._last_problem:  # live mode would repeat the same complaint every second
+            self._last_problem = text
+            self.notify(text, title="store", severity="error", timeout=8)
+
+    @on(TabbedContent.TabActivated)
+    def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        pane_id = event.pane.id
+        if pane_id == "findings":
+            self.findings.ensure_loaded()
+        elif pane_id == "cache":
+            self.cache_view.ensure_loaded()
+
+    # -- phases --------------------------------------------------------------------------------------
+    def watch_phases(self, phases: frozenset[str]) -> None:
+        if not self.is_mounted:
+            return
+        self.query_one(PhaseBar).set_phases(phases)
+        self.trace_pane.set_phases(phases)
+        self.findings.set_phases(phases)
+
+    def action_toggle_phase(self, phase: str) -> None:
+        self.phases = self.phases ^ {phase}
+
+    def action_all_phases(self) -> None:
+        self.phases = frozenset()
+
+    # -- actions -------------------------------------------------------------------------------------
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_show_tab(self, tab: str) -> None:
+        if tab not in TABS:
+            raise ValueError(f"unknown tab {tab!r}")
+        self.query_one(TabbedContent).active = tab
+        focus = {"requests": "#requests-table", "trace": "#waterfall", "findings": "#findings-list",
+                 "cache": "#cost-table"}[tab]
+        self.query_one(focus).focus()
+
+    def action_focus_filter(self) -> None:
+        self.query_one(TabbedContent).active = "requests"
+        self.query_one("#filter", Input).focus()
+
+    def action_symptom_search(self) -> None:
+        self.push_screen(SymptomSearch(), self._symptom_chosen)
+
+    def _symptom_chosen(self, symptom_id: str | None) -> None:
+        if not symptom_id:
+            return
+        self.query_one(TabbedContent).active = "findings"
+        self.findings.show_symptom(symptom_id)
+
+    def action_toggle_follow(self) -> None:
+        self.follow = not self.follow
+        self.notify("live: following the store" if self.follow else "live mode off", timeout=2)
+
+    def action_reload(self) -> None:
+        self._last_problem = None
+        self.requests.reload(keep_cursor=True)
+        self.trace_pane.reload()
+        self.cache_view.stale = True
+        self.findings.stale = True
+        active = self.query_one(TabbedContent).active
+        if active == "cache":
+            self.cache_view.ensure_loaded()
+        elif active == "findings":
+            self.findings.ensure_loaded()
+
+    def action_back(self) -> None:
+        tabs = self.query_one(TabbedContent)
+        focused = self.focused
+        if isinstance(focused, Input) and focused.id == "filter":
+            if focused.value:
+                self.requests.set_filter("")
+            self.requests.table.focus()
+        elif tabs.active == "trace":
+            self.action_show_tab("requests")
+        elif tabs.active == "findings" and (self.findings.symptom is not None or self.phases):
+            self.phases = frozenset()
+            self.findings.show_symptom(None)
+        elif tabs.active == "requests" and not self.requests.filter.empty:
+            self.requests.set_filter("")
+        elif tabs.active != "requests":
+            self.action_show_tab("requests")

@@ -1,0 +1,1 @@
+"""The explorer's widgets and screens, one per file."""

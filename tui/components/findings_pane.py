@@ -1,0 +1,253 @@
+"""The findings: what the analyzers concluded, each with its evidence and the traces behind it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from llmtrace.tracer.stages import get_phase, is_stage
+from llmtrace.tracer.store import StoreError
+from llmtrace.tracer.symptoms import Symptom, get_symptom
+
+from ..data.findings_source import AnalyzersUnavailable, read_findings
+from ..data.store_reader import StoreReader
+from ..keymap import bindings
+from ..messages import ShowTraces, TraceChosen
+from ..theme import phase_colour, severity_style
+
+if TYPE_CHECKING:
+    from llmtrace.analyzers.finding import Finding
+
+NARROW = 110
+SEVERITY_MARK = {"critical": "●", "warning": "▲", "info": "○"}
+
+
+class FindingsPane(Horizontal):
+    BINDINGS = bindings("findings")
+
+    class FindingsLoaded(Message):
+        def __init__(self, findings: tuple[Finding, ...] | None, error: str | None) -> None:
+            super().__init__()
+            self.findings = findings
+            self.error = error
+
+    def __init__(self, reader: StoreReader, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.reader = reader
+        self.findings: tuple[Finding, ...] = ()
+        self.shown: list[Finding] = []
+        self.phases: frozenset[str] = frozenset()
+        self.symptom: Symptom | None = None
+        self.loaded = False
+        self.loading = False
+        self.stale = False
+        self._pending_focus = False
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="findings-left"):
+            yield Static("", id="findings-header")
+            yield OptionList(id="findings-list", compact=True)
+        with VerticalScroll(id="finding-detail"):
+            yield Static(Text("Running the analyzers …", style="dim"), id="finding-body")
+            yield Static(Text("traces behind this finding (enter opens, t lists them)", style="dim"),
+                         id="finding-traces-title")
+            yield OptionList(id="finding-traces", compact=True)
+
+    def on_resize(self) -> None:
+        # Below NARROW columns the detail goes under the list instead of beside it.
+        self.set_class(self.size.width < NARROW, "-narrow")
+
+    # -- loading -------------------------------------------------------------------------------------
+    def ensure_loaded(self) -> None:
+        if (not self.loaded or self.stale) and not self.loading:
+            self.reload()
+
+    def reload(self) -> None:
+        self.loading = True
+        self.stale = False
+        self.query_one("#findings-header", Static).update(Text("running the analyzers …", style="dim"))
+        self._run()
+
+    @work(thread=True, exclusive=True, group="findings")
+    def _run(self) -> None:
+        try:
+            found = read_findings(self.reader)
+        except (StoreError, AnalyzersUnavailable) as exc:
+            self.post_message(self.FindingsLoaded(None, str(exc)))
+            return
+        except Exception as exc:  # an analyzer bug must not take the explorer down
+            self.post_message(self.FindingsLoaded(None, f"an analyzer failed: {type(exc).__name__}: {exc}"))
+            return
+        self.post_message(self.FindingsLoaded(found, None))
+
+    @on(FindingsLoaded)
+    def _loaded(self, message: FindingsLoaded) -> None:
+        self.loading = False
+        self.loaded = True
+        if message.error is not None:
+            self.findings = ()
+            self._redraw(error=message.error)
+            return
+        self.findings = message.findings or ()
+        self._redraw()
+
+    # -- filters -------------------------------------------------------------------------------------
+    def set_phases(self, phases: frozenset[str]) -> None:
+        self.phases = phases
+        if self.loaded:
+            self._redraw()
+
+    def show_symptom(self, symptom_id: str | None) -> None:
+        """Limit the list to one symptom's findings (None: all) and highlight the best one."""
+        self.symptom = get_symptom(symptom_id) if symptom_id else None
+        self._pending_focus = True
+        if self.loaded and not self.stale:
+            self._redraw()
+        else:
+            self.ensure_loaded()
+
+    def _visible(self) -> list[Finding]:
+        out = []
+        for f in self.findings:
+            if self.symptom is not None and f.symptom != self.symptom.id:
+                continue
+            if self.phases and f.phase not in self.phases:
+                continue
+            out.append(f)
+        return out
+
+    def _redraw(self, error: str | None = None) -> None:
+        self.shown = self._visible()
+        header = Text()
+        if error:
+            header.append(error, style="bold #ff5f5f")
+        else:
+            header.append(f"{len(self.shown)} of {len(self.findings)} findings", style="bold")
+            if self.symptom is not None:
+                header.append(f" · {self.symptom.title}", style="bold #ffd75f")
+            if self.phases:
+                header.append(f" · phases {', '.join(sorted(self.phases))}", style="dim")
+            if self.symptom is not None or self.phases:
+                header.append("  (esc / 0 clears)", style="dim")
+        self.query_one("#findings-header", Static).update(header)
+        listing = self.query_one("#findings-list", OptionList)
+        listing.set_options([Option(_finding_line(f), id=str(i)) for i, f in enumerate(self.shown)])
+        if self.shown:
+            listing.highlighted = 0
+            self._show_detail(self.shown[0])
+        else:
+            self._show_detail(None, error)
+        if self._pending_focus:
+            self._pending_focus = False
+            (listing if self.shown else self.query_one("#findings-list")).focus()
+
+    def _show_detail(self, finding: Finding | None, error: str | None = None) -> None:
+        body = self.query_one("#finding-body", Static)
+        traces = self.query_one("#finding-traces", OptionList)
+        if finding is None:
+            body.update(_nothing(self.symptom, self.phases, error, bool(self.findings)))
+            traces.set_options([])
+            return
+        body.update(_detail(finding))
+        ids = _unique(finding.trace_ids)
+        traces.set_options([Option(Text(t, style="bold"), id=t) for t in ids[:200]])
+        if ids:
+            traces.highlighted = 0
+
+    def current(self) -> Finding | None:
+        i = self.query_one("#findings-list", OptionList).highlighted
+        return self.shown[i] if i is not None and 0 <= i < len(self.shown) else None
+
+    @on(OptionList.OptionHighlighted, "#findings-list")
+    def _finding_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        event.stop()
+        finding = self.current()
+        if finding is not None:
+            self._show_detail(finding)
+
+    @on(OptionList.OptionSelected, "#findings-list")
+    def _finding_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.action_open_first_trace()
+
+    @on(OptionList.OptionSelected, "#finding-traces")
+    def _trace_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        if event.option.id:
+            self.post_message(TraceChosen(event.option.id))
+
+    def action_open_first_trace(self) -> None:
+        finding = self.current()
+        if finding is not None and finding.trace_ids:
+            self.post_message(TraceChosen(finding.trace_ids[0]))
+
+    def action_finding_traces(self) -> None:
+        finding = self.current()
+        if finding is not None and finding.trace_ids:
+            self.post_message(ShowTraces(tuple(_unique(finding.trace_ids)), finding.title))
+
+
+def _unique(ids: tuple[str, ...]) -> list[str]:
+    return list(dict.fromkeys(ids))
+
+
+def _finding_line(f: Finding) -> Text:
+    text = Text()
+    text.append(SEVERITY_MARK.get(f.severity, "·") + " ", style=severity_style(f.severity))
+    text.append(f.title, style="bold")
+    text.append("\n   ")
+    text.append(f.stage, style=phase_colour(f.phase))
+    text.append(f" · {f.symptom} · {len(_unique(f.trace_ids))} traces", style="dim")
+    return text
+
+
+def _detail(f: Finding) -> RenderableType:
+    colour = phase_colour(f.phase)
+    phase = get_phase(f.phase).title if f.phase else "?"
+    parts: list[RenderableType] = [
+        Text(f.title, style=f"bold {severity_style(f.severity) or ''}".strip()),
+        Text.assemble((f"{f.severity} · ", "dim"), (f"{phase} / {f.stage}", colour),
+                      (f" · symptom {f.symptom} · score {f.score:.2f}", "dim")),
+        Text(""),
+        Text(f.summary),
+        Text(""),
+    ]
+    if f.evidence:
+        table = Table(box=None, expand=True, header_style="bold", padding=(0, 1))
+        table.add_column("evidence", ratio=4, overflow="fold")
+        table.add_column("value", ratio=3, overflow="fold")
+        table.add_column("traces", ratio=1, justify="right")
+        for e in f.evidence:
+            table.add_row(e.label, Text(e.render_value(), style="bold"), str(len(_unique(e.trace_ids))))
+        parts += [table, Text("")]
+    parts.append(Text.assemble(("Next check  ", "bold #5fd7d7"), f.next_check))
+    if is_stage(f.stage):
+        parts.append(Text(f"(open a trace and highlight {f.stage} for its boundary values)", style="dim"))
+    return Group(*parts)
+
+
+def _nothing(symptom: Symptom | None, phases: frozenset[str], error: str | None, any_findings: bool) -> RenderableType:
+    if error:
+        return Text(error, style="#ff5f5f")
+    if symptom is not None:
+        opened = ", ".join(get_phase(p).title for p in symptom.phases)
+        return Group(
+            Text(f"No finding for “{symptom.title}” in this store.", style="bold"),
+            Text(""),
+            Text.assemble(("Phases to open  ", "bold"), opened),
+            Text.assemble(("First evidence  ", "bold"), symptom.first_evidence),
+            Text(""),
+            Text("Press 1–8 to look at those phases in a trace's waterfall.", style="dim"),
+        )
+    if phases and any_findings:
+        return Text("No finding in the chosen phases (press 0 for all).", style="dim")
+    return Text("The analyzers found nothing to report in this store.", style="dim")

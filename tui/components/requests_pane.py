@@ -1,0 +1,345 @@
+"""The request list: one row per inference pass, a filter box, sort by any column, read a page at a time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.message import Message
+from textual.timer import Timer
+from textual.widgets import DataTable, Input, Static
+
+from llmtrace.tracer.store import StoreError
+
+from .. import format as fmt
+from ..data.filter_expr import CompiledFilter, FilterError, compile_filter
+from ..data.records import RequestPage, RequestRow
+from ..data.store_reader import SORT_COLUMNS, StoreReader
+from ..keymap import bindings
+from ..messages import StoreProblem, TraceChosen
+
+PAGE = 100
+NARROW = 100  # below this many columns the replica column is left out
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    key: str
+    label: str
+    width: int  # characters of content; one space of gutter is added in front
+    narrow: int  # width below NARROW columns (0: left out)
+    numeric: bool = False
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("time", "time", 8, 8),
+    Column("model", "model", 16, 14),
+    Column("replica", "replica", 7, 0),
+    Column("deploy", "deploy", 8, 6),
+    Column("prompt", "prompt", 6, 6, True),
+    Column("cached", "cached/hit", 10, 10, True),
+    Column("ttft", "TTFT", 6, 6, True),
+    Column("tpot", "TPOT", 6, 6, True),
+    Column("output", "out", 5, 4, True),
+    Column("finish", "finish", 10, 9),
+)
+
+
+EMPTY_STORE = (
+    "This store has no inference passes yet.\n\n"
+    "Record some: run `llmtrace demo`, or call llmtrace.init(db=...) in your app, "
+    "or serve with `llmtrace serve --db ...`.\nWith --follow (key l) new passes appear here as they are written."
+)
+
+
+class RequestTable(DataTable[Text]):
+    BINDINGS = bindings("requests")
+
+    def action_sort_next(self) -> None:
+        self.post_message(SortStep(+1))
+
+    def action_sort_previous(self) -> None:
+        self.post_message(SortStep(-1))
+
+    def action_sort_invert(self) -> None:
+        self.post_message(SortStep(0))
+
+
+class SortStep(Message):
+    def __init__(self, step: int) -> None:
+        super().__init__()
+        self.step = step
+
+
+class RequestsPane(Vertical):
+    """Owns the filter, the sort and the loaded rows; asks the store for one page at a time."""
+
+    class PageLoaded(Message):
+        def __init__(self, page: RequestPage, append: bool, generation: int) -> None:
+            super().__init__()
+            self.page = page
+            self.append = append
+            self.generation = generation
+
+    def __init__(self, reader: StoreReader, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.reader = reader
+        self.filter: CompiledFilter = compile_filter("")
+        self.sort = "time"
+        self.descending = True
+        self.rows: list[RequestRow] = []
+        self.total = 0
+        self.store_passes = 0
+        self._generation = 0
+        self._loading = False
+        self._debounce: Timer | None = None
+        self._narrow: bool | None = None
+        self._keep_span: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder="filter: ttft>2s  finish=length  deploy=v2  model~smol  (/ to focus, enter to apply)",
+                    id="filter")
+        yield Static("", id="requests-status")
+        table = RequestTable(id="requests-table", cursor_type="row", zebra_stripes=True, cell_padding=0)
+        yield table
+        yield Static(EMPTY_STORE, id="requests-empty")
+
+    @property
+    def table(self) -> RequestTable:
+        return self.query_one(RequestTable)
+
+    def on_mount(self) -> None:
+        self._build_columns()
+        self.reload()
+
+    def on_resize(self) -> None:
+        if self._narrow != (self.size.width < NARROW):
+            self._build_columns()
+            self._fill(self.rows)
+
+    def visible_columns(self) -> list[tuple[Column, int]]:
+        """(column, width) pairs that fit the pane."""
+        narrow = self.size.width < NARROW if self.size.width else False
+        out = [(c, c.narrow if narrow else c.width) for c in COLUMNS]
+        return [(c, w) for c, w in out if w > 0]
+
+    def _build_columns(self) -> None:
+        self._narrow = self.size.width < NARROW if self.size.width else False
+        table = self.table
+        table.clear(columns=True)
+        for c, width in self.visible_columns():
+            arrow = ("▼" if self.descending else "▲") if c.key == self.sort else ""
+            name = (c.label if len(c.label) + len(arrow) <= width else c.label[: width - len(arrow)]) + arrow
+            label = Text(" " + (name.rjust(width) if c.numeric else name.ljust(width)), style="bold")
+            table.add_column(label, key=c.key, width=width + 1)
+
+    # -- loading -------------------------------------------------------------------------------------
+    def reload(self, keep_cursor: bool = False) -> None:
+        """Read the first page(s) again with the current filter and sort."""
+        self._generation += 1
+        if keep_cursor and self.rows and self.table.cursor_row < len(self.rows):
+            self._keep_span = self.rows[self.table.cursor_row].span_id
+        limit = max(PAGE, len(self.rows)) if keep_cursor else PAGE
+        self._loading = True
+        self._load(self.filter, self.sort, self.descending, 0, limit, False, self._generation)
+
+    def _load_more(self) -> None:
+        if self._loading or len(self.rows) >= self.total:
+            return
+        self._loading = True
+        self._load(self.filter, self.sort, self.descending, len(self.rows), PAGE, True, self._generation)
+
+    @work(thread=True, group="requests")
+    def _load(self, flt: CompiledFilter, sort: str, desc: bool, offset: int, limit: int,
+              append: bool, generation: int) -> None:
+        try:
+            page = self.reader.request_page(flt, sort, desc, offset, limit)
+        except StoreError as exc:
+            self.post_message(StoreProblem(str(exc)))
+            self.post_message(self.PageLoaded(RequestPage((), 0, 0, 0), append, -generation))
+            return
+        self.post_message(self.PageLoaded(page, append, generation))
+
+    @on(PageLoaded)
+    def _page_loaded(self, message: PageLoaded) -> None:
+        if abs(message.generation) != self._generation:
+            return  # an older query finished after a newer one started
+        self._loading = False
+        page = message.page
+        self.total = page.total
+        self.store_passes = page.store_passes
+        if message.append:
+            have = {r.span_id for r in self.rows}
+            for r in page.rows:
+                if r.span_id not in have:  # live writes can shift pages; never add a row twice
+                    self.rows.append(r)
+                    self.table.add_row(*self._cells(r), key=r.span_id)
+        else:
+            self._fill(list(page.rows))
+        self._show_empty(message.generation < 0)
+        self._update_status()
+
+    def _fill(self, rows: list[RequestRow]) -> None:
+        table = self.table
+        keep = self._keep_span
+        self._keep_span = None
+        self.rows = rows
+        table.clear()
+        seen: set[str] = set()
+        for r in rows:
+            if r.span_id not in seen:
+                seen.add(r.span_id)
+                table.add_row(*self._cells(r), key=r.span_id)
+        self.rows = [r for r in rows if r.span_id in seen]
+        if keep is not None:
+            for i, r in enumerate(rows):
+                if r.span_id == keep:
+                    table.move_cursor(row=i, animate=False)
+                    break
+
+    def _show_empty(self, failed: bool) -> None:
+        empty = self.query_one("#requests-empty", Static)
+        no_passes = self.store_passes == 0
+        empty.display = no_passes or failed
+        self.table.display = not empty.display
+        if failed:
+            empty.update("The store could not be read (see the message above). Press ctrl+r to try again.")
+        elif no_passes:
+            empty.update(EMPTY_STORE)
+
+    def _update_status(self, error: str | None = None) -> None:
+        status = self.query_one("#requests-status", Static)
+        text = Text()
+        if error:
+            text.append(error, style="bold red")
+            status.update(text)
+            return
+        shown = len(self.rows)
+        text.append(f"{shown:,} of {self.total:,} passes", style="bold")
+        text.append(" (times UTC)", style="dim")
+        if not self.filter.empty:
+            text.append(f" matching {self.filter.text!r}", style="")
+            text.append(f" ({self.store_passes:,} in store)", style="dim")
+        arrow = "▼" if self.descending else "▲"
+        text.append(f"  ·  sorted by {self.sort} {arrow}", style="dim")
+        text.append("  ·  o sort  i reverse  enter open", style="dim")
+        status.update(text)
+
+    # -- cells ---------------------------------------------------------------------------------------
+    def _cells(self, r: RequestRow) -> list[Text]:
+        return [_fit(_cell(c, w, r), w, c.numeric) for c, w in self.visible_columns()]
+
+    # -- filter --------------------------------------------------------------------------------------
+    def set_filter(self, text: str) -> None:
+        """Apply filter text now (also puts it in the box)."""
+        box = self.query_one("#filter", Input)
+        if box.value != text:
+            box.value = text
+        self._apply(text)
+
+    def _apply(self, text: str) -> None:
+        try:
+            flt = compile_filter(text)
+        except FilterError as exc:
+            self.query_one("#filter", Input).add_class("-error")
+            self._update_status(str(exc))
+            return
+        self.query_one("#filter", Input).remove_class("-error")
+        if flt == self.filter:
+            self._update_status()
+            return
+        self.filter = flt
+        self.reload()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        if self._debounce is not None:
+            self._debounce.stop()
+        self._debounce = self.set_timer(0.4, lambda: self._apply(event.value))
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        if self._debounce is not None:
+            self._debounce.stop()
+        self._apply(event.value)
+        self.table.focus()
+
+    # -- sort and selection --------------------------------------------------------------------------
+    def sort_by(self, key: str, descending: bool | None = None) -> None:
+        if key not in SORT_COLUMNS:
+            raise ValueError(f"unknown sort column {key!r}")
+        if descending is None:
+            descending = not self.descending if key == self.sort else key not in ("model", "replica", "deploy", "finish")
+        self.sort, self.descending = key, descending
+        self._build_columns()
+        self.reload()
+
+    @on(DataTable.HeaderSelected, "#requests-table")
+    def _header(self, event: DataTable.HeaderSelected) -> None:
+        self.sort_by(str(event.column_key.value))
+
+    @on(SortStep)
+    def _sort_step(self, event: SortStep) -> None:
+        if event.step == 0:
+            self.sort_by(self.sort, not self.descending)
+            return
+        keys = [c.key for c, _ in self.visible_columns()]
+        i = keys.index(self.sort) if self.sort in keys else 0
+        self.sort_by(keys[(i + event.step) % len(keys)])
+
+    @on(DataTable.RowSelected, "#requests-table")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        if 0 <= event.cursor_row < len(self.rows):
+            r = self.rows[event.cursor_row]
+            self.post_message(TraceChosen(r.trace_id, r.span_id))
+
+    @on(DataTable.RowHighlighted, "#requests-table")
+    def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.cursor_row >= len(self.rows) - 10:
+            self._load_more()
+
+    def current(self) -> RequestRow | None:
+        i = self.table.cursor_row
+        return self.rows[i] if 0 <= i < len(self.rows) else None
+
+
+def _fit(text: Text, width: int, numeric: bool) -> Text:
+    """One space of gutter, then the content cut or padded to exactly ``width``."""
+    if text.cell_len > width:
+        text.truncate(width - 1)
+        text.append("…")
+    pad = " " * (width - text.cell_len)
+    return Text(" ") + (Text(pad) + text if numeric else text + Text(pad))
+
+
+def _cell(c: Column, width: int, r: RequestRow) -> Text:
+    if c.key == "time":
+        return Text(fmt.utc_time(r.start_ns))
+    if c.key == "model":
+        model = r.model or fmt.NONE
+        side = {"client": "c ", "server": "s ", "app": "a "}.get(r.side or "", "")
+        return Text(side, style="dim") + Text(model)
+    if c.key == "replica":
+        return Text(r.replica or fmt.NONE)
+    if c.key == "deploy":
+        return Text(r.deploy or fmt.NONE)
+    if c.key == "prompt":
+        return Text(fmt.count(r.prompt_tokens), justify="right")
+    if c.key == "cached":
+        hit = r.hit_ratio
+        style = "" if hit is None else ("#87d787" if hit >= 0.5 else "#ffaf5f" if hit >= 0.1 else "#ff8787")
+        return Text(fmt.count(r.cached_tokens) + " ") + Text(f"{fmt.pct(hit):>4}", style=style)
+    if c.key == "ttft":
+        return Text(fmt.ms(r.ttft_ms), justify="right")
+    if c.key == "tpot":
+        return Text(fmt.ms(r.tpot_ms), justify="right")
+    if c.key == "output":
+        return Text(fmt.count(r.output_tokens), justify="right")
+    if c.key == "finish":
+        reason = r.finish_reason or (r.status if r.status and r.status != "ok" else fmt.NONE)
+        style = "#ffaf5f" if reason in ("length", "content_filter") else ("bold #ff5f5f" if r.status == "error" else "")
+        return Text(reason, style=style)
+    raise ValueError(f"unknown column {c.key}")

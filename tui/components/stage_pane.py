@@ -1,0 +1,181 @@
+"""The stage pane: what the highlighted span is, its boundary values with units and meanings from the
+registry, what the stage does and what goes wrong there."""
+
+from __future__ import annotations
+
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.table import Table
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from llmtrace.tracer.stages import STAGES, BoundaryValue, Stage, get_phase, is_stage
+
+from .. import format as fmt
+from ..data.records import SpanRecord
+from ..theme import PASS_COLOUR, phase_colour
+
+# Meanings for pass-level summary values that no single stage owns.
+PASS_VALUES: dict[str, tuple[str, str]] = {
+    "llmtrace.side": ("", "who recorded this pass: the client, the server, or the app"),
+    "llmtrace.ttft_ms": ("ms", "time from sending the request to the first output token"),
+    "llmtrace.tpot_ms": ("ms", "mean time per output token after the first"),
+    "gen_ai.operation.name": ("", "GenAI operation (chat, text_completion, ...)"),
+    "gen_ai.provider.name": ("", "who served the pass"),
+    "gen_ai.usage.output_tokens": ("tokens", "tokens generated"),
+    "llmtrace.meters.cost_usd": ("USD", "what this pass cost"),
+    "llmtrace.prompt.hash": ("", "hash of the rendered prompt (capture=hashes)"),
+    "llmtrace.output.hash": ("", "hash of the output text"),
+    "service.version": ("", "deploy this span was recorded under"),
+}
+_SKIP = {"llmtrace.stage", "llmtrace.phase", "llmtrace.prompt.segments"}
+
+
+def _value_index() -> dict[str, BoundaryValue]:
+    index: dict[str, BoundaryValue] = {}
+    for s in STAGES:
+        for v in s.values:
+            index.setdefault(v.name, v)
+    return index
+
+
+VALUE_INDEX = _value_index()
+HINT = Text("Highlight a row in the waterfall (↑/↓ or click) to see its stage, values and what goes wrong there.",
+            style="dim")
+
+
+class StagePane(VerticalScroll):
+    """Explains one span; a plain Static inside a scroll container so long stages can be read to the end."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.span: SpanRecord | None = None
+
+    def compose(self):  # type: ignore[no-untyped-def]
+        yield Static(HINT, id="stage-body")
+
+    def show(self, span: SpanRecord | None) -> None:
+        self.span = span
+        body = self.query_one("#stage-body", Static)
+        body.update(HINT if span is None else explain(span))
+        self.scroll_home(animate=False)
+
+
+def explain(span: SpanRecord) -> RenderableType:
+    stage_id = span.stage if span.stage and is_stage(span.stage) else None
+    if span.is_tool:
+        stage_id = "loop.tool_dispatch"
+    if stage_id is not None and not span.is_pass:
+        from llmtrace.tracer.stages import get_stage
+
+        return _explain_stage(span, get_stage(stage_id))
+    return _explain_pass(span)
+
+
+def _header(span: SpanRecord, title: str, colour: str) -> Text:
+    head = Text(title, style=f"bold {colour}")
+    status = span.status or "ok"
+    head.append(f"   {fmt.ms(span.duration_ms)}", style="bold")
+    if status != "ok":
+        head.append(f"   {status}", style="bold #ff5f5f")
+        if span.status_message:
+            head.append(f": {span.status_message}", style="#ff5f5f")
+    return head
+
+
+def _explain_stage(span: SpanRecord, stage: Stage) -> RenderableType:
+    phase = get_phase(stage.phase)
+    colour = phase_colour(stage.phase)
+    parts: list[RenderableType] = [
+        _header(span, f"{stage.number}. {stage.title}  ({stage.id})", colour),
+        Text(f"phase {phase.order} {phase.title} · recorded by {span.service or '?'}", style="dim"),
+    ]
+    if span.attributes.get("llmtrace.observed") is False:
+        reason = span.attributes.get("llmtrace.unobserved_reason", "no reason given")
+        parts.append(Text(f"not observed here: {reason}", style="#ffaf5f"))
+    table = _values_table()
+    for v in stage.values:
+        raw = span.attributes.get(v.name)
+        shown = Text("not recorded", style="dim") if raw is None else Text(_with_unit(raw, v.unit), style="bold")
+        table.add_row(Text(v.name, style=colour if raw is not None else "dim"), shown, Text(v.meaning, style="dim"))
+    known = {v.name for v in stage.values} | _SKIP | {"llmtrace.observed", "llmtrace.unobserved_reason",
+                                                      "gen_ai.operation.name"}
+    for name, raw in sorted(span.attributes.items()):
+        if name not in known:
+            bv = VALUE_INDEX.get(name)
+            table.add_row(Text(name), Text(_with_unit(raw, bv.unit if bv else ""), style="bold"),
+                          Text(bv.meaning if bv else "", style="dim"))
+    parts += [Text(""), table, Text(""),
+              Text.assemble(("What it does  ", "bold"), stage.description),
+              Text.assemble(("What goes wrong  ", "bold #ffaf5f"), stage.goes_wrong)]
+    if stage.symptoms:
+        parts.append(Text.assemble(("Symptoms  ", "bold"), ", ".join(stage.symptoms),
+                                   ("   (press s to search)", "dim")))
+    return Group(*parts)
+
+
+def _explain_pass(span: SpanRecord) -> RenderableType:
+    side = span.side or "?"
+    title = f"{side} pass · {span.name}" if span.is_pass else span.name
+    parts: list[RenderableType] = [
+        _header(span, title, PASS_COLOUR),
+        Text(f"service {span.service or '?'} · deploy {span.deploy or fmt.NONE} · span {span.span_id}", style="dim"),
+        Text(""),
+    ]
+    table = _values_table()
+    for name, raw in sorted(span.attributes.items()):
+        if name in _SKIP:
+            continue
+        bv = VALUE_INDEX.get(name)
+        unit, meaning = (bv.unit, bv.meaning) if bv else PASS_VALUES.get(name, ("", ""))
+        table.add_row(Text(name), Text(_with_unit(raw, unit), style="bold"), Text(meaning, style="dim"))
+    parts.append(table)
+    if span.is_pass:
+        parts += [Text(""), Text("A pass is one trip through the model; its stages are the rows beneath it.",
+                                 style="dim")]
+    return Group(*parts)
+
+
+class ValueList:
+    """Boundary values as name · value · meaning; falls back to two lines per value when the pane is
+    too narrow for the meaning to sit beside them (names never wrap: people search for them)."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[Text, Text, Text]] = []
+
+    def add_row(self, name: Text, value: Text, meaning: Text) -> None:
+        self.rows.append((name, value, meaning))
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        if not self.rows:
+            return
+        name_w = min(max(n.cell_len for n, _, _ in self.rows), max(16, int(width * 0.42)))
+        value_w = min(max(v.cell_len for _, v, _ in self.rows), 22)
+        meaning_w = width - name_w - value_w - 4
+        if meaning_w >= 24:
+            table = Table(box=None, show_header=True, header_style="bold", padding=(0, 1), pad_edge=False)
+            table.add_column("boundary value", width=name_w, no_wrap=True, overflow="ellipsis")
+            table.add_column("", width=value_w, justify="right", no_wrap=True, overflow="ellipsis")
+            table.add_column("meaning", width=meaning_w, overflow="fold")
+            for row in self.rows:
+                table.add_row(*row)
+            yield table
+            return
+        for name, value, meaning in self.rows:
+            line = name.copy()
+            line.truncate(max(8, width - value.cell_len - 1), overflow="ellipsis")
+            line.append(" " * max(1, width - line.cell_len - value.cell_len))
+            line.append_text(value)
+            yield line
+            if meaning.plain:
+                yield Text("   " + meaning.plain, style="dim")
+
+
+def _values_table() -> ValueList:
+    return ValueList()
+
+
+def _with_unit(raw: object, unit: str) -> str:
+    text = fmt.value(raw)
+    return f"{text} {unit}" if unit and unit not in ("0..1",) and not isinstance(raw, (bool, str)) else text

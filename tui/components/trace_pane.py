@@ -1,0 +1,109 @@
+"""The trace view: a header, the time axis, the waterfall and, beside or below it, the stage pane."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Container, Vertical
+from textual.message import Message
+from textual.widgets import Static
+
+from llmtrace.tracer.store import StoreError
+
+from .. import format as fmt
+from ..data.records import TraceRecord
+from ..data.store_reader import StoreReader
+from ..messages import SpanChosen, StoreProblem
+from .stage_pane import StagePane
+from .waterfall import Waterfall
+
+NARROW = 120
+NO_TRACE = "No trace open. Pick a pass in the request list (r) or a finding's trace (f), then press enter."
+
+
+class TracePane(Container):
+    class TraceLoaded(Message):
+        def __init__(self, trace: TraceRecord, select_span: str | None) -> None:
+            super().__init__()
+            self.trace = trace
+            self.select_span = select_span
+
+    def __init__(self, reader: StoreReader, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.reader = reader
+        self.trace_id: str | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="trace-main"):
+            yield Static(NO_TRACE, id="trace-header")
+            yield Static("", id="trace-ruler")
+            yield Waterfall(id="waterfall")
+        yield StagePane(id="stage-pane")
+
+    @property
+    def waterfall(self) -> Waterfall:
+        return self.query_one(Waterfall)
+
+    def open(self, trace_id: str, select_span: str | None = None) -> None:
+        self.trace_id = trace_id
+        self.query_one("#trace-header", Static).update(Text(f"loading trace {trace_id} …", style="dim"))
+        self._load(trace_id, select_span)
+
+    def reload(self) -> None:
+        if self.trace_id is not None:
+            row = self.waterfall.current_row()
+            self._load(self.trace_id, row.span.span_id if row else None)
+
+    @work(thread=True, exclusive=True, group="trace")
+    def _load(self, trace_id: str, select_span: str | None) -> None:
+        try:
+            trace = self.reader.trace(trace_id)
+        except StoreError as exc:
+            self.post_message(StoreProblem(str(exc)))
+            return
+        self.post_message(self.TraceLoaded(trace, select_span))
+
+    @on(TraceLoaded)
+    def _loaded(self, message: TraceLoaded) -> None:
+        if message.trace.trace_id != self.trace_id:
+            return
+        trace = message.trace
+        self.query_one("#trace-header", Static).update(_header(trace))
+        self.waterfall.show_trace(trace, message.select_span)
+        if not trace.spans:
+            self.query_one(StagePane).show(None)
+
+    def on_resize(self) -> None:
+        # Below NARROW columns the stage pane goes under the waterfall instead of beside it.
+        self.set_class(self.size.width < NARROW, "-narrow")
+
+    @on(Waterfall.Redrawn)
+    def _update_ruler(self, message: Waterfall.Redrawn) -> None:
+        message.stop()
+        self.query_one("#trace-ruler", Static).update(self.waterfall.ruler_text())
+
+    def set_phases(self, phases: frozenset[str]) -> None:
+        self.waterfall.set_phases(phases)
+
+    @on(SpanChosen)
+    def _span_chosen(self, message: SpanChosen) -> None:
+        message.stop()
+        self.query_one(StagePane).show(message.span)
+
+
+def _header(trace: TraceRecord) -> Text:
+    if not trace.spans:
+        return Text(f"trace {trace.trace_id} has no spans in this store", style="#ffaf5f")
+    passes = sum(1 for s in trace.spans if s.is_pass)
+    tools = sum(1 for s in trace.spans if s.is_tool)
+    stages = sum(1 for s in trace.spans if s.stage and not s.is_tool)
+    deploys = sorted({s.deploy for s in trace.spans if s.deploy})
+    text = Text("trace ", style="dim")
+    text.append(trace.trace_id, style="bold")
+    text.append(f"  {fmt.ms((trace.end_ns - trace.start_ns) / 1e6)}", style="bold")
+    text.append(f"  · {passes} passes · {tools} tools · {stages} stages", style="")
+    text.append(f"  · {fmt.utc_time(trace.start_ns, with_date=True)} UTC", style="dim")
+    if deploys:
+        text.append(f"  · deploy {', '.join(deploys)}", style="dim")
+    return text

@@ -1,0 +1,1 @@
+"""What the explorer reads from the store, as plain Python records (no connection outlives a query)."""

@@ -1,0 +1,141 @@
+"""The request filter box's little language, compiled to a parameterised SQL ``WHERE`` clause.
+
+    ttft>2s  tpot>=40ms  finish=length  deploy=v2  hit<50%  prompt>1000  model~smol  trace=4bf9,a1c2
+    slow-model            (a bare word matches model, deploy, replica, finish reason, service or trace id)
+
+Terms are AND-ed. Durations take us/ms/s/m (bare numbers are ms), ratios take 0.5 or 50%, strings
+compare case-insensitively; ``=`` with commas means "any of", ``~`` means "contains".
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Literal
+
+Kind = Literal["duration", "count", "ratio", "money", "text", "id"]
+
+
+class FilterError(ValueError):
+    """The filter text cannot be understood; the message says which term and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    column: str
+    kind: Kind
+    help: str
+
+
+FIELDS: dict[str, Field] = {
+    "ttft": Field("ttft_ms", "duration", "time to first token"),
+    "tpot": Field("tpot_ms", "duration", "time per output token"),
+    "duration": Field("duration_ms", "duration", "pass wall time"),
+    "queue": Field("queue_wait_ms", "duration", "admission queue wait"),
+    "prompt": Field("prompt_tokens", "count", "prompt tokens"),
+    "cached": Field("cached_tokens", "count", "prompt tokens read from the prefix cache"),
+    "output": Field("output_tokens", "count", "output tokens"),
+    "hit": Field("hit_ratio", "ratio", "cached / prompt tokens"),
+    "cost": Field("cost_usd", "money", "cost of the pass in USD"),
+    "finish": Field("finish_reason", "text", "finish reason (stop, length, tool_calls, ...)"),
+    "deploy": Field("deploy", "text", "deploy (service.version)"),
+    "model": Field("model", "text", "requested model"),
+    "replica": Field("replica", "text", "replica id"),
+    "service": Field("service", "text", "service name"),
+    "side": Field("side", "text", "client, server or app"),
+    "status": Field("status", "text", "ok, error or cancelled"),
+    "trace": Field("trace_id", "id", "trace id (prefix)"),
+}
+ALIASES = {"out": "output", "dur": "duration", "finish_reason": "finish", "hit_ratio": "hit", "version": "deploy"}
+FREE_TEXT_COLUMNS = ("model", "deploy", "replica", "finish_reason", "service", "trace_id")
+
+_TERM = re.compile(r"^(?P<field>[A-Za-z_]+)\s*(?P<op>>=|<=|!=|=|>|<|~)\s*(?P<value>.*)$")
+_DURATION = re.compile(r"^(?P<num>[0-9]*\.?[0-9]+)\s*(?P<unit>us|µs|ms|s|m|min)?$")
+_UNIT_MS = {None: 1.0, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1000.0, "m": 60_000.0, "min": 60_000.0}
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledFilter:
+    text: str
+    where: str  # "" when the filter is empty
+    params: tuple[object, ...]
+
+    @property
+    def empty(self) -> bool:
+        return not self.where
+
+
+def compile_filter(text: str) -> CompiledFilter:
+    """Turn filter text into SQL; raises FilterError with a message meant for the person typing."""
+    try:
+        terms = shlex.split(text)
+    except ValueError as exc:
+        raise FilterError(f"unbalanced quotes: {exc}") from None
+    clauses: list[str] = []
+    params: list[object] = []
+    for term in terms:
+        m = _TERM.match(term)
+        if m is None:
+            like = f"%{term.lower()}%"
+            clauses.append("(" + " OR ".join(f"lower({c}) LIKE ?" for c in FREE_TEXT_COLUMNS) + ")")
+            params.extend([like] * len(FREE_TEXT_COLUMNS))
+            continue
+        name = m["field"].lower()
+        name = ALIASES.get(name, name)
+        field = FIELDS.get(name)
+        if field is None:
+            raise FilterError(f"unknown field {m['field']!r} in {term!r}; fields: {', '.join(FIELDS)}")
+        clause, values = _compile_term(field, m["op"], m["value"].strip(), term)
+        clauses.append(clause)
+        params.extend(values)
+    return CompiledFilter(text, " AND ".join(clauses), tuple(params))
+
+
+def _compile_term(field: Field, op: str, raw: str, term: str) -> tuple[str, list[object]]:
+    if raw == "":
+        raise FilterError(f"{term!r} has no value")
+    col = field.column
+    if field.kind in ("text", "id"):
+        if op in (">", "<", ">=", "<="):
+            raise FilterError(f"{term!r}: {op} does not apply to text; use =, != or ~")
+        if op == "~":
+            return f"lower({col}) LIKE ?", [f"%{raw.lower()}%"]
+        values = [v.strip().lower() for v in raw.split(",") if v.strip()]
+        if field.kind == "id":
+            like = " OR ".join(f"{col} LIKE ?" for _ in values)
+            clause = f"({like})" if op == "=" else f"NOT ({like})"
+            return clause, [f"{v}%" for v in values]
+        marks = ", ".join("?" for _ in values)
+        if op == "=":
+            return f"lower({col}) IN ({marks})", list(values)
+        return f"({col} IS NULL OR lower({col}) NOT IN ({marks}))", list(values)
+    if op == "~":
+        raise FilterError(f"{term!r}: ~ (contains) applies to text fields only")
+    number = _number(field.kind, raw, term)
+    sql_op = "<>" if op == "!=" else op
+    return f"{col} {sql_op} ?", [number]
+
+
+def _number(kind: Kind, raw: str, term: str) -> float:
+    text = raw.lower().replace("_", "")
+    try:
+        if kind == "duration":
+            m = _DURATION.match(text)
+            if m is None:
+                raise ValueError
+            return float(m["num"]) * _UNIT_MS[m["unit"]]
+        if kind == "ratio":
+            return float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        if kind == "money":
+            return float(text.lstrip("$"))
+        return float(text.replace("k", "e3"))
+    except ValueError:
+        unit_hint = {"duration": "like 2s or 150ms", "ratio": "like 0.5 or 50%", "money": "like 0.01",
+                     "count": "a number"}[kind]
+        raise FilterError(f"{term!r}: {raw!r} is not {unit_hint}") from None
+
+
+def filter_help() -> list[tuple[str, str]]:
+    """(field, meaning) pairs for the help screen."""
+    return [(name, f.help) for name, f in FIELDS.items()]

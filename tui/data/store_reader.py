@@ -1,0 +1,234 @@
+"""Every read the explorer makes, each one a short read-only connection that is closed before returning.
+
+DuckDB lets only one process hold the file, so the explorer never keeps a connection: it opens with
+``read_connection`` (which retries while a writer holds the store), copies rows into records, and closes.
+Only the visible page of requests is read; sorting, filtering and the cache chart are aggregated in SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import MappingProxyType
+from typing import TypeVar
+
+import duckdb
+
+from llmtrace.tracer.store import StoreError, read_connection
+
+from .filter_expr import CompiledFilter
+from .records import (
+    CacheBucket,
+    CacheReport,
+    DeployCost,
+    DeployMark,
+    RequestPage,
+    RequestRow,
+    SpanRecord,
+    StoreStamp,
+    TraceRecord,
+)
+
+T = TypeVar("T")
+PASS_OPS_SQL = "('chat', 'text_completion', 'generate_content')"
+REQUEST_COLUMNS = (
+    "trace_id, span_id, start_ns, side, service, model, replica, deploy, prompt_tokens, cached_tokens, "
+    "hit_ratio, ttft_ms, tpot_ms, output_tokens, finish_reason, status, cost_usd, duration_ms"
+)
+# Sort keys the request table offers (column key -> SQL expression over the ``requests`` view).
+SORT_COLUMNS: dict[str, str] = {
+    "time": "start_ns",
+    "model": "model",
+    "replica": "replica",
+    "deploy": "deploy",
+    "prompt": "prompt_tokens",
+    "cached": "cached_tokens",
+    "hit": "hit_ratio",
+    "ttft": "ttft_ms",
+    "tpot": "tpot_ms",
+    "output": "output_tokens",
+    "finish": "finish_reason",
+}
+MAX_TRACE_SPANS = 5000
+
+
+class StoreReader:
+    """Reads one store file; safe to call from worker threads (each call has its own connection)."""
+
+    def __init__(self, path: str | os.PathLike[str], timeout_s: float = 10.0) -> None:
+        self.path = Path(path)
+        self.timeout_s = timeout_s
+
+    @contextmanager
+    def _connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        try:
+            with read_connection(self.path, timeout_s=self.timeout_s) as conn:
+                yield conn
+        except duckdb.Error as exc:
+            raise StoreError(_describe(self.path, exc)) from None
+
+    def _read(self, fn: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
+        with self._connect() as conn:
+            return fn(conn)
+
+    def check(self) -> StoreStamp:
+        """Fail with a clear StoreError when the file is missing, corrupt or not an llmtrace store."""
+
+        def run(conn: duckdb.DuckDBPyConnection) -> StoreStamp:
+            names = {r[0] for r in conn.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+            missing = {"spans", "requests", "deploys"} - names
+            if missing:
+                raise StoreError(
+                    f"{self.path} is a DuckDB file but not an llmtrace store (no {', '.join(sorted(missing))})"
+                )
+            return _stamp(conn)
+
+        return self._read(run)
+
+    def stamp(self) -> StoreStamp:
+        return self._read(_stamp)
+
+    def request_page(self, flt: CompiledFilter, sort: str = "time", descending: bool = True,
+                     offset: int = 0, limit: int = 200) -> RequestPage:
+        if sort not in SORT_COLUMNS:
+            raise ValueError(f"unknown sort column {sort!r}; one of {', '.join(SORT_COLUMNS)}")
+        if limit <= 0 or offset < 0:
+            raise ValueError("limit must be positive and offset non-negative")
+        where = f"WHERE {flt.where}" if flt.where else ""
+        direction = "DESC" if descending else "ASC"
+        order = f"{SORT_COLUMNS[sort]} {direction} NULLS LAST, start_ns DESC, span_id"
+
+        def run(conn: duckdb.DuckDBPyConnection) -> RequestPage:
+            store_passes = int(conn.execute(f"SELECT count(*) FROM spans WHERE operation IN {PASS_OPS_SQL}").fetchone()[0])
+            if flt.where:
+                total = int(conn.execute(f"SELECT count(*) FROM requests {where}", list(flt.params)).fetchone()[0])
+            else:
+                total = store_passes
+            rows = conn.execute(
+                f"SELECT {REQUEST_COLUMNS} FROM requests {where} ORDER BY {order} LIMIT ? OFFSET ?",
+                [*flt.params, limit, offset],
+            ).fetchall()
+            return RequestPage(tuple(RequestRow(*r) for r in rows), total, offset, store_passes)
+
+        return self._read(run)
+
+    def trace(self, trace_id: str) -> TraceRecord:
+        def run(conn: duckdb.DuckDBPyConnection) -> TraceRecord:
+            rows = conn.execute(
+                "SELECT span_id, parent_span_id, name, operation, stage, phase, service, deploy, start_ns, end_ns, "
+                "status, status_message, CAST(attributes AS VARCHAR) FROM spans WHERE trace_id = ? "
+                f"ORDER BY start_ns, span_id LIMIT {MAX_TRACE_SPANS}",
+                [trace_id],
+            ).fetchall()
+            spans = tuple(
+                SpanRecord(*r[:12], attributes=MappingProxyType(_decode(r[12]))) for r in rows  # type: ignore[misc]
+            )
+            return TraceRecord(trace_id, spans)
+
+        return self._read(run)
+
+    def cache_report(self, buckets: int = 240) -> CacheReport:
+        if buckets <= 0:
+            raise ValueError("buckets must be positive")
+        return self._read(lambda conn: _cache_report(conn, buckets))
+
+    def first_trace_of(self, trace_ids: list[str]) -> str | None:
+        """The first of ``trace_ids`` that is in the store (findings may name traces since removed)."""
+        if not trace_ids:
+            return None
+
+        def run(conn: duckdb.DuckDBPyConnection) -> str | None:
+            marks = ", ".join("?" for _ in trace_ids)
+            found = {r[0] for r in conn.execute(
+                f"SELECT DISTINCT trace_id FROM spans WHERE trace_id IN ({marks})", trace_ids).fetchall()}
+            return next((t for t in trace_ids if t in found), None)
+
+        return self._read(run)
+
+
+def _stamp(conn: duckdb.DuckDBPyConnection) -> StoreStamp:
+    passes, latest = conn.execute(
+        f"SELECT count(*), coalesce(max(start_ns), 0) FROM spans WHERE operation IN {PASS_OPS_SQL}"
+    ).fetchone()
+    deploys = conn.execute("SELECT count(*) FROM deploys").fetchone()[0]
+    return StoreStamp(int(passes), int(latest), int(deploys))
+
+
+def _cache_report(conn: duckdb.DuckDBPyConnection, n: int) -> CacheReport:
+    # Client and server both report usage for a pass they share; count one side so tokens are not doubled.
+    has_server = conn.execute("SELECT count(*) FROM requests WHERE side = 'server' LIMIT 1").fetchone()[0] > 0
+    side = "side = 'server'" if has_server else "TRUE"
+    lo, hi = conn.execute(f"SELECT min(start_ns), max(start_ns) FROM requests WHERE {side}").fetchone()
+    buckets: list[CacheBucket] = []
+    if lo is not None:
+        span = max(1, int(hi) - int(lo) + 1)
+        width = -(-span // n)  # ceiling division so the last pass falls inside bucket n-1
+        rows = conn.execute(
+            f"""SELECT (start_ns - ?) // ? AS b, count(*), coalesce(sum(prompt_tokens), 0),
+                       coalesce(sum(least(cached_tokens, prompt_tokens)), 0)
+                FROM requests WHERE {side} GROUP BY b ORDER BY b""",
+            [int(lo), width],
+        ).fetchall()
+        by_bucket = {int(b): (int(c), int(p), int(k)) for b, c, p, k in rows}
+        for b in range(n):
+            c, p, k = by_bucket.get(b, (0, 0, 0))
+            start = int(lo) + b * width
+            buckets.append(CacheBucket(start, start + width, c, p, k))
+    marks = [DeployMark(str(name), int(at), note) for name, at, note in conn.execute(
+        "SELECT name, at_ns, note FROM deploys WHERE at_ns IS NOT NULL ORDER BY at_ns").fetchall()]
+    named = {m.name for m in marks}
+    # A deploy nobody marked still shows where its first pass appeared (from service.version).
+    first_seen = conn.execute(
+        f"SELECT deploy, min(start_ns) FROM requests WHERE deploy IS NOT NULL AND {side} GROUP BY deploy ORDER BY 2"
+    ).fetchall()
+    if len(first_seen) > 1:
+        marks += [DeployMark(str(d), int(at), "first pass") for d, at in first_seen[1:] if d not in named]
+    marks.sort(key=lambda m: m.at_ns)
+    costs = conn.execute(
+        f"""WITH pass AS (
+                SELECT coalesce(deploy, '(none)') AS deploy, count(*) AS passes,
+                       sum(least(cached_tokens, prompt_tokens)) / nullif(sum(prompt_tokens), 0) AS hit,
+                       median(ttft_ms) AS ttft, avg(prompt_tokens) AS prompt, min(start_ns) AS first
+                FROM requests WHERE {side} GROUP BY 1),
+            per_trace AS (
+                SELECT trace_id, coalesce(any_value(deploy), '(none)') AS deploy, sum(cost_usd) AS cost
+                FROM requests GROUP BY trace_id),
+            meter AS (
+                SELECT trace_id, sum(TRY_CAST(json_extract_string(attributes,
+                       '$."llmtrace.meters.cost_usd"') AS DOUBLE)) AS cost
+                FROM spans WHERE stage = 'meters.cache_accounting' GROUP BY trace_id),
+            cost AS (
+                SELECT t.deploy, avg(coalesce(t.cost, m.cost)) AS per_request
+                FROM per_trace t LEFT JOIN meter m USING (trace_id) GROUP BY 1)
+            SELECT p.deploy, p.passes, c.per_request, p.hit, p.ttft, p.prompt
+            FROM pass p LEFT JOIN cost c USING (deploy) ORDER BY p.first"""
+    ).fetchall()
+    return CacheReport(
+        tuple(buckets),
+        tuple(marks),
+        tuple(DeployCost(str(d), int(n_), _f(c), _f(h), _f(t), _f(p)) for d, n_, c, h, t, p in costs),
+    )
+
+
+def _f(value: object) -> float | None:
+    return None if value is None else float(value)  # type: ignore[arg-type]
+
+
+def _decode(text: str | None) -> dict[str, object]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _describe(path: Path, exc: duckdb.Error) -> str:
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "does not exist" in first and ("Table" in first or "Catalog" in first):
+        return f"{path} is not an llmtrace store ({first})"
+    return f"cannot read store {path}: {first}"
