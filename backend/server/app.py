@@ -55,6 +55,19 @@ def build_app(service: GenerationService) -> Starlette:
             return JSONResponse({"status": "draining"}, status_code=503)
         return JSONResponse({"status": "ok", "replicas": len(service.replicas), "in_flight": service.in_flight})
 
+    async def stats(request: Request) -> Response:
+        """Engine counters per replica (block pool, prefix cache) plus the server's own; JSON for tools and tests."""
+        a = service.admission
+        return JSONResponse({
+            "draining": service.draining, "in_flight": service.in_flight,
+            "admission": {"running": a.running, "queued": a.queued, "max_running": a.max_running,
+                          "max_queued": a.max_queued, "shed_total": a.shed_total, "admitted_total": a.admitted_total},
+            "connections": {"opened": service.connections.opened_total, "reused": service.connections.reused_total},
+            "requests": dict(service.counts),
+            "replicas": {r.id: {**r.stats(), "in_flight": r.in_flight, "served": r.served_total}
+                         for r in service.replicas},
+        })
+
     async def prometheus(request: Request) -> Response:
         return PlainTextResponse(metrics.render(service), media_type="text/plain; version=0.0.4")
 
@@ -73,5 +86,6 @@ def build_app(service: GenerationService) -> Starlette:
         Route("/v1/models/{model_id:path}", model, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/metrics", prometheus, methods=["GET"]),
+        Route("/stats", stats, methods=["GET"]),
     ]
     return Starlette(routes=routes, exception_handlers={HTTPException: http_error})

@@ -56,14 +56,11 @@ class Replica:
             self.served_total += 1
 
     def abort(self, request_id: str) -> None:
-        try:
-            self.async_engine.abort(request_id)
-        except Exception:  # already finished or already aborted
-            pass
+        # Unknown or finished ids are ignored by the engine; the async front also aborts on cancellation.
+        self.engine.abort(request_id)
 
     def stats(self) -> dict[str, Any]:
-        stats = self.engine.stats()
-        return stats if isinstance(stats, dict) else dict(getattr(stats, "__dict__", {}))
+        return dict(self.engine.stats())
 
     def shutdown(self) -> None:
         self.async_engine.shutdown()

@@ -212,7 +212,7 @@ class GenerationService:
             sc.GEN_AI_REQUEST_TOP_P: p.top_p,
             sc.GEN_AI_REQUEST_TOP_K: p.top_k or None,
             sc.GEN_AI_REQUEST_SEED: p.seed,
-            sc.GEN_AI_REQUEST_STREAM: job.stream,
+            sc.LLMTRACE_STREAM_REQUESTED: job.stream,
             sc.GEN_AI_REQUEST_FREQUENCY_PENALTY: p.frequency_penalty or None,
             sc.GEN_AI_REQUEST_PRESENCE_PENALTY: p.presence_penalty or None,
             sc.GEN_AI_OUTPUT_TYPE: job.output_type,
@@ -302,7 +302,7 @@ class GenerationService:
         first_byte = rec.now_ns()
         await _send_chunks(send, writer.opening())
         rec.record_stage("arrival.stream_setup", start_ns=t0, end_ns=rec.now_ns(), parent=ex.pass_span, values={
-            sc.GEN_AI_REQUEST_STREAM: True, "llmtrace.stream.protocol": "sse",
+            sc.LLMTRACE_STREAM_REQUESTED: True, "llmtrace.stream.protocol": "sse",
             "llmtrace.stream.first_byte_ms": round((first_byte - ex.arrival_ns) / 1e6, 3)})
         gate = ToolGate(job.output_type == "tool_calls")
         clock = _TokenClock()
@@ -368,7 +368,7 @@ class GenerationService:
         ex.started = True
         await send_json(send, 200, payload, ex.headers)
         rec.record_stage("arrival.stream_setup", start_ns=t0, end_ns=rec.now_ns(), parent=ex.pass_span, values={
-            sc.GEN_AI_REQUEST_STREAM: False, "llmtrace.stream.protocol": "none",
+            sc.LLMTRACE_STREAM_REQUESTED: False, "llmtrace.stream.protocol": "none",
             "llmtrace.stream.first_byte_ms": round((t0 - ex.arrival_ns) / 1e6, 3)})
         self._record_output(ex.pass_span, outcome, clock, ex.arrival_ns)
         return outcome
