@@ -137,7 +137,8 @@ class Call:
             times = self.times
             for name, data in events:
                 if data:
-                    times.append(t)
+                    if data != b"[DONE]":
+                        times.append(t)
                     on_chunk(name, data, t)
 
     def _feed_body(self, chunk: bytes) -> None:
