@@ -179,7 +179,10 @@ class Call:
         """The app closed the response before reading it all (e.g. broke out of a stream)."""
         if self.finished:
             return
-        if self.obs.done:  # SDKs stop reading at the end marker ([DONE]) and close: that is a full read
+        obs = self.obs
+        # SDKs stop reading at the end marker ([DONE]) or at a provider error event, then close: the
+        # call ended as the provider said, not because the app gave up.
+        if obs.done or (obs.error_type and obs.error_type not in ("malformed_event", "malformed_body")):
             self.finish_eof()
             return
         try:

@@ -61,7 +61,7 @@ class StreamModerator:
         self.lag_chunks = 0
         self._parts: list[str] = []
         self._since_check = 0
-        self._chunks_since_pass = 0
+        self._fed_since_pass = 0
         self._start_ns = 0
 
     def _feed(self, item: object) -> str:
@@ -69,18 +69,19 @@ class StreamModerator:
         if text:
             self._parts.append(text)
             self._since_check += len(text)
-            self._chunks_since_pass += 1
+            self._fed_since_pass += 1
         return text
 
-    def _verdict(self, flagged: Any) -> bool:
+    def _verdict(self, flagged: Any, *, last_shown: bool) -> bool:
         self.checks += 1
         if flagged:
             self.aborted = True
             self.retracted_chars = self.shown_chars
-            self.lag_chunks = self._chunks_since_pass
+            # Chunks the user saw that no passing check had covered: how far the guard lagged the stream.
+            self.lag_chunks = self._fed_since_pass - (0 if last_shown else 1)
             return True
         self._since_check = 0
-        self._chunks_since_pass = 0
+        self._fed_since_pass = 0
         return False
 
     def _record(self) -> None:
@@ -104,14 +105,15 @@ class StreamModerator:
         try:
             for item in stream:
                 text = self._feed(item)
-                if self._since_check >= self.every_chars and self._verdict(self.check("".join(self._parts))):
+                if self._since_check >= self.every_chars and self._verdict(self.check("".join(self._parts)),
+                                                                           last_shown=False):
                     self._close(stream)
                     break
                 self.shown_chars += len(text)
                 yield item
             else:
-                if self._since_check and self._verdict(self.check("".join(self._parts))):
-                    pass  # the final words were already shown: all of it is retracted
+                if self._since_check:  # the final words were already shown: all of it is retracted if flagged
+                    self._verdict(self.check("".join(self._parts)), last_shown=True)
         finally:
             self._record()
         if self.aborted and self.raise_on_abort:
@@ -120,16 +122,16 @@ class StreamModerator:
     async def awrap(self, stream: AsyncIterable[Any]) -> AsyncIterator[Any]:
         self._start_ns = rec.now_ns()
 
-        async def verdict() -> bool:
+        async def verdict(last_shown: bool) -> bool:
             flagged = self.check("".join(self._parts))
             if inspect.isawaitable(flagged):
                 flagged = await flagged
-            return self._verdict(flagged)
+            return self._verdict(flagged, last_shown=last_shown)
 
         try:
             async for item in stream:
                 text = self._feed(item)
-                if self._since_check >= self.every_chars and await verdict():
+                if self._since_check >= self.every_chars and await verdict(False):
                     close = getattr(stream, "close", None) or getattr(stream, "aclose", None)
                     if callable(close):
                         res = close()
@@ -140,7 +142,7 @@ class StreamModerator:
                 yield item
             else:
                 if self._since_check:
-                    await verdict()
+                    await verdict(True)
         finally:
             self._record()
         if self.aborted and self.raise_on_abort:

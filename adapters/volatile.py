@@ -20,16 +20,28 @@ _VOLATILE = re.compile(
     r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?\s+\d{1,2}(?:,?\s+\d{4})?"
     r"|\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?\s+\d{1,2},\s+\d{4}\b"
     r"|\b\d{1,2}\s+(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\s+\d{4}\b)"
-    r"|(?P<request_id>\b(?:req|request|trace|span|session|msg|call|run|chatcmpl)[_-]?(?:id)?[_:=\s-]+"
-    r"[A-Za-z0-9_-]*\d[A-Za-z0-9_-]{5,}"
-    r"|\b[0-9a-f]{16,}\b)"
-    r"|(?P<counter>\b(?:turn|step|attempt|iteration|count|counter|request|call|message|visit)s?\s*"
-    r"(?:#|no\.?|number)?\s*[:=#]?\s*\d+\b"
-    r"|#\d+\b)",
+    # For labelled fields only the value is in the group: the label itself does not move between calls.
+    r"|\b(?:req|request|trace|span|session|msg|call|run)[_-]?(?:id)?[_:=\s-]+"
+    r"(?P<request_id>[A-Za-z0-9_-]*\d[A-Za-z0-9_-]{5,})"
+    r"|(?P<hex_id>\b[0-9a-f]{16,}\b)"
+    r"|\b(?:turn|step|attempt|iteration|count|counter|request|call|message|visit)s?\s*"
+    r"(?:#|no\.?|number)?\s*[:=#]?\s*(?P<counter>\d+)\b"
+    r"|#(?P<hash_counter>\d+)\b",
     re.IGNORECASE,
 )
 
 KINDS = ("timestamp", "uuid", "date", "request_id", "counter")
+_ALIASES = {"hex_id": "request_id", "hash_counter": "counter"}
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def _field(m: re.Match[str]) -> tuple[int, int, str]:
+    group = str(m.lastgroup)
+    kind = _ALIASES.get(group, group)
+    value = m.group(group)
+    if kind == "request_id" and _UUID.fullmatch(value):
+        kind = "uuid"
+    return m.start(group), m.end(group), kind
 
 
 def first_volatile(text: str) -> tuple[int, str | None]:
@@ -37,12 +49,17 @@ def first_volatile(text: str) -> tuple[int, str | None]:
     m = _VOLATILE.search(text)
     if m is None:
         return -1, None
-    return m.start(), m.lastgroup
+    start, _, kind = _field(m)
+    return start, kind
 
 
 def all_volatile(text: str) -> list[tuple[int, str, str]]:
     """Every volatile-looking field as (offset, kind, matched text)."""
-    return [(m.start(), str(m.lastgroup), m.group(0)) for m in _VOLATILE.finditer(text)]
+    out = []
+    for m in _VOLATILE.finditer(text):
+        start, end, kind = _field(m)
+        out.append((start, kind, text[start:end]))
+    return out
 
 
 def first_difference(a: str, b: str) -> int:
@@ -63,8 +80,9 @@ def first_difference(a: str, b: str) -> int:
 def kind_at(text: str, offset: int) -> str:
     """The volatile kind of the field covering ``offset`` (``changed`` when no pattern covers it)."""
     for m in _VOLATILE.finditer(text):
-        if m.start() <= offset < max(m.end(), m.start() + 1):
-            return str(m.lastgroup)
-        if m.start() > offset:
+        start, end, kind = _field(m)
+        if start <= offset < max(end, start + 1):
+            return kind
+        if start > offset:
             break
     return "changed"

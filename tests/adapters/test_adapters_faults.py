@@ -1,0 +1,198 @@
+"""Faults the real server will not produce on demand: a connection cut mid-stream, a stalled provider,
+a refused connection, impossible usage totals, CRLF framing. Each error must reach the app exactly as it
+would without llmtrace, and be recorded on the pass span."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+from adapters_fake_provider import FakeProvider, Script, fake_provider, sse
+from adapters_store import client_pass, rows, stages_of
+
+from conftest import free_port
+from llmtrace.adapters import instrument
+from llmtrace.tracer import health
+from llmtrace.tracer import recording as rec
+
+CHAT = "/v1/chat/completions"
+MSGS = [{"role": "user", "content": "hi"}]
+
+
+def _chunk(content: str | None = None, finish: str | None = None, **extra: Any) -> dict[str, Any]:
+    delta = {"content": content} if content is not None else {}
+    return {"id": "c1", "model": "gpt-4o-mini", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            **extra}
+
+
+@pytest.fixture
+def provider() -> Any:
+    with fake_provider() as fp:
+        yield fp
+
+
+def _pair(fp: FakeProvider, **kw: Any) -> tuple[openai.OpenAI, openai.OpenAI]:
+    def make() -> openai.OpenAI:
+        return openai.OpenAI(api_key="sk-test", base_url=f"{fp.base_url}/v1", max_retries=0, **kw)
+
+    return make(), instrument(make())
+
+
+def _same_failure(call: Callable[[openai.OpenAI], Any], bare: openai.OpenAI, traced_client: openai.OpenAI) -> Exception:
+    """Run the same call bare and instrumented; both must fail with the same exception type and text."""
+    with pytest.raises(Exception) as a:
+        call(bare)
+    with pytest.raises(Exception) as b:
+        call(traced_client)
+    assert type(b.value) is type(a.value) and str(b.value) == str(a.value)
+    cause_a, cause_b = a.value.__cause__, b.value.__cause__
+    assert type(cause_a) is type(cause_b)
+    return b.value
+
+
+def test_connection_cut_mid_stream(provider: FakeProvider, traced: Path) -> None:
+    provider.scripts[CHAT] = Script(content_type="text/event-stream", cut_after=3,
+                                    chunks=sse(*[_chunk(f"w{i} ") for i in range(8)], _chunk(finish="stop")))
+    bare, traced_client = _pair(provider)
+
+    def consume(c: openai.OpenAI) -> None:
+        for _ in c.chat.completions.create(model="gpt-4o-mini", messages=MSGS, stream=True):
+            pass
+
+    exc = _same_failure(consume, bare, traced_client)
+    p = client_pass(traced)
+    assert p["status"] == "error"
+    status = rows(traced, "SELECT status_message FROM spans WHERE span_id = ?", [p["span_id"]])[0]["status_message"]
+    assert type(exc.__cause__ or exc).__name__ in status or "RemoteProtocolError" in status
+    st = stages_of(traced, p["span_id"])["gen.streaming"]["attributes"]
+    assert st["llmtrace.stream.chunks"] == 3  # what arrived before the cut is still recorded
+
+
+def test_stream_ending_without_end_marker_is_an_error(provider: FakeProvider, traced: Path) -> None:
+    provider.scripts[CHAT] = Script(content_type="text/event-stream",
+                                    chunks=sse(_chunk("a"), _chunk("b"), done=False))
+    _, client = _pair(provider)
+    text = "".join(c.choices[0].delta.content or "" for c in
+                   client.chat.completions.create(model="gpt-4o-mini", messages=MSGS, stream=True))
+    assert text == "ab"  # the app gets what was sent; the trace says it was cut short
+    p = client_pass(traced)
+    assert p["status"] == "error" and p["attributes"]["error.type"] == "incomplete_stream"
+
+
+def test_read_timeout(provider: FakeProvider, traced: Path) -> None:
+    provider.scripts[CHAT] = Script(content_type="text/event-stream", delay_s=0.6,
+                                    chunks=sse(_chunk("slow"), _chunk("er")))
+    bare, traced_client = _pair(provider, timeout=httpx.Timeout(5.0, read=0.2))
+
+    def consume(c: openai.OpenAI) -> None:
+        for _ in c.chat.completions.create(model="gpt-4o-mini", messages=MSGS, stream=True):
+            pass
+
+    _same_failure(consume, bare, traced_client)
+    p = client_pass(traced)
+    assert p["status"] == "error" and p["attributes"]["error.type"] == "ReadTimeout"
+
+
+def test_connection_refused(traced: Path) -> None:
+    port = free_port()  # nothing listens here
+
+    def make() -> openai.OpenAI:
+        return openai.OpenAI(api_key="sk-test", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
+
+    exc = _same_failure(lambda c: c.chat.completions.create(model="m", messages=MSGS), make(), instrument(make()))
+    assert isinstance(exc, openai.APIConnectionError)
+    p = client_pass(traced)
+    assert p["status"] == "error" and p["attributes"]["error.type"] == "ConnectError"
+
+
+def test_server_error_body_and_retries_are_recorded(provider: FakeProvider, traced: Path) -> None:
+    provider.scripts[CHAT] = Script(status=503, chunks=[b'{"error": {"message": "overloaded", "type": "server_error"}}'])
+    client = instrument(openai.OpenAI(api_key="sk-test", base_url=f"{provider.base_url}/v1", max_retries=1))
+    with pytest.raises(openai.InternalServerError):
+        client.chat.completions.create(model="gpt-4o-mini", messages=MSGS)
+    passes = rows(traced, "SELECT * FROM requests WHERE side='client' ORDER BY start_ns")
+    assert [p["status"] for p in passes] == ["error", "error"]  # one pass span per attempt
+    assert passes[1]["attributes"]["llmtrace.client.retry_count"] == 1
+    msg = rows(traced, "SELECT status_message FROM spans WHERE span_id = ?", [passes[0]["span_id"]])[0]
+    assert msg["status_message"] == "HTTP 503: overloaded"
+
+
+def test_exact_bytes_crlf_framing_and_impossible_usage(provider: FakeProvider, traced: Path) -> None:
+    chunks = sse(_chunk("Hel"), _chunk("lo", "stop"),
+                 {"id": "c1", "model": "gpt-4o-mini", "choices": [],
+                  "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12,
+                            "prompt_tokens_details": {"cached_tokens": 50}}}, crlf=True)
+    provider.scripts[CHAT] = Script(content_type="text/event-stream", chunks=chunks)
+    http = instrument(httpx.Client())
+    body = {"model": "gpt-4o-mini", "messages": MSGS, "stream": True}
+    with http.stream("POST", f"{provider.base_url}{CHAT}", json=body) as r:
+        got = b"".join(r.iter_raw())
+    assert got == b"".join(chunks)
+    p = client_pass(traced)
+    assert p["provider"] == "openai" and p["status"] == "ok"
+    assert p["attributes"]["llmtrace.meters.usage_consistent"] is False
+    assert "cached tokens exceed input tokens" in p["attributes"]["llmtrace.usage.problems"]
+    acct = stages_of(traced, p["span_id"])["meters.cache_accounting"]["attributes"]
+    assert acct["llmtrace.meters.usage_consistent"] is False and "llmtrace.meters.cost_usd" not in acct
+    assert "llmtrace.meters.cache_hit_rate" not in acct  # no rate from impossible numbers
+
+
+def test_traceparent_is_injected_and_an_app_supplied_one_is_the_parent(provider: FakeProvider, traced: Path) -> None:
+    provider.scripts[CHAT] = Script(chunks=[json.dumps({"id": "x", "model": "m", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]}).encode()])
+    client = instrument(openai.OpenAI(api_key="sk-test", base_url=f"{provider.base_url}/v1", max_retries=0))
+    with rec.start_pass("agent", operation="invoke_agent", side="app") as outer:
+        client.chat.completions.create(model="m", messages=MSGS)
+    p = client_pass(traced)
+    sent = provider.requests[-1][1]["traceparent"]
+    assert sent.split("-")[1] == p["trace_id"] == outer.trace_id and sent.split("-")[2] == p["span_id"]
+    assert p["parent_span_id"] == outer.span_id
+    explicit = "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"
+    client.chat.completions.create(model="m", messages=MSGS, extra_headers={"traceparent": explicit})
+    last = rows(traced, "SELECT * FROM requests WHERE side='client' ORDER BY start_ns")[-1]
+    assert last["trace_id"] == "ab" * 16 and last["parent_span_id"] == "cd" * 8
+
+
+def test_anthropic_error_event_inside_a_stream(provider: FakeProvider, traced: Path) -> None:
+    provider.scripts["/v1/messages"] = Script(content_type="text/event-stream", chunks=sse(
+        {"type": "message_start", "message": {"id": "m1", "model": "claude-3-5-haiku", "usage": {"input_tokens": 3}}},
+        {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, anthropic=True))
+
+    def run(c: anthropic.Anthropic) -> None:
+        with c.messages.stream(model="claude-3-5-haiku", max_tokens=5, messages=MSGS) as s:
+            for _ in s:
+                pass
+
+    def make() -> anthropic.Anthropic:
+        return anthropic.Anthropic(api_key="k", base_url=provider.base_url, max_retries=0)
+
+    with pytest.raises(anthropic.APIStatusError) as bare:
+        run(make())
+    with pytest.raises(anthropic.APIStatusError) as traced_exc:
+        run(instrument(make()))
+    assert type(traced_exc.value) is type(bare.value) and str(traced_exc.value) == str(bare.value)
+    p = client_pass(traced)
+    assert p["status"] == "error" and p["attributes"]["error.type"] == "overloaded_error"
+
+
+def test_recording_faults_never_reach_the_app(provider: FakeProvider, traced: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    provider.scripts[CHAT] = Script(content_type="text/event-stream", chunks=sse(_chunk("x"), _chunk("y", "stop")))
+    from llmtrace.adapters import openai_parser
+
+    def broken(self: Any, *a: Any) -> None:
+        raise RuntimeError("parser bug")
+
+    monkeypatch.setattr(openai_parser.OpenAIParser, "on_chunk", broken)
+    before = health.counters().get("adapter_error", 0)
+    client = instrument(openai.OpenAI(api_key="sk-test", base_url=f"{provider.base_url}/v1", max_retries=0))
+    out = "".join(c.choices[0].delta.content or "" for c in
+                  client.chat.completions.create(model="gpt-4o-mini", messages=MSGS, stream=True))
+    assert out == "xy"
+    assert health.counters()["adapter_error"] == before + 1  # counted once; the rest of the stream passes through
