@@ -15,6 +15,7 @@ from typing import Any
 import llguidance as llg
 import numpy as np
 import torch
+
 from llmtrace.backend.generation.params import Constraint, InvalidRequestError
 
 # Fixed separators and no free whitespace: otherwise a weak model (or a masked one with little mass left on
@@ -30,9 +31,9 @@ def _body_lark(constraint: Constraint) -> str:
     """The constrained part as Lark rules defining ``body``."""
     kind, spec = constraint.kind, constraint.spec
     if kind == "json_schema":
-        return f"body: %json {json.dumps(_with_options(_schema_of(spec)))}"
+        return f"body: {lark_json(_schema_of(spec))}"
     if kind == "json_object":
-        return f"body: %json {json.dumps(_with_options({'type': 'object'}))}"
+        return f"body: {lark_json({'type': 'object'})}"
     if kind == "regex":
         if not isinstance(spec, str):
             raise InvalidRequestError("a regex constraint needs a string pattern", "constraint")
@@ -59,6 +60,11 @@ def _schema_of(spec: object) -> dict[str, Any]:
 
 def _with_options(schema: dict[str, Any]) -> dict[str, Any]:
     return {**schema, "x-guidance": {**_JSON_OPTIONS, **schema.get("x-guidance", {})}}
+
+
+def lark_json(schema: dict[str, Any]) -> str:
+    """A ``%json {...}`` Lark expression for ``schema`` with our JSON options (compact, no free whitespace)."""
+    return f"%json {json.dumps(_with_options(schema))}"
 
 
 def _choices_of(spec: object) -> list[str]:
@@ -170,9 +176,13 @@ class ConstraintMatcher:
             self._masked_sum += 1.0 - n_allowed / self.vocab_size
             if n_allowed == 1:
                 self.forced_tokens += 1
-            if n_allowed == 0:
+            m = self._matcher
+            # llguidance leaves only EOS allowed when it gives up (error, or stopped short of an accepting
+            # state): nothing the grammar wants can still be spelled. Report it as a dead end, allow nothing.
+            if n_allowed == 0 or m.is_error() or (m.is_stopped() and not m.is_accepting()):
                 self.dead_end = True
-                self.error = self._matcher.get_error() or "no token allowed"
+                self.error = m.get_error() or f"no token can continue the grammar ({m.stop_reason()})"
+                n_allowed = 0
         return logits.masked_fill(~allowed, float("-inf")), n_allowed
 
     def commit(self, token_id: int) -> bool:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
+
 from llmtrace.backend.generation.constraint import ConstraintMatcher, make_ll_tokenizer
 from llmtrace.backend.generation.detokenizer import IncrementalDetokenizer
 from llmtrace.backend.generation.params import Constraint, SamplingParams

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 
 import torch
+
 from llmtrace.backend.generation.params import SamplingParams
 
 # Below this a temperature is numerically greedy; we say so in the effective values rather than divide by it.
@@ -66,12 +67,28 @@ def sample_row(logits: torch.Tensor, eff: EffectiveSampling, generator: torch.Ge
         x = x.masked_fill(x < kth, float("-inf"))
     probs = torch.softmax(x, dim=-1)
     if eff.top_p < 1.0:
-        sorted_probs, order = torch.sort(probs, descending=True)
-        cum = torch.cumsum(sorted_probs, dim=-1)
-        # drop a token when the mass before it already reaches top_p (the first token always stays)
-        drop_sorted = (cum - sorted_probs) >= eff.top_p
-        drop = torch.zeros_like(drop_sorted).scatter(0, order, drop_sorted)
-        probs = probs.masked_fill(drop, 0.0)
+        probs = _nucleus(probs, eff.top_p)
     if eff.min_p > 0.0:
         probs = probs.masked_fill(probs < eff.min_p * probs.max(), 0.0)
-    return int(torch.multinomial(probs, 1, generator=generator))
+    # Inverse CDF with one uniform draw: cheaper than multinomial, and a zero-probability token can never
+    # be picked (its CDF step is empty).
+    cdf = torch.cumsum(probs, dim=-1)
+    u = torch.rand((), generator=generator, dtype=cdf.dtype) * cdf[-1]
+    return int(torch.searchsorted(cdf, u, right=True).clamp(max=probs.shape[-1] - 1))
+
+
+def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Keep the smallest set of most likely tokens whose mass reaches ``top_p``. Grows a top-k window
+    instead of sorting the whole vocabulary (the nucleus is usually a few dozen tokens)."""
+    k = 64
+    n = probs.shape[-1]
+    while True:
+        vals, idx = torch.topk(probs, min(k, n))
+        cum = torch.cumsum(vals, dim=-1)
+        if cum[-1] >= top_p or k >= n:
+            break
+        k *= 8
+    keep = idx[(cum - vals) < top_p]  # a token stays if the mass before it is still short of top_p
+    out = torch.zeros_like(probs)
+    out[keep] = probs[keep]
+    return out

@@ -14,6 +14,7 @@ import json
 import uuid
 from typing import Any
 
+from llmtrace.backend.generation.constraint import lark_json
 from llmtrace.backend.generation.params import Constraint, InvalidRequestError
 
 
@@ -55,7 +56,7 @@ def tool_call_constraint(tools: list[dict[str, Any]], tool_choice: Any = "auto")
     if tool_choice in (None, "auto"):
         schema = tool_call_schema(tools)
         # A call (JSON) or a plain answer that does not start with "{" (nor whitespace).
-        lark = f"start: call | TEXT\ncall: %json {json.dumps(schema)}\nTEXT: /[^{{\\s](?s:.*)/\n"
+        lark = f"start: call | TEXT\ncall: {lark_json(schema)}\nTEXT: /[^{{\\s](?s:.*)/\n"
         return Constraint(kind="grammar", spec=lark, tool_calls=True)
     if tool_choice == "none":
         return None

@@ -68,6 +68,10 @@ def render_chat_template(
     if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m for m in messages):
         raise ValueError("messages must be a list of dicts, each with a 'role'")
     normalized = [_normalize_message(m) for m in messages]
+    if tools and "tools" not in template:
+        normalized = _tools_in_system_turn(normalized, tools)
+    if "tool_calls" not in template:
+        normalized = [_tool_calls_as_content(m) for m in normalized]
     try:
         return _compile(template).render(
             messages=normalized,
@@ -95,3 +99,24 @@ def _normalize_message(message: dict[str, Any]) -> dict[str, Any]:
     if content == message.get("content"):
         return message
     return {**message, "content": content}
+
+
+def _tools_in_system_turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A template that knows nothing of tools still has to show them: describe them in the system turn."""
+    from llmtrace.backend.generation.tool_calls import describe_tools
+
+    text = describe_tools(tools)
+    if messages and messages[0].get("role") == "system":
+        first = messages[0]
+        return [{**first, "content": f"{first['content']}\n\n{text}"}, *messages[1:]]
+    return [{"role": "system", "content": text}, *messages]
+
+
+def _tool_calls_as_content(message: dict[str, Any]) -> dict[str, Any]:
+    """Earlier assistant tool calls, written back in the JSON shape the model was constrained to."""
+    calls = message.get("tool_calls")
+    if message.get("role") != "assistant" or not calls or message.get("content"):
+        return message
+    from llmtrace.backend.generation.tool_calls import tool_call_message_content
+
+    return {**message, "content": tool_call_message_content(calls)}

@@ -11,9 +11,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from llmtrace.backend.model.chat_template import CHATML_TEMPLATE, render_chat_template
 from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
 from tokenizers import Tokenizer as HFTokenizer
+
+from llmtrace.backend.model.chat_template import CHATML_TEMPLATE, render_chat_template
 
 # GGUF token types (llama.cpp's llama_token_type)
 TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED, TOKEN_BYTE = 1, 2, 3, 4, 5, 6
@@ -24,6 +25,7 @@ _LLAMA3_SPLIT = (
     r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
     r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
 )
+_CACHE: dict[tuple[str, int], Tokenizer] = {}
 _DIGIT_FIRST_PRESETS = {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva"}
 _LLAMA3_PRESETS = {"llama-bpe", "llama3", "qwen2", "smaug-bpe", "falcon3", "deepseek-r1-qwen"}
 
@@ -119,10 +121,24 @@ class Tokenizer:
 
     # ---------------------------------------------------------------- construction
     @classmethod
-    def from_gguf(cls, path: str | Path) -> Tokenizer:
-        from gguf import GGUFReader
+    def from_gguf(cls, path: str | Path, *, reader: Any = None) -> Tokenizer:
+        """Build from a GGUF file (``reader``: an already opened ``gguf.GGUFReader`` of it, to skip a second
+        parse). Tokenizers are read-only, so one per file (and modification time) is kept and shared."""
+        resolved = Path(path).resolve()
+        key = (str(resolved), resolved.stat().st_mtime_ns)
+        cached = _CACHE.get(key)
+        if cached is not None:
+            return cached
+        if reader is None:
+            from gguf import GGUFReader
 
-        reader = GGUFReader(str(path))
+            reader = GGUFReader(str(resolved))
+        tokenizer = cls._from_reader(reader, resolved)
+        _CACHE[key] = tokenizer
+        return tokenizer
+
+    @classmethod
+    def _from_reader(cls, reader: Any, path: Path) -> Tokenizer:
         fields = reader.fields
 
         def get(key: str, default: Any = None) -> Any:
