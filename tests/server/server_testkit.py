@@ -25,10 +25,11 @@ def wait_rows(db: Path, sql: str, params: list[Any] | None = None, *,
     while time.monotonic() < deadline:
         try:
             rows = query(db, sql, params)
-        except StoreError:
+        except StoreError:  # not created yet (nothing flushed), or briefly held by the writer
             rows = []
-        if until(rows):
-            return rows
+        else:
+            if until(rows):
+                return rows
         time.sleep(0.25)
     raise AssertionError(f"store never satisfied the condition; last rows: {rows[:5]}")
 

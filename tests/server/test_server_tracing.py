@@ -1,0 +1,111 @@
+"""What the server records: every Arrival and server-side Intake stage once per pass, joined to the client's
+trace through ``traceparent``, with the policy values (normalization, template, routing, replicas) visible."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+from conftest import RunningServer, start_server, stop_server
+from server_testkit import query, stages_of, wait_rows
+
+from llmtrace.tracer import recording as rec
+
+SERVER_STAGES = ["arrival.connection", "arrival.admission", "arrival.model_routing", "arrival.replica_selection",
+                 "arrival.stream_setup", "intake.normalization", "intake.chat_template", "intake.tokenization"]
+ENGINE_STAGES = ["cache.prefix_match", "forward.prefill", "forward.decode", "gen.sampling", "gen.streaming"]
+
+
+def _values(db: Path, trace_id: str, stage: str) -> dict:
+    rows = query(db, "SELECT attributes FROM stages WHERE trace_id = ? AND stage = ?", [trace_id, stage])
+    assert len(rows) == 1, f"{stage}: {len(rows)} spans"
+    return json.loads(rows[0][0])
+
+
+def test_traceparent_joins_client_and_server(tiny_server, traced) -> None:  # type: ignore[no-untyped-def]
+    client_pass = rec.start_pass("tiny", side="client")
+    tp = client_pass.traceparent()
+    client = openai.OpenAI(base_url=f"{tiny_server.base_url}/v1", api_key="unused", max_retries=0)
+    raw = client.chat.completions.with_raw_response.create(
+        model="tiny", messages=[{"role": "user", "content": "joined?"}], max_tokens=3, extra_headers={"traceparent": tp})
+    client_pass.end()
+    assert raw.headers["x-llmtrace-trace-id"] == client_pass.trace_id
+    rows = wait_rows(tiny_server.db_path, "SELECT parent_span_id, side, status FROM requests WHERE trace_id = ?",
+                     [client_pass.trace_id])
+    assert rows == [(client_pass.span_id, "server", "ok")]
+
+
+def test_every_stage_once_with_summary_values(tiny_server) -> None:  # type: ignore[no-untyped-def]
+    text = "Pay\u00a0now\u200b, p\u0430ypal"  # NBSP, zero-width space, Cyrillic а in a Latin word
+    with httpx.Client(base_url=tiny_server.base_url, timeout=30) as http:
+        r1 = http.post("/v1/chat/completions", json={"model": "tiny", "messages": [{"role": "user", "content": text}],
+                                                     "max_tokens": 4, "stream": True, "seed": 11, "temperature": 0.5})
+        r2 = http.post("/v1/chat/completions", json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}],
+                                                     "max_tokens": 2})
+    t1, t2 = r1.headers["x-llmtrace-trace-id"], r2.headers["x-llmtrace-trace-id"]
+    db = tiny_server.db_path
+    wait_rows(db, "SELECT count(*) FROM stages WHERE trace_id IN (?, ?) AND stage = 'gen.streaming'", [t1, t2],
+              until=lambda rows: rows[0][0] == 2)
+    names = stages_of(db, t1)
+    for stage in SERVER_STAGES + ENGINE_STAGES:
+        assert names.count(stage) == 1, f"{stage} appears {names.count(stage)} times"
+    assert len(query(db, "SELECT 1 FROM requests WHERE trace_id = ?", [t1])) == 1
+    norm = _values(db, t1, "intake.normalization")
+    assert norm["llmtrace.normalization.form"] == "NFC" and norm["llmtrace.normalization.strip"] is False
+    assert (norm["llmtrace.normalization.invisible_chars"], norm["llmtrace.normalization.nbsp"],
+            norm["llmtrace.normalization.confusables"]) == (1, 1, 1)
+    tmpl = _values(db, t1, "intake.chat_template")
+    assert tmpl["llmtrace.template.matches_model"] is True and len(tmpl["llmtrace.template.segment_hashes"]) >= 2
+    tok = _values(db, t1, "intake.tokenization")
+    n = tok["gen_ai.usage.input_tokens"]
+    assert len(tok["llmtrace.tokenization.block_hashes"]) == n // 16 and tok["llmtrace.tokenization.special_tokens"] >= 4
+    setup = _values(db, t1, "arrival.stream_setup")
+    assert setup["llmtrace.stream.protocol"] == "sse" and setup["llmtrace.stream.first_byte_ms"] > 0
+    assert _values(db, t2, "arrival.stream_setup")["llmtrace.stream.protocol"] == "none"
+    # keep-alive: the second request rode the first one's connection
+    assert _values(db, t1, "arrival.connection")["llmtrace.connection.reused"] is False
+    assert _values(db, t2, "arrival.connection")["llmtrace.connection.reused"] is True
+    row = query(db, "SELECT model, response_model, replica, prompt_tokens, output_tokens, finish_reason, seed, "
+                    "temperature, ttft_ms, queue_wait_ms, prompt_hash, output_hash FROM requests WHERE trace_id = ?", [t1])[0]
+    assert row[:8] == ("tiny", "tiny", "replica-0", n, 4, "length", 11, 0.5)
+    assert row[8] > 0 and row[9] == 0.0 and len(row[10]) == 16 and len(row[11]) == 16
+
+
+@pytest.fixture(scope="module")
+def policy_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    tmp = tmp_path_factory.mktemp("policy-server")
+    template = tmp / "template.jinja"
+    template.write_text("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+                        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    server = start_server(tmp, "--replicas", "2", "--routing", "round_robin", "--normalize", "nfkc",
+                          "--strip-invisible", "--chat-template", str(template), "--alias", "gpt-4o-mini=tiny")
+    yield server
+    stop_server(server)
+
+
+@pytest.mark.slow
+def test_policies_are_recorded(policy_server: RunningServer) -> None:
+    client = openai.OpenAI(base_url=f"{policy_server.base_url}/v1", api_key="unused", max_retries=0)
+    traces = []
+    for _ in range(2):
+        raw = client.chat.completions.with_raw_response.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "\uff21\u200bB"}], max_tokens=2)
+        assert raw.parse().model == "tiny"
+        traces.append(raw.headers["x-llmtrace-trace-id"])
+    db = policy_server.db_path
+    wait_rows(db, "SELECT count(*) FROM stages WHERE stage = 'gen.streaming' AND trace_id IN (?, ?)", traces,
+              until=lambda rows: rows[0][0] == 2)
+    routing = _values(db, traces[0], "arrival.model_routing")
+    assert (routing["gen_ai.request.model"], routing["gen_ai.response.model"], routing["llmtrace.routing.rule"]) == \
+        ("gpt-4o-mini", "tiny", "alias")
+    norm = _values(db, traces[0], "intake.normalization")
+    assert norm["llmtrace.normalization.form"] == "NFKC" and norm["llmtrace.normalization.strip"] is True
+    assert norm["llmtrace.normalization.chars_changed"] == 2  # the zero-width space removed, the fullwidth A folded
+    assert _values(db, traces[0], "intake.chat_template")["llmtrace.template.matches_model"] is False
+    replicas = [_values(db, t, "arrival.replica_selection") for t in traces]
+    assert {r["llmtrace.replica.id"] for r in replicas} == {"replica-0", "replica-1"}
+    assert all(r["llmtrace.replica.policy"] == "round_robin" and r["llmtrace.replica.candidates"] == 2 for r in replicas)
