@@ -21,21 +21,10 @@ except Exception as exc:  # ImportError, or a broken install failing while it lo
     ) from exc
 
 import torch
+
 from llmtrace.backend.kernels.interface import AttentionMetadata
-from llmtrace.backend.kernels.triton_decode import (
-    DEFAULT_BLOCK_N,
-    DEFAULT_SPLIT_SIZE,
-    paged_decode_attention,
-)
-from llmtrace.backend.kernels.triton_prefill import (
-    DEFAULT_BLOCK_M as PREFILL_BLOCK_M,
-)
-from llmtrace.backend.kernels.triton_prefill import (
-    DEFAULT_BLOCK_N as PREFILL_BLOCK_N,
-)
-from llmtrace.backend.kernels.triton_prefill import (
-    paged_prefill_attention,
-)
+from llmtrace.backend.kernels.triton_decode import DEFAULT_SPLIT_SIZE, paged_decode_attention
+from llmtrace.backend.kernels.triton_prefill import paged_prefill_attention
 
 MAX_HEAD_DIM = 256  # one head row must fit a program's registers alongside a KV tile
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -82,8 +71,9 @@ class TritonPagedAttention:
     tiles past a row's causal horizon add exact zeros. The price is slower decode (no split-K, no
     sharing of K/V loads across a GQA group).
 
-    Keep one instance per engine; the block sizes and warp count are fixed per instance, and changing
-    them between runs changes the low bits of results.
+    Block sizes and warps left as None follow the per-dtype, per-head-size defaults of
+    :func:`.triton_decode.decode_config` and :func:`.triton_prefill.prefill_config`; they never depend
+    on the batch. Keep one instance per engine: other tile sizes change the low bits of results.
     """
 
     name = "triton"
@@ -93,12 +83,12 @@ class TritonPagedAttention:
         *,
         invariant: bool = False,
         split_size: int = DEFAULT_SPLIT_SIZE,
-        decode_block_n: int = DEFAULT_BLOCK_N,
-        prefill_block_m: int = PREFILL_BLOCK_M,
-        prefill_block_n: int = PREFILL_BLOCK_N,
-        num_warps: int = 4,
+        decode_block_n: int | None = None,
+        prefill_block_m: int | None = None,
+        prefill_block_n: int | None = None,
+        num_warps: int | None = None,
     ) -> None:
-        if split_size < decode_block_n or split_size % decode_block_n:
+        if decode_block_n is not None and (split_size < decode_block_n or split_size % decode_block_n):
             raise ValueError(f"split_size {split_size} must be a multiple of decode_block_n {decode_block_n}")
         self.invariant = invariant
         self.split_size = split_size

@@ -20,7 +20,6 @@ import triton
 import triton.language as tl
 
 DEFAULT_SPLIT_SIZE = 256  # KV positions per split; fixed so the partition never depends on the batch
-DEFAULT_BLOCK_N = 64  # KV positions per tile inside a split (must divide split_size)
 _LOG2E = 1.4426950408889634
 
 
@@ -216,6 +215,19 @@ def widen_dot(dtype: torch.dtype) -> bool:
     return dtype == torch.bfloat16 and bool(triton.knobs.runtime.interpret)
 
 
+def decode_config(dtype: torch.dtype, head_dim: int) -> tuple[int, int]:
+    """Default ``(block_n, num_warps)`` for a cache dtype and head size — never for a batch.
+
+    Sized from sm_90 register counts (compiled ahead of time without a GPU): a 64-token bf16 tile at
+    head size 128 takes ~90 registers with 4 warps; fp32 tiles of that size spill, so they get half the
+    tokens and twice the warps.
+    """
+    wide = head_block(head_dim) > 128
+    if dtype == torch.float32:
+        return (16, 8) if wide else (32, 8)
+    return (32, 8) if wide else (64, 4)
+
+
 def head_block(head_dim: int) -> int:
     """Padded head dimension: a power of two, at least 16 (the smallest ``tl.dot`` operand)."""
     return max(16, triton.next_power_of_2(head_dim))
@@ -234,8 +246,8 @@ def paged_decode_attention(
     seq_ids: torch.Tensor | None = None,
     out: torch.Tensor | None = None,
     split_size: int = DEFAULT_SPLIT_SIZE,
-    block_n: int = DEFAULT_BLOCK_N,
-    num_warps: int = 4,
+    block_n: int | None = None,
+    num_warps: int | None = None,
     num_stages: int | None = None,
 ) -> torch.Tensor:
     """Decode attention for one query token per sequence over a paged cache.
@@ -244,7 +256,8 @@ def paged_decode_attention(
     head_dim]``. Sequence ``s`` (``seq_ids[i]`` for program ``i``, or ``i`` itself when ``seq_ids`` is
     None) reads its query at row ``query_start_loc[s + 1] - 1`` (row ``s`` when ``query_start_loc`` is
     None) and writes the output at the same row of ``out``. ``max_seq_len`` bounds ``seq_lens`` (passed
-    from the host so no device sync is needed to size the grid).
+    from the host so no device sync is needed to size the grid). ``block_n``/``num_warps`` default to
+    :func:`decode_config`.
     """
     if q.dim() != 3 or k_cache.dim() != 4 or v_cache.shape != k_cache.shape:
         raise ValueError("q must be [tokens, heads, dim] and k/v caches [blocks, page, kv_heads, dim]")
@@ -254,6 +267,9 @@ def paged_decode_attention(
         raise ValueError(
             f"head_dim {head_dim} vs cache {k_cache.shape[3]}, heads {num_heads} vs kv {num_kv_heads}"
         )
+    auto_n, auto_warps = decode_config(k_cache.dtype, head_dim)
+    block_n = block_n or auto_n
+    num_warps = num_warps or auto_warps
     if split_size % block_n or block_n < 16 or block_n & (block_n - 1):
         raise ValueError("block_n must be a power of two >= 16 that divides split_size")
     n_seqs = int(seq_ids.shape[0]) if seq_ids is not None else int(seq_lens.shape[0])

@@ -17,10 +17,9 @@ No ``from __future__ import annotations`` here: Triton reads the ``tl.constexpr`
 import torch
 import triton
 import triton.language as tl
+
 from llmtrace.backend.kernels.triton_decode import dot_precision, head_block, widen_dot
 
-DEFAULT_BLOCK_M = 64
-DEFAULT_BLOCK_N = 64
 _LOG2E = 1.4426950408889634
 
 
@@ -139,6 +138,15 @@ def _prefill_kernel(
     )
 
 
+def prefill_config(dtype: torch.dtype, head_dim: int) -> tuple[int, int, int]:
+    """Default ``(block_m, block_n, num_warps)`` for a cache dtype and head size (sm_90 register counts:
+    64x64 bf16 tiles at head size 128 fit in ~185 registers with 4 warps; fp32 needs smaller tiles)."""
+    wide = head_block(head_dim) > 128
+    if dtype == torch.float32:
+        return (32, 16, 8) if wide else (32, 32, 8)
+    return (64, 32, 8) if wide else (64, 64, 4)
+
+
 def paged_prefill_attention(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -151,16 +159,17 @@ def paged_prefill_attention(
     max_query_len: int,
     seq_ids: torch.Tensor | None = None,
     out: torch.Tensor | None = None,
-    block_m: int = DEFAULT_BLOCK_M,
-    block_n: int = DEFAULT_BLOCK_N,
-    num_warps: int = 4,
+    block_m: int | None = None,
+    block_n: int | None = None,
+    num_warps: int | None = None,
     num_stages: int | None = None,
 ) -> torch.Tensor:
     """Causal attention of each sequence's new tokens over its whole paged KV (prefix + new).
 
     Shapes follow :mod:`llmtrace.backend.kernels.interface`. Program row ``i`` handles sequence
     ``seq_ids[i]`` (or ``i`` when ``seq_ids`` is None); ``max_query_len`` bounds the query lengths of
-    those sequences and comes from the host so sizing the grid needs no device sync.
+    those sequences and comes from the host so sizing the grid needs no device sync. Block sizes and
+    warps default to :func:`prefill_config`.
     """
     if q.dim() != 3 or k_cache.dim() != 4 or v_cache.shape != k_cache.shape:
         raise ValueError("q must be [tokens, heads, dim] and k/v caches [blocks, page, kv_heads, dim]")
@@ -170,6 +179,8 @@ def paged_prefill_attention(
         raise ValueError(
             f"head_dim {head_dim} vs cache {k_cache.shape[3]}, heads {num_heads} vs kv {num_kv_heads}"
         )
+    auto_m, auto_n, auto_warps = prefill_config(k_cache.dtype, head_dim)
+    block_m, block_n, num_warps = block_m or auto_m, block_n or auto_n, num_warps or auto_warps
     for name, size in (("block_m", block_m), ("block_n", block_n)):
         if size < 16 or size & (size - 1):
             raise ValueError(f"{name} must be a power of two >= 16, got {size}")
