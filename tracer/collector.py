@@ -50,11 +50,13 @@ class CollectorConfig:
     capture: str = "hashes"
     retention: RetentionPolicy = field(default_factory=RetentionPolicy)
     retention_interval_s: float = 60.0
+    duckdb_threads: int = 1
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be 0..65535, got {self.port}")
-        for name in ("max_body_bytes", "max_decoded_bytes", "max_queue_bytes", "max_batch_rows", "max_connections"):
+        for name in ("max_body_bytes", "max_decoded_bytes", "max_queue_bytes", "max_batch_rows", "max_connections",
+                     "duckdb_threads"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
         if self.flush_interval_s < 0 or self.retention_interval_s <= 0:
@@ -65,8 +67,10 @@ class SpanWriter:
     """A bounded queue of Arrow tables and the one thread that writes them, a short transaction each."""
 
     def __init__(self, db: Path, *, max_queue_bytes: int, flush_interval_s: float, max_batch_rows: int,
-                 lock_timeout_s: float, retention: RetentionPolicy, retention_interval_s: float) -> None:
+                 lock_timeout_s: float, retention: RetentionPolicy, retention_interval_s: float,
+                 duckdb_threads: int = 1) -> None:
         self.db = db
+        self.duckdb_threads = duckdb_threads
         self.max_queue_bytes = max_queue_bytes
         self.flush_interval_s = flush_interval_s
         self.max_batch_rows = max_batch_rows
@@ -132,6 +136,9 @@ class SpanWriter:
         table = batch[0] if len(batch) == 1 else pa.concat_tables(batch)
         run_retention = time.monotonic() >= self._next_retention
         with write_connection(self.db, timeout_s=self.lock_timeout_s) as conn:
+            # One DuckDB thread: the request threads need the other cores for decoding, and on two cores
+            # a second DuckDB thread costs more in coordination than it saves.
+            conn.execute(f"SET threads = {self.duckdb_threads}")
             if table.num_rows:
                 insert_arrow(conn, table)
             if run_retention:
@@ -168,12 +175,15 @@ class SpanWriter:
                 continue
             backoff = 0.05
             self._committed(batch)
-            # Batch up the next writes and leave the file free for readers meanwhile, except when the
-            # queue is filling up (then write as fast as DuckDB allows) or we are closing.
+            # Batch up the next writes and leave the file free for readers meanwhile. With a backlog the
+            # pause shrinks to a short window (a reader retrying every ~0.1 s still gets in within a few
+            # tries); when the queue is filling up or we are closing, write as fast as DuckDB allows.
             pause = self.flush_interval_s
             with self._cond:
                 if self._closing or self._queued_bytes > self.max_queue_bytes // 2:
                     pause = min(pause, 0.02)
+                elif self._queued_rows >= self.max_batch_rows // 8:
+                    pause = min(pause, 0.05)
                 if pause > 0:
                     self._cond.wait_for(lambda: self._closing, timeout=pause)
 
@@ -349,6 +359,7 @@ class Collector:
             Path(config.db), max_queue_bytes=config.max_queue_bytes, flush_interval_s=config.flush_interval_s,
             max_batch_rows=config.max_batch_rows, lock_timeout_s=config.lock_timeout_s,
             retention=config.retention, retention_interval_s=config.retention_interval_s,
+            duckdb_threads=config.duckdb_threads,
         )
         self.closing = False
         self._lock = threading.Lock()

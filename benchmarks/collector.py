@@ -1,0 +1,345 @@
+"""Benchmark `collector`: OTLP/HTTP ingest into the store, side by side with Arize Phoenix, and diagnose
+over 1M passes in Parquet.
+
+    python benchmarks/collector.py [--spans 600000] [--senders 4] [--phoenix-spans 40960]
+                                   [--phoenix-python /tmp/phoenix-venv/bin/python] [--parquet-passes 1000000]
+
+- ``collect_spans_per_s``: several sender processes POST pre-encoded OTLP/HTTP protobuf requests of 512 spans
+  (llmtrace pass + stage spans) to a real ``llmtrace collect`` subprocess; the clock stops when the last
+  span is committed in the DuckDB store (the collector's counter, then checked by reopening the store).
+- ``phoenix_spans_per_s``: the same requests, the same senders, to a local ``phoenix serve`` (SQLite);
+  counted in Phoenix's SQLite ``spans`` table until it stops growing. Phoenix is large, so it lives in its
+  own virtualenv (``--phoenix-python``, default ``$PHOENIX_PYTHON`` or /tmp/phoenix-venv/bin/python);
+  when it is missing the reason is recorded instead of a number.
+- ``diagnose_parquet_s_1m``: ``benchmarks/synthetic_store.make_store`` (1M passes), ``llmtrace export
+  --parquet``, then every analyzer over ``parquet_connection('DIR/**/*.parquet')``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing as mp
+import os
+import re
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from common import save  # noqa: E402
+
+BATCH = 512
+STAGE_IDS = ("arrival.admission", "intake.tokenization", "cache.prefix_match", "forward.prefill",
+             "forward.decode", "gen.sampling", "gen.stop")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def template_request() -> bytes:
+    """One OTLP request of 512 llmtrace spans (64 passes, each with 7 stage spans), as an app emits them."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from llmtrace.tracer import recording as rec
+
+    exp = InMemorySpanExporter()
+    tp = TracerProvider(resource=Resource.create({"service.name": "bench-app", "service.version": "v1"}))
+    tp.add_span_processor(SimpleSpanProcessor(exp))
+    rec.configure(tp.get_tracer("llmtrace"))
+    for i in range(BATCH // (1 + len(STAGE_IDS))):
+        t = rec.now_ns()
+        p = rec.start_pass("smollm2-135m", side="server", start_ns=t, attributes={
+            "gen_ai.usage.input_tokens": 400 + i, "gen_ai.usage.output_tokens": 32,
+            "gen_ai.usage.cache_read.input_tokens": 256, "llmtrace.ttft_ms": 31.5, "llmtrace.tpot_ms": 4.2,
+            "gen_ai.response.finish_reasons": ["stop"], "gen_ai.request.temperature": 0.7,
+            "llmtrace.replica.id": "r0", "llmtrace.prompt.hash": f"{i:016x}"})
+        for k, st in enumerate(STAGE_IDS):
+            rec.record_stage(st, start_ns=t + k * 1000, end_ns=t + k * 1000 + 900, parent=p)
+        p.end(end_ns=t + 50_000_000)
+    rec.configure(None)
+    spans = exp.get_finished_spans()
+    assert len(spans) == BATCH, len(spans)
+    return encode_spans(spans).SerializeToString()
+
+
+def make_bodies(template: bytes, count: int, offset: int) -> list[bytes]:
+    """``count`` requests with distinct trace and span ids (batch number written into the ids)."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    req = ExportTraceServiceRequest.FromString(template)
+    spans = [s for rs in req.resource_spans for ss in rs.scope_spans for s in ss.spans]
+    orig = [(s.trace_id, s.span_id, s.parent_span_id) for s in spans]
+    bodies = []
+    for b in range(offset, offset + count):
+        tag = b.to_bytes(4, "big")
+        for s, (tid, sid, pid) in zip(spans, orig):
+            s.trace_id = tag + tid[4:]
+            s.span_id = tag + sid[4:]
+            if pid:
+                s.parent_span_id = tag + pid[4:]
+        bodies.append(req.SerializeToString())
+    return bodies
+
+
+def _sender(port: int, bodies: list[bytes], start: mp.Event, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Content-Type": "application/x-protobuf"}
+    refused = failed = 0
+    start.wait()
+    for body in bodies:
+        for _attempt in range(200):
+            try:
+                conn.request("POST", "/v1/traces", body, headers)
+                resp = conn.getresponse()
+                resp.read()
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                time.sleep(0.05)
+                continue
+            if resp.status == 200:
+                break
+            if resp.status in (429, 503):  # back-pressure: wait as told, as the stock exporters do
+                refused += 1
+                time.sleep(float(resp.headers.get("Retry-After", "1")))
+                continue
+            failed += 1
+            break
+    conn.close()
+    out.put((refused, failed))
+
+
+def send_all(port: int, bodies: list[bytes], senders: int, progress: object, total: int,
+             timeout_s: float) -> dict[str, float]:
+    """Run the senders; ``progress()`` says how many spans are stored. Returns timing and counters."""
+    ctx = mp.get_context("fork")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_sender, args=(port, bodies[i::senders], start, out)) for i in range(senders)]
+    for p in procs:
+        p.start()
+    time.sleep(0.5)
+    t0 = time.perf_counter()
+    start.set()
+    stored, last_change, last = 0, t0, -1
+    sent_done_s = None
+    deadline = t0 + timeout_s
+    while time.perf_counter() < deadline:
+        stored = progress()  # type: ignore[operator]
+        now = time.perf_counter()
+        if stored != last:
+            last, last_change = stored, now
+        if sent_done_s is None and not any(p.is_alive() for p in procs):
+            sent_done_s = now - t0
+        if stored >= total:
+            break
+        if sent_done_s is not None and now - last_change > 15:  # senders done and nothing moves: lost
+            break
+        time.sleep(0.02)
+    for p in procs:
+        p.join(timeout=5)
+        if p.is_alive():
+            p.kill()
+    refused = failed = 0
+    while not out.empty():
+        r, f = out.get()
+        refused, failed = refused + r, failed + f
+    return {"seconds": last_change - t0, "stored": stored, "sent_s": sent_done_s or float("nan"),
+            "refused": refused, "failed": failed}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def bench_collector(bodies: list[bytes], senders: int, tmp: Path) -> dict[str, object]:
+    db = tmp / "collect.duckdb"
+    log = tmp / "collect.log"
+    proc = subprocess.Popen([sys.executable, "-m", "llmtrace.cli", "collect", "--db", str(db), "--port", "0",
+                             "--quiet"], stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    port = None
+    for _ in range(300):
+        m = re.search(r"127\.0\.0\.1:(\d+)/v1/traces", log.read_text())
+        if m:
+            port = int(m.group(1))
+            break
+        time.sleep(0.05)
+    if port is None:
+        proc.kill()
+        raise RuntimeError(f"collector did not start: {log.read_text()}")
+
+    def progress() -> int:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=10) as r:
+            return int(json.loads(r.read())["rows_written"])
+
+    total = len(bodies) * BATCH
+    cpu0 = cpu_seconds(proc.pid)
+    res = send_all(port, bodies, senders, progress, total, timeout_s=600)
+    cpu = cpu_seconds(proc.pid) - cpu0
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=120)
+    from llmtrace.tracer.store import read_connection
+
+    with read_connection(db) as conn:
+        in_store, distinct = conn.execute("SELECT count(*), count(DISTINCT span_id) FROM spans").fetchone()
+    return {
+        "collect_spans_per_s": round(res["stored"] / res["seconds"]),
+        "collect_spans_sent": total,
+        "collect_spans_stored": int(in_store),
+        "collect_spans_lost": total - int(distinct),
+        "collect_seconds": round(res["seconds"], 2),
+        "collect_senders_done_s": round(res["sent_s"], 2),
+        "collect_http_429_retries": int(res["refused"]),
+        # CPU the collector process spent per span (decode + DuckDB writes), independent of other load
+        "collect_cpu_us_per_span": round(cpu / total * 1e6, 2),
+        "collect_store_mb": round(db.stat().st_size / 2**20, 1),
+    }
+
+
+def bench_phoenix(bodies: list[bytes], senders: int, tmp: Path, python: str) -> dict[str, object]:
+    if not Path(python).exists():
+        return {"phoenix_note": f"Phoenix not run: no Python with arize-phoenix at {python} "
+                                "(python -m venv /tmp/phoenix-venv && /tmp/phoenix-venv/bin/pip install arize-phoenix)"}
+    work = tmp / "phoenix"
+    work.mkdir()
+    port, grpc = free_port(), free_port()
+    env = {**os.environ, "PHOENIX_WORKING_DIR": str(work), "PHOENIX_PORT": str(port), "PHOENIX_GRPC_PORT": str(grpc),
+           "PHOENIX_HOST": "127.0.0.1", "PHOENIX_TELEMETRY_ENABLED": "false"}
+    log = tmp / "phoenix.log"
+    proc = subprocess.Popen([python, "-m", "phoenix.server.main", "serve"], env=env, stdout=log.open("wb"),
+                            stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None:
+                return {"phoenix_note": f"phoenix serve exited with {proc.returncode}: {log.read_text()[-400:]}"}
+            time.sleep(0.5)
+        else:
+            return {"phoenix_note": "phoenix serve did not answer /healthz within 180 s"}
+        dbfile = work / "phoenix.db"
+
+        def progress() -> int:
+            try:
+                con = sqlite3.connect(f"file:{dbfile}?mode=ro", uri=True, timeout=10)
+                try:
+                    return int(con.execute("SELECT count(*) FROM spans").fetchone()[0])
+                finally:
+                    con.close()
+            except sqlite3.Error:
+                return 0
+
+        total = len(bodies) * BATCH
+        res = send_all(port, bodies, senders, progress, total, timeout_s=900)
+        stored = progress()
+        return {
+            "phoenix_spans_per_s": round(stored / res["seconds"]) if res["seconds"] > 0 else 0,
+            "phoenix_spans_sent": total,
+            "phoenix_spans_stored": stored,
+            "phoenix_spans_lost": total - stored,
+            "phoenix_seconds": round(res["seconds"], 2),
+        }
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def bench_diagnose_parquet(passes: int, tmp: Path) -> dict[str, object]:
+    try:
+        from synthetic_store import make_store
+
+        from llmtrace.analyzers.registry import ANALYZERS, run_analyzers
+    except ImportError as exc:
+        return {"diagnose_parquet_note": f"not measured: {exc}"}
+    from llmtrace.tracer.export_cli import export_parquet
+    from llmtrace.tracer.store import parquet_connection
+
+    db = tmp / "synthetic.duckdb"
+    t = time.perf_counter()
+    make_store(db, passes=passes, seed=0)
+    make_s = time.perf_counter() - t
+    out = tmp / "parquet"
+    t = time.perf_counter()
+    exported = export_parquet(db, out)
+    export_s = time.perf_counter() - t
+    db.unlink()
+    size = sum(p.stat().st_size for p in out.rglob("*.parquet"))
+    t = time.perf_counter()
+    conn = parquet_connection(str(out / "**" / "*.parquet"))
+    findings = run_analyzers(conn)
+    diag_s = time.perf_counter() - t
+    key = "diagnose_parquet_s_1m" if passes == 1_000_000 else f"diagnose_parquet_s_{passes}"
+    return {
+        key: round(diag_s, 2),
+        "diagnose_parquet_passes": passes,
+        "diagnose_parquet_spans": exported["spans"],
+        "diagnose_parquet_findings": len(findings),
+        "diagnose_parquet_analyzers": len(ANALYZERS),
+        "diagnose_parquet_gb": round(size / 2**30, 2),
+        "parquet_export_s": round(export_s, 1),
+        "synthetic_store_s": round(make_s, 1),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--spans", type=int, default=614_400, help="spans sent to llmtrace collect (multiple of 512)")
+    ap.add_argument("--senders", type=int, default=4)
+    ap.add_argument("--phoenix-spans", type=int, default=40_960, help="spans sent to Phoenix (0 to skip)")
+    ap.add_argument("--phoenix-python", default=os.environ.get("PHOENIX_PYTHON", "/tmp/phoenix-venv/bin/python"))
+    ap.add_argument("--parquet-passes", type=int, default=1_000_000, help="passes for diagnose over Parquet (0 skips)")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="llmtrace-bench-collector-"))
+    results: dict[str, object] = {"collect_batch_spans": BATCH, "collect_senders": args.senders,
+                                  "load_average_1m_at_start": round(os.getloadavg()[0], 2)}
+    try:
+        template = template_request()
+        n = max(1, args.spans // BATCH)
+        bodies = make_bodies(template, n, 0)
+        results["collect_request_kb"] = round(len(bodies[0]) / 1024, 1)
+        results.update(bench_collector(bodies, args.senders, tmp))
+        print(json.dumps(results), flush=True)
+        if args.phoenix_spans:
+            results.update(bench_phoenix(bodies[: max(1, args.phoenix_spans // BATCH)], args.senders, tmp,
+                                         args.phoenix_python))
+            if "phoenix_spans_per_s" in results and results["phoenix_spans_per_s"]:
+                results["collect_vs_phoenix_x"] = round(
+                    int(results["collect_spans_per_s"]) / int(results["phoenix_spans_per_s"]), 1)
+            print(json.dumps(results), flush=True)
+        if args.parquet_passes:
+            results.update(bench_diagnose_parquet(args.parquet_passes, tmp))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    save("collector", results)
+
+
+if __name__ == "__main__":
+    main()
