@@ -7,6 +7,7 @@ llmtrace is the one imported.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -21,8 +22,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.slow
 def test_wheel_installs_and_every_subpackage_imports(tmp_path: Path) -> None:
+    # Build from a copy of the source tree, so a stale build/ folder can never leak into the wheel.
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+        ".venv", ".git", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".ruff_cache",
+        ".hypothesis", "*.duckdb", "*.duckdb.wal", "results", "tests"))
     dist = tmp_path / "dist"
-    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(ROOT)],
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(src)],
                    check=True, capture_output=True, cwd=tmp_path)
     (wheel,) = dist.glob("llmtrace-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
