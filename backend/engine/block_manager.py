@@ -86,6 +86,7 @@ class BlockManager:
         hit = len(seq.block_table) * self.block_size
         if seq.stats.prefix_lookup_ns == (0, 0):  # first admission: what the pass found in the cache
             seq.stats.prefix_hit_tokens = hit
+            seq.num_cached_tokens = hit
             seq.stats.prefix_key = f"{keys[len(seq.block_table) - 1]:016x}" if seq.block_table else ""
             seq.stats.prefix_first_miss = hit if hit < seq.num_prompt_tokens else -1
             seq.stats.prefix_lookup_ns = (start, time.time_ns())

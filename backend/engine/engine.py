@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,8 @@ class Engine:
         self._steps = 0
         self.last_step = StepMetadata()
         self.tokens_generated = 0
+        # optional hook: called with (request_id, float32 logits [rows, vocab]) whenever a sequence gets logits
+        self.logits_sink: Callable[[str, torch.Tensor], None] | None = None
 
     # requests ---------------------------------------------------------------------------------------------
 
@@ -265,6 +268,11 @@ class Engine:
             else:
                 plain.append((seq, row))
         self.last_step = meta
+        if self.logits_sink is not None:
+            for seq, row in plain:
+                self.logits_sink(seq.request_id, logits[row : row + 1])
+            for seq, row, count in spec:
+                self.logits_sink(seq.request_id, logits[row : row + count])
         chosen: dict[int, list[int]] = {}
         if plain:
             picked_rows = torch.tensor([row for _, row in plain], dtype=torch.long)

@@ -154,8 +154,11 @@ class LlamaModel:
     # the dense reference ----------------------------------------------------------------------------------
 
     @torch.no_grad()
-    def forward_dense(self, input_ids: list[int] | torch.Tensor, num_layers: int | None = None) -> torch.Tensor:
-        """Plain causal forward over one whole sequence, no cache, dense weights: float32 ``[T, vocab]``."""
+    def forward_dense(
+        self, input_ids: list[int] | torch.Tensor, num_layers: int | None = None, last_only: bool = False
+    ) -> torch.Tensor:
+        """Plain causal forward over one whole sequence, no cache, dense weights: float32 ``[T, vocab]``
+        (``[1, vocab]`` with ``last_only``)."""
         cfg = self.config
         ids = torch.as_tensor(input_ids, dtype=torch.long, device=self.device)
         n = ids.shape[0]
@@ -179,4 +182,6 @@ class LlamaModel:
             gu = F.linear(x, layer.gate_up.weight)
             inter = gu.shape[-1] // 2
             hidden = hidden + F.linear(F.silu(gu[:, :inter]) * gu[:, inter:], layer.down.weight)
+        if last_only:
+            hidden = hidden[-1:]
         return F.linear(self._rms_norm(hidden, self.weights.final_norm), self.weights.lm_head).float()
