@@ -118,7 +118,7 @@ def build_service(args: argparse.Namespace) -> Any:
             template = Path(args.chat_template).read_text(encoding="utf-8")
         except OSError as exc:
             raise SystemExit(f"llmtrace serve: cannot read --chat-template: {exc}") from None
-    replicas = [Replica.load(f"replica-{i}", model, engine_config) for i in range(cfg.replicas)]
+    replicas = Replica.load_all(cfg.replicas, model, engine_config)
     router = ModelRouter([served], cfg.aliases)
     intake = Intake(replicas[0].tokenizer, NormalizationPolicy(cfg.normalize, cfg.strip_invisible),  # type: ignore[arg-type]
                     block_size=replicas[0].block_size, template_override=template)

@@ -21,12 +21,19 @@ class Replica:
         self.served_total = 0
 
     @classmethod
-    def load(cls, replica_id: str, model: str | None, config: Any) -> Replica:
+    def load_all(cls, count: int, model: str | None, config: Any) -> list[Replica]:
+        """``count`` replicas, each with its own engine, KV cache, block pool, prefix cache and scheduler
+        thread. The weights are loaded once and shared read-only: a second copy would only cost load time
+        and memory, since the forward pass never writes to them."""
         from llmtrace.backend.engine.async_engine import AsyncEngine
-        from llmtrace.backend.engine.engine import Engine
+        from llmtrace.backend.engine.engine import Engine, load_model
 
-        engine = Engine(model, config)
-        return cls(replica_id, engine, AsyncEngine(engine))
+        weights, tokenizer = load_model(model, config.dtype)
+        out = []
+        for i in range(count):
+            engine = Engine.from_model(weights, tokenizer, config)
+            out.append(cls(f"replica-{i}", engine, AsyncEngine(engine)))
+        return out
 
     @property
     def tokenizer(self) -> Any:

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import start_server, stop_server
 from server_testkit import query, stats, wait_idle, wait_rows
+
+from conftest import start_server, stop_server
 
 CHAT = "/v1/chat/completions"
 
