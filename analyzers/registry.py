@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Protocol
 
 import duckdb
+
 from llmtrace.analyzers.finding import Finding
 
 
 class Analyzer(Protocol):
     symptom: str
 
-    def analyze(self, conn: duckdb.DuckDBPyConnection) -> list[Finding]: ...
+    def analyze(self, conn: duckdb.DuckDBPyConnection, since_ns: int | None = None) -> list[Finding]: ...
 
 
 def _build() -> dict[str, Analyzer]:
@@ -37,10 +38,18 @@ def run_analyzers(conn: duckdb.DuckDBPyConnection, symptoms: list[str] | None = 
     chosen = list(ANALYZERS) if symptoms is None else symptoms
     for s in chosen:
         get_symptom(s)  # a clear KeyError for a name that is not in the table
+    from llmtrace.analyzers.query import Query
+
     findings: list[Finding] = []
-    for s in chosen:
-        analyzer = ANALYZERS.get(s)
-        if analyzer is not None:
-            findings.extend(analyzer.analyze(conn))
+    q = Query(conn, since_ns)
+    if len(chosen) > 1:
+        q.materialize()
+    try:
+        for s in chosen:
+            analyzer = ANALYZERS.get(s)
+            if analyzer is not None:
+                findings.extend(analyzer.analyze(conn, since_ns, query=q))  # type: ignore[call-arg]
+    finally:
+        q.release()
     findings.sort(key=Finding.sort_key)
     return findings

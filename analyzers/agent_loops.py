@@ -1,0 +1,86 @@
+"""Agent loops, bill runs up: Loops & tools. Budgets that never stop anything (no caps, or caps hit),
+loops the budget detected, and traces where the same tool is called over and over."""
+
+from __future__ import annotations
+
+from llmtrace.analyzers.base import SymptomAnalyzer
+from llmtrace.analyzers.finding import Evidence, Finding
+from llmtrace.analyzers.query import Query, attr, sample_ids
+
+REPEATS = 4  # identical tool calls in one trace before it looks like a loop
+MANY_PASSES = 12  # passes in one trace with no budget recorded
+
+
+class AgentLoops(SymptomAnalyzer):
+    symptom = "agent_loops"
+
+    def find(self, q: Query) -> list[Finding]:
+        out: list[Finding] = []
+        budget = q.stage_sql("loop.budget", {
+            "steps": ("llmtrace.budget.steps", "int"), "max_steps": ("llmtrace.budget.max_steps", "int"),
+            "spend": ("llmtrace.budget.spend_usd", "float"), "loop": ("llmtrace.budget.loop_detected", "bool"),
+            "stopped_by": ("llmtrace.budget.stopped_by", "str")})
+        looped = "(coalesce(loop, false) OR coalesce(stopped_by, 'none') <> 'none')"
+        uncapped = f"(coalesce(max_steps, 0) = 0 AND coalesce(steps, 0) >= {MANY_PASSES})"
+        a = q.one(f"""
+            SELECT count(*) AS n, count(*) FILTER (WHERE {looped}) AS looped,
+                   histogram(coalesce(stopped_by, 'loop')) FILTER (WHERE {looped}) AS caps,
+                   median(coalesce(steps, 0)) FILTER (WHERE {looped}) AS steps,
+                   median(coalesce(spend, 0)) FILTER (WHERE {looped}) AS spend,
+                   (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE {looped}))[1:5] AS looped_ids,
+                   count(*) FILTER (WHERE {uncapped}) AS uncapped, max(steps) FILTER (WHERE {uncapped}) AS most,
+                   (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE {uncapped}))[1:5] AS uncapped_ids
+            FROM {budget}""")
+        n_budgets = int(a.get("n") or 0)  # type: ignore[call-overload]
+        if a.get("looped"):
+            ids = tuple(a["looped_ids"])  # type: ignore[arg-type]
+            out.append(self.finding(
+                "loop.budget", "warning", f"{a['looped']} agent runs were stopped by a budget or looped",
+                "The loop reached a cap or repeated the same call; each extra step re-sent the growing context.",
+                [Evidence("runs stopped or looping", a["looped"], f"of {n_budgets}", ids),
+                 Evidence("stopped by", dict(a["caps"] or {}), "", ids),  # type: ignore[call-overload]
+                 Evidence("median steps", a["steps"], "steps", ids),
+                 Evidence("median spend", a["spend"], "USD", ids)],
+                ids, "Open loop.tool_dispatch on these traces: which call repeats, and why its result did not "
+                "satisfy the model.", 0.7,
+            ))
+        if a.get("uncapped"):
+            ids = tuple(a["uncapped_ids"])  # type: ignore[arg-type]
+            out.append(self.finding(
+                "loop.budget", "critical", f"{a['uncapped']} agent runs took {MANY_PASSES}+ steps with no step cap",
+                "Nothing bounds these loops: a confused model can run until the wall clock or the bill stops it.",
+                [Evidence("uncapped long runs", a["uncapped"], "", ids),
+                 Evidence("most steps", a["most"], "steps", ids)],
+                ids, "Set max_steps, token and spend caps on the agent loop.", 0.8,
+            ))
+        reps = q.rows(f"""
+            SELECT trace_id, {attr('gen_ai.tool.name')} AS tool, count(*) AS calls
+            FROM {q.spans} WHERE operation = 'execute_tool'
+            GROUP BY trace_id, {attr('gen_ai.tool.name')} HAVING count(*) >= {REPEATS}
+            ORDER BY calls DESC""")
+        if reps:
+            ids = sample_ids([r["trace_id"] for r in reps])
+            top = reps[0]
+            out.append(self.finding(
+                "loop.tool_dispatch", "warning",
+                f"The same tool ran {top['calls']} times in one trace ({top['tool']})",
+                f"{len(reps)} traces called one tool {REPEATS} or more times: the agent keeps asking for what it "
+                "already has.",
+                [Evidence("traces with a repeated tool", len(reps), "", ids),
+                 Evidence("most calls of one tool", top["calls"], "", (str(top["trace_id"]),))],
+                ids, "Check the tool's result (loop.tool_dispatch result_tokens, error): an error or empty result "
+                "often makes the model retry.", 0.6,
+            ))
+        if not n_budgets:
+            many = q.rows(f"""SELECT trace_id, count(*) AS passes FROM {q.requests} WHERE side IS DISTINCT FROM 'server'
+                              GROUP BY trace_id HAVING count(*) >= {MANY_PASSES} ORDER BY passes DESC""")
+            if many:
+                ids = sample_ids([r["trace_id"] for r in many])
+                out.append(self.finding(
+                    "loop.budget", "warning", f"{len(many)} traces made {MANY_PASSES}+ passes and record no budget",
+                    "Long agent runs with no loop.budget span: nothing shows a cap exists.",
+                    [Evidence("traces with many passes", len(many), "", ids),
+                     Evidence("most passes", many[0]["passes"], "", ids)],
+                    ids, "Wrap the agent loop in a budget (llmtrace's loop helpers record loop.budget).", 0.5,
+                ))
+        return out

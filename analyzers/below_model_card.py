@@ -1,0 +1,36 @@
+"""Open model scores below its card: Intake. The chat template used differs from the model's own, so
+the model sees turn markers it was not tuned on."""
+
+from __future__ import annotations
+
+from llmtrace.analyzers.base import SymptomAnalyzer
+from llmtrace.analyzers.finding import Evidence, Finding
+from llmtrace.analyzers.query import Query
+
+
+class BelowModelCard(SymptomAnalyzer):
+    symptom = "below_model_card"
+
+    def find(self, q: Query) -> list[Finding]:
+        rel = q.stage_sql("intake.chat_template", {"matches": ("llmtrace.template.matches_model", "bool"),
+                                                   "hash": ("llmtrace.template.hash", "str")})
+        a = q.one(f"""SELECT count(*) AS n, count(*) FILTER (WHERE matches = false) AS bad,
+                             mode(hash) FILTER (WHERE matches = false) AS used,
+                             any_value(hash) FILTER (WHERE matches) AS own,
+                             (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE matches = false))[1:5] AS ids
+                      FROM {rel}""")
+        n, bad = int(a.get("n") or 0), int(a.get("bad") or 0)  # type: ignore[call-overload]
+        if not bad:
+            return []
+        share = bad / n
+        ids = tuple(a["ids"])  # type: ignore[arg-type]
+        return [self.finding(
+            "intake.chat_template", "critical" if share >= 0.5 else "warning",
+            f"{share:.0%} of passes used a chat template that is not the model's own",
+            f"{bad} of {n} prompts were rendered with a different template than the one in the model's metadata; "
+            "quality drops without any error.",
+            [Evidence("passes on a foreign template", bad, f"of {n}", ids),
+             Evidence("template hash used", a["used"], "", ids, baseline=a["own"])],
+            ids, "Render with the model's own template (drop a custom template override), then re-run the eval.",
+            0.5 + 0.5 * share,
+        )]

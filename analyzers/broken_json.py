@@ -1,0 +1,152 @@
+"""Broken or half-written JSON: Safety & shaping → Generation.
+
+Outputs that failed to parse (``safety.stop_reason`` parse_ok=false) are traced back to why generation
+stopped: the max_tokens cap (``gen.stop``), a content filter, penalties on structured output, or a
+constraint that dead-ended. Passes that stopped on length while nobody read the stop reason are flagged
+even without a parse check.
+"""
+
+from __future__ import annotations
+
+from llmtrace.analyzers.base import SymptomAnalyzer, severity_for
+from llmtrace.analyzers.finding import Evidence, Finding
+from llmtrace.analyzers.query import Query, attr, percentile, sample_ids
+
+
+class BrokenJson(SymptomAnalyzer):
+    symptom = "broken_json"
+
+    def find(self, q: Query) -> list[Finding]:
+        checks = q.rows(f"""
+            WITH sr AS (
+                SELECT trace_id, span_id, start_ns,
+                       {attr('llmtrace.stop_reason.read', 'bool')} AS read,
+                       {attr('llmtrace.stop_reason.truncated', 'bool')} AS truncated,
+                       {attr('llmtrace.stop_reason.parse_ok', 'bool')} AS parse_ok
+                FROM {q.spans} WHERE stage = 'safety.stop_reason'
+                  AND {attr('llmtrace.stop_reason.parse_ok', 'bool')} = false),
+            p AS (SELECT trace_id, finish_reason, output_tokens, max_tokens, start_ns FROM {q.requests}
+                  WHERE finish_reason IS NOT NULL)
+            SELECT sr.trace_id, any_value(sr.read) AS read, any_value(sr.truncated) AS truncated,
+                   any_value(sr.parse_ok) AS parse_ok,
+                   arg_max(p.finish_reason, p.start_ns) AS finish_reason,
+                   arg_max(p.output_tokens, p.start_ns) AS output_tokens,
+                   arg_max(p.max_tokens, p.start_ns) AS max_tokens
+            FROM sr LEFT JOIN p ON p.trace_id = sr.trace_id AND p.start_ns <= sr.start_ns
+            GROUP BY sr.trace_id, sr.span_id""")
+        failed = [c for c in checks if c["parse_ok"] is False]
+        out: list[Finding] = []
+        if failed:
+            out += self._explain_failures(q, failed, q.count("safety.stop_reason"))
+        out += self._unread_length(q)
+        return out
+
+    def _explain_failures(self, q: Query, failed: list[dict[str, object]], checked: int) -> list[Finding]:
+        out: list[Finding] = []
+        n = len(failed)
+        ids = sample_ids([c["trace_id"] for c in failed])
+        by_reason: dict[str, list[dict[str, object]]] = {}
+        for c in failed:
+            reason = c["finish_reason"] or ("length" if c["truncated"] else "unknown")
+            by_reason.setdefault(str(reason), []).append(c)
+        length = by_reason.get("length", [])
+        if length:
+            share = len(length) / n
+            lids = sample_ids([c["trace_id"] for c in length])
+            outs = [float(c["output_tokens"]) for c in length if c["output_tokens"] is not None]  # type: ignore[arg-type]
+            caps = [float(c["max_tokens"]) for c in length if c["max_tokens"] is not None]  # type: ignore[arg-type]
+            p95 = percentile(outs, 0.95)
+            cap = percentile(caps, 0.5)
+            unread = sum(1 for c in length if c["read"] is False)
+            out.append(self.finding(
+                "gen.stop", severity_for(share, 0.2, 0.5),
+                f"{share:.0%} of parse failures stopped at max_tokens",
+                f"{len(length)} of {n} outputs that failed to parse ended with finish reason 'length': the cap "
+                f"cut them mid-structure" + (f", and {unread} of them were passed on without reading the stop "
+                                             "reason" if unread else "") + ".",
+                [Evidence("parse failures", n, f"of {checked} checked", ids),
+                 Evidence("of those, finish reason 'length'", len(length), "", lids),
+                 Evidence("p95 output tokens", p95, "tokens", lids, baseline=cap),
+                 Evidence("max_tokens", cap, "tokens", lids)],
+                lids, "Raise max_tokens above the p95 output length (or constrain the output to a JSON schema), "
+                "and check finish_reason before parsing (safety.stop_reason).", 0.5 + 0.5 * share,
+            ))
+            if unread:
+                out.append(self.finding(
+                    "safety.stop_reason", "warning", f"{unread} truncated outputs were used without reading the stop reason",
+                    "The app parsed output that generation had cut off; a check of finish_reason would have caught it.",
+                    [Evidence("truncated outputs not checked", unread, "", lids)], lids,
+                    "Treat finish_reason 'length' as a failure (retry with a higher cap) before parsing.",
+                    0.4 * share,
+                ))
+        filtered = by_reason.get("content_filter", [])
+        if filtered:
+            fids = sample_ids([c["trace_id"] for c in filtered])
+            out.append(self.finding(
+                "safety.moderation", "warning", f"{len(filtered)} parse failures were cut by a content filter",
+                "Moderation stopped the output part-way through the structure.",
+                [Evidence("parse failures with finish reason content_filter", len(filtered), f"of {n}", fids)], fids,
+                "Open safety.moderation on the listed traces.", 0.5 * len(filtered) / n,
+            ))
+        stopped = by_reason.get("stop", [])
+        if stopped:
+            out += self._stop_causes(q, stopped, n)
+        return out
+
+    def _stop_causes(self, q: Query, stopped: list[dict[str, object]], n: int) -> list[Finding]:
+        """Parse failures that stopped normally: look for penalties on structure or a dead-ended constraint."""
+        ids = [str(c["trace_id"]) for c in stopped]
+        placeholders = ", ".join("?" for _ in ids)
+        pen = q.rows(f"""SELECT trace_id FROM {q.spans} WHERE stage = 'gen.penalties'
+                         AND {attr('llmtrace.penalties.on_structured_output', 'bool')} AND trace_id IN ({placeholders})""", ids)
+        dead = q.rows(f"""SELECT trace_id FROM {q.spans} WHERE stage = 'gen.constrained'
+                          AND {attr('llmtrace.constraint.dead_end', 'bool')} AND trace_id IN ({placeholders})""", ids)
+        out: list[Finding] = []
+        if pen:
+            pids = sample_ids([r["trace_id"] for r in pen])
+            out.append(self.finding(
+                "gen.penalties", "warning", f"{len(pen)} structured outputs ran with repetition penalties",
+                "Penalties push down tokens JSON must repeat (quotes, braces, keys), so the structure breaks.",
+                [Evidence("parse failures with penalties on", len(pen), f"of {n}", pids)], pids,
+                "Turn repetition/frequency/presence penalties off for structured output.", 0.5 * len(pen) / n,
+            ))
+        if dead:
+            dids = sample_ids([r["trace_id"] for r in dead])
+            out.append(self.finding(
+                "gen.constrained", "warning", f"{len(dead)} constrained outputs dead-ended",
+                "The grammar left only filler tokens, so the output ran on without closing.",
+                [Evidence("dead-ended constraints", len(dead), f"of {n}", dids)], dids,
+                "Open gen.constrained: simplify the schema or raise max_tokens.", 0.5 * len(dead) / n,
+            ))
+        if not out:
+            sids = sample_ids(ids)
+            out.append(self.finding(
+                "safety.stop_reason", "info", f"{len(stopped)} outputs stopped normally yet did not parse",
+                "Generation ended on its own; the model wrote invalid structure.",
+                [Evidence("parse failures with finish reason 'stop'", len(stopped), f"of {n}", sids)], sids,
+                "Constrain the output with a JSON schema (response_format) instead of asking for JSON in words.",
+                0.3 * len(stopped) / n,
+            ))
+        return out
+
+    def _unread_length(self, q: Query) -> list[Finding]:
+        """Structured passes that stopped on length where the app never recorded a stop-reason check."""
+        rows = q.rows(f"""
+            WITH cut AS (SELECT trace_id, max(output_tokens) AS output_tokens, max(max_tokens) AS max_tokens
+                         FROM {q.requests} WHERE finish_reason = 'length' GROUP BY trace_id),
+                 json_traces AS (SELECT DISTINCT trace_id FROM {q.spans}
+                                 WHERE (stage = 'gen.constrained' OR operation IN ('chat', 'text_completion'))
+                                   AND {attr('gen_ai.output.type')} = 'json'),
+                 checked AS (SELECT DISTINCT trace_id FROM {q.spans} WHERE stage = 'safety.stop_reason')
+            SELECT cut.* FROM cut JOIN json_traces USING (trace_id)
+            WHERE trace_id NOT IN (SELECT trace_id FROM checked)""")
+        if not rows:
+            return []
+        ids = sample_ids([r["trace_id"] for r in rows])
+        return [self.finding(
+            "safety.stop_reason", "warning", f"{len(rows)} JSON outputs hit max_tokens and no stop-reason check ran",
+            "These passes asked for JSON and were cut by the length cap; nothing in the app looked at why.",
+            [Evidence("JSON passes cut by max_tokens", len(rows), "", ids),
+             Evidence("max_tokens", percentile([float(r["max_tokens"]) for r in rows if r["max_tokens"]], 0.5), "tokens", ids)],  # type: ignore[arg-type]
+            ids, "Check finish_reason before parsing (the safety helpers record it as safety.stop_reason).", 0.35,
+        )]

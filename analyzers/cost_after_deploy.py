@@ -1,0 +1,162 @@
+"""Cost up after a deploy: Cache → Meters.
+
+Hit rate (cached over prompt tokens) per deploy, in the order deploys first appear; the deploy where it
+fell; the prompt segment whose hash started changing every call at that deploy (client segments, or the
+system-prompt volatile field); and cost per request on both sides. Usage invariants ride along: a bill
+computed from impossible token counts is its own cost problem.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+from llmtrace.analyzers.base import SymptomAnalyzer
+from llmtrace.analyzers.finding import Evidence, Finding
+from llmtrace.analyzers.query import Query, attr, sample_ids, side_filter
+from llmtrace.analyzers.usage_invariants import usage_problems
+
+MIN_PASSES = 3  # per deploy
+DROP = 0.15  # absolute fall in hit rate that counts as a regression
+SAMPLE = 2000  # passes per deploy read for segment volatility
+
+
+def hit_rates_by_deploy(q: Query) -> tuple[str | None, list[dict[str, object]]]:
+    """(side, rows of deploy, passes, hit_rate, cost_per_request, first_ns), oldest deploy first.
+
+    The side chosen is the one whose passes carry more than one deploy (the app's deploy lives on client
+    passes; a server has its own version), falling back to whichever has prompt tokens."""
+    rows = q.rows(f"""
+        SELECT side, coalesce(deploy, '(none)') AS deploy, count(*) AS passes,
+               sum(coalesce(cached_tokens, 0)) / nullif(sum(prompt_tokens), 0) AS hit_rate,
+               avg(cost_usd) AS cost_per_request, min(start_ns) AS first_ns,
+               list(trace_id ORDER BY start_ns DESC)[1:5] AS trace_ids
+        FROM {q.requests} WHERE prompt_tokens > 0
+        GROUP BY side, coalesce(deploy, '(none)') ORDER BY first_ns""")
+    by_side: dict[str | None, list[dict[str, object]]] = defaultdict(list)
+    for r in rows:
+        by_side[r["side"]].append(r)  # type: ignore[index]
+    for side in ("client", "app", "server", None):
+        if len(by_side.get(side, [])) > 1:
+            return side, by_side[side]
+    for side in ("client", "app", "server", None):
+        if by_side.get(side):
+            return side, by_side[side]
+    return None, []
+
+
+class CostAfterDeploy(SymptomAnalyzer):
+    symptom = "cost_after_deploy"
+
+    def find(self, q: Query) -> list[Finding]:
+        out = self._deploys(q)
+        out += self._usage(q)
+        return out
+
+    def _deploys(self, q: Query) -> list[Finding]:
+        side, deploys = hit_rates_by_deploy(q)
+        deploys = [d for d in deploys if int(d["passes"]) >= MIN_PASSES and d["hit_rate"] is not None]  # type: ignore[call-overload]
+        worst: tuple[float, dict[str, object], dict[str, object]] | None = None
+        for before, after in zip(deploys, deploys[1:], strict=False):
+            drop = float(before["hit_rate"]) - float(after["hit_rate"])  # type: ignore[arg-type]
+            if drop >= DROP and (worst is None or drop > worst[0]):
+                worst = (drop, before, after)
+        if worst is None:
+            return []
+        drop, before, after = worst
+        ids = tuple(after["trace_ids"])  # type: ignore[arg-type]
+        ev = [Evidence(f"hit rate at {d['deploy']}", round(float(d["hit_rate"]), 3), "", tuple(d["trace_ids"]))  # type: ignore[arg-type]
+              for d in deploys]
+        ev.append(Evidence("deploy where it fell", after["deploy"], "", ids, baseline=before["deploy"]))
+        if after["cost_per_request"] is not None and before["cost_per_request"] is not None:
+            ev.append(Evidence("cost per request", round(float(after["cost_per_request"]), 6), "USD", ids,  # type: ignore[arg-type]
+                               baseline=round(float(before["cost_per_request"]), 6)))  # type: ignore[arg-type]
+        moved = self._segment_that_moved(q, side, str(before["deploy"]), str(after["deploy"]))
+        because = ""
+        if moved is not None:
+            seg, ratio_before, ratio_after, seg_ids = moved
+            ev.append(Evidence(f"distinct '{seg}' segment hashes per pass", round(ratio_after, 2), "", seg_ids,
+                               baseline=round(ratio_before, 2)))
+            because = f": the {seg} segment started changing every call"
+        volatile = self._volatile_moved(q, str(after["deploy"]))
+        if volatile is not None:
+            ev.append(Evidence("volatile field in the system prompt", volatile[0], "", volatile[1]))
+            because = because or f": the system prompt gained a volatile field ({volatile[0]})"
+        return [self.finding(
+            "cache.prefix_match", "critical" if drop >= 0.3 else "warning",
+            f"Cache hit rate fell from {float(before['hit_rate']):.0%} to {float(after['hit_rate']):.0%} "  # type: ignore[arg-type]
+            f"at deploy {after['deploy']}{because}",
+            f"Passes after deploy {after['deploy']} reuse far less of their prompts from the prefix cache than "
+            f"under {before['deploy']}, so every call pays for more uncached prompt tokens.",
+            ev, ids,
+            "Diff the prompt assembly between the two deploys at the segment named here; run `llmtrace check "
+            f"--baseline-deploy {before['deploy']}` in CI to catch it next time.",
+            min(1.0, 0.5 + drop),
+        )]
+
+    def _segment_that_moved(self, q: Query, side: str | None, before: str, after: str
+                            ) -> tuple[str, float, float, tuple[str, ...]] | None:
+        rows = q.rows(f"""
+            WITH pick AS (
+                SELECT span_id, coalesce(deploy, '(none)') AS deploy FROM {q.requests}
+                WHERE {side_filter(side)} AND coalesce(deploy, '(none)') IN (?, ?)
+                QUALIFY row_number() OVER (PARTITION BY coalesce(deploy, '(none)') ORDER BY start_ns DESC) <= {SAMPLE})
+            SELECT pick.deploy, s.trace_id, {attr('llmtrace.prompt.segments', 'str', 's.attributes')} AS segs
+            FROM {q.spans} s JOIN pick USING (span_id)
+            WHERE s.operation IN ('chat', 'text_completion', 'generate_content')""", [before, after])
+        rows = [r for r in rows if r["segs"] is not None]
+        hashes: dict[tuple[str, str], set[str]] = defaultdict(set)
+        counts: dict[tuple[str, str], int] = defaultdict(int)
+        ids: dict[str, list[str]] = defaultdict(list)
+        for r in rows:
+            try:
+                segs = json.loads(str(r["segs"]))
+            except ValueError:
+                continue
+            seen: dict[str, int] = defaultdict(int)
+            for s in segs if isinstance(segs, list) else []:
+                if not isinstance(s, dict) or s.get("kind") == "user":
+                    continue  # user turns change by nature
+                kind = str(s.get("kind"))
+                seen[kind] += 1
+                label = kind if seen[kind] == 1 else f"{kind}#{seen[kind]}"
+                hashes[(str(r["deploy"]), label)].add(str(s.get("hash")))
+                counts[(str(r["deploy"]), label)] += 1
+                if r["deploy"] == after:
+                    ids[label].append(str(r["trace_id"]))
+        best: tuple[str, float, float, tuple[str, ...]] | None = None
+        for (dep, label), n in counts.items():
+            if dep != after or n < MIN_PASSES:
+                continue
+            ratio_after = len(hashes[(after, label)]) / n
+            n_before = counts.get((before, label), 0)
+            ratio_before = len(hashes[(before, label)]) / n_before if n_before else 1.0
+            if ratio_after >= 0.5 and ratio_before <= 0.34 and (best is None or ratio_after - ratio_before > best[2] - best[1]):
+                best = (label, ratio_before, ratio_after, sample_ids(ids[label]))
+        return best
+
+    def _volatile_moved(self, q: Query, after: str) -> tuple[str, tuple[str, ...]] | None:
+        rows = q.rows(f"""
+            SELECT trace_id, {attr('llmtrace.system.volatile_offset', 'int')} AS off,
+                   {attr('llmtrace.system.volatile_kind')} AS kind
+            FROM {q.spans} WHERE stage = 'intake.system_prompt' AND coalesce(deploy, '(none)') = ?
+              AND {attr('llmtrace.system.volatile_offset', 'int')} >= 0
+            LIMIT 50""", [after])
+        if not rows:
+            return None
+        r = rows[0]
+        return f"{r['kind']} at char {r['off']}", sample_ids([x["trace_id"] for x in rows])
+
+    def _usage(self, q: Query) -> list[Finding]:
+        out = []
+        for p in usage_problems(q):
+            out.append(self.finding(
+                "meters.cache_accounting", "warning" if p.kind != "local_mismatch" else "info",
+                f"Token accounting is inconsistent: {p.detail}",
+                f"{p.count} passes report usage that cannot be true or disagrees with the local count; costs "
+                "computed from it are wrong.",
+                [Evidence(p.detail, p.count, "passes", p.trace_ids)], p.trace_ids,
+                "Check how the provider's usage is normalised (OpenAI counts cached tokens inside input tokens, "
+                "Anthropic on top) in meters.cache_accounting.", 0.3,
+            ))
+        return out

@@ -1,0 +1,73 @@
+"""Fine in dev, bad under traffic: Arrival. Requests shed or queued by admission control, goodput (the
+share of requests inside the TTFT objective) falling as concurrency rises, and preemptions when the KV
+pool runs dry."""
+
+from __future__ import annotations
+
+from llmtrace.analyzers.base import SymptomAnalyzer, severity_for
+from llmtrace.analyzers.finding import Evidence, Finding
+from llmtrace.analyzers.query import Query
+
+SLO_FACTOR = 2.0  # the TTFT objective, absent one given: twice the TTFT of requests that did not queue
+
+
+class DegradesUnderTraffic(SymptomAnalyzer):
+    symptom = "degrades_under_traffic"
+
+    def find(self, q: Query) -> list[Finding]:
+        out: list[Finding] = []
+        adm = q.stage_sql("arrival.admission", {
+            "decision": ("llmtrace.admission.decision", "str"), "wait": ("llmtrace.admission.queue_wait_ms", "float"),
+            "depth": ("llmtrace.admission.queue_depth", "int"), "max_running": ("llmtrace.admission.max_running", "int")})
+        queued = "(a.decision = 'queued' OR coalesce(a.wait, 0) > 0)"
+        s = q.one(f"""
+            WITH j AS (SELECT a.*, r.ttft_ms FROM {adm} a LEFT JOIN {q.requests} r ON r.span_id = a.parent_span_id),
+                 calm AS (SELECT {SLO_FACTOR} * median(ttft_ms) AS slo FROM j WHERE coalesce(wait, 0) = 0)
+            SELECT count(*) AS n, count(*) FILTER (WHERE j.decision = 'shed') AS shed,
+                   count(*) FILTER (WHERE {queued.replace('a.', 'j.')}) AS queued,
+                   median(j.wait) FILTER (WHERE {queued.replace('a.', 'j.')}) AS wait,
+                   max(j.depth) AS depth, max(j.max_running) AS max_running, any_value(calm.slo) AS slo,
+                   count(*) FILTER (WHERE j.ttft_ms IS NOT NULL) AS timed,
+                   count(*) FILTER (WHERE j.ttft_ms <= calm.slo) AS good,
+                   (list(j.trace_id ORDER BY j.start_ns DESC) FILTER (WHERE j.decision = 'shed'))[1:5] AS shed_ids,
+                   (list(j.trace_id ORDER BY j.wait DESC) FILTER (WHERE {queued.replace('a.', 'j.')}))[1:5] AS queued_ids
+            FROM j CROSS JOIN calm""")
+        n = int(s.get("n") or 0)  # type: ignore[call-overload]
+        if n >= 3:
+            shed, n_queued = int(s["shed"] or 0), int(s["queued"] or 0)  # type: ignore[call-overload]
+            timed, slo = int(s["timed"] or 0), s["slo"]  # type: ignore[call-overload]
+            goodput = int(s["good"] or 0) / timed if timed and slo else None  # type: ignore[call-overload]
+            bad_share = (shed + n_queued) / n
+            if (shed or (n_queued and goodput is not None and goodput < 0.8)) and bad_share >= 0.1:
+                shed_ids, queued_ids = tuple(s["shed_ids"] or ()), tuple(s["queued_ids"] or ())  # type: ignore[arg-type]
+                ids = (shed_ids + queued_ids)[:5]
+                ev = [Evidence("requests shed", shed, f"of {n}", shed_ids),
+                      Evidence("requests queued", n_queued, f"of {n}", queued_ids),
+                      Evidence("median queue wait", s["wait"], "ms", queued_ids),
+                      Evidence("max queue depth", s["depth"], "requests", ids),
+                      Evidence("running limit", s["max_running"], "requests", ids)]
+                if goodput is not None:
+                    ev.append(Evidence("goodput (TTFT within objective)", round(goodput, 3), "", baseline=1.0))
+                    ev.append(Evidence("TTFT objective used", round(float(slo), 1), "ms"))  # type: ignore[arg-type]
+                out.append(self.finding(
+                    "arrival.admission", severity_for(bad_share, 0.2, 0.5),
+                    f"Under load {bad_share:.0%} of requests were queued or shed",
+                    "Admission control held requests back once the running limit was reached; their wait is all "
+                    "time to first token, and shed requests failed outright.",
+                    ev, ids, "Compare queue_depth and running with max_running; add replicas or raise the running "
+                    "limit if the KV pool has room (cache.block_allocation utilization).", 0.5 + 0.5 * bad_share,
+                ))
+        pre = q.one(f"""SELECT count(*) AS n, median(coalesce(util, 0)) AS util, (list(trace_id))[1:5] AS ids
+                        FROM {q.stage_sql('cache.block_allocation', {'pre': ('llmtrace.blocks.preemptions', 'int'),
+                                                                    'util': ('llmtrace.blocks.utilization', 'float')})}
+                        WHERE pre > 0""")
+        if pre.get("n"):
+            ids = tuple(pre["ids"])  # type: ignore[arg-type]
+            out.append(self.finding(
+                "cache.block_allocation", "warning", f"{pre['n']} passes were preempted when the KV pool ran dry",
+                "A preempted sequence gives up its blocks and recomputes them later, stretching its latency.",
+                [Evidence("preempted passes", pre["n"], "", ids),
+                 Evidence("median pool utilization", pre["util"], "", ids)],
+                ids, "Lower max_running or grow the KV pool.", 0.4,
+            ))
+        return out

@@ -1,0 +1,53 @@
+"""Silent: detokenizer window. A hold-back window too small for UTF-8 (under 3 bytes) or shorter than the
+stop strings lets half-characters and the first characters of a stop string reach the caller, where a
+later correction or trim may hide them in the final text but not in the stream."""
+
+from __future__ import annotations
+
+from llmtrace.analyzers.base import SymptomAnalyzer
+from llmtrace.analyzers.finding import Evidence, Finding
+from llmtrace.analyzers.query import Query
+
+
+class DetokenizerWindow(SymptomAnalyzer):
+    symptom = "detokenizer_window"
+
+    def find(self, q: Query) -> list[Finding]:
+        detok = q.stage_sql("gen.detokenization", {
+            "held": ("llmtrace.detok.held_back_max", "int"), "repl": ("llmtrace.detok.replacement_chars", "int"),
+            "stop_hold": ("llmtrace.detok.stop_holdback_chars", "int")})
+        stop = q.stage_sql("gen.stop", {"matched": ("llmtrace.stop.matched", "str")})
+        chopped = "length(s.matched) > 1 AND d.stop_hold < length(s.matched) - 1"
+        narrow = "d.held < 3 AND coalesce(d.repl, 0) > 0"
+        a = q.one(f"""
+            SELECT count(*) AS n, count(*) FILTER (WHERE {chopped}) AS chopped,
+                   any_value(d.stop_hold) FILTER (WHERE {chopped}) AS stop_hold,
+                   any_value(s.matched) FILTER (WHERE {chopped}) AS matched,
+                   (list(d.trace_id ORDER BY d.start_ns DESC) FILTER (WHERE {chopped}))[1:5] AS chopped_ids,
+                   count(*) FILTER (WHERE {narrow}) AS narrow, max(d.held) FILTER (WHERE {narrow}) AS held,
+                   (list(d.trace_id ORDER BY d.start_ns DESC) FILTER (WHERE {narrow}))[1:5] AS narrow_ids
+            FROM {detok} d LEFT JOIN {stop} s ON s.parent_span_id = d.parent_span_id""")
+        out: list[Finding] = []
+        n = int(a.get("n") or 0)  # type: ignore[call-overload]
+        if a.get("chopped"):
+            ids = tuple(a["chopped_ids"])  # type: ignore[arg-type]
+            out.append(self.finding(
+                "gen.detokenization", "warning", f"{a['chopped']} streams may have shown part of a stop string",
+                "The stop-string hold-back is shorter than the stop string that matched, so its first characters "
+                "were streamed before the match was known.",
+                [Evidence("streams with a short stop hold-back", a["chopped"], f"of {n}", ids),
+                 Evidence("stop hold-back", a["stop_hold"], "chars", ids, baseline=len(str(a["matched"])) - 1),
+                 Evidence("stop string", a["matched"], "", ids)],
+                ids, "Hold back at least len(longest stop string) - 1 characters while streaming.", 0.5,
+            ))
+        if a.get("narrow"):
+            ids = tuple(a["narrow_ids"])  # type: ignore[arg-type]
+            out.append(self.finding(
+                "gen.detokenization", "warning", f"{a['narrow']} streams decoded with a hold-back under 3 bytes",
+                "UTF-8 characters take up to 4 bytes; a window this small emits replacement characters that a "
+                "later token corrects — the stream shows them, the final text does not.",
+                [Evidence("streams with a narrow window", a["narrow"], f"of {n}", ids),
+                 Evidence("most bytes held back", a["held"], "bytes", ids, baseline=3)],
+                ids, "Hold back incomplete UTF-8 sequences (up to 3 bytes) before emitting.", 0.45,
+            ))
+        return out

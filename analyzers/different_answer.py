@@ -1,0 +1,116 @@
+"""Same prompt, different answer: Generation (and the routing that picks the weights).
+
+Passes are grouped by prompt hash; a group with more than one output hash is a symptom. The cause is
+read off the group: temperature above zero (sampling by design), temperature zero in different batch
+compositions without batch-invariant kernels (batching), different models or replicas (routing).
+"""
+
+from __future__ import annotations
+
+from llmtrace.analyzers.base import SymptomAnalyzer
+from llmtrace.analyzers.finding import Evidence, Finding
+from llmtrace.analyzers.query import Query, attr, sample_ids
+
+
+class DifferentAnswer(SymptomAnalyzer):
+    symptom = "different_answer"
+
+    def find(self, q: Query) -> list[Finding]:
+        groups = q.rows(f"""
+            SELECT prompt_hash, side, count(*) AS n, count(DISTINCT output_hash) AS outputs,
+                   list(trace_id ORDER BY start_ns) AS trace_ids, list(span_id) AS span_ids,
+                   max(coalesce(temperature, 1.0)) AS max_temp, min(coalesce(temperature, 1.0)) AS min_temp,
+                   count(DISTINCT seed) AS seeds, count(*) FILTER (WHERE seed IS NULL) AS unseeded,
+                   count(DISTINCT composition_hash) AS compositions,
+                   list(DISTINCT composition_hash) FILTER (WHERE composition_hash IS NOT NULL) AS composition_list,
+                   count(DISTINCT coalesce(response_model, model)) AS models,
+                   list(DISTINCT coalesce(response_model, model)) AS model_list,
+                   count(DISTINCT replica) AS replicas, list(DISTINCT replica) FILTER (WHERE replica IS NOT NULL) AS replica_list
+            FROM {q.requests}
+            WHERE prompt_hash IN (SELECT prompt_hash FROM {q.requests} WHERE output_hash IS NOT NULL
+                                  GROUP BY prompt_hash HAVING count(DISTINCT output_hash) > 1)
+              AND output_hash IS NOT NULL
+            GROUP BY prompt_hash, side HAVING count(DISTINCT output_hash) > 1""")
+        invariant = self._invariant_spans(q, [sid for g in groups for sid in g["span_ids"]])  # type: ignore[attr-defined]
+        for g in groups:
+            g["any_invariant"] = any(sid in invariant for sid in g["span_ids"])  # type: ignore[attr-defined]
+        if not groups:
+            return []
+        # one side is enough (client and server see the same pass); prefer the server's view
+        sides = {g["side"] for g in groups}
+        side = "server" if "server" in sides else sorted(str(s) for s in sides)[0]
+        groups = [g for g in groups if str(g["side"]) == side or (side == "None" and g["side"] is None)]
+        buckets: dict[str, list[dict[str, object]]] = {"routing": [], "sampling": [], "batching": [], "other": []}
+        for g in groups:
+            if int(g["models"]) > 1:  # type: ignore[call-overload]
+                buckets["routing"].append(g)
+            elif float(g["max_temp"]) > 0 and (int(g["unseeded"]) > 0 or int(g["seeds"]) > 1):  # type: ignore[arg-type,call-overload]
+                buckets["sampling"].append(g)
+            elif int(g["compositions"]) > 1 and not g["any_invariant"]:  # type: ignore[call-overload]
+                buckets["batching"].append(g)
+            else:
+                buckets["other"].append(g)
+        total = len(groups)
+        out: list[Finding] = []
+        if buckets["sampling"]:
+            gs = buckets["sampling"]
+            ids = sample_ids([t for g in gs for t in g["trace_ids"]])  # type: ignore[attr-defined]
+            out.append(self.finding(
+                "gen.sampling", "warning",
+                f"{len(gs)} prompts were answered differently because sampling was random",
+                "Identical prompts ran at temperature above zero without a fixed seed, so different answers are "
+                "expected by design.",
+                [Evidence("prompts with more than one answer", len(gs), f"of {total} such prompts", ids),
+                 Evidence("temperature", max(float(g["max_temp"]) for g in gs), "", ids),  # type: ignore[arg-type]
+                 Evidence("passes without a seed", sum(int(g["unseeded"]) for g in gs), "", ids)],  # type: ignore[call-overload]
+                ids, "Set temperature 0 (or a fixed seed) where answers must repeat; open gen.sampling for the "
+                "effective values.", 0.5 + 0.5 * len(gs) / total,
+            ))
+        if buckets["batching"]:
+            gs = buckets["batching"]
+            ids = sample_ids([t for g in gs for t in g["trace_ids"]])  # type: ignore[attr-defined]
+            comps = sorted({c for g in gs for c in (g["composition_list"] or [])})  # type: ignore[attr-defined]
+            out.append(self.finding(
+                "forward.batching", "warning",
+                f"{len(gs)} prompts at temperature 0 gave different answers in different batches",
+                "Greedy decoding is only repeatable when the arithmetic is: the same prompt ran in batches of "
+                "different shapes without batch-invariant kernels, and the logits moved enough to flip a token.",
+                [Evidence("prompts with more than one answer", len(gs), f"of {total} such prompts", ids),
+                 Evidence("temperature", 0.0, "", ids),
+                 Evidence("batch compositions seen", comps[:6], "", ids),
+                 Evidence("batch-invariant mode", False, "", ids)],
+                ids, "Run the server in batch-invariant mode (or with a batch of one) and confirm the answers "
+                "agree; open forward.batching for each pass's composition.", 0.5 + 0.5 * len(gs) / total,
+            ))
+        if buckets["routing"]:
+            gs = buckets["routing"]
+            ids = sample_ids([t for g in gs for t in g["trace_ids"]])  # type: ignore[attr-defined]
+            models = sorted({m for g in gs for m in (g["model_list"] or []) if m})  # type: ignore[attr-defined]
+            out.append(self.finding(
+                "arrival.model_routing", "critical", f"{len(gs)} prompts were answered by different models",
+                "The same prompt reached different weights, so different answers are no surprise.",
+                [Evidence("prompts with more than one answer", len(gs), f"of {total}", ids),
+                 Evidence("models that answered", models, "", ids)],
+                ids, "Open arrival.model_routing: check aliases and fallbacks.", 0.6 + 0.4 * len(gs) / total,
+            ))
+        if buckets["other"]:
+            gs = buckets["other"]
+            ids = sample_ids([t for g in gs for t in g["trace_ids"]])  # type: ignore[attr-defined]
+            replicas = sorted({r for g in gs for r in (g["replica_list"] or [])})  # type: ignore[attr-defined]
+            out.append(self.finding(
+                "gen.sampling", "info", f"{len(gs)} prompts gave different answers with no recorded cause",
+                "Same model, greedy or seeded sampling, same batch composition (or invariant kernels).",
+                [Evidence("prompts with more than one answer", len(gs), f"of {total}", ids),
+                 Evidence("replicas", replicas, "", ids)],
+                ids, "Open gen.penalties and gen.constrained on the listed traces; compare replicas.", 0.2,
+            ))
+        return out
+
+    def _invariant_spans(self, q: Query, pass_span_ids: list[str]) -> set[str]:
+        """Pass span ids whose forward.batching ran in batch-invariant mode."""
+        if not pass_span_ids:
+            return set()
+        rows = q.rows(f"""SELECT parent_span_id FROM {q.spans} WHERE stage = 'forward.batching'
+                          AND parent_span_id IN (SELECT unnest(?::VARCHAR[]))
+                          AND {attr('llmtrace.batch.invariant_mode', 'bool')}""", [pass_span_ids])
+        return {str(r["parent_span_id"]) for r in rows}

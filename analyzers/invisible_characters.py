@@ -1,0 +1,66 @@
+"""Silent: invisible characters. Zero-width characters, non-breaking spaces and look-alike letters in
+input add tokens, split prefix-cache matches between texts that look identical, and can smuggle
+instructions in untrusted content."""
+
+from __future__ import annotations
+
+from llmtrace.analyzers.base import SymptomAnalyzer
+from llmtrace.analyzers.finding import Evidence, Finding
+from llmtrace.analyzers.query import Query
+
+
+class InvisibleCharacters(SymptomAnalyzer):
+    symptom = "invisible_characters"
+
+    def find(self, q: Query) -> list[Finding]:
+        out: list[Finding] = []
+        norm = q.stage_sql("intake.normalization", {
+            "invisible": ("llmtrace.normalization.invisible_chars", "int"), "nbsp": ("llmtrace.normalization.nbsp", "int"),
+            "confusables": ("llmtrace.normalization.confusables", "int"), "strip": ("llmtrace.normalization.strip", "bool")})
+        tok = q.stage_sql("intake.tokenization", {"cpt": ("llmtrace.tokenization.chars_per_token", "float")})
+        dirty = "coalesce(n.invisible, 0) + coalesce(n.nbsp, 0) + coalesce(n.confusables, 0) > 0"
+        a = q.one(f"""
+            SELECT count(*) AS n, count(*) FILTER (WHERE {dirty}) AS dirty,
+                   count(*) FILTER (WHERE {dirty} AND NOT coalesce(n.strip, false)) AS kept,
+                   sum(n.invisible) FILTER (WHERE {dirty}) AS invisible, sum(n.nbsp) FILTER (WHERE {dirty}) AS nbsp,
+                   median(t.cpt) FILTER (WHERE {dirty}) AS cpt_dirty, median(t.cpt) FILTER (WHERE NOT ({dirty})) AS cpt_clean,
+                   (list(n.trace_id ORDER BY n.start_ns DESC) FILTER (WHERE {dirty}))[1:5] AS ids
+            FROM {norm} n LEFT JOIN {tok} t ON t.parent_span_id = n.parent_span_id""")
+        n, n_dirty, kept = (int(a.get(k) or 0) for k in ("n", "dirty", "kept"))  # type: ignore[call-overload]
+        if n_dirty:
+            ids = tuple(a["ids"])  # type: ignore[arg-type]
+            ev = [Evidence("prompts with invisible or look-alike characters", n_dirty, f"of {n}", ids),
+                  Evidence("invisible characters", a["invisible"], "chars", ids),
+                  Evidence("non-breaking spaces", a["nbsp"], "chars", ids),
+                  Evidence("prompts where they were kept", kept, f"of {n_dirty}", ids)]
+            if a["cpt_dirty"] is not None:
+                ev.append(Evidence("characters per token", a["cpt_dirty"], "chars", ids, baseline=a["cpt_clean"]))
+            out.append(self.finding(
+                "intake.normalization", "warning" if kept else "info",
+                f"{n_dirty} prompts carried invisible characters" + (" that reached the model" if kept else ""),
+                "Zero-width characters and non-breaking spaces look like nothing but are tokens: they inflate the "
+                "prompt and make texts that look the same miss each other's cached prefix.",
+                ev, ids, "Normalise input (NFC, strip zero-width and bidi controls, map NBSP to space) before "
+                "building prompts.", 0.5 if kept else 0.25,
+            ))
+        inj = q.stage_sql("safety.injection", {"invisible": ("llmtrace.injection.invisible_chars", "int"),
+                                               "patterns": ("llmtrace.injection.instruction_patterns", "int"),
+                                               "action": ("llmtrace.injection.action", "str")})
+        b = q.one(f"""SELECT count(*) AS n, count(*) FILTER (WHERE coalesce(action, 'allow') = 'allow') AS allowed,
+                             (list(trace_id ORDER BY start_ns DESC))[1:5] AS ids,
+                             (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE coalesce(action, 'allow') = 'allow'))[1:5] AS allowed_ids
+                      FROM {inj} WHERE invisible > 0 OR patterns > 0""")
+        if b.get("n"):
+            ids = tuple(b["ids"])  # type: ignore[arg-type]
+            allowed = int(b["allowed"] or 0)  # type: ignore[call-overload]
+            out.append(self.finding(
+                "safety.injection", "critical" if allowed else "warning",
+                f"{b['n']} untrusted inputs carried hidden characters or instructions",
+                "Tool output or retrieved text contained invisible characters or instruction-like phrases"
+                + (f"; {allowed} were let through." if allowed else ", and they were flagged or blocked."),
+                [Evidence("untrusted spans with hidden content", b["n"], "", ids),
+                 Evidence("allowed through", allowed, "", tuple(b["allowed_ids"] or ()))],  # type: ignore[arg-type]
+                ids, "Strip invisible characters from untrusted text and keep it delimited as data.",
+                0.55 if allowed else 0.3,
+            ))
+        return out

@@ -1,0 +1,183 @@
+"""The prefix-divergence finder: for passes built from one template, where do their prompts part?
+
+Two sources, used together when both exist:
+- client pass spans carry ``llmtrace.prompt.segments`` (JSON: kind, hash, chars, chunk_hashes, and text
+  with full capture), which gives the segment and a character offset (exact with text, else to the
+  64-character chunk);
+- server ``intake.tokenization`` spans carry ``llmtrace.tokenization.block_hashes``, a hash chain over KV
+  blocks, which gives the token offset where the prefix cache must stop matching.
+
+Chains are cumulative, so only the *first* differing element means anything: everything after it
+differs too. Consecutive passes of one template are compared; the offset most pairs part at is reported.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+from llmtrace.analyzers.query import Query, attr, sample_ids
+
+CHUNK_CHARS = 64  # the chunk size capture.chunk_hash_chain uses by default
+MAX_PASSES = 5000  # the finder samples the most recent passes; divergence is a per-template property
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """Where consecutive passes of one template part, and how consistently."""
+
+    template: str  # a readable key: model and segment layout
+    pairs: int  # consecutive pairs compared
+    parted: int  # pairs that parted at ``segment``/``char_offset``
+    segment: str  # segment kind (system, tools, history, user) or "prompt" when only tokens are known
+    segment_index: int
+    char_offset: int  # offset inside the segment (-1 when only a token offset is known)
+    global_char_offset: int  # offset from the start of the prompt (-1 when unknown)
+    exact: bool  # True when computed from text, False when only to chunk resolution
+    token_offset: int  # first token whose block differs (-1 when unknown)
+    text: str | None  # the text at the offset in the two passes (full capture only)
+    other_text: str | None
+    trace_ids: tuple[str, ...]
+
+    @property
+    def share(self) -> float:
+        return self.parted / self.pairs if self.pairs else 0.0
+
+    def describe(self) -> str:
+        where = f"segment {self.segment!r}"
+        if self.char_offset >= 0:
+            where += f" at char {self.char_offset}" + ("" if self.exact else f" (within {CHUNK_CHARS} chars)")
+        elif self.token_offset >= 0:
+            where += f" at token {self.token_offset}"
+        if self.text is not None:
+            where += f": {self.text!r} vs {self.other_text!r}"
+        return where
+
+
+def _first_diff(a: list[str] | tuple[str, ...], b: list[str] | tuple[str, ...]) -> int:
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def _text_diff(a: str, b: str) -> int:
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def _snippet(text: str, at: int, width: int = 40) -> str:
+    return text[at:at + width]
+
+
+def client_divergences(q: Query, min_pairs: int = 2) -> list[Divergence]:
+    """Divergence from client-side prompt segments, per template (model + segment layout)."""
+    rows = q.rows(f"""
+        SELECT trace_id, start_ns, {attr('gen_ai.request.model')} AS model,
+               {attr('llmtrace.prompt.segments')} AS segments
+        FROM (SELECT trace_id, start_ns, attributes FROM {q.spans}
+              WHERE operation IN ('chat', 'text_completion', 'generate_content')
+              ORDER BY start_ns DESC LIMIT {2 * MAX_PASSES})
+        WHERE {attr('llmtrace.prompt.segments')} IS NOT NULL
+        ORDER BY start_ns DESC LIMIT {MAX_PASSES}""")
+    groups: dict[str, list[tuple[str, list[dict[str, object]]]]] = defaultdict(list)
+    for r in reversed(rows):
+        try:
+            segs = json.loads(str(r["segments"]))
+        except ValueError:
+            continue
+        if not isinstance(segs, list) or not segs or not all(isinstance(s, dict) for s in segs):
+            continue
+        # A template: same model, same first segment kind and length (volatile fields of a fixed
+        # format, like timestamps, keep the length), same kinds in the same order up to the user turn.
+        head = segs[0]
+        key = f"{r['model']} · {head.get('kind')}[{head.get('chars')}]"
+        groups[key].append((str(r["trace_id"]), segs))
+    out: list[Divergence] = []
+    for key, passes in groups.items():
+        if len(passes) < min_pairs + 1:
+            continue
+        spots: Counter[tuple[int, int]] = Counter()
+        examples: dict[tuple[int, int], tuple[str, str, int, bool, str | None, str | None, str]] = {}
+        ids: dict[tuple[int, int], list[str]] = defaultdict(list)
+        for (tid_a, a), (tid_b, b) in zip(passes, passes[1:], strict=False):
+            si = _first_diff([str(s.get("hash")) for s in a], [str(s.get("hash")) for s in b])
+            if si >= min(len(a), len(b)):
+                continue  # one prompt extends the other (a growing conversation): no divergence
+            sa, sb = a[si], b[si]
+            ta, tb = sa.get("text"), sb.get("text")
+            if isinstance(ta, str) and isinstance(tb, str):
+                off, exact = _text_diff(ta, tb), True
+                text_a, text_b = _snippet(ta, off), _snippet(tb, off)
+            else:
+                ci = _first_diff(list(sa.get("chunk_hashes") or []), list(sb.get("chunk_hashes") or []))
+                off, exact, text_a, text_b = ci * CHUNK_CHARS, False, None, None
+            spot = (si, off)
+            spots[spot] += 1
+            ids[spot].append(tid_b)
+            examples.setdefault(spot, (str(sa.get("kind")), tid_a, sum(int(s.get("chars") or 0) for s in a[:si]),
+                                       exact, text_a, text_b, tid_b))
+        if not spots:
+            continue
+        spot, n = spots.most_common(1)[0]
+        kind, tid_a, before, exact, text_a, text_b, _ = examples[spot]
+        out.append(Divergence(
+            template=key, pairs=len(passes) - 1, parted=n, segment=kind, segment_index=spot[0],
+            char_offset=spot[1], global_char_offset=before + spot[1], exact=exact, token_offset=-1,
+            text=text_a, other_text=text_b, trace_ids=sample_ids([tid_a, *ids[spot]]),
+        ))
+    out.sort(key=lambda d: -d.parted)
+    return out
+
+
+def server_divergences(q: Query, min_pairs: int = 2) -> list[Divergence]:
+    """Divergence from the server's KV block hash chains, per model and block size."""
+    rows = q.rows(f"""
+        WITH tok AS (
+            SELECT trace_id, parent_span_id, start_ns,
+                   {attr('llmtrace.tokenization.block_hashes', 'str[]')} AS chain
+            FROM (SELECT trace_id, parent_span_id, start_ns, attributes FROM {q.spans}
+                  WHERE stage = 'intake.tokenization' ORDER BY start_ns DESC LIMIT {MAX_PASSES})),
+        blk AS (
+            SELECT parent_span_id, {attr('llmtrace.blocks.block_size', 'int')} AS block_size
+            FROM {q.spans} WHERE stage = 'cache.block_allocation'
+              AND parent_span_id IN (SELECT parent_span_id FROM tok))
+        SELECT tok.trace_id, tok.start_ns, tok.chain, coalesce(blk.block_size, 16) AS block_size,
+               coalesce(p.model, '?') AS model
+        FROM tok LEFT JOIN blk USING (parent_span_id)
+        LEFT JOIN {q.requests} p ON p.span_id = tok.parent_span_id
+        WHERE tok.chain IS NOT NULL AND len(tok.chain) > 0
+        ORDER BY tok.start_ns""")
+    groups: dict[tuple[str, int], list[tuple[str, list[str]]]] = defaultdict(list)
+    for r in rows:
+        groups[(str(r["model"]), int(r["block_size"]))].append((str(r["trace_id"]), list(r["chain"])))
+    out: list[Divergence] = []
+    for (model, block_size), passes in groups.items():
+        if len(passes) < min_pairs + 1:
+            continue
+        spots: Counter[int] = Counter()
+        ids: dict[int, list[str]] = defaultdict(list)
+        for (_, a), (tid_b, b) in zip(passes, passes[1:], strict=False):
+            bi = _first_diff(a, b)
+            if bi >= min(len(a), len(b)):
+                continue
+            spots[bi] += 1
+            ids[bi].append(tid_b)
+        if not spots:
+            continue
+        bi, n = spots.most_common(1)[0]
+        out.append(Divergence(
+            template=f"{model} · blocks of {block_size}", pairs=len(passes) - 1, parted=n, segment="prompt",
+            segment_index=-1, char_offset=-1, global_char_offset=-1, exact=False, token_offset=bi * block_size,
+            text=None, other_text=None, trace_ids=sample_ids(ids[bi]),
+        ))
+    out.sort(key=lambda d: -d.parted)
+    return out
+
+
+def find_divergences(q: Query) -> list[Divergence]:
+    """Client-side divergences (segment + char) first, then server-side (token offset)."""
+    return client_divergences(q) + server_divergences(q)

@@ -1,0 +1,184 @@
+"""SQL helpers every analyzer shares: the time window, typed boundary values out of the JSON attributes,
+and rows as dicts. Analyzers read the store's documented views (``spans``, ``requests``) only, so they run
+the same over a DuckDB file and over a Parquet export.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import duckdb
+
+_TYPES = {"int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "str": "VARCHAR", "str[]": "VARCHAR[]"}
+
+_REQUEST_SPEC = json.dumps({
+    "llmtrace.side": "VARCHAR", "gen_ai.request.model": "VARCHAR", "gen_ai.response.model": "VARCHAR",
+    "gen_ai.provider.name": "VARCHAR", "llmtrace.replica.id": "VARCHAR", "gen_ai.usage.input_tokens": "BIGINT",
+    "gen_ai.usage.cache_read.input_tokens": "BIGINT", "llmtrace.ttft_ms": "DOUBLE", "llmtrace.tpot_ms": "DOUBLE",
+    "gen_ai.usage.output_tokens": "BIGINT", "gen_ai.response.finish_reasons": "VARCHAR[]",
+    "gen_ai.request.temperature": "DOUBLE", "gen_ai.request.top_p": "DOUBLE", "gen_ai.request.seed": "BIGINT",
+    "gen_ai.request.max_tokens": "BIGINT", "llmtrace.admission.queue_wait_ms": "DOUBLE",
+    "llmtrace.batch.composition_hash": "VARCHAR", "llmtrace.meters.cost_usd": "DOUBLE",
+    "llmtrace.prompt.hash": "VARCHAR", "llmtrace.output.hash": "VARCHAR",
+})
+
+
+def struct_spec(values: dict[str, tuple[str, str]]) -> str:
+    """A json_transform structure for (boundary-value name, type) pairs, quoted for SQL."""
+    return json.dumps({n: _TYPES[t] for n, t in values.values()}).replace("'", "''")
+
+
+def attr(name: str, typ: str = "str", column: str = "attributes") -> str:
+    """SQL for one attribute of a span: ``typ`` is int, float, bool, str, or str[] for a list."""
+    key = name.replace("'", "''")
+    if typ == "str[]":
+        return f"json_extract_string({column}, '$.\"{key}\"[*]')"
+    text = f"json_extract_string({column}, '$.\"{key}\"')"
+    if typ == "str":
+        return text
+    return f"TRY_CAST({text} AS {_TYPES[typ]})"
+
+
+REQUEST_COLUMNS = ("trace_id, span_id, parent_span_id, service, deploy, start_ns, end_ns, duration_ms, status, "
+                   "side, model, response_model, provider, replica, prompt_tokens, cached_tokens, hit_ratio, ttft_ms, "
+                   "tpot_ms, output_tokens, finish_reason, temperature, top_p, seed, max_tokens, queue_wait_ms, "
+                   "composition_hash, cost_usd, prompt_hash, output_hash")
+
+
+@dataclass(slots=True)
+class Query:
+    """A connection plus the window the analyzers look at (``since_ns``: spans started at or after it).
+
+    ``materialize()`` reads the ``requests`` view once into a temporary table that every analyzer of a
+    run shares (the view parses each pass's JSON attributes; doing that once instead of per analyzer is
+    most of what keeps ``diagnose`` fast on large stores). ``release()`` drops it.
+    """
+
+    conn: duckdb.DuckDBPyConnection
+    since_ns: int | None = None
+    _req_table: str | None = None
+
+    @property
+    def spans(self) -> str:
+        return "spans" if self.since_ns is None else f"(SELECT * FROM spans WHERE start_ns >= {int(self.since_ns)})"
+
+    @property
+    def requests(self) -> str:
+        """The passes, without the raw ``attributes`` column (read ``spans`` for those)."""
+        if self._req_table is not None:
+            return self._req_table
+        where = "" if self.since_ns is None else f" WHERE start_ns >= {int(self.since_ns)}"
+        return f"(SELECT {REQUEST_COLUMNS} FROM requests{where})"
+
+    def materialize(self) -> None:
+        if self._req_table is not None:
+            return
+        name = f"_llmtrace_requests_{id(self):x}"
+        where = "" if self.since_ns is None else f" AND start_ns >= {int(self.since_ns)}"
+        # The columns of the `requests` view, with every attribute parsed in one pass per row.
+        self.conn.execute(f"""
+            CREATE OR REPLACE TEMP TABLE {name} AS
+            SELECT trace_id, span_id, parent_span_id, service, deploy, start_ns, end_ns, duration_ms, status,
+                   v."llmtrace.side" AS side, v."gen_ai.request.model" AS model,
+                   v."gen_ai.response.model" AS response_model, v."gen_ai.provider.name" AS provider,
+                   v."llmtrace.replica.id" AS replica, v."gen_ai.usage.input_tokens" AS prompt_tokens,
+                   v."gen_ai.usage.cache_read.input_tokens" AS cached_tokens,
+                   CASE WHEN v."gen_ai.usage.input_tokens" > 0
+                        THEN v."gen_ai.usage.cache_read.input_tokens" / v."gen_ai.usage.input_tokens" END AS hit_ratio,
+                   v."llmtrace.ttft_ms" AS ttft_ms, v."llmtrace.tpot_ms" AS tpot_ms,
+                   v."gen_ai.usage.output_tokens" AS output_tokens,
+                   v."gen_ai.response.finish_reasons"[1] AS finish_reason,
+                   v."gen_ai.request.temperature" AS temperature, v."gen_ai.request.top_p" AS top_p,
+                   v."gen_ai.request.seed" AS seed, v."gen_ai.request.max_tokens" AS max_tokens,
+                   v."llmtrace.admission.queue_wait_ms" AS queue_wait_ms,
+                   v."llmtrace.batch.composition_hash" AS composition_hash,
+                   v."llmtrace.meters.cost_usd" AS cost_usd, v."llmtrace.prompt.hash" AS prompt_hash,
+                   v."llmtrace.output.hash" AS output_hash
+            FROM (SELECT *, json_transform(attributes, '{_REQUEST_SPEC}') AS v FROM spans
+                  WHERE operation IN ('chat', 'text_completion', 'generate_content'){where})""")
+        self._req_table = name
+
+    def release(self) -> None:
+        if self._req_table is not None:
+            try:
+                self.conn.execute(f"DROP TABLE IF EXISTS {self._req_table}")
+            finally:
+                self._req_table = None
+
+    def rows(self, sql: str, params: Sequence[object] | None = None) -> list[dict[str, object]]:
+        cur = self.conn.execute(sql, list(params) if params else None)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r, strict=False)) for r in cur.fetchall()]
+
+    def one(self, sql: str, params: Sequence[object] | None = None) -> dict[str, object]:
+        rows = self.rows(sql, params)
+        return rows[0] if rows else {}
+
+    def stage(self, stage_id: str, values: dict[str, tuple[str, str]], where: str = "",
+              extra: str = "") -> list[dict[str, object]]:
+        """Rows of one stage's spans: trace/span/parent ids, start, duration, deploy, plus ``values``
+        (alias -> (boundary-value name, type)); ``where`` filters on those aliases."""
+        sql = f"SELECT * FROM {self.stage_sql(stage_id, values, extra)} {('WHERE ' + where) if where else ''}"
+        return self.rows(sql)
+
+    def count(self, stage_id: str) -> int:
+        """How many spans of a stage are in the window."""
+        row = self.conn.execute(f"SELECT count(*) FROM {self.spans} WHERE stage = '{stage_id}'").fetchone()
+        return int(row[0]) if row else 0
+
+    def stage_sql(self, stage_id: str, values: dict[str, tuple[str, str]], extra: str = "") -> str:
+        """The same relation as :meth:`stage`, as SQL to build on. Each span's JSON is parsed once."""
+        cols = ", ".join(f'v."{n}" AS {alias}' for alias, (n, _) in values.items())
+        return (f"(SELECT trace_id, span_id, parent_span_id, start_ns, duration_ms, deploy, service"
+                f"{', ' + cols if cols else ''} FROM (SELECT *, json_transform(attributes, '{struct_spec(values)}') AS v "
+                f"FROM {self.spans} WHERE stage = '{stage_id}'{' ' + extra if extra else ''}))")
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank-with-interpolation percentile of a small list (q in 0..1); None when empty."""
+    xs = sorted(v for v in values if v is not None)
+    if not xs:
+        return None
+    pos = (len(xs) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def median(values: Sequence[float]) -> float | None:
+    return percentile(values, 0.5)
+
+
+def sample_ids(ids: Sequence[object], n: int = 5) -> tuple[str, ...]:
+    """A few distinct trace ids, in the order given, for evidence."""
+    out: list[str] = []
+    for i in ids:
+        if i is not None and str(i) not in out:
+            out.append(str(i))
+            if len(out) >= n:
+                break
+    return tuple(out)
+
+
+def pass_side(q: Query, column: str = "ttft_ms") -> str | None:
+    """The side whose pass spans carry ``column``: the server when it reports it (it sees the engine),
+    else the client, else the app. None when no pass has it."""
+    rows = q.rows(f"""SELECT side, count(*) AS n FROM {q.requests} WHERE {column} IS NOT NULL GROUP BY side""")
+    have = {str(r["side"]): int(r["n"]) for r in rows}  # type: ignore[call-overload]
+    for side in ("server", "client", "app", "None"):
+        if have.get(side):
+            return side
+    return None
+
+
+def side_filter(side: str | None) -> str:
+    if side is None or side == "None":
+        return "side IS NULL"
+    return f"side = '{side}'"
+
+
+def ids_sql(column: str = "trace_id", n: int = 5, order: str = "start_ns") -> str:
+    """SQL aggregate for a few sample trace ids (for evidence)."""
+    return f"list(DISTINCT {column})[1:{n}]" if not order else f"(list({column} ORDER BY {order}))[1:{n}]"

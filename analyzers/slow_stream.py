@@ -1,0 +1,104 @@
+"""Fast first token, slow stream: Forward → Generation.
+
+Time per output token grows with the batch a sequence shares, the KV bytes each step reads, speculation
+that stops paying off under load, thinking tokens, and a slow attention path. The analyzer splits passes
+into slow-stream and normal ones (TPOT against the median) and names the stage whose value differs most.
+"""
+
+from __future__ import annotations
+
+from llmtrace.analyzers.base import SymptomAnalyzer, severity_for
+from llmtrace.analyzers.finding import Evidence, Finding
+from llmtrace.analyzers.query import Query, pass_side, side_filter
+
+SLOW_FACTOR = 1.5  # a pass is slow-stream when its TPOT is this many times the median
+MIN_PASSES = 6
+
+# stage -> (alias, boundary value, type, how it explains a slow stream)
+CANDIDATES: tuple[tuple[str, str, str, str, str], ...] = (
+    ("forward.batching", "batch", "llmtrace.batch.size_mean", "float",
+     "the pass shared larger batches, so each step serves more sequences"),
+    ("forward.decode", "kv_read", "llmtrace.decode.kv_bytes_read", "int",
+     "each step read more KV bytes (longer contexts per sequence)"),
+    ("gen.speculation", "spec_accept", "llmtrace.spec.acceptance_rate", "float",
+     "drafts were rejected more often, so speculation cost more than it saved"),
+    ("gen.reasoning_budget", "reasoning", "gen_ai.usage.reasoning.output_tokens", "int",
+     "the model spent many tokens thinking before the visible answer"),
+)
+
+
+class SlowStream(SymptomAnalyzer):
+    symptom = "slow_stream"
+
+    def find(self, q: Query) -> list[Finding]:
+        side = pass_side(q, "tpot_ms")
+        if side is None:
+            return []
+        joins = "\n".join(
+            f"LEFT JOIN {q.stage_sql(stage, {alias: (name, typ)})} {alias}_t ON {alias}_t.parent_span_id = r.span_id"
+            for stage, alias, name, typ, _ in CANDIDATES)
+        att = q.stage_sql("forward.attention", {"fallback": ("llmtrace.attention.fallback", "bool"),
+                                                "backend": ("llmtrace.attention.backend", "str")})
+        meds = ", ".join(f"median({alias}) AS {alias}" for _, alias, _, _, _ in CANDIDATES)
+        groups = q.rows(f"""
+            WITH r AS (SELECT span_id, trace_id, tpot_ms, output_tokens FROM {q.requests}
+                       WHERE {side_filter(side)} AND tpot_ms IS NOT NULL),
+                 m AS (SELECT median(tpot_ms) AS mid, count(*) AS n FROM r)
+            SELECT r.tpot_ms >= {SLOW_FACTOR} * m.mid AS slow, count(*) AS n, any_value(m.n) AS total,
+                   any_value(m.mid) AS mid, median(r.tpot_ms) AS tpot, median(r.output_tokens) AS output_tokens,
+                   {meds}, count(*) FILTER (WHERE att.fallback) AS fallbacks,
+                   any_value(att.backend) FILTER (WHERE att.fallback) AS fallback_backend,
+                   (list(r.trace_id ORDER BY r.tpot_ms DESC))[1:5] AS ids,
+                   (list(r.trace_id ORDER BY r.tpot_ms DESC) FILTER (WHERE att.fallback))[1:5] AS fallback_ids
+            FROM r CROSS JOIN m {joins}
+            LEFT JOIN {att} att ON att.parent_span_id = r.span_id
+            GROUP BY ALL""")
+        by = {bool(g["slow"]): g for g in groups}
+        if True not in by or False not in by or int(by[True]["total"]) < MIN_PASSES:  # type: ignore[call-overload]
+            return []
+        slow_g, normal_g = by[True], by[False]
+        mid = float(slow_g["mid"])  # type: ignore[arg-type]
+        n_slow, total = int(slow_g["n"]), int(slow_g["total"])  # type: ignore[call-overload]
+        share = n_slow / total
+        slow_tpot = float(slow_g["tpot"])  # type: ignore[arg-type]
+        ids = tuple(slow_g["ids"])  # type: ignore[arg-type]
+        base_ev = Evidence("median TPOT of slow-stream passes", slow_tpot, "ms", ids, baseline=mid)
+        out: list[Finding] = []
+        for stage, alias, name, _, why in CANDIDATES:
+            a, b = slow_g[alias], normal_g[alias]
+            if a is None or b is None:
+                continue
+            a, b = float(a), float(b)  # type: ignore[arg-type]
+            # acceptance explains slowness when it is *lower*; the others when higher
+            ratio = (b / a if a > 0 else 10.0) if alias == "spec_accept" else (a / b if b > 0 else (10.0 if a > 0 else 1.0))
+            if ratio < 1.5:
+                continue
+            score = min(1.0, share * 0.5 + min(1.0, (ratio - 1) / 3) * 0.5)
+            out.append(self.finding(
+                stage, severity_for(share, 0.2, 0.5),
+                f"Slow-stream passes differ in {name} ({a:.3g} vs {b:.3g})",
+                f"{n_slow} of {total} passes streamed at {slow_tpot:.1f} ms per token or worse against a "
+                f"median of {mid:.1f} ms; {why}.",
+                [base_ev, Evidence(name, a, "", ids, baseline=b)], ids,
+                f"Open {stage} on the listed traces and compare {name} with a normal pass.", score,
+            ))
+        fallbacks = int(slow_g["fallbacks"] or 0)  # type: ignore[call-overload]
+        if fallbacks and fallbacks / n_slow >= 0.5:
+            fids = tuple(slow_g["fallback_ids"])  # type: ignore[arg-type]
+            out.append(self.finding(
+                "forward.attention", "warning", "Slow-stream passes fell back to another attention kernel",
+                f"{fallbacks} of {n_slow} slow-stream passes ran attention on a fallback path "
+                f"({slow_g['fallback_backend']}).",
+                [base_ev, Evidence("passes on a fallback kernel", fallbacks, f"of {n_slow}", fids)], fids,
+                "Open forward.attention: read llmtrace.attention.reason for why the preferred kernel was skipped.",
+                0.6,
+            ))
+        if not out and share >= 0.05:
+            out.append(self.finding(
+                "forward.decode", "info", f"{n_slow} passes streamed slower than the rest",
+                "No batching, KV, speculation or kernel difference stands out; compare decode steps on the traces.",
+                [base_ev, Evidence("median output tokens", slow_g["output_tokens"], "tokens", ids,
+                                   baseline=normal_g["output_tokens"])], ids,
+                "Open forward.decode and forward.batching on the listed traces.", 0.2 * share,
+            ))
+        return out

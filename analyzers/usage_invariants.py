@@ -1,0 +1,60 @@
+"""Usage invariants: token totals that cannot be true, and local counts that disagree with the provider's.
+
+OpenAI counts cached tokens inside the input tokens, Anthropic adds them on top; the adapters normalise
+to "inside". After that, cached > input, negative counts, or output past max_tokens mean the accounting
+(and so the bill the meters compute) is wrong. A server pass under a client pass lets us compare the
+tokens counted where the prompt was tokenized with the ones the client was told about.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llmtrace.analyzers.query import Query, attr, sample_ids
+
+
+@dataclass(frozen=True, slots=True)
+class UsageProblem:
+    kind: str  # cached_over_input, negative, output_over_cap, provider_flagged, local_mismatch
+    count: int
+    detail: str
+    trace_ids: tuple[str, ...]
+
+
+def usage_problems(q: Query) -> list[UsageProblem]:
+    out: list[UsageProblem] = []
+    row = q.one(f"""
+        SELECT count(*) FILTER (WHERE cached_tokens > prompt_tokens) AS cached_over,
+               list(trace_id) FILTER (WHERE cached_tokens > prompt_tokens) AS cached_ids,
+               count(*) FILTER (WHERE prompt_tokens < 0 OR cached_tokens < 0 OR output_tokens < 0) AS negative,
+               list(trace_id) FILTER (WHERE prompt_tokens < 0 OR cached_tokens < 0 OR output_tokens < 0) AS negative_ids,
+               count(*) FILTER (WHERE max_tokens > 0 AND output_tokens > max_tokens) AS over_cap,
+               list(trace_id) FILTER (WHERE max_tokens > 0 AND output_tokens > max_tokens) AS over_ids
+        FROM {q.requests}""")
+    if row.get("cached_over"):
+        out.append(UsageProblem("cached_over_input", int(row["cached_over"]),  # type: ignore[call-overload]
+                                "cached tokens exceed input tokens (cache counted on top of input, not inside it)",
+                                sample_ids(row["cached_ids"] or [])))  # type: ignore[arg-type]
+    if row.get("negative"):
+        out.append(UsageProblem("negative", int(row["negative"]), "negative token counts",  # type: ignore[call-overload]
+                                sample_ids(row["negative_ids"] or [])))  # type: ignore[arg-type]
+    if row.get("over_cap"):
+        out.append(UsageProblem("output_over_cap", int(row["over_cap"]), "more output tokens than max_tokens allows",  # type: ignore[call-overload]
+                                sample_ids(row["over_ids"] or [])))  # type: ignore[arg-type]
+    flagged = q.rows(f"""SELECT trace_id FROM {q.spans} WHERE stage = 'meters.cache_accounting'
+                         AND {attr('llmtrace.meters.usage_consistent', 'bool')} = false""")
+    if flagged:
+        out.append(UsageProblem("provider_flagged", len(flagged), "the meters marked the provider's usage impossible",
+                                sample_ids([r["trace_id"] for r in flagged])))
+    mism = q.rows(f"""
+        SELECT c.trace_id, c.prompt_tokens AS reported, s.prompt_tokens AS counted
+        FROM {q.requests} s JOIN {q.requests} c ON s.parent_span_id = c.span_id
+        WHERE s.side = 'server' AND c.side = 'client'
+          AND s.prompt_tokens IS NOT NULL AND c.prompt_tokens IS NOT NULL AND s.prompt_tokens <> c.prompt_tokens""")
+    if mism:
+        ex = mism[0]
+        out.append(UsageProblem("local_mismatch", len(mism),
+                                f"tokens counted by the server differ from those the client reports "
+                                f"(e.g. {ex['counted']} vs {ex['reported']})",
+                                sample_ids([r["trace_id"] for r in mism])))
+    return out

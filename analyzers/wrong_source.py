@@ -1,0 +1,38 @@
+"""Right fact, wrong source: Intake. Retrieved chunks without ids or clear delimiters let a model quote
+one source's fact under another's name; duplicates make two sources look like one."""
+
+from __future__ import annotations
+
+from llmtrace.analyzers.base import SymptomAnalyzer
+from llmtrace.analyzers.finding import Evidence, Finding
+from llmtrace.analyzers.query import Query
+
+
+class WrongSource(SymptomAnalyzer):
+    symptom = "wrong_source"
+
+    def find(self, q: Query) -> list[Finding]:
+        rel = q.stage_sql("intake.evidence_formatting", {
+            "chunks_out": ("llmtrace.evidence.chunks_out", "int"), "ids": ("llmtrace.evidence.id_scheme", "str"),
+            "delim": ("llmtrace.evidence.delimiter", "str")})
+        unl, und = "coalesce(ids, 'none') = 'none'", "coalesce(delim, 'none') = 'none'"
+        a = q.one(f"""SELECT count(*) AS n, count(*) FILTER (WHERE {unl} OR {und}) AS bad,
+                             count(*) FILTER (WHERE {unl}) AS unlabelled, count(*) FILTER (WHERE {und}) AS undelimited,
+                             median(chunks_out) FILTER (WHERE {unl} OR {und}) AS chunks,
+                             (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE {unl} OR {und}))[1:5] AS ids
+                      FROM {rel} WHERE chunks_out > 1""")
+        n, bad = int(a.get("n") or 0), int(a.get("bad") or 0)  # type: ignore[call-overload]
+        if not bad:
+            return []
+        share = bad / n
+        ids = tuple(a["ids"])  # type: ignore[arg-type]
+        return [self.finding(
+            "intake.evidence_formatting", "critical" if share >= 0.5 else "warning",
+            f"{bad} prompts mixed several retrieved chunks without labels or delimiters",
+            "With no chunk ids or boundaries the model cannot tell which source a sentence came from.",
+            [Evidence("prompts with unlabelled chunks", a["unlabelled"], f"of {n}", ids),
+             Evidence("prompts with undelimited chunks", a["undelimited"], f"of {n}", ids),
+             Evidence("median chunks per prompt", a["chunks"], "", ids)],
+            ids, "Give each chunk a source id and wrap it in delimiters (e.g. <doc id=...>), and ask for citations by id.",
+            0.5 + 0.5 * share,
+        )]
