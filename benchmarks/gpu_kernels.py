@@ -82,8 +82,10 @@ def _run(args: argparse.Namespace) -> int:
               "Nothing written.")
         return 2
     bench = Bench(args, torch, triton)
-    bench.run()
-    bench.write()
+    try:
+        bench.run()
+    finally:
+        bench.write()  # whatever was measured, with the errors that stopped the rest
     return 0 if bench.results.get("all_correct") else 1
 
 
@@ -122,6 +124,15 @@ class Bench:
             f"heads={self.shape['heads']} kv_heads={self.shape['kv_heads']} head_dim={self.shape['head_dim']} "
             f"page={self.shape['page']} dtype={str(self.dtype).removeprefix('torch.')}"
         )
+        from llmtrace.backend.kernels.triton_decode import DEFAULT_SPLIT_SIZE, decode_config
+        from llmtrace.backend.kernels.triton_prefill import prefill_config
+
+        block_n, warps = decode_config(self.dtype, self.shape["head_dim"])
+        split = self.decode_kw.get("split_size", DEFAULT_SPLIT_SIZE)
+        block_n = self.decode_kw.get("block_n", block_n)
+        self.results["paged_decode_config"] = f"split={split} block_n={block_n} warps={warps}"
+        block_m, block_n, warps = prefill_config(self.dtype, self.shape["head_dim"])
+        self.results["paged_prefill_config"] = f"block_m={block_m} block_n={block_n} warps={warps}"
         sections: list[tuple[str, Callable[[], None]]] = [
             ("correctness", self.correctness),
             ("copy_bandwidth", self.copy_bandwidth),
