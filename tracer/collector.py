@@ -232,6 +232,7 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "llmtrace-collect"
+    timeout = 120  # seconds a connection may sit idle or trickle a body before it is closed
     server: _Server
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
@@ -300,7 +301,7 @@ class _Handler(BaseHTTPRequestHandler):
                                headers={"Retry-After": "1"})
         if not c.writer.has_room():
             return self._overloaded(as_json)
-        with c.in_flight():
+        with c.in_flight(), c.decoding:
             try:
                 decoded = decode(body, ctype, self.headers.get("Content-Encoding"),
                                  max_bytes=c.config.max_decoded_bytes, mapper=c.mapper)
@@ -362,6 +363,8 @@ class Collector:
             duckdb_threads=config.duckdb_threads,
         )
         self.closing = False
+        # Decoding holds the GIL anyway; a few at a time bound the Arrow tables being built at once.
+        self.decoding = threading.BoundedSemaphore(4)
         self._lock = threading.Lock()
         self._in_flight = 0
         self._idle = threading.Condition(self._lock)
