@@ -107,8 +107,9 @@ def emit_stages(call: Call, end: int) -> None:
             "llmtrace.system.volatile_offset": off,
             "llmtrace.system.volatile_kind": kind,
         })
-    if obs.segments:
-        counts = [textscan.count_chars(text) for _, text in obs.segments]
+    counts = [textscan.count_chars(text) for _, text in obs.segments]
+    if any(c.hidden or c.nbsp or c.confusables for c in counts):
+        # Only when there is something to say: a clean prompt costs no span (the server records the stage).
         rec.record_stage("intake.normalization", start_ns=t0w, end_ns=t0w, parent=parent, values={
             "llmtrace.normalization.form": "none",
             "llmtrace.normalization.strip": False,

@@ -6,8 +6,9 @@ Reads the request body the SDK built and the response events as the app reads th
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
+
+from orjson import loads  # ~3x faster than json.loads on small events; a core dependency
 
 from .observation import Observation
 from .segments import canonical, part_text
@@ -91,7 +92,7 @@ class OpenAIParser:
             o.first_chunk_ns = t_ns
         o.chunks += 1
         try:
-            msg = json.loads(data)
+            msg = loads(data)
         except ValueError:
             o.error_type = o.error_type or "malformed_event"
             return
@@ -157,7 +158,7 @@ class OpenAIParser:
     def on_response(self, body: bytes) -> None:
         o = self.obs
         try:
-            msg = json.loads(body)
+            msg = loads(body)
         except ValueError:
             o.error_type = o.error_type or "malformed_body"
             return

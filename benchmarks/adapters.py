@@ -1,0 +1,292 @@
+"""Benchmark `adapters`: what the client middleware costs the app, in app-process CPU time.
+
+One real `llmtrace serve --model tiny` on loopback streams long answers (high max_tokens) so the stream,
+not the model, dominates the client's work. The same OpenAI SDK calls run bare, instrumented with
+llmtrace, and instrumented with OpenLLMetry's `opentelemetry-instrumentation-openai`, interleaved in
+rounds so drift hits all three alike. Both tracers hand their spans to the same processor and an
+in-memory exporter, so the sink costs the same and the difference is the middleware itself; what the
+DuckDB store adds per write is measured on its own (store_write_cpu_ms) and is covered by the `tracer`
+benchmark.
+
+- overhead_us_per_chunk: (instrumented - bare) CPU time per streamed chunk (SSE event the app reads)
+- overhead_us_per_request: (instrumented - bare) CPU time per short non-streamed call
+- openllmetry_overhead_us_per_chunk / _per_request: the same for OpenLLMetry
+CPU time is ``time.process_time`` (all threads of the app process, so span export counts too); each
+timed block ends with a flush of the tracer's queue.
+
+    python benchmarks/adapters.py      # BENCH_ROUNDS, BENCH_MAX_TOKENS, BENCH_SHORT_CALLS to resize
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import httpx  # noqa: E402
+import openai  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+
+import llmtrace  # noqa: E402
+from common import save  # noqa: E402
+from llmtrace.adapters import instrument  # noqa: E402
+from llmtrace.tracer.processor import QueueingSpanProcessor  # noqa: E402
+
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "15"))
+MAX_TOKENS = int(os.environ.get("BENCH_MAX_TOKENS", "300"))
+SHORT_CALLS = int(os.environ.get("BENCH_SHORT_CALLS", "5"))
+MESSAGES = [{"role": "system", "content": "You are a support agent. Answer in detail."},
+            {"role": "user", "content": "Explain how my refund will be processed."}]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llmtrace.cli", "serve", "--model", "tiny", "--host", "127.0.0.1", "--port", str(port),
+         "--db", str(tmp / "server.duckdb")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("llmtrace serve exited early")
+        try:
+            if httpx.get(f"{base}/v1/models", timeout=1).status_code == 200:
+                return proc, base
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError("llmtrace serve did not come up")
+
+
+def stream_once(client: openai.OpenAI) -> int:
+    chunks = 0
+    for _ in client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=MAX_TOKENS, temperature=0.0,
+                                            stream=True, stream_options={"include_usage": True}):
+        chunks += 1
+    return chunks
+
+
+def short_calls(client: openai.OpenAI) -> int:
+    for _ in range(SHORT_CALLS):
+        client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=1, temperature=0.0)
+    return SHORT_CALLS
+
+
+def timed(fn: Callable[[], int], flush: Callable[[], object]) -> tuple[float, int]:
+    c0 = time.process_time()
+    n = fn()
+    flush()
+    return time.process_time() - c0, n
+
+
+def _spans_per_call(tmp: Path) -> int:
+    """Spans one short call leaves (the pass and its stages), counted on a loopback replay."""
+    sink = InMemorySpanExporter()
+    llmtrace.init(db="none", service_name="bench-adapters", exporters=[sink])
+    body = b'{"id": "x", "model": "tiny", "choices": [{"index": 0, "message": {"role": "assistant", "content": "a"}, ' \
+           b'"finish_reason": "length"}], "usage": {"prompt_tokens": 20, "completion_tokens": 1, "total_tokens": 21}}'
+    with replay_server([], body) as base:
+        client = instrument(openai.OpenAI(api_key="sk-bench", base_url=f"{base}/v1", max_retries=0))
+        client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=1)
+    llmtrace.force_flush()
+    return len(sink.get_finished_spans())
+
+
+def _store_write_cpu_ms(db: Path) -> float:
+    """CPU of one write of a call's spans into a DuckDB store (median of 5): the sink's own cost."""
+    from llmtrace.tracer import recording as rec
+
+    llmtrace.init(db=db, service_name="bench-adapters")
+    samples = []
+    for _ in range(5):
+        with rec.start_pass("tiny", side="client") as p:
+            for _ in range(13):
+                rec.record_stage("gen.stop", start_ns=rec.now_ns(), end_ns=rec.now_ns(), parent=p)
+        c0 = time.process_time()
+        llmtrace.force_flush()
+        samples.append((time.process_time() - c0) * 1e3)
+    llmtrace.shutdown()
+    return statistics.median(samples)
+
+
+def capture_server_bytes(base: str) -> tuple[list[bytes], bytes]:
+    """The real server's SSE events for the benchmark stream, and its body for a short call."""
+    with httpx.Client(timeout=60) as http:
+        body = {"model": "tiny", "messages": MESSAGES, "max_tokens": MAX_TOKENS, "temperature": 0.0, "stream": True,
+                "stream_options": {"include_usage": True}}
+        with http.stream("POST", f"{base}/v1/chat/completions", json=body) as r:
+            raw = b"".join(r.iter_raw())
+        short = http.post(f"{base}/v1/chat/completions", json={**body, "stream": False, "max_tokens": 1}).content
+    events = [e + b"\n\n" for e in raw.split(b"\n\n") if e.strip()]
+    return events, short
+
+
+def _serve_replay(events: list[bytes], short: bytes, port_out: Any) -> None:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            req = self.rfile.read(int(self.headers.get("content-length", "0")))
+            stream = b'"stream":true' in req.replace(b" ", b"")
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream" if stream else "application/json")
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            for piece in events if stream else [short]:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            self.wfile.write(b"0\r\n\r\n")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    port_out.send(server.server_address[1])
+    server.serve_forever()
+
+
+@contextmanager
+def replay_server(events: list[bytes], short: bytes) -> Iterator[str]:
+    """Loopback replay of captured server bytes, one SSE event per HTTP chunk, as fast as the client reads.
+
+    It runs in its own process so its CPU time is not counted as the app's."""
+    ctx = multiprocessing.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_serve_replay, args=(events, short, send), daemon=True)
+    proc.start()
+    try:
+        yield f"http://127.0.0.1:{recv.recv()}"
+    finally:
+        proc.terminate()
+        proc.join(5)
+
+
+Wrap = Callable[[Callable[[openai.OpenAI], int]], Callable[[], int]]
+
+
+def measure(base: str, rounds: int, label: str) -> dict[str, float]:
+    """Paired rounds of bare / llmtrace / OpenLLMetry on one endpoint; medians of per-round differences."""
+    ours_sink, theirs_sink = InMemorySpanExporter(), InMemorySpanExporter()
+    llmtrace.init(db="none", service_name="bench-adapters", exporters=[ours_sink])
+    # OpenLLMetry gets its own provider with the same processor and the same kind of sink.
+    from opentelemetry.instrumentation.openai import OpenAIInstrumentor
+
+    otel_provider = TracerProvider()
+    otel_provider.add_span_processor(QueueingSpanProcessor(theirs_sink, name="openllmetry"))
+    otel = OpenAIInstrumentor()
+
+    def make() -> openai.OpenAI:
+        return openai.OpenAI(api_key="sk-bench", base_url=f"{base}/v1", max_retries=0)
+
+    bare, ours, theirs = make(), instrument(make()), make()
+    # OpenLLMetry patches the SDK class for every client; instrumenting and uninstrumenting per run stacks
+    # wrappers that slow every later call, so it is installed once and told to stand aside (its own
+    # suppression flag) while the bare and llmtrace runs go.
+    from opentelemetry.instrumentation.utils import suppress_instrumentation
+
+    otel.instrument(tracer_provider=otel_provider)
+
+    def quiet(client: openai.OpenAI) -> Wrap:
+        def wrap(fn: Callable[[openai.OpenAI], int]) -> Callable[[], int]:
+            def go() -> int:
+                with suppress_instrumentation():
+                    return fn(client)
+            return go
+        return wrap
+
+    def nothing() -> None:
+        return None
+
+    variants: dict[str, tuple[Wrap, Callable[[], object]]] = {
+        "bare": (quiet(bare), nothing),
+        "llmtrace": (quiet(ours), llmtrace.force_flush),
+        "openllmetry": (lambda fn: (lambda: fn(theirs)), otel_provider.force_flush),
+    }
+    for wrap, flush in variants.values():  # warm connections, caches and imports
+        timed(wrap(stream_once), flush)
+        timed(wrap(short_calls), flush)
+
+    per_chunk: dict[str, list[float]] = {k: [] for k in variants}
+    per_call: dict[str, list[float]] = {k: [] for k in variants}
+    chunk_counts: list[int] = []
+    for r in range(rounds):
+        order = list(variants)[r % 3:] + list(variants)[:r % 3]  # rotate who goes first
+        for name in order:
+            wrap, flush = variants[name]
+            cpu, chunks = timed(wrap(stream_once), flush)
+            per_chunk[name].append(cpu / chunks * 1e6)
+            chunk_counts.append(chunks)
+            cpu, calls = timed(wrap(short_calls), flush)
+            per_call[name].append(cpu / calls * 1e6)
+            ours_sink.clear()
+            theirs_sink.clear()
+        print(f"{label} round {r + 1}/{rounds}: " + ", ".join(
+            f"{k} {per_chunk[k][-1]:.1f} us/chunk {per_call[k][-1]:.0f} us/call" for k in variants), flush=True)
+    otel.uninstrument()
+    otel_provider.shutdown()
+
+    def paired(series: dict[str, list[float]], name: str) -> float:
+        return statistics.median(a - b for a, b in zip(series[name], series["bare"], strict=True))
+
+    return {
+        "overhead_us_per_chunk": round(paired(per_chunk, "llmtrace"), 2),
+        "overhead_us_per_request": round(paired(per_call, "llmtrace"), 1),
+        "openllmetry_overhead_us_per_chunk": round(paired(per_chunk, "openllmetry"), 2),
+        "openllmetry_overhead_us_per_request": round(paired(per_call, "openllmetry"), 1),
+        "bare_cpu_us_per_chunk": round(statistics.median(per_chunk["bare"]), 2),
+        "bare_cpu_us_per_request": round(statistics.median(per_call["bare"]), 1),
+        "chunks_per_stream": int(statistics.median(chunk_counts)),
+    }
+
+
+def main() -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="llmtrace-bench-adapters-"))
+    proc, base = start_server(tmp)
+    try:
+        live = measure(base, ROUNDS, "live")
+        events, short = capture_server_bytes(base)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    # The same server bytes replayed on loopback without the model competing for the two cores: the
+    # steadier number, reported beside the live one.
+    with replay_server(events, short) as replay_base:
+        replay = measure(replay_base, ROUNDS, "replay")
+    results: dict[str, object] = dict(live)
+    results.update({f"{k}_replay": v for k, v in replay.items()})
+    results.update({
+        "rounds": ROUNDS,
+        "short_calls_per_round": SHORT_CALLS,
+        "max_tokens": MAX_TOKENS,
+        "target_us_per_chunk": 25,
+        "llmtrace_spans_per_call": _spans_per_call(tmp),
+        "store_write_cpu_ms": round(_store_write_cpu_ms(tmp / "store.duckdb"), 1),
+    })
+    save("adapters", results)
+
+
+if __name__ == "__main__":
+    main()
