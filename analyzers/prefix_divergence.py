@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from llmtrace.analyzers.query import Query, attr, sample_ids
 
 CHUNK_CHARS = 64  # the chunk size capture.chunk_hash_chain uses by default
-MAX_PASSES = 5000  # the finder samples the most recent passes; divergence is a per-template property
+MAX_PASSES = 2000  # the finder samples the most recent passes; divergence is a per-template property
 
 
 @dataclass(frozen=True, slots=True)

@@ -163,7 +163,6 @@ def make_store(path: str | os.PathLike[str], passes: int = 100_000, seed: int = 
     order = {s: n for n, s in enumerate(SERVER_STAGES + APP_STAGES)}
     with write_connection(out) as conn:
         conn.execute(f"CREATE TEMP TABLE p AS {_passes_sql(passes, seed, t0)}")
-        common = "service, deploy, start_ns, end_ns, duration_ms, status, status_message, attributes, resource, events"
         seg = ("'[{\"kind\":\"system\",\"hash\":\"' || system_hash || '\",\"chars\":1200,\"chunk_hashes\":[\"' || "
                "CASE WHEN deploy = 'v2' THEN md5('ch' || i) ELSE 'ch0' END || '\"]},"
                "{\"kind\":\"tools\",\"hash\":\"tools1\",\"chars\":800,\"chunk_hashes\":[\"t0\"]},"

@@ -1,0 +1,97 @@
+"""``llmtrace diagnose``: run the analyzers over a store (or a Parquet export) and print the findings.
+
+    llmtrace diagnose                              # every symptom, ./llmtrace.duckdb
+    llmtrace diagnose --search "first token is slow"
+    llmtrace diagnose --symptom broken_json --json
+    llmtrace diagnose --parquet 'export/**/*.parquet' --since 2h
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+
+from llmtrace.tracer.settings import resolve_db
+from llmtrace.tracer.store import StoreError, parquet_connection, read_connection
+from llmtrace.tracer.symptoms import SYMPTOMS, search_symptoms
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_since(text: str | None, now_ns: int | None = None) -> int | None:
+    """'30m', '2h', '7d' (ago), or an absolute nanosecond timestamp; None for None."""
+    if text is None:
+        return None
+    now = time.time_ns() if now_ns is None else now_ns
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", text)
+    if m:
+        return now - int(float(m.group(1)) * _UNITS[m.group(2)] * 1e9)
+    if text.strip().isdigit():
+        return int(text)
+    raise ValueError(f"--since wants a duration like 30m, 2h, 7d or a timestamp in ns, got {text!r}")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", help="store file (default: $LLMTRACE_DB or ./llmtrace.duckdb)")
+    parser.add_argument("--parquet", metavar="GLOB", help="analyse a Parquet export instead")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--symptom", action="append", metavar="NAME",
+                       help=f"only this symptom (repeatable): {', '.join(s.id for s in SYMPTOMS)}")
+    which.add_argument("--search", metavar="TEXT", help='describe the complaint: "json is cut off"')
+    parser.add_argument("--since", help="only spans from the last 30m / 2h / 7d (or after a ns timestamp)")
+    parser.add_argument("--json", action="store_true", help="print findings as JSON")
+    parser.add_argument("--limit", type=int, default=None, help="print at most N findings")
+
+
+def choose_symptoms(symptom: list[str] | None, search: str | None) -> list[str] | None:
+    if symptom:
+        known = {s.id for s in SYMPTOMS}
+        bad = [s for s in symptom if s not in known]
+        if bad:
+            raise ValueError(f"unknown symptom {', '.join(bad)}; one of: {', '.join(sorted(known))}")
+        return symptom
+    if search is not None:
+        matches = search_symptoms(search)
+        if not matches:
+            raise ValueError(f"no symptom matches {search!r}; try words like 'slow first token', 'json', "
+                             "'different answer', 'forgets', 'cost'")
+        return [m.id for m in matches[:3]]
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    from llmtrace.analyzers import run_analyzers
+    from llmtrace.analyzers.render import print_findings
+
+    try:
+        symptoms = choose_symptoms(args.symptom, args.search)
+        since = parse_since(args.since)
+    except ValueError as exc:
+        print(f"llmtrace diagnose: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.parquet:
+            conn = parquet_connection(args.parquet)
+            try:
+                findings = run_analyzers(conn, symptoms, since)
+            finally:
+                conn.close()
+        else:
+            with read_connection(resolve_db(args.db)) as conn:
+                findings = run_analyzers(conn, symptoms, since)
+    except StoreError as exc:
+        print(f"llmtrace diagnose: {exc}", file=sys.stderr)
+        return 1
+    if args.limit is not None:
+        findings = findings[: max(0, args.limit)]
+    if args.json:
+        out = {"symptoms": symptoms or [s.id for s in SYMPTOMS], "findings": [f.to_dict() for f in findings]}
+        sys.stdout.write(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
+        return 0
+    if symptoms is not None and args.search is not None:
+        print(f"Matched {args.search!r} to: {', '.join(symptoms)}\n")
+    print_findings(findings)
+    return 0
