@@ -391,7 +391,11 @@ class Bench:
         self.results["copy_bandwidth_gbps"] = round(self.copy_gbps, 1)
 
     def decode_case(self, batch: int, kv_len: int, methods: bool = True, **kernel_kw) -> dict[str, float]:  # noqa: ANN003
-        """Times of one (batch, KV length) case, in ms, by method."""
+        """Times of one (batch, KV length) case, in ms, by method; a failing baseline is recorded, not fatal.
+
+        With ``methods`` it also checks that every baseline computes what the kernel computes
+        (``*_rel_err`` entries in the returned dict), so the comparison is like for like.
+        """
         import torch.nn.functional as F
 
         from llmtrace.backend.kernels.triton_decode import paged_decode_attention
@@ -399,20 +403,16 @@ class Bench:
         q, kc, vc, meta = self.paged([kv_len] * batch, [1] * batch, self.dtype, seed=batch * 7 + kv_len)
         scale = q.shape[2] ** -0.5
         kw = {**self.decode_kw, **kernel_kw}
-        times = {
-            "paged_decode": self.time_ms(
-                lambda: paged_decode_attention(
-                    q, kc, vc, meta.block_tables, meta.seq_lens, scale, max_seq_len=kv_len,
-                    query_start_loc=meta.query_start_loc, **kw,
-                )
+
+        def paged():  # noqa: ANN202
+            return paged_decode_attention(
+                q, kc, vc, meta.block_tables, meta.seq_lens, scale, max_seq_len=kv_len,
+                query_start_loc=meta.query_start_loc, **kw,
             )
-        }
+
+        times = {"paged_decode": self.time_ms(paged)}
         if not methods:
             return times
-        from llmtrace.backend.kernels.torch_reference import TorchPagedAttention
-
-        reference = TorchPagedAttention()
-        times["torch_reference"] = self.time_ms(lambda: reference.forward(q, kc, vc, meta, scale))
         page, kv_heads, dim = kc.shape[1], kc.shape[2], kc.shape[3]
         blocks = math.ceil(kv_len / page)
         tables = meta.block_tables[:, :blocks]
@@ -425,9 +425,32 @@ class Bench:
             v = vc[tables].view(batch, blocks * page, kv_heads, dim)[:, :kv_len].transpose(1, 2)
             return k, v
 
-        times["sdpa"] = self.time_ms(lambda: F.scaled_dot_product_attention(q4, *gathered(), scale=scale))
-        k_flat, v_flat = gathered()
-        times["sdpa_contiguous"] = self.time_ms(lambda: F.scaled_dot_product_attention(q4, k_flat, v_flat, scale=scale))
+        def sdpa():  # noqa: ANN202
+            return F.scaled_dot_product_attention(q4, *gathered(), scale=scale).reshape(q.shape)
+
+        flat: list = []
+
+        def sdpa_contiguous():  # noqa: ANN202
+            return F.scaled_dot_product_attention(q4, *flat, scale=scale).reshape(q.shape)
+
+        def torch_reference():  # noqa: ANN202
+            from llmtrace.backend.kernels.torch_reference import TorchPagedAttention
+
+            reference = TorchPagedAttention()
+            return lambda: reference.forward(q, kc, vc, meta, scale)
+
+        expected = paged()
+        for name, make in (
+            ("torch_reference", torch_reference),
+            ("sdpa", lambda: sdpa),
+            ("sdpa_contiguous", lambda: (flat.extend(gathered()), sdpa_contiguous)[1]),
+        ):
+            try:
+                fn = make()
+                times[f"{name}_rel_err"] = self.rel(fn(), expected)
+                times[name] = self.time_ms(fn)
+            except Exception as exc:  # noqa: BLE001 - one baseline failing must not hide the others
+                self.errors.append(f"decode b{batch} kv{kv_len} {name}: {type(exc).__name__}: {exc}")
         return times
 
     def decode_timings(self) -> None:
@@ -447,12 +470,15 @@ class Bench:
                     if name in times:
                         r[f"{name}_ms_{tag}"] = round(times[name], 4)
                         r[f"paged_decode_speedup_vs_{name}_{tag}"] = round(times[name] / paged, 3)
+                    if f"{name}_rel_err" in times:
+                        r[f"{name}_vs_paged_decode_rel_err_{tag}"] = float(f"{times[name + '_rel_err']:.3g}")
                 kv_bytes = 2 * batch * kv_len * self.shape["kv_heads"] * self.shape["head_dim"] * self.elt_bytes()
                 gbps = kv_bytes / (paged * 1e-3) / 1e9
                 r[f"paged_decode_gbps_{tag}"] = round(gbps, 1)
                 if copy_gbps:
                     r[f"paged_decode_bw_fraction_{tag}"] = round(gbps / copy_gbps, 3)
-                print(f"[{NAME}] decode {tag}: " + ", ".join(f"{k} {v:.4f} ms" for k, v in times.items()), flush=True)
+                shown = {k: v for k, v in times.items() if not k.endswith("_rel_err")}
+                print(f"[{NAME}] decode {tag}: " + ", ".join(f"{k} {v:.4f} ms" for k, v in shown.items()), flush=True)
 
     def elt_bytes(self) -> int:
         return self.torch.empty((), dtype=self.dtype).element_size()
