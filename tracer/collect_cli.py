@@ -81,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
+    if not config.token and config.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"llmtrace collect: warning: listening on {config.host} without --token; anyone who can reach "
+              "the port can write spans", file=sys.stderr, flush=True)
     auth = " (bearer token required)" if config.token else ""
     print(f"llmtrace collect: listening on http://{config.host}:{collector.port}/v1/traces{auth}, "
           f"writing to {config.db}", flush=True)
