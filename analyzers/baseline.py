@@ -1,0 +1,105 @@
+"""The numbers ``llmtrace check`` compares: cache hit rate, TTFT p50/p95 and cost per request, for the
+whole store, one deploy, or a baseline file written earlier by ``llmtrace check --save-baseline``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from llmtrace.analyzers.query import Query, pass_side, side_filter
+
+BASELINE_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    deploy: str | None  # None: every deploy in the window
+    passes: int
+    hit_rate: float | None  # cached prompt tokens over prompt tokens
+    ttft_p50_ms: float | None
+    ttft_p95_ms: float | None
+    cost_per_request_usd: float | None
+    side: str | None = None  # whose pass spans the numbers come from (client, server, app)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"version": BASELINE_VERSION, **asdict(self),
+                "created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> Metrics:
+        if not isinstance(data, dict) or data.get("version") != BASELINE_VERSION:
+            raise ValueError("not an llmtrace baseline (expected version 1; write one with --save-baseline)")
+
+        def num(key: str) -> float | None:
+            v = data.get(key)
+            if v is None:
+                return None
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise ValueError(f"baseline field {key} must be a number, got {v!r}")
+            return float(v)
+
+        passes = data.get("passes", 0)
+        return cls(deploy=data.get("deploy") if isinstance(data.get("deploy"), str) else None,  # type: ignore[arg-type]
+                   passes=int(passes) if isinstance(passes, int) else 0, hit_rate=num("hit_rate"),
+                   ttft_p50_ms=num("ttft_p50_ms"), ttft_p95_ms=num("ttft_p95_ms"),
+                   cost_per_request_usd=num("cost_per_request_usd"),
+                   side=data.get("side") if isinstance(data.get("side"), str) else None)  # type: ignore[arg-type]
+
+
+def load_baseline(path: str | os.PathLike[str]) -> Metrics:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"cannot read baseline {path}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"baseline {path} is not JSON: {exc.msg} at line {exc.lineno}") from None
+    return Metrics.from_dict(data)
+
+
+def save_baseline(path: str | os.PathLike[str], metrics: Metrics) -> None:
+    Path(path).write_text(json.dumps(metrics.to_dict(), indent=2) + "\n", encoding="utf-8")
+
+
+def latest_deploy(q: Query) -> str | None:
+    row = q.one(f"SELECT deploy FROM {q.requests} WHERE deploy IS NOT NULL ORDER BY start_ns DESC LIMIT 1")
+    return str(row["deploy"]) if row else None
+
+
+def deploys(q: Query) -> list[str]:
+    return [str(r["deploy"]) for r in q.rows(
+        f"SELECT deploy, min(start_ns) AS first FROM {q.requests} WHERE deploy IS NOT NULL GROUP BY deploy ORDER BY first")]
+
+
+def measure(q: Query, deploy: str | None = None, side: str | None = None) -> Metrics:
+    """Metrics over the window, for one deploy when given. The side defaults to the one whose passes
+    carry deploys and prompt tokens (the app's client passes when instrumented, else the server's)."""
+    if side is None:
+        side = _side_with_deploys(q) if deploy is not None else pass_side(q, "prompt_tokens")
+    dep = "" if deploy is None else " AND deploy = ?"
+    params = [] if deploy is None else [deploy]
+    row = q.one(f"""
+        SELECT count(*) AS passes,
+               sum(coalesce(cached_tokens, 0)) FILTER (WHERE prompt_tokens > 0)
+                 / nullif(sum(prompt_tokens) FILTER (WHERE prompt_tokens > 0), 0) AS hit_rate,
+               quantile_cont(ttft_ms, 0.5) AS p50, quantile_cont(ttft_ms, 0.95) AS p95,
+               avg(cost_usd) AS cost
+        FROM {q.requests} WHERE {side_filter(side)}{dep}""", params)
+    return Metrics(deploy=deploy, passes=int(row.get("passes") or 0),  # type: ignore[call-overload]
+                   hit_rate=_f(row.get("hit_rate")), ttft_p50_ms=_f(row.get("p50")), ttft_p95_ms=_f(row.get("p95")),
+                   cost_per_request_usd=_f(row.get("cost")), side=side)
+
+
+def _side_with_deploys(q: Query) -> str | None:
+    rows = q.rows(f"SELECT side, count(DISTINCT deploy) AS d FROM {q.requests} WHERE prompt_tokens > 0 GROUP BY side")
+    have = {str(r["side"]): int(r["d"]) for r in rows}  # type: ignore[call-overload]
+    for side in ("client", "app", "server"):
+        if have.get(side):
+            return side
+    return pass_side(q, "prompt_tokens")
+
+
+def _f(v: object) -> float | None:
+    return None if v is None else float(v)  # type: ignore[arg-type]

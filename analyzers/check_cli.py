@@ -1,0 +1,184 @@
+"""``llmtrace check``: the CI gate. Compare the cache hit rate (and optionally TTFT p50/p95 and cost per
+request) of the current store or deploy with a baseline, and exit 1 on a regression beyond a threshold,
+naming the finding that explains it.
+
+    llmtrace check --save-baseline baseline.json          # on main: record what good looks like
+    llmtrace check --baseline baseline.json --ttft --format github
+    llmtrace check --deploy v2 --baseline-deploy v1 --format junit --output check.xml
+
+Exit status: 0 no regression, 1 regression, 2 the check could not run (no store, no passes, bad baseline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from llmtrace.analyzers.baseline import Metrics, deploys, latest_deploy, load_baseline, measure, save_baseline
+from llmtrace.analyzers.check_report import FORMATS, Verdict
+from llmtrace.analyzers.finding import Finding
+from llmtrace.analyzers.query import Query
+from llmtrace.tracer.settings import resolve_db
+from llmtrace.tracer.store import StoreError, parquet_connection, read_connection
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", help="store file (default: $LLMTRACE_DB or ./llmtrace.duckdb)")
+    parser.add_argument("--parquet", metavar="GLOB", help="check a Parquet export instead")
+    parser.add_argument("--deploy", help="the deploy to check (default: the whole window, or the latest deploy "
+                                         "with --baseline-deploy)")
+    base = parser.add_mutually_exclusive_group()
+    base.add_argument("--baseline", metavar="FILE", help="baseline JSON written by --save-baseline")
+    base.add_argument("--baseline-deploy", metavar="NAME", help="compare against another deploy in the same store "
+                                                                "('previous' for the one before --deploy)")
+    base.add_argument("--save-baseline", metavar="FILE", help="write the current numbers as a baseline and exit 0")
+    parser.add_argument("--since", help="only spans from the last 30m / 2h / 7d")
+    parser.add_argument("--max-hit-rate-drop", type=float, default=0.05,
+                        help="fail when the hit rate falls by more than this (absolute, default 0.05 = 5 points)")
+    parser.add_argument("--ttft", action="store_true", help="also check TTFT p50 and p95")
+    parser.add_argument("--max-ttft-increase", type=float, default=0.2,
+                        help="fail when TTFT p50/p95 rise by more than this fraction (default 0.2)")
+    parser.add_argument("--cost", action="store_true", help="also check cost per request")
+    parser.add_argument("--max-cost-increase", type=float, default=0.1,
+                        help="fail when cost per request rises by more than this fraction (default 0.1)")
+    parser.add_argument("--min-passes", type=int, default=1, help="fail to run (exit 2) with fewer passes")
+    parser.add_argument("--format", choices=sorted(FORMATS), default="text", help="report format (default text)")
+    parser.add_argument("--output", metavar="FILE", help="write the report here (the text summary still prints)")
+
+
+def compare(current: Metrics, baseline: Metrics, *, max_hit_drop: float = 0.05, ttft: bool = False,
+            max_ttft_increase: float = 0.2, cost: bool = False, max_cost_increase: float = 0.1) -> list[Verdict]:
+    """One verdict per metric checked."""
+    for name, v in (("max_hit_drop", max_hit_drop), ("max_ttft_increase", max_ttft_increase),
+                    ("max_cost_increase", max_cost_increase)):
+        if v < 0:
+            raise ValueError(f"{name} must be >= 0")
+    out = []
+    if current.hit_rate is None or baseline.hit_rate is None:
+        out.append(Verdict("cache_hit_rate", "cache hit rate", current.hit_rate, baseline.hit_rate, "", True,
+                           skipped="no prompt token counts on one side"))
+    else:
+        drop = baseline.hit_rate - current.hit_rate
+        out.append(Verdict("cache_hit_rate", "cache hit rate", current.hit_rate, baseline.hit_rate,
+                           f"allowed drop {max_hit_drop * 100:.3g} points", drop <= max_hit_drop + 1e-12))
+    checks: list[tuple[str, str, float | None, float | None, float]] = []
+    if ttft:
+        checks += [("ttft_p50_ms", "TTFT p50", current.ttft_p50_ms, baseline.ttft_p50_ms, max_ttft_increase),
+                   ("ttft_p95_ms", "TTFT p95", current.ttft_p95_ms, baseline.ttft_p95_ms, max_ttft_increase)]
+    if cost:
+        checks.append(("cost_per_request_usd", "cost per request", current.cost_per_request_usd,
+                       baseline.cost_per_request_usd, max_cost_increase))
+    for metric, label, cur, base, limit in checks:
+        if cur is None or base is None:
+            out.append(Verdict(metric, label, cur, base, "", True, skipped="not recorded on one side"))
+            continue
+        ok = cur <= base * (1 + limit) + 1e-12
+        out.append(Verdict(metric, label, cur, base, f"allowed increase {limit:.0%}", ok))
+    return out
+
+
+_EXPLAINERS = {"cache_hit_rate": ("cost_after_deploy", "slow_first_token", "eviction_under_load"),
+               "ttft_p50_ms": ("slow_first_token", "degrades_under_traffic"),
+               "ttft_p95_ms": ("slow_first_token", "degrades_under_traffic"),
+               "cost_per_request_usd": ("cost_after_deploy", "slow_first_token", "agent_loops")}
+
+
+def explain(q: Query, verdicts: list[Verdict]) -> list[Verdict]:
+    """Attach to each failed verdict the best finding of the analyzers that explain that metric."""
+    from dataclasses import replace
+
+    from llmtrace.analyzers.registry import ANALYZERS
+
+    cache: dict[str, list[Finding]] = {}
+    out = []
+    for v in verdicts:
+        if v.ok:
+            out.append(v)
+            continue
+        found: list[Finding] = []
+        for symptom in _EXPLAINERS.get(v.metric, ()):
+            if symptom not in cache:
+                cache[symptom] = ANALYZERS[symptom].analyze(q.conn, q.since_ns, query=q)  # type: ignore[call-arg]
+            found += cache[symptom]
+        found.sort(key=Finding.sort_key)
+        out.append(replace(v, explanation=found[0] if found else None))
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from llmtrace.analyzers.diagnose_cli import parse_since
+
+    try:
+        since = parse_since(args.since)
+        baseline_file = load_baseline(args.baseline) if args.baseline else None
+    except ValueError as exc:
+        print(f"llmtrace check: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.parquet:
+            conn = parquet_connection(args.parquet)
+            try:
+                return _check(args, Query(conn, since), baseline_file)
+            finally:
+                conn.close()
+        with read_connection(resolve_db(args.db)) as conn:
+            return _check(args, Query(conn, since), baseline_file)
+    except StoreError as exc:
+        print(f"llmtrace check: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"llmtrace check: {exc}", file=sys.stderr)
+        return 2
+
+
+def _check(args: argparse.Namespace, q: Query, baseline_file: Metrics | None) -> int:
+    q.materialize()
+    try:
+        deploy = args.deploy
+        if args.baseline_deploy and deploy is None:
+            deploy = latest_deploy(q)
+        side = baseline_file.side if baseline_file is not None else None
+        current = measure(q, deploy, side)
+        if current.passes < max(1, args.min_passes):
+            print(f"llmtrace check: only {current.passes} passes"
+                  f"{' for deploy ' + deploy if deploy else ''} in the store (need {max(1, args.min_passes)})",
+                  file=sys.stderr)
+            return 2
+        if args.save_baseline:
+            save_baseline(args.save_baseline, current)
+            hr = f"{current.hit_rate:.1%}" if current.hit_rate is not None else "n/a"
+            print(f"llmtrace check: baseline written to {args.save_baseline} ({current.passes} passes, "
+                  f"hit rate {hr})")
+            return 0
+        if baseline_file is not None:
+            baseline, against = baseline_file, f"baseline {args.baseline}"
+        elif args.baseline_deploy:
+            name = args.baseline_deploy
+            if name == "previous":
+                names = deploys(q)
+                if deploy not in names or names.index(deploy) == 0:
+                    raise ValueError(f"no deploy before {deploy!r} in the store")
+                name = names[names.index(deploy) - 1]
+            baseline = measure(q, name, current.side)
+            if baseline.passes == 0:
+                raise ValueError(f"no passes for baseline deploy {name!r}; deploys in the store: "
+                                 f"{', '.join(deploys(q)) or 'none'}")
+            against = f"deploy {name}"
+        else:
+            raise ValueError("give --baseline FILE, --baseline-deploy NAME, or --save-baseline FILE")
+        verdicts = compare(current, baseline, max_hit_drop=args.max_hit_rate_drop, ttft=args.ttft,
+                           max_ttft_increase=args.max_ttft_increase, cost=args.cost,
+                           max_cost_increase=args.max_cost_increase)
+        verdicts = explain(q, verdicts)
+        header = (f"llmtrace check: {current.passes} passes{' of deploy ' + deploy if deploy else ''} "
+                  f"against {against}")
+        report = FORMATS[args.format](verdicts, header)
+        if args.output:
+            Path(args.output).write_text(report, encoding="utf-8")
+            sys.stdout.write(FORMATS["text"](verdicts, header))
+        else:
+            sys.stdout.write(report)
+        return 0 if all(v.ok for v in verdicts) else 1
+    finally:
+        q.release()

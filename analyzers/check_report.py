@@ -1,0 +1,101 @@
+"""The verdicts of ``llmtrace check`` and their three output formats: text, GitHub Actions annotations
+(``::error``/``::notice`` workflow commands) and JUnit XML (one test case per metric)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from xml.sax.saxutils import escape, quoteattr
+
+from llmtrace.analyzers.finding import Finding
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    metric: str  # cache_hit_rate, ttft_p50_ms, ttft_p95_ms, cost_per_request_usd
+    label: str
+    current: float | None
+    baseline: float | None
+    limit: str  # the rule in words: "drop <= 0.05", "increase <= 20%"
+    ok: bool
+    skipped: str | None = None  # why the metric could not be compared
+    explanation: Finding | None = None
+
+    def line(self) -> str:
+        state = "SKIP" if self.skipped else "PASS" if self.ok else "FAIL"
+        if self.skipped:
+            return f"{state} {self.label}: {self.skipped}"
+        return f"{state} {self.label}: {_fmt(self.metric, self.current)} (baseline {_fmt(self.metric, self.baseline)}; {self.limit})"
+
+
+def _fmt(metric: str, v: float | None) -> str:
+    if v is None:
+        return "n/a"
+    if metric == "cache_hit_rate":
+        return f"{v:.1%}"
+    if metric.endswith("_usd"):
+        return f"${v:.6f}"
+    return f"{v:.1f} ms"
+
+
+def _explain(f: Finding) -> str:
+    return f"{f.stage} ({f.phase}): {f.title}. Next: {f.next_check}"
+
+
+def text(verdicts: Sequence[Verdict], header: str) -> str:
+    lines = [header]
+    for v in verdicts:
+        lines.append(v.line())
+        if not v.ok and v.explanation is not None:
+            lines.append(f"     explained by {_explain(v.explanation)}")
+            lines.extend(f"       - {e.label}: {e.render_value()}" for e in v.explanation.evidence[:4])
+    failed = sum(1 for v in verdicts if not v.ok)
+    lines.append(f"{'FAILED' if failed else 'OK'}: {failed} regression(s) in {len(verdicts)} check(s)")
+    return "\n".join(lines) + "\n"
+
+
+def _gh_escape(s: str) -> str:
+    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_prop(s: str) -> str:
+    return _gh_escape(s).replace(":", "%3A").replace(",", "%2C")
+
+
+def github(verdicts: Sequence[Verdict], header: str) -> str:
+    """Workflow commands: each regression an ::error annotation, everything else a ::notice."""
+    out = []
+    for v in verdicts:
+        if v.ok:
+            out.append(f"::notice title={_gh_prop('llmtrace check: ' + v.label)}::{_gh_escape(v.line())}")
+            continue
+        msg = v.line()
+        if v.explanation is not None:
+            msg += "\nExplained by " + _explain(v.explanation)
+            msg += "".join(f"\n- {e.label}: {e.render_value()}" for e in v.explanation.evidence[:4])
+        out.append(f"::error title={_gh_prop('llmtrace check: ' + v.label + ' regressed')}::{_gh_escape(msg)}")
+    return "\n".join(out) + "\n" + text(verdicts, header)
+
+
+def junit(verdicts: Sequence[Verdict], header: str) -> str:
+    failures = sum(1 for v in verdicts if not v.ok)
+    skipped = sum(1 for v in verdicts if v.skipped)
+    cases = []
+    for v in verdicts:
+        body = ""
+        if v.skipped:
+            body = f"<skipped message={quoteattr(v.skipped)}/>"
+        elif not v.ok:
+            detail = v.line() + ("\n" + _explain(v.explanation) if v.explanation else "")
+            if v.explanation is not None:
+                detail += "".join(f"\n- {e.label}: {e.render_value()}" for e in v.explanation.evidence)
+            body = f"<failure message={quoteattr(v.line())} type=\"regression\">{escape(detail)}</failure>"
+        cases.append(f'  <testcase classname="llmtrace.check" name={quoteattr(v.metric)}>{body}</testcase>')
+    return ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            f"<testsuite name=\"llmtrace check\" tests=\"{len(verdicts)}\" failures=\"{failures}\" "
+            f"skipped=\"{skipped}\" errors=\"0\">\n"
+            f"  <properties><property name=\"summary\" value={quoteattr(header)}/></properties>\n"
+            + "\n".join(cases) + "\n</testsuite>\n")
+
+
+FORMATS = {"text": text, "github": github, "junit": junit}
