@@ -283,19 +283,29 @@ class _Handler(BaseHTTPRequestHandler):
             if not hmac.compare_digest(given.encode(), c.config.token.encode()):
                 return self._error(401, "missing or wrong bearer token", json_body=as_json, close=True,
                                    headers={"WWW-Authenticate": 'Bearer realm="llmtrace"'})
+        limit = c.config.max_body_bytes
         length_text = self.headers.get("Content-Length")
-        if length_text is None:
-            return self._error(411, "Content-Length is required", json_body=as_json, close=True)
-        try:
-            length = int(length_text)
-        except ValueError:
-            return self._error(400, f"bad Content-Length {length_text!r}", json_body=as_json, close=True)
-        if length < 0 or length > c.config.max_body_bytes:
-            return self._error(413, f"body of {length} bytes is over the {c.config.max_body_bytes} byte limit",
-                               json_body=as_json, close=True)
-        body = self.rfile.read(length)
-        if len(body) != length:
-            return self._error(400, "body shorter than Content-Length", json_body=as_json, close=True)
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            try:
+                body = self._read_chunked(limit)
+            except PayloadTooLarge as exc:
+                return self._error(413, str(exc), json_body=as_json, close=True)
+            except (ValueError, OSError) as exc:
+                return self._error(400, f"bad chunked body: {exc}", json_body=as_json, close=True)
+        elif length_text is None:
+            return self._error(411, "Content-Length (or chunked encoding) is required", json_body=as_json,
+                               close=True)
+        else:
+            try:
+                length = int(length_text)
+            except ValueError:
+                return self._error(400, f"bad Content-Length {length_text!r}", json_body=as_json, close=True)
+            if length < 0 or length > limit:
+                return self._error(413, f"body of {length} bytes is over the {limit} byte limit",
+                                   json_body=as_json, close=True)
+            body = self.rfile.read(length)
+            if len(body) != length:
+                return self._error(400, "body shorter than Content-Length", json_body=as_json, close=True)
         if c.closing:
             return self._error(503, "collector is shutting down", json_body=as_json, close=True,
                                headers={"Retry-After": "1"})
@@ -313,6 +323,26 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._overloaded(as_json)
             c.accepted(decoded)
         self._reply(200, *_export_response(decoded.rejected, decoded.reason, as_json))
+
+    def _read_chunked(self, limit: int) -> bytes:
+        """A Transfer-Encoding: chunked body (JavaScript exporters stream gzip this way), up to ``limit``."""
+        parts: list[bytes] = []
+        total = 0
+        while True:
+            line = self.rfile.readline(1024)
+            size = int(line.split(b";", 1)[0].strip() or b"x", 16)
+            if size == 0:
+                while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                    pass  # trailers
+                return b"".join(parts)
+            total += size
+            if total > limit:
+                raise PayloadTooLarge(f"chunked body is over the {limit} byte limit")
+            chunk = self.rfile.read(size)
+            if len(chunk) != size:
+                raise ValueError("truncated chunk")
+            parts.append(chunk)
+            self.rfile.readline(1024)  # the CRLF after each chunk
 
     def _overloaded(self, as_json: bool) -> None:
         self._error(429, "collector queue is full; retry later", json_body=as_json, headers={"Retry-After": "1"})

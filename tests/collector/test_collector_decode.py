@@ -80,3 +80,25 @@ def test_vllm_span_with_only_some_latencies() -> None:
     assert m.map("chat m", "client", {"llmtrace.side": "client"}, "a" * 32, "b" * 16, 0, 1) is None
     with pytest.raises(ValueError):
         Mapper("everything")
+
+
+def test_chunked_body_is_read(tmp_path: object) -> None:
+    """JavaScript exporters stream gzip bodies with Transfer-Encoding: chunked and no Content-Length."""
+    import httpx
+    from collector_helpers import count_spans, start_collector
+
+    col = start_collector(tmp_path)  # type: ignore[arg-type]
+    try:
+        body = gzip.compress(_req().SerializeToString())
+
+        def chunks():  # a generator body makes httpx send it chunked
+            for i in range(0, len(body), 7):
+                yield body[i:i + 7]
+
+        r = httpx.post(col.endpoint, content=chunks(),
+                       headers={"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"})
+        assert r.status_code == 200, r.content
+        col.wait_written(1)
+    finally:
+        col.stop()
+    assert count_spans(col.db) == 1
