@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from llmtrace.backend.generation.params import InvalidRequestError
+from llmtrace.backend.generation.params import Constraint, InvalidRequestError
 from llmtrace.backend.generation.tool_calls import tool_call_constraint
 from llmtrace.backend.server.errors import bad_request
 from llmtrace.backend.server.fields import get_bool, get_dict, get_number, get_str
@@ -110,6 +110,17 @@ def _tools(body: dict[str, Any]) -> tuple[list[dict[str, Any]] | None, Any]:
     return converted, mapped
 
 
+def _output_format(body: dict[str, Any]) -> Constraint | None:
+    """Structured output: ``output_config.format = {"type": "json_schema", "schema": {...}}``."""
+    config = get_dict(body, "output_config") or {}
+    fmt = config.get("format")
+    if fmt is None:
+        return None
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema" or not isinstance(fmt.get("schema", {}), dict):
+        raise bad_request("output_config.format must be {'type': 'json_schema', 'schema': {...}}", "output_config")
+    return Constraint(kind="json_schema", spec=fmt.get("schema") or {"type": "object"})
+
+
 def parse_messages(body: dict[str, Any]) -> Job:
     model = get_str(body, "model", required=True)
     max_tokens = get_number(body, "max_tokens", None, integer=True)
@@ -123,11 +134,14 @@ def parse_messages(body: dict[str, Any]) -> Job:
             constraint = tool_call_constraint(tools, tool_choice)
         except InvalidRequestError as exc:
             raise bad_request(str(exc), exc.param) from None
+    output_type = "tool_calls" if constraint is not None else "text"
+    if constraint is None:
+        constraint = _output_format(body)
+        output_type = "json" if constraint is not None else "text"
     params, _ = sampling_params(body, default_max_tokens=max_tokens, constraint=constraint,
                                 stop_key="stop_sequences")
     return Job("messages", model, params, stream=get_bool(body, "stream", False), messages=messages,
-               tools=tools, tool_choice=tool_choice, max_tokens_given=True,
-               output_type="tool_calls" if constraint is not None else "text")
+               tools=tools, tool_choice=tool_choice, max_tokens_given=True, output_type=output_type)
 
 
 def _usage(o: Outcome) -> dict[str, Any]:

@@ -100,3 +100,13 @@ def test_errors_in_anthropic_shape(tiny_server) -> None:  # type: ignore[no-unty
     with pytest.raises(anthropic.BadRequestError) as bad:
         client.messages.create(model="tiny", max_tokens=5, messages=MSG, extra_body={"temperature": -2})
     assert bad.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
+
+
+def test_structured_output_json_schema(tiny_server) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    schema = {"type": "object", "properties": {"priority": {"type": "string", "enum": ["low", "high"]}},
+              "required": ["priority"], "additionalProperties": False}
+    m = _client(tiny_server).messages.create(model="tiny", max_tokens=40, messages=MSG,
+                                             output_config={"format": {"type": "json_schema", "schema": schema}})
+    assert json.loads(m.content[0].text)["priority"] in ("low", "high")  # type: ignore[union-attr]

@@ -1,0 +1,280 @@
+"""Benchmark `server`: what serving over HTTP costs, and how the bundled server compares with llama.cpp's.
+
+Same default model (SmolLM2-135M-Instruct, the Q4_1 GGUF), same prompts, greedy, a fixed number of output
+tokens per request (EOS ignored), streaming clients at 1, 4 and 16 concurrent:
+
+- engine_tok_s_cN / engine_ttft_p50_ms_cN: the engine called directly in-process (AsyncEngine), no HTTP
+- http_tok_s_cN / http_ttft_p50_ms_cN / http_ttft_p99_ms_cN: `llmtrace serve` (tracing into a store) over
+  loopback HTTP, SSE streaming, clients in this process with httpx
+- http_overhead_ratio: engine_tok_s_c16 / http_tok_s_c16 (target <= 1.1)
+- llamacpp_server_tok_s_cN / llamacpp_server_ttft_p50_ms_cN: llama-cpp-python's OpenAI-compatible server on
+  the same GGUF (EOS suppressed with logit_bias), built into its own venv on first run
+  (llamacpp_build_s); skipped with a message when it does not build
+- http_vs_llamacpp_c16: http_tok_s_c16 / llamacpp_server_tok_s_c16 (target >= 2)
+
+TTFT is measured by the client: request sent -> first non-empty content chunk. tok/s is aggregate: all
+output tokens of the level / its wall time.
+
+    python benchmarks/server.py     # BENCH_MAX_TOKENS (64), BENCH_SKIP_LLAMACPP=1, BENCH_LEVELS=1,4,16
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import httpx  # noqa: E402
+
+from common import save  # noqa: E402
+
+MAX_TOKENS = int(os.environ.get("BENCH_MAX_TOKENS", "64"))
+LEVELS = tuple(int(x) for x in os.environ.get("BENCH_LEVELS", "1,4,16").split(","))
+ROUNDS = {1: 3, 4: 2, 16: 2}  # requests per client at each level
+LLAMACPP_VERSION = "0.3.36"
+BENCH_CACHE = Path(os.environ.get("LLMTRACE_CACHE", Path.home() / ".cache" / "llmtrace")) / "bench"
+SYSTEM = ("You are a support assistant for an online bookshop. Answer in full sentences, explain your reasoning "
+          "and list the steps the customer should follow.")
+
+
+def prompt(i: int) -> list[dict[str, str]]:
+    return [{"role": "system", "content": SYSTEM},
+            {"role": "user", "content": f"Ticket {i}: my order #{1000 + i} arrived damaged, what now?"}]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pct(values: list[float], q: float) -> float:
+    v = sorted(values)
+    return round(v[min(len(v) - 1, int(q * len(v)))], 1) if v else float("nan")
+
+
+# ── clients ────────────────────────────────────────────────────────────────────────────────────────
+async def http_request(http: httpx.AsyncClient, body: dict) -> tuple[int, float | None]:
+    t0 = time.perf_counter()
+    ttft = None
+    tokens = 0
+    async with http.stream("POST", "/v1/chat/completions", json=body) as r:
+        r.raise_for_status()
+        async for line in r.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if chunk.get("usage"):
+                tokens = chunk["usage"]["completion_tokens"]
+            choices = chunk.get("choices") or []
+            if ttft is None and choices and (choices[0].get("delta") or {}).get("content"):
+                ttft = (time.perf_counter() - t0) * 1e3
+    return tokens, ttft
+
+
+async def http_level(base: str, model: str, c: int, extra: dict) -> tuple[float, list[float]]:
+    limits = httpx.Limits(max_connections=c, max_keepalive_connections=c)
+    async with httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as http:
+        def body(i: int) -> dict:
+            return {"model": model, "messages": prompt(i), "max_tokens": MAX_TOKENS, "temperature": 0,
+                    "stream": True, "stream_options": {"include_usage": True}, **extra}
+
+        await http_request(http, body(10_000))  # warm-up
+        ttfts: list[float] = []
+        total = 0
+
+        async def client(k: int) -> None:
+            nonlocal total
+            for j in range(ROUNDS[c]):
+                n, ttft = await http_request(http, body(k * 100 + j))
+                total += n
+                if ttft is not None:
+                    ttfts.append(ttft)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*[client(k) for k in range(c)])
+        return total / (time.perf_counter() - t0), ttfts
+
+
+def engine_levels(model_path: str) -> dict[str, float]:
+    from llmtrace.backend.engine.async_engine import AsyncEngine
+    from llmtrace.backend.engine.config import EngineConfig
+    from llmtrace.backend.engine.engine import Engine
+    from llmtrace.backend.engine.request import EngineRequest
+    from llmtrace.backend.generation.params import SamplingParams
+
+    engine = Engine(model_path, EngineConfig())
+    tok = engine.tokenizer
+    params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True)
+    out: dict[str, float] = {}
+    counter = iter(range(10**9))
+
+    async def one(i: int) -> tuple[int, float | None]:
+        ids = tok.encode(tok.apply_chat_template(prompt(i)), add_special_tokens=True)
+        t0 = time.perf_counter()
+        ttft, n = None, 0
+        async for o in ae.generate(EngineRequest(f"b{next(counter)}", ids, params)):
+            if ttft is None and o.text_delta:
+                ttft = (time.perf_counter() - t0) * 1e3
+            n = o.num_output_tokens
+        return n, ttft
+
+    async def level(c: int) -> tuple[float, list[float]]:
+        await one(10_000)
+        ttfts: list[float] = []
+        total = 0
+
+        async def client(k: int) -> None:
+            nonlocal total
+            for j in range(ROUNDS[c]):
+                n, ttft = await one(k * 100 + j)
+                total += n
+                if ttft is not None:
+                    ttfts.append(ttft)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*[client(k) for k in range(c)])
+        return total / (time.perf_counter() - t0), ttfts
+
+    ae = AsyncEngine(engine)
+    try:
+        for c in LEVELS:
+            tok_s, ttfts = asyncio.run(level(c))
+            out[f"engine_tok_s_c{c}"] = round(tok_s, 1)
+            out[f"engine_ttft_p50_ms_c{c}"] = pct(ttfts, 0.5)
+            print(f"engine c={c}: {tok_s:.1f} tok/s, ttft p50 {pct(ttfts, 0.5)} ms", flush=True)
+    finally:
+        ae.shutdown()
+    return out
+
+
+def wait_up(proc: subprocess.Popen, base: str, log: Path, timeout_s: float = 300) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}: {log.read_text()[-2000:]}")
+        try:
+            if httpx.get(f"{base}/v1/models", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError(f"server did not come up: {log.read_text()[-2000:]}")
+
+
+def run_levels(base: str, model: str, prefix: str, extra: dict) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for c in LEVELS:
+        tok_s, ttfts = asyncio.run(http_level(base, model, c, extra))
+        out[f"{prefix}_tok_s_c{c}"] = round(tok_s, 1)
+        out[f"{prefix}_ttft_p50_ms_c{c}"] = pct(ttfts, 0.5)
+        out[f"{prefix}_ttft_p99_ms_c{c}"] = pct(ttfts, 0.99)
+        print(f"{prefix} c={c}: {tok_s:.1f} tok/s, ttft p50 {pct(ttfts, 0.5)} p99 {pct(ttfts, 0.99)} ms", flush=True)
+    return out
+
+
+def http_levels(model_path: str, tmp: Path) -> dict[str, float]:
+    port = free_port()
+    log = tmp / "llmtrace-serve.log"
+    cmd = [sys.executable, "-m", "llmtrace.cli", "serve", "--model", model_path, "--port", str(port),
+           "--db", str(tmp / "bench.duckdb"), "--served-model-name", "smol"]
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_up(proc, base, log)
+        return run_levels(base, "smol", "http", {"ignore_eos": True})
+    finally:
+        proc.terminate()
+        proc.wait(60)
+
+
+# ── llama.cpp ──────────────────────────────────────────────────────────────────────────────────────
+def llamacpp_python() -> tuple[Path | None, float | None, str]:
+    """The venv's python with llama_cpp.server importable, building it on first use (timed)."""
+    venv = BENCH_CACHE / "llamacpp-venv"
+    py = venv / "bin" / "python"
+    stamp = BENCH_CACHE / "build.json"
+    ok = py.exists() and subprocess.run([str(py), "-c", "import llama_cpp.server"], capture_output=True).returncode == 0
+    if ok:
+        build_s = json.loads(stamp.read_text()).get("build_s") if stamp.exists() else None
+        return py, build_s, ""
+    BENCH_CACHE.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    try:
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        r = subprocess.run([str(py), "-m", "pip", "install", "-q", f"llama-cpp-python[server]=={LLAMACPP_VERSION}"],
+                           capture_output=True, text=True, timeout=900,
+                           env={**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2)})
+    except (subprocess.SubprocessError, OSError) as exc:
+        return None, None, f"llama-cpp-python did not build: {exc}"
+    build_s = round(time.perf_counter() - t0, 1)
+    stamp.write_text(json.dumps({"rc": r.returncode, "build_s": build_s}))
+    if r.returncode != 0:
+        return None, build_s, "llama-cpp-python did not build: " + (r.stderr or r.stdout)[-300:].replace("\n", " ")
+    return py, build_s, ""
+
+
+def llamacpp_levels(model_path: str, tmp: Path) -> dict[str, object]:
+    py, build_s, why = llamacpp_python()
+    out: dict[str, object] = {}
+    if build_s is not None:
+        out["llamacpp_build_s"] = build_s
+    if py is None:
+        out["llamacpp_skipped"] = why
+        print(why, file=sys.stderr)
+        return out
+    port = free_port()
+    log = tmp / "llamacpp.log"
+    threads = str(os.cpu_count() or 2)
+    cmd = [str(py), "-m", "llama_cpp.server", "--model", model_path, "--port", str(port), "--host", "127.0.0.1",
+           "--n_ctx", "4096", "--n_threads", threads, "--n_threads_batch", threads, "--model_alias", "smol"]
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_up(proc, base, log)
+        # llama.cpp has no ignore_eos on this endpoint: suppress the EOS token instead (same effect).
+        out.update(run_levels(base, "smol", "llamacpp_server", {"logit_bias": {"2": -100}}))
+    finally:
+        proc.terminate()
+        proc.wait(60)
+    return out
+
+
+def main() -> None:
+    from llmtrace.backend.model.pull import default_model_path
+
+    model = default_model_path()
+    if not model.exists():
+        raise SystemExit(f"default model missing at {model}; run `llmtrace model pull`")
+    results: dict[str, object] = {"max_tokens": MAX_TOKENS, "model": model.name}
+    with tempfile.TemporaryDirectory(prefix="llmtrace-bench-server-") as d:
+        tmp = Path(d)
+        results.update(engine_levels(str(model)))
+        results.update(http_levels(str(model), tmp))
+        if os.environ.get("BENCH_SKIP_LLAMACPP") != "1":
+            results.update(llamacpp_levels(str(model), tmp))
+        else:
+            results["llamacpp_skipped"] = "BENCH_SKIP_LLAMACPP=1"
+    top = max(LEVELS)
+    e, h = results.get(f"engine_tok_s_c{top}"), results.get(f"http_tok_s_c{top}")
+    if isinstance(e, float) and isinstance(h, float) and h > 0:
+        results["http_overhead_ratio"] = round(e / h, 3)
+    lc = results.get(f"llamacpp_server_tok_s_c{top}")
+    if isinstance(lc, float) and isinstance(h, float) and lc > 0:
+        results[f"http_vs_llamacpp_c{top}"] = round(h / lc, 2)
+    save("server", results)
+
+
+if __name__ == "__main__":
+    main()
