@@ -73,17 +73,28 @@ def _snippet(text: str, at: int, width: int = 40) -> str:
     return text[at:at + width]
 
 
+def _segment_starts(segs: list[dict[str, object]]) -> list[int]:
+    """Where each segment's text starts in the full-capture prompt text, which the adapters render as
+    ``"\n".join(f"[{kind}]\n{text}")``."""
+    starts, pos = [], 0
+    for s in segs:
+        pos += len(f"[{s.get('kind')}]\n")
+        starts.append(pos)
+        pos += int(s.get("chars") or 0) + 1  # type: ignore[call-overload]
+    return starts
+
+
 def client_divergences(q: Query, min_pairs: int = 2) -> list[Divergence]:
-    """Divergence from client-side prompt segments, per template (model + segment layout)."""
+    """Divergence from prompt segments on pass spans, per template (side, model, first segment)."""
     rows = q.rows(f"""
-        SELECT trace_id, start_ns, {attr('gen_ai.request.model')} AS model,
-               {attr('llmtrace.prompt.segments')} AS segments
+        SELECT trace_id, start_ns, {attr('gen_ai.request.model')} AS model, {attr('llmtrace.side')} AS side,
+               {attr('llmtrace.prompt.segments')} AS segments, {attr('llmtrace.prompt.text')} AS text
         FROM (SELECT trace_id, start_ns, attributes FROM {q.spans}
               WHERE operation IN ('chat', 'text_completion', 'generate_content')
               ORDER BY start_ns DESC LIMIT {2 * MAX_PASSES})
         WHERE {attr('llmtrace.prompt.segments')} IS NOT NULL
         ORDER BY start_ns DESC LIMIT {MAX_PASSES}""")
-    groups: dict[str, list[tuple[str, list[dict[str, object]]]]] = defaultdict(list)
+    groups: dict[str, list[tuple[str, list[dict[str, object]], str | None]]] = defaultdict(list)
     for r in reversed(rows):
         try:
             segs = json.loads(str(r["segments"]))
@@ -91,45 +102,48 @@ def client_divergences(q: Query, min_pairs: int = 2) -> list[Divergence]:
             continue
         if not isinstance(segs, list) or not segs or not all(isinstance(s, dict) for s in segs):
             continue
-        # A template: same model, same first segment kind and length (volatile fields of a fixed
-        # format, like timestamps, keep the length), same kinds in the same order up to the user turn.
+        # A template: same side and model, same first segment kind and length (volatile fields of a fixed
+        # format, like timestamps, keep the length).
         head = segs[0]
-        key = f"{r['model']} · {head.get('kind')}[{head.get('chars')}]"
-        groups[key].append((str(r["trace_id"]), segs))
+        key = f"{r['model']} · {head.get('kind')}[{head.get('chars')}] · {r['side'] or 'app'}"
+        groups[key].append((str(r["trace_id"]), segs, r["text"] if isinstance(r["text"], str) else None))
     out: list[Divergence] = []
     for key, passes in groups.items():
         if len(passes) < min_pairs + 1:
             continue
         spots: Counter[tuple[int, int]] = Counter()
-        examples: dict[tuple[int, int], tuple[str, str, int, bool, str | None, str | None, str]] = {}
+        examples: dict[tuple[int, int], tuple[str, str, int, bool, str | None, str | None]] = {}
         ids: dict[tuple[int, int], list[str]] = defaultdict(list)
-        for (tid_a, a), (tid_b, b) in zip(passes, passes[1:], strict=False):
+        for (tid_a, a, text_a), (tid_b, b, text_b) in zip(passes, passes[1:], strict=False):
             si = _first_diff([str(s.get("hash")) for s in a], [str(s.get("hash")) for s in b])
             if si >= min(len(a), len(b)):
                 continue  # one prompt extends the other (a growing conversation): no divergence
             sa, sb = a[si], b[si]
-            ta, tb = sa.get("text"), sb.get("text")
-            if isinstance(ta, str) and isinstance(tb, str):
-                off, exact = _text_diff(ta, tb), True
-                text_a, text_b = _snippet(ta, off), _snippet(tb, off)
+            snippet_a = snippet_b = None
+            if text_a is not None and text_b is not None:
+                start = _segment_starts(a)[si]
+                off, exact = max(0, _text_diff(text_a, text_b) - start), True
+                at = start + max(0, off - 12)  # a little context before the first differing character
+                snippet_a, snippet_b = _snippet(text_a, at), _snippet(text_b, at)
             else:
-                ci = _first_diff(list(sa.get("chunk_hashes") or []), list(sb.get("chunk_hashes") or []))
-                off, exact, text_a, text_b = ci * CHUNK_CHARS, False, None, None
+                ci = _first_diff(list(sa.get("chunk_hashes") or []), list(sb.get("chunk_hashes") or []))  # type: ignore[call-overload]
+                off, exact = ci * CHUNK_CHARS, False
             spot = (si, off)
             spots[spot] += 1
             ids[spot].append(tid_b)
-            examples.setdefault(spot, (str(sa.get("kind")), tid_a, sum(int(s.get("chars") or 0) for s in a[:si]),
-                                       exact, text_a, text_b, tid_b))
+            examples.setdefault(spot, (str(sa.get("kind")), tid_a, sum(int(s.get("chars") or 0) for s in a[:si]),  # type: ignore[call-overload]
+                                       exact, snippet_a, snippet_b))
         if not spots:
             continue
         spot, n = spots.most_common(1)[0]
-        kind, tid_a, before, exact, text_a, text_b, _ = examples[spot]
+        kind, tid_a, before, exact, text_a, text_b = examples[spot]
         out.append(Divergence(
             template=key, pairs=len(passes) - 1, parted=n, segment=kind, segment_index=spot[0],
             char_offset=spot[1], global_char_offset=before + spot[1], exact=exact, token_offset=-1,
             text=text_a, other_text=text_b, trace_ids=sample_ids([tid_a, *ids[spot]]),
         ))
-    out.sort(key=lambda d: -d.parted)
+    # the client's view first (it is what the app sent), then by how many pairs agree
+    out.sort(key=lambda d: (not d.template.endswith("client"), -d.parted))
     return out
 
 

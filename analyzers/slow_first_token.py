@@ -100,12 +100,17 @@ class SlowFirstToken(SymptomAnalyzer):
 
     def _volatile(self, q: Query) -> tuple[int, str, int, tuple[str, ...]] | None:
         rel = q.stage_sql("intake.system_prompt", {
-            "off": ("llmtrace.system.volatile_offset", "int"), "kind": ("llmtrace.system.volatile_kind", "str")})
-        row = q.one(f"""SELECT off, kind, count(*) AS n, (list(trace_id ORDER BY start_ns DESC))[1:5] AS ids
+            "off": ("llmtrace.system.volatile_offset", "int"), "kind": ("llmtrace.system.volatile_kind", "str"),
+            "field": ("llmtrace.system.volatile_field", "str"), "text": ("llmtrace.system.volatile_text", "str")})
+        row = q.one(f"""SELECT off, kind, count(*) AS n, (list(trace_id ORDER BY start_ns DESC))[1:5] AS ids,
+                               any_value(field) AS field, any_value(text) AS text
                         FROM {rel} WHERE off >= 0 GROUP BY off, kind ORDER BY n DESC LIMIT 1""")
         if not row:
             return None
-        return int(row["off"]), str(row["kind"]), int(row["n"]), tuple(row["ids"])  # type: ignore[call-overload,arg-type]
+        kind = str(row["kind"]) + (f" in field {{{row['field']}}}" if row["field"] else "")
+        if row["text"]:
+            kind += f" ({str(row['text'])[:32]!r}…)"
+        return int(row["off"]), kind, int(row["n"]), tuple(row["ids"])  # type: ignore[call-overload,arg-type]
 
     def _system_prompt_finding(self, volatile: tuple[int, str, int, tuple[str, ...]] | None,
                                div: Divergence | None, miss_share: float, miss_ids: tuple[str, ...],
