@@ -205,6 +205,9 @@ class RequestsPane(Vertical):
         no_passes = self.store_passes == 0
         empty.display = no_passes or failed
         self.table.display = not empty.display
+        if empty.display and not isinstance(self.app.focused, Input):
+            # Hiding the table would hand focus to the filter box and swallow the single-key commands.
+            self.app.set_focus(None)
         if failed:
             empty.update("The store could not be read (see the message above). Press ctrl+r to try again.")
         elif no_passes:

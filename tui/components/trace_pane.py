@@ -9,6 +9,7 @@ from textual.containers import Container, Vertical
 from textual.message import Message
 from textual.widgets import Static
 
+from llmtrace.tracer.stages import PHASES, get_phase
 from llmtrace.tracer.store import StoreError
 
 from .. import format as fmt
@@ -33,6 +34,8 @@ class TracePane(Container):
         super().__init__(id=id)
         self.reader = reader
         self.trace_id: str | None = None
+        self.trace: TraceRecord | None = None
+        self.phases: frozenset[str] = frozenset()
 
     def compose(self) -> ComposeResult:
         with Vertical(id="trace-main"):
@@ -68,8 +71,8 @@ class TracePane(Container):
     def _loaded(self, message: TraceLoaded) -> None:
         if message.trace.trace_id != self.trace_id:
             return
-        trace = message.trace
-        self.query_one("#trace-header", Static).update(_header(trace))
+        trace = self.trace = message.trace
+        self.query_one("#trace-header", Static).update(_header(trace, self.phases))
         self.waterfall.show_trace(trace, message.select_span)
         if not trace.spans:
             self.query_one(StagePane).show(None)
@@ -84,7 +87,10 @@ class TracePane(Container):
         self.query_one("#trace-ruler", Static).update(self.waterfall.ruler_text())
 
     def set_phases(self, phases: frozenset[str]) -> None:
+        self.phases = phases
         self.waterfall.set_phases(phases)
+        if self.trace is not None:
+            self.query_one("#trace-header", Static).update(_header(self.trace, phases))
 
     @on(SpanChosen)
     def _span_chosen(self, message: SpanChosen) -> None:
@@ -92,7 +98,7 @@ class TracePane(Container):
         self.query_one(StagePane).show(message.span)
 
 
-def _header(trace: TraceRecord) -> Text:
+def _header(trace: TraceRecord, phases: frozenset[str]) -> Text:
     if not trace.spans:
         return Text(f"trace {trace.trace_id} has no spans in this store", style="#ffaf5f")
     passes = sum(1 for s in trace.spans if s.is_pass)
@@ -102,6 +108,10 @@ def _header(trace: TraceRecord) -> Text:
     text = Text("trace ", style="dim")
     text.append(trace.trace_id, style="bold")
     text.append(f"  {fmt.ms((trace.end_ns - trace.start_ns) / 1e6)}", style="bold")
+    if phases:  # first, so a narrow terminal still shows that rows are hidden
+        order = {p.id: p.order for p in PHASES}
+        shown = ", ".join(get_phase(p).title for p in sorted(phases, key=lambda p: order.get(p, 99)))
+        text.append(f"  · only {shown} (0: all)", style="bold #ffd75f")
     text.append(f"  · {passes} passes · {tools} tools · {stages} stages", style="")
     text.append(f"  · {fmt.utc_time(trace.start_ns, with_date=True)} UTC", style="dim")
     if deploys:
