@@ -185,7 +185,8 @@ class SpanWriter:
                 elif self._queued_rows >= self.max_batch_rows // 8:
                     pause = min(pause, 0.05)
                 if pause > 0:
-                    self._cond.wait_for(lambda: self._closing, timeout=pause)
+                    self._cond.wait_for(lambda: self._closing or self._queued_bytes > self.max_queue_bytes // 2,
+                                        timeout=pause)
 
     def close(self, timeout_s: float = 120.0) -> int:
         """Write everything queued, then stop. Returns the spans that could not be written in time."""
