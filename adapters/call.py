@@ -8,12 +8,13 @@ recording is counted in ``llmtrace.tracer.health`` and the app's call goes on un
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from orjson import loads
 
 from llmtrace.tracer import health
 from llmtrace.tracer import recording as rec
@@ -67,7 +68,8 @@ class Call:
     """State of one instrumented call. Created by the transport; never raises out of its methods."""
 
     __slots__ = ("parser", "obs", "pass_span", "opts", "host", "port", "t0_wall", "t0", "t_headers", "status_code",
-                 "sse", "body", "body_bytes", "body_overflow", "conn", "finished", "times", "retry", "_feed")
+                 "sse", "body", "body_bytes", "body_overflow", "conn", "finished", "times", "retry", "server_span",
+                 "_feed")
 
     def __init__(self, parser: ProtocolParser, request: Any, opts: Options) -> None:
         self.parser = parser
@@ -77,6 +79,7 @@ class Call:
         self.t0 = time.perf_counter_ns()
         self.t_headers = 0
         self.status_code = 0
+        self.server_span: str | None = None
         self.sse: SSEParser | None = None
         self.body: list[bytes] = []
         self.body_bytes = 0
@@ -91,7 +94,7 @@ class Call:
         retry = request.headers.get("x-stainless-retry-count")
         self.retry = int(retry) if retry and retry.isdigit() else 0
         try:
-            body = json.loads(request.content) if request.content else {}
+            body = loads(request.content) if request.content else {}
         except Exception:  # a streamed or non-JSON request body: nothing to read, still traced
             body = {}
         if isinstance(body, dict):
@@ -116,7 +119,10 @@ class Call:
         try:
             self.t_headers = time.perf_counter_ns()
             self.status_code = int(response.status_code)
-            ctype = response.headers.get("content-type", "")
+            headers = response.headers
+            # The bundled backend names its own pass span: it records the engine stages itself.
+            self.server_span = headers.get("x-llmtrace-span-id")
+            ctype = headers.get("content-type", "")
             if self.status_code < 400 and ctype.startswith("text/event-stream"):
                 self.sse = SSEParser()
                 self._feed = self._feed_sse

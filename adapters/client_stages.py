@@ -75,8 +75,13 @@ def emit_stages(call: Call, end: int) -> None:
     out_text = obs.output_text if (obs.output_parts or obs.done) else None
     if capture.mode() != "none":
         summary.update(segments.capture_attributes(obs.segments, out_text))
-    if call.opts.hidden_stages:
-        summary["llmtrace.unobserved_stages"] = list(call.opts.hidden_stages)
+    # An llmtrace backend records the engine stages on its own pass span (a child of this one); only a
+    # provider that hides them gets them marked unobserved here.
+    hidden = () if call.server_span else call.opts.hidden_stages
+    if call.server_span:
+        summary["llmtrace.server.span_id"] = call.server_span
+    if hidden:
+        summary["llmtrace.unobserved_stages"] = list(hidden)
     span.set_many(summary)
 
     # ── arrival ─────────────────────────────────────────────────────────────────────────────
@@ -198,5 +203,5 @@ def emit_stages(call: Call, end: int) -> None:
             span.set(sc.LLMTRACE_COST_USD, cost)
             span.set("llmtrace.meters.trace_cost_usd", meters.trace_costs.add(span.trace_id, cost))
 
-    for stage_id in call.opts.hidden_stages:
+    for stage_id in hidden:
         rec.mark_unobserved(stage_id, reason="the provider does not expose this stage to a client", parent=parent)

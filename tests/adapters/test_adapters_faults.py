@@ -141,6 +141,12 @@ def test_exact_bytes_crlf_framing_and_impossible_usage(provider: FakeProvider, t
     acct = stages_of(traced, p["span_id"])["meters.cache_accounting"]["attributes"]
     assert acct["llmtrace.meters.usage_consistent"] is False and "llmtrace.meters.cost_usd" not in acct
     assert "llmtrace.meters.cache_hit_rate" not in acct  # no rate from impossible numbers
+    # A provider that does not name its own span hides the engine: those stages are marked, never made up.
+    st = stages_of(traced, p["span_id"])
+    for hidden in ("forward.prefill", "forward.decode", "arrival.admission"):
+        assert st[hidden]["attributes"]["llmtrace.observed"] is False
+        assert "llmtrace.prefill.ms" not in st[hidden]["attributes"]
+    assert p["attributes"]["llmtrace.unobserved_stages"] == ["arrival.admission", "forward.prefill", "forward.decode"]
 
 
 def test_traceparent_is_injected_and_an_app_supplied_one_is_the_parent(provider: FakeProvider, traced: Path) -> None:
