@@ -68,8 +68,8 @@ class TritonPagedAttention:
     ``invariant=True`` (the engine's batch-invariant mode) sends *every* sequence through the prefill
     kernel. Its per-row arithmetic is the same wherever a token sits — in a decode step, in a prefill
     chunk of any size, or recomputed after preemption — because KV tiles start at position 0 and the
-    tiles past a row's causal horizon add exact zeros. The price is slower decode (no split-K, no
-    sharing of K/V loads across a GQA group).
+    tiles past a row's causal horizon add exact zeros. The price is slower decode at long context: no
+    split-K, so one program walks a sequence's whole KV for each KV head.
 
     Block sizes and warps left as None follow the per-dtype, per-head-size defaults of
     :func:`.triton_decode.decode_config` and :func:`.triton_prefill.prefill_config`; they never depend

@@ -6,8 +6,10 @@ last ``q_len`` tokens are new (their K/V were already written into the cache) an
 attends causally to positions ``0..that`` — prefix and new tokens alike, all read in place through the
 block table.
 
-One program handles ``BLOCK_M`` query tokens of one query head of one sequence; it stops walking KV
-tiles after the last position its tokens may see, and masks the causal diagonal inside the last tiles.
+One program handles one KV head of one sequence and ``BLOCK_M`` query rows: ``BLOCK_M / G`` tokens
+times the ``G`` query heads that share that KV head (GQA; ``G`` rounded up to a power of two), so each
+K/V tile is read once for the whole group. It stops walking KV tiles after the last position its tokens
+may see, and masks the causal diagonal inside the last tiles.
 Softmax is online, accumulated in fp32. The result of a sequence depends only on its own tokens and the
 fixed block sizes, never on the rest of the batch.
 
@@ -51,6 +53,7 @@ def _prefill_kernel(
     stride_bt,
     HEAD_DIM: tl.constexpr,
     GROUP: tl.constexpr,
+    GROUP_P2: tl.constexpr,
     PAGE: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -59,42 +62,46 @@ def _prefill_kernel(
     DOT_PRECISION: tl.constexpr,
     WIDEN: tl.constexpr,
 ):
+    # One program: TOKENS query tokens x the GROUP query heads of one KV head, as BLOCK_M rows
+    # (row r = token r // GROUP_P2, head r % GROUP_P2), so each K/V tile is loaded once per KV head.
+    TOKENS: tl.constexpr = BLOCK_M // GROUP_P2
     pid_s = tl.program_id(0)
     m_block = tl.program_id(1)
-    head = tl.program_id(2)
+    kv_head = tl.program_id(2)
     if HAS_SEQ_IDS:
         seq = tl.load(seq_ids_ptr + pid_s)
     else:
         seq = pid_s
     q_start = tl.load(query_start_loc_ptr + seq)
     q_len = tl.load(query_start_loc_ptr + seq + 1) - q_start
-    m0 = m_block * BLOCK_M
-    if m0 >= q_len:
+    t0 = m_block * TOKENS
+    if t0 >= q_len:
         return
     seq_len = tl.load(seq_lens_ptr + seq)
     prefix = seq_len - q_len
-    kv_head = head // GROUP
 
-    offs_m = m0 + tl.arange(0, BLOCK_M)
+    offs_r = tl.arange(0, BLOCK_M)
+    token = t0 + offs_r // GROUP_P2
+    head = kv_head * GROUP + offs_r % GROUP_P2
+    r_mask = (token < q_len) & (offs_r % GROUP_P2 < GROUP)
     offs_d = tl.arange(0, BLOCK_D)
     offs_n = tl.arange(0, BLOCK_N)
-    m_mask = offs_m < q_len
     d_mask = offs_d < HEAD_DIM
-    rows = (q_start + offs_m).to(tl.int64)
+    rows = (q_start + token).to(tl.int64)
     q = tl.load(
-        q_ptr + rows[:, None] * stride_qt + head * stride_qh + offs_d[None, :] * stride_qd,
-        mask=m_mask[:, None] & d_mask[None, :],
+        q_ptr + (rows * stride_qt + head * stride_qh)[:, None] + offs_d[None, :] * stride_qd,
+        mask=r_mask[:, None] & d_mask[None, :],
         other=0.0,
     ).to(k_ptr.dtype.element_ty)
     if WIDEN:
         q = q.to(tl.float32)
-    q_pos = prefix + offs_m
+    q_pos = prefix + token
 
-    # Rows past q_len still see position 0, so no row's running max stays -inf (no NaN to mask later).
+    # Padding rows still see position 0, so no row's running max stays -inf (no NaN to mask later).
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-    kv_end = tl.minimum(seq_len, prefix + m0 + BLOCK_M)
+    kv_end = tl.minimum(seq_len, prefix + t0 + TOKENS)
     bt_row = block_tables_ptr + seq.to(tl.int64) * stride_bt
     for n0 in range(0, kv_end, BLOCK_N):
         pos = n0 + offs_n
@@ -132,15 +139,17 @@ def _prefill_kernel(
 
     out = acc / l_i[:, None]
     tl.store(
-        out_ptr + rows[:, None] * stride_ot + head * stride_oh + offs_d[None, :] * stride_od,
+        out_ptr + (rows * stride_ot + head * stride_oh)[:, None] + offs_d[None, :] * stride_od,
         out.to(out_ptr.dtype.element_ty),
-        mask=m_mask[:, None] & d_mask[None, :],
+        mask=r_mask[:, None] & d_mask[None, :],
     )
 
 
 def prefill_config(dtype: torch.dtype, head_dim: int) -> tuple[int, int, int]:
     """Default ``(block_m, block_n, num_warps)`` for a cache dtype and head size (sm_90 register counts:
-    64x64 bf16 tiles at head size 128 fit in ~185 registers with 4 warps; fp32 needs smaller tiles)."""
+    64x64 bf16 tiles at head size 128 fit in ~185 registers with 4 warps; fp32 needs smaller tiles).
+
+    ``block_m`` counts query *rows* (tokens x padded GQA group), not tokens."""
     wide = head_block(head_dim) > 128
     if dtype == torch.float32:
         return (32, 16, 8) if wide else (32, 32, 8)
@@ -190,7 +199,10 @@ def paged_prefill_attention(
     if n_seqs == 0 or max_query_len <= 0:
         return out
     extra = {} if num_stages is None else {"num_stages": num_stages}
-    grid = (n_seqs, triton.cdiv(max_query_len, block_m), num_heads)
+    group = num_heads // num_kv_heads
+    group_p2 = triton.next_power_of_2(group)
+    block_m = max(block_m, group_p2)  # at least one token per tile
+    grid = (n_seqs, triton.cdiv(max_query_len, block_m // group_p2), num_kv_heads)
     _prefill_kernel[grid](
         out,
         q,
@@ -207,7 +219,8 @@ def paged_prefill_attention(
         *v_cache.stride(),
         block_tables.stride(0),
         HEAD_DIM=head_dim,
-        GROUP=num_heads // num_kv_heads,
+        GROUP=group,
+        GROUP_P2=group_p2,
         PAGE=page,
         BLOCK_M=block_m,
         BLOCK_N=block_n,

@@ -94,7 +94,8 @@ def main() -> None:
         block_m, block_n, warps = triton_prefill.prefill_config(dtype, DIM)
         report[f"prefill_{tag}"] = compile_sm90(
             triton_prefill._prefill_kernel, args,
-            {"HEAD_DIM": DIM, "GROUP": HEADS // KV_HEADS, "PAGE": PAGE, "BLOCK_M": block_m, "BLOCK_N": block_n,
+            {"HEAD_DIM": DIM, "GROUP": HEADS // KV_HEADS, "GROUP_P2": triton.next_power_of_2(HEADS // KV_HEADS),
+             "PAGE": PAGE, "BLOCK_M": block_m, "BLOCK_N": block_n,
              "BLOCK_D": block_d, "HAS_SEQ_IDS": True, "DOT_PRECISION": precision, "WIDEN": False},
             warps,
         )
