@@ -68,7 +68,9 @@ class TritonPagedAttention:
     ``invariant=True`` (the engine's batch-invariant mode) sends *every* sequence through the prefill
     kernel. Its per-row arithmetic is the same wherever a token sits — in a decode step, in a prefill
     chunk of any size, or recomputed after preemption — because KV tiles start at position 0 and the
-    tiles past a row's causal horizon add exact zeros. The price is slower decode at long context: no
+    tiles past a row's causal horizon add exact zeros. (That a row's result does not depend on its
+    place in a tile holds for GPU matrix units; ``benchmarks/gpu_kernels.py`` checks it on the device.
+    Under the CPU interpreter only tile-aligned chunkings are bitwise.) The price is slower decode at long context: no
     split-K, so one program walks a sequence's whole KV for each KV head.
 
     Block sizes and warps left as None follow the per-dtype, per-head-size defaults of

@@ -207,10 +207,10 @@ def dot_precision(dtype: torch.dtype) -> str:
 
 
 def widen_dot(dtype: torch.dtype) -> bool:
-    """Whether to widen 16-bit operands to fp32 before ``tl.dot``.
+    """Whether to widen bf16 operands to fp32 before ``tl.dot``.
 
     Only under Triton's CPU interpreter, whose bf16 ``tl.dot`` returns garbage (triton 3.9: it
-    multiplies the raw bit patterns); on a GPU the tensor cores take bf16/fp16 directly.
+    multiplies the raw bit patterns; fp16 is fine); on a GPU the tensor cores take bf16 directly.
     """
     return dtype == torch.bfloat16 and bool(triton.knobs.runtime.interpret)
 
