@@ -7,6 +7,7 @@ engine internals.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 from llmtrace.backend.engine.request import EngineRequest, RequestOutput
@@ -56,8 +57,9 @@ class Replica:
     async def generate(self, request: EngineRequest) -> AsyncIterator[RequestOutput]:
         self.in_flight += 1
         try:
-            async for out in self.async_engine.generate(request):
-                yield out
+            async with aclosing(self.async_engine.generate(request)) as outputs:
+                async for out in outputs:
+                    yield out
         finally:
             self.in_flight -= 1
             self.served_total += 1

@@ -19,10 +19,12 @@ import logging
 import time
 import uuid
 from collections import Counter
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
 from llmtrace.backend.engine.request import EngineRequest, RequestOutput
+from llmtrace.backend.generation.params import InvalidRequestError
 from llmtrace.backend.server import anthropic_protocol as anth
 from llmtrace.backend.server import openai_protocol as oai
 from llmtrace.backend.server.admission import Admission, Shed
@@ -182,6 +184,12 @@ class GenerationService:
             ps.end("error", err.message)
             if not ex.started:
                 await _send_rendered(send, render_error(err, ex.api), ex.headers)  # type: ignore[arg-type]
+        except InvalidRequestError as exc:  # the engine refused the request before any work
+            self.counts[f"{ex.endpoint}:400"] += 1
+            ps.end("error", str(exc))
+            if not ex.started:
+                err = bad_request(str(exc), exc.param)
+                await _send_rendered(send, render_error(err, ex.api), ex.headers)  # type: ignore[arg-type]
         except asyncio.CancelledError:
             self.counts[f"{ex.endpoint}:cancelled"] += 1
             ps.end("cancelled", "client disconnected")
@@ -308,18 +316,19 @@ class GenerationService:
         clock = _TokenClock()
         final: RequestOutput | None = None
         try:
-            async for out in sel.replica.generate(req):
-                clock.tick(out)
-                chunks: list[bytes] = []
-                if job.api == "anthropic":
-                    chunks += writer.start(out.num_prompt_tokens, out.num_cached_tokens)
-                ex.outputs.append(out.text_delta)
-                chunks += writer.text(gate.feed(out.text_delta))
-                if out.finished:
-                    final = out
-                await _send_chunks(send, chunks)
-                if final is not None:
-                    break
+            async with aclosing(sel.replica.generate(req)) as outputs:
+                async for out in outputs:
+                    clock.tick(out)
+                    chunks: list[bytes] = []
+                    if job.api == "anthropic":
+                        chunks += writer.start(out.num_prompt_tokens, out.num_cached_tokens)
+                    ex.outputs.append(out.text_delta)
+                    chunks += writer.text(gate.feed(out.text_delta))
+                    if out.finished:
+                        final = out
+                    await _send_chunks(send, chunks)
+                    if final is not None:
+                        break
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -345,12 +354,13 @@ class GenerationService:
         clock = _TokenClock()
         final: RequestOutput | None = None
         try:
-            async for out in sel.replica.generate(req):
-                clock.tick(out)
-                ex.outputs.append(out.text_delta)
-                if out.finished:
-                    final = out
-                    break
+            async with aclosing(sel.replica.generate(req)) as outputs:
+                async for out in outputs:
+                    clock.tick(out)
+                    ex.outputs.append(out.text_delta)
+                    if out.finished:
+                        final = out
+                        break
         finally:
             if final is None:
                 sel.replica.abort(req.request_id)
