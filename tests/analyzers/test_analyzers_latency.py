@@ -1,0 +1,128 @@
+"""Latency and cost symptoms, with their causes planted for real through the in-process backend."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from pathlib import Path
+
+import pytest
+from analyzers_live import client, findings, server, stages, store
+
+from llmtrace.adapters.intake import SystemPromptAssembler
+
+pytestmark = pytest.mark.slow
+
+POLICY = "Policy: refunds are accepted within 30 days of delivery with the receipt. " * 6
+USER = [{"role": "user", "content": "Where is my order 48213? It was due on Monday."}]
+
+
+def _ask(c, model: str, system: str, max_tokens: int = 4, **kw) -> object:
+    return c.chat.completions.create(model=model, messages=[{"role": "system", "content": system}, *USER],
+                                     max_tokens=max_tokens, temperature=0, **kw)
+
+
+def _calls(tmp: Path, template: str, n: int = 4, deploy: str | None = None, tag: str = "") -> None:
+    srv = server()
+    c = client(srv)
+    asm = SystemPromptAssembler(template)
+    for i in range(n):
+        now = (dt.datetime(2026, 3, 1, 9, 0, 0) + dt.timedelta(seconds=7 * i)).isoformat()
+        _ask(c, srv.model_id, asm.assemble(now=now, tag=tag).text)
+
+
+def test_slow_first_token_names_prefix_match_and_the_timestamp(tmp_path: Path) -> None:
+    with store(tmp_path / "t.duckdb") as db:
+        _calls(tmp_path, "Current time: {now}. You are Acme's support agent ({tag}). " + POLICY, tag="sft1")
+    found = findings(db, "slow_first_token")
+    assert found and found[0].stage == "cache.prefix_match", stages(found)
+    sp = next(f for f in found if f.stage == "intake.system_prompt")
+    text = " ".join(str(e.value) for e in sp.evidence)
+    assert "timestamp" in text and "14" in text  # "Current time: " is 14 characters long
+    part = next(e for e in found[0].evidence if e.label == "prompts part in")
+    assert "system" in str(part.value) and "T09:00:" in str(part.value)
+
+
+def test_slow_first_token_silent_when_the_prompt_is_stable(tmp_path: Path) -> None:
+    with store(tmp_path / "t.duckdb") as db:
+        _calls(tmp_path, "You are Acme's support agent ({tag}). " + POLICY, tag="sft2")
+    assert findings(db, "slow_first_token") == []
+
+
+def test_cost_after_deploy_names_the_deploy_and_the_segment(tmp_path: Path) -> None:
+    db = tmp_path / "t.duckdb"
+    with store(db, deploy="v1"):
+        _calls(tmp_path, "You are Acme's support agent ({tag}). " + POLICY, tag="cad1")
+    with store(db, deploy="v2"):
+        _calls(tmp_path, "Current time: {now}. You are Acme's support agent ({tag}). " + POLICY, tag="cad1")
+    found = findings(db, "cost_after_deploy")
+    assert found and found[0].stage == "cache.prefix_match", stages(found)
+    assert "v2" in found[0].title and "system" in found[0].title
+
+
+def test_cost_after_deploy_silent_without_a_change(tmp_path: Path) -> None:
+    db = tmp_path / "t.duckdb"
+    for deploy in ("v1", "v2"):
+        with store(db, deploy=deploy):
+            _calls(tmp_path, "You are Acme's support agent ({tag}). " + POLICY, tag="cad2")
+    assert [f for f in findings(db, "cost_after_deploy") if f.stage == "cache.prefix_match"] == []
+
+
+def _burst(srv, n: int, system: str, max_tokens: int = 24) -> list[BaseException]:
+    c = client(srv)
+    errors: list[BaseException] = []
+
+    def one(i: int) -> None:
+        try:
+            _ask(c, srv.model_id, f"{system} Ticket {i}.", max_tokens=max_tokens)
+        except Exception as exc:  # 429s are the point of the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
+def test_degrades_under_traffic_names_admission(tmp_path: Path) -> None:
+    srv = server("odd", tmp_path)
+    with store(tmp_path / "t.duckdb") as db:
+        errors = _burst(srv, 6, "You are a support agent (dut1).")
+    assert errors, "a one-slot server with a queue of two should turn some of six requests away"
+    found = findings(db, "degrades_under_traffic")
+    assert found and found[0].stage == "arrival.admission", stages(found)
+
+
+def test_degrades_under_traffic_silent_one_at_a_time(tmp_path: Path) -> None:
+    srv = server("odd", tmp_path)
+    c = client(srv)
+    with store(tmp_path / "t.duckdb") as db:
+        for i in range(4):
+            _ask(c, srv.model_id, f"You are a support agent (dut2). Ticket {i}.")
+    assert findings(db, "degrades_under_traffic") == []
+
+
+def test_eviction_under_load_names_eviction(tmp_path: Path) -> None:
+    srv = server("odd", tmp_path)
+    c = client(srv)
+    first = "You are a support agent (evl1). " + POLICY
+    with store(tmp_path / "t.duckdb") as db:
+        _ask(c, srv.model_id, first)
+        _ask(c, srv.model_id, first)  # hits: the prefix is resident
+        for i in range(6):  # other prompts fill the 48-block pool and push it out
+            _ask(c, srv.model_id, f"Ticket {i} (evl1) " + POLICY.replace("30", str(40 + i)))
+        _ask(c, srv.model_id, first)  # misses now
+    found = findings(db, "eviction_under_load")
+    assert found and found[0].stage == "cache.eviction", stages(found)
+
+
+def test_eviction_under_load_silent_with_room(tmp_path: Path) -> None:
+    srv = server()
+    c = client(srv)
+    first = "You are a support agent (evl2). " + POLICY
+    with store(tmp_path / "t.duckdb") as db:
+        for _ in range(4):
+            _ask(c, srv.model_id, first)
+    assert findings(db, "eviction_under_load") == []
