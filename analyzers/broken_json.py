@@ -22,14 +22,15 @@ class BrokenJson(SymptomAnalyzer):
                 SELECT trace_id, span_id, start_ns,
                        {attr('llmtrace.stop_reason.read', 'bool')} AS read,
                        {attr('llmtrace.stop_reason.truncated', 'bool')} AS truncated,
-                       {attr('llmtrace.stop_reason.parse_ok', 'bool')} AS parse_ok
+                       {attr('llmtrace.stop_reason.parse_ok', 'bool')} AS parse_ok,
+                       {attr('llmtrace.stop_reason.finish_reason')} AS own_reason
                 FROM {q.spans} WHERE stage = 'safety.stop_reason'
                   AND {attr('llmtrace.stop_reason.parse_ok', 'bool')} = false),
             p AS (SELECT trace_id, finish_reason, output_tokens, max_tokens, start_ns FROM {q.requests}
                   WHERE finish_reason IS NOT NULL)
             SELECT sr.trace_id, any_value(sr.read) AS read, any_value(sr.truncated) AS truncated,
                    any_value(sr.parse_ok) AS parse_ok,
-                   arg_max(p.finish_reason, p.start_ns) AS finish_reason,
+                   coalesce(arg_max(p.finish_reason, p.start_ns), any_value(sr.own_reason)) AS finish_reason,
                    arg_max(p.output_tokens, p.start_ns) AS output_tokens,
                    arg_max(p.max_tokens, p.start_ns) AS max_tokens
             FROM sr LEFT JOIN p ON p.trace_id = sr.trace_id AND p.start_ns <= sr.start_ns

@@ -2,7 +2,7 @@
 
 Time per output token grows with the batch a sequence shares, the KV bytes each step reads, speculation
 that stops paying off under load, thinking tokens, and a slow attention path. The analyzer splits passes
-into slow-stream and normal ones (TPOT against the median) and names the stage whose value differs most.
+into slow-stream and normal ones (TPOT against the fast end of the distribution) and names the stage whose value differs most.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from llmtrace.analyzers.base import SymptomAnalyzer, severity_for
 from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.query import Query, pass_side, side_filter
 
-SLOW_FACTOR = 1.5  # a pass is slow-stream when its TPOT is this many times the median
+SLOW_FACTOR = 2.0  # a pass is slow-stream when its TPOT is this many times the fast end (10th percentile)
+MIN_GAP_MS = 2.0  # and at least this much slower per token: below it the difference is timer noise
 MIN_PASSES = 6
 
 # stage -> (alias, boundary value, type, how it explains a slow stream)
@@ -43,8 +44,8 @@ class SlowStream(SymptomAnalyzer):
         groups = q.rows(f"""
             WITH r AS (SELECT span_id, trace_id, tpot_ms, output_tokens FROM {q.requests}
                        WHERE {side_filter(side)} AND tpot_ms IS NOT NULL),
-                 m AS (SELECT median(tpot_ms) AS mid, count(*) AS n FROM r)
-            SELECT r.tpot_ms >= {SLOW_FACTOR} * m.mid AS slow, count(*) AS n, any_value(m.n) AS total,
+                 m AS (SELECT quantile_cont(tpot_ms, 0.1) AS base, median(tpot_ms) AS mid, count(*) AS n FROM r)
+            SELECT r.tpot_ms >= {SLOW_FACTOR} * m.base AND r.tpot_ms - m.base >= {MIN_GAP_MS} AS slow, count(*) AS n, any_value(m.n) AS total,
                    any_value(m.mid) AS mid, median(r.tpot_ms) AS tpot, median(r.output_tokens) AS output_tokens,
                    {meds}, count(*) FILTER (WHERE att.fallback) AS fallbacks,
                    any_value(att.backend) FILTER (WHERE att.fallback) AS fallback_backend,
@@ -57,11 +58,11 @@ class SlowStream(SymptomAnalyzer):
         if True not in by or False not in by or int(by[True]["total"]) < MIN_PASSES:  # type: ignore[call-overload]
             return []
         slow_g, normal_g = by[True], by[False]
-        mid = float(slow_g["mid"])  # type: ignore[arg-type]
         n_slow, total = int(slow_g["n"]), int(slow_g["total"])  # type: ignore[call-overload]
         share = n_slow / total
         slow_tpot = float(slow_g["tpot"])  # type: ignore[arg-type]
         ids = tuple(slow_g["ids"])  # type: ignore[arg-type]
+        mid = float(normal_g["tpot"])  # type: ignore[arg-type]
         base_ev = Evidence("median TPOT of slow-stream passes", slow_tpot, "ms", ids, baseline=mid)
         out: list[Finding] = []
         for stage, alias, name, _, why in CANDIDATES:
@@ -69,6 +70,8 @@ class SlowStream(SymptomAnalyzer):
             if a is None or b is None:
                 continue
             a, b = float(a), float(b)  # type: ignore[arg-type]
+            if a == b or (alias == "spec_accept" and b == 0):
+                continue  # no difference, or no speculation on the normal passes to compare with
             # acceptance explains slowness when it is *lower*; the others when higher
             ratio = (b / a if a > 0 else 10.0) if alias == "spec_accept" else (a / b if b > 0 else (10.0 if a > 0 else 1.0))
             if ratio < 1.5:
@@ -78,7 +81,7 @@ class SlowStream(SymptomAnalyzer):
                 stage, severity_for(share, 0.2, 0.5),
                 f"Slow-stream passes differ in {name} ({a:.3g} vs {b:.3g})",
                 f"{n_slow} of {total} passes streamed at {slow_tpot:.1f} ms per token or worse against a "
-                f"median of {mid:.1f} ms; {why}.",
+                f"median of {mid:.1f} ms for the rest; {why}.",
                 [base_ev, Evidence(name, a, "", ids, baseline=b)], ids,
                 f"Open {stage} on the listed traces and compare {name} with a normal pass.", score,
             ))
