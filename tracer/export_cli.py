@@ -4,8 +4,8 @@
     llmtrace sql --parquet 'traces/**/*.parquet' "SELECT model, avg(ttft_ms) FROM requests GROUP BY 1"
 
 Each file keeps the ``spans`` columns (``service`` included, so the files also read correctly without
-hive partitioning) plus ``date``. The export runs one day at a time, each in its own short read
-connection, so a collector writing the same store is held up for a day's worth at most.
+hive partitioning) plus ``date``. The export runs in time slices of about two million spans, each
+in its own short read connection, so a collector writing the same store is held up only briefly.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from .settings import resolve_db
 from .store import StoreError, read_connection
 
 _DATE_SQL = "strftime(make_timestamp(start_ns // 1000), '%Y-%m-%d')"
+CHUNK_SPANS = 2_000_000  # spans per COPY (one short read connection each)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,19 +70,23 @@ def export_parquet(db: str | Path, out_dir: str | Path, *, since_ns: int | None 
     where = "WHERE start_ns >= ?" if since_ns is not None else ""
     params: list[object] = [since_ns] if since_ns is not None else []
     with read_connection(db) as conn:
-        days = [r[0] for r in conn.execute(
-            f"SELECT DISTINCT {_DATE_SQL} AS d FROM spans {where} ORDER BY d", params).fetchall()]
+        days = conn.execute(
+            f"SELECT {_DATE_SQL} AS d, count(*), min(start_ns), max(start_ns) FROM spans {where} GROUP BY d ORDER BY d",
+            params).fetchall()
     rows = 0
-    for day in days:
-        day_where = f"{_DATE_SQL} = ?" + (" AND start_ns >= ?" if since_ns is not None else "")
-        with read_connection(db) as conn:
-            n = conn.execute(f"SELECT count(*) FROM spans WHERE {day_where}", [day, *params]).fetchone()[0]
-            conn.execute(
-                f"COPY (SELECT *, {_DATE_SQL} AS date FROM spans WHERE {day_where}) TO {_quote(str(out))} "
-                "(FORMAT parquet, COMPRESSION zstd, PARTITION_BY (date, service), WRITE_PARTITION_COLUMNS true, "
-                "FILENAME_PATTERN 'spans_{uuid}', OVERWRITE_OR_IGNORE true)",
-                [day, *params],
-            )
+    for _day, n, lo, hi in days:
+        # A big day goes in several time slices, so no single read holds the store for long.
+        slices = max(1, -(-int(n) // CHUNK_SPANS))
+        step = (int(hi) - int(lo)) // slices + 1
+        for k in range(slices):
+            a, b = int(lo) + k * step, min(int(lo) + (k + 1) * step, int(hi) + 1)
+            with read_connection(db) as conn:
+                conn.execute(
+                    f"COPY (SELECT *, {_DATE_SQL} AS date FROM spans WHERE start_ns >= ? AND start_ns < ?) "
+                    f"TO {_quote(str(out))} (FORMAT parquet, COMPRESSION zstd, PARTITION_BY (date, service), "
+                    "WRITE_PARTITION_COLUMNS true, FILENAME_PATTERN 'spans_{uuid}', OVERWRITE_OR_IGNORE true)",
+                    [a, b],
+                )
         rows += int(n)
     return {"spans": rows, "days": len(days)}
 

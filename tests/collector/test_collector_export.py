@@ -78,3 +78,15 @@ def test_since_append_and_overwrite(store: Path, tmp_path: Path) -> None:
     assert parse_since("2d", now_ns=10 * 86400 * 10**9) == 8 * 86400 * 10**9
     with pytest.raises(ValueError):
         parse_since("last tuesday")
+
+
+def test_big_days_go_in_slices(store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import llmtrace.tracer.export_cli as export_cli
+
+    monkeypatch.setattr(export_cli, "CHUNK_SPANS", 4)  # 10 and 20 spans a day: several slices each
+    out = tmp_path / "sliced"
+    assert export_parquet(store, out) == {"spans": 30, "days": 2}
+    assert len(list(out.rglob("*.parquet"))) > 3
+    with read_connection(store) as conn:
+        expected = _requests(conn)
+    assert _requests(parquet_connection(str(out / "**" / "*.parquet"))) == expected
