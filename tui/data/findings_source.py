@@ -9,7 +9,7 @@ import duckdb
 
 from llmtrace.tracer.store import StoreError, read_connection
 
-from .store_reader import StoreReader
+from .store_reader import StoreReader, quiet
 
 if TYPE_CHECKING:
     from llmtrace.analyzers.finding import Finding
@@ -26,6 +26,7 @@ def read_findings(reader: StoreReader, symptoms: Sequence[str] | None = None) ->
         raise AnalyzersUnavailable(f"the analyzers cannot be loaded: {exc}") from None
     try:
         with read_connection(reader.path, timeout_s=reader.timeout_s) as conn:
+            quiet(conn)
             return tuple(run_analyzers(conn, list(symptoms) if symptoms is not None else None))
     except duckdb.Error as exc:
         raise StoreError(f"the analyzers could not read {reader.path}: {str(exc).splitlines()[0]}") from None

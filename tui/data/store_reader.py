@@ -66,6 +66,7 @@ class StoreReader:
     def _connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
         try:
             with read_connection(self.path, timeout_s=self.timeout_s) as conn:
+                quiet(conn)
                 yield conn
         except duckdb.Error as exc:
             raise StoreError(_describe(self.path, exc)) from None
@@ -107,11 +108,23 @@ class StoreReader:
                 total = int(conn.execute(f"SELECT count(*) FROM requests {where}", list(flt.params)).fetchone()[0])
             else:
                 total = store_passes
-            rows = conn.execute(
-                f"SELECT {REQUEST_COLUMNS} FROM requests {where} ORDER BY {order} LIMIT ? OFFSET ?",
+            # Two steps so only the sort and filter columns are pulled out of the JSON attributes for every
+            # pass (DuckDB prunes the view's other columns); the full rows are read for this page alone.
+            keys = conn.execute(
+                f"SELECT span_id, start_ns FROM requests {where} ORDER BY {order} LIMIT ? OFFSET ?",
                 [*flt.params, limit, offset],
             ).fetchall()
-            return RequestPage(tuple(RequestRow(*r) for r in rows), total, offset, store_passes)
+            if not keys:
+                return RequestPage((), total, offset, store_passes)
+            lo, hi = min(k[1] for k in keys), max(k[1] for k in keys)
+            marks = ", ".join("?" for _ in keys)
+            rows = conn.execute(
+                f"SELECT {REQUEST_COLUMNS} FROM requests WHERE start_ns BETWEEN ? AND ? AND span_id IN ({marks})",
+                [lo, hi, *(k[0] for k in keys)],
+            ).fetchall()
+            by_id = {r[1]: RequestRow(*r) for r in rows}
+            ordered = tuple(by_id[k[0]] for k in keys if k[0] in by_id)
+            return RequestPage(ordered, total, offset, store_passes)
 
         return self._read(run)
 
@@ -149,6 +162,11 @@ class StoreReader:
         return self._read(run)
 
 
+def quiet(conn: duckdb.DuckDBPyConnection) -> None:
+    """DuckDB draws a progress bar on the terminal for slow queries: it would scribble over the UI."""
+    conn.execute("SET enable_progress_bar = false")
+
+
 def _stamp(conn: duckdb.DuckDBPyConnection) -> StoreStamp:
     passes, latest = conn.execute(
         f"SELECT count(*), coalesce(max(start_ns), 0) FROM spans WHERE operation IN {PASS_OPS_SQL}"
@@ -157,19 +175,31 @@ def _stamp(conn: duckdb.DuckDBPyConnection) -> StoreStamp:
     return StoreStamp(int(passes), int(latest), int(deploys))
 
 
+_PASS_FIELDS = ("llmtrace.side", "gen_ai.usage.input_tokens", "gen_ai.usage.cache_read.input_tokens",
+                "llmtrace.ttft_ms", "llmtrace.meters.cost_usd")
+
+
 def _cache_report(conn: duckdb.DuckDBPyConnection, n: int) -> CacheReport:
+    # One pass over the pass spans pulls the five values the view needs with a single JSON parse per row
+    # (the view's columns parse once per column); the temp table dies with the connection.
+    paths = ", ".join("'$.\"" + f + "\"'" for f in _PASS_FIELDS)
+    conn.execute(f"""CREATE TEMP TABLE tui_passes AS
+        SELECT trace_id, start_ns, coalesce(deploy, '(none)') AS deploy, v[1] AS side,
+               TRY_CAST(v[2] AS BIGINT) AS prompt, least(TRY_CAST(v[3] AS BIGINT), TRY_CAST(v[2] AS BIGINT)) AS cached,
+               TRY_CAST(v[4] AS DOUBLE) AS ttft, TRY_CAST(v[5] AS DOUBLE) AS cost
+        FROM (SELECT trace_id, start_ns, deploy, json_extract_string(attributes, [{paths}]) AS v
+              FROM spans WHERE operation IN {PASS_OPS_SQL})""")
     # Client and server both report usage for a pass they share; count one side so tokens are not doubled.
-    has_server = conn.execute("SELECT count(*) FROM requests WHERE side = 'server' LIMIT 1").fetchone()[0] > 0
+    has_server = conn.execute("SELECT count(*) FROM tui_passes WHERE side = 'server'").fetchone()[0] > 0
     side = "side = 'server'" if has_server else "TRUE"
-    lo, hi = conn.execute(f"SELECT min(start_ns), max(start_ns) FROM requests WHERE {side}").fetchone()
+    lo, hi = conn.execute(f"SELECT min(start_ns), max(start_ns) FROM tui_passes WHERE {side}").fetchone()
     buckets: list[CacheBucket] = []
     if lo is not None:
         span = max(1, int(hi) - int(lo) + 1)
         width = -(-span // n)  # ceiling division so the last pass falls inside bucket n-1
         rows = conn.execute(
-            f"""SELECT (start_ns - ?) // ? AS b, count(*), coalesce(sum(prompt_tokens), 0),
-                       coalesce(sum(least(cached_tokens, prompt_tokens)), 0)
-                FROM requests WHERE {side} GROUP BY b ORDER BY b""",
+            f"""SELECT (start_ns - ?) // ? AS b, count(*), coalesce(sum(prompt), 0), coalesce(sum(cached), 0)
+                FROM tui_passes WHERE {side} GROUP BY b ORDER BY b""",
             [int(lo), width],
         ).fetchall()
         by_bucket = {int(b): (int(c), int(p), int(k)) for b, c, p, k in rows}
@@ -182,20 +212,18 @@ def _cache_report(conn: duckdb.DuckDBPyConnection, n: int) -> CacheReport:
     named = {m.name for m in marks}
     # A deploy nobody marked still shows where its first pass appeared (from service.version).
     first_seen = conn.execute(
-        f"SELECT deploy, min(start_ns) FROM requests WHERE deploy IS NOT NULL AND {side} GROUP BY deploy ORDER BY 2"
+        f"SELECT deploy, min(start_ns) FROM tui_passes WHERE deploy <> '(none)' AND {side} GROUP BY deploy ORDER BY 2"
     ).fetchall()
     if len(first_seen) > 1:
         marks += [DeployMark(str(d), int(at), "first pass") for d, at in first_seen[1:] if d not in named]
     marks.sort(key=lambda m: m.at_ns)
     costs = conn.execute(
         f"""WITH pass AS (
-                SELECT coalesce(deploy, '(none)') AS deploy, count(*) AS passes,
-                       sum(least(cached_tokens, prompt_tokens)) / nullif(sum(prompt_tokens), 0) AS hit,
-                       median(ttft_ms) AS ttft, avg(prompt_tokens) AS prompt, min(start_ns) AS first
-                FROM requests WHERE {side} GROUP BY 1),
+                SELECT deploy, count(*) AS passes, sum(cached) / nullif(sum(prompt), 0) AS hit,
+                       median(ttft) AS ttft, avg(prompt) AS prompt, min(start_ns) AS first
+                FROM tui_passes WHERE {side} GROUP BY 1),
             per_trace AS (
-                SELECT trace_id, coalesce(any_value(deploy), '(none)') AS deploy, sum(cost_usd) AS cost
-                FROM requests GROUP BY trace_id),
+                SELECT trace_id, any_value(deploy) AS deploy, sum(cost) AS cost FROM tui_passes GROUP BY trace_id),
             meter AS (
                 SELECT trace_id, sum(TRY_CAST(json_extract_string(attributes,
                        '$."llmtrace.meters.cost_usd"') AS DOUBLE)) AS cost
@@ -206,6 +234,7 @@ def _cache_report(conn: duckdb.DuckDBPyConnection, n: int) -> CacheReport:
             SELECT p.deploy, p.passes, c.per_request, p.hit, p.ttft, p.prompt
             FROM pass p LEFT JOIN cost c USING (deploy) ORDER BY p.first"""
     ).fetchall()
+    conn.execute("DROP TABLE tui_passes")
     return CacheReport(
         tuple(buckets),
         tuple(marks),
