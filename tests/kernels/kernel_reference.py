@@ -1,14 +1,95 @@
-"""Dense float64 references and random paged-cache fixtures for the kernel tests."""
+"""Shared by the kernel tests: Triton set up for the CPU interpreter, dense float64 references, and
+random paged-cache fixtures.
+
+Why not a conftest.py: several test folders import helpers with ``from conftest import ...``, and a
+conftest here would shadow theirs for every folder collected after this one.
+
+``TRITON_INTERPRET`` is read when Triton decorates a kernel — including Triton's own standard library
+at ``import triton`` — so it must be set before the first import. Importing this module (every kernel
+test module does so first) sets it only while Triton and our kernel modules are imported, and the
+autouse ``interpreter_flag`` fixture sets it again while a kernel test module runs; other test areas
+never see it. If something imported Triton earlier in compiled mode, Triton's Python modules are dropped
+and imported again under the interpreter. With a CUDA device nothing changes and the kernels run
+compiled on the GPU.
+"""
 
 from __future__ import annotations
 
 import math
+import os
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 import torch
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # CPU runs go through Triton's interpreter
+ON_GPU = torch.cuda.is_available()
+_KERNEL_MODULES = (
+    "llmtrace.backend.kernels.triton_decode",
+    "llmtrace.backend.kernels.triton_prefill",
+    "llmtrace.backend.kernels.triton_norm_rotary",
+    "llmtrace.backend.kernels.triton_attention",
+)
+
+
+class _Interpreting:
+    """Set ``TRITON_INTERPRET=1`` for a while, then restore whatever was there."""
+
+    def __enter__(self) -> None:
+        self.saved = os.environ.get("TRITON_INTERPRET")
+        os.environ["TRITON_INTERPRET"] = "1"
+
+    def __exit__(self, *exc: object) -> None:
+        if self.saved is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = self.saved
+
+
+def _interpreted() -> bool:
+    import triton.language.standard as standard
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return isinstance(standard.zeros, InterpretedFunction)
+
+
+def _load_under_interpreter() -> None:
+    """Import Triton and our kernels in interpreter mode (nothing to do when Triton is missing)."""
+    with _Interpreting():
+        try:
+            import triton  # noqa: F401
+        except Exception:  # need_triton() reports it, per test module
+            return
+        if not _interpreted():
+            # Imported earlier in compiled mode: drop the Python side (the C extension stays loaded).
+            for name in list(sys.modules):
+                top = name == "triton" or name.startswith("triton.")
+                if (top and not name.startswith("triton._C")) or name in _KERNEL_MODULES:
+                    del sys.modules[name]
+            import triton  # noqa: F401,F811
+        for name in _KERNEL_MODULES:
+            __import__(name)
+
+
+if not ON_GPU:
+    _load_under_interpreter()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def interpreter_flag() -> Iterator[None]:
+    """Triton also reads the flag at call time (constexpr helpers), so keep it set during the tests.
+
+    Import it into a test module to apply it there (autouse within that module).
+    """
+    if ON_GPU:
+        yield
+        return
+    with _Interpreting():
+        yield
+
+
 TRITON_MISSING = "Triton is not installed; install the extra: pip install 'llmtrace[gpu]'"
 
 

@@ -8,7 +8,10 @@ import subprocess
 import sys
 
 import pytest
-from kernel_reference import need_triton
+from kernel_reference import (  # noqa: F401 - interpreter_flag is an autouse fixture
+    interpreter_flag,
+    need_triton,
+)
 
 need_triton()
 

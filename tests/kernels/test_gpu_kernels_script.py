@@ -8,7 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
-from kernel_reference import DEVICE, need_triton
+from kernel_reference import (  # noqa: F401 - interpreter_flag is an autouse fixture
+    DEVICE,
+    interpreter_flag,
+    need_triton,
+)
 
 need_triton()
 

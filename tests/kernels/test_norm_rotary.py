@@ -6,7 +6,12 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kernel_reference import DEVICE, need_triton, rel_err
+from kernel_reference import (  # noqa: F401 - interpreter_flag is an autouse fixture
+    DEVICE,
+    interpreter_flag,
+    need_triton,
+    rel_err,
+)
 
 need_triton()
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kernel_reference import DEVICE, dense_attention, make_batch, need_triton, rel_err
+from kernel_reference import (  # noqa: F401 - interpreter_flag is an autouse fixture
+    DEVICE,
+    dense_attention,
+    interpreter_flag,
+    make_batch,
+    need_triton,
+    rel_err,
+)
 
 need_triton()
 
