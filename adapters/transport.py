@@ -12,6 +12,7 @@ class is derived at run time from the base class the wrapped stream already has.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -145,7 +146,10 @@ class InstrumentedTransport(httpx.BaseTransport):
             raise
         call.on_headers(response)
         try:
-            response.stream = _wrapper_class(response.stream, "SyncByteStream", _SyncStreamMixin)(response.stream, call)
+            wrapper = _wrapper_class(response.stream, "SyncByteStream", _SyncStreamMixin)(response.stream, call)
+            # A response dropped unread and unclosed still ends its span (as cancelled) when collected.
+            weakref.finalize(wrapper, call.finish_closed)
+            response.stream = wrapper
         except Exception as exc:
             call._fault(exc)
         return response
@@ -189,8 +193,9 @@ class AsyncInstrumentedTransport(httpx.AsyncBaseTransport):
             raise
         call.on_headers(response)
         try:
-            response.stream = _wrapper_class(response.stream, "AsyncByteStream", _AsyncStreamMixin)(
-                response.stream, call)
+            wrapper = _wrapper_class(response.stream, "AsyncByteStream", _AsyncStreamMixin)(response.stream, call)
+            weakref.finalize(wrapper, call.finish_closed)
+            response.stream = wrapper
         except Exception as exc:
             call._fault(exc)
         return response

@@ -202,3 +202,53 @@ def test_recording_faults_never_reach_the_app(provider: FakeProvider, traced: Pa
                   client.chat.completions.create(model="gpt-4o-mini", messages=MSGS, stream=True))
     assert out == "xy"
     assert health.counters()["adapter_error"] == before + 1  # counted once; the rest of the stream passes through
+
+
+async def test_plain_async_httpx_client_for_an_openai_compatible_endpoint(provider: FakeProvider, traced: Path) -> None:
+    chunks = sse(_chunk("a"), _chunk("b", "stop"))
+    provider.scripts[CHAT] = Script(content_type="text/event-stream", chunks=chunks, delay_s=0.01)
+    async with instrument(httpx.AsyncClient()) as http:
+        body = {"model": "local-llama", "messages": MSGS, "stream": True, "temperature": 0.7}
+        async with http.stream("POST", f"{provider.base_url}{CHAT}", json=body) as r:
+            got = b"".join([c async for c in r.aiter_raw()])
+        await http.get(f"{provider.base_url}/v1/models")  # not an inference call: passes through untraced
+    assert got == b"".join(chunks)
+    p = client_pass(traced)
+    assert (p["model"], p["temperature"], p["finish_reason"], p["status"]) == ("local-llama", 0.7, "stop", "ok")
+    st = stages_of(traced, p["span_id"])
+    assert st["arrival.connection"]["attributes"]["llmtrace.connection.reused"] is False
+    assert st["gen.streaming"]["attributes"]["llmtrace.stream.itl_p50_ms"] >= 5  # the provider's 10 ms gaps
+
+
+def test_full_capture_keeps_scrubbed_text(provider: FakeProvider, store_path: Path) -> None:
+    import llmtrace
+
+    provider.scripts[CHAT] = Script(content_type="text/event-stream", chunks=sse(_chunk("Your key "), _chunk("is safe", "stop")))
+    llmtrace.init(db=store_path, capture="full", strict=True)
+    try:
+        client = instrument(openai.OpenAI(api_key="sk-test", base_url=f"{provider.base_url}/v1", max_retries=0))
+        for _ in client.chat.completions.create(model="m", stream=True, messages=[
+                {"role": "system", "content": "Be safe."},
+                {"role": "user", "content": "my key is sk-proj-abcdefghijklmnopqrstuvwxyz012345"}]):
+            pass
+        attrs = client_pass(store_path)["attributes"]
+    finally:
+        llmtrace.shutdown()
+    assert "[system]\nBe safe." in attrs["llmtrace.prompt.text"] and "[REDACTED]" in attrs["llmtrace.prompt.text"]
+    assert "abcdefghijklmnop" not in json.dumps(attrs)
+    assert attrs["llmtrace.output.text"] == "Your key is safe"
+    assert attrs["llmtrace.output.hash"] and attrs["llmtrace.prompt.hash"]
+
+
+def test_a_response_dropped_unread_still_ends_its_span(provider: FakeProvider, traced: Path) -> None:
+    import gc
+
+    provider.scripts[CHAT] = Script(content_type="text/event-stream", chunks=sse(_chunk("a"), _chunk("b", "stop")))
+    http = instrument(httpx.Client())
+    r = http.send(http.build_request("POST", f"{provider.base_url}{CHAT}", json={"model": "m", "messages": MSGS,
+                                                                             "stream": True}), stream=True)
+    del r
+    gc.collect()
+    p = client_pass(traced)
+    assert p["status"] == "cancelled"
+    http.close()
