@@ -149,3 +149,27 @@ def test_rotary_rejects_bad_tables():
     cos, sin = rotary_cos_sin(10, 16, device=DEVICE)
     with pytest.raises(ValueError, match="cos/sin"):
         rotary_embedding(q, q, torch.zeros(2, dtype=torch.long, device=DEVICE), cos, sin)
+
+
+def test_rms_norm_rows_are_batch_invariant():
+    """One program per row with a fixed block: a row alone and inside a batch give the same bits."""
+    gen = torch.Generator().manual_seed(6)
+    x = torch.randn(7, 576, generator=gen).to(DEVICE)
+    w = torch.randn(576, generator=gen).to(DEVICE)
+    together = rms_norm(x, w, 1e-5)
+    for i in (0, 3, 6):
+        assert torch.equal(rms_norm(x[i : i + 1], w, 1e-5)[0], together[i])
+
+
+def test_rotary_on_views_of_a_fused_qkv_projection():
+    """The engine slices q and k out of one qkv matrix: strided views, not contiguous tensors."""
+    gen = torch.Generator().manual_seed(7)
+    heads, kv_heads, dim, tokens = 3, 1, 16, 5
+    qkv = torch.randn(tokens, (heads + 2 * kv_heads) * dim, generator=gen).to(DEVICE)
+    q = qkv[:, : heads * dim].view(tokens, heads, dim)
+    k = qkv[:, heads * dim : (heads + kv_heads) * dim].view(tokens, kv_heads, dim)
+    positions = torch.tensor([3, 4, 5, 6, 7], device=DEVICE)
+    cos, sin = rotary_cos_sin(16, dim, device=DEVICE)
+    q_out, k_out = rotary_embedding(q, k, positions, cos, sin)
+    assert rel_err(q_out, torch_rotary_neox(q.cpu(), positions.cpu(), 10000.0)) < 1e-6
+    assert rel_err(k_out, torch_rotary_neox(k.cpu(), positions.cpu(), 10000.0)) < 1e-6
