@@ -68,6 +68,7 @@ def rms_norm(
         raise ValueError(f"weight shape {tuple(weight.shape)} does not match hidden size {n_cols}")
     if residual is not None and residual.shape != x.shape:
         raise ValueError(f"residual shape {tuple(residual.shape)} differs from x {tuple(x.shape)}")
+    weight = weight.contiguous()  # the kernel reads it as a dense row
     x2 = x.reshape(-1, n_cols)
     if x2.stride(-1) != 1:
         x2 = x2.contiguous()
