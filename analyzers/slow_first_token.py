@@ -38,24 +38,28 @@ class SlowFirstToken(SymptomAnalyzer):
     # ── cache.prefix_match and intake.system_prompt ────────────────────────────────────────
     def _cache(self, q: Query, src: str) -> list[Finding]:
         ratio = "coalesce(cached_tokens, 0) / prompt_tokens"
-        a = q.one(f"""
-            SELECT count(*) AS long,
+        # Per deploy: a prompt change ships with a deploy, and one bad deploy hides in a healthy history.
+        groups = q.rows(f"""
+            SELECT deploy, count(*) AS long,
                    count(*) FILTER (WHERE {ratio} < {MISS_RATIO}) AS misses,
-                   count(*) FILTER (WHERE {ratio} >= 0.5) AS hits,
                    median(ttft_ms) FILTER (WHERE {ratio} < {MISS_RATIO}) AS ttft_miss,
-                   median(ttft_ms) FILTER (WHERE {ratio} >= 0.5) AS ttft_hit,
                    median(coalesce(cached_tokens, 0)) FILTER (WHERE {ratio} < {MISS_RATIO}) AS cached_miss,
-                   median(coalesce(cached_tokens, 0)) FILTER (WHERE {ratio} >= 0.5) AS cached_hit,
                    median(prompt_tokens) FILTER (WHERE {ratio} < {MISS_RATIO}) AS prompt_miss,
                    (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE {ratio} < {MISS_RATIO}))[1:5] AS miss_ids
-            FROM {src} WHERE prompt_tokens >= {MIN_PROMPT_TOKENS}""")
-        long, n_miss = int(a["long"] or 0), int(a["misses"] or 0)  # type: ignore[call-overload]
-        if long < 3 or n_miss / long < MISS_SHARE:
+            FROM {src} WHERE prompt_tokens >= {MIN_PROMPT_TOKENS} GROUP BY deploy""")
+        hit = q.one(f"""SELECT median(ttft_ms) AS ttft_hit, median(coalesce(cached_tokens, 0)) AS cached_hit
+                        FROM {src} WHERE prompt_tokens >= {MIN_PROMPT_TOKENS} AND {ratio} >= 0.5""")
+        bad = [g for g in groups if int(g["long"]) >= 3 and int(g["misses"]) / int(g["long"]) >= MISS_SHARE]  # type: ignore[call-overload]
+        if not bad:
             return []
+        a = max(bad, key=lambda g: (int(g["misses"]) / int(g["long"]), int(g["misses"])))  # type: ignore[call-overload]
+        a.update(hit)
+        long, n_miss = int(a["long"]), int(a["misses"])  # type: ignore[call-overload]
         share = n_miss / long
         ttft_miss = a["ttft_miss"]
         ttft_hit = a["ttft_hit"]
         cost = (float(ttft_miss) - float(ttft_hit)) if ttft_miss is not None and ttft_hit is not None else None  # type: ignore[arg-type]
+        deploy_note = f" under deploy {a['deploy']}" if len(groups) > 1 and a["deploy"] is not None else ""
         volatile = self._volatile(q)
         divergences = [d for d in find_divergences(q) if d.share >= 0.5]
         client_div = next((d for d in divergences if d.char_offset >= 0), None)
@@ -85,8 +89,8 @@ class SlowFirstToken(SymptomAnalyzer):
         score = 0.5 * share + 0.5 * max(0.0, min(1.0, cost_share))
         out = [self.finding(
             "cache.prefix_match", severity_for(share, 0.3, 0.6),
-            f"{share:.0%} of prompts miss the prefix cache{because}",
-            f"{n_miss} of {long} passes of {MIN_PROMPT_TOKENS}+ tokens reused (almost) nothing from the "
+            f"{share:.0%} of prompts miss the prefix cache{deploy_note}{because}",
+            f"{n_miss} of {long} passes{deploy_note} of {MIN_PROMPT_TOKENS}+ tokens reused (almost) nothing from the "
             f"prefix cache, so their whole prompt was prefilled before the first token"
             + (f"; a miss costs {cost:.1f} ms of TTFT over a hit" if cost is not None else "") + ".",
             ev, miss_ids,
