@@ -205,8 +205,8 @@ def test_recording_faults_never_reach_the_app(provider: FakeProvider, traced: Pa
 
 
 async def test_plain_async_httpx_client_for_an_openai_compatible_endpoint(provider: FakeProvider, traced: Path) -> None:
-    chunks = sse(_chunk("a"), _chunk("b", "stop"))
-    provider.scripts[CHAT] = Script(content_type="text/event-stream", chunks=chunks, delay_s=0.01)
+    chunks = sse(*[_chunk(c) for c in "abcd"], _chunk("e", "stop"))
+    provider.scripts[CHAT] = Script(content_type="text/event-stream", chunks=chunks, delay_s=0.02)
     async with instrument(httpx.AsyncClient()) as http:
         body = {"model": "local-llama", "messages": MSGS, "stream": True, "temperature": 0.7}
         async with http.stream("POST", f"{provider.base_url}{CHAT}", json=body) as r:
@@ -217,7 +217,8 @@ async def test_plain_async_httpx_client_for_an_openai_compatible_endpoint(provid
     assert (p["model"], p["temperature"], p["finish_reason"], p["status"]) == ("local-llama", 0.7, "stop", "ok")
     st = stages_of(traced, p["span_id"])
     assert st["arrival.connection"]["attributes"]["llmtrace.connection.reused"] is False
-    assert st["gen.streaming"]["attributes"]["llmtrace.stream.itl_p50_ms"] >= 5  # the provider's 10 ms gaps
+    # The provider waits 20 ms between events; a busy client may read two at once, but not all of them.
+    assert st["gen.streaming"]["attributes"]["llmtrace.stream.itl_p99_ms"] >= 10
 
 
 def test_full_capture_keeps_scrubbed_text(provider: FakeProvider, store_path: Path) -> None:

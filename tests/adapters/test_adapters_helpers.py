@@ -109,7 +109,7 @@ def test_tool_dispatch_scopes_errors_and_result_size(traced: Path) -> None:
 
 def test_fan_out_parallel_is_concurrent_and_sequential_is_not(traced: Path) -> None:
     def slow(call: int) -> int:
-        time.sleep(0.15)
+        time.sleep(0.25)
         return call * 2
 
     t = time.monotonic()
@@ -118,7 +118,7 @@ def test_fan_out_parallel_is_concurrent_and_sequential_is_not(traced: Path) -> N
     t = time.monotonic()
     res = loops.fan_out([1, 2, 0], lambda c: 10 // c, mode="sequential", reprefill_tokens=120)
     assert res[:2] == [10, 5] and isinstance(res[2], ZeroDivisionError)
-    assert parallel_s < 0.45
+    assert parallel_s < 0.8  # one after another would take 1.0 s
     recs = stage(traced, "loop.fan_out")
     assert (recs[0]["llmtrace.fanout.mode"], recs[0]["llmtrace.fanout.calls"], recs[0]["llmtrace.fanout.passes"]) == (
         "parallel", 4, 1)
