@@ -3,7 +3,7 @@
 ``Tools`` holds the app's tool functions with their scope (read / write / external); ``dispatch`` runs
 one call as an ``execute_tool {name}`` span with ``loop.tool_dispatch`` values (errors recorded, then
 raised); ``fan_out`` / ``afan_out`` run a turn's calls in parallel or in sequence and record
-``loop.fan_out``. Tool calls are accepted as the OpenAI SDK gives them (``.function.name`` /
+``loop.fan_out``; ``agent`` opens the span a whole turn hangs under. Tool calls are accepted as the OpenAI SDK gives them (``.function.name`` /
 ``.function.arguments`` JSON), as Anthropic ``tool_use`` blocks (``.name`` / ``.input``), or as dicts.
 """
 
@@ -13,14 +13,24 @@ import asyncio
 import contextvars
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from llmtrace.tracer import recording as rec
 
 SCOPES = ("read", "write", "external")
+
+
+@contextmanager
+def agent(name: str, *, conversation_id: str | None = None) -> Iterator[rec.PassSpan]:
+    """An ``invoke_agent {name}`` span around one user turn: the client passes, tool calls and helper
+    stages made inside it share its trace, so one waterfall shows the whole turn."""
+    attrs = {"gen_ai.agent.name": name, "gen_ai.conversation.id": conversation_id}
+    with rec.start_pass(name, operation="invoke_agent", side="app", attributes=attrs) as span:
+        yield span
 
 
 @dataclass(frozen=True, slots=True)

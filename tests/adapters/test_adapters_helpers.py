@@ -305,3 +305,16 @@ def test_cost_per_pass_and_trace_and_hit_rate(store_path: Path) -> None:
         assert rows(store_path, "SELECT name, note FROM deploys") == [{"name": "v8", "note": "moved the date to the end"}]
     finally:
         llmtrace.shutdown()
+
+
+def test_agent_span_gathers_tools_and_helpers_into_one_trace(traced: Path) -> None:
+    tools = loops.Tools()
+    tools.register(lambda q: q[::-1], name="reverse")
+    with loops.agent("support", conversation_id="conv-1") as turn:
+        loops.fan_out([{"name": "reverse", "arguments": {"q": "abc"}}] * 2, tools.dispatch)
+        stop_reason.check_stop("done", "stop")
+    spans = rows(traced, "SELECT name, trace_id, parent_span_id FROM spans ORDER BY start_ns")
+    assert {s["trace_id"] for s in spans} == {turn.trace_id}
+    assert [s["name"] for s in spans if s["parent_span_id"] == turn.span_id] == [
+        "loop.fan_out", "execute_tool reverse", "execute_tool reverse", "safety.stop_reason"]
+    assert rows(traced, "SELECT count(*) AS n FROM requests")[0]["n"] == 0  # an agent span is not a pass
