@@ -12,7 +12,7 @@ import httpx
 import pytest
 from server_testkit import query, stats, wait_idle, wait_rows
 
-from conftest import start_server, stop_server
+from testkit import start_server, stop_server
 
 CHAT = "/v1/chat/completions"
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from server_testkit import query, stats, wait_idle, wait_rows
 
-from conftest import RunningServer, start_server, stop_server
+from testkit import RunningServer, start_server, stop_server
 
 CLIENTS = 64
 SERVER_STAGES = {"arrival.connection", "arrival.admission", "arrival.model_routing", "arrival.replica_selection",

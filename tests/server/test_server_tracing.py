@@ -12,7 +12,7 @@ import openai
 import pytest
 from server_testkit import query, stages_of, wait_rows
 
-from conftest import RunningServer, start_server, stop_server
+from testkit import RunningServer, start_server, stop_server
 from llmtrace.tracer import recording as rec
 
 SERVER_STAGES = ["arrival.connection", "arrival.admission", "arrival.model_routing", "arrival.replica_selection",

@@ -138,7 +138,7 @@ def test_capture_modes(store_path: Path) -> None:
 
 
 def test_otlp_endpoint_down_never_raises(store_path: Path) -> None:
-    from conftest import free_port
+    from testkit import free_port
 
     llmtrace.init(db=store_path, otlp_endpoint=f"http://127.0.0.1:{free_port()}")
     for _ in range(10):

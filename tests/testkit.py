@@ -1,0 +1,67 @@
+"""Helpers shared by every test area (import with ``from testkit import ...``; a module name of its own,
+because several folders have a conftest.py and ``from conftest import`` would pick whichever came first)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class RunningServer:
+    base_url: str
+    port: int
+    db_path: Path
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def start_server(tmp: Path, *extra: str, model: str = "tiny", timeout_s: float = 120.0) -> RunningServer:
+    """Start the real ``llmtrace serve`` on a loopback port and wait until /v1/models answers."""
+    port = free_port()
+    db = tmp / "server.duckdb"
+    log_path = tmp / f"server-{port}.log"
+    cmd = [sys.executable, "-m", "llmtrace.cli", "serve", "--model", model, "--host", "127.0.0.1",
+           "--port", str(port), "--db", str(db), *extra]
+    log = log_path.open("wb")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "LLMTRACE_STRICT": "1"})
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"llmtrace serve exited with {proc.returncode}:\n{log_path.read_text()}")
+        try:
+            if httpx.get(f"{base}/v1/models", timeout=1.0).status_code == 200:
+                return RunningServer(base, port, db, proc, log_path)
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError(f"llmtrace serve did not come up in {timeout_s}s:\n{log_path.read_text()}")
+
+
+def stop_server(server: RunningServer) -> None:
+    server.process.terminate()
+    try:
+        server.process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        server.process.kill()
+        server.process.wait()
+
+
