@@ -59,7 +59,7 @@ class ExplorerApp(App[None]):
         self.analyze_after_s = analyze_after_s
         self._start_follow = follow
         self._stamp: StoreStamp | None = None
-        self._last_problem: str | None = None
+        self._problems_seen: set[str] = set()
         self._polling = False
 
     def compose(self) -> ComposeResult:
@@ -142,8 +142,9 @@ class ExplorerApp(App[None]):
     def _stamp_read(self, message: StampRead) -> None:
         self._polling = False
         if message.error is not None:
-            self._problem(f"waiting for the store: {message.error}")
+            self._problem(message.error)
             return
+        self._problems_seen.clear()  # the store answers again: a new failure deserves a new message
         previous, self._stamp = self._stamp, message.stamp
         self._update_topbar()
         if previous is not None and previous != message.stamp:
@@ -185,8 +186,10 @@ class ExplorerApp(App[None]):
         self._problem(message.text)
 
     def _problem(self, text: str) -> None:
-        if text != self._last_problem:  # live mode would repeat the same complaint every second
-            self._last_problem = text
+        if self.follow and text.startswith("no store at"):
+            return  # live mode waits for the writer to create the store; the request pane says so
+        if text not in self._problems_seen:  # live mode would repeat the same complaint every second
+            self._problems_seen.add(text)
             self.notify(text, title="store", severity="error", timeout=8)
 
     @on(TabbedContent.TabActivated)
@@ -242,7 +245,7 @@ class ExplorerApp(App[None]):
         self.notify("live: following the store" if self.follow else "live mode off", timeout=2)
 
     def action_reload(self) -> None:
-        self._last_problem = None
+        self._problems_seen.clear()
         self.requests.reload(keep_cursor=True)
         self.trace_pane.reload()
         self.cache_view.stale = True

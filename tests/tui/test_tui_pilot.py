@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 from rich.console import Console
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Static, TabbedContent
+from tui_store import record_support_store
 
 from llmtrace.tui.app import ExplorerApp
 from llmtrace.tui.components.cache_chart import CacheChart
@@ -379,3 +381,18 @@ async def test_follow_mode_shows_passes_another_process_writes(support_store: Pa
         assert app.requests.total == 44  # 3 new traces × 4 passes, while we kept reading
         assert app.requests.rows[0].deploy == "v3"  # newest first: the new passes are at the top
         assert "44 passes" in text_of(app, "#topbar")
+
+
+async def test_follow_mode_waits_for_a_store_that_does_not_exist_yet(tmp_path: Path) -> None:
+    path = tmp_path / "later.duckdb"
+    app = app_for(path, follow=True, poll_s=0.2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        assert "no store at" in text_of(app, "#requests-empty") and "live mode" in text_of(app, "#requests-empty")
+        assert not app._notifications  # waiting is expected in live mode: no error toast
+        await asyncio.to_thread(record_support_store, path, 2)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and app.requests.total < 8:
+            await pilot.pause(0.2)
+        await settle(pilot)
+        assert app.requests.total == 8 and app.query_one("#requests-table").display

@@ -78,11 +78,12 @@ class RequestsPane(Vertical):
     """Owns the filter, the sort and the loaded rows; asks the store for one page at a time."""
 
     class PageLoaded(Message):
-        def __init__(self, page: RequestPage, append: bool, generation: int) -> None:
+        def __init__(self, page: RequestPage, append: bool, generation: int, error: str | None = None) -> None:
             super().__init__()
             self.page = page
             self.append = append
             self.generation = generation
+            self.error = error
 
     def __init__(self, reader: StoreReader, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -159,13 +160,13 @@ class RequestsPane(Vertical):
             page = self.reader.request_page(flt, sort, desc, offset, limit)
         except StoreError as exc:
             self.post_message(StoreProblem(str(exc)))
-            self.post_message(self.PageLoaded(RequestPage((), 0, 0, 0), append, -generation))
+            self.post_message(self.PageLoaded(RequestPage((), 0, 0, 0), append, generation, str(exc)))
             return
         self.post_message(self.PageLoaded(page, append, generation))
 
     @on(PageLoaded)
     def _page_loaded(self, message: PageLoaded) -> None:
-        if abs(message.generation) != self._generation:
+        if message.generation != self._generation:
             return  # an older query finished after a newer one started
         self._loading = False
         page = message.page
@@ -179,7 +180,7 @@ class RequestsPane(Vertical):
                     self.table.add_row(*self._cells(r), key=r.span_id)
         else:
             self._fill(list(page.rows))
-        self._show_empty(message.generation < 0)
+        self._show_empty(message.error)
         self._update_status()
 
     def _fill(self, rows: list[RequestRow]) -> None:
@@ -200,16 +201,16 @@ class RequestsPane(Vertical):
                     table.move_cursor(row=i, animate=False)
                     break
 
-    def _show_empty(self, failed: bool) -> None:
+    def _show_empty(self, failed: str | None) -> None:
         empty = self.query_one("#requests-empty", Static)
         no_passes = self.store_passes == 0
-        empty.display = no_passes or failed
+        empty.display = no_passes or failed is not None
         self.table.display = not empty.display
         if empty.display and not isinstance(self.app.focused, Input):
             # Hiding the table would hand focus to the filter box and swallow the single-key commands.
             self.app.set_focus(None)
         if failed:
-            empty.update("The store could not be read (see the message above). Press ctrl+r to try again.")
+            empty.update(f"{failed}\n\nPress ctrl+r to try again; in live mode (l) it is tried every second.")
         elif no_passes:
             empty.update(EMPTY_STORE)
 
