@@ -13,6 +13,8 @@ Three paths, picked per step from host-side lengths (no device sync):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 
@@ -22,6 +24,14 @@ QUERY_TILE = 8
 KEY_CHUNK = 128
 
 
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    flat: torch.Tensor  # int64 block ids, [batch * num_blocks]
+    padded: int  # gathered length (whole blocks)
+    length: int  # length to keep (== padded unless a lone sequence's padding is cut)
+    mask: torch.Tensor | None  # float32 [batch, 1, 1, padded], -inf past each sequence's end
+
+
 class TorchPagedAttention:
     """Causal attention over the paged cache; ``invariant`` selects the batch-invariant path."""
 
@@ -29,6 +39,9 @@ class TorchPagedAttention:
 
     def __init__(self, invariant: bool = False) -> None:
         self.invariant = invariant
+        self._plan_key: tuple[int, tuple[int, ...]] | None = None
+        self._plan: _Plan | None = None
+        self._meta_ref: AttentionMetadata | None = None
 
     def forward(
         self,
@@ -72,27 +85,44 @@ class TorchPagedAttention:
     ) -> torch.Tensor:
         """One query token for each sequence in ``rows``: batched gather + grouped matmuls."""
         batch, heads, dim = q.shape
-        block_size, kv_heads = k_cache.shape[1], k_cache.shape[2]
+        kv_heads = k_cache.shape[2]
         group = heads // kv_heads
+        plan = self._decode_plan(meta, rows, k_cache.shape[1], q.device)
+        # [B, L, KVH, D] -> keys [B, KVH, D, L], values [B, KVH, L, D]
+        k = k_cache.index_select(0, plan.flat).view(batch, plan.padded, kv_heads, dim)
+        v = v_cache.index_select(0, plan.flat).view(batch, plan.padded, kv_heads, dim)
+        if plan.length != plan.padded:  # one sequence: cut the padding instead of masking it
+            k, v = k[:, : plan.length], v[:, : plan.length]
+        scores = torch.matmul((q * scale).view(batch, kv_heads, group, dim), k.permute(0, 2, 3, 1))
+        if plan.mask is not None:
+            scores = scores + plan.mask  # -inf past each sequence's end (float32)
+        probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(v.dtype)
+        return torch.matmul(probs, v.transpose(1, 2)).view(batch, heads, dim)
+
+    def _decode_plan(self, meta: AttentionMetadata, rows: list[int], block_size: int, device: torch.device) -> _Plan:
+        """Gather indices and padding mask of a decode batch, built once per step and reused by every layer."""
+        key = (id(meta), tuple(rows))
+        if self._plan_key == key and self._plan is not None:
+            return self._plan
         lens = [meta.seq_lens_list[i] for i in rows]
         max_len = max(lens)
         num_blocks = -(-max_len // block_size)
         tables = meta.block_tables[:, :num_blocks]
         if len(rows) != meta.block_tables.shape[0]:
-            tables = tables.index_select(0, torch.tensor(rows, dtype=torch.long, device=q.device))
+            tables = tables.index_select(0, torch.tensor(rows, dtype=torch.long, device=device))
         flat = tables.reshape(-1).long()  # int64 index: advanced indexing with int32 takes a slow path
         padded = num_blocks * block_size
-        # [B, L, KVH, D] -> keys [B, KVH, D, L], values [B, KVH, L, D]
-        k = k_cache.index_select(0, flat).view(batch, padded, kv_heads, dim).permute(0, 2, 3, 1)
-        v = v_cache.index_select(0, flat).view(batch, padded, kv_heads, dim).transpose(1, 2)
-        qg = q.view(batch, kv_heads, group, dim)
-        scores = torch.matmul(qg, k).float().mul_(scale)  # [B, KVH, G, L]
-        if min(lens) != padded:
-            lens_t = torch.tensor(lens, device=q.device)
-            pad_mask = torch.arange(padded, device=q.device)[None, :] >= lens_t[:, None]
-            scores.masked_fill_(pad_mask[:, None, None, :], float("-inf"))
-        probs = torch.softmax(scores, dim=-1).to(v.dtype)
-        return torch.matmul(probs, v).view(batch, heads, dim)
+        mask = None
+        length = padded
+        if len(rows) == 1:
+            length = max_len
+        elif min(lens) != padded:
+            lens_t = torch.tensor(lens, device=device)
+            beyond = torch.arange(padded, device=device)[None, :] >= lens_t[:, None]
+            mask = torch.zeros(len(rows), 1, 1, padded, device=device).masked_fill_(beyond[:, None, None, :], float("-inf"))
+        self._plan_key, self._plan = key, _Plan(flat, padded, length, mask)
+        self._meta_ref = meta  # keep the metadata alive so its id cannot be reused while the plan is cached
+        return self._plan
 
     def _gather(self, cache: torch.Tensor, meta: AttentionMetadata, i: int) -> torch.Tensor:
         """One sequence's keys or values as ``[kv_len, kv_heads, head_dim]``."""
@@ -108,13 +138,15 @@ class TorchPagedAttention:
         length = meta.seq_lens_list[i]
         k = self._gather(k_cache, meta, i).transpose(0, 1)
         v = self._gather(v_cache, meta, i).transpose(0, 1)
-        qt = q.transpose(0, 1)  # [H, n, D]
+        # 4-D inputs: with 3-D ones torch's CPU SDPA drops to its slow math path
+        qt = q.transpose(0, 1)[None]  # [1, H, n, D]
+        k, v = k[None], v[None]
         if n == length:
             out = F.scaled_dot_product_attention(qt, k, v, is_causal=True, scale=scale, enable_gqa=True)
         else:
             mask = causal_mask(n, length, q.device)
             out = F.scaled_dot_product_attention(qt, k, v, attn_mask=mask, scale=scale, enable_gqa=True)
-        return out.transpose(0, 1)
+        return out[0].transpose(0, 1)
 
     def _invariant(
         self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata, scale: float

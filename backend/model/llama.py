@@ -65,9 +65,11 @@ class LlamaModel:
     # pieces -----------------------------------------------------------------------------------------------
 
     def _rms_norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + self.config.rms_eps)
-        return (x32 * weight).to(self.dtype)
+        """In float32 whatever the model dtype (as the reference implementation does), then cast back."""
+        eps = self.config.rms_eps
+        if x.dtype == torch.float32:
+            return F.rms_norm(x, (x.shape[-1],), weight, eps)
+        return F.rms_norm(x.float(), (x.shape[-1],), weight, eps).to(x.dtype)
 
     def _rms_norm_tiled(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         # a lone row's mean may be split across threads; fixed row tiles keep its reduction order fixed
@@ -76,12 +78,18 @@ class LlamaModel:
         xp = torch.cat([x, x.new_zeros(pad, x.shape[1])]) if pad else x
         return torch.cat([self._rms_norm(t, weight) for t in xp.split(INVARIANT_TILE)])[:rows]
 
-    def _rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """Half-split rotary convention (the GGUF reader undid llama.cpp's interleaved row order)."""
-        half = x.shape[-1] // 2
-        x32 = x.float()
-        x1, x2 = x32[..., :half], x32[..., half:]
-        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+    def _rope_tables(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``cos`` and signed ``sin`` as ``[n, 1, head_dim]`` in the model dtype for these positions."""
+        cos = self._cos.index_select(0, positions)
+        sin = self._sin.index_select(0, positions)
+        cos2 = torch.cat([cos, cos], dim=-1).to(self.dtype)[:, None, :]
+        sin2 = torch.cat([-sin, sin], dim=-1).to(self.dtype)[:, None, :]
+        return cos2, sin2
+
+    def _rope(self, x: torch.Tensor, cos2: torch.Tensor, sin2: torch.Tensor) -> torch.Tensor:
+        """Half-split rotary convention (the GGUF reader undid llama.cpp's interleaved row order):
+        ``x * cos + rotate_half(x) * sin``, with the sign of ``rotate_half`` folded into ``sin2``."""
+        return x * cos2 + x.roll(x.shape[-1] // 2, dims=-1) * sin2
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
         return F.embedding(input_ids, self.weights.embedding)
@@ -119,21 +127,20 @@ class LlamaModel:
         clock.add("embedding", t)
         t = clock.mark()
         self._ensure_rope(meta.max_seq_len)
-        cos = self._cos.index_select(0, positions)[:, None, :]
-        sin = self._sin.index_select(0, positions)[:, None, :]
+        cos2, sin2 = self._rope_tables(positions)
         clock.add("positional", t)
         norm = self._rms_norm_tiled if invariant else self._rms_norm
         n = input_ids.shape[0]
         scale = cfg.head_dim**-0.5
+        heads_qk = cfg.num_heads + cfg.num_kv_heads
         for layer, (k_cache, v_cache) in zip(layers, kv_caches, strict=False):
             t = clock.mark()
             x = norm(hidden, layer.attn_norm)
             qkv = layer.qkv(x, invariant)
-            q = qkv[:, : cfg.q_size].view(n, cfg.num_heads, cfg.head_dim)
-            k = qkv[:, cfg.q_size : cfg.q_size + cfg.kv_size].view(n, cfg.num_kv_heads, cfg.head_dim)
+            # rotate queries and keys in one go: [n, heads + kv_heads, head_dim]
+            qk = self._rope(qkv[:, : cfg.q_size + cfg.kv_size].view(n, heads_qk, cfg.head_dim), cos2, sin2)
+            q, k = qk[:, : cfg.num_heads], qk[:, cfg.num_heads :]
             v = qkv[:, cfg.q_size + cfg.kv_size :].view(n, cfg.num_kv_heads, cfg.head_dim)
-            q = self._rope(q, cos, sin)
-            k = self._rope(k, cos, sin)
             write_kv(k, v, k_cache, v_cache, meta.slot_mapping)
             attn = attention.forward(q, k_cache, v_cache, meta, scale)
             hidden = hidden + layer.o(attn.reshape(n, cfg.q_size), invariant)
@@ -163,14 +170,15 @@ class LlamaModel:
         ids = torch.as_tensor(input_ids, dtype=torch.long, device=self.device)
         n = ids.shape[0]
         self._ensure_rope(n)
-        cos, sin = self._cos[:n, None, :], self._sin[:n, None, :]
+        cos2, sin2 = self._rope_tables(torch.arange(n, device=self.device))
         hidden = self.embed(ids)
         mask = torch.ones(n, n, dtype=torch.bool, device=self.device).tril()
         for layer in self.weights.layers[: num_layers or cfg.num_layers]:
             x = self._rms_norm(hidden, layer.attn_norm)
             qkv = F.linear(x, layer.qkv.weight)
-            q = self._rope(qkv[:, : cfg.q_size].view(n, cfg.num_heads, cfg.head_dim), cos, sin)
-            k = self._rope(qkv[:, cfg.q_size : cfg.q_size + cfg.kv_size].view(n, cfg.num_kv_heads, cfg.head_dim), cos, sin)
+            q = self._rope(qkv[:, : cfg.q_size].view(n, cfg.num_heads, cfg.head_dim), cos2, sin2)
+            k = self._rope(qkv[:, cfg.q_size : cfg.q_size + cfg.kv_size].view(n, cfg.num_kv_heads, cfg.head_dim),
+                           cos2, sin2)
             v = qkv[:, cfg.q_size + cfg.kv_size :].view(n, cfg.num_kv_heads, cfg.head_dim)
             k = k.repeat_interleave(cfg.gqa_ratio, dim=1)
             v = v.repeat_interleave(cfg.gqa_ratio, dim=1)

@@ -1,0 +1,212 @@
+"""Benchmark `engine`: the bundled engine against its peers on the same model and the same prompts.
+
+Keys (ours, then the same prefixed ``hf_`` and ``llamacpp_`` for the peers):
+- decode_tok_s_b1: greedy decode speed of one stream (500-token prompt, BENCH_ENGINE_TOKENS new tokens).
+- decode_tok_s_b8_aggregate / decode_tok_s_b16_aggregate: tokens per second summed over 8 / 16 streams
+  decoding together (distinct 500-token prompts), measured once every stream has its first token.
+- prefill_tok_s: 500 prompt tokens over the time to the first token, one stream, nothing cached.
+- ttft_cold_ms / ttft_cached90_ms: a 1,000-token prompt cold, then a prompt sharing its first 900 tokens
+  (the engine's prefix cache serves them; transformers has no cross-request cache, so it prefills again).
+
+Peers: HF transformers ``generate`` on the GGUF (dequantized by transformers, bfloat16), and llama.cpp
+through llama-cpp-python when it is installed (skipped with a note otherwise).
+
+Environment: BENCH_ENGINE_DTYPE (bfloat16), BENCH_ENGINE_TOKENS (128), BENCH_ENGINE_THREADS (torch's
+default; on an oversubscribed machine one thread is faster), BENCH_ENGINE_PEERS ("hf,llamacpp").
+Run: ``python benchmarks/engine.py`` (or ``make bench ONLY=engine``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import save  # noqa: E402
+
+DTYPE = os.environ.get("BENCH_ENGINE_DTYPE", "bfloat16")
+TOKENS = int(os.environ.get("BENCH_ENGINE_TOKENS", "128"))
+THREADS = int(os.environ.get("BENCH_ENGINE_THREADS", "0"))
+PEERS = os.environ.get("BENCH_ENGINE_PEERS", "hf,llamacpp").split(",")
+PROMPT_LEN = 500
+LONG_LEN = 1000
+
+
+def base_tokens(tokenizer, n: int) -> list[int]:  # noqa: ANN001
+    text = " ".join(f"Record {i}: the shipment left the northern depot at dawn and arrived on time." for i in range(400))
+    ids = tokenizer.encode(text)
+    if len(ids) < n:
+        raise RuntimeError("benchmark text too short")
+    return ids[:n]
+
+
+def prompt(tokenizer, n: int, variant: int) -> list[int]:  # noqa: ANN001
+    """Distinct prompts of the same length: the variant changes the first token (no shared prefix)."""
+    ids = base_tokens(tokenizer, n)
+    return [1000 + variant, *ids[1:]]
+
+
+# ---------------------------------------------------------------------------------------------------- ours
+
+
+def bench_engine() -> dict[str, float]:
+    from llmtrace.backend.engine import Engine, EngineConfig, EngineRequest
+    from llmtrace.backend.generation.params import SamplingParams
+
+    engine = Engine(None, EngineConfig(dtype=DTYPE, num_blocks=2048, max_num_seqs=16, max_num_batched_tokens=2048,
+                                       max_prefill_chunk=1024))
+    tk = engine.tokenizer
+    counter = [0]
+
+    def params(n: int) -> SamplingParams:
+        return SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True)
+
+    def run(prompts: list[list[int]], n: int) -> tuple[float, float]:
+        """(seconds to the last stream's first token, decode tokens/s after that)."""
+        for p in prompts:
+            counter[0] += 1
+            engine.add_request(EngineRequest(f"b{counter[0]}", p, params(n)))
+        t0 = time.perf_counter()
+        have_first: set[str] = set()
+        first_done = None
+        decoded = 0
+        while engine.has_unfinished():
+            outs = engine.step()
+            now = time.perf_counter()
+            for o in outs:
+                if o.request_id in have_first:
+                    decoded += len(o.new_token_ids)
+                else:
+                    have_first.add(o.request_id)
+                    decoded += len(o.new_token_ids) - 1
+            if first_done is None and len(have_first) == len(prompts):
+                first_done = now
+                decoded = 0
+        end = time.perf_counter()
+        assert first_done is not None
+        return first_done - t0, decoded / (end - first_done) if end > first_done else 0.0
+
+    run([prompt(tk, 64, 900)], 4)  # warm up
+    out: dict[str, float] = {}
+    ttft, dec = run([prompt(tk, PROMPT_LEN, 1)], TOKENS)
+    out["prefill_tok_s"] = round(PROMPT_LEN / ttft, 1)
+    out["decode_tok_s_b1"] = round(dec, 2)
+    for batch in (8, 16):
+        _, dec = run([prompt(tk, PROMPT_LEN, 100 + batch + i) for i in range(batch)], TOKENS)
+        out[f"decode_tok_s_b{batch}_aggregate"] = round(dec, 2)
+    long = prompt(tk, LONG_LEN, 7)
+    cold, _ = run([long], 1)
+    warm = long[:900] + prompt(tk, 100, 8)[1:] + [1234]
+    cached, _ = run([warm], 1)
+    out["ttft_cold_ms"] = round(cold * 1e3, 1)
+    out["ttft_cached90_ms"] = round(cached * 1e3, 1)
+    out["ttft_cached90_over_cold"] = round(cached / cold, 3)
+    out["attention_backend"] = engine.attention.name  # type: ignore[assignment]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- peers
+
+
+def bench_hf() -> dict[str, float]:
+    from transformers import AutoModelForCausalLM
+
+    from llmtrace.backend.model.pull import default_model_path
+    from llmtrace.backend.model.tokenizer import Tokenizer
+
+    path = default_model_path()
+    tk = Tokenizer.from_gguf(path)
+    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.bfloat16)
+    model.eval()
+
+    def gen(prompts: list[list[int]], n: int) -> float:
+        ids = torch.tensor(prompts)
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, min_new_tokens=n,
+                           do_sample=False, pad_token_id=2)
+        return time.perf_counter() - t0
+
+    gen([prompt(tk, 64, 900)], 4)
+    out: dict[str, float] = {}
+    t1 = gen([prompt(tk, PROMPT_LEN, 1)], 1)
+    tn = gen([prompt(tk, PROMPT_LEN, 1)], TOKENS)
+    out["hf_prefill_tok_s"] = round(PROMPT_LEN / t1, 1)
+    out["hf_decode_tok_s_b1"] = round((TOKENS - 1) / (tn - t1), 2)
+    for batch in (8, 16):
+        prompts = [prompt(tk, PROMPT_LEN, 100 + batch + i) for i in range(batch)]
+        t1 = gen(prompts, 1)
+        tn = gen(prompts, TOKENS)
+        out[f"hf_decode_tok_s_b{batch}_aggregate"] = round(batch * (TOKENS - 1) / (tn - t1), 2)
+    long = prompt(tk, LONG_LEN, 7)
+    out["hf_ttft_cold_ms"] = round(gen([long], 1) * 1e3, 1)
+    warm = long[:900] + prompt(tk, 100, 8)[1:] + [1234]
+    out["hf_ttft_cached90_ms"] = round(gen([warm], 1) * 1e3, 1)  # no cross-request cache: a full prefill
+    return out
+
+
+def bench_llamacpp() -> dict[str, object]:
+    try:
+        from llama_cpp import Llama
+    except ImportError:
+        return {"llamacpp_skipped": "llama-cpp-python is not installed (pip install llama-cpp-python builds llama.cpp)"}
+    from llmtrace.backend.model.pull import default_model_path
+    from llmtrace.backend.model.tokenizer import Tokenizer
+
+    path = default_model_path()
+    tk = Tokenizer.from_gguf(path)
+    llm = Llama(model_path=str(path), n_ctx=2048, n_threads=THREADS or torch.get_num_threads(), verbose=False)
+
+    def gen(ids: list[int], n: int) -> float:
+        llm.reset()
+        t0 = time.perf_counter()
+        for i, _ in enumerate(llm.generate(ids, temp=0.0, reset=True)):
+            if i + 1 >= n:
+                break
+        return time.perf_counter() - t0
+
+    gen(prompt(tk, 64, 900), 4)
+    t1 = gen(prompt(tk, PROMPT_LEN, 1), 1)
+    tn = gen(prompt(tk, PROMPT_LEN, 1), TOKENS)
+    long = prompt(tk, LONG_LEN, 7)
+    return {
+        "llamacpp_prefill_tok_s": round(PROMPT_LEN / t1, 1),
+        "llamacpp_decode_tok_s_b1": round((TOKENS - 1) / (tn - t1), 2),
+        "llamacpp_ttft_cold_ms": round(gen(long, 1) * 1e3, 1),
+    }
+
+
+def main() -> None:
+    if THREADS:
+        torch.set_num_threads(THREADS)
+    results: dict[str, object] = {
+        "dtype": DTYPE,
+        "new_tokens": TOKENS,
+        "threads": torch.get_num_threads(),
+        "load_average_at_start": round(os.getloadavg()[0], 2),
+    }
+    results.update(bench_engine())
+    if "hf" in PEERS:
+        try:
+            results.update(bench_hf())
+        except Exception as exc:  # a peer that cannot run is reported, not fatal
+            results["hf_skipped"] = f"{type(exc).__name__}: {exc}"
+    if "llamacpp" in PEERS:
+        results.update(bench_llamacpp())
+    hf_b1 = results.get("hf_decode_tok_s_b1")
+    if isinstance(hf_b1, float) and hf_b1 > 0:
+        results["decode_b1_over_hf"] = round(results["decode_tok_s_b1"] / hf_b1, 2)  # type: ignore[operator]
+    hf_pf = results.get("hf_prefill_tok_s")
+    if isinstance(hf_pf, float) and hf_pf > 0:
+        results["prefill_over_hf"] = round(results["prefill_tok_s"] / hf_pf, 2)  # type: ignore[operator]
+    results["load_average_at_end"] = round(os.getloadavg()[0], 2)
+    save("engine", results)
+
+
+if __name__ == "__main__":
+    main()
