@@ -17,8 +17,12 @@ class DetokenizerWindow(SymptomAnalyzer):
             "held": ("llmtrace.detok.held_back_max", "int"), "repl": ("llmtrace.detok.replacement_chars", "int"),
             "stop_hold": ("llmtrace.detok.stop_holdback_chars", "int")})
         stop = q.stage_sql("gen.stop", {"matched": ("llmtrace.stop.matched", "str")})
-        chopped = "length(s.matched) > 1 AND d.stop_hold < length(s.matched) - 1"
-        narrow = "d.held < 3 AND coalesce(d.repl, 0) > 0"
+        # A stop string (not an end token like <|im_end|>, nor a reason like constraint_complete) longer than
+        # the hold-back that was active: 0 means nothing was ever held, which says nothing about the window.
+        chopped = ("length(s.matched) > 1 AND d.stop_hold > 0 AND d.stop_hold < length(s.matched) - 1 "
+                   "AND NOT regexp_matches(s.matched, '^(<\\|.*\\|>|</?s>|[a-z_]+)$')")
+        # No byte hold-back at all while replacement characters went out: split characters were emitted.
+        narrow = "d.held = 0 AND coalesce(d.repl, 0) > 0"
         a = q.one(f"""
             SELECT count(*) AS n, count(*) FILTER (WHERE {chopped}) AS chopped,
                    any_value(d.stop_hold) FILTER (WHERE {chopped}) AS stop_hold,
@@ -43,8 +47,8 @@ class DetokenizerWindow(SymptomAnalyzer):
         if a.get("narrow"):
             ids = tuple(a["narrow_ids"])  # type: ignore[arg-type]
             out.append(self.finding(
-                "gen.detokenization", "warning", f"{a['narrow']} streams decoded with a hold-back under 3 bytes",
-                "UTF-8 characters take up to 4 bytes; a window this small emits replacement characters that a "
+                "gen.detokenization", "warning", f"{a['narrow']} streams decoded without holding back partial characters",
+                "UTF-8 characters take up to 4 bytes; a decoder that holds none back emits replacement characters that a "
                 "later token corrects — the stream shows them, the final text does not.",
                 [Evidence("streams with a narrow window", a["narrow"], f"of {n}", ids),
                  Evidence("most bytes held back", a["held"], "bytes", ids, baseline=3)],

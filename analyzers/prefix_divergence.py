@@ -84,16 +84,18 @@ def _segment_starts(segs: list[dict[str, object]]) -> list[int]:
     return starts
 
 
-def client_divergences(q: Query, min_pairs: int = 2) -> list[Divergence]:
-    """Divergence from prompt segments on pass spans, per template (side, model, first segment)."""
+def client_divergences(q: Query, min_pairs: int = 2, traces: list[str] | None = None) -> list[Divergence]:
+    """Divergence from prompt segments on pass spans, per template (side, model, first segment);
+    ``traces`` restricts it to those traces (e.g. the passes that missed the cache)."""
+    only = "" if traces is None else "AND trace_id IN (SELECT unnest(?::VARCHAR[]))"
     rows = q.rows(f"""
         SELECT trace_id, start_ns, {attr('gen_ai.request.model')} AS model, {attr('llmtrace.side')} AS side,
                {attr('llmtrace.prompt.segments')} AS segments, {attr('llmtrace.prompt.text')} AS text
         FROM (SELECT trace_id, start_ns, attributes FROM {q.spans}
-              WHERE operation IN ('chat', 'text_completion', 'generate_content')
+              WHERE operation IN ('chat', 'text_completion', 'generate_content') {only}
               ORDER BY start_ns DESC LIMIT {2 * MAX_PASSES})
         WHERE {attr('llmtrace.prompt.segments')} IS NOT NULL
-        ORDER BY start_ns DESC LIMIT {MAX_PASSES}""")
+        ORDER BY start_ns DESC LIMIT {MAX_PASSES}""", None if traces is None else [traces])
     groups: dict[str, list[tuple[str, list[dict[str, object]], str | None]]] = defaultdict(list)
     for r in reversed(rows):
         try:
@@ -147,14 +149,15 @@ def client_divergences(q: Query, min_pairs: int = 2) -> list[Divergence]:
     return out
 
 
-def server_divergences(q: Query, min_pairs: int = 2) -> list[Divergence]:
+def server_divergences(q: Query, min_pairs: int = 2, traces: list[str] | None = None) -> list[Divergence]:
     """Divergence from the server's KV block hash chains, per model and block size."""
+    only = "" if traces is None else "AND trace_id IN (SELECT unnest(?::VARCHAR[]))"
     rows = q.rows(f"""
         WITH tok AS (
             SELECT trace_id, parent_span_id, start_ns,
                    {attr('llmtrace.tokenization.block_hashes', 'str[]')} AS chain
             FROM (SELECT trace_id, parent_span_id, start_ns, attributes FROM {q.spans}
-                  WHERE stage = 'intake.tokenization' ORDER BY start_ns DESC LIMIT {MAX_PASSES})),
+                  WHERE stage = 'intake.tokenization' {only} ORDER BY start_ns DESC LIMIT {MAX_PASSES})),
         blk AS (
             SELECT parent_span_id, {attr('llmtrace.blocks.block_size', 'int')} AS block_size
             FROM {q.spans} WHERE stage = 'cache.block_allocation'
@@ -164,7 +167,7 @@ def server_divergences(q: Query, min_pairs: int = 2) -> list[Divergence]:
         FROM tok LEFT JOIN blk USING (parent_span_id)
         LEFT JOIN {q.requests} p ON p.span_id = tok.parent_span_id
         WHERE tok.chain IS NOT NULL AND len(tok.chain) > 0
-        ORDER BY tok.start_ns""")
+        ORDER BY tok.start_ns""", None if traces is None else [traces])
     groups: dict[tuple[str, int], list[tuple[str, list[str]]]] = defaultdict(list)
     for r in rows:
         groups[(str(r["model"]), int(r["block_size"]))].append((str(r["trace_id"]), list(r["chain"])))
@@ -192,6 +195,6 @@ def server_divergences(q: Query, min_pairs: int = 2) -> list[Divergence]:
     return out
 
 
-def find_divergences(q: Query) -> list[Divergence]:
+def find_divergences(q: Query, traces: list[str] | None = None) -> list[Divergence]:
     """Client-side divergences (segment + char) first, then server-side (token offset)."""
-    return client_divergences(q) + server_divergences(q)
+    return client_divergences(q, traces=traces) + server_divergences(q, traces=traces)

@@ -61,7 +61,11 @@ class SlowFirstToken(SymptomAnalyzer):
         cost = (float(ttft_miss) - float(ttft_hit)) if ttft_miss is not None and ttft_hit is not None else None  # type: ignore[arg-type]
         deploy_note = f" under deploy {a['deploy']}" if len(groups) > 1 and a["deploy"] is not None else ""
         volatile = self._volatile(q)
-        divergences = [d for d in find_divergences(q) if d.share >= 0.5]
+        dep = "deploy IS NULL" if a["deploy"] is None else "deploy = ?"
+        missed = [str(r["trace_id"]) for r in q.rows(
+            f"""SELECT trace_id FROM {src} WHERE prompt_tokens >= {MIN_PROMPT_TOKENS} AND {ratio} < {MISS_RATIO}
+                AND {dep} ORDER BY start_ns DESC LIMIT 2000""", None if a["deploy"] is None else [a["deploy"]])]
+        divergences = [d for d in find_divergences(q, missed) if d.share >= 0.5]
         client_div = next((d for d in divergences if d.char_offset >= 0), None)
         server_div = next((d for d in divergences if d.token_offset >= 0), None)
         miss_ids = tuple(a["miss_ids"] or ())  # type: ignore[arg-type]
