@@ -26,15 +26,18 @@ def run_random(pipe: GenerationPipeline, params: SamplingParams, prompt: list[in
 
 
 def generate(model, pipe: GenerationPipeline, params: SamplingParams, prompt: list[int]) -> tuple[SequenceState, list[str]]:
-    """Greedy/sampled generation with the real model's dense forward pass (no engine): state and deltas."""
-    st = pipe.new_state(params, prompt)
+    """Generation with the real model through the engine (paged KV cache): the pipeline state and deltas."""
+    from llmtrace.backend.engine import Engine, EngineConfig, EngineRequest
+
+    engine = Engine.from_model(model, pipe.tokenizer, EngineConfig(num_blocks=64))
+    states: list[SequenceState] = []
+    new_state = engine.pipeline.new_state
+    engine.pipeline.new_state = lambda *a, **k: states.append(new_state(*a, **k)) or states[-1]  # keep a handle
+    engine.add_request(EngineRequest("r", list(prompt), params))
     deltas: list[str] = []
-    while not st.finished:
-        logits = model.forward_dense(prompt + st.output_token_ids)[-1:]
-        tok = pipe.sample(logits, [st])[0]
-        res = pipe.accept(st, tok, time.time_ns())
-        deltas.append(res.text_delta)
-    return st, deltas
+    while engine.has_unfinished():
+        deltas += [o.text_delta for o in engine.step()]
+    return states[0], deltas
 
 
 def chat_prompt(tokenizer: Tokenizer, user: str, system: str | None = None) -> list[int]:

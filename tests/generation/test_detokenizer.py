@@ -77,3 +77,23 @@ def test_any_byte_split_reassembles(text, cuts):
     out = "".join(d.push(k) for k in range(len(pieces))) + d.flush()
     assert out == text
     assert d.replacement_chars == 0
+
+
+@pytest.mark.slow
+def test_real_model_streams_emoji_and_cjk_without_replacement(model, tokenizer, pipe):
+    """The real model, steered by a choice constraint onto multi-byte text, streamed through the engine:
+    every delta is whole characters, none is U+FFFD, and bytes really were held back."""
+    from generation_helpers import chat_prompt, generate
+
+    from llmtrace.backend.generation.params import Constraint, SamplingParams
+
+    choices = ["東京は日本の首都です 🗼🎌", "こんにちは 😀👍"]
+    prompt = chat_prompt(tokenizer, "Say hello in Japanese with an emoji.")
+    st, deltas = generate(model, pipe, SamplingParams(temperature=0.0, max_tokens=40,
+                                                      constraint=Constraint("choice", choices)), prompt)
+    assert st.text in choices
+    assert "".join(deltas) == st.text
+    assert all("\ufffd" not in d for d in deltas)
+    values = pipe.stage_values(st)["gen.detokenization"]
+    assert values["llmtrace.detok.replacement_chars"] == 0
+    assert values["llmtrace.detok.held_back_max"] >= 1

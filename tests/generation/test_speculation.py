@@ -109,19 +109,42 @@ def test_speculation_changes_nothing_but_speed(pipe, params):
 
 
 @pytest.mark.slow
-def test_real_model_greedy_identical_with_speculation(model, tokenizer, pipe):
-    # a short raw prompt (no chat template) keeps the dense, cache-less forward passes cheap
+def test_real_model_greedy_identical_with_speculation_in_the_engine(model, tokenizer):
+    """Through the engine: n-gram and self-draft speculation verified in one pass, same greedy tokens."""
+    from llmtrace.backend.engine import Engine, EngineConfig, EngineRequest
+    from llmtrace.backend.generation.params import SpeculationConfig
+
+    prompt = tokenizer.encode(tokenizer.apply_chat_template([{"role": "user", "content":
+        "Repeat this line three times: the cat sat on the mat, the dog sat on the log."}]))
+
+    def run(spec):
+        engine = Engine.from_model(model, tokenizer, EngineConfig(num_blocks=64))
+        engine.add_request(EngineRequest("r", prompt, SamplingParams(temperature=0.0, max_tokens=40, speculation=spec)))
+        ids = []
+        while engine.has_unfinished():
+            for out in engine.step():
+                ids += out.new_token_ids
+        return ids, engine.last_step
+
+    base, _ = run(SpeculationConfig())
+    ngram, _ = run(SpeculationConfig(method="ngram", k=4))
+    assert ngram == base
+    self_draft, _ = run(SpeculationConfig(method="self_draft", k=2, draft_layers=8))
+    assert self_draft == base
+    assert "cat" in tokenizer.decode(base)
+
+
+@pytest.mark.slow
+def test_real_model_dense_verification(model, tokenizer, pipe):
+    """Without the engine: the pipeline's verification over one dense pass gives the plain greedy tokens."""
     prompt = tokenizer.encode("the cat sat on the mat, the cat sat on the mat, the cat sat on the")
-    params = SamplingParams(temperature=0.0, max_tokens=10)
+    params = SamplingParams(temperature=0.0, max_tokens=8)
 
     def rows(seq, draft):
         return model.forward_dense(seq + draft)[-(len(draft) + 1):]  # one pass scores every drafted position
 
-    base = plain(pipe, lambda ids: model.forward_dense(ids)[-1], params, prompt)
+    base = plain(pipe, lambda ids: model.forward_dense(ids, last_only=True)[0], params, prompt)
     ngram, drafted, accepted = speculative(pipe, rows, params, prompt, NgramDrafter(3), k=4)
     assert ngram.output_token_ids == base.output_token_ids
     assert accepted > 0  # the prompt repeats itself, so lookup drafts get accepted
-    self_draft = SelfDrafter(lambda ids: model.forward_dense(ids, num_layers=8)[-1])
-    spec, drafted, _ = speculative(pipe, rows, params, prompt, self_draft, k=2)
-    assert spec.output_token_ids == base.output_token_ids and drafted > 0
     assert "mat" in base.text
