@@ -52,6 +52,7 @@ def emit_stages(call: Call, end: int) -> None:
         sc.LLMTRACE_STREAM_REQUESTED: obs.stream,
         sc.GEN_AI_RESPONSE_MODEL: obs.response_model,
         sc.GEN_AI_RESPONSE_ID: obs.response_id,
+        sc.GEN_AI_OUTPUT_TYPE: obs.output_type,
         sc.SERVER_ADDRESS: call.host,
         sc.SERVER_PORT: call.port,
         "http.response.status_code": call.status_code or None,
@@ -173,15 +174,10 @@ def emit_stages(call: Call, end: int) -> None:
         rec.record_stage("gen.streaming", start_ns=wall(times[0]), end_ns=wall(times[-1]), values=svals, parent=parent)
 
     # ── stop and what it means ──────────────────────────────────────────────────────────────
+    # Whether the output was cut and whether it parses go on gen.stop. safety.stop_reason is left to
+    # the app (stop_reason.check_stop): only the app knows whether it read the reason, and the
+    # broken-JSON analyzer takes a safety.stop_reason span as proof that it did.
     if obs.finish_reasons or usage is not None:
-        rec.record_stage("gen.stop", start_ns=wall(end), end_ns=wall(end), parent=parent, values={
-            sc.GEN_AI_RESPONSE_FINISH_REASONS: list(obs.finish_reasons) or None,
-            "llmtrace.stop.matched": obs.stop_sequence,
-            sc.GEN_AI_REQUEST_MAX_TOKENS: obs.max_tokens,
-            sc.GEN_AI_USAGE_OUTPUT_TOKENS: usage.output_tokens if usage is not None else None,
-        })
-    if obs.finish_reasons:
-        truncated = any(r in _TRUNCATING for r in obs.finish_reasons)
         parse_ok = None
         if obs.output_type == "json" and out_text is not None:
             try:
@@ -189,9 +185,13 @@ def emit_stages(call: Call, end: int) -> None:
                 parse_ok = True
             except ValueError:
                 parse_ok = False
-        rec.record_stage("safety.stop_reason", start_ns=wall(end), end_ns=wall(end), parent=parent, values={
-            "llmtrace.stop_reason.truncated": truncated,
-            "llmtrace.stop_reason.parse_ok": parse_ok,
+        rec.record_stage("gen.stop", start_ns=wall(end), end_ns=wall(end), parent=parent, values={
+            sc.GEN_AI_RESPONSE_FINISH_REASONS: list(obs.finish_reasons) or None,
+            "llmtrace.stop.matched": obs.stop_sequence,
+            sc.GEN_AI_REQUEST_MAX_TOKENS: obs.max_tokens,
+            sc.GEN_AI_USAGE_OUTPUT_TOKENS: usage.output_tokens if usage is not None else None,
+            "llmtrace.stop.truncated": any(r in _TRUNCATING for r in obs.finish_reasons),
+            "llmtrace.stop.output_parses": parse_ok,
         })
 
     # ── meters ──────────────────────────────────────────────────────────────────────────────

@@ -61,10 +61,14 @@ def rendered(segments: Iterable[tuple[str, str]]) -> str:
 
 
 def capture_attributes(segments: list[tuple[str, str]], output_text: str | None) -> dict[str, object]:
-    """Pass-span attributes for the prompt and output under the current capture mode."""
+    """Pass-span attributes for the prompt and output under the current capture mode.
+
+    Each segment is scrubbed once, first, so its ``chars``, its hashes and its place in the full-capture
+    text all describe the same string (the divergence finder maps offsets between them)."""
     mode = capture.mode()
     if mode == "none":
         return {}
+    segments = [(kind, capture.scrub(text)) for kind, text in segments]
     records = segment_records(segments)
     attrs: dict[str, object] = {
         "llmtrace.prompt.segments": json.dumps(records, separators=(",", ":")),
@@ -73,7 +77,7 @@ def capture_attributes(segments: list[tuple[str, str]], output_text: str | None)
     if output_text is not None:
         attrs["llmtrace.output.hash"] = capture.hash_text(output_text)
     if mode == "full":
-        attrs["llmtrace.prompt.text"] = capture.scrub(rendered(segments))
+        attrs["llmtrace.prompt.text"] = rendered(segments)
         if output_text is not None:
             attrs["llmtrace.output.text"] = capture.scrub(output_text)
     return attrs

@@ -253,3 +253,19 @@ def test_a_response_dropped_unread_still_ends_its_span(provider: FakeProvider, t
     p = client_pass(traced)
     assert p["status"] == "cancelled"
     http.close()
+
+
+def test_truncated_json_is_noted_on_gen_stop_and_the_stop_check_is_left_to_the_app(
+        provider: FakeProvider, traced: Path) -> None:
+    provider.scripts[CHAT] = Script(chunks=[json.dumps({"id": "x", "model": "m", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": '{"answer": "the parc'}, "finish_reason": "length"}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 8}}).encode()])
+    client = instrument(openai.OpenAI(api_key="sk-test", base_url=f"{provider.base_url}/v1", max_retries=0))
+    client.chat.completions.create(model="m", messages=MSGS, max_tokens=8, response_format={"type": "json_object"})
+    p = client_pass(traced)
+    assert p["attributes"]["gen_ai.output.type"] == "json" and p["finish_reason"] == "length"
+    st = stages_of(traced, p["span_id"])
+    stop = st["gen.stop"]["attributes"]
+    assert stop["llmtrace.stop.truncated"] is True and stop["llmtrace.stop.output_parses"] is False
+    # Only the app knows whether it read the stop reason; the middleware does not claim a check happened.
+    assert "safety.stop_reason" not in st
