@@ -15,8 +15,8 @@ import openai
 import pytest
 from adapters_fake_provider import FakeProvider, Script, fake_provider, sse
 from adapters_store import client_pass, rows, stages_of
-
 from testkit import free_port
+
 from llmtrace.adapters import instrument
 from llmtrace.tracer import health
 from llmtrace.tracer import recording as rec
