@@ -104,16 +104,22 @@ class StoreReader:
 
         def run(conn: duckdb.DuckDBPyConnection) -> RequestPage:
             store_passes = int(conn.execute(f"SELECT count(*) FROM spans WHERE operation IN {PASS_OPS_SQL}").fetchone()[0])
-            if flt.where:
-                total = int(conn.execute(f"SELECT count(*) FROM requests {where}", list(flt.params)).fetchone()[0])
-            else:
-                total = store_passes
             # Two steps so only the sort and filter columns are pulled out of the JSON attributes for every
             # pass (DuckDB prunes the view's other columns); the full rows are read for this page alone.
+            # With a filter, the match count rides along as a window so the passes are scanned once.
+            count = ", count(*) OVER ()" if flt.where else ""
             keys = conn.execute(
-                f"SELECT span_id, start_ns FROM requests {where} ORDER BY {order} LIMIT ? OFFSET ?",
+                f"SELECT span_id, start_ns{count} FROM requests {where} ORDER BY {order} LIMIT ? OFFSET ?",
                 [*flt.params, limit, offset],
             ).fetchall()
+            if not flt.where:
+                total = store_passes
+            elif keys:
+                total = int(keys[0][2])
+            elif offset == 0:
+                total = 0
+            else:
+                total = int(conn.execute(f"SELECT count(*) FROM requests {where}", list(flt.params)).fetchone()[0])
             if not keys:
                 return RequestPage((), total, offset, store_passes)
             lo, hi = min(k[1] for k in keys), max(k[1] for k in keys)
