@@ -134,7 +134,7 @@ class SlowFirstToken(SymptomAnalyzer):
         if div is not None:
             ev.append(Evidence("where consecutive prompts part", div.describe(), "", div.trace_ids))
             if div.text is not None:
-                ev.append(Evidence("text at that offset", div.text, "", div.trace_ids, baseline=div.other_text))
+                ev.append(Evidence("text at that offset", repr(div.text), "", div.trace_ids, baseline=repr(div.other_text)))
         return self.finding(
             "intake.system_prompt", severity_for(miss_share, 0.3, 0.6), title,
             "Everything after the first changing character is a new prefix to the cache, so each call pays "

@@ -1,0 +1,69 @@
+"""Benchmark `analyzers`: `diagnose` over a synthetic store of 100k passes (~4M stage spans) with planted
+causes; total and per-analyzer seconds, and whether every planted cause was found at the right stage.
+
+    python benchmarks/analyzers.py [--passes 100000] [--store PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from synthetic_store import PLANTED, make_store  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--passes", type=int, default=100_000)
+    ap.add_argument("--store", help="reuse (or keep) the synthetic store at this path")
+    args = ap.parse_args()
+
+    from llmtrace.analyzers import ANALYZERS, run_analyzers
+    from llmtrace.analyzers.query import Query
+    from llmtrace.tracer.store import read_connection
+
+    tmp = tempfile.TemporaryDirectory()
+    path = Path(args.store) if args.store else Path(tmp.name) / "synthetic.duckdb"
+    t = time.perf_counter()
+    if not path.exists():
+        make_store(path, passes=args.passes, seed=0)
+    build_s = time.perf_counter() - t
+    results: dict[str, object] = {"passes": args.passes, "store_build_s": round(build_s, 2)}
+    with read_connection(path) as conn:
+        results["spans"] = conn.execute("SELECT count(*) FROM spans").fetchone()[0]  # type: ignore[index]
+        t = time.perf_counter()
+        findings = run_analyzers(conn)  # what `llmtrace diagnose` runs
+        results["diagnose_s_100k" if args.passes == 100_000 else f"diagnose_s_{args.passes}"] = round(time.perf_counter() - t, 3)
+        q = Query(conn)
+        t = time.perf_counter()
+        q.materialize()
+        results["shared_requests_table_s"] = round(time.perf_counter() - t, 3)
+        try:
+            for symptom, analyzer in ANALYZERS.items():
+                t = time.perf_counter()
+                analyzer.analyze(conn, query=q)  # type: ignore[call-arg]
+                results[f"{symptom}_s"] = round(time.perf_counter() - t, 3)
+        finally:
+            q.release()
+    found = 0
+    for symptom, stage in PLANTED.items():
+        ok = any(f.symptom == symptom and f.stage == stage for f in findings)
+        results[f"found_{symptom}"] = int(ok)
+        found += ok
+    results["planted_causes"] = len(PLANTED)
+    results["planted_causes_found"] = found
+    results["findings"] = len(findings)
+    tmp.cleanup()
+    from common import save
+
+    save("analyzers", results)
+
+
+if __name__ == "__main__":
+    main()
