@@ -96,7 +96,7 @@ def parquet_connection(glob: str) -> duckdb.DuckDBPyConnection:
     """An in-memory connection whose ``spans`` and views read a Parquet export (local or object storage)."""
     conn = duckdb.connect(":memory:")
     try:
-        conn.execute(f"CREATE VIEW spans AS SELECT * FROM read_parquet({_quote(glob)}, hive_partitioning = true, union_by_name = true)")
+        conn.execute(f"CREATE VIEW spans AS SELECT * FROM read_parquet({_quote(glob)}, hive_partitioning = true, hive_types_autocast = false, union_by_name = true)")
     except duckdb.Error as exc:
         conn.close()
         raise StoreError(f"cannot read Parquet {glob}: {str(exc).splitlines()[0]}") from None
