@@ -12,7 +12,6 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from server_testkit import query, stats, wait_idle, wait_rows
-
 from testkit import RunningServer, start_server, stop_server
 
 CLIENTS = 64

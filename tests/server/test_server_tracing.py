@@ -4,15 +4,12 @@ trace through ``traceparent``, with the policy values (normalization, template, 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import openai
-import pytest
 from server_testkit import query, stages_of, wait_rows
 
-from testkit import RunningServer, start_server, stop_server
 from llmtrace.tracer import recording as rec
 
 SERVER_STAGES = ["arrival.connection", "arrival.admission", "arrival.model_routing", "arrival.replica_selection",
@@ -73,39 +70,3 @@ def test_every_stage_once_with_summary_values(tiny_server) -> None:  # type: ign
                     "temperature, ttft_ms, queue_wait_ms, prompt_hash, output_hash FROM requests WHERE trace_id = ?", [t1])[0]
     assert row[:8] == ("tiny", "tiny", "replica-0", n, 4, "length", 11, 0.5)
     assert row[8] > 0 and row[9] == 0.0 and len(row[10]) == 16 and len(row[11]) == 16
-
-
-@pytest.fixture(scope="module")
-def policy_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    tmp = tmp_path_factory.mktemp("policy-server")
-    template = tmp / "template.jinja"
-    template.write_text("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-                        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-    server = start_server(tmp, "--replicas", "2", "--routing", "round_robin", "--normalize", "nfkc",
-                          "--strip-invisible", "--chat-template", str(template), "--alias", "gpt-4o-mini=tiny")
-    yield server
-    stop_server(server)
-
-
-@pytest.mark.slow
-def test_policies_are_recorded(policy_server: RunningServer) -> None:
-    client = openai.OpenAI(base_url=f"{policy_server.base_url}/v1", api_key="unused", max_retries=0)
-    traces = []
-    for _ in range(2):
-        raw = client.chat.completions.with_raw_response.create(
-            model="gpt-4o-mini", messages=[{"role": "user", "content": "\uff21\u200bB"}], max_tokens=2)
-        assert raw.parse().model == "tiny"
-        traces.append(raw.headers["x-llmtrace-trace-id"])
-    db = policy_server.db_path
-    wait_rows(db, "SELECT count(*) FROM stages WHERE stage = 'gen.streaming' AND trace_id IN (?, ?)", traces,
-              until=lambda rows: rows[0][0] == 2)
-    routing = _values(db, traces[0], "arrival.model_routing")
-    assert (routing["gen_ai.request.model"], routing["gen_ai.response.model"], routing["llmtrace.routing.rule"]) == \
-        ("gpt-4o-mini", "tiny", "alias")
-    norm = _values(db, traces[0], "intake.normalization")
-    assert norm["llmtrace.normalization.form"] == "NFKC" and norm["llmtrace.normalization.strip"] is True
-    assert norm["llmtrace.normalization.chars_changed"] == 2  # the zero-width space removed, the fullwidth A folded
-    assert _values(db, traces[0], "intake.chat_template")["llmtrace.template.matches_model"] is False
-    replicas = [_values(db, t, "arrival.replica_selection") for t in traces]
-    assert {r["llmtrace.replica.id"] for r in replicas} == {"replica-0", "replica-1"}
-    assert all(r["llmtrace.replica.policy"] == "round_robin" and r["llmtrace.replica.candidates"] == 2 for r in replicas)
