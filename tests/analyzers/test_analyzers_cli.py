@@ -179,3 +179,18 @@ def test_duckdb_views_match_requests_materialization(synthetic: Path) -> None:
         b = conn.execute(f"SELECT {cols} FROM requests ORDER BY span_id").fetchall()
     assert a == b
     assert isinstance(duckdb.__version__, str)
+
+
+def test_rich_rendering_on_a_terminal(synthetic: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    from llmtrace.analyzers.render import print_findings
+
+    with read_connection(synthetic) as conn:
+        found = run_analyzers(conn, ["slow_first_token"])
+    buf = io.StringIO()
+    print_findings(found, Console(file=buf, force_terminal=True, width=120, color_system=None))
+    text = buf.getvalue()
+    assert "Cache & reuse → cache.prefix_match" in text and "next:" in text and "evidence" in text
