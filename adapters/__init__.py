@@ -12,4 +12,10 @@ The SDKs are optional extras; nothing here imports them. The app-side helpers li
 from .instrument import instrument, is_instrumented, uninstrument
 from .transport import AsyncInstrumentedTransport, InstrumentedTransport
 
-__all__ = ["AsyncInstrumentedTransport", "InstrumentedTransport", "instrument", "is_instrumented", "uninstrument"]
+__all__ = [
+    "AsyncInstrumentedTransport",
+    "InstrumentedTransport",
+    "instrument",
+    "is_instrumented",
+    "uninstrument",
+]

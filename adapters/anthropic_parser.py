@@ -52,8 +52,10 @@ class AnthropicParser:
             segments.append(("system", o.system_text))
         messages = body.get("messages")
         if isinstance(messages, list):
-            last_user = max((i for i, m in enumerate(messages) if isinstance(m, Mapping) and m.get("role") == "user"),
-                            default=-1)
+            last_user = max(
+                (i for i, m in enumerate(messages) if isinstance(m, Mapping) and m.get("role") == "user"),
+                default=-1,
+            )
             for i, m in enumerate(messages):
                 if not isinstance(m, Mapping):
                     continue

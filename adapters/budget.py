@@ -49,11 +49,22 @@ def _usage_tokens(response: object) -> tuple[int, int]:
 
 
 class Budget:
-    def __init__(self, *, max_steps: int | None = None, max_tokens: int | None = None,
-                 max_spend_usd: float | None = None, max_wall_s: float | None = None,
-                 loop_repeats: int | None = 3, parent: rec.PassSpan | None = None) -> None:
-        for name, v in (("max_steps", max_steps), ("max_tokens", max_tokens), ("max_spend_usd", max_spend_usd),
-                        ("max_wall_s", max_wall_s)):
+    def __init__(
+        self,
+        *,
+        max_steps: int | None = None,
+        max_tokens: int | None = None,
+        max_spend_usd: float | None = None,
+        max_wall_s: float | None = None,
+        loop_repeats: int | None = 3,
+        parent: rec.PassSpan | None = None,
+    ) -> None:
+        for name, v in (
+            ("max_steps", max_steps),
+            ("max_tokens", max_tokens),
+            ("max_spend_usd", max_spend_usd),
+            ("max_wall_s", max_wall_s),
+        ):
             _positive(name, v)
         if loop_repeats is not None and (not isinstance(loop_repeats, int) or loop_repeats < 2):
             raise ValueError(f"loop_repeats must be an int >= 2 or None, got {loop_repeats!r}")
@@ -144,8 +155,14 @@ class Budget:
         if self._recorded:
             return
         self._recorded = True
-        rec.record_stage("loop.budget", start_ns=self._start_ns, end_ns=rec.now_ns(), values=self.values(),
-                         parent=self.parent, status="error" if self.stopped_by != "none" else "ok")
+        rec.record_stage(
+            "loop.budget",
+            start_ns=self._start_ns,
+            end_ns=rec.now_ns(),
+            values=self.values(),
+            parent=self.parent,
+            status="error" if self.stopped_by != "none" else "ok",
+        )
 
     def __enter__(self) -> Budget:
         return self

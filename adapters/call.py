@@ -67,9 +67,28 @@ class Connection:
 class Call:
     """State of one instrumented call. Created by the transport; never raises out of its methods."""
 
-    __slots__ = ("parser", "obs", "pass_span", "opts", "host", "port", "t0_wall", "t0", "t_headers", "status_code",
-                 "sse", "body", "body_bytes", "body_overflow", "conn", "finished", "times", "retry", "server_span",
-                 "_feed")
+    __slots__ = (
+        "parser",
+        "obs",
+        "pass_span",
+        "opts",
+        "host",
+        "port",
+        "t0_wall",
+        "t0",
+        "t_headers",
+        "status_code",
+        "sse",
+        "body",
+        "body_bytes",
+        "body_overflow",
+        "conn",
+        "finished",
+        "times",
+        "retry",
+        "server_span",
+        "_feed",
+    )
 
     def __init__(self, parser: ProtocolParser, request: Any, opts: Options) -> None:
         self.parser = parser
@@ -175,7 +194,9 @@ class Call:
             elif obs.error_type and obs.error_type not in ("malformed_event", "malformed_body"):
                 self._end("error", f"{obs.error_type}: {obs.error_message or ''}", error_type=obs.error_type)
             elif self.sse is not None and not obs.done and not obs.finish_reasons:
-                self._end("error", "stream ended before the provider's end marker", error_type="incomplete_stream")
+                self._end(
+                    "error", "stream ended before the provider's end marker", error_type="incomplete_stream"
+                )
             else:
                 self._end("ok", None)
         except Exception as exc:

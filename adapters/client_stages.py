@@ -39,8 +39,11 @@ def emit_stages(call: Call, end: int) -> None:
     t0w = call.t0_wall
     usage = None
     if obs.usage_raw is not None:
-        usage = (usage_mod.from_anthropic(obs.usage_raw) if call.parser.provider == "anthropic"
-                 else usage_mod.from_openai(obs.usage_raw))
+        usage = (
+            usage_mod.from_anthropic(obs.usage_raw)
+            if call.parser.provider == "anthropic"
+            else usage_mod.from_openai(obs.usage_raw)
+        )
 
     # ── the pass span's summary ─────────────────────────────────────────────────────────────
     summary: dict[str, object] = {
@@ -69,8 +72,15 @@ def emit_stages(call: Call, end: int) -> None:
     first_token = min((t for t in (obs.first_content_ns, obs.first_tool_ns) if t), default=0)
     if first_token:
         summary[sc.LLMTRACE_TTFT_MS] = _ms(t0, first_token)
-        if usage is not None and usage.output_tokens and usage.output_tokens > 1 and obs.last_token_ns > first_token:
-            summary[sc.LLMTRACE_TPOT_MS] = round((obs.last_token_ns - first_token) / 1e6 / (usage.output_tokens - 1), 3)
+        if (
+            usage is not None
+            and usage.output_tokens
+            and usage.output_tokens > 1
+            and obs.last_token_ns > first_token
+        ):
+            summary[sc.LLMTRACE_TPOT_MS] = round(
+                (obs.last_token_ns - first_token) / 1e6 / (usage.output_tokens - 1), 3
+            )
     if call.body_overflow:
         summary["llmtrace.response.unparsed_bytes"] = call.body_overflow
     out_text = obs.output_text if (obs.output_parts or obs.done) else None
@@ -98,61 +108,109 @@ def emit_stages(call: Call, end: int) -> None:
         cvals["llmtrace.connection.connect_ms"] = 0.0
     rec.record_stage("arrival.connection", start_ns=t0w, end_ns=wall(c_end), values=cvals, parent=parent)
     if call.t_headers:
-        rec.record_stage("arrival.stream_setup", start_ns=t0w, end_ns=wall(call.t_headers), parent=parent, values={
-            sc.LLMTRACE_STREAM_REQUESTED: obs.stream,
-            "llmtrace.stream.protocol": "sse" if call.sse is not None else "none",
-            "llmtrace.stream.first_byte_ms": _ms(t0, call.t_headers),
-        })
+        rec.record_stage(
+            "arrival.stream_setup",
+            start_ns=t0w,
+            end_ns=wall(call.t_headers),
+            parent=parent,
+            values={
+                sc.LLMTRACE_STREAM_REQUESTED: obs.stream,
+                "llmtrace.stream.protocol": "sse" if call.sse is not None else "none",
+                "llmtrace.stream.first_byte_ms": _ms(t0, call.t_headers),
+            },
+        )
 
     # ── intake: what the request itself shows ───────────────────────────────────────────────
     if obs.system_text is not None:
         off, kind = volatile.first_volatile(obs.system_text)
-        rec.record_stage("intake.system_prompt", start_ns=t0w, end_ns=t0w, parent=parent, values={
-            "llmtrace.system.chars": len(obs.system_text),
-            "llmtrace.system.hash": capture.hash_text(obs.system_text) if capture.mode() != "none" else None,
-            "llmtrace.system.volatile_offset": off,
-            "llmtrace.system.volatile_kind": kind,
-        })
+        rec.record_stage(
+            "intake.system_prompt",
+            start_ns=t0w,
+            end_ns=t0w,
+            parent=parent,
+            values={
+                "llmtrace.system.chars": len(obs.system_text),
+                "llmtrace.system.hash": capture.hash_text(obs.system_text)
+                if capture.mode() != "none"
+                else None,
+                "llmtrace.system.volatile_offset": off,
+                "llmtrace.system.volatile_kind": kind,
+            },
+        )
     counts = [textscan.count_chars(text) for _, text in obs.segments]
     if any(c.hidden or c.nbsp or c.confusables for c in counts):
         # Only when there is something to say: a clean prompt costs no span (the server records the stage).
-        rec.record_stage("intake.normalization", start_ns=t0w, end_ns=t0w, parent=parent, values={
-            "llmtrace.normalization.form": "none",
-            "llmtrace.normalization.strip": False,
-            "llmtrace.normalization.chars_changed": 0,
-            "llmtrace.normalization.invisible_chars": sum(c.hidden for c in counts),
-            "llmtrace.normalization.nbsp": sum(c.nbsp for c in counts),
-            "llmtrace.normalization.confusables": sum(c.confusables for c in counts),
-        })
+        rec.record_stage(
+            "intake.normalization",
+            start_ns=t0w,
+            end_ns=t0w,
+            parent=parent,
+            values={
+                "llmtrace.normalization.form": "none",
+                "llmtrace.normalization.strip": False,
+                "llmtrace.normalization.chars_changed": 0,
+                "llmtrace.normalization.invisible_chars": sum(c.hidden for c in counts),
+                "llmtrace.normalization.nbsp": sum(c.nbsp for c in counts),
+                "llmtrace.normalization.confusables": sum(c.confusables for c in counts),
+            },
+        )
 
     # ── generation: requested values ────────────────────────────────────────────────────────
-    rec.record_stage("gen.sampling", start_ns=t0w, end_ns=t0w, parent=parent, values={
-        sc.GEN_AI_REQUEST_TEMPERATURE: obs.temperature,
-        sc.GEN_AI_REQUEST_TOP_P: obs.top_p,
-        sc.GEN_AI_REQUEST_TOP_K: obs.top_k,
-        sc.GEN_AI_REQUEST_SEED: obs.seed,
-        "llmtrace.sampling.greedy": (obs.temperature == 0.0) if obs.temperature is not None else None,
-        "llmtrace.requested_only": True,
-    })
+    rec.record_stage(
+        "gen.sampling",
+        start_ns=t0w,
+        end_ns=t0w,
+        parent=parent,
+        values={
+            sc.GEN_AI_REQUEST_TEMPERATURE: obs.temperature,
+            sc.GEN_AI_REQUEST_TOP_P: obs.top_p,
+            sc.GEN_AI_REQUEST_TOP_K: obs.top_k,
+            sc.GEN_AI_REQUEST_SEED: obs.seed,
+            "llmtrace.sampling.greedy": (obs.temperature == 0.0) if obs.temperature is not None else None,
+            "llmtrace.requested_only": True,
+        },
+    )
     if obs.frequency_penalty is not None or obs.presence_penalty is not None:
-        rec.record_stage("gen.penalties", start_ns=t0w, end_ns=t0w, parent=parent, values={
-            sc.GEN_AI_REQUEST_FREQUENCY_PENALTY: obs.frequency_penalty,
-            sc.GEN_AI_REQUEST_PRESENCE_PENALTY: obs.presence_penalty,
-            "llmtrace.penalties.on_structured_output": obs.output_type == "json" if obs.output_type else None,
-        })
+        rec.record_stage(
+            "gen.penalties",
+            start_ns=t0w,
+            end_ns=t0w,
+            parent=parent,
+            values={
+                sc.GEN_AI_REQUEST_FREQUENCY_PENALTY: obs.frequency_penalty,
+                sc.GEN_AI_REQUEST_PRESENCE_PENALTY: obs.presence_penalty,
+                "llmtrace.penalties.on_structured_output": obs.output_type == "json"
+                if obs.output_type
+                else None,
+            },
+        )
     if obs.reasoning_budget is not None or (usage is not None and usage.reasoning_tokens is not None):
-        rec.record_stage("gen.reasoning_budget", start_ns=t0w, end_ns=t0w, parent=parent, values={
-            "llmtrace.reasoning.budget": obs.reasoning_budget,
-            sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: usage.reasoning_tokens if usage is not None else None,
-        })
+        rec.record_stage(
+            "gen.reasoning_budget",
+            start_ns=t0w,
+            end_ns=t0w,
+            parent=parent,
+            values={
+                "llmtrace.reasoning.budget": obs.reasoning_budget,
+                sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: usage.reasoning_tokens
+                if usage is not None
+                else None,
+            },
+        )
 
     # ── cache: only what the provider reported ──────────────────────────────────────────────
     if usage is not None and usage.cache_read_tokens is not None:
-        rec.record_stage("cache.prefix_match", start_ns=t0w, end_ns=wall(call.t_headers or t0), parent=parent, values={
-            sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: usage.cache_read_tokens,
-            "llmtrace.prefix.hit_tokens": usage.cache_read_tokens,
-            "llmtrace.prefix.source": "provider_reported",
-        })
+        rec.record_stage(
+            "cache.prefix_match",
+            start_ns=t0w,
+            end_ns=wall(call.t_headers or t0),
+            parent=parent,
+            values={
+                sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: usage.cache_read_tokens,
+                "llmtrace.prefix.hit_tokens": usage.cache_read_tokens,
+                "llmtrace.prefix.source": "provider_reported",
+            },
+        )
 
     # ── streaming ───────────────────────────────────────────────────────────────────────────
     times = call.times
@@ -162,7 +220,9 @@ def emit_stages(call: Call, end: int) -> None:
             "llmtrace.stream.chunks": len(times),
             sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: round((times[0] - t0) / 1e9, 6),
             "llmtrace.stream.first_byte_ms": _ms(t0, call.t_headers) if call.t_headers else None,
-            "llmtrace.stream.first_content_ms": _ms(t0, obs.first_content_ns) if obs.first_content_ns else None,
+            "llmtrace.stream.first_content_ms": _ms(t0, obs.first_content_ns)
+            if obs.first_content_ns
+            else None,
             "llmtrace.stream.first_tool_call_ms": _ms(t0, obs.first_tool_ns) if obs.first_tool_ns else None,
             "llmtrace.stream.content_chunks": obs.content_chunks,
         }
@@ -171,7 +231,9 @@ def emit_stages(call: Call, end: int) -> None:
             svals["llmtrace.stream.itl_p99_ms"] = round(_percentile(gaps, 0.99) / 1e6, 3)
         if call.sse.overflowed:
             svals["llmtrace.stream.parse_stopped"] = True
-        rec.record_stage("gen.streaming", start_ns=wall(times[0]), end_ns=wall(times[-1]), values=svals, parent=parent)
+        rec.record_stage(
+            "gen.streaming", start_ns=wall(times[0]), end_ns=wall(times[-1]), values=svals, parent=parent
+        )
 
     # ── stop and what it means ──────────────────────────────────────────────────────────────
     # Whether the output was cut and whether it parses go on gen.stop. safety.stop_reason is left to
@@ -185,23 +247,33 @@ def emit_stages(call: Call, end: int) -> None:
                 parse_ok = True
             except ValueError:
                 parse_ok = False
-        rec.record_stage("gen.stop", start_ns=wall(end), end_ns=wall(end), parent=parent, values={
-            sc.GEN_AI_RESPONSE_FINISH_REASONS: list(obs.finish_reasons) or None,
-            "llmtrace.stop.matched": obs.stop_sequence,
-            sc.GEN_AI_REQUEST_MAX_TOKENS: obs.max_tokens,
-            sc.GEN_AI_USAGE_OUTPUT_TOKENS: usage.output_tokens if usage is not None else None,
-            "llmtrace.stop.truncated": any(r in _TRUNCATING for r in obs.finish_reasons),
-            "llmtrace.stop.output_parses": parse_ok,
-        })
+        rec.record_stage(
+            "gen.stop",
+            start_ns=wall(end),
+            end_ns=wall(end),
+            parent=parent,
+            values={
+                sc.GEN_AI_RESPONSE_FINISH_REASONS: list(obs.finish_reasons) or None,
+                "llmtrace.stop.matched": obs.stop_sequence,
+                sc.GEN_AI_REQUEST_MAX_TOKENS: obs.max_tokens,
+                sc.GEN_AI_USAGE_OUTPUT_TOKENS: usage.output_tokens if usage is not None else None,
+                "llmtrace.stop.truncated": any(r in _TRUNCATING for r in obs.finish_reasons),
+                "llmtrace.stop.output_parses": parse_ok,
+            },
+        )
 
     # ── meters ──────────────────────────────────────────────────────────────────────────────
     if usage is not None:
         values = meters.accounting_values(obs.response_model, usage, obs.model)
-        rec.record_stage("meters.cache_accounting", start_ns=wall(end), end_ns=wall(end), values=values, parent=parent)
+        rec.record_stage(
+            "meters.cache_accounting", start_ns=wall(end), end_ns=wall(end), values=values, parent=parent
+        )
         cost = values["llmtrace.meters.cost_usd"]
         if isinstance(cost, float):
             span.set(sc.LLMTRACE_COST_USD, cost)
             span.set("llmtrace.meters.trace_cost_usd", meters.trace_costs.add(span.trace_id, cost))
 
     for stage_id in hidden:
-        rec.mark_unobserved(stage_id, reason="the provider does not expose this stage to a client", parent=parent)
+        rec.mark_unobserved(
+            stage_id, reason="the provider does not expose this stage to a client", parent=parent
+        )

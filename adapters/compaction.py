@@ -23,9 +23,13 @@ Message = Mapping[str, Any]
 # like "Acme Corp" and ids like "INV-2291". Sentence-initial common words are filtered below.
 _NUMBER = re.compile(r"(?<![\w.])[$€£]?\d[\d,]*(?:\.\d+)?%?")
 _NAME = re.compile(r"\b(?:[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*|[A-Z]{2,}(?:-\d+)?|[A-Z][A-Za-z]*-\d+)\b")
-_COMMON = frozenset("""The A An I It This That These Those We You He She They My Our Your His Her Their What When
-Where Why How Who Which Yes No Please Thanks Thank Hi Hello Sure Okay OK And But Or If So Then Also Here There
-Can Could Would Should Will Do Does Did Is Are Was Were Be Let Sorry Great Now Today User Assistant System""".split())
+_COMMON = frozenset(
+    """
+The A An I It This That These Those We You He She They My Our Your His Her Their What When Where Why How
+Who Which Yes No Please Thanks Thank Hi Hello Sure Okay OK And But Or If So Then Also Here There Can Could
+Would Should Will Do Does Did Is Are Was Were Be Let Sorry Great Now Today User Assistant System
+""".split()
+)
 
 
 def facts(text: str) -> set[str]:
@@ -58,38 +62,61 @@ class CompactionResult:
     facts_lost: tuple[str, ...]
 
 
-def record_compaction(before: Sequence[Message], after: Sequence[Message], *, trigger_tokens: int | None = None,
-                      turns_summarized: int = 0, pinned: int = 0,
-                      count_tokens: Callable[[str], int] = approx_tokens,
-                      parent: rec.PassSpan | None = None) -> CompactionResult:
+def record_compaction(
+    before: Sequence[Message],
+    after: Sequence[Message],
+    *,
+    trigger_tokens: int | None = None,
+    turns_summarized: int = 0,
+    pinned: int = 0,
+    count_tokens: Callable[[str], int] = approx_tokens,
+    parent: rec.PassSpan | None = None,
+) -> CompactionResult:
     """Record a compaction done elsewhere: compares the facts in ``before`` and ``after``."""
     text_before = "\n".join(message_text(m) for m in before)
     text_after = "\n".join(message_text(m) for m in after)
     lost = tuple(sorted(facts(text_before) - facts(text_after)))
-    result = CompactionResult([dict(m) for m in after], True, count_tokens(text_before), count_tokens(text_after),
-                              turns_summarized, pinned, lost)
+    result = CompactionResult(
+        [dict(m) for m in after],
+        True,
+        count_tokens(text_before),
+        count_tokens(text_after),
+        turns_summarized,
+        pinned,
+        lost,
+    )
     _emit(result, trigger_tokens, parent)
     return result
 
 
 def _emit(r: CompactionResult, trigger_tokens: int | None, parent: rec.PassSpan | None) -> None:
-    with rec.stage("loop.compaction", {
-        "llmtrace.compaction.trigger_tokens": trigger_tokens,
-        "llmtrace.compaction.tokens_before": r.tokens_before,
-        "llmtrace.compaction.tokens_after": r.tokens_after,
-        "llmtrace.compaction.turns_summarized": r.turns_summarized,
-        "llmtrace.compaction.pinned": r.pinned,
-        "llmtrace.compaction.facts_lost": list(r.facts_lost[:200]),
-        "llmtrace.compaction.facts_lost_count": len(r.facts_lost),
-        "llmtrace.compaction.compacted": r.compacted,
-    }, parent=parent):
+    with rec.stage(
+        "loop.compaction",
+        {
+            "llmtrace.compaction.trigger_tokens": trigger_tokens,
+            "llmtrace.compaction.tokens_before": r.tokens_before,
+            "llmtrace.compaction.tokens_after": r.tokens_after,
+            "llmtrace.compaction.turns_summarized": r.turns_summarized,
+            "llmtrace.compaction.pinned": r.pinned,
+            "llmtrace.compaction.facts_lost": list(r.facts_lost[:200]),
+            "llmtrace.compaction.facts_lost_count": len(r.facts_lost),
+            "llmtrace.compaction.compacted": r.compacted,
+        },
+        parent=parent,
+    ):
         pass
 
 
-def compact(messages: Sequence[Message], summarize: Callable[[list[Message]], str], *, trigger_tokens: int,
-            keep_last: int = 4, pinned: Callable[[Message], bool] | None = None,
-            count_tokens: Callable[[str], int] = approx_tokens,
-            parent: rec.PassSpan | None = None) -> CompactionResult:
+def compact(
+    messages: Sequence[Message],
+    summarize: Callable[[list[Message]], str],
+    *,
+    trigger_tokens: int,
+    keep_last: int = 4,
+    pinned: Callable[[Message], bool] | None = None,
+    count_tokens: Callable[[str], int] = approx_tokens,
+    parent: rec.PassSpan | None = None,
+) -> CompactionResult:
     """Summarise older turns once the context passes ``trigger_tokens``.
 
     System messages and messages for which ``pinned(m)`` is true stay verbatim; the last ``keep_last``
@@ -128,7 +155,14 @@ def compact(messages: Sequence[Message], summarize: Callable[[list[Message]], st
     text_before = "\n".join(message_text(m) for m in msgs)
     text_after = "\n".join(message_text(m) for m in after)
     lost = tuple(sorted(facts(text_before) - facts(text_after)))
-    r = CompactionResult([dict(m) for m in after], True, before_tokens, count_tokens(text_after),
-                         len(to_summarize), n_pinned, lost)
+    r = CompactionResult(
+        [dict(m) for m in after],
+        True,
+        before_tokens,
+        count_tokens(text_after),
+        len(to_summarize),
+        n_pinned,
+        lost,
+    )
     _emit(r, trigger_tokens, parent)
     return r

@@ -81,8 +81,9 @@ class SystemPromptAssembler:
         self._last: str | None = None
         self._lock = threading.Lock()
 
-    def assemble(self, values: Mapping[str, object] | None = None, *, parent: rec.PassSpan | None = None,
-                 **kw: object) -> AssembledPrompt:
+    def assemble(
+        self, values: Mapping[str, object] | None = None, *, parent: rec.PassSpan | None = None, **kw: object
+    ) -> AssembledPrompt:
         vals = {**(values or {}), **kw}
         text, spans = _render(self.template, vals)
         with self._lock:
@@ -90,15 +91,21 @@ class SystemPromptAssembler:
         return _record(text, spans, previous, parent)
 
 
-def assemble_system_prompt(template: str, values: Mapping[str, object] | None = None, *,
-                           previous: str | None = None, parent: rec.PassSpan | None = None) -> AssembledPrompt:
+def assemble_system_prompt(
+    template: str,
+    values: Mapping[str, object] | None = None,
+    *,
+    previous: str | None = None,
+    parent: rec.PassSpan | None = None,
+) -> AssembledPrompt:
     """One-off assembly; pass the previous call's text as ``previous`` to find what changed."""
     text, spans = _render(template, dict(values or {}))
     return _record(text, spans, previous, parent)
 
 
-def _record(text: str, spans: list[tuple[str, int, int]], previous: str | None,
-            parent: rec.PassSpan | None) -> AssembledPrompt:
+def _record(
+    text: str, spans: list[tuple[str, int, int]], previous: str | None, parent: rec.PassSpan | None
+) -> AssembledPrompt:
     changed = volatile.first_difference(previous, text) if previous is not None else -1
     shape_off, shape_kind = volatile.first_volatile(text)
     if changed >= 0 and (shape_off < 0 or changed <= shape_off):
@@ -116,7 +123,7 @@ def _record(text: str, spans: list[tuple[str, int, int]], previous: str | None,
         "llmtrace.system.changed_offset": changed,
     }
     if capture.mode() == "full" and off >= 0:
-        values["llmtrace.system.volatile_text"] = capture.scrub(text[off:off + 40])
+        values["llmtrace.system.volatile_text"] = capture.scrub(text[off : off + 40])
     with rec.stage("intake.system_prompt", values, parent=parent):
         pass
     return result
@@ -159,9 +166,14 @@ def _label(chunk: Evidence, i: int, scheme: str) -> str | None:
     return None
 
 
-def format_evidence(chunks: Iterable[Evidence | str | Mapping[str, object]], *, id_scheme: str = "source_id",
-                    delimiter: str = "xml", dedupe: bool = True,
-                    parent: rec.PassSpan | None = None) -> FormattedEvidence:
+def format_evidence(
+    chunks: Iterable[Evidence | str | Mapping[str, object]],
+    *,
+    id_scheme: str = "source_id",
+    delimiter: str = "xml",
+    dedupe: bool = True,
+    parent: rec.PassSpan | None = None,
+) -> FormattedEvidence:
     """Dedupe (whitespace and case insensitive), label and delimit retrieved chunks."""
     if id_scheme not in ID_SCHEMES:
         raise ValueError(f"id_scheme must be one of {ID_SCHEMES}, got {id_scheme!r}")
@@ -174,8 +186,11 @@ def format_evidence(chunks: Iterable[Evidence | str | Mapping[str, object]], *, 
         elif isinstance(c, str):
             items.append(Evidence(c))
         elif isinstance(c, Mapping):
-            items.append(Evidence(str(c.get("text", "")), c.get("source") and str(c["source"]),
-                                  c.get("id") and str(c["id"])))
+            items.append(
+                Evidence(
+                    str(c.get("text", "")), c.get("source") and str(c["source"]), c.get("id") and str(c["id"])
+                )
+            )
         else:
             raise ValueError(f"evidence chunks are Evidence, str or mappings, got {type(c).__name__}")
     kept: list[Evidence] = []
@@ -197,19 +212,29 @@ def format_evidence(chunks: Iterable[Evidence | str | Mapping[str, object]], *, 
             head = " ".join(x for x in (f"[{label}]" if label else "", item.source or "") if x)
             parts.append(f"### {head or 'Document'}\n{item.text}")
         elif delimiter == "fenced":
-            head = " ".join(x for x in (f"id={label}" if label else "", f"source={item.source}" if item.source else "") if x)
+            head = " ".join(
+                x
+                for x in (f"id={label}" if label else "", f"source={item.source}" if item.source else "")
+                if x
+            )
             parts.append(f"```{head}\n{item.text}\n```")
         else:
             parts.append(f"[{label}] {item.text}" if label else item.text)
     result = FormattedEvidence("\n\n".join(parts), tuple(kept), len(items) - len(kept), id_scheme, delimiter)
-    with rec.stage("intake.evidence_formatting", {
-        "llmtrace.evidence.chunks_in": len(items),
-        "llmtrace.evidence.chunks_out": len(kept),
-        "llmtrace.evidence.duplicates_removed": result.duplicates_removed,
-        "llmtrace.evidence.id_scheme": id_scheme,
-        "llmtrace.evidence.delimiter": delimiter,
-        "llmtrace.evidence.unlabelled": sum(1 for i, c in enumerate(kept) if _label(c, i, id_scheme) is None),
-    }, parent=parent):
+    with rec.stage(
+        "intake.evidence_formatting",
+        {
+            "llmtrace.evidence.chunks_in": len(items),
+            "llmtrace.evidence.chunks_out": len(kept),
+            "llmtrace.evidence.duplicates_removed": result.duplicates_removed,
+            "llmtrace.evidence.id_scheme": id_scheme,
+            "llmtrace.evidence.delimiter": delimiter,
+            "llmtrace.evidence.unlabelled": sum(
+                1 for i, c in enumerate(kept) if _label(c, i, id_scheme) is None
+            ),
+        },
+        parent=parent,
+    ):
         pass
     return result
 
@@ -236,8 +261,9 @@ def _ends_first(items: list[ContextItem]) -> list[ContextItem]:
     return front + back[::-1]
 
 
-def order_context(items: Sequence[ContextItem], strategy: str = "as_given", *,
-                  parent: rec.PassSpan | None = None) -> list[ContextItem]:
+def order_context(
+    items: Sequence[ContextItem], strategy: str = "as_given", *, parent: rec.PassSpan | None = None
+) -> list[ContextItem]:
     """Order items and record where the key items (or, when none is marked, the most relevant) landed."""
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
@@ -260,11 +286,15 @@ def order_context(items: Sequence[ContextItem], strategy: str = "as_given", *,
             positions.append(round((pos + len(it.text) / 2) / total, 4))
         pos += len(it.text)
     middle = sum(1 for p in positions if 1 / 3 < p < 2 / 3)
-    with rec.stage("intake.context_ordering", {
-        "llmtrace.ordering.items": len(ordered),
-        "llmtrace.ordering.strategy": strategy,
-        "llmtrace.ordering.key_positions": positions,
-        "llmtrace.ordering.middle_items": middle,
-    }, parent=parent):
+    with rec.stage(
+        "intake.context_ordering",
+        {
+            "llmtrace.ordering.items": len(ordered),
+            "llmtrace.ordering.strategy": strategy,
+            "llmtrace.ordering.key_positions": positions,
+            "llmtrace.ordering.middle_items": middle,
+        },
+        parent=parent,
+    ):
         pass
     return ordered

@@ -3,8 +3,9 @@
 ``Tools`` holds the app's tool functions with their scope (read / write / external); ``dispatch`` runs
 one call as an ``execute_tool {name}`` span with ``loop.tool_dispatch`` values (errors recorded, then
 raised); ``fan_out`` / ``afan_out`` run a turn's calls in parallel or in sequence and record
-``loop.fan_out``; ``agent`` opens the span a whole turn hangs under. Tool calls are accepted as the OpenAI SDK gives them (``.function.name`` /
-``.function.arguments`` JSON), as Anthropic ``tool_use`` blocks (``.name`` / ``.input``), or as dicts.
+``loop.fan_out``; ``agent`` opens the span a whole turn hangs under. Tool calls are accepted as the
+OpenAI SDK gives them (``.function.name`` / ``.function.arguments`` JSON), as Anthropic ``tool_use``
+blocks (``.name`` / ``.input``), or as dicts.
 """
 
 from __future__ import annotations
@@ -86,8 +87,9 @@ class Tools:
         self._tools: dict[str, tuple[Callable[..., Any], str]] = {}
         self.budget = budget  # a loops budget: repeated identical calls are checked before running
 
-    def register(self, fn: Callable[..., Any] | None = None, *, name: str | None = None,
-                 scope: str = "read") -> Any:
+    def register(
+        self, fn: Callable[..., Any] | None = None, *, name: str | None = None, scope: str = "read"
+    ) -> Any:
         if scope not in SCOPES:
             raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
 
@@ -118,8 +120,14 @@ class Tools:
         return await adispatch(tc, fn, scope=scope, parent=parent, budget=self.budget)
 
 
-def dispatch(call: object, fn: Callable[..., Any], *, scope: str = "read", parent: rec.PassSpan | None = None,
-             budget: Any | None = None) -> Any:
+def dispatch(
+    call: object,
+    fn: Callable[..., Any],
+    *,
+    scope: str = "read",
+    parent: rec.PassSpan | None = None,
+    budget: Any | None = None,
+) -> Any:
     """Run ``fn(**arguments)`` as one tool call span; the tool's exception is recorded, then raised."""
     tc = as_tool_call(call)
     if budget is not None:
@@ -130,8 +138,14 @@ def dispatch(call: object, fn: Callable[..., Any], *, scope: str = "read", paren
     return result
 
 
-async def adispatch(call: object, fn: Callable[..., Any], *, scope: str = "read",
-                    parent: rec.PassSpan | None = None, budget: Any | None = None) -> Any:
+async def adispatch(
+    call: object,
+    fn: Callable[..., Any],
+    *,
+    scope: str = "read",
+    parent: rec.PassSpan | None = None,
+    budget: Any | None = None,
+) -> Any:
     tc = as_tool_call(call)
     if budget is not None:
         budget.check_tool(tc.name, tc.arguments)
@@ -153,13 +167,22 @@ def _fan_out_values(n: int, mode: str, passes: int | None, reprefill_tokens: int
     }
 
 
-def fan_out(calls: Sequence[object], run: Callable[[Any], Any], *, mode: str = "parallel", max_workers: int = 8,
-            passes: int | None = None, reprefill_tokens: int | None = None,
-            parent: rec.PassSpan | None = None) -> list[Any]:
+def fan_out(
+    calls: Sequence[object],
+    run: Callable[[Any], Any],
+    *,
+    mode: str = "parallel",
+    max_workers: int = 8,
+    passes: int | None = None,
+    reprefill_tokens: int | None = None,
+    parent: rec.PassSpan | None = None,
+) -> list[Any]:
     """Run ``run(call)`` for each call; results in call order, a failed call's exception in its place."""
     if mode not in ("parallel", "sequential"):
         raise ValueError(f"mode must be parallel or sequential, got {mode!r}")
-    with rec.stage("loop.fan_out", _fan_out_values(len(calls), mode, passes, reprefill_tokens), parent=parent) as s:
+    with rec.stage(
+        "loop.fan_out", _fan_out_values(len(calls), mode, passes, reprefill_tokens), parent=parent
+    ) as s:
         results: list[Any] = []
         if mode == "sequential" or len(calls) <= 1:
             for c in calls:
@@ -168,7 +191,7 @@ def fan_out(calls: Sequence[object], run: Callable[[Any], Any], *, mode: str = "
                 except Exception as exc:
                     results.append(exc)
         else:
-            # Each worker runs in a copy of the caller's context, so its tool span has the caller's parent span.
+            # Each worker runs in a copy of the caller's context: its tool span gets the caller's parent.
             ctx = contextvars.copy_context()
             with ThreadPoolExecutor(max_workers=min(max_workers, len(calls))) as pool:
                 futures = [pool.submit(ctx.copy().run, run, c) for c in calls]
@@ -181,13 +204,21 @@ def fan_out(calls: Sequence[object], run: Callable[[Any], Any], *, mode: str = "
     return results
 
 
-async def afan_out(calls: Sequence[object], run: Callable[[Any], Awaitable[Any]], *, mode: str = "parallel",
-                   passes: int | None = None, reprefill_tokens: int | None = None,
-                   parent: rec.PassSpan | None = None) -> list[Any]:
+async def afan_out(
+    calls: Sequence[object],
+    run: Callable[[Any], Awaitable[Any]],
+    *,
+    mode: str = "parallel",
+    passes: int | None = None,
+    reprefill_tokens: int | None = None,
+    parent: rec.PassSpan | None = None,
+) -> list[Any]:
     """The asyncio form of ``fan_out``: parallel runs the coroutines together with ``gather``."""
     if mode not in ("parallel", "sequential"):
         raise ValueError(f"mode must be parallel or sequential, got {mode!r}")
-    with rec.stage("loop.fan_out", _fan_out_values(len(calls), mode, passes, reprefill_tokens), parent=parent) as s:
+    with rec.stage(
+        "loop.fan_out", _fan_out_values(len(calls), mode, passes, reprefill_tokens), parent=parent
+    ) as s:
         if mode == "parallel":
             results = list(await asyncio.gather(*(run(c) for c in calls), return_exceptions=True))
         else:

@@ -49,8 +49,12 @@ class Price:
         read = usage.cache_read_tokens or 0
         write = usage.cache_write_tokens or 0
         plain = max(usage.input_tokens - read - write, 0)
-        return (plain * self.input + read * self.cached_input + write * self.cache_write
-                + usage.output_tokens * self.output) / 1e6
+        return (
+            plain * self.input
+            + read * self.cached_input
+            + write * self.cache_write
+            + usage.output_tokens * self.output
+        ) / 1e6
 
 
 class PriceTable:
@@ -69,8 +73,12 @@ class PriceTable:
             if not isinstance(spec, Mapping):
                 raise ValueError(f"price entry for {model!r} must be an object")
             try:
-                prices[model] = Price(float(spec["input"]), float(spec.get("cached_input", spec["input"])),
-                                      float(spec.get("cache_write", spec["input"])), float(spec["output"]))
+                prices[model] = Price(
+                    float(spec["input"]),
+                    float(spec.get("cached_input", spec["input"])),
+                    float(spec.get("cache_write", spec["input"])),
+                    float(spec["output"]),
+                )
             except KeyError as exc:
                 raise ValueError(f"price entry for {model!r} lacks {exc.args[0]!r}") from None
         return cls(prices)
@@ -163,7 +171,9 @@ def current_deploy() -> str | None:
     return s.deploy if s is not None else None
 
 
-def accounting_values(model: str | None, usage: Usage, fallback_model: str | None = None) -> dict[str, object]:
+def accounting_values(
+    model: str | None, usage: Usage, fallback_model: str | None = None
+) -> dict[str, object]:
     """Boundary values of ``meters.cache_accounting`` for one pass."""
     cost = pass_cost(model, usage, fallback_model)
     return {
@@ -176,7 +186,9 @@ def accounting_values(model: str | None, usage: Usage, fallback_model: str | Non
     }
 
 
-def record_accounting(model: str | None, usage: Usage, parent: rec.PassSpan | None = None) -> dict[str, object]:
+def record_accounting(
+    model: str | None, usage: Usage, parent: rec.PassSpan | None = None
+) -> dict[str, object]:
     """App-side use: emit ``meters.cache_accounting`` for a pass whose usage the app holds; the cost
     also goes on the pass span and into the trace's running total."""
     values = accounting_values(model, usage)
@@ -196,18 +208,23 @@ def trace_cost(db: str | os.PathLike[str], trace_id: str) -> float:
 
     with read_connection(db) as conn:
         row = conn.execute(
-            "SELECT coalesce(sum(cost_usd), 0) FROM requests WHERE trace_id = ? AND side IN ('client', 'app')",
+            "SELECT coalesce(sum(cost_usd), 0) FROM requests "
+            "WHERE trace_id = ? AND side IN ('client', 'app')",
             [trace_id],
         ).fetchone()
     return float(row[0]) if row else 0.0
 
 
-def cache_hit_rate(db: str | os.PathLike[str], deploy: str | None = None, side: str = "client") -> float | None:
+def cache_hit_rate(
+    db: str | os.PathLike[str], deploy: str | None = None, side: str = "client"
+) -> float | None:
     """Cached over all prompt tokens across passes (optionally of one deploy); None when nothing counted."""
     from llmtrace.tracer.store import read_connection
 
-    sql = ("SELECT sum(cached_tokens), sum(prompt_tokens) FROM requests "
-           "WHERE side = ? AND prompt_tokens IS NOT NULL AND cached_tokens IS NOT NULL")
+    sql = (
+        "SELECT sum(cached_tokens), sum(prompt_tokens) FROM requests "
+        "WHERE side = ? AND prompt_tokens IS NOT NULL AND cached_tokens IS NOT NULL"
+    )
     params: list[object] = [side]
     if deploy is not None:
         sql += " AND deploy = ?"
@@ -219,7 +236,9 @@ def cache_hit_rate(db: str | os.PathLike[str], deploy: str | None = None, side: 
     return float(row[0]) / float(row[1])
 
 
-def mark_deploy(db: str | os.PathLike[str], name: str, note: str | None = None, service: str | None = None) -> None:
+def mark_deploy(
+    db: str | os.PathLike[str], name: str, note: str | None = None, service: str | None = None
+) -> None:
     """Add a deploy marker to the store (what ``llmtrace deploy mark`` does)."""
     from llmtrace.tracer.store import mark_deploy as _mark
 

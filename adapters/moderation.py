@@ -44,9 +44,15 @@ def text_of(item: object) -> str:
 class StreamModerator:
     """Wrap a stream with ``wrap`` (or ``awrap``); ``check(text_so_far)`` returns True to cut it."""
 
-    def __init__(self, check: Callable[[str], Any], *, every_chars: int = 200,
-                 extract: Callable[[object], str] = text_of, raise_on_abort: bool = False,
-                 parent: rec.PassSpan | None = None) -> None:
+    def __init__(
+        self,
+        check: Callable[[str], Any],
+        *,
+        every_chars: int = 200,
+        extract: Callable[[object], str] = text_of,
+        raise_on_abort: bool = False,
+        parent: rec.PassSpan | None = None,
+    ) -> None:
         if every_chars < 1:
             raise ValueError("every_chars must be >= 1")
         self.check = check
@@ -85,14 +91,19 @@ class StreamModerator:
         return False
 
     def _record(self) -> None:
-        rec.record_stage("safety.moderation", start_ns=self._start_ns, end_ns=rec.now_ns(), parent=self.parent,
-                         values={
-                             "llmtrace.moderation.checks": self.checks,
-                             "llmtrace.moderation.lag_tokens": self.lag_chunks,
-                             "llmtrace.moderation.aborted": self.aborted,
-                             "llmtrace.moderation.retracted_chars": self.retracted_chars,
-                             "llmtrace.moderation.shown_chars": self.shown_chars,
-                         })
+        rec.record_stage(
+            "safety.moderation",
+            start_ns=self._start_ns,
+            end_ns=rec.now_ns(),
+            parent=self.parent,
+            values={
+                "llmtrace.moderation.checks": self.checks,
+                "llmtrace.moderation.lag_tokens": self.lag_chunks,
+                "llmtrace.moderation.aborted": self.aborted,
+                "llmtrace.moderation.retracted_chars": self.retracted_chars,
+                "llmtrace.moderation.shown_chars": self.shown_chars,
+            },
+        )
 
     @staticmethod
     def _close(stream: object) -> None:
@@ -105,8 +116,9 @@ class StreamModerator:
         try:
             for item in stream:
                 text = self._feed(item)
-                if self._since_check >= self.every_chars and self._verdict(self.check("".join(self._parts)),
-                                                                           last_shown=False):
+                if self._since_check >= self.every_chars and self._verdict(
+                    self.check("".join(self._parts)), last_shown=False
+                ):
                     self._close(stream)
                     break
                 self.shown_chars += len(text)

@@ -1,4 +1,6 @@
-"""OpenAI chat completions (and legacy completions), streamed and not: ``on_request / on_chunk / on_response``.
+"""OpenAI chat completions (and legacy completions), streamed and not.
+
+The three verbs are ``on_request / on_chunk / on_response``.
 
 Reads the request body the SDK built and the response events as the app reads them; fills an
 ``Observation``. Never raises: a malformed event is skipped (the caller counts it).
@@ -23,7 +25,7 @@ def _intv(v: object) -> int | None:
 
 
 class OpenAIParser:
-    """Parser for ``/chat/completions`` (``operation='chat'``) and ``/completions`` (``'text_completion'``)."""
+    """Parser for ``/chat/completions`` (operation ``chat``) and ``/completions`` (``text_completion``)."""
 
     provider = "openai"
     __slots__ = ("obs", "operation", "_tool_ids")
@@ -47,7 +49,13 @@ class OpenAIParser:
         o.frequency_penalty = _num(body.get("frequency_penalty"))
         o.presence_penalty = _num(body.get("presence_penalty"))
         stop = body.get("stop")
-        o.stop = [stop] if isinstance(stop, str) else [s for s in stop if isinstance(s, str)] if isinstance(stop, list) else []
+        o.stop = (
+            [stop]
+            if isinstance(stop, str)
+            else [s for s in stop if isinstance(s, str)]
+            if isinstance(stop, list)
+            else []
+        )
         rf = body.get("response_format")
         if isinstance(rf, Mapping) and isinstance(rf.get("type"), str):
             o.output_type = "json" if str(rf["type"]).startswith("json") else str(rf["type"])
@@ -58,8 +66,10 @@ class OpenAIParser:
             segments.append(("tools", canonical(tools)))
         messages = body.get("messages")
         if isinstance(messages, list):
-            last_user = max((i for i, m in enumerate(messages) if isinstance(m, Mapping) and m.get("role") == "user"),
-                            default=-1)
+            last_user = max(
+                (i for i, m in enumerate(messages) if isinstance(m, Mapping) and m.get("role") == "user"),
+                default=-1,
+            )
             system_parts: list[str] = []
             for i, m in enumerate(messages):
                 if not isinstance(m, Mapping):
@@ -135,7 +145,10 @@ class OpenAIParser:
             ci = choice.get("index", 0)
             for tc in tool_calls:
                 if isinstance(tc, dict):
-                    key = (ci if isinstance(ci, int) else 0, tc.get("index", 0) if isinstance(tc.get("index"), int) else 0)
+                    key = (
+                        ci if isinstance(ci, int) else 0,
+                        tc.get("index", 0) if isinstance(tc.get("index"), int) else 0,
+                    )
                     if key not in self._tool_ids:
                         self._tool_ids.add(key)
                         o.tool_calls += 1

@@ -16,12 +16,14 @@ from llmtrace.tracer import recording as rec
 from .textscan import count_chars, strip_hidden
 
 _INSTRUCTIONS = re.compile(
-    r"\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+|the\s+|your\s+|previous\s+|prior\s+|above\s+|earlier\s+)*"
+    r"\b(?:ignore|disregard|forget|override)\s+"
+    r"(?:all\s+|any\s+|the\s+|your\s+|previous\s+|prior\s+|above\s+|earlier\s+)*"
     r"(?:instructions|rules|prompts?|directions|guidelines|context)\b"
     r"|\byou\s+are\s+now\b|\bnew\s+instructions?\s*:|\bsystem\s+prompt\b|\bact\s+as\s+(?:an?\s+)?\w+"
     r"|\bdo\s+not\s+(?:tell|inform|reveal\s+to)\s+the\s+user\b"
     r"|\breveal\s+(?:your|the)\s+(?:system\s+prompt|instructions|secrets?|api\s+keys?)\b"
-    r"|\b(?:send|email|post|upload|exfiltrate)\s+(?:the\s+|all\s+|your\s+)*(?:conversation|credentials|password|api\s+keys?|secrets?)\b"
+    r"|\b(?:send|email|post|upload|exfiltrate)\s+(?:the\s+|all\s+|your\s+)*"
+    r"(?:conversation|credentials|password|api\s+keys?|secrets?)\b"
     r"|<\|im_start\|>|<\|system\|>|\[/?INST\]|^\s*#{2,}\s*(?:system|instruction)s?\b|\bBEGIN\s+SYSTEM\b"
     r"|^\s*(?:system|assistant)\s*:",
     re.IGNORECASE | re.MULTILINE,
@@ -48,14 +50,19 @@ class InjectionReport:
 def _score(hidden: int, confusables: int, patterns: int) -> float:
     # Independent signals combined as 1 - prod(1 - p): any strong signal dominates, weak ones add up.
     miss = 1.0
-    miss *= 0.6 ** min(patterns, 10)       # each instruction-like phrase
-    miss *= 0.85 ** min(hidden, 20)        # each hidden character
-    miss *= 0.9 ** min(confusables, 20)    # each look-alike letter inside a Latin word
+    miss *= 0.6 ** min(patterns, 10)  # each instruction-like phrase
+    miss *= 0.85 ** min(hidden, 20)  # each hidden character
+    miss *= 0.9 ** min(confusables, 20)  # each look-alike letter inside a Latin word
     return round(1.0 - miss, 4)
 
 
-def scan(texts: str | Iterable[str], *, flag_at: float = 0.3, block_at: float = 0.7,
-         parent: rec.PassSpan | None = None) -> InjectionReport:
+def scan(
+    texts: str | Iterable[str],
+    *,
+    flag_at: float = 0.3,
+    block_at: float = 0.7,
+    parent: rec.PassSpan | None = None,
+) -> InjectionReport:
     """Scan one or more untrusted spans; the action is block / flag / allow by the score thresholds."""
     if not 0 < flag_at <= block_at <= 1:
         raise ValueError("thresholds must satisfy 0 < flag_at <= block_at <= 1")
@@ -76,13 +83,17 @@ def scan(texts: str | Iterable[str], *, flag_at: float = 0.3, block_at: float = 
     score = _score(hidden, conf, pats)
     action = "block" if score >= block_at else "flag" if score >= flag_at else "allow"
     report = InjectionReport(len(spans), hidden, conf, pats, score, action, tuple(matches[:20]))
-    with rec.stage("safety.injection", {
-        "llmtrace.injection.spans_scanned": report.spans_scanned,
-        "llmtrace.injection.invisible_chars": hidden,
-        "llmtrace.injection.confusables": conf,
-        "llmtrace.injection.instruction_patterns": pats,
-        "llmtrace.injection.score": score,
-        "llmtrace.injection.action": action,
-    }, parent=parent):
+    with rec.stage(
+        "safety.injection",
+        {
+            "llmtrace.injection.spans_scanned": report.spans_scanned,
+            "llmtrace.injection.invisible_chars": hidden,
+            "llmtrace.injection.confusables": conf,
+            "llmtrace.injection.instruction_patterns": pats,
+            "llmtrace.injection.score": score,
+            "llmtrace.injection.action": action,
+        },
+        parent=parent,
+    ):
         pass
     return report

@@ -49,8 +49,12 @@ def canonical(value: object) -> str:
 def segment_records(segments: Iterable[tuple[str, str]]) -> list[dict[str, object]]:
     """One record per segment: {kind, hash, chars, chunk_hashes} (the store's llmtrace.prompt.segments)."""
     return [
-        {"kind": kind, "hash": capture.hash_text(text), "chars": len(text),
-         "chunk_hashes": capture.chunk_hash_chain(text, CHUNK_CHARS)}
+        {
+            "kind": kind,
+            "hash": capture.hash_text(text),
+            "chars": len(text),
+            "chunk_hashes": capture.chunk_hash_chain(text, CHUNK_CHARS),
+        }
         for kind, text in segments
     ]
 

@@ -54,9 +54,15 @@ def from_response(response: object) -> tuple[str, str | None]:
     raise ValueError(f"cannot read output and stop reason from {type(response).__name__}")
 
 
-def check_stop(output: str | None = None, finish_reason: str | None = None, *, response: object = None,
-               expect_json: bool = False, required_keys: Sequence[str] = (),
-               parent: rec.PassSpan | None = None) -> StopCheck:
+def check_stop(
+    output: str | None = None,
+    finish_reason: str | None = None,
+    *,
+    response: object = None,
+    expect_json: bool = False,
+    required_keys: Sequence[str] = (),
+    parent: rec.PassSpan | None = None,
+) -> StopCheck:
     """Check an answer before use. Passing ``finish_reason`` (or ``response``) counts as reading it."""
     if response is not None:
         output, finish_reason = from_response(response)
@@ -78,12 +84,16 @@ def check_stop(output: str | None = None, finish_reason: str | None = None, *, r
         except ValueError as exc:
             parse_ok, error = False, f"not JSON: {exc}"
     result = StopCheck(finish_reason, read, truncated, parse_ok, value, error)
-    with rec.stage("safety.stop_reason", {
-        "llmtrace.stop_reason.read": read,
-        "llmtrace.stop_reason.truncated": truncated,
-        "llmtrace.stop_reason.parse_ok": parse_ok,
-        "llmtrace.stop_reason.finish_reason": finish_reason,
-        "llmtrace.stop_reason.error": error,
-    }, parent=parent):
+    with rec.stage(
+        "safety.stop_reason",
+        {
+            "llmtrace.stop_reason.read": read,
+            "llmtrace.stop_reason.truncated": truncated,
+            "llmtrace.stop_reason.parse_ok": parse_ok,
+            "llmtrace.stop_reason.finish_reason": finish_reason,
+            "llmtrace.stop_reason.error": error,
+        },
+        parent=parent,
+    ):
         pass
     return result

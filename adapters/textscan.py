@@ -16,8 +16,11 @@ _NBSP = re.compile("[\u00a0\u2007\u202f]")
 # Cyrillic and Greek letters that render like Latin ones.
 _CONFUSABLE_CHARS = (
     "\u0430\u0435\u043e\u0440\u0441\u0443\u0445\u0456\u0458\u0455\u04bb\u0501"  # а е о р с у х і ј ѕ һ ԁ
-    "\u0410\u0412\u0415\u041a\u041c\u041d\u041e\u0420\u0421\u0422\u0425\u0406\u0408\u0405"  # А В Е К М Н О Р С Т Х І Ј Ѕ
-    "\u03bf\u03b1\u03bd\u03c1\u03b9\u0391\u0392\u0395\u0396\u0397\u0399\u039a\u039c\u039d\u039f\u03a1\u03a4\u03a7\u03a5"
+    # А В Е К М Н О Р С Т Х І Ј Ѕ
+    "\u0410\u0412\u0415\u041a\u041c\u041d\u041e\u0420\u0421\u0422\u0425\u0406\u0408\u0405"
+    # ο α ν ρ ι and the capitals Α Β Ε Ζ Η Ι Κ Μ Ν Ο Ρ Τ Χ Υ
+    "\u03bf\u03b1\u03bd\u03c1\u03b9"
+    "\u0391\u0392\u0395\u0396\u0397\u0399\u039a\u039c\u039d\u039f\u03a1\u03a4\u03a7\u03a5"
 )
 _MIXED_WORD = re.compile(rf"[A-Za-z]*[{_CONFUSABLE_CHARS}][\w]*|[A-Za-z]+[{_CONFUSABLE_CHARS}]")
 _CONF_ONE = re.compile(f"[{_CONFUSABLE_CHARS}]")

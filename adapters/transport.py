@@ -31,7 +31,9 @@ def _open_call(request: Any, opts: Options) -> Call | None:
             return None
         return Call(parser, request, opts)
     except Exception as exc:
-        health.count("adapter_error", message=f"adapter could not open a call record: {type(exc).__name__}: {exc}")
+        health.count(
+            "adapter_error", message=f"adapter could not open a call record: {type(exc).__name__}: {exc}"
+        )
         return None
 
 
@@ -135,8 +137,10 @@ class InstrumentedTransport(httpx.BaseTransport):
         if call is None:
             return self.inner.handle_request(request)
         try:
-            request.extensions = {**request.extensions,
-                                  "trace": _trace_hook_sync(call, request.extensions.get("trace"))}
+            request.extensions = {
+                **request.extensions,
+                "trace": _trace_hook_sync(call, request.extensions.get("trace")),
+            }
         except Exception as exc:
             call._fault(exc)
         try:
@@ -146,7 +150,9 @@ class InstrumentedTransport(httpx.BaseTransport):
             raise
         call.on_headers(response)
         try:
-            wrapper = _wrapper_class(response.stream, "SyncByteStream", _SyncStreamMixin)(response.stream, call)
+            wrapper = _wrapper_class(response.stream, "SyncByteStream", _SyncStreamMixin)(
+                response.stream, call
+            )
             # A response dropped unread and unclosed still ends its span (as cancelled) when collected.
             weakref.finalize(wrapper, call.finish_closed)
             response.stream = wrapper
@@ -182,8 +188,10 @@ class AsyncInstrumentedTransport(httpx.AsyncBaseTransport):
         if call is None:
             return await self.inner.handle_async_request(request)
         try:
-            request.extensions = {**request.extensions,
-                                  "trace": _trace_hook_async(call, request.extensions.get("trace"))}
+            request.extensions = {
+                **request.extensions,
+                "trace": _trace_hook_async(call, request.extensions.get("trace")),
+            }
         except Exception as exc:
             call._fault(exc)
         try:
@@ -193,7 +201,9 @@ class AsyncInstrumentedTransport(httpx.AsyncBaseTransport):
             raise
         call.on_headers(response)
         try:
-            wrapper = _wrapper_class(response.stream, "AsyncByteStream", _AsyncStreamMixin)(response.stream, call)
+            wrapper = _wrapper_class(response.stream, "AsyncByteStream", _AsyncStreamMixin)(
+                response.stream, call
+            )
             weakref.finalize(wrapper, call.finish_closed)
             response.stream = wrapper
         except Exception as exc:

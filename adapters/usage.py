@@ -118,8 +118,11 @@ def from_anthropic(raw: Mapping[str, object]) -> Usage:
     read = _int(raw.get("cache_read_input_tokens"))
     write = _int(raw.get("cache_creation_input_tokens"))
     problems: list[str] = []
-    for name, v in (("input_tokens", uncached), ("cache_read_input_tokens", read),
-                    ("cache_creation_input_tokens", write)):
+    for name, v in (
+        ("input_tokens", uncached),
+        ("cache_read_input_tokens", read),
+        ("cache_creation_input_tokens", write),
+    ):
         if v is not None and v < 0:
             problems.append(f"negative {name}")
     total_in = None if uncached is None else uncached + max(read or 0, 0) + max(write or 0, 0)
@@ -134,7 +137,9 @@ def from_anthropic(raw: Mapping[str, object]) -> Usage:
     return Usage(**vals, consistent=not problems, problems=tuple(problems), raw=flat)
 
 
-def merge_anthropic(start: Mapping[str, object] | None, delta: Mapping[str, object] | None) -> dict[str, object]:
+def merge_anthropic(
+    start: Mapping[str, object] | None, delta: Mapping[str, object] | None
+) -> dict[str, object]:
     """Streamed Anthropic usage arrives twice: input counts in ``message_start``, final output counts
     (and sometimes updated input counts) in ``message_delta``. Later non-null values win."""
     merged: dict[str, object] = dict(start or {})

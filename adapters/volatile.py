@@ -70,7 +70,7 @@ def first_difference(a: str, b: str) -> int:
     # Compare in blocks first: long shared prefixes are the common case.
     i = 0
     step = 256
-    while i + step <= n and a[i:i + step] == b[i:i + step]:
+    while i + step <= n and a[i : i + step] == b[i : i + step]:
         i += step
     while i < n and a[i] == b[i]:
         i += 1

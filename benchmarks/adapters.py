@@ -52,8 +52,10 @@ from llmtrace.tracer.processor import QueueingSpanProcessor  # noqa: E402
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "15"))
 MAX_TOKENS = int(os.environ.get("BENCH_MAX_TOKENS", "300"))
 SHORT_CALLS = int(os.environ.get("BENCH_SHORT_CALLS", "5"))
-MESSAGES = [{"role": "system", "content": "You are a support agent. Answer in detail."},
-            {"role": "user", "content": "Explain how my refund will be processed."}]
+MESSAGES = [
+    {"role": "system", "content": "You are a support agent. Answer in detail."},
+    {"role": "user", "content": "Explain how my refund will be processed."},
+]
 
 
 def _free_port() -> int:
@@ -65,9 +67,23 @@ def _free_port() -> int:
 def start_server(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "llmtrace.cli", "serve", "--model", "tiny", "--host", "127.0.0.1", "--port", str(port),
-         "--db", str(tmp / "server.duckdb")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "llmtrace.cli",
+            "serve",
+            "--model",
+            "tiny",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--db",
+            str(tmp / "server.duckdb"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
@@ -85,8 +101,14 @@ def start_server(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 def stream_once(client: openai.OpenAI) -> int:
     chunks = 0
-    for _ in client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=MAX_TOKENS, temperature=0.0,
-                                            stream=True, stream_options={"include_usage": True}):
+    for _ in client.chat.completions.create(
+        model="tiny",
+        messages=MESSAGES,
+        max_tokens=MAX_TOKENS,
+        temperature=0.0,
+        stream=True,
+        stream_options={"include_usage": True},
+    ):
         chunks += 1
     return chunks
 
@@ -108,8 +130,11 @@ def _spans_per_call(tmp: Path) -> int:
     """Spans one short call leaves (the pass and its stages), counted on a loopback replay."""
     sink = InMemorySpanExporter()
     llmtrace.init(db="none", service_name="bench-adapters", exporters=[sink])
-    body = b'{"id": "x", "model": "tiny", "choices": [{"index": 0, "message": {"role": "assistant", "content": "a"}, ' \
-           b'"finish_reason": "length"}], "usage": {"prompt_tokens": 20, "completion_tokens": 1, "total_tokens": 21}}'
+    body = (
+        b'{"id": "x", "model": "tiny", "choices": [{"index": 0, '
+        b'"message": {"role": "assistant", "content": "a"}, "finish_reason": "length"}], '
+        b'"usage": {"prompt_tokens": 20, "completion_tokens": 1, "total_tokens": 21}}'
+    )
     with replay_server([], body) as base:
         client = instrument(openai.OpenAI(api_key="sk-bench", base_url=f"{base}/v1", max_retries=0))
         client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=1)
@@ -137,11 +162,19 @@ def _store_write_cpu_ms(db: Path) -> float:
 def capture_server_bytes(base: str) -> tuple[list[bytes], bytes]:
     """The real server's SSE events for the benchmark stream, and its body for a short call."""
     with httpx.Client(timeout=60) as http:
-        body = {"model": "tiny", "messages": MESSAGES, "max_tokens": MAX_TOKENS, "temperature": 0.0, "stream": True,
-                "stream_options": {"include_usage": True}}
+        body = {
+            "model": "tiny",
+            "messages": MESSAGES,
+            "max_tokens": MAX_TOKENS,
+            "temperature": 0.0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         with http.stream("POST", f"{base}/v1/chat/completions", json=body) as r:
             raw = b"".join(r.iter_raw())
-        short = http.post(f"{base}/v1/chat/completions", json={**body, "stream": False, "max_tokens": 1}).content
+        short = http.post(
+            f"{base}/v1/chat/completions", json={**body, "stream": False, "max_tokens": 1}
+        ).content
     events = [e + b"\n\n" for e in raw.split(b"\n\n") if e.strip()]
     return events, short
 
@@ -215,7 +248,9 @@ def measure(base: str, rounds: int, label: str) -> dict[str, float]:
             def go() -> int:
                 with suppress_instrumentation():
                     return fn(client)
+
             return go
+
         return wrap
 
     def nothing() -> None:
@@ -224,7 +259,7 @@ def measure(base: str, rounds: int, label: str) -> dict[str, float]:
     variants: dict[str, tuple[Wrap, Callable[[], object]]] = {
         "bare": (quiet(bare), nothing),
         "llmtrace": (quiet(ours), llmtrace.force_flush),
-        "openllmetry": (lambda fn: (lambda: fn(theirs)), otel_provider.force_flush),
+        "openllmetry": (lambda fn: lambda: fn(theirs), otel_provider.force_flush),
     }
     for wrap, flush in variants.values():  # warm connections, caches and imports
         timed(wrap(stream_once), flush)
@@ -234,7 +269,7 @@ def measure(base: str, rounds: int, label: str) -> dict[str, float]:
     per_call: dict[str, list[float]] = {k: [] for k in variants}
     chunk_counts: list[int] = []
     for r in range(rounds):
-        order = list(variants)[r % 3:] + list(variants)[:r % 3]  # rotate who goes first
+        order = list(variants)[r % 3 :] + list(variants)[: r % 3]  # rotate who goes first
         for name in order:
             wrap, flush = variants[name]
             cpu, chunks = timed(wrap(stream_once), flush)
@@ -244,8 +279,13 @@ def measure(base: str, rounds: int, label: str) -> dict[str, float]:
             per_call[name].append(cpu / calls * 1e6)
             ours_sink.clear()
             theirs_sink.clear()
-        print(f"{label} round {r + 1}/{rounds}: " + ", ".join(
-            f"{k} {per_chunk[k][-1]:.1f} us/chunk {per_call[k][-1]:.0f} us/call" for k in variants), flush=True)
+        print(
+            f"{label} round {r + 1}/{rounds}: "
+            + ", ".join(
+                f"{k} {per_chunk[k][-1]:.1f} us/chunk {per_call[k][-1]:.0f} us/call" for k in variants
+            ),
+            flush=True,
+        )
     otel.uninstrument()
     otel_provider.shutdown()
 
@@ -290,14 +330,16 @@ def main() -> None:
         replay = measure(replay_base, ROUNDS, "replay")
     results: dict[str, object] = dict(replay)
     results.update({f"live_{k}": v for k, v in live.items()})
-    results.update({
-        "rounds": ROUNDS,
-        "short_calls_per_round": SHORT_CALLS,
-        "max_tokens": MAX_TOKENS,
-        "target_us_per_chunk": 25,
-        "llmtrace_spans_per_call": _spans_per_call(tmp),
-        "store_write_cpu_ms": round(_store_write_cpu_ms(tmp / "store.duckdb"), 1),
-    })
+    results.update(
+        {
+            "rounds": ROUNDS,
+            "short_calls_per_round": SHORT_CALLS,
+            "max_tokens": MAX_TOKENS,
+            "target_us_per_chunk": 25,
+            "llmtrace_spans_per_call": _spans_per_call(tmp),
+            "store_write_cpu_ms": round(_store_write_cpu_ms(tmp / "store.duckdb"), 1),
+        }
+    )
     save("adapters", results)
 
 

@@ -33,8 +33,10 @@ def client_pass(db: Path) -> dict[str, Any]:
 
 def stages_of(db: Path, span_id: str) -> dict[str, dict[str, Any]]:
     """Stage spans under a pass span, by stage id."""
-    return {r["stage"]: r for r in rows(db, "SELECT * FROM spans WHERE parent_span_id = ? AND stage IS NOT NULL",
-                                        [span_id])}
+    return {
+        r["stage"]: r
+        for r in rows(db, "SELECT * FROM spans WHERE parent_span_id = ? AND stage IS NOT NULL", [span_id])
+    }
 
 
 def wait_for(db: Path, sql: str, params: list[object], timeout_s: float = 15.0) -> list[dict[str, Any]]:

@@ -27,8 +27,12 @@ MSGS = [{"role": "user", "content": "hi"}]
 
 def _chunk(content: str | None = None, finish: str | None = None, **extra: Any) -> dict[str, Any]:
     delta = {"content": content} if content is not None else {}
-    return {"id": "c1", "model": "gpt-4o-mini", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-            **extra}
+    return {
+        "id": "c1",
+        "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        **extra,
+    }
 
 
 @pytest.fixture
@@ -44,7 +48,9 @@ def _pair(fp: FakeProvider, **kw: Any) -> tuple[openai.OpenAI, openai.OpenAI]:
     return make(), instrument(make())
 
 
-def _same_failure(call: Callable[[openai.OpenAI], Any], bare: openai.OpenAI, traced_client: openai.OpenAI) -> Exception:
+def _same_failure(
+    call: Callable[[openai.OpenAI], Any], bare: openai.OpenAI, traced_client: openai.OpenAI
+) -> Exception:
     """Run the same call bare and instrumented; both must fail with the same exception type and text."""
     with pytest.raises(Exception) as a:
         call(bare)
@@ -57,8 +63,11 @@ def _same_failure(call: Callable[[openai.OpenAI], Any], bare: openai.OpenAI, tra
 
 
 def test_connection_cut_mid_stream(provider: FakeProvider, traced: Path) -> None:
-    provider.scripts[CHAT] = Script(content_type="text/event-stream", cut_after=3,
-                                    chunks=sse(*[_chunk(f"w{i} ") for i in range(8)], _chunk(finish="stop")))
+    provider.scripts[CHAT] = Script(
+        content_type="text/event-stream",
+        cut_after=3,
+        chunks=sse(*[_chunk(f"w{i} ") for i in range(8)], _chunk(finish="stop")),
+    )
     bare, traced_client = _pair(provider)
 
     def consume(c: openai.OpenAI) -> None:
@@ -68,26 +77,32 @@ def test_connection_cut_mid_stream(provider: FakeProvider, traced: Path) -> None
     exc = _same_failure(consume, bare, traced_client)
     p = client_pass(traced)
     assert p["status"] == "error"
-    status = rows(traced, "SELECT status_message FROM spans WHERE span_id = ?", [p["span_id"]])[0]["status_message"]
+    status = rows(traced, "SELECT status_message FROM spans WHERE span_id = ?", [p["span_id"]])[0][
+        "status_message"
+    ]
     assert type(exc.__cause__ or exc).__name__ in status or "RemoteProtocolError" in status
     st = stages_of(traced, p["span_id"])["gen.streaming"]["attributes"]
     assert st["llmtrace.stream.chunks"] == 3  # what arrived before the cut is still recorded
 
 
 def test_stream_ending_without_end_marker_is_an_error(provider: FakeProvider, traced: Path) -> None:
-    provider.scripts[CHAT] = Script(content_type="text/event-stream",
-                                    chunks=sse(_chunk("a"), _chunk("b"), done=False))
+    provider.scripts[CHAT] = Script(
+        content_type="text/event-stream", chunks=sse(_chunk("a"), _chunk("b"), done=False)
+    )
     _, client = _pair(provider)
-    text = "".join(c.choices[0].delta.content or "" for c in
-                   client.chat.completions.create(model="gpt-4o-mini", messages=MSGS, stream=True))
+    text = "".join(
+        c.choices[0].delta.content or ""
+        for c in client.chat.completions.create(model="gpt-4o-mini", messages=MSGS, stream=True)
+    )
     assert text == "ab"  # the app gets what was sent; the trace says it was cut short
     p = client_pass(traced)
     assert p["status"] == "error" and p["attributes"]["error.type"] == "incomplete_stream"
 
 
 def test_read_timeout(provider: FakeProvider, traced: Path) -> None:
-    provider.scripts[CHAT] = Script(content_type="text/event-stream", delay_s=0.6,
-                                    chunks=sse(_chunk("slow"), _chunk("er")))
+    provider.scripts[CHAT] = Script(
+        content_type="text/event-stream", delay_s=0.6, chunks=sse(_chunk("slow"), _chunk("er"))
+    )
     bare, traced_client = _pair(provider, timeout=httpx.Timeout(5.0, read=0.2))
 
     def consume(c: openai.OpenAI) -> None:
@@ -105,14 +120,18 @@ def test_connection_refused(traced: Path) -> None:
     def make() -> openai.OpenAI:
         return openai.OpenAI(api_key="sk-test", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
 
-    exc = _same_failure(lambda c: c.chat.completions.create(model="m", messages=MSGS), make(), instrument(make()))
+    exc = _same_failure(
+        lambda c: c.chat.completions.create(model="m", messages=MSGS), make(), instrument(make())
+    )
     assert isinstance(exc, openai.APIConnectionError)
     p = client_pass(traced)
     assert p["status"] == "error" and p["attributes"]["error.type"] == "ConnectError"
 
 
 def test_server_error_body_and_retries_are_recorded(provider: FakeProvider, traced: Path) -> None:
-    provider.scripts[CHAT] = Script(status=503, chunks=[b'{"error": {"message": "overloaded", "type": "server_error"}}'])
+    provider.scripts[CHAT] = Script(
+        status=503, chunks=[b'{"error": {"message": "overloaded", "type": "server_error"}}']
+    )
     client = instrument(openai.OpenAI(api_key="sk-test", base_url=f"{provider.base_url}/v1", max_retries=1))
     with pytest.raises(openai.InternalServerError):
         client.chat.completions.create(model="gpt-4o-mini", messages=MSGS)
@@ -124,10 +143,22 @@ def test_server_error_body_and_retries_are_recorded(provider: FakeProvider, trac
 
 
 def test_exact_bytes_crlf_framing_and_impossible_usage(provider: FakeProvider, traced: Path) -> None:
-    chunks = sse(_chunk("Hel"), _chunk("lo", "stop"),
-                 {"id": "c1", "model": "gpt-4o-mini", "choices": [],
-                  "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12,
-                            "prompt_tokens_details": {"cached_tokens": 50}}}, crlf=True)
+    chunks = sse(
+        _chunk("Hel"),
+        _chunk("lo", "stop"),
+        {
+            "id": "c1",
+            "model": "gpt-4o-mini",
+            "choices": [],
+            "usage": {
+                "prompt_tokens": 10,
+                "completion_tokens": 2,
+                "total_tokens": 12,
+                "prompt_tokens_details": {"cached_tokens": 50},
+            },
+        },
+        crlf=True,
+    )
     provider.scripts[CHAT] = Script(content_type="text/event-stream", chunks=chunks)
     http = instrument(httpx.Client())
     body = {"model": "gpt-4o-mini", "messages": MSGS, "stream": True}
@@ -146,12 +177,33 @@ def test_exact_bytes_crlf_framing_and_impossible_usage(provider: FakeProvider, t
     for hidden in ("forward.prefill", "forward.decode", "arrival.admission"):
         assert st[hidden]["attributes"]["llmtrace.observed"] is False
         assert "llmtrace.prefill.ms" not in st[hidden]["attributes"]
-    assert p["attributes"]["llmtrace.unobserved_stages"] == ["arrival.admission", "forward.prefill", "forward.decode"]
+    assert p["attributes"]["llmtrace.unobserved_stages"] == [
+        "arrival.admission",
+        "forward.prefill",
+        "forward.decode",
+    ]
 
 
-def test_traceparent_is_injected_and_an_app_supplied_one_is_the_parent(provider: FakeProvider, traced: Path) -> None:
-    provider.scripts[CHAT] = Script(chunks=[json.dumps({"id": "x", "model": "m", "choices": [
-        {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]}).encode()])
+def test_traceparent_is_injected_and_an_app_supplied_one_is_the_parent(
+    provider: FakeProvider, traced: Path
+) -> None:
+    provider.scripts[CHAT] = Script(
+        chunks=[
+            json.dumps(
+                {
+                    "id": "x",
+                    "model": "m",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": "ok"},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                }
+            ).encode()
+        ]
+    )
     client = instrument(openai.OpenAI(api_key="sk-test", base_url=f"{provider.base_url}/v1", max_retries=0))
     with rec.start_pass("agent", operation="invoke_agent", side="app") as outer:
         client.chat.completions.create(model="m", messages=MSGS)
@@ -166,9 +218,17 @@ def test_traceparent_is_injected_and_an_app_supplied_one_is_the_parent(provider:
 
 
 def test_anthropic_error_event_inside_a_stream(provider: FakeProvider, traced: Path) -> None:
-    provider.scripts["/v1/messages"] = Script(content_type="text/event-stream", chunks=sse(
-        {"type": "message_start", "message": {"id": "m1", "model": "claude-3-5-haiku", "usage": {"input_tokens": 3}}},
-        {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, anthropic=True))
+    provider.scripts["/v1/messages"] = Script(
+        content_type="text/event-stream",
+        chunks=sse(
+            {
+                "type": "message_start",
+                "message": {"id": "m1", "model": "claude-3-5-haiku", "usage": {"input_tokens": 3}},
+            },
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+            anthropic=True,
+        ),
+    )
 
     def run(c: anthropic.Anthropic) -> None:
         with c.messages.stream(model="claude-3-5-haiku", max_tokens=5, messages=MSGS) as s:
@@ -187,9 +247,12 @@ def test_anthropic_error_event_inside_a_stream(provider: FakeProvider, traced: P
     assert p["status"] == "error" and p["attributes"]["error.type"] == "overloaded_error"
 
 
-def test_recording_faults_never_reach_the_app(provider: FakeProvider, traced: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    provider.scripts[CHAT] = Script(content_type="text/event-stream", chunks=sse(_chunk("x"), _chunk("y", "stop")))
+def test_recording_faults_never_reach_the_app(
+    provider: FakeProvider, traced: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider.scripts[CHAT] = Script(
+        content_type="text/event-stream", chunks=sse(_chunk("x"), _chunk("y", "stop"))
+    )
     from llmtrace.adapters import openai_parser
 
     def broken(self: Any, *a: Any) -> None:
@@ -198,13 +261,19 @@ def test_recording_faults_never_reach_the_app(provider: FakeProvider, traced: Pa
     monkeypatch.setattr(openai_parser.OpenAIParser, "on_chunk", broken)
     before = health.counters().get("adapter_error", 0)
     client = instrument(openai.OpenAI(api_key="sk-test", base_url=f"{provider.base_url}/v1", max_retries=0))
-    out = "".join(c.choices[0].delta.content or "" for c in
-                  client.chat.completions.create(model="gpt-4o-mini", messages=MSGS, stream=True))
+    out = "".join(
+        c.choices[0].delta.content or ""
+        for c in client.chat.completions.create(model="gpt-4o-mini", messages=MSGS, stream=True)
+    )
     assert out == "xy"
-    assert health.counters()["adapter_error"] == before + 1  # counted once; the rest of the stream passes through
+    assert (
+        health.counters()["adapter_error"] == before + 1
+    )  # counted once; the rest of the stream passes through
 
 
-async def test_plain_async_httpx_client_for_an_openai_compatible_endpoint(provider: FakeProvider, traced: Path) -> None:
+async def test_plain_async_httpx_client_for_an_openai_compatible_endpoint(
+    provider: FakeProvider, traced: Path
+) -> None:
     chunks = sse(*[_chunk(c) for c in "abcd"], _chunk("e", "stop"))
     provider.scripts[CHAT] = Script(content_type="text/event-stream", chunks=chunks, delay_s=0.02)
     async with instrument(httpx.AsyncClient()) as http:
@@ -214,7 +283,12 @@ async def test_plain_async_httpx_client_for_an_openai_compatible_endpoint(provid
         await http.get(f"{provider.base_url}/v1/models")  # not an inference call: passes through untraced
     assert got == b"".join(chunks)
     p = client_pass(traced)
-    assert (p["model"], p["temperature"], p["finish_reason"], p["status"]) == ("local-llama", 0.7, "stop", "ok")
+    assert (p["model"], p["temperature"], p["finish_reason"], p["status"]) == (
+        "local-llama",
+        0.7,
+        "stop",
+        "ok",
+    )
     st = stages_of(traced, p["span_id"])
     assert st["arrival.connection"]["attributes"]["llmtrace.connection.reused"] is False
     # The provider waits 20 ms between events; a busy client may read two at once, but not all of them.
@@ -224,18 +298,30 @@ async def test_plain_async_httpx_client_for_an_openai_compatible_endpoint(provid
 def test_full_capture_keeps_scrubbed_text(provider: FakeProvider, store_path: Path) -> None:
     import llmtrace
 
-    provider.scripts[CHAT] = Script(content_type="text/event-stream", chunks=sse(_chunk("Your key "), _chunk("is safe", "stop")))
+    provider.scripts[CHAT] = Script(
+        content_type="text/event-stream", chunks=sse(_chunk("Your key "), _chunk("is safe", "stop"))
+    )
     llmtrace.init(db=store_path, capture="full", strict=True)
     try:
-        client = instrument(openai.OpenAI(api_key="sk-test", base_url=f"{provider.base_url}/v1", max_retries=0))
-        for _ in client.chat.completions.create(model="m", stream=True, messages=[
+        client = instrument(
+            openai.OpenAI(api_key="sk-test", base_url=f"{provider.base_url}/v1", max_retries=0)
+        )
+        for _ in client.chat.completions.create(
+            model="m",
+            stream=True,
+            messages=[
                 {"role": "system", "content": "Be safe."},
-                {"role": "user", "content": "my key is sk-proj-abcdefghijklmnopqrstuvwxyz012345"}]):
+                {"role": "user", "content": "my key is sk-proj-abcdefghijklmnopqrstuvwxyz012345"},
+            ],
+        ):
             pass
         attrs = client_pass(store_path)["attributes"]
     finally:
         llmtrace.shutdown()
-    assert "[system]\nBe safe." in attrs["llmtrace.prompt.text"] and "[REDACTED]" in attrs["llmtrace.prompt.text"]
+    assert (
+        "[system]\nBe safe." in attrs["llmtrace.prompt.text"]
+        and "[REDACTED]" in attrs["llmtrace.prompt.text"]
+    )
     assert "abcdefghijklmnop" not in json.dumps(attrs)
     assert attrs["llmtrace.output.text"] == "Your key is safe"
     assert attrs["llmtrace.output.hash"] and attrs["llmtrace.prompt.hash"]
@@ -244,10 +330,16 @@ def test_full_capture_keeps_scrubbed_text(provider: FakeProvider, store_path: Pa
 def test_a_response_dropped_unread_still_ends_its_span(provider: FakeProvider, traced: Path) -> None:
     import gc
 
-    provider.scripts[CHAT] = Script(content_type="text/event-stream", chunks=sse(_chunk("a"), _chunk("b", "stop")))
+    provider.scripts[CHAT] = Script(
+        content_type="text/event-stream", chunks=sse(_chunk("a"), _chunk("b", "stop"))
+    )
     http = instrument(httpx.Client())
-    r = http.send(http.build_request("POST", f"{provider.base_url}{CHAT}", json={"model": "m", "messages": MSGS,
-                                                                             "stream": True}), stream=True)
+    r = http.send(
+        http.build_request(
+            "POST", f"{provider.base_url}{CHAT}", json={"model": "m", "messages": MSGS, "stream": True}
+        ),
+        stream=True,
+    )
     del r
     gc.collect()
     p = client_pass(traced)
@@ -256,12 +348,30 @@ def test_a_response_dropped_unread_still_ends_its_span(provider: FakeProvider, t
 
 
 def test_truncated_json_is_noted_on_gen_stop_and_the_stop_check_is_left_to_the_app(
-        provider: FakeProvider, traced: Path) -> None:
-    provider.scripts[CHAT] = Script(chunks=[json.dumps({"id": "x", "model": "m", "choices": [
-        {"index": 0, "message": {"role": "assistant", "content": '{"answer": "the parc'}, "finish_reason": "length"}],
-        "usage": {"prompt_tokens": 5, "completion_tokens": 8}}).encode()])
+    provider: FakeProvider, traced: Path
+) -> None:
+    provider.scripts[CHAT] = Script(
+        chunks=[
+            json.dumps(
+                {
+                    "id": "x",
+                    "model": "m",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": '{"answer": "the parc'},
+                            "finish_reason": "length",
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 5, "completion_tokens": 8},
+                }
+            ).encode()
+        ]
+    )
     client = instrument(openai.OpenAI(api_key="sk-test", base_url=f"{provider.base_url}/v1", max_retries=0))
-    client.chat.completions.create(model="m", messages=MSGS, max_tokens=8, response_format={"type": "json_object"})
+    client.chat.completions.create(
+        model="m", messages=MSGS, max_tokens=8, response_format={"type": "json_object"}
+    )
     p = client_pass(traced)
     assert p["attributes"]["gen_ai.output.type"] == "json" and p["finish_reason"] == "length"
     st = stages_of(traced, p["span_id"])

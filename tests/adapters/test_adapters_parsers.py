@@ -19,26 +19,88 @@ from llmtrace.adapters.sse import SSEParser
 from llmtrace.tracer import capture
 
 OPENAI_STREAM = sse(
-    {"id": "c1", "model": "gpt-4o-2024-08-06", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
+    {
+        "id": "c1",
+        "model": "gpt-4o-2024-08-06",
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}],
+    },
     {"id": "c1", "model": "gpt-4o-2024-08-06", "choices": [{"index": 0, "delta": {"content": "Hé"}}]},
-    {"id": "c1", "model": "gpt-4o-2024-08-06", "choices": [{"index": 0, "delta": {"tool_calls": [
-        {"index": 0, "id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{\"q\""}}]}}]},
-    {"id": "c1", "model": "gpt-4o-2024-08-06", "choices": [{"index": 0, "delta": {"tool_calls": [
-        {"index": 0, "function": {"arguments": ": 1}"}}]}, "finish_reason": "tool_calls"}]},
-    {"id": "c1", "model": "gpt-4o-2024-08-06", "choices": [], "usage": {
-        "prompt_tokens": 100, "completion_tokens": 7, "total_tokens": 107, "prompt_tokens_details": {"cached_tokens": 64}}},
+    {
+        "id": "c1",
+        "model": "gpt-4o-2024-08-06",
+        "choices": [
+            {
+                "index": 0,
+                "delta": {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "lookup", "arguments": '{"q"'},
+                        }
+                    ]
+                },
+            }
+        ],
+    },
+    {
+        "id": "c1",
+        "model": "gpt-4o-2024-08-06",
+        "choices": [
+            {
+                "index": 0,
+                "delta": {"tool_calls": [{"index": 0, "function": {"arguments": ": 1}"}}]},
+                "finish_reason": "tool_calls",
+            }
+        ],
+    },
+    {
+        "id": "c1",
+        "model": "gpt-4o-2024-08-06",
+        "choices": [],
+        "usage": {
+            "prompt_tokens": 100,
+            "completion_tokens": 7,
+            "total_tokens": 107,
+            "prompt_tokens_details": {"cached_tokens": 64},
+        },
+    },
 )
 
 ANTHROPIC_STREAM = sse(
-    {"type": "message_start", "message": {"id": "msg_1", "model": "claude-sonnet-4-20250514", "usage": {
-        "input_tokens": 10, "cache_read_input_tokens": 90, "cache_creation_input_tokens": 0, "output_tokens": 1}}},
+    {
+        "type": "message_start",
+        "message": {
+            "id": "msg_1",
+            "model": "claude-sonnet-4-20250514",
+            "usage": {
+                "input_tokens": 10,
+                "cache_read_input_tokens": 90,
+                "cache_creation_input_tokens": 0,
+                "output_tokens": 1,
+            },
+        },
+    },
     {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
     {"type": "ping"},
     {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hello"}},
     {"type": "content_block_stop", "index": 0},
-    {"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "tu_1", "name": "lookup"}},
-    {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{\"q\": 1}"}},
-    {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None}, "usage": {"output_tokens": 12}},
+    {
+        "type": "content_block_start",
+        "index": 1,
+        "content_block": {"type": "tool_use", "id": "tu_1", "name": "lookup"},
+    },
+    {
+        "type": "content_block_delta",
+        "index": 1,
+        "delta": {"type": "input_json_delta", "partial_json": '{"q": 1}'},
+    },
+    {
+        "type": "message_delta",
+        "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+        "usage": {"output_tokens": 12},
+    },
     {"type": "message_stop"},
     anthropic=True,
 )
@@ -60,7 +122,12 @@ def test_sse_events_do_not_depend_on_how_the_bytes_are_split(cuts: list[int], cr
     bounds = sorted({min(c, len(raw)) for c in cuts})
     pieces = [raw[a:b] for a, b in zip([0, *bounds], [*bounds, len(raw)], strict=True)]
     assert _events(pieces) == _events([raw])
-    assert [d for _, d in _events([raw])] == [b'{"a": 1}', b'{"b": "x\\u00e9y"}', b'{"type": "ping"}', b"[DONE]"]
+    assert [d for _, d in _events([raw])] == [
+        b'{"a": 1}',
+        b'{"b": "x\\u00e9y"}',
+        b'{"type": "ping"}',
+        b"[DONE]",
+    ]
 
 
 def test_sse_multiline_data_event_names_and_a_final_event_without_blank_line() -> None:
@@ -75,14 +142,35 @@ def test_sse_multiline_data_event_names_and_a_final_event_without_blank_line() -
 
 def test_openai_parser_reads_content_tool_calls_finish_and_usage() -> None:
     p = OpenAIParser()
-    p.on_request({"model": "gpt-4o", "stream": True, "temperature": 0.2, "top_p": 0.9, "seed": 7, "max_tokens": 64,
-                  "presence_penalty": 0.5, "stop": "END", "response_format": {"type": "json_object"},
-                  "tools": [{"type": "function", "function": {"name": "lookup"}}],
-                  "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "u1"},
-                               {"role": "assistant", "content": "a1"},
-                               {"role": "user", "content": [{"type": "text", "text": "u2"}]}]})
+    p.on_request(
+        {
+            "model": "gpt-4o",
+            "stream": True,
+            "temperature": 0.2,
+            "top_p": 0.9,
+            "seed": 7,
+            "max_tokens": 64,
+            "presence_penalty": 0.5,
+            "stop": "END",
+            "response_format": {"type": "json_object"},
+            "tools": [{"type": "function", "function": {"name": "lookup"}}],
+            "messages": [
+                {"role": "system", "content": "S"},
+                {"role": "user", "content": "u1"},
+                {"role": "assistant", "content": "a1"},
+                {"role": "user", "content": [{"type": "text", "text": "u2"}]},
+            ],
+        }
+    )
     o = p.obs
-    assert (o.model, o.stream, o.temperature, o.top_p, o.seed, o.max_tokens) == ("gpt-4o", True, 0.2, 0.9, 7, 64)
+    assert (o.model, o.stream, o.temperature, o.top_p, o.seed, o.max_tokens) == (
+        "gpt-4o",
+        True,
+        0.2,
+        0.9,
+        7,
+        64,
+    )
     assert o.stop == ["END"] and o.output_type == "json" and o.tools == 1 and o.system_text == "S"
     assert [k for k, _ in o.segments] == ["tools", "system", "history:user", "history:assistant", "user"]
     for t, ev in enumerate(_events(OPENAI_STREAM), start=1):
@@ -97,9 +185,16 @@ def test_openai_parser_reads_content_tool_calls_finish_and_usage() -> None:
 
 def test_anthropic_parser_merges_the_two_halves_of_usage() -> None:
     p = AnthropicParser()
-    p.on_request({"model": "claude-sonnet-4", "max_tokens": 50, "system": [{"type": "text", "text": "Sys"}],
-                  "stop_sequences": ["###"], "thinking": {"type": "enabled", "budget_tokens": 1024},
-                  "messages": [{"role": "user", "content": "q"}]})
+    p.on_request(
+        {
+            "model": "claude-sonnet-4",
+            "max_tokens": 50,
+            "system": [{"type": "text", "text": "Sys"}],
+            "stop_sequences": ["###"],
+            "thinking": {"type": "enabled", "budget_tokens": 1024},
+            "messages": [{"role": "user", "content": "q"}],
+        }
+    )
     assert p.obs.system_text == "Sys" and p.obs.reasoning_budget == 1024 and p.obs.stop == ["###"]
     for t, ev in enumerate(_events(ANTHROPIC_STREAM), start=1):
         p.on_chunk(ev[0], ev[1], t)
@@ -114,8 +209,16 @@ def test_anthropic_parser_merges_the_two_halves_of_usage() -> None:
 
 def test_non_streamed_bodies_and_error_bodies() -> None:
     p = OpenAIParser()
-    p.on_response(json.dumps({"id": "x", "model": "m", "choices": [{"message": {"content": "hi"}, "finish_reason": "length"}],
-                              "usage": {"prompt_tokens": 3, "completion_tokens": 1}}).encode())
+    p.on_response(
+        json.dumps(
+            {
+                "id": "x",
+                "model": "m",
+                "choices": [{"message": {"content": "hi"}, "finish_reason": "length"}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 1},
+            }
+        ).encode()
+    )
     assert p.obs.output_text == "hi" and p.obs.finish_reasons == ["length"] and p.obs.done
     e = AnthropicParser()
     e.on_response(b'{"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}')
@@ -128,12 +231,23 @@ def test_non_streamed_bodies_and_error_bodies() -> None:
 @pytest.mark.parametrize(
     ("raw", "problem"),
     [
-        ({"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 11}},
-         "cached tokens exceed input tokens"),
+        (
+            {"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 11}},
+            "cached tokens exceed input tokens",
+        ),
         ({"prompt_tokens": -1, "completion_tokens": 2}, "negative input_tokens"),
-        ({"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 99}, "total tokens differ from input plus output"),
-        ({"prompt_tokens": 10, "completion_tokens": 2, "completion_tokens_details": {"reasoning_tokens": 5}},
-         "reasoning tokens exceed output tokens"),
+        (
+            {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 99},
+            "total tokens differ from input plus output",
+        ),
+        (
+            {
+                "prompt_tokens": 10,
+                "completion_tokens": 2,
+                "completion_tokens_details": {"reasoning_tokens": 5},
+            },
+            "reasoning tokens exceed output tokens",
+        ),
     ],
 )
 def test_impossible_openai_totals_are_flagged_not_fixed(raw: dict[str, object], problem: str) -> None:
@@ -156,7 +270,10 @@ def test_parser_choice_by_path() -> None:
 
 
 def test_segments_under_each_capture_mode() -> None:
-    segs = [("system", "You are helpful. Today is 2026-11-29."), ("user", "my key is sk-abcdefghijklmnopqrstuvwx")]
+    segs = [
+        ("system", "You are helpful. Today is 2026-11-29."),
+        ("user", "my key is sk-abcdefghijklmnopqrstuvwx"),
+    ]
     try:
         capture.set_mode("none")
         assert capture_attributes(segs, "out") == {}
@@ -168,7 +285,12 @@ def test_segments_under_each_capture_mode() -> None:
         assert "llmtrace.prompt.text" not in attrs and "sk-abc" not in json.dumps(attrs)
         capture.set_mode("full")
         full = capture_attributes(segs, "out")
-        assert "[REDACTED]" in str(full["llmtrace.prompt.text"]) and "sk-abc" not in str(full["llmtrace.prompt.text"])
-        assert full["llmtrace.output.text"] == "out" and full["llmtrace.prompt.hash"] == attrs["llmtrace.prompt.hash"]
+        assert "[REDACTED]" in str(full["llmtrace.prompt.text"]) and "sk-abc" not in str(
+            full["llmtrace.prompt.text"]
+        )
+        assert (
+            full["llmtrace.output.text"] == "out"
+            and full["llmtrace.prompt.hash"] == attrs["llmtrace.prompt.hash"]
+        )
     finally:
         capture.set_mode("hashes")

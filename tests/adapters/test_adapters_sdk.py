@@ -18,9 +18,19 @@ from llmtrace.adapters.transport import AsyncInstrumentedTransport, Instrumented
 
 SYSTEM = "You are a support agent. Current time: 2026-11-29T10:15:00Z. Answer briefly."
 MSGS = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Where is my parcel?"}]
-WEATHER_TOOL = {"type": "function", "function": {
-    "name": "get_weather", "description": "Weather for a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string", "enum": ["Oslo", "Paris"]}}, "required": ["city"], "additionalProperties": False}}}
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather for a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "enum": ["Oslo", "Paris"]}},
+            "required": ["city"],
+            "additionalProperties": False,
+        },
+    },
+}
 
 
 def _openai(server: Any, **kw: Any) -> openai.OpenAI:
@@ -33,8 +43,9 @@ def _anthropic(server: Any) -> anthropic.Anthropic:
 
 def test_openai_sync_call_records_summary_and_client_stages(tiny_server: Any, traced: Path) -> None:
     client = instrument(_openai(tiny_server))
-    r = client.chat.completions.create(model="tiny", messages=MSGS, max_tokens=8, temperature=0.0, seed=3,
-                                       frequency_penalty=0.1)
+    r = client.chat.completions.create(
+        model="tiny", messages=MSGS, max_tokens=8, temperature=0.0, seed=3, frequency_penalty=0.1
+    )
     p = client_pass(traced)
     assert (p["model"], p["response_model"], p["provider"], p["status"]) == ("tiny", r.model, "openai", "ok")
     assert (p["prompt_tokens"], p["output_tokens"]) == (r.usage.prompt_tokens, r.usage.completion_tokens)
@@ -53,11 +64,16 @@ def test_openai_sync_call_records_summary_and_client_stages(tiny_server: Any, tr
     assert st["gen.penalties"]["attributes"]["gen_ai.request.frequency_penalty"] == 0.1
     acct = st["meters.cache_accounting"]["attributes"]
     assert acct["llmtrace.meters.usage_consistent"] is True
-    assert acct["llmtrace.meters.uncached_tokens"] + acct["llmtrace.meters.cached_tokens"] == r.usage.prompt_tokens
+    assert (
+        acct["llmtrace.meters.uncached_tokens"] + acct["llmtrace.meters.cached_tokens"]
+        == r.usage.prompt_tokens
+    )
     # The bundled backend names its own pass span in a response header and records the engine stages
-    # itself, so the client marks nothing unobserved (a hosted provider gets them marked: see the fault tests).
+    # itself, so the client marks nothing unobserved (a hosted provider gets them marked: see fault tests).
     assert p["attributes"]["llmtrace.server.span_id"]
-    assert not any(k.startswith("forward.") for k in st) and "llmtrace.unobserved_stages" not in p["attributes"]
+    assert (
+        not any(k.startswith("forward.") for k in st) and "llmtrace.unobserved_stages" not in p["attributes"]
+    )
     segs = json.loads(p["attributes"]["llmtrace.prompt.segments"])
     assert [s["kind"] for s in segs] == ["system", "user"] and "llmtrace.prompt.text" not in p["attributes"]
     # The second call on the same client rides the pooled connection.
@@ -68,8 +84,9 @@ def test_openai_sync_call_records_summary_and_client_stages(tiny_server: Any, tr
 
 def test_openai_stream_timings_and_chunk_count(tiny_server: Any, traced: Path) -> None:
     client = instrument(_openai(tiny_server))
-    stream = client.chat.completions.create(model="tiny", messages=MSGS, max_tokens=24, stream=True,
-                                            stream_options={"include_usage": True})
+    stream = client.chat.completions.create(
+        model="tiny", messages=MSGS, max_tokens=24, stream=True, stream_options={"include_usage": True}
+    )
     chunks = list(stream)
     p = client_pass(traced)
     usage = chunks[-1].usage
@@ -79,14 +96,20 @@ def test_openai_stream_timings_and_chunk_count(tiny_server: Any, traced: Path) -
     assert 0 < st["llmtrace.stream.first_byte_ms"] <= st["llmtrace.stream.first_content_ms"]
     assert st["llmtrace.stream.itl_p50_ms"] <= st["llmtrace.stream.itl_p99_ms"]
     assert p["ttft_ms"] == st["llmtrace.stream.first_content_ms"] and p["tpot_ms"] > 0
-    assert stages_of(traced, p["span_id"])["arrival.stream_setup"]["attributes"]["llmtrace.stream.protocol"] == "sse"
+    assert (
+        stages_of(traced, p["span_id"])["arrival.stream_setup"]["attributes"]["llmtrace.stream.protocol"]
+        == "sse"
+    )
 
 
 def test_anthropic_sync_and_stream_normalise_usage(tiny_server: Any, traced: Path) -> None:
     client = instrument(_anthropic(tiny_server))
-    m = client.messages.create(model="tiny", max_tokens=6, system="Be brief.",
-                               messages=[{"role": "user", "content": "hello"}])
-    with client.messages.stream(model="tiny", max_tokens=6, messages=[{"role": "user", "content": "hello"}]) as s:
+    m = client.messages.create(
+        model="tiny", max_tokens=6, system="Be brief.", messages=[{"role": "user", "content": "hello"}]
+    )
+    with client.messages.stream(
+        model="tiny", max_tokens=6, messages=[{"role": "user", "content": "hello"}]
+    ) as s:
         text = s.get_final_text()
         final = s.get_final_message()
     passes = rows(traced, "SELECT * FROM requests WHERE side='client' ORDER BY start_ns")
@@ -101,7 +124,9 @@ def test_anthropic_sync_and_stream_normalise_usage(tiny_server: Any, traced: Pat
 
 
 async def test_async_clients_stream_and_not(tiny_server: Any, traced: Path) -> None:
-    oc = instrument(openai.AsyncOpenAI(api_key="sk-test", base_url=f"{tiny_server.base_url}/v1", max_retries=0))
+    oc = instrument(
+        openai.AsyncOpenAI(api_key="sk-test", base_url=f"{tiny_server.base_url}/v1", max_retries=0)
+    )
     ac = instrument(anthropic.AsyncAnthropic(api_key="test", base_url=tiny_server.base_url, max_retries=0))
     assert isinstance(oc._client._transport, AsyncInstrumentedTransport)
     r = await oc.chat.completions.create(model="tiny", messages=MSGS, max_tokens=4)
@@ -109,12 +134,21 @@ async def test_async_clients_stream_and_not(tiny_server: Any, traced: Path) -> N
     async for _ in await oc.chat.completions.create(model="tiny", messages=MSGS, max_tokens=4, stream=True):
         n += 1
     m = await ac.messages.create(model="tiny", max_tokens=4, messages=[{"role": "user", "content": "hi"}])
-    async with ac.messages.stream(model="tiny", max_tokens=4, messages=[{"role": "user", "content": "hi"}]) as s:
+    async with ac.messages.stream(
+        model="tiny", max_tokens=4, messages=[{"role": "user", "content": "hi"}]
+    ) as s:
         await s.get_final_message()
     passes = rows(traced, "SELECT * FROM requests WHERE side='client' ORDER BY start_ns")
-    assert [(p["provider"], p["status"]) for p in passes] == [("openai", "ok")] * 2 + [("anthropic", "ok")] * 2
-    assert passes[0]["output_tokens"] == r.usage.completion_tokens and passes[2]["output_tokens"] == m.usage.output_tokens
-    assert stages_of(traced, passes[1]["span_id"])["gen.streaming"]["attributes"]["llmtrace.stream.chunks"] == n
+    assert [(p["provider"], p["status"]) for p in passes] == [("openai", "ok")] * 2 + [
+        ("anthropic", "ok")
+    ] * 2
+    assert (
+        passes[0]["output_tokens"] == r.usage.completion_tokens
+        and passes[2]["output_tokens"] == m.usage.output_tokens
+    )
+    assert (
+        stages_of(traced, passes[1]["span_id"])["gen.streaming"]["attributes"]["llmtrace.stream.chunks"] == n
+    )
     await oc.close()
     await ac.close()
 
@@ -122,9 +156,13 @@ async def test_async_clients_stream_and_not(tiny_server: Any, traced: Path) -> N
 @pytest.mark.parametrize("stream", [False, True])
 def test_openai_tool_call_and_dispatch(tiny_server: Any, traced: Path, stream: bool) -> None:
     client = instrument(_openai(tiny_server))
-    kw: dict[str, Any] = dict(model="tiny", max_tokens=40, tools=[WEATHER_TOOL],
-                              tool_choice={"type": "function", "function": {"name": "get_weather"}},
-                              messages=[{"role": "user", "content": "Weather in Oslo?"}])
+    kw: dict[str, Any] = dict(
+        model="tiny",
+        max_tokens=40,
+        tools=[WEATHER_TOOL],
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        messages=[{"role": "user", "content": "Weather in Oslo?"}],
+    )
     if stream:
         calls: dict[int, dict[str, str]] = {}
         finish = None
@@ -136,7 +174,10 @@ def test_openai_tool_call_and_dispatch(tiny_server: Any, traced: Path, stream: b
                 c["id"] = d.id or c["id"]
             if ch.choices and ch.choices[0].finish_reason:
                 finish = ch.choices[0].finish_reason
-        call = {"id": calls[0]["id"], "function": {"name": calls[0]["name"], "arguments": calls[0]["arguments"]}}
+        call = {
+            "id": calls[0]["id"],
+            "function": {"name": calls[0]["name"], "arguments": calls[0]["arguments"]},
+        }
     else:
         r = client.chat.completions.create(**kw)
         finish, call = r.choices[0].finish_reason, r.choices[0].message.tool_calls[0]
@@ -151,7 +192,9 @@ def test_openai_tool_call_and_dispatch(tiny_server: Any, traced: Path, stream: b
     assert tc.name == "get_weather" and "city" in tc.arguments
     assert tools.dispatch(call).startswith("sunny in")
     tool_span = rows(traced, "SELECT * FROM spans WHERE name = 'execute_tool get_weather'")[0]
-    assert tool_span["attributes"]["gen_ai.tool.call.id"] == tc.id and tool_span["stage"] == "loop.tool_dispatch"
+    assert (
+        tool_span["attributes"]["gen_ai.tool.call.id"] == tc.id and tool_span["stage"] == "loop.tool_dispatch"
+    )
 
 
 def test_unknown_model_raises_the_sdks_own_error_and_is_recorded(tiny_server: Any, traced: Path) -> None:
@@ -161,11 +204,15 @@ def test_unknown_model_raises_the_sdks_own_error_and_is_recorded(tiny_server: An
         instrument(_openai(tiny_server)).chat.completions.create(model="no-such-model", messages=MSGS)
     assert str(traced_exc.value) == str(bare.value) and traced_exc.value.body == bare.value.body
     with pytest.raises(anthropic.NotFoundError):
-        instrument(_anthropic(tiny_server)).messages.create(model="no-such-model", max_tokens=4,
-                                                            messages=[{"role": "user", "content": "x"}])
+        instrument(_anthropic(tiny_server)).messages.create(
+            model="no-such-model", max_tokens=4, messages=[{"role": "user", "content": "x"}]
+        )
     passes = rows(traced, "SELECT * FROM requests WHERE side='client' ORDER BY start_ns")
     assert [p["status"] for p in passes] == ["error", "error"]
-    assert passes[0]["attributes"]["error.type"] == "404" and passes[0]["attributes"]["http.response.status_code"] == 404
+    assert (
+        passes[0]["attributes"]["error.type"] == "404"
+        and passes[0]["attributes"]["http.response.status_code"] == 404
+    )
     spans = rows(traced, "SELECT status_message FROM spans WHERE span_id = ?", [passes[0]["span_id"]])
     assert "no-such-model" in spans[0]["status_message"]
 
@@ -174,13 +221,15 @@ def test_client_and_server_passes_join_into_one_trace(tiny_server: Any, traced: 
     client = instrument(_openai(tiny_server))
     client.chat.completions.create(model="tiny", messages=MSGS, max_tokens=3)
     p = client_pass(traced)
-    server = wait_for(tiny_server.db_path, "SELECT * FROM requests WHERE trace_id = ? AND side = 'server'",
-                      [p["trace_id"]])
+    server = wait_for(
+        tiny_server.db_path, "SELECT * FROM requests WHERE trace_id = ? AND side = 'server'", [p["trace_id"]]
+    )
     assert len(server) == 1, "the server's pass span did not join the client's trace"
     assert server[0]["parent_span_id"] == p["span_id"]
     assert server[0]["span_id"] == p["attributes"]["llmtrace.server.span_id"]
-    server_stages = wait_for(tiny_server.db_path, "SELECT stage FROM spans WHERE parent_span_id = ?",
-                             [server[0]["span_id"]])
+    server_stages = wait_for(
+        tiny_server.db_path, "SELECT stage FROM spans WHERE parent_span_id = ?", [server[0]["span_id"]]
+    )
     assert "forward.prefill" in {r["stage"] for r in server_stages}  # the engine side of the same waterfall
 
 
@@ -244,7 +293,9 @@ def test_moderation_cutting_a_real_stream_cancels_the_pass(tiny_server: Any, tra
     assert mod.aborted and len(shown) < 64
     p = client_pass(traced)
     assert p["status"] == "cancelled"
-    moderation = rows(traced, "SELECT attributes FROM spans WHERE stage = 'safety.moderation'")[0]["attributes"]
+    moderation = rows(traced, "SELECT attributes FROM spans WHERE stage = 'safety.moderation'")[0][
+        "attributes"
+    ]
     assert moderation["llmtrace.moderation.aborted"] is True
     assert moderation["llmtrace.moderation.retracted_chars"] == mod.retracted_chars
 
