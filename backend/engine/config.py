@@ -23,6 +23,7 @@ class EngineConfig:
     enable_prefix_cache: bool = True
     device: str = "cpu"
     max_model_len: int | None = None  # longest prompt + output; default: the model's trained context
+    num_threads: int | None = None  # torch intra-op threads (process-wide); None leaves torch's default
 
     def __post_init__(self) -> None:
         positive = {
@@ -45,6 +46,8 @@ class EngineConfig:
             raise ValueError(f"dtype must be float32 or bfloat16, got {self.dtype!r}")
         if self.max_model_len is not None and self.max_model_len < 2:
             raise ValueError(f"max_model_len must be >= 2, got {self.max_model_len}")
+        if self.num_threads is not None and self.num_threads < 1:
+            raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")
         if self.max_num_batched_tokens < self.max_num_seqs:
             raise ValueError("max_num_batched_tokens must be >= max_num_seqs (every running sequence decodes)")
 

@@ -32,6 +32,7 @@ from llmtrace.backend.engine.stage_emitter import EngineFacts, emit
 from llmtrace.backend.generation.params import InvalidRequestError
 from llmtrace.backend.generation.pipeline import GenerationPipeline
 from llmtrace.backend.kernels.selection import select_backend
+from llmtrace.backend.model.gguf_reader import GGUFModelFile
 from llmtrace.backend.model.llama import LlamaModel
 
 
@@ -59,9 +60,10 @@ def load_model(model_path: str | Path | None, dtype: str) -> tuple[LlamaModel, A
     if not gguf.is_file():
         hint = " (run `llmtrace model pull`)" if model_path in (None, "tiny") else ""
         raise ValueError(f"model file {gguf} not found{hint}")
-    tokenizer = Tokenizer.from_gguf(gguf)
-    model = LlamaModel.tiny(dtype) if model_path == "tiny" else LlamaModel.from_gguf(gguf, dtype)
-    return model, tokenizer
+    if model_path == "tiny":
+        return LlamaModel.tiny(dtype), Tokenizer.from_gguf(gguf)
+    file = GGUFModelFile(gguf)  # parsed once, shared by the weights and the tokenizer
+    return LlamaModel.from_gguf_file(file, dtype), Tokenizer.from_gguf(gguf, reader=file.reader)
 
 
 class Engine:
@@ -80,6 +82,8 @@ class Engine:
         if _dtype_name(model.dtype) != config.dtype:
             raise ValueError(f"the model is {_dtype_name(model.dtype)} but the engine config says {config.dtype}")
         torch.set_grad_enabled(False)
+        if config.num_threads:
+            torch.set_num_threads(config.num_threads)
         cfg = model.config
         self.config = config
         self.model = model

@@ -49,6 +49,10 @@ class GGUFModelFile:
             raise ValueError(f"{self.path}: only Llama-architecture GGUF files are supported, got {self.architecture!r}")
         self.config = self._read_config()
 
+    @property
+    def reader(self):  # noqa: ANN201 - the gguf.GGUFReader, shared with the tokenizer to skip a second parse
+        return self._reader
+
     # metadata ---------------------------------------------------------------------------------------------
 
     def field(self, key: str, default: object = None) -> object:

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from llmtrace.backend.kernels.interface import AttentionBackend, AttentionMetadata, write_kv
 from llmtrace.backend.model.config import ModelConfig, tiny_config
 from llmtrace.backend.model.forward_clock import ForwardClock
+from llmtrace.backend.model.gguf_reader import GGUFModelFile
 from llmtrace.backend.model.linear import INVARIANT_TILE, Linear
 from llmtrace.backend.model.weights import LlamaWeights, load_gguf_weights, random_weights, resolve_dtype
 
@@ -41,11 +42,12 @@ class LlamaModel:
 
     @classmethod
     def from_gguf(cls, path: str | Path, dtype: str | torch.dtype = "float32") -> LlamaModel:
-        from llmtrace.backend.model.gguf_reader import GGUFModelFile
+        return cls.from_gguf_file(GGUFModelFile(path), dtype)
 
-        gguf = GGUFModelFile(path)
+    @classmethod
+    def from_gguf_file(cls, gguf: GGUFModelFile, dtype: str | torch.dtype = "float32") -> LlamaModel:
         torch_dtype = resolve_dtype(dtype)
-        return cls(gguf.config, load_gguf_weights(gguf, torch_dtype), torch_dtype, path=Path(path))
+        return cls(gguf.config, load_gguf_weights(gguf, torch_dtype), torch_dtype, path=gguf.path)
 
     @classmethod
     def tiny(cls, dtype: str | torch.dtype = "float32", seed: int = 0) -> LlamaModel:
