@@ -20,6 +20,8 @@ from llmtrace.tracer import capture
 from llmtrace.tracer import recording as rec
 from llmtrace.tracer import semconv as sc
 
+MAX_RENDERED_SEGMENTS = 48  # past this many messages, segments are hashed from the message contents
+
 
 @dataclass(frozen=True, slots=True)
 class IntakeResult:
@@ -117,6 +119,8 @@ class Intake:
         """Each message's share of the rendered prompt (render prefixes, take the growth), hashed."""
         segments: list[dict[str, Any]] = []
         prev = ""
+        if len(messages) > MAX_RENDERED_SEGMENTS:  # rendering every prefix is quadratic in the turns
+            return [self._segment(_kind(m, i), str(m.get("content", ""))) for i, m in enumerate(messages)]
         try:
             for i, m in enumerate(messages):
                 cur = self._render(messages[: i + 1], tools, add_generation_prompt=False)
@@ -132,8 +136,13 @@ class Intake:
 
     @staticmethod
     def _segment(kind: str, text: str) -> dict[str, Any]:
-        return {"kind": kind, "hash": capture.hash_text(text), "chars": len(text),
-                "chunk_hashes": capture.chunk_hash_chain(text)}
+        # Scrubbed first, so chars, hashes and (full capture) text all describe the same string.
+        text = capture.scrub(text)
+        record: dict[str, Any] = {"kind": kind, "hash": capture.hash_text(text), "chars": len(text),
+                                  "chunk_hashes": capture.chunk_hash_chain(text)}
+        if capture.mode() == "full":
+            record["text"] = text
+        return record
 
     # ───────────────────────────────────────────────────────────── the three stages
     def run(self, job: Job, pass_span: rec.PassSpan) -> IntakeResult:
@@ -178,11 +187,12 @@ class Intake:
             "llmtrace.tokenization.special_tokens": sum(1 for t in ids if t in self.special_ids),
             "llmtrace.tokenization.block_hashes": hashes,
         })
-        pass_span.set(sc.LLMTRACE_PROMPT_HASH, capture.hash_text(text))
-        pass_span.set(sc.LLMTRACE_SEGMENTS, json.dumps(segments))
-        kept = capture.keep_text(text)
-        if kept is not None:
-            pass_span.set(sc.LLMTRACE_PROMPT_TEXT, kept)
+        if capture.mode() != "none":
+            pass_span.set(sc.LLMTRACE_PROMPT_HASH, capture.hash_text(text))
+            pass_span.set(sc.LLMTRACE_SEGMENTS, json.dumps(segments, separators=(",", ":")))
+            kept = capture.keep_text(text)
+            if kept is not None:
+                pass_span.set(sc.LLMTRACE_PROMPT_TEXT, kept)
         return IntakeResult(text, ids, hashes, prefix)
 
 

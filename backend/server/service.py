@@ -385,9 +385,12 @@ class GenerationService:
 
     @staticmethod
     def _record_output(ps: rec.PassSpan, o: Outcome, clock: _TokenClock, arrival_ns: int) -> None:
-        text = o.text if not o.tool_calls else json.dumps(o.tool_calls)
-        ps.set(sc.LLMTRACE_OUTPUT_HASH, capture.hash_text(text))
-        kept = capture.keep_text(text)
+        if capture.mode() == "none":
+            text = ""
+        else:
+            text = o.text if not o.tool_calls else json.dumps(o.tool_calls)
+            ps.set(sc.LLMTRACE_OUTPUT_HASH, capture.hash_text(text))
+        kept = capture.keep_text(text) if text else None
         if kept is not None:
             ps.set(sc.LLMTRACE_OUTPUT_TEXT, kept)
         if clock.first_ns is not None:
