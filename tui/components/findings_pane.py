@@ -35,15 +35,18 @@ class FindingsPane(Horizontal):
     BINDINGS = bindings("findings")
 
     class FindingsLoaded(Message):
-        def __init__(self, findings: tuple[Finding, ...] | None, error: str | None) -> None:
+        def __init__(self, findings: tuple[Finding, ...] | None, error: str | None,
+                     failures: tuple[str, ...] = ()) -> None:
             super().__init__()
             self.findings = findings
             self.error = error
+            self.failures = failures
 
     def __init__(self, reader: StoreReader, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.reader = reader
         self.findings: tuple[Finding, ...] = ()
+        self.failures: tuple[str, ...] = ()
         self.shown: list[Finding] = []
         self.phases: frozenset[str] = frozenset()
         self.symptom: Symptom | None = None
@@ -80,14 +83,14 @@ class FindingsPane(Horizontal):
     @work(thread=True, exclusive=True, group="findings")
     def _run(self) -> None:
         try:
-            found = read_findings(self.reader)
+            result = read_findings(self.reader)
         except (StoreError, AnalyzersUnavailable) as exc:
             self.post_message(self.FindingsLoaded(None, str(exc)))
             return
         except Exception as exc:  # an analyzer bug must not take the explorer down
-            self.post_message(self.FindingsLoaded(None, f"an analyzer failed: {type(exc).__name__}: {exc}"))
+            self.post_message(self.FindingsLoaded(None, f"the analyzers failed: {type(exc).__name__}: {exc}"))
             return
-        self.post_message(self.FindingsLoaded(found, None))
+        self.post_message(self.FindingsLoaded(result.findings, None, result.failures))
 
     @on(FindingsLoaded)
     def _loaded(self, message: FindingsLoaded) -> None:
@@ -98,6 +101,9 @@ class FindingsPane(Horizontal):
             self._redraw(error=message.error)
             return
         self.findings = message.findings or ()
+        self.failures = message.failures
+        if message.failures:
+            self.notify("\n".join(message.failures), title="some analyzers failed", severity="warning", timeout=8)
         self._redraw()
 
     # -- filters -------------------------------------------------------------------------------------
@@ -138,6 +144,9 @@ class FindingsPane(Horizontal):
                 header.append(f" · phases {', '.join(sorted(self.phases))}", style="dim")
             if self.symptom is not None or self.phases:
                 header.append("  (esc / 0 clears)", style="dim")
+            if self.failures:
+                names = ", ".join(f.split(":", 1)[0] for f in self.failures)
+                header.append(f" · {len(self.failures)} analyzer(s) failed: {names}", style="#ff8787")
         self.query_one("#findings-header", Static).update(header)
         listing = self.query_one("#findings-list", OptionList)
         listing.set_options([Option(_finding_line(f), id=str(i)) for i, f in enumerate(self.shown)])

@@ -1,8 +1,13 @@
-"""Runs the analyzers over one short read-only connection and hands back their (frozen) findings."""
+"""Runs the analyzers over one short read-only connection and hands back their (frozen) findings.
+
+Each symptom's analyzer runs on its own, so one that fails (a bug, a store from another version)
+costs only its own findings: the others are still shown, and the failure is reported beside them.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import duckdb
@@ -19,14 +24,29 @@ class AnalyzersUnavailable(RuntimeError):
     """The analyzers package cannot be imported (a broken install); the explorer still works without it."""
 
 
-def read_findings(reader: StoreReader, symptoms: Sequence[str] | None = None) -> tuple[Finding, ...]:
+@dataclass(frozen=True, slots=True)
+class FindingsResult:
+    findings: tuple[Finding, ...]
+    failures: tuple[str, ...]  # "symptom: error" for each analyzer that raised
+
+
+def read_findings(reader: StoreReader, symptoms: Sequence[str] | None = None) -> FindingsResult:
     try:
-        from llmtrace.analyzers import run_analyzers
+        from llmtrace.analyzers import ANALYZERS, run_analyzers
     except ImportError as exc:  # keep the rest of the explorer usable
         raise AnalyzersUnavailable(f"the analyzers cannot be loaded: {exc}") from None
+    chosen = list(symptoms) if symptoms is not None else list(ANALYZERS)
+    found: list[Finding] = []
+    failures: list[str] = []
     try:
         with read_connection(reader.path, timeout_s=reader.timeout_s) as conn:
             quiet(conn)
-            return tuple(run_analyzers(conn, list(symptoms) if symptoms is not None else None))
+            for symptom in chosen:
+                try:
+                    found.extend(run_analyzers(conn, [symptom]))
+                except (duckdb.Error, ValueError, KeyError, TypeError, AttributeError) as exc:
+                    failures.append(f"{symptom}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
     except duckdb.Error as exc:
         raise StoreError(f"the analyzers could not read {reader.path}: {str(exc).splitlines()[0]}") from None
+    found.sort(key=lambda f: f.sort_key())
+    return FindingsResult(tuple(found), tuple(failures))
