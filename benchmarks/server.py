@@ -12,11 +12,17 @@ tokens per request (EOS ignored), streaming clients at 1, 4 and 16 concurrent:
   (llamacpp_build_s); skipped with a message when it does not build
 - http_vs_llamacpp_c16: http_tok_s_c16 / llamacpp_server_tok_s_c16 (target >= 2)
 
+- load_*: the longer run of the load test: 64 streaming clients for BENCH_LOAD_S (30) seconds against 2
+  replicas of the tiny model (16 running, 16 queued, the rest shed with 429 and retried after Retry-After);
+  requests completed and shed, tok/s, TTFT p50/p99, whether the pools were whole again afterwards, and
+  how many requests did not leave exactly one pass span in the store (should be 0)
+
 TTFT is measured by the client: request sent -> first non-empty content chunk. tok/s is aggregate: all
 output tokens of the level / its wall time. Engine and HTTP runs alternate, BENCH_REPS times each, and the
 fastest repetition of each is kept, so load from other processes on a shared machine skews both alike.
 
-    python benchmarks/server.py     # BENCH_MAX_TOKENS (64), BENCH_SKIP_LLAMACPP=1, BENCH_LEVELS=1,4,16
+    python benchmarks/server.py     # BENCH_MAX_TOKENS (64), BENCH_SKIP_LLAMACPP=1, BENCH_LEVELS=1,4,16,
+                                    # BENCH_REPS (2), BENCH_LOAD_S (30; 0 skips the load run)
 """
 
 from __future__ import annotations
@@ -277,6 +283,91 @@ def llamacpp_levels(model_path: str, tmp: Path) -> dict[str, object]:
     return out
 
 
+# ── longer load run ────────────────────────────────────────────────────────────────────────────────
+async def load_client(http: httpx.AsyncClient, k: int, stop_at: float, tally: dict[str, list]) -> None:
+    i = 0
+    while time.perf_counter() < stop_at:
+        body = {"model": "tiny", "stream": True, "max_tokens": 32, "ignore_eos": True,
+                "stream_options": {"include_usage": True},
+                "messages": [{"role": "system", "content": "Shared support-desk preamble. " * 8},
+                             {"role": "user", "content": f"client {k} ticket {i}"}]}
+        i += 1
+        t0 = time.perf_counter()
+        ttft = None
+        async with http.stream("POST", "/v1/chat/completions", json=body) as r:
+            tally["trace_ids"].append(r.headers.get("x-llmtrace-trace-id"))
+            if r.status_code == 429:
+                await r.aread()
+                tally["shed"].append(1)
+                await asyncio.sleep(min(float(r.headers.get("retry-after", "1")), 1.0))
+                continue
+            r.raise_for_status()
+            tokens = 0
+            async for line in r.aiter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                chunk = json.loads(line[6:])
+                if chunk.get("usage"):
+                    tokens = chunk["usage"]["completion_tokens"]
+                ch = chunk.get("choices") or []
+                if ttft is None and ch and (ch[0].get("delta") or {}).get("content"):
+                    ttft = (time.perf_counter() - t0) * 1e3
+        tally["ok"].append(tokens)
+        if ttft is not None:
+            tally["ttft"].append(ttft)
+
+
+def load_run(tmp: Path) -> dict[str, object]:
+    """64 streaming clients against 2 tiny-model replicas for BENCH_LOAD_S seconds, shedding past the limits."""
+    from llmtrace.tracer.store import read_connection
+
+    seconds = float(os.environ.get("BENCH_LOAD_S", "30"))
+    port = free_port()
+    log = tmp / "load-serve.log"
+    db = tmp / "load.duckdb"
+    cmd = [sys.executable, "-m", "llmtrace.cli", "serve", "--model", "tiny", "--port", str(port), "--db", str(db),
+           "--replicas", "2", "--max-running", "16", "--max-queued", "16"]
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    tally: dict[str, list] = {"ok": [], "shed": [], "ttft": [], "trace_ids": []}
+    try:
+        wait_up(proc, base, log)
+
+        async def run() -> float:
+            limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+            async with httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as http:
+                t0 = time.perf_counter()
+                await asyncio.gather(*[load_client(http, k, t0 + seconds, tally) for k in range(64)])
+                return time.perf_counter() - t0
+
+        wall = asyncio.run(run())
+        time.sleep(1.0)
+        stats = httpx.get(f"{base}/stats", timeout=10).json()
+        pools_full = all(r["available_blocks"] == r["num_blocks"] for r in stats["replicas"].values())
+    finally:
+        proc.terminate()
+        proc.wait(60)
+    ids = [t for t in tally["trace_ids"] if t]
+    with read_connection(db) as conn:
+        conn.execute("CREATE TEMP TABLE wanted (trace_id VARCHAR)")
+        conn.executemany("INSERT INTO wanted VALUES (?)", [[t] for t in ids])
+        passes = conn.execute("SELECT count(*), count(DISTINCT r.trace_id) FROM requests r "
+                              "JOIN wanted w USING (trace_id)").fetchone()
+    out: dict[str, object] = {
+        "load_seconds": round(wall, 1),
+        "load_requests_ok": len(tally["ok"]),
+        "load_requests_shed": len(tally["shed"]),
+        "load_tok_s": round(sum(tally["ok"]) / wall, 1),
+        "load_ttft_p50_ms": pct(tally["ttft"], 0.5),
+        "load_ttft_p99_ms": pct(tally["ttft"], 0.99),
+        "load_pools_full_after": int(pools_full),
+        "load_requests_without_one_pass_span": len(ids) - int(passes[1]) + (int(passes[0]) - int(passes[1])),
+    }
+    print(out, flush=True)
+    return out
+
+
 def main() -> None:
     from llmtrace.backend.model.pull import default_model_path
 
@@ -287,6 +378,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="llmtrace-bench-server-") as d:
         tmp = Path(d)
         results.update(engine_vs_http(str(model), tmp))
+        if os.environ.get("BENCH_LOAD_S") != "0":
+            results.update(load_run(tmp))
         if os.environ.get("BENCH_SKIP_LLAMACPP") != "1":
             results.update(llamacpp_levels(str(model), tmp))
         else:
