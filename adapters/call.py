@@ -21,6 +21,7 @@ from llmtrace.tracer import recording as rec
 from llmtrace.tracer import semconv as sc
 
 from .client_stages import emit_stages
+from .encoding import decoder_for
 from .protocol import ProtocolParser
 from .sse import SSEParser
 
@@ -87,6 +88,7 @@ class Call:
         "times",
         "retry",
         "server_span",
+        "undecoded",
         "_feed",
     )
 
@@ -99,6 +101,7 @@ class Call:
         self.t_headers = 0
         self.status_code = 0
         self.server_span: str | None = None
+        self.undecoded: str | None = None
         self.sse: SSEParser | None = None
         self.body: list[bytes] = []
         self.body_bytes = 0
@@ -145,6 +148,15 @@ class Call:
             if self.status_code < 400 and ctype.startswith("text/event-stream"):
                 self.sse = SSEParser()
                 self._feed = self._feed_sse
+            enc = headers.get("content-encoding")
+            if enc and enc.strip().lower() != "identity":
+                decode = decoder_for(enc)
+                if decode is None:  # e.g. brotli without its module: pass through, say why nothing was parsed
+                    self.undecoded = enc
+                    self._feed = _ignore
+                else:
+                    parse = self._feed
+                    self._feed = lambda chunk: parse(decode(chunk))
         except Exception as exc:
             self._fault(exc)
 
@@ -193,7 +205,7 @@ class Call:
                 self._end("error", msg, error_type=str(self.status_code))
             elif obs.error_type and obs.error_type not in ("malformed_event", "malformed_body"):
                 self._end("error", f"{obs.error_type}: {obs.error_message or ''}", error_type=obs.error_type)
-            elif self.sse is not None and not obs.done and not obs.finish_reasons:
+            elif self.sse is not None and not obs.done and not obs.finish_reasons and not self.undecoded:
                 self._end(
                     "error", "stream ended before the provider's end marker", error_type="incomplete_stream"
                 )

@@ -81,6 +81,8 @@ def emit_stages(call: Call, end: int) -> None:
             summary[sc.LLMTRACE_TPOT_MS] = round(
                 (obs.last_token_ns - first_token) / 1e6 / (usage.output_tokens - 1), 3
             )
+    if call.undecoded:
+        summary["llmtrace.response.undecoded_encoding"] = call.undecoded
     if call.body_overflow:
         summary["llmtrace.response.unparsed_bytes"] = call.body_overflow
     out_text = obs.output_text if (obs.output_parts or obs.done) else None

@@ -24,6 +24,7 @@ class Script:
     chunks: list[bytes] = field(default_factory=list)
     delay_s: float = 0.0
     cut_after: int | None = None  # close the socket after this many chunks, mid-body
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -65,6 +66,8 @@ def fake_provider() -> Iterator[FakeProvider]:
             script = scripts.get(self.path) or Script(404, chunks=[b'{"error": {"message": "no script"}}'])
             self.send_response(script.status)
             self.send_header("content-type", script.content_type)
+            for k, v in script.headers.items():
+                self.send_header(k, v)
             self.send_header("transfer-encoding", "chunked")
             self.end_headers()
             for i, chunk in enumerate(script.chunks):

@@ -379,3 +379,70 @@ def test_truncated_json_is_noted_on_gen_stop_and_the_stop_check_is_left_to_the_a
     assert stop["llmtrace.stop.truncated"] is True and stop["llmtrace.stop.output_parses"] is False
     # Only the app knows whether it read the stop reason; the middleware does not claim a check happened.
     assert "safety.stop_reason" not in st
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_compressed_responses_are_parsed_from_a_copy(
+    provider: FakeProvider, traced: Path, stream: bool
+) -> None:
+    import gzip
+
+    usage = {
+        "prompt_tokens": 12,
+        "completion_tokens": 2,
+        "total_tokens": 14,
+        "prompt_tokens_details": {"cached_tokens": 8},
+    }
+    if stream:
+        raw = b"".join(
+            sse(
+                _chunk("Hi"),
+                _chunk(" there", "stop"),
+                {"id": "c1", "model": "m", "choices": [], "usage": usage},
+            )
+        )
+        ctype = "text/event-stream"
+    else:
+        raw = json.dumps(
+            {
+                "id": "c1",
+                "model": "m",
+                "usage": usage,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "Hi there"},
+                        "finish_reason": "stop",
+                    }
+                ],
+            }
+        ).encode()
+        ctype = "application/json"
+    packed = gzip.compress(raw)
+    provider.scripts[CHAT] = Script(
+        content_type=ctype,
+        headers={"content-encoding": "gzip"},
+        chunks=[packed[i : i + 7] for i in range(0, len(packed), 7)],
+    )
+    client = instrument(openai.OpenAI(api_key="sk-test", base_url=f"{provider.base_url}/v1", max_retries=0))
+    if stream:
+        text = "".join(
+            c.choices[0].delta.content or ""
+            for c in client.chat.completions.create(model="m", messages=MSGS, stream=True)
+            if c.choices
+        )
+    else:
+        text = client.chat.completions.create(model="m", messages=MSGS).choices[0].message.content or ""
+    assert text == "Hi there"  # the app still gets the decoded answer from its own HTTP client
+    p = client_pass(traced)
+    assert (p["status"], p["prompt_tokens"], p["cached_tokens"], p["finish_reason"]) == ("ok", 12, 8, "stop")
+
+
+def test_an_encoding_we_cannot_decode_is_named_not_guessed(provider: FakeProvider, traced: Path) -> None:
+    provider.scripts[CHAT] = Script(headers={"content-encoding": "x-custom"}, chunks=[b"\x00\x01binary"])
+    http = instrument(httpx.Client())
+    r = http.post(f"{provider.base_url}{CHAT}", json={"model": "m", "messages": MSGS})
+    assert r.status_code == 200
+    p = client_pass(traced)
+    assert p["status"] == "ok" and p["attributes"]["llmtrace.response.undecoded_encoding"] == "x-custom"
+    assert p["prompt_tokens"] is None
