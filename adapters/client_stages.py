@@ -89,8 +89,8 @@ def emit_stages(call: Call, end: int) -> None:
     if capture.mode() != "none":
         summary.update(segments.capture_attributes(obs.segments, out_text))
     # An llmtrace backend records the engine stages on its own pass span (a child of this one); only a
-    # provider that hides them gets them marked unobserved here.
-    hidden = () if call.server_span else call.opts.hidden_stages
+    # provider that answered and hides them gets them marked unobserved here (no answer: nothing ran).
+    hidden = () if call.server_span or not call.status_code else call.opts.hidden_stages
     if call.server_span:
         summary["llmtrace.server.span_id"] = call.server_span
     if hidden:

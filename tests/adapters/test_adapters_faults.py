@@ -446,3 +446,14 @@ def test_an_encoding_we_cannot_decode_is_named_not_guessed(provider: FakeProvide
     p = client_pass(traced)
     assert p["status"] == "ok" and p["attributes"]["llmtrace.response.undecoded_encoding"] == "x-custom"
     assert p["prompt_tokens"] is None
+
+
+def test_nothing_is_marked_unobserved_when_the_provider_was_never_reached(traced: Path) -> None:
+    client = instrument(
+        openai.OpenAI(api_key="sk-test", base_url=f"http://127.0.0.1:{free_port()}/v1", max_retries=0)
+    )
+    with pytest.raises(openai.APIConnectionError):
+        client.chat.completions.create(model="m", messages=MSGS)
+    p = client_pass(traced)
+    assert "llmtrace.unobserved_stages" not in p["attributes"]
+    assert not any(s.startswith("forward.") for s in stages_of(traced, p["span_id"]))
