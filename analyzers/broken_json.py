@@ -17,6 +17,8 @@ class BrokenJson(SymptomAnalyzer):
     symptom = "broken_json"
 
     def find(self, q: Query) -> list[Finding]:
+        # A check inside a pass's trace reads that pass's finish reason; a check the app ran after the call
+        # (its own trace) is matched to the pass that ended just before it.
         checks = q.rows(f"""
             WITH sr AS (
                 SELECT trace_id, span_id, start_ns,
@@ -26,15 +28,22 @@ class BrokenJson(SymptomAnalyzer):
                        {attr('llmtrace.stop_reason.finish_reason')} AS own_reason
                 FROM {q.spans} WHERE stage = 'safety.stop_reason'
                   AND {attr('llmtrace.stop_reason.parse_ok', 'bool')} = false),
-            p AS (SELECT trace_id, finish_reason, output_tokens, max_tokens, start_ns FROM {q.requests}
-                  WHERE finish_reason IS NOT NULL)
-            SELECT sr.trace_id, any_value(sr.read) AS read, any_value(sr.truncated) AS truncated,
-                   any_value(sr.parse_ok) AS parse_ok,
-                   coalesce(arg_max(p.finish_reason, p.start_ns), any_value(sr.own_reason)) AS finish_reason,
-                   arg_max(p.output_tokens, p.start_ns) AS output_tokens,
-                   arg_max(p.max_tokens, p.start_ns) AS max_tokens
-            FROM sr LEFT JOIN p ON p.trace_id = sr.trace_id AND p.start_ns <= sr.start_ns
-            GROUP BY sr.trace_id, sr.span_id""")
+            p AS (SELECT trace_id, finish_reason, output_tokens, max_tokens, start_ns, end_ns FROM {q.requests}
+                  WHERE finish_reason IS NOT NULL),
+            same AS (SELECT sr.span_id, arg_max(p.finish_reason, p.start_ns) AS finish_reason,
+                            arg_max(p.output_tokens, p.start_ns) AS output_tokens,
+                            arg_max(p.max_tokens, p.start_ns) AS max_tokens
+                     FROM sr JOIN p ON p.trace_id = sr.trace_id WHERE p.start_ns <= sr.start_ns GROUP BY sr.span_id),
+            orphan AS (SELECT * FROM sr WHERE span_id NOT IN (SELECT span_id FROM same)),
+            near AS (SELECT orphan.span_id, p.finish_reason, p.output_tokens, p.max_tokens
+                     FROM orphan ASOF LEFT JOIN p ON orphan.start_ns >= p.end_ns)
+            SELECT sr.trace_id, sr.read, sr.truncated, sr.parse_ok,
+                   coalesce(same.finish_reason, sr.own_reason, near.finish_reason) AS finish_reason,
+                   CASE WHEN same.span_id IS NOT NULL THEN same.output_tokens
+                        WHEN sr.own_reason IS NULL OR sr.own_reason = near.finish_reason THEN near.output_tokens END AS output_tokens,
+                   CASE WHEN same.span_id IS NOT NULL THEN same.max_tokens
+                        WHEN sr.own_reason IS NULL OR sr.own_reason = near.finish_reason THEN near.max_tokens END AS max_tokens
+            FROM sr LEFT JOIN same ON same.span_id = sr.span_id LEFT JOIN near ON near.span_id = sr.span_id""")
         failed = [c for c in checks if c["parse_ok"] is False]
         out: list[Finding] = []
         if failed:
