@@ -14,7 +14,6 @@ import pytest
 from rich.console import Console
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Static, TabbedContent
-from tui_store import record_support_store
 
 from llmtrace.tui.app import ExplorerApp
 from llmtrace.tui.components.cache_chart import CacheChart
@@ -390,7 +389,11 @@ async def test_follow_mode_waits_for_a_store_that_does_not_exist_yet(tmp_path: P
         await settle(pilot)
         assert "no store at" in text_of(app, "#requests-empty") and "live mode" in text_of(app, "#requests-empty")
         assert not app._notifications  # waiting is expected in live mode: no error toast
-        await asyncio.to_thread(record_support_store, path, 2)
+        # Another process creates the store (in this one, DuckDB refuses a writer beside our reader).
+        code = f"import sys; sys.path.insert(0, {str(TESTS_TUI)!r}); from pathlib import Path; " \
+               f"from tui_store import record_support_store; record_support_store(Path({str(path)!r}), 2)"
+        writer = await asyncio.create_subprocess_exec(sys.executable, "-c", code)
+        assert await asyncio.wait_for(writer.wait(), 60) == 0
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and app.requests.total < 8:
             await pilot.pause(0.2)
