@@ -20,6 +20,7 @@ class AnthropicParser:
     """Parser for ``/v1/messages``."""
 
     provider = "anthropic"
+    usage_style = "anthropic"
     operation = "chat"
     __slots__ = ("obs", "_usage_start")
 

@@ -39,11 +39,7 @@ def emit_stages(call: Call, end: int) -> None:
     t0w = call.t0_wall
     usage = None
     if obs.usage_raw is not None:
-        usage = (
-            usage_mod.from_anthropic(obs.usage_raw)
-            if call.parser.provider == "anthropic"
-            else usage_mod.from_openai(obs.usage_raw)
-        )
+        usage = usage_mod.normalise(call.parser.usage_style, obs.usage_raw)
 
     # ── the pass span's summary ─────────────────────────────────────────────────────────────
     summary: dict[str, object] = {

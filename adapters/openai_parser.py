@@ -28,6 +28,7 @@ class OpenAIParser:
     """Parser for ``/chat/completions`` (operation ``chat``) and ``/completions`` (``text_completion``)."""
 
     provider = "openai"
+    usage_style = "openai"
     __slots__ = ("obs", "operation", "_tool_ids")
 
     def __init__(self, operation: str = "chat") -> None:

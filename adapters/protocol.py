@@ -1,4 +1,5 @@
-"""The protocol-parser interface and the choice of parser for a request's URL.
+"""The protocol-parser interface and the choice of parser for a request's URL: OpenAI chat completions,
+legacy completions and the Responses API, and Anthropic messages.
 
 Every parser has the same three verbs: ``on_request(body)`` with the decoded request JSON,
 ``on_chunk(event, data, t_ns)`` for each server-sent event of a streamed answer, and
@@ -13,11 +14,13 @@ from typing import Protocol
 from .anthropic_parser import AnthropicParser
 from .observation import Observation
 from .openai_parser import OpenAIParser
+from .responses_parser import ResponsesParser
 
 
 class ProtocolParser(Protocol):
     provider: str
     operation: str
+    usage_style: str  # how the API reports usage: openai, anthropic or openai_responses (see usage.py)
     obs: Observation
 
     def on_request(self, body: Mapping[str, object]) -> None: ...
@@ -34,6 +37,8 @@ def parser_for(method: str, path: str) -> ProtocolParser | None:
     path = path.rstrip("/")
     if path.endswith("/chat/completions"):
         return OpenAIParser("chat")
+    if path.endswith("/responses"):
+        return ResponsesParser()
     if path.endswith("/messages") and not path.endswith("/count_tokens"):
         return AnthropicParser()
     if path.endswith("/completions"):

@@ -137,6 +137,32 @@ def from_anthropic(raw: Mapping[str, object]) -> Usage:
     return Usage(**vals, consistent=not problems, problems=tuple(problems), raw=flat)
 
 
+def from_openai_responses(raw: Mapping[str, object]) -> Usage:
+    """OpenAI Responses API usage: like chat completions (cached inside input), other field names."""
+    flat = _flatten(raw)
+    details = raw.get("input_tokens_details")
+    out_details = raw.get("output_tokens_details")
+    vals: dict[str, int | None] = {
+        "input_tokens": _int(raw.get("input_tokens")),
+        "output_tokens": _int(raw.get("output_tokens")),
+        "cache_read_tokens": _int(details.get("cached_tokens")) if isinstance(details, Mapping) else None,
+        "cache_write_tokens": None,
+        "reasoning_tokens": (
+            _int(out_details.get("reasoning_tokens")) if isinstance(out_details, Mapping) else None
+        ),
+    }
+    problems = _check(vals, _int(raw.get("total_tokens")))
+    return Usage(**vals, consistent=not problems, problems=problems, raw=flat)
+
+
+NORMALISERS = {"openai": from_openai, "anthropic": from_anthropic, "openai_responses": from_openai_responses}
+
+
+def normalise(style: str, raw: Mapping[str, object]) -> Usage:
+    """Usage in the normalised form, read according to the API that reported it."""
+    return NORMALISERS[style](raw)
+
+
 def merge_anthropic(
     start: Mapping[str, object] | None, delta: Mapping[str, object] | None
 ) -> dict[str, object]:

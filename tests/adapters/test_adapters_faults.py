@@ -457,3 +457,83 @@ def test_nothing_is_marked_unobserved_when_the_provider_was_never_reached(traced
     p = client_pass(traced)
     assert "llmtrace.unobserved_stages" not in p["attributes"]
     assert not any(s.startswith("forward.") for s in stages_of(traced, p["span_id"]))
+
+
+RESPONSE = {
+    "id": "resp_1",
+    "object": "response",
+    "model": "gpt-4.1-mini-2025-04-14",
+    "status": "completed",
+    "output": [
+        {
+            "type": "message",
+            "id": "msg_1",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "Refunds take five days.", "annotations": []}],
+        }
+    ],
+    "usage": {
+        "input_tokens": 300,
+        "input_tokens_details": {"cached_tokens": 256},
+        "output_tokens": 6,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 306,
+    },
+}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_openai_responses_api(provider: FakeProvider, traced: Path, stream: bool) -> None:
+    if stream:
+        created = {**RESPONSE, "status": "in_progress", "output": [], "usage": None}
+        events = [
+            {"type": "response.created", "sequence_number": 0, "response": created},
+            {
+                "type": "response.output_text.delta",
+                "sequence_number": 1,
+                "item_id": "msg_1",
+                "output_index": 0,
+                "content_index": 0,
+                "delta": "Refunds take ",
+            },
+            {
+                "type": "response.output_text.delta",
+                "sequence_number": 2,
+                "item_id": "msg_1",
+                "output_index": 0,
+                "content_index": 0,
+                "delta": "five days.",
+            },
+            {"type": "response.completed", "sequence_number": 3, "response": RESPONSE},
+        ]
+        chunks = [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+        provider.scripts["/v1/responses"] = Script(content_type="text/event-stream", chunks=chunks)
+    else:
+        provider.scripts["/v1/responses"] = Script(chunks=[json.dumps(RESPONSE).encode()])
+    client = instrument(openai.OpenAI(api_key="sk-test", base_url=f"{provider.base_url}/v1", max_retries=0))
+    kw = {
+        "model": "gpt-4.1-mini",
+        "instructions": "Today is 2026-11-29. Be brief.",
+        "input": "How long do refunds take?",
+        "max_output_tokens": 64,
+    }
+    if stream:
+        text = "".join(
+            e.delta for e in client.responses.create(stream=True, **kw) if e.type.endswith("text.delta")
+        )
+    else:
+        text = client.responses.create(**kw).output_text
+    assert text == "Refunds take five days."
+    p = client_pass(traced)
+    assert (p["provider"], p["model"], p["response_model"], p["finish_reason"]) == (
+        "openai",
+        "gpt-4.1-mini",
+        "gpt-4.1-mini-2025-04-14",
+        "stop",
+    )
+    assert (p["prompt_tokens"], p["cached_tokens"], p["output_tokens"], p["max_tokens"]) == (300, 256, 6, 64)
+    assert p["cost_usd"] == pytest.approx((44 * 0.40 + 256 * 0.10 + 6 * 1.60) / 1e6)
+    st = stages_of(traced, p["span_id"])
+    assert st["intake.system_prompt"]["attributes"]["llmtrace.system.volatile_kind"] == "date"
+    assert (p["ttft_ms"] is not None) is stream

@@ -294,3 +294,51 @@ def test_segments_under_each_capture_mode() -> None:
         )
     finally:
         capture.set_mode("hashes")
+
+
+def test_responses_parser_maps_status_to_finish_reasons() -> None:
+    from llmtrace.adapters.responses_parser import ResponsesParser
+
+    cut = ResponsesParser()
+    cut.on_request(
+        {
+            "model": "o4-mini",
+            "input": [
+                {"role": "developer", "content": "Rules."},
+                {"role": "user", "content": [{"type": "input_text", "text": "q"}]},
+            ],
+            "text": {"format": {"type": "json_schema"}},
+        }
+    )
+    assert cut.obs.system_text == "Rules." and [k for k, _ in cut.obs.segments] == ["system", "user"]
+    assert cut.obs.output_type == "json"
+    cut.on_response(
+        json.dumps(
+            {
+                "object": "response",
+                "status": "incomplete",
+                "output": [],
+                "incomplete_details": {"reason": "max_output_tokens"},
+            }
+        ).encode()
+    )
+    assert cut.obs.finish_reasons == ["length"]
+    call = ResponsesParser()
+    call.on_chunk(
+        b"response.output_item.added",
+        b'{"type": "response.output_item.added", "item": {"type": "function_call"}}',
+        1,
+    )
+    call.on_chunk(None, b'{"type": "response.function_call_arguments.delta", "delta": "{}"}', 2)
+    call.on_chunk(None, b'{"type": "response.completed", "response": {"status": "completed"}}', 3)
+    assert (call.obs.finish_reasons, call.obs.first_tool_ns, call.obs.tool_calls, call.obs.done) == (
+        ["tool_calls"],
+        2,
+        1,
+        True,
+    )
+    u = usage.normalise(
+        "openai_responses",
+        {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 12}, "output_tokens": 1},
+    )
+    assert not u.consistent and "cached tokens exceed input tokens" in u.problems
