@@ -68,7 +68,8 @@ class CostAfterDeploy(SymptomAnalyzer):
         ev = [Evidence(f"hit rate at {d['deploy']}", round(float(d["hit_rate"]), 3), "", tuple(d["trace_ids"]))  # type: ignore[arg-type]
               for d in deploys]
         ev.append(Evidence("deploy where it fell", after["deploy"], "", ids, baseline=before["deploy"]))
-        if after["cost_per_request"] is not None and before["cost_per_request"] is not None:
+        if after["cost_per_request"] is not None and before["cost_per_request"] is not None \
+                and (after["cost_per_request"] or before["cost_per_request"]):  # no price known: both zero
             ev.append(Evidence("cost per request", round(float(after["cost_per_request"]), 6), "USD", ids,  # type: ignore[arg-type]
                                baseline=round(float(before["cost_per_request"]), 6)))  # type: ignore[arg-type]
         moved = self._segment_that_moved(q, side, str(before["deploy"]), str(after["deploy"]))
