@@ -14,6 +14,7 @@ from llmtrace.analyzers.query import Query, pass_side, side_filter
 SLOW_FACTOR = 2.0  # a pass is slow-stream when its TPOT is this many times the fast end (10th percentile)
 MIN_GAP_MS = 2.0  # and at least this much slower per token: below it the difference is timer noise
 MIN_PASSES = 6
+SAMPLE = 3000  # passes per group whose stage values are read
 
 # stage -> (alias, boundary value, type, how it explains a slow stream)
 CANDIDATES: tuple[tuple[str, str, str, str, str], ...] = (
@@ -35,25 +36,33 @@ class SlowStream(SymptomAnalyzer):
         side = pass_side(q, "tpot_ms")
         if side is None:
             return []
+        # Classify every pass from the requests table; read stage values for a sample of each group only
+        # (the medians compared need a few thousand passes, not all of them).
+        only = "AND parent_span_id IN (SELECT span_id FROM pick)"
         joins = "\n".join(
-            f"LEFT JOIN {q.stage_sql(stage, {alias: (name, typ)})} {alias}_t ON {alias}_t.parent_span_id = r.span_id"
+            f"LEFT JOIN {q.stage_sql(stage, {alias: (name, typ)}, only)} {alias}_t ON {alias}_t.parent_span_id = pick.span_id"
             for stage, alias, name, typ, _ in CANDIDATES)
         att = q.stage_sql("forward.attention", {"fallback": ("llmtrace.attention.fallback", "bool"),
-                                                "backend": ("llmtrace.attention.backend", "str")})
+                                                "backend": ("llmtrace.attention.backend", "str")}, only)
         meds = ", ".join(f"median({alias}) AS {alias}" for _, alias, _, _, _ in CANDIDATES)
         groups = q.rows(f"""
-            WITH r AS (SELECT span_id, trace_id, tpot_ms, output_tokens FROM {q.requests}
+            WITH r AS (SELECT span_id, trace_id, tpot_ms, output_tokens, start_ns FROM {q.requests}
                        WHERE {side_filter(side)} AND tpot_ms IS NOT NULL),
-                 m AS (SELECT quantile_cont(tpot_ms, 0.1) AS base, median(tpot_ms) AS mid, count(*) AS n FROM r)
-            SELECT r.tpot_ms >= {SLOW_FACTOR} * m.base AND r.tpot_ms - m.base >= {MIN_GAP_MS} AS slow, count(*) AS n, any_value(m.n) AS total,
-                   any_value(m.mid) AS mid, median(r.tpot_ms) AS tpot, median(r.output_tokens) AS output_tokens,
-                   {meds}, count(*) FILTER (WHERE att.fallback) AS fallbacks,
-                   any_value(att.backend) FILTER (WHERE att.fallback) AS fallback_backend,
-                   (list(r.trace_id ORDER BY r.tpot_ms DESC))[1:5] AS ids,
-                   (list(r.trace_id ORDER BY r.tpot_ms DESC) FILTER (WHERE att.fallback))[1:5] AS fallback_ids
-            FROM r CROSS JOIN m {joins}
-            LEFT JOIN {att} att ON att.parent_span_id = r.span_id
-            GROUP BY ALL""")
+                 m AS (SELECT quantile_cont(tpot_ms, 0.1) AS base, count(*) AS n FROM r),
+                 cls AS (SELECT r.*, r.tpot_ms >= {SLOW_FACTOR} * m.base AND r.tpot_ms - m.base >= {MIN_GAP_MS} AS slow,
+                                m.n AS total FROM r CROSS JOIN m),
+                 counts AS (SELECT slow, count(*) AS n, median(tpot_ms) AS tpot, median(output_tokens) AS output_tokens,
+                                   (list(trace_id ORDER BY tpot_ms DESC))[1:5] AS ids FROM cls GROUP BY slow),
+                 pick AS (SELECT * FROM cls QUALIFY row_number() OVER (PARTITION BY slow ORDER BY start_ns DESC) <= {SAMPLE}),
+                 vals AS (
+                    SELECT pick.slow, {meds}, count(*) FILTER (WHERE att.fallback) AS fallbacks, count(*) AS sampled,
+                           any_value(att.backend) FILTER (WHERE att.fallback) AS fallback_backend,
+                           (list(pick.trace_id ORDER BY pick.tpot_ms DESC) FILTER (WHERE att.fallback))[1:5] AS fallback_ids
+                    FROM pick {joins}
+                    LEFT JOIN {att} att ON att.parent_span_id = pick.span_id
+                    GROUP BY pick.slow)
+            SELECT counts.*, vals.* EXCLUDE (slow), (SELECT any_value(total) FROM cls) AS total
+            FROM counts JOIN vals USING (slow)""")
         by = {bool(g["slow"]): g for g in groups}
         if True not in by or False not in by or int(by[True]["total"]) < MIN_PASSES:  # type: ignore[call-overload]
             return []
@@ -86,13 +95,13 @@ class SlowStream(SymptomAnalyzer):
                 f"Open {stage} on the listed traces and compare {name} with a normal pass.", score,
             ))
         fallbacks = int(slow_g["fallbacks"] or 0)  # type: ignore[call-overload]
-        if fallbacks and fallbacks / n_slow >= 0.5:
+        if fallbacks and fallbacks / int(slow_g["sampled"]) >= 0.5:  # type: ignore[call-overload]
             fids = tuple(slow_g["fallback_ids"])  # type: ignore[arg-type]
             out.append(self.finding(
                 "forward.attention", "warning", "Slow-stream passes fell back to another attention kernel",
-                f"{fallbacks} of {n_slow} slow-stream passes ran attention on a fallback path "
+                f"{fallbacks} of {slow_g['sampled']} sampled slow-stream passes ran attention on a fallback path "
                 f"({slow_g['fallback_backend']}).",
-                [base_ev, Evidence("passes on a fallback kernel", fallbacks, f"of {n_slow}", fids)], fids,
+                [base_ev, Evidence("passes on a fallback kernel", fallbacks, f"of {slow_g['sampled']} sampled", fids)], fids,
                 "Open forward.attention: read llmtrace.attention.reason for why the preferred kernel was skipped.",
                 0.6,
             ))
