@@ -39,6 +39,10 @@ def pct(value: float | None) -> str:
 def usd(value: float | None) -> str:
     if value is None:
         return NONE
+    if value == 0:
+        return "$0"
+    if abs(value) < 0.0001:  # small models and short prompts cost fractions of a cent: keep the digits
+        return f"${value:.8f}".rstrip("0")
     return f"${value:.4f}" if value < 1 else f"${value:,.2f}"
 
 

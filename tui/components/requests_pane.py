@@ -37,7 +37,7 @@ class Column:
 COLUMNS: tuple[Column, ...] = (
     Column("time", "time", 8, 8),
     Column("model", "model", 16, 14),
-    Column("replica", "replica", 7, 0),
+    Column("replica", "replica", 9, 0),
     Column("deploy", "deploy", 8, 6),
     Column("prompt", "prompt", 6, 6, True),
     Column("cached", "cached/hit", 10, 10, True),

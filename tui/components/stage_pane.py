@@ -163,11 +163,14 @@ class ValueList:
             yield table
             return
         for name, value, meaning in self.rows:
-            line = name.copy()
-            line.truncate(max(8, width - value.cell_len - 1), overflow="ellipsis")
-            line.append(" " * max(1, width - line.cell_len - value.cell_len))
-            line.append_text(value)
-            yield line
+            if name.cell_len + value.cell_len + 1 > width:  # a long value gets a line of its own
+                yield name
+                yield Text("   ") + value
+            else:
+                line = name.copy()
+                line.append(" " * (width - name.cell_len - value.cell_len))
+                line.append_text(value)
+                yield line
             if meaning.plain:
                 yield Text("   " + meaning.plain, style="dim")
 
