@@ -37,6 +37,15 @@ class TokenResult:
     finish_reason: FinishReason | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """Log-probability of a chosen token under the model's raw scores, with the ``n`` most likely tokens."""
+
+    token_id: int
+    logprob: float
+    top: tuple[tuple[int, float], ...]
+
+
 @dataclass(slots=True)
 class SequenceState:
     """Everything the pipeline keeps for one sequence between steps."""
@@ -57,6 +66,8 @@ class SequenceState:
     finish_reason: FinishReason | None = None
     stop_matched: str | None = None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    logprobs: list[TokenLogprob] = field(default_factory=list)  # one per output token when params.logprobs
+    _pending_logprobs: list[TokenLogprob] = field(default_factory=list)  # chosen, not yet accepted
     # cumulative time per Generation stage (ns), so the engine can give each stage span a real duration
     stage_ns: dict[str, int] = field(default_factory=dict)
 
@@ -139,6 +150,20 @@ class GenerationPipeline:
     def _choose(self, st: SequenceState, row: torch.Tensor, extra: list[int] | None) -> int:
         if st.finished:
             return self._eos_fallback
+        tok = self._choose_token(st, row, extra)
+        if st.params.logprobs is not None:
+            if not extra:
+                st._pending_logprobs.clear()
+            st._pending_logprobs.append(self._logprob(row, tok, st.params.logprobs))
+        return tok
+
+    def _logprob(self, row: torch.Tensor, token_id: int, n: int) -> TokenLogprob:
+        lp = torch.log_softmax(row[: self.vocab_size].float(), dim=-1)
+        top = torch.topk(lp, n) if n else None
+        pairs = tuple(zip(top.indices.tolist(), top.values.tolist(), strict=True)) if top is not None else ()
+        return TokenLogprob(token_id, float(lp[token_id]), pairs)
+
+    def _choose_token(self, st: SequenceState, row: torch.Tensor, extra: list[int] | None) -> int:
         if st.reasoning is not None:
             forced = st.reasoning.forced_token() if not extra else st.reasoning.peek_forced(len(extra))
             if forced is not None:
@@ -172,6 +197,10 @@ class GenerationPipeline:
             return TokenResult("", True, st.finish_reason)
         st.output_token_ids.append(token_id)
         st.penalties.append(token_id)
+        if st._pending_logprobs:
+            pending = st._pending_logprobs.pop(0)
+            if pending.token_id == token_id:
+                st.logprobs.append(pending)
         if st.reasoning is not None:
             st.reasoning.commit(token_id)
         is_eos = token_id in self.eos_token_ids and not st.params.ignore_eos

@@ -126,3 +126,23 @@ def test_padded_vocabulary_rows_never_chosen(tokenizer):
     logits[0, -1] = 100.0  # a padding row with a huge score
     st = pipe.new_state(SamplingParams(temperature=0.0), [1])
     assert pipe.sample(logits, [st])[0] < tokenizer.vocab_size
+
+
+def test_logprobs_follow_accepted_tokens(pipe):
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.2] + [0.0] * (pipe.vocab_size - 3)]).clamp_min(1e-30))
+    st = pipe.new_state(SamplingParams(temperature=0.0, max_tokens=3, logprobs=2), [1])
+    tok = pipe.sample(logits, [st])[0]
+    pipe.accept(st, tok, 0)
+    assert len(st.logprobs) == 1 and st.logprobs[0].token_id == 0
+    assert st.logprobs[0].logprob == pytest.approx(float(torch.log(torch.tensor(0.5))), abs=1e-4)
+    assert [t for t, _ in st.logprobs[0].top] == [0, 1]
+    # speculative verification: entries only for the tokens that were really accepted
+    draft = [0, 5]
+    targets = pipe.sample_draft_targets(st, logits.repeat(3, 1), draft)
+    assert targets == [0, 0]
+    for t in targets:
+        pipe.accept(st, t, 0)
+    assert [lp.token_id for lp in st.logprobs] == st.output_token_ids
+    plain = pipe.new_state(SamplingParams(temperature=0.0), [1])
+    pipe.accept(plain, pipe.sample(logits, [plain])[0], 0)
+    assert plain.logprobs == []
