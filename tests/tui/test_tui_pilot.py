@@ -159,6 +159,14 @@ async def test_enter_opens_waterfall_and_stage_pane_explains(support_store: Path
         assert "Prefill" in body and "llmtrace.prefill.tokens" in body and "What goes wrong" in body
         assert "prompt tokens computed" in body  # the registry's one-line meaning
         assert "tokens" in body  # unit
+        # the mouse works in the waterfall too: click the first tool row
+        tool = next(i for i, r in enumerate(waterfall.rows) if r.kind == "tool")
+        waterfall.scroll_to(y=max(0, tool - 2), animate=False)
+        await pilot.pause()
+        await pilot.click("#waterfall", offset=(5, tool - int(waterfall.scroll_y)))
+        await pilot.pause()
+        assert waterfall.highlighted == tool
+        assert "Tool dispatch" in text_of(app, "#stage-body") and "gen_ai.tool.name" in text_of(app, "#stage-body")
         await pilot.press("escape")
         assert app.query_one(TabbedContent).active == "requests"
 
