@@ -22,6 +22,8 @@ class DifferentAnswer(SymptomAnalyzer):
                    max(coalesce(temperature, 1.0)) AS max_temp, min(coalesce(temperature, 1.0)) AS min_temp,
                    count(DISTINCT seed) AS seeds, count(*) FILTER (WHERE seed IS NULL) AS unseeded,
                    count(DISTINCT composition_hash) AS compositions,
+                   count(DISTINCT coalesce(cached_tokens, 0)) AS cache_shapes,
+                   list(DISTINCT coalesce(cached_tokens, 0)) AS cached_list,
                    list(DISTINCT composition_hash) FILTER (WHERE composition_hash IS NOT NULL) AS composition_list,
                    count(DISTINCT coalesce(response_model, model)) AS models,
                    list(DISTINCT coalesce(response_model, model)) AS model_list,
@@ -46,7 +48,9 @@ class DifferentAnswer(SymptomAnalyzer):
                 buckets["routing"].append(g)
             elif float(g["max_temp"]) > 0 and (int(g["unseeded"]) > 0 or int(g["seeds"]) > 1):  # type: ignore[arg-type,call-overload]
                 buckets["sampling"].append(g)
-            elif int(g["compositions"]) > 1 and not g["any_invariant"]:  # type: ignore[call-overload]
+            elif (int(g["compositions"]) > 1 or int(g["cache_shapes"]) > 1) and not g["any_invariant"]:  # type: ignore[call-overload]
+                # Different batches, or the same prompt computed from a different cached prefix: either way
+                # the arithmetic ran in other shapes, which moves greedy logits without invariant kernels.
                 buckets["batching"].append(g)
             else:
                 buckets["other"].append(g)
@@ -70,14 +74,17 @@ class DifferentAnswer(SymptomAnalyzer):
             gs = buckets["batching"]
             ids = sample_ids([t for g in gs for t in g["trace_ids"]])  # type: ignore[attr-defined]
             comps = sorted({c for g in gs for c in (g["composition_list"] or [])})  # type: ignore[attr-defined]
+            cached = sorted({int(c) for g in gs for c in (g["cached_list"] or [])})  # type: ignore[attr-defined]
             out.append(self.finding(
                 "forward.batching", "warning",
                 f"{len(gs)} prompts at temperature 0 gave different answers in different batches",
                 "Greedy decoding is only repeatable when the arithmetic is: the same prompt ran in batches of "
-                "different shapes without batch-invariant kernels, and the logits moved enough to flip a token.",
+                "different shapes (or from a different cached prefix) without batch-invariant kernels, and the "
+                "logits moved enough to flip a token.",
                 [Evidence("prompts with more than one answer", len(gs), f"of {total} such prompts", ids),
                  Evidence("temperature", 0.0, "", ids),
                  Evidence("batch compositions seen", comps[:6], "", ids),
+                 Evidence("cached prompt tokens seen", cached[:6], "tokens", ids),
                  Evidence("batch-invariant mode", False, "", ids)],
                 ids, "Run the server in batch-invariant mode (or with a batch of one) and confirm the answers "
                 "agree; open forward.batching for each pass's composition.", 0.5 + 0.5 * len(gs) / total,

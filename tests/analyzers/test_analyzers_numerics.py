@@ -1,0 +1,34 @@
+"""Same prompt, different answer at temperature 0, for real: the bundled SmolLM2 in bfloat16, asked the
+same thing twice. The second time the prompt comes from the prefix cache, so the arithmetic runs in other
+shapes, and bfloat16 rounding is coarse enough to flip a greedy token. Skipped when the default model is
+not installed (`llmtrace model pull`), or when this run's outputs happen to agree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from analyzers_live import client, findings, stages, store
+
+pytestmark = pytest.mark.slow
+
+STORY = [{"role": "user", "content": "Write a short story about a lighthouse keeper who finds a message in a bottle."}]
+
+
+def test_greedy_answers_drift_with_compute_shape_names_batching(tmp_path: Path) -> None:
+    from llmtrace.backend.model.pull import default_model_path
+    from llmtrace.demo_server import InProcessServer
+
+    if not default_model_path().exists():
+        pytest.skip("the default model is not installed")
+    with InProcessServer(None, "--dtype", "bfloat16") as srv:
+        c = client(srv)
+        with store(tmp_path / "t.duckdb") as db:
+            outs = {c.chat.completions.create(model=srv.model_id, messages=STORY, max_tokens=20,
+                                              temperature=0).choices[0].message.content for _ in range(3)}
+    if len(outs) == 1:
+        pytest.skip("bfloat16 greedy outputs agreed this time")
+    found = findings(db, "different_answer")
+    assert found and found[0].stage == "forward.batching", stages(found)
+    cached = next(e for e in found[0].evidence if e.label == "cached prompt tokens seen").value
+    assert len(cached) > 1  # the first pass computed the prompt, the later ones reused it
