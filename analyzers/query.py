@@ -96,7 +96,7 @@ class Query:
                    v."llmtrace.batch.composition_hash" AS composition_hash,
                    v."llmtrace.meters.cost_usd" AS cost_usd, v."llmtrace.prompt.hash" AS prompt_hash,
                    v."llmtrace.output.hash" AS output_hash
-            FROM (SELECT *, json_transform(attributes, '{_REQUEST_SPEC}') AS v FROM spans
+            FROM (SELECT *, TRY(json_transform(attributes, '{_REQUEST_SPEC}')) AS v FROM spans
                   WHERE operation IN ('chat', 'text_completion', 'generate_content'){where})""")
         self._req_table = name
 
@@ -132,7 +132,7 @@ class Query:
         """The same relation as :meth:`stage`, as SQL to build on. Each span's JSON is parsed once."""
         cols = ", ".join(f'v."{n}" AS {alias}' for alias, (n, _) in values.items())
         return (f"(SELECT trace_id, span_id, parent_span_id, start_ns, duration_ms, deploy, service"
-                f"{', ' + cols if cols else ''} FROM (SELECT *, json_transform(attributes, '{struct_spec(values)}') AS v "
+                f"{', ' + cols if cols else ''} FROM (SELECT *, TRY(json_transform(attributes, '{struct_spec(values)}')) AS v "
                 f"FROM {self.spans} WHERE stage = '{stage_id}'{' ' + extra if extra else ''}))")
 
 
