@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -14,38 +12,14 @@ from textual.widgets import DataTable, Input, Static
 
 from llmtrace.tracer.store import StoreError
 
-from .. import format as fmt
 from ..data.filter_expr import CompiledFilter, FilterError, compile_filter
 from ..data.records import RequestPage, RequestRow
 from ..data.store_reader import SORT_COLUMNS, StoreReader
-from ..keymap import bindings
 from ..messages import StoreProblem, TraceChosen
+from .request_table import Column, RequestTable, SortStep, columns_for, row_cells
 
 PAGE = 100
-NARROW = 100  # below this many columns the replica column is left out
-
-
-@dataclass(frozen=True, slots=True)
-class Column:
-    key: str
-    label: str
-    width: int  # characters of content; one space of gutter is added in front
-    narrow: int  # width below NARROW columns (0: left out)
-    numeric: bool = False
-
-
-COLUMNS: tuple[Column, ...] = (
-    Column("time", "time", 8, 8),
-    Column("model", "model", 16, 14),
-    Column("replica", "replica", 9, 0),
-    Column("deploy", "deploy", 8, 6),
-    Column("prompt", "prompt", 6, 6, True),
-    Column("cached", "cached/hit", 10, 10, True),
-    Column("ttft", "TTFT", 6, 6, True),
-    Column("tpot", "TPOT", 6, 6, True),
-    Column("output", "out", 5, 4, True),
-    Column("finish", "finish", 10, 9),
-)
+NARROW = 100  # below this many columns the narrow widths apply (and the replica column is left out)
 
 
 EMPTY_STORE = (
@@ -53,25 +27,6 @@ EMPTY_STORE = (
     "Record some: run `llmtrace demo`, or call llmtrace.init(db=...) in your app, "
     "or serve with `llmtrace serve --db ...`.\nWith --follow (key l) new passes appear here as they are written."
 )
-
-
-class RequestTable(DataTable[Text]):
-    BINDINGS = bindings("requests")
-
-    def action_sort_next(self) -> None:
-        self.post_message(SortStep(+1))
-
-    def action_sort_previous(self) -> None:
-        self.post_message(SortStep(-1))
-
-    def action_sort_invert(self) -> None:
-        self.post_message(SortStep(0))
-
-
-class SortStep(Message):
-    def __init__(self, step: int) -> None:
-        super().__init__()
-        self.step = step
 
 
 class RequestsPane(Vertical):
@@ -123,9 +78,7 @@ class RequestsPane(Vertical):
 
     def visible_columns(self) -> list[tuple[Column, int]]:
         """(column, width) pairs that fit the pane."""
-        narrow = self.size.width < NARROW if self.size.width else False
-        out = [(c, c.narrow if narrow else c.width) for c in COLUMNS]
-        return [(c, w) for c, w in out if w > 0]
+        return columns_for(self.size.width < NARROW if self.size.width else False)
 
     def _build_columns(self) -> None:
         self._narrow = self.size.width < NARROW if self.size.width else False
@@ -234,7 +187,7 @@ class RequestsPane(Vertical):
 
     # -- cells ---------------------------------------------------------------------------------------
     def _cells(self, r: RequestRow) -> list[Text]:
-        return [_fit(_cell(c, w, r), w, c.numeric) for c, w in self.visible_columns()]
+        return row_cells(r, self.visible_columns())
 
     # -- filter --------------------------------------------------------------------------------------
     def set_filter(self, text: str) -> None:
@@ -308,42 +261,3 @@ class RequestsPane(Vertical):
     def current(self) -> RequestRow | None:
         i = self.table.cursor_row
         return self.rows[i] if 0 <= i < len(self.rows) else None
-
-
-def _fit(text: Text, width: int, numeric: bool) -> Text:
-    """One space of gutter, then the content cut or padded to exactly ``width``."""
-    if text.cell_len > width:
-        text.truncate(width - 1)
-        text.append("…")
-    pad = " " * (width - text.cell_len)
-    return Text(" ") + (Text(pad) + text if numeric else text + Text(pad))
-
-
-def _cell(c: Column, width: int, r: RequestRow) -> Text:
-    if c.key == "time":
-        return Text(fmt.utc_time(r.start_ns))
-    if c.key == "model":
-        model = r.model or fmt.NONE
-        side = {"client": "c ", "server": "s ", "app": "a "}.get(r.side or "", "")
-        return Text(side, style="dim") + Text(model)
-    if c.key == "replica":
-        return Text(r.replica or fmt.NONE)
-    if c.key == "deploy":
-        return Text(r.deploy or fmt.NONE)
-    if c.key == "prompt":
-        return Text(fmt.count(r.prompt_tokens), justify="right")
-    if c.key == "cached":
-        hit = r.hit_ratio
-        style = "" if hit is None else ("#87d787" if hit >= 0.5 else "#ffaf5f" if hit >= 0.1 else "#ff8787")
-        return Text(fmt.count(r.cached_tokens) + " ") + Text(f"{fmt.pct(hit):>4}", style=style)
-    if c.key == "ttft":
-        return Text(fmt.ms(r.ttft_ms), justify="right")
-    if c.key == "tpot":
-        return Text(fmt.ms(r.tpot_ms), justify="right")
-    if c.key == "output":
-        return Text(fmt.count(r.output_tokens), justify="right")
-    if c.key == "finish":
-        reason = r.finish_reason or (r.status if r.status and r.status != "ok" else fmt.NONE)
-        style = "#ffaf5f" if reason in ("length", "content_filter") else ("bold #ff5f5f" if r.status == "error" else "")
-        return Text(reason, style=style)
-    raise ValueError(f"unknown column {c.key}")

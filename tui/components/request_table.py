@@ -1,0 +1,108 @@
+"""The request table widget: its columns, how a pass is drawn in a row, and the sort keys it sends up."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.message import Message
+from textual.widgets import DataTable
+
+from .. import format as fmt
+from ..data.records import RequestRow
+from ..keymap import bindings
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    key: str
+    label: str
+    width: int  # characters of content; one space of gutter is added in front
+    narrow: int  # width below NARROW columns (0: left out)
+    numeric: bool = False
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("time", "time", 8, 8),
+    Column("model", "model", 16, 14),
+    Column("replica", "replica", 9, 0),
+    Column("deploy", "deploy", 8, 6),
+    Column("prompt", "prompt", 6, 6, True),
+    Column("cached", "cached/hit", 10, 10, True),
+    Column("ttft", "TTFT", 6, 6, True),
+    Column("tpot", "TPOT", 6, 6, True),
+    Column("output", "out", 5, 4, True),
+    Column("finish", "finish", 10, 9),
+)
+
+
+def columns_for(narrow: bool) -> list[tuple[Column, int]]:
+    """(column, width) pairs for a wide or a narrow pane; a narrow width of 0 leaves the column out."""
+    out = [(c, c.narrow if narrow else c.width) for c in COLUMNS]
+    return [(c, w) for c, w in out if w > 0]
+
+
+def row_cells(r: RequestRow, columns: list[tuple[Column, int]]) -> list[Text]:
+    return [_fit(_cell(c, w, r), w, c.numeric) for c, w in columns]
+
+
+class SortStep(Message):
+    """o / O / i on the table: +1 next sort column, -1 previous, 0 reverse the direction."""
+
+    def __init__(self, step: int) -> None:
+        super().__init__()
+        self.step = step
+
+
+class RequestTable(DataTable[Text]):
+    """A DataTable with the request keys; sorting itself is the pane's job (it re-reads the store)."""
+
+    BINDINGS = bindings("requests")
+
+    def action_sort_next(self) -> None:
+        self.post_message(SortStep(+1))
+
+    def action_sort_previous(self) -> None:
+        self.post_message(SortStep(-1))
+
+    def action_sort_invert(self) -> None:
+        self.post_message(SortStep(0))
+
+
+def _fit(text: Text, width: int, numeric: bool) -> Text:
+    """One space of gutter, then the content cut or padded to exactly ``width``."""
+    if text.cell_len > width:
+        text.truncate(width - 1)
+        text.append("…")
+    pad = " " * (width - text.cell_len)
+    return Text(" ") + (Text(pad) + text if numeric else text + Text(pad))
+
+
+def _cell(c: Column, width: int, r: RequestRow) -> Text:
+    if c.key == "time":
+        return Text(fmt.utc_time(r.start_ns))
+    if c.key == "model":
+        model = r.model or fmt.NONE
+        side = {"client": "c ", "server": "s ", "app": "a "}.get(r.side or "", "")
+        return Text(side, style="dim") + Text(model)
+    if c.key == "replica":
+        return Text(r.replica or fmt.NONE)
+    if c.key == "deploy":
+        return Text(r.deploy or fmt.NONE)
+    if c.key == "prompt":
+        return Text(fmt.count(r.prompt_tokens), justify="right")
+    if c.key == "cached":
+        hit = r.hit_ratio
+        style = "" if hit is None else ("#87d787" if hit >= 0.5 else "#ffaf5f" if hit >= 0.1 else "#ff8787")
+        return Text(fmt.count(r.cached_tokens) + " ") + Text(f"{fmt.pct(hit):>4}", style=style)
+    if c.key == "ttft":
+        return Text(fmt.ms(r.ttft_ms), justify="right")
+    if c.key == "tpot":
+        return Text(fmt.ms(r.tpot_ms), justify="right")
+    if c.key == "output":
+        return Text(fmt.count(r.output_tokens), justify="right")
+    if c.key == "finish":
+        reason = r.finish_reason or (r.status if r.status and r.status != "ok" else fmt.NONE)
+        style = "#ffaf5f" if reason in ("length", "content_filter") else ("bold #ff5f5f" if r.status == "error" else "")
+        return Text(reason, style=style)
+    raise ValueError(f"unknown column {c.key}")
