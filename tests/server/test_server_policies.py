@@ -15,8 +15,7 @@ import httpx
 import openai
 import pytest
 from server_testkit import query, wait_rows
-
-from conftest import RunningServer, start_server, stop_server
+from testkit import RunningServer, start_server, stop_server
 
 CHAT = "/v1/chat/completions"
 
