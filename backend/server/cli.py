@@ -129,11 +129,11 @@ def build_service(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    import llmtrace
+    from llmtrace import tracer
     from llmtrace.backend.server.app import build_app
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    llmtrace.init(db=args.db, service_name="llmtrace-serve", deploy=args.deploy, capture=args.capture)
+    tracer.init(db=args.db, service_name="llmtrace-serve", deploy=args.deploy, capture=args.capture)
     service = None
     try:
         t0 = time.perf_counter()
@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
                     replica.shutdown()
                 except Exception:  # shutting down anyway; the traces still get flushed below
                     log.exception("replica shutdown failed")
-        llmtrace.shutdown()
+        tracer.shutdown()
 
 
 def _uvicorn_server() -> type:
