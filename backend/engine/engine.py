@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from llmtrace.backend.engine.allocator import keep_freed_memory
 from llmtrace.backend.engine.block_manager import BlockManager
 from llmtrace.backend.engine.block_pool import BlockPool
 from llmtrace.backend.engine.config import EngineConfig
@@ -69,6 +70,7 @@ def load_model(model_path: str | Path | None, dtype: str) -> tuple[LlamaModel, A
 class Engine:
     def __init__(self, model_path: str | Path | None = None, config: EngineConfig | None = None) -> None:
         config = config or EngineConfig()
+        keep_freed_memory()  # before loading: the load's big temporaries benefit too
         model, tokenizer = load_model(model_path, config.dtype)
         self._setup(model, tokenizer, config)
 
@@ -82,6 +84,7 @@ class Engine:
         if _dtype_name(model.dtype) != config.dtype:
             raise ValueError(f"the model is {_dtype_name(model.dtype)} but the engine config says {config.dtype}")
         torch.set_grad_enabled(False)
+        keep_freed_memory()
         if config.num_threads:
             torch.set_num_threads(config.num_threads)
         cfg = model.config

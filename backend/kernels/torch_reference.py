@@ -88,16 +88,19 @@ class TorchPagedAttention:
         kv_heads = k_cache.shape[2]
         group = heads // kv_heads
         plan = self._decode_plan(meta, rows, k_cache.shape[1], q.device)
-        # [B, L, KVH, D] -> keys [B, KVH, D, L], values [B, KVH, L, D]
-        k = k_cache.index_select(0, plan.flat).view(batch, plan.padded, kv_heads, dim)
-        v = v_cache.index_select(0, plan.flat).view(batch, plan.padded, kv_heads, dim)
+        k = _gather_blocks(k_cache, plan.flat).view(batch, plan.padded, kv_heads, dim)
+        v = _gather_blocks(v_cache, plan.flat).view(batch, plan.padded, kv_heads, dim)
         if plan.length != plan.padded:  # one sequence: cut the padding instead of masking it
             k, v = k[:, : plan.length], v[:, : plan.length]
-        scores = torch.matmul((q * scale).view(batch, kv_heads, group, dim), k.permute(0, 2, 3, 1))
+        # [B, L, KVH, D] -> [B, KVH, L, D], copied: a CPU matmul over the strided view copies it anyway,
+        # and more slowly
+        k = k.transpose(1, 2).contiguous()
+        v = v.transpose(1, 2).contiguous()
+        scores = torch.matmul((q * scale).view(batch, kv_heads, group, dim), k.transpose(-1, -2))
         if plan.mask is not None:
             scores = scores + plan.mask  # -inf past each sequence's end (float32)
         probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(v.dtype)
-        return torch.matmul(probs, v.transpose(1, 2)).view(batch, heads, dim)
+        return torch.matmul(probs, v).view(batch, heads, dim)
 
     def _decode_plan(self, meta: AttentionMetadata, rows: list[int], block_size: int, device: torch.device) -> _Plan:
         """Gather indices and padding mask of a decode batch, built once per step and reused by every layer."""
@@ -119,7 +122,8 @@ class TorchPagedAttention:
         elif min(lens) != padded:
             lens_t = torch.tensor(lens, device=device)
             beyond = torch.arange(padded, device=device)[None, :] >= lens_t[:, None]
-            mask = torch.zeros(len(rows), 1, 1, padded, device=device).masked_fill_(beyond[:, None, None, :], float("-inf"))
+            mask = torch.zeros(len(rows), 1, 1, padded, device=device)
+            mask.masked_fill_(beyond[:, None, None, :], float("-inf"))
         self._plan_key, self._plan = key, _Plan(flat, padded, length, mask)
         self._meta_ref = meta  # keep the metadata alive so its id cannot be reused while the plan is cached
         return self._plan
@@ -129,7 +133,7 @@ class TorchPagedAttention:
         length = meta.seq_lens_list[i]
         block_size = cache.shape[1]
         table = meta.block_tables[i, : -(-length // block_size)].long()
-        return cache.index_select(0, table).flatten(0, 1)[:length]
+        return _gather_blocks(cache, table).view(-1, cache.shape[2], cache.shape[3])[:length]
 
     def _prefill(
         self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata, i: int, scale: float
@@ -164,6 +168,12 @@ class TorchPagedAttention:
                 )
             start += n
         return out
+
+
+def _gather_blocks(cache: torch.Tensor, block_ids: torch.Tensor) -> torch.Tensor:
+    """``cache[block_ids]`` through a 2-D view: row gathers of whole blocks are ~10x faster in bfloat16
+    than ``index_select`` on the 4-D tensor."""
+    return cache.view(cache.shape[0], -1).index_select(0, block_ids)
 
 
 def causal_mask(num_queries: int, kv_len: int, device: torch.device) -> torch.Tensor:
