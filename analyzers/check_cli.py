@@ -99,7 +99,7 @@ def explain(q: Query, verdicts: list[Verdict]) -> list[Verdict]:
         found: list[Finding] = []
         for symptom in _EXPLAINERS.get(v.metric, ()):
             if symptom not in cache:
-                cache[symptom] = ANALYZERS[symptom].analyze(q.conn, q.since_ns, query=q)  # type: ignore[call-arg]
+                cache[symptom] = ANALYZERS[symptom].analyze(q.conn, q.since_ns, query=q)
             found += cache[symptom]
         found.sort(key=Finding.sort_key)
         out.append(replace(v, explanation=found[0] if found else None))

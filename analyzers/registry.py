@@ -6,25 +6,22 @@ from typing import Protocol
 
 import duckdb
 
+from llmtrace.analyzers.catalog import build_analyzers
 from llmtrace.analyzers.finding import Finding
+from llmtrace.analyzers.query import Query
 
 
 class Analyzer(Protocol):
+    """One symptom's analyzer: ``analyze(conn)`` returns its findings, best first. ``query`` lets a run of
+    several analyzers share one materialized ``requests`` table."""
+
     symptom: str
 
-    def analyze(self, conn: duckdb.DuckDBPyConnection, since_ns: int | None = None) -> list[Finding]: ...
+    def analyze(self, conn: duckdb.DuckDBPyConnection, since_ns: int | None = None,
+                query: Query | None = None) -> list[Finding]: ...
 
 
-def _build() -> dict[str, Analyzer]:
-    # Filled in as the analyzers land; importing lazily keeps `import llmtrace.analyzers` cheap.
-    try:
-        from llmtrace.analyzers.catalog import build_analyzers
-    except ImportError:
-        return {}
-    return build_analyzers()
-
-
-ANALYZERS: dict[str, Analyzer] = _build()
+ANALYZERS: dict[str, Analyzer] = build_analyzers()
 
 
 def run_analyzers(conn: duckdb.DuckDBPyConnection, symptoms: list[str] | None = None,
@@ -38,8 +35,6 @@ def run_analyzers(conn: duckdb.DuckDBPyConnection, symptoms: list[str] | None = 
     chosen = list(ANALYZERS) if symptoms is None else symptoms
     for s in chosen:
         get_symptom(s)  # a clear KeyError for a name that is not in the table
-    from llmtrace.analyzers.query import Query
-
     findings: list[Finding] = []
     q = Query(conn, since_ns)
     if len(chosen) > 1:
@@ -48,7 +43,7 @@ def run_analyzers(conn: duckdb.DuckDBPyConnection, symptoms: list[str] | None = 
         for s in chosen:
             analyzer = ANALYZERS.get(s)
             if analyzer is not None:
-                findings.extend(analyzer.analyze(conn, since_ns, query=q))  # type: ignore[call-arg]
+                findings.extend(analyzer.analyze(conn, since_ns, query=q))
     finally:
         q.release()
     findings.sort(key=Finding.sort_key)
