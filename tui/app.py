@@ -7,6 +7,7 @@ the pane that should react. Every store read happens in a worker thread inside a
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from rich.text import Text
@@ -31,6 +32,7 @@ from .keymap import bindings
 from .messages import PhaseToggled, ShowTraces, StoreProblem, TraceChosen
 
 TABS = ("requests", "trace", "findings", "cache")
+FINDINGS_EVERY_S = 10.0
 
 
 class ExplorerApp(App[None]):
@@ -61,6 +63,7 @@ class ExplorerApp(App[None]):
         self._stamp: StoreStamp | None = None
         self._problems_seen: set[str] = set()
         self._polling = False
+        self._findings_at = 0.0
 
     def compose(self) -> ComposeResult:
         yield Static("", id="topbar")
@@ -159,6 +162,12 @@ class ExplorerApp(App[None]):
         active = self.query_one(TabbedContent).active
         if active == "cache":
             self.cache_view.ensure_loaded()
+        elif active == "trace":
+            self.trace_pane.reload()  # a trace still being written grows in place
+        elif active == "findings" and time.monotonic() - self._findings_at >= FINDINGS_EVERY_S:
+            # The analyzers read the whole store: in live mode re-run them now and then, not every poll.
+            self._findings_at = time.monotonic()
+            self.findings.ensure_loaded()
 
     # -- messages from panes -------------------------------------------------------------------------
     @on(TraceChosen)

@@ -50,6 +50,7 @@ class TracePane(Container):
 
     def open(self, trace_id: str, select_span: str | None = None) -> None:
         self.trace_id = trace_id
+        self.trace = None  # opening always redraws (and selects ``select_span``), even the same trace
         self.query_one("#trace-header", Static).update(Text(f"loading trace {trace_id} …", style="dim"))
         self._load(trace_id, select_span)
 
@@ -71,6 +72,9 @@ class TracePane(Container):
     def _loaded(self, message: TraceLoaded) -> None:
         if message.trace.trace_id != self.trace_id:
             return
+        old = self.trace
+        if old is not None and old.trace_id == message.trace.trace_id and old.spans == message.trace.spans:
+            return  # a live-mode reload that found nothing new: keep the view (and the stage pane) still
         trace = self.trace = message.trace
         self.query_one("#trace-header", Static).update(_header(trace, self.phases))
         self.waterfall.show_trace(trace, message.select_span)
