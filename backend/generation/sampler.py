@@ -80,14 +80,12 @@ def sample_row(logits: torch.Tensor, eff: EffectiveSampling, generator: torch.Ge
 def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     """Keep the smallest set of most likely tokens whose mass reaches ``top_p``. Grows a top-k window
     instead of sorting the whole vocabulary (the nucleus is usually a few dozen tokens)."""
-    k = 64
     n = probs.shape[-1]
-    while True:
-        vals, idx = torch.topk(probs, min(k, n))
+    for k in (64, 1024, n):  # past a thousand tokens a full sort is as cheap as a wider top-k
+        vals, idx = torch.topk(probs, min(k, n)) if k < n else torch.sort(probs, descending=True)
         cum = torch.cumsum(vals, dim=-1)
-        if cum[-1] >= top_p or k >= n:
+        if cum[-1] >= top_p:
             break
-        k *= 8
     keep = idx[(cum - vals) < top_p]  # a token stays if the mass before it is still short of top_p
     out = torch.zeros_like(probs)
     out[keep] = probs[keep]

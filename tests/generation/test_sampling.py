@@ -85,11 +85,12 @@ def test_sampling_follows_the_distribution():
 
 
 def test_seeded_request_reproduces(pipe):
-    params = SamplingParams(temperature=1.0, top_p=0.95, seed=1234, max_tokens=30)
+    params = SamplingParams(temperature=1.0, top_k=100, top_p=0.95, seed=1234, max_tokens=30)
     a = run_random(pipe, params, [1, 2, 3], seed=9)
     b = run_random(pipe, params, [1, 2, 3], seed=9)
     assert a.output_token_ids == b.output_token_ids
-    c = run_random(pipe, SamplingParams(temperature=1.0, top_p=0.95, seed=4321, max_tokens=30), [1, 2, 3], seed=9)
+    c = run_random(pipe, SamplingParams(temperature=1.0, top_k=100, top_p=0.95, seed=4321, max_tokens=30), [1, 2, 3],
+                   seed=9)
     assert c.output_token_ids != a.output_token_ids
 
 

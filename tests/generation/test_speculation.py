@@ -115,11 +115,11 @@ def test_real_model_greedy_identical_with_speculation_in_the_engine(model, token
     from llmtrace.backend.generation.params import SpeculationConfig
 
     prompt = tokenizer.encode(tokenizer.apply_chat_template([{"role": "user", "content":
-        "Repeat this line three times: the cat sat on the mat, the dog sat on the log."}]))
+        "Repeat: the cat sat on the mat, the cat sat on the mat."}]))
 
     def run(spec):
         engine = Engine.from_model(model, tokenizer, EngineConfig(num_blocks=64))
-        engine.add_request(EngineRequest("r", prompt, SamplingParams(temperature=0.0, max_tokens=40, speculation=spec)))
+        engine.add_request(EngineRequest("r", prompt, SamplingParams(temperature=0.0, max_tokens=20, speculation=spec)))
         ids = []
         while engine.has_unfinished():
             for out in engine.step():
@@ -132,19 +132,3 @@ def test_real_model_greedy_identical_with_speculation_in_the_engine(model, token
     self_draft, _ = run(SpeculationConfig(method="self_draft", k=2, draft_layers=8))
     assert self_draft == base
     assert "cat" in tokenizer.decode(base)
-
-
-@pytest.mark.slow
-def test_real_model_dense_verification(model, tokenizer, pipe):
-    """Without the engine: the pipeline's verification over one dense pass gives the plain greedy tokens."""
-    prompt = tokenizer.encode("the cat sat on the mat, the cat sat on the mat, the cat sat on the")
-    params = SamplingParams(temperature=0.0, max_tokens=8)
-
-    def rows(seq, draft):
-        return model.forward_dense(seq + draft)[-(len(draft) + 1):]  # one pass scores every drafted position
-
-    base = plain(pipe, lambda ids: model.forward_dense(ids, last_only=True)[0], params, prompt)
-    ngram, drafted, accepted = speculative(pipe, rows, params, prompt, NgramDrafter(3), k=4)
-    assert ngram.output_token_ids == base.output_token_ids
-    assert accepted > 0  # the prompt repeats itself, so lookup drafts get accepted
-    assert "mat" in base.text

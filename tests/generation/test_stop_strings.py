@@ -82,12 +82,12 @@ def test_emitted_text_is_exactly_the_prefix_before_the_first_stop(text, stops, c
 def test_stop_string_straddling_real_tokens(model, tokenizer, pipe):
     """Greedy reply of the real model, stopped on a string that spans two of its tokens."""
     prompt = chat_prompt(tokenizer, "What is the capital of France?")
-    free, _ = generate(model, pipe, SamplingParams(temperature=0.0, max_tokens=16), prompt)
+    free, _ = generate(model, pipe, SamplingParams(temperature=0.0, max_tokens=12), prompt)
     # pick a stop string that straddles the boundary between two emitted tokens
     pieces = [tokenizer.decode([t]) for t in free.output_token_ids]
     j = next(j for j in range(1, len(pieces)) if len(pieces[j - 1].strip()) >= 2 and len(pieces[j].strip()) >= 2)
     stop = pieces[j - 1][-2:] + pieces[j][:2]
-    stopped, deltas = generate(model, pipe, SamplingParams(temperature=0.0, max_tokens=16, stop=(stop,)), prompt)
+    stopped, deltas = generate(model, pipe, SamplingParams(temperature=0.0, max_tokens=12, stop=(stop,)), prompt)
     expected = free.text[: free.text.find(stop)]
     assert stopped.finish_reason == "stop"
     assert stopped.text == expected
