@@ -120,3 +120,27 @@ def test_real_model_json_schema_output_parses(model, tokenizer, pipe):
     assert set(obj) == {"city", "country"} and all(isinstance(v, str) for v in obj.values())
     assert "".join(deltas) == st.text
     assert st.finish_reason == "stop"
+
+
+@pytest.mark.parametrize(
+    ("constraint", "text"),
+    [
+        (Constraint("regex", "[a-c]+x", after_marker="ANSWER:"), "hmm ANSWER: abcx"),
+        (Constraint("choice", ["yes", "no"], after_marker="ANSWER:"), "hmm ANSWER: no"),
+        (Constraint("grammar", 'start: "yes" | "no" NUM\nNUM: /[0-9]+/', after_marker="ANSWER:"), "hmm ANSWER:\nno42"),
+        (Constraint("json_object", None, after_marker="A/B (x)"), 'a/b A/B (x) {"a": 1}'),
+    ],
+)
+def test_after_marker_with_every_kind(pipe, tokenizer, constraint, text):
+    st = pipe.new_state(SamplingParams(max_tokens=50, constraint=constraint), [1])
+    ids = tokenizer.encode(text)
+    for tok in ids:
+        assert not st.finished
+        pipe.accept(st, tok, 0)
+    assert st.constraint.accepting and not st.constraint.dead_end
+    wrong = pipe.new_state(SamplingParams(max_tokens=50, constraint=constraint), [1])
+    for tok in tokenizer.encode(text.split(constraint.after_marker)[0] + constraint.after_marker + " ???"):
+        pipe.accept(wrong, tok, 0)
+        if wrong.finished:
+            break
+    assert wrong.constraint.dead_end  # what follows the marker is held to the constraint
