@@ -167,6 +167,9 @@ def report(result: DemoResult, console: Any) -> None:
 
     from llmtrace.analyzers.render import print_findings
 
+    answer = " ".join((result.answers.get("parallel") or "").split())
+    if answer:
+        console.print(f"\n[dim]The agent's streamed answer to ticket C-1042:[/] {answer[:240]}")
     console.print()
     console.rule("[bold]What llmtrace found")
     print_findings(result.findings[:6], console)
@@ -180,7 +183,7 @@ def report(result: DemoResult, console: Any) -> None:
     console.print(f"{result.passes} traced calls in {result.seconds:.0f} s, stored in [bold]{result.db}[/].")
     console.rule("[bold]Explore it")
     for cmd, why in next_steps(result.db):
-        console.print(f"  [bold cyan]{cmd}[/]")
+        console.print(f"  [bold cyan]{cmd}[/]", soft_wrap=True)  # one line, so it copies as typed
         console.print(f"      [dim]{why}[/]")
 
 
