@@ -77,7 +77,7 @@ def measure(q: Query, deploy: str | None = None, side: str | None = None) -> Met
     """Metrics over the window, for one deploy when given. The side defaults to the one whose passes
     carry deploys and prompt tokens (the app's client passes when instrumented, else the server's)."""
     if side is None:
-        side = _side_with_deploys(q) if deploy is not None else pass_side(q, "prompt_tokens")
+        side = _side_with_deploys(q)
     dep = "" if deploy is None else " AND deploy = ?"
     params = [] if deploy is None else [deploy]
     row = q.one(f"""
@@ -93,6 +93,7 @@ def measure(q: Query, deploy: str | None = None, side: str | None = None) -> Met
 
 
 def _side_with_deploys(q: Query) -> str | None:
+    """The app's side when its passes carry prompt tokens (that is where its deploy is), else the server's."""
     rows = q.rows(f"SELECT side, count(DISTINCT deploy) AS d FROM {q.requests} WHERE prompt_tokens > 0 GROUP BY side")
     have = {str(r["side"]): int(r["d"]) for r in rows}  # type: ignore[call-overload]
     for side in ("client", "app", "server"):
