@@ -107,15 +107,23 @@ class SupportAgent:
         thread[0] = {"role": "user", "content": head}
         return [{"role": "system", "content": self.system_prompt()}, *thread, *extra]
 
-    def _run_tool(self, ticket: Ticket, name: str, response: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-        calls = response.choices[0].message.tool_calls or []
-        call_id = calls[0].id if calls else f"call_{name}"
+    def _run_tool(self, ticket: Ticket, name: str, call_id: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Run one tool; returns (the assistant message that called it, the tool message with its result)."""
+        call_id = call_id or f"call_{name}"
         # The small model's argument is not trusted: the app knows whose ticket this is.
         args = {"customer_id": ticket.customer} if name == "get_account" else {"order_id": ticket.order}
         result = dispatch(ToolCall(name, args, call_id), FUNCTIONS[name], scope="read")
         assistant = {"role": "assistant", "content": None, "tool_calls": [
             {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}
         return assistant, {"role": "tool", "tool_call_id": call_id, "content": json.dumps(result)}
+
+    @staticmethod
+    def _call_of(response: Any) -> tuple[str | None, str | None]:
+        """(tool name, call id) of the first tool call in a response, if the model made one."""
+        calls = response.choices[0].message.tool_calls or []
+        if calls and calls[0].function.name in FUNCTIONS:
+            return calls[0].function.name, calls[0].id
+        return None, None
 
     def _answer(self, ticket: Ticket, extra: list[dict[str, Any]], temperature: float | None = None) -> str:
         stream = self.client.chat.completions.create(
@@ -137,14 +145,12 @@ class SupportAgent:
         r = self.client.chat.completions.create(
             model=self.model, messages=self._messages(ticket, []), tools=TOOLS, max_tokens=32, temperature=0,
             tool_choice="required")
-        first = "get_account"
-        calls = r.choices[0].message.tool_calls or []
-        if calls and calls[0].function.name in FUNCTIONS:
-            first = calls[0].function.name
-        names = [first, "get_order_status" if first == "get_account" else "get_account"]
-        done = fan_out([(names[0], r), (names[1], None)],
-                       lambda c: self._run_tool(ticket, c[0], c[1] if c[1] is not None else _no_call()),
-                       mode="parallel", passes=2)
+        first, call_id = self._call_of(r)
+        first = first or "get_account"
+        # The model asks for one tool per pass; the other lookup is independent, so the app adds it to the
+        # same turn and both run in parallel.
+        calls = [(first, call_id), ("get_order_status" if first == "get_account" else "get_account", None)]
+        done = fan_out(calls, lambda c: self._run_tool(ticket, c[0], c[1]), mode="parallel", passes=2)
         extra: list[dict[str, Any]] = []
         for item in done:
             if isinstance(item, Exception):
@@ -167,7 +173,7 @@ class SupportAgent:
         r = self.client.chat.completions.create(
             model=self.model, messages=self._messages(ticket, list(extra)), tools=TOOLS, max_tokens=32,
             temperature=0, tool_choice={"type": "function", "function": {"name": name}})
-        return self._run_tool(ticket, name, r)
+        return self._run_tool(ticket, name, self._call_of(r)[1])
 
     def answer_again(self, ticket: Ticket, temperature: float) -> str:
         """The customer asks the same thing again (the same prompt, the app's sampling settings)."""
@@ -202,21 +208,3 @@ class SupportAgent:
         r = self.client.chat.completions.create(model=self.model, messages=[*result.messages, question],
                                                 max_tokens=24, temperature=0)
         return r.choices[0].message.content or "", result.facts_lost
-
-
-class _NoCall:
-    class _Msg:
-        tool_calls: list[Any] = []
-
-    class _Choice:
-        message = None
-
-    def __init__(self) -> None:
-        choice = _NoCall._Choice()
-        choice.message = _NoCall._Msg()  # type: ignore[assignment]
-        self.choices = [choice]
-
-
-def _no_call() -> Any:
-    """The second tool of a parallel turn has no model call of its own; the app adds it."""
-    return _NoCall()
