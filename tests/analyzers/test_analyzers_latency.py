@@ -89,8 +89,8 @@ def _burst(srv, n: int, system: str, max_tokens: int = 24) -> list[BaseException
 def test_degrades_under_traffic_names_admission(tmp_path: Path) -> None:
     srv = server("odd", tmp_path)
     with store(tmp_path / "t.duckdb") as db:
-        errors = _burst(srv, 6, "You are a support agent (dut1).")
-    assert errors, "a one-slot server with a queue of two should turn some of six requests away"
+        errors = _burst(srv, 10, "You are a support agent (dut1).", max_tokens=48)
+    assert errors, "a one-slot server with a queue of two should turn some of ten requests away"
     found = findings(db, "degrades_under_traffic")
     assert found and found[0].stage == "arrival.admission", stages(found)
 
