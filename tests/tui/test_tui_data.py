@@ -59,9 +59,11 @@ def test_every_column_sorts_in_sql_and_pages_do_not_overlap(support_store: Path,
     assert len(first.rows) == len(second.rows) == 10
     assert not {r.span_id for r in first.rows} & {r.span_id for r in second.rows}
     attr = {"time": "start_ns", "prompt": "prompt_tokens", "cached": "cached_tokens", "hit": "hit_ratio",
-            "ttft": "ttft_ms", "tpot": "tpot_ms", "output": "output_tokens", "finish": "finish_reason"}.get(sort, sort)
+            "ttft": "ttft_ms", "tpot": "tpot_ms", "output": "output_tokens", "finish": "finish_reason",
+            "duration": "duration_ms", "cost": "cost_usd", "trace": "trace_id"}.get(sort, sort)
     values = [getattr(r, attr) for r in first.rows + second.rows]
-    assert values == sorted(values, reverse=True)
+    known = [v for v in values if v is not None]
+    assert values[: len(known)] == known and known == sorted(known, reverse=True)  # NULLS LAST
 
 
 def test_trace_lays_out_client_and_server_passes_with_tools_between(support_store: Path) -> None:

@@ -67,6 +67,18 @@ async def test_first_screen_lists_passes_newest_first(support_store: Path) -> No
         assert app.focused is table
 
 
+async def test_wide_terminal_adds_service_cost_and_trace(support_store: Path) -> None:
+    app = app_for(support_store)
+    async with app.run_test(size=(170, 40)) as pilot:
+        await settle(pilot)
+        table = app.query_one("#requests-table", DataTable)
+        keys = [str(k.value) for k in table.columns]
+        assert {"service", "cost", "duration", "trace"} <= set(keys)
+        row = [str(c) for c in table.get_row_at(0)]
+        first = app.requests.rows[0]
+        assert first.trace_id[:10] in row[keys.index("trace")] and "support-app" in row[keys.index("service")]
+
+
 async def test_narrow_terminal_drops_replica_column(support_store: Path) -> None:
     app = app_for(support_store)
     async with app.run_test(size=(80, 24)) as pilot:

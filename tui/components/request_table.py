@@ -17,29 +17,41 @@ from ..keymap import bindings
 class Column:
     key: str
     label: str
-    width: int  # characters of content; one space of gutter is added in front
-    narrow: int  # width below NARROW columns (0: left out)
+    widths: tuple[int, int, int]  # content width when narrow / normal / wide (0: left out); plus a gutter
     numeric: bool = False
 
 
+# Below 100 columns the narrow widths apply; from 150 on the extra columns (service, cost, duration, trace).
+NARROW, WIDE = 100, 150
 COLUMNS: tuple[Column, ...] = (
-    Column("time", "time", 8, 8),
-    Column("model", "model", 16, 14),
-    Column("replica", "replica", 9, 0),
-    Column("deploy", "deploy", 8, 6),
-    Column("prompt", "prompt", 6, 6, True),
-    Column("cached", "cached/hit", 10, 10, True),
-    Column("ttft", "TTFT", 6, 6, True),
-    Column("tpot", "TPOT", 6, 6, True),
-    Column("output", "out", 5, 4, True),
-    Column("finish", "finish", 10, 9),
+    Column("time", "time", (8, 8, 8)),
+    Column("service", "service", (0, 0, 14)),
+    Column("model", "model", (14, 16, 18)),
+    Column("replica", "replica", (0, 9, 10)),
+    Column("deploy", "deploy", (6, 8, 10)),
+    Column("prompt", "prompt", (6, 6, 7), True),
+    Column("cached", "cached/hit", (10, 10, 11), True),
+    Column("ttft", "TTFT", (6, 6, 7), True),
+    Column("tpot", "TPOT", (6, 6, 7), True),
+    Column("output", "out", (4, 5, 6), True),
+    Column("finish", "finish", (9, 10, 12)),
+    Column("duration", "took", (0, 0, 7), True),
+    Column("cost", "cost", (0, 0, 10), True),
+    Column("trace", "trace", (0, 0, 12)),
 )
 
 
-def columns_for(narrow: bool) -> list[tuple[Column, int]]:
-    """(column, width) pairs for a wide or a narrow pane; a narrow width of 0 leaves the column out."""
-    out = [(c, c.narrow if narrow else c.width) for c in COLUMNS]
-    return [(c, w) for c, w in out if w > 0]
+def tier(width: int) -> int:
+    """0 narrow, 1 normal, 2 wide; an unknown width (0, before layout) counts as normal."""
+    if width <= 0:
+        return 1
+    return 0 if width < NARROW else 2 if width >= WIDE else 1
+
+
+def columns_for(width: int) -> list[tuple[Column, int]]:
+    """(column, content width) pairs that fit a pane ``width`` columns wide."""
+    t = tier(width)
+    return [(c, c.widths[t]) for c in COLUMNS if c.widths[t] > 0]
 
 
 def row_cells(r: RequestRow, columns: list[tuple[Column, int]]) -> list[Text]:
@@ -101,6 +113,14 @@ def _cell(c: Column, width: int, r: RequestRow) -> Text:
         return Text(fmt.ms(r.tpot_ms), justify="right")
     if c.key == "output":
         return Text(fmt.count(r.output_tokens), justify="right")
+    if c.key == "service":
+        return Text(r.service or fmt.NONE)
+    if c.key == "duration":
+        return Text(fmt.ms(r.duration_ms))
+    if c.key == "cost":
+        return Text(fmt.usd(r.cost_usd))
+    if c.key == "trace":
+        return Text(r.trace_id, style="dim")
     if c.key == "finish":
         reason = r.finish_reason or (r.status if r.status and r.status != "ok" else fmt.NONE)
         style = "#ffaf5f" if reason in ("length", "content_filter") else ("bold #ff5f5f" if r.status == "error" else "")

@@ -16,10 +16,10 @@ from ..data.filter_expr import CompiledFilter, FilterError, compile_filter
 from ..data.records import RequestPage, RequestRow
 from ..data.store_reader import SORT_COLUMNS, StoreReader
 from ..messages import StoreProblem, TraceChosen
-from .request_table import Column, RequestTable, SortStep, columns_for, row_cells
+from .request_table import Column, RequestTable, SortStep, columns_for, row_cells, tier
 
 PAGE = 100
-NARROW = 100  # below this many columns the narrow widths apply (and the replica column is left out)
+TEXT_SORTS = ("model", "replica", "deploy", "finish", "service", "trace")  # these sort A→Z first
 
 
 EMPTY_STORE = (
@@ -52,7 +52,7 @@ class RequestsPane(Vertical):
         self._generation = 0
         self._loading = False
         self._debounce: Timer | None = None
-        self._narrow: bool | None = None
+        self._tier: int | None = None
         self._keep_span: str | None = None
 
     def compose(self) -> ComposeResult:
@@ -72,16 +72,16 @@ class RequestsPane(Vertical):
         self.reload()
 
     def on_resize(self) -> None:
-        if self._narrow != (self.size.width < NARROW):
+        if self._tier != tier(self.size.width):
             self._build_columns()
             self._fill(self.rows)
 
     def visible_columns(self) -> list[tuple[Column, int]]:
         """(column, width) pairs that fit the pane."""
-        return columns_for(self.size.width < NARROW if self.size.width else False)
+        return columns_for(self.size.width)
 
     def _build_columns(self) -> None:
-        self._narrow = self.size.width < NARROW if self.size.width else False
+        self._tier = tier(self.size.width)
         table = self.table
         table.clear(columns=True)
         for c, width in self.visible_columns():
@@ -229,7 +229,7 @@ class RequestsPane(Vertical):
         if key not in SORT_COLUMNS:
             raise ValueError(f"unknown sort column {key!r}")
         if descending is None:
-            descending = not self.descending if key == self.sort else key not in ("model", "replica", "deploy", "finish")
+            descending = not self.descending if key == self.sort else key not in TEXT_SORTS
         self.sort, self.descending = key, descending
         self._build_columns()
         self.reload()

@@ -14,7 +14,7 @@ from llmtrace.tracer.store import StoreError
 
 from .. import format as fmt
 from ..data.records import TraceRecord
-from ..data.store_reader import StoreReader
+from ..data.store_reader import MAX_TRACE_SPANS, StoreReader
 from ..messages import SpanChosen, StoreProblem
 from .stage_pane import StagePane
 from .waterfall import Waterfall
@@ -117,6 +117,8 @@ def _header(trace: TraceRecord, phases: frozenset[str]) -> Text:
         shown = ", ".join(get_phase(p).title for p in sorted(phases, key=lambda p: order.get(p, 99)))
         text.append(f"  · only {shown} (0: all)", style="bold #ffd75f")
     text.append(f"  · {passes} passes · {tools} tools · {stages} stages", style="")
+    if len(trace.spans) >= MAX_TRACE_SPANS:
+        text.append(f" (first {MAX_TRACE_SPANS} spans)", style="#ffaf5f")
     text.append(f"  · {fmt.utc_time(trace.start_ns, with_date=True)} UTC", style="dim")
     if deploys:
         text.append(f"  · deploy {', '.join(deploys)}", style="dim")

@@ -51,6 +51,10 @@ SORT_COLUMNS: dict[str, str] = {
     "tpot": "tpot_ms",
     "output": "output_tokens",
     "finish": "finish_reason",
+    "service": "service",
+    "duration": "duration_ms",
+    "cost": "cost_usd",
+    "trace": "trace_id",
 }
 MAX_TRACE_SPANS = 5000
 
