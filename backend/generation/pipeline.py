@@ -34,7 +34,7 @@ FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
 class TokenResult:
     text_delta: str
     finished: bool
-    finish_reason: FinishReason | None = None
+    finish_reason: str | None = None  # a FinishReason from accept(); finish() passes on what it was given
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +63,7 @@ class SequenceState:
     output_token_ids: list[int] = field(default_factory=list)
     text: str = ""
     finished: bool = False
-    finish_reason: FinishReason | None = None
+    finish_reason: str | None = None  # a FinishReason, or what finish() was given (e.g. "abort")
     stop_matched: str | None = None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     logprobs: list[TokenLogprob] = field(default_factory=list)  # one per output token when params.logprobs
@@ -231,8 +231,9 @@ class GenerationPipeline:
         self._emit(st, delta, now_ns)
         return TokenResult(delta, False, None)
 
-    def finish(self, state: SequenceState, finish_reason: FinishReason | None = None) -> TokenResult:
-        """End a sequence early (abort, preemption without resume): release held-back text."""
+    def finish(self, state: SequenceState, finish_reason: str | None = None) -> TokenResult:
+        """End a sequence early: release held-back text. ``finish_reason`` is what the span and the caller
+        see (e.g. "length" at the context limit, "abort", "content_filter" from a moderation hook)."""
         if state.finished:
             return TokenResult("", True, state.finish_reason)
         return self._finish(state, "", finish_reason, time.time_ns())
@@ -241,7 +242,7 @@ class GenerationPipeline:
         self,
         st: SequenceState,
         delta: str,
-        reason: FinishReason | None,
+        reason: str | None,
         now_ns: int,
         *,
         matched: str | None = None,
