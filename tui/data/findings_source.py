@@ -38,15 +38,18 @@ def read_findings(reader: StoreReader, symptoms: Sequence[str] | None = None) ->
     chosen = list(symptoms) if symptoms is not None else list(ANALYZERS)
     found: list[Finding] = []
     failures: list[str] = []
-    try:
-        with read_connection(reader.path, timeout_s=reader.timeout_s) as conn:
-            quiet(conn)
-            for symptom in chosen:
+    for symptom in chosen:
+        # A connection per analyzer: on a big store they take seconds each, and a writer waiting for the
+        # file should wait for one of them, not for all.
+        try:
+            with read_connection(reader.path, timeout_s=reader.timeout_s) as conn:
+                quiet(conn)
                 try:
                     found.extend(run_analyzers(conn, [symptom]))
                 except (duckdb.Error, ValueError, KeyError, TypeError, AttributeError) as exc:
-                    failures.append(f"{symptom}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-    except duckdb.Error as exc:
-        raise StoreError(f"the analyzers could not read {reader.path}: {str(exc).splitlines()[0]}") from None
+                    first = str(exc).splitlines()[0] if str(exc) else ""
+                    failures.append(f"{symptom}: {type(exc).__name__}: {first}")
+        except duckdb.Error as exc:
+            raise StoreError(f"the analyzers could not read {reader.path}: {str(exc).splitlines()[0]}") from None
     found.sort(key=lambda f: f.sort_key())
     return FindingsResult(tuple(found), tuple(failures))
