@@ -132,3 +132,27 @@ def test_real_model_greedy_identical_with_speculation_in_the_engine(model, token
     self_draft, _ = run(SpeculationConfig(method="self_draft", k=2, draft_layers=8))
     assert self_draft == base
     assert "cat" in tokenizer.decode(base)
+
+
+def test_seeded_sampling_identical_with_speculation_in_the_engine(tokenizer):
+    """Sampling draws position n from a (seed, n) stream, so speculation changes no sampled token either."""
+    from llmtrace.backend.engine import Engine, EngineConfig, EngineRequest
+    from llmtrace.backend.generation.params import SpeculationConfig
+    from llmtrace.backend.model.llama import LlamaModel
+
+    model = LlamaModel.tiny("float32", seed=0)
+    prompt = tokenizer.encode("a b c d a b c d a b c d a b c")
+
+    def run(spec):
+        engine = Engine.from_model(model, tokenizer, EngineConfig(num_blocks=64, batch_invariant=True))
+        engine.add_request(EngineRequest("r", prompt, SamplingParams(temperature=0.7, seed=5, max_tokens=30,
+                                                                     ignore_eos=True, speculation=spec)))
+        ids = []
+        while engine.has_unfinished():
+            for out in engine.step():
+                ids += out.new_token_ids
+        return ids
+
+    base = run(SpeculationConfig())
+    assert run(SpeculationConfig(method="ngram", k=3)) == base
+    assert run(SpeculationConfig(method="self_draft", k=2, draft_layers=1)) == base
