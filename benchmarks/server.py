@@ -385,9 +385,13 @@ def main() -> None:
         else:
             results["llamacpp_skipped"] = "BENCH_SKIP_LLAMACPP=1"
     top = max(LEVELS)
-    e, h = results.get(f"engine_tok_s_c{top}"), results.get(f"http_tok_s_c{top}")
-    if isinstance(e, float) and isinstance(h, float) and h > 0:
-        results["http_overhead_ratio"] = round(e / h, 3)
+    for c in LEVELS:
+        e, h = results.get(f"engine_tok_s_c{c}"), results.get(f"http_tok_s_c{c}")
+        if isinstance(e, float) and isinstance(h, float) and h > 0:
+            results[f"http_overhead_ratio_c{c}"] = round(e / h, 3)
+    if f"http_overhead_ratio_c{top}" in results:
+        results["http_overhead_ratio"] = results[f"http_overhead_ratio_c{top}"]
+    h = results.get(f"http_tok_s_c{top}")
     lc = results.get(f"llamacpp_server_tok_s_c{top}")
     if isinstance(lc, float) and isinstance(h, float) and lc > 0:
         results[f"http_vs_llamacpp_c{top}"] = round(h / lc, 2)
