@@ -20,6 +20,9 @@ from llmtrace.backend.generation.params import Constraint, InvalidRequestError
 
 # Fixed separators and no free whitespace: otherwise a weak model (or a masked one with little mass left on
 # real content) can pad a JSON value with whitespace until max_tokens, the classic "only filler left".
+# A constrained output that has produced this many whitespace-only tokens in a row is stuck in filler (a
+# grammar that ignores whitespace, and a model that found nothing else it likes): a dead end.
+FILLER_LIMIT = 24
 _JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": ", "lenient": True}
 
 
@@ -118,7 +121,7 @@ class ConstraintMatcher:
     """One sequence's constraint state: masks, commits and the numbers ``gen.constrained`` reports."""
 
     __slots__ = ("constraint", "_matcher", "vocab_size", "compile_ms", "steps", "_masked_sum", "forced_tokens",
-                 "dead_end", "error")
+                 "dead_end", "error", "filler_run")
 
     def __init__(self, constraint: Constraint, ll_tokenizer: llg.LLTokenizer, vocab_size: int) -> None:
         self.constraint = constraint
@@ -136,8 +139,9 @@ class ConstraintMatcher:
         self.steps = 0
         self._masked_sum = 0.0
         self.forced_tokens = 0  # steps where the grammar left exactly one token
-        self.dead_end = False  # the grammar left no token at all (or the matcher failed)
+        self.dead_end = False  # no token left (or the matcher failed), or only filler for FILLER_LIMIT tokens
         self.error = ""
+        self.filler_run = 0  # consecutive whitespace-only tokens committed
 
     @property
     def masked_fraction_mean(self) -> float:
@@ -185,10 +189,17 @@ class ConstraintMatcher:
                 n_allowed = 0
         return logits.masked_fill(~allowed, float("-inf")), n_allowed
 
-    def commit(self, token_id: int) -> bool:
-        """Advance the grammar by one sampled token; False when the token broke it."""
+    def commit(self, token_id: int, token_bytes: bytes = b"x") -> bool:
+        """Advance the grammar by one sampled token; False when the token broke it or the output is stuck
+        in filler (``token_bytes``: the token's text, to see whitespace-only runs)."""
         ok = self._matcher.consume_token(token_id)
         if not ok:
             self.dead_end = True
             self.error = self._matcher.get_error() or f"token {token_id} rejected"
-        return ok
+            return False
+        self.filler_run = self.filler_run + 1 if token_bytes and not token_bytes.strip() else 0
+        if self.filler_run >= FILLER_LIMIT and not self._matcher.is_accepting():
+            self.dead_end = True
+            self.error = f"only filler: {self.filler_run} whitespace tokens in a row"
+            return False
+        return True

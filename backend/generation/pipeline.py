@@ -206,7 +206,7 @@ class GenerationPipeline:
         is_eos = token_id in self.eos_token_ids and not st.params.ignore_eos
         if st.constraint is not None and not is_eos:
             t0 = time.perf_counter_ns()
-            ok = st.constraint.commit(token_id)
+            ok = st.constraint.commit(token_id, self.tokenizer.token_bytes(token_id))
             st._spent("gen.constrained", t0)
             if not ok:
                 return self._finish(st, "", "stop", now_ns, matched="constraint_dead_end")

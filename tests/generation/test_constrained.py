@@ -144,3 +144,21 @@ def test_after_marker_with_every_kind(pipe, tokenizer, constraint, text):
         if wrong.finished:
             break
     assert wrong.constraint.dead_end  # what follows the marker is held to the constraint
+
+
+def test_filler_only_output_is_a_dead_end(pipe, tokenizer):
+    """A grammar that ignores whitespace and a 'model' that only likes whitespace: stopped, flagged."""
+    import torch
+
+    lark = 'start: "[" NUM ("," NUM)* "]"\nNUM: /[0-9]+/\n%ignore /[ \\t\\n]+/\n'
+    st = pipe.new_state(SamplingParams(temperature=0.0, max_tokens=200, constraint=Constraint("grammar", lark)), [1])
+    space = tokenizer.encode(" ")[0]
+    import time
+    while not st.finished:
+        logits = torch.zeros(1, pipe.vocab_size)
+        logits[0, space] = 10.0
+        pipe.accept(st, pipe.sample(logits, [st])[0], time.time_ns())
+    v = pipe.stage_values(st)
+    assert v["gen.constrained"]["llmtrace.constraint.dead_end"] is True
+    assert v["gen.stop"]["llmtrace.stop.matched"] == "constraint_dead_end"
+    assert len(st.output_token_ids) < 40  # stopped long before max_tokens
