@@ -87,9 +87,10 @@ def run_demo(db: Path, model: str | None, console: Any, keep: bool = False) -> D
         server = InProcessServer(model).start()
         done(0)
         try:
-            llmtrace.init(db=db, service_name="support-agent", deploy="v1", capture="full")
+            provider = llmtrace.init(db=db, service_name="support-agent", deploy="v1", capture="full")
             client = instrument(openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0))
-            agent = SupportAgent(client, server.model_id, temperature=0.0, answer_tokens=40 if model != "tiny" else 16)
+            agent = SupportAgent(client, server.model_id, temperature=0.0, answer_tokens=40 if model != "tiny" else 16,
+                                 tracer=provider.get_tracer("support-agent"))
             begin(1)
             result.answers["parallel"] = agent.handle_parallel(TICKETS[0])
             done(1)
@@ -108,7 +109,8 @@ def run_demo(db: Path, model: str | None, console: Any, keep: bool = False) -> D
             result.answers["long session"] = answer
             done(3)
             llmtrace.shutdown()
-            llmtrace.init(db=db, service_name="support-agent", deploy="v2", capture="full")
+            provider = llmtrace.init(db=db, service_name="support-agent", deploy="v2", capture="full")
+            agent.tracer = provider.get_tracer("support-agent")
             agent.clock = True
             begin(4)
             for ticket in TICKETS:

@@ -10,6 +10,7 @@ compaction, stop-reason checks).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 from collections.abc import Callable
@@ -86,14 +87,22 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {"get_account": get_account, "get_ord
 class SupportAgent:
     """The app under test. ``clock`` puts the time at the top of the system prompt (the deploy-v2 bug)."""
 
-    def __init__(self, client: Any, model: str, *, temperature: float = 0.0, answer_tokens: int = 40) -> None:
+    def __init__(self, client: Any, model: str, *, temperature: float = 0.0, answer_tokens: int = 40,
+                 tracer: Any = None) -> None:
         self.client = client
+        self.tracer = tracer  # an OpenTelemetry tracer: each agent turn becomes one trace
         self.model = model
         self.temperature = temperature
         self.answer_tokens = answer_tokens
         self.clock = False
         self._stable = SystemPromptAssembler(STABLE)
         self._clocked = SystemPromptAssembler(WITH_CLOCK)
+
+    def turn(self, name: str) -> Any:
+        """One agent turn as one trace: its passes, tool calls and checks hang under this span."""
+        if self.tracer is None:
+            return contextlib.nullcontext()
+        return self.tracer.start_as_current_span(name)
 
     def system_prompt(self) -> str:
         # Built for every pass, as most apps do; harmless until a per-call value sits near the top.
@@ -142,32 +151,34 @@ class SupportAgent:
 
     def handle_parallel(self, ticket: Ticket) -> str:
         """Both lookups in one turn: one pass asks for a tool, the app runs both tools at once."""
-        r = self.client.chat.completions.create(
-            model=self.model, messages=self._messages(ticket, []), tools=TOOLS, max_tokens=32, temperature=0,
-            tool_choice="required")
-        first, call_id = self._call_of(r)
-        first = first or "get_account"
-        # The model asks for one tool per pass; the other lookup is independent, so the app adds it to the
-        # same turn and both run in parallel.
-        calls = [(first, call_id), ("get_order_status" if first == "get_account" else "get_account", None)]
-        done = fan_out(calls, lambda c: self._run_tool(ticket, c[0], c[1]), mode="parallel", passes=2)
-        extra: list[dict[str, Any]] = []
-        for item in done:
-            if isinstance(item, Exception):
-                raise item
-            extra.extend(item)
-        return self._answer(ticket, extra)
+        with self.turn(f"support turn {ticket.customer} (parallel tools)"):
+            r = self.client.chat.completions.create(
+                model=self.model, messages=self._messages(ticket, []), tools=TOOLS, max_tokens=32, temperature=0,
+                tool_choice="required")
+            first, call_id = self._call_of(r)
+            first = first or "get_account"
+            # The model asks for one tool per pass; the other lookup is independent, so the app adds it to the
+            # same turn and both run in parallel.
+            calls = [(first, call_id), ("get_order_status" if first == "get_account" else "get_account", None)]
+            done = fan_out(calls, lambda c: self._run_tool(ticket, c[0], c[1]), mode="parallel", passes=2)
+            extra: list[dict[str, Any]] = []
+            for item in done:
+                if isinstance(item, Exception):
+                    raise item
+                extra.extend(item)
+            return self._answer(ticket, extra)
 
     def handle_sequential(self, ticket: Ticket) -> str:
         """One lookup per pass: account first, then the order — three passes for the turn."""
-        extra: list[dict[str, Any]] = []
+        with self.turn(f"support turn {ticket.customer} (sequential tools)"):
+            extra: list[dict[str, Any]] = []
 
-        def step(name: str) -> None:
-            assistant, tool = self._call_tool_with(ticket, name, extra)
-            extra.extend([assistant, tool])
+            def step(name: str) -> None:
+                assistant, tool = self._call_tool_with(ticket, name, extra)
+                extra.extend([assistant, tool])
 
-        fan_out(["get_account", "get_order_status"], step, mode="sequential", passes=3)
-        return self._answer(ticket, extra)
+            fan_out(["get_account", "get_order_status"], step, mode="sequential", passes=3)
+            return self._answer(ticket, extra)
 
     def _call_tool_with(self, ticket: Ticket, name: str, extra: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
         r = self.client.chat.completions.create(
@@ -177,34 +188,36 @@ class SupportAgent:
 
     def answer_again(self, ticket: Ticket, temperature: float) -> str:
         """The customer asks the same thing again (the same prompt, the app's sampling settings)."""
-        return self._answer(ticket, [], temperature=temperature)
+        with self.turn(f"support turn {ticket.customer} (asked again)"):
+            return self._answer(ticket, [], temperature=temperature)
 
     def long_session(self, ticket: Ticket, trigger_tokens: int = 120) -> tuple[str, tuple[str, ...]]:
         """A long chat; older turns are compacted by a model-written summary, then the detail is asked for."""
-        turns = [
-            ("user", f"Hello, I'm {ticket.customer}. My order {ticket.order} was a blender for 129.90 EUR."),
-            ("assistant", "Thanks! How can I help with the blender?"),
-            ("user", "The lid does not lock, so it will not start."),
-            ("assistant", "Could you try pressing the lid down until it clicks?"),
-            ("user", "Tried that twice, nothing. The light blinks red."),
-            ("assistant", "A blinking red light usually means the lid sensor is faulty."),
-            ("user", "So what can you do? I use it every morning."),
-            ("assistant", "We can ship a replacement lid or a whole new blender."),
-            ("user", "A new blender please. Delivery after Friday only, I'm away until then."),
-            ("assistant", "Noted: a new blender, delivered after Friday."),
-        ]
-        messages = [{"role": "system", "content": self.system_prompt()}] + [{"role": r, "content": c} for r, c in turns]
+        with self.turn(f"support session {ticket.customer} (long)"):
+            turns = [
+                ("user", f"Hello, I'm {ticket.customer}. My order {ticket.order} was a blender for 129.90 EUR."),
+                ("assistant", "Thanks! How can I help with the blender?"),
+                ("user", "The lid does not lock, so it will not start."),
+                ("assistant", "Could you try pressing the lid down until it clicks?"),
+                ("user", "Tried that twice, nothing. The light blinks red."),
+                ("assistant", "A blinking red light usually means the lid sensor is faulty."),
+                ("user", "So what can you do? I use it every morning."),
+                ("assistant", "We can ship a replacement lid or a whole new blender."),
+                ("user", "A new blender please. Delivery after Friday only, I'm away until then."),
+                ("assistant", "Noted: a new blender, delivered after Friday."),
+            ]
+            messages = [{"role": "system", "content": self.system_prompt()}] + [{"role": r, "content": c} for r, c in turns]
 
-        def summarize(old: list[dict[str, Any]]) -> str:
-            text = "\n".join(f"{m['role']}: {m['content']}" for m in old)
-            r = self.client.chat.completions.create(
-                model=self.model, max_tokens=40, temperature=0,
-                messages=[{"role": "system", "content": "Summarize the conversation in one short sentence."},
-                          {"role": "user", "content": text}])
-            return r.choices[0].message.content or ""
+            def summarize(old: list[dict[str, Any]]) -> str:
+                text = "\n".join(f"{m['role']}: {m['content']}" for m in old)
+                r = self.client.chat.completions.create(
+                    model=self.model, max_tokens=40, temperature=0,
+                    messages=[{"role": "system", "content": "Summarize the conversation in one short sentence."},
+                              {"role": "user", "content": text}])
+                return r.choices[0].message.content or ""
 
-        result = compact(messages, summarize, trigger_tokens=trigger_tokens, keep_last=2)
-        question = {"role": "user", "content": "Sorry, which order number was this again?"}
-        r = self.client.chat.completions.create(model=self.model, messages=[*result.messages, question],
-                                                max_tokens=24, temperature=0)
-        return r.choices[0].message.content or "", result.facts_lost
+            result = compact(messages, summarize, trigger_tokens=trigger_tokens, keep_last=2)
+            question = {"role": "user", "content": "Sorry, which order number was this again?"}
+            r = self.client.chat.completions.create(model=self.model, messages=[*result.messages, question],
+                                                    max_tokens=24, temperature=0)
+            return r.choices[0].message.content or "", result.facts_lost
