@@ -62,6 +62,8 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
             if not isinstance(b, dict) or not isinstance(b.get("type"), str):
                 raise bad_request(f"{where}.content: blocks must be objects with a 'type'", where)
             kind = b["type"]
+            if kind in ("image", "document"):
+                raise bad_request(f"{where}.content: this model takes text only, got a {kind!r} block", where)
             if kind == "text":
                 if not isinstance(b.get("text"), str):
                     raise bad_request(f"{where}.content: text blocks need a string 'text'", where)

@@ -29,10 +29,16 @@ async def read_body(receive: Receive, limit: int) -> bytes:
             raise ClientGone()
         chunk = message.get("body", b"")
         size += len(chunk)
+        more = message.get("more_body", False)
         if size > limit:
+            # Read (and drop) the rest first, up to a bound, so the client gets to see the 413 instead of
+            # a reset connection while it is still sending.
+            if more and size <= 4 * limit:
+                chunks = []
+                continue
             raise APIError(413, f"request body is larger than the {limit // (1 << 20)} MiB limit")
         chunks.append(chunk)
-        if not message.get("more_body", False):
+        if not more:
             return b"".join(chunks)
 
 

@@ -116,6 +116,9 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
                 if not isinstance(part, dict) or not isinstance(part.get("type"), str):
                     raise bad_request(f"messages[{i}].content parts must be objects with a 'type'",
                                       f"messages[{i}].content")
+                if part["type"] in ("image_url", "input_audio", "file"):
+                    raise bad_request(f"messages[{i}].content: this model takes text only, got a "
+                                      f"{part['type']!r} part", f"messages[{i}].content")
                 if part["type"] == "text" and not isinstance(part.get("text"), str):
                     raise bad_request(f"messages[{i}].content text parts need a string 'text'",
                                       f"messages[{i}].content")

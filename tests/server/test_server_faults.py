@@ -40,6 +40,20 @@ def test_bad_requests_are_400_with_a_clear_message(tiny_server, content: bytes, 
     assert len(r.headers["x-llmtrace-trace-id"]) == 32
 
 
+def test_oversized_body_is_413(tiny_server) -> None:  # type: ignore[no-untyped-def]
+    big = b'{"model": "tiny", "messages": [{"role": "user", "content": "' + b"x" * (9 << 20) + b'"}]}'
+    r = _post(tiny_server, CHAT, big)
+    assert r.status_code == 413 and "limit" in _err(r)["message"]
+
+
+def test_image_parts_are_refused_clearly(tiny_server) -> None:  # type: ignore[no-untyped-def]
+    body = {"model": "tiny", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]}
+    r = _post(tiny_server, CHAT, json.dumps(body).encode())
+    assert r.status_code == 400 and "text only" in _err(r)["message"]
+
+
 def test_anthropic_errors_use_anthropic_shape(tiny_server) -> None:  # type: ignore[no-untyped-def]
     r = _post(tiny_server, "/v1/messages", b'{"model": "tiny", "max_tokens": 5, "messages": [')
     assert r.status_code == 400
