@@ -20,7 +20,7 @@ from .cache_chart import CacheChart
 
 class CacheView(Vertical):
     class ReportLoaded(Message):
-        def __init__(self, report: CacheReport) -> None:
+        def __init__(self, report: CacheReport | None) -> None:
             super().__init__()
             self.report = report
 
@@ -28,7 +28,7 @@ class CacheView(Vertical):
         super().__init__(id=id)
         self.reader = reader
         self.report: CacheReport | None = None
-        self.loading = False
+        self.running = False
         self.stale = True
 
     def compose(self) -> ComposeResult:
@@ -46,11 +46,11 @@ class CacheView(Vertical):
             table.add_column(Text(label, style="bold", justify="left" if key == "deploy" else "right"), key=key)
 
     def ensure_loaded(self) -> None:
-        if self.stale and not self.loading:
+        if self.stale and not self.running:
             self.reload()
 
     def reload(self) -> None:
-        self.loading = True
+        self.running = True
         self.stale = False
         self._load()
 
@@ -60,12 +60,16 @@ class CacheView(Vertical):
             report = self.reader.cache_report()
         except StoreError as exc:
             self.post_message(StoreProblem(str(exc)))
+            self.post_message(self.ReportLoaded(None))
             return
         self.post_message(self.ReportLoaded(report))
 
     @on(ReportLoaded)
     def _loaded(self, message: ReportLoaded) -> None:
-        self.loading = False
+        self.running = False
+        if message.report is None:  # the read failed (the app has said why): try again next time
+            self.stale = True
+            return
         self.report = message.report
         self.query_one(CacheChart).show(message.report)
         table = self.query_one("#cost-table", DataTable)

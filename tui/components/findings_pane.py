@@ -42,6 +42,13 @@ class FindingsPane(Horizontal):
             self.error = error
             self.failures = failures
 
+    class Progress(Message):
+        def __init__(self, done: int, total: int, symptom: str) -> None:
+            super().__init__()
+            self.done = done
+            self.total = total
+            self.symptom = symptom
+
     def __init__(self, reader: StoreReader, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.reader = reader
@@ -51,7 +58,7 @@ class FindingsPane(Horizontal):
         self.phases: frozenset[str] = frozenset()
         self.symptom: Symptom | None = None
         self.loaded = False
-        self.loading = False
+        self.running = False
         self.stale = False
         self._pending_focus = False
 
@@ -71,11 +78,11 @@ class FindingsPane(Horizontal):
 
     # -- loading -------------------------------------------------------------------------------------
     def ensure_loaded(self) -> None:
-        if (not self.loaded or self.stale) and not self.loading:
+        if (not self.loaded or self.stale) and not self.running:
             self.reload()
 
     def reload(self) -> None:
-        self.loading = True
+        self.running = True
         self.stale = False
         self.query_one("#findings-header", Static).update(Text("running the analyzers …", style="dim"))
         self._run()
@@ -83,7 +90,7 @@ class FindingsPane(Horizontal):
     @work(thread=True, exclusive=True, group="findings")
     def _run(self) -> None:
         try:
-            result = read_findings(self.reader)
+            result = read_findings(self.reader, progress=lambda i, n, s: self.post_message(self.Progress(i, n, s)))
         except (StoreError, AnalyzersUnavailable) as exc:
             self.post_message(self.FindingsLoaded(None, str(exc)))
             return
@@ -92,9 +99,15 @@ class FindingsPane(Horizontal):
             return
         self.post_message(self.FindingsLoaded(result.findings, None, result.failures))
 
+    @on(Progress)
+    def _progress(self, message: Progress) -> None:
+        if self.running:
+            text = Text(f"running the analyzers … {message.done}/{message.total} ({message.symptom})", style="dim")
+            self.query_one("#findings-header", Static).update(text)
+
     @on(FindingsLoaded)
     def _loaded(self, message: FindingsLoaded) -> None:
-        self.loading = False
+        self.running = False
         self.loaded = True
         if message.error is not None:
             self.findings = ()

@@ -31,7 +31,7 @@ class PhaseBar(Static):
         self._draw()
 
     def _draw(self) -> None:
-        compact = self.size.width and self.size.width < 100
+        compact = self.size.width and self.size.width < 130
         text = Text()
         self._spans = []
         text.append("phases " if not compact else "", style="dim")

@@ -6,7 +6,7 @@ costs only its own findings: the others are still shown, and the failure is repo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,7 +30,9 @@ class FindingsResult:
     failures: tuple[str, ...]  # "symptom: error" for each analyzer that raised
 
 
-def read_findings(reader: StoreReader, symptoms: Sequence[str] | None = None) -> FindingsResult:
+def read_findings(reader: StoreReader, symptoms: Sequence[str] | None = None,
+                  progress: Callable[[int, int, str], None] | None = None) -> FindingsResult:
+    """Run the analyzers of ``symptoms`` (all when None); ``progress(done, total, symptom)`` before each."""
     try:
         from llmtrace.analyzers import ANALYZERS, run_analyzers
     except ImportError as exc:  # keep the rest of the explorer usable
@@ -38,7 +40,9 @@ def read_findings(reader: StoreReader, symptoms: Sequence[str] | None = None) ->
     chosen = list(symptoms) if symptoms is not None else list(ANALYZERS)
     found: list[Finding] = []
     failures: list[str] = []
-    for symptom in chosen:
+    for i, symptom in enumerate(chosen):
+        if progress is not None:
+            progress(i, len(chosen), symptom)
         # A connection per analyzer: on a big store they take seconds each, and a writer waiting for the
         # file should wait for one of them, not for all.
         try:
