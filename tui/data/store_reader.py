@@ -194,10 +194,13 @@ def _cache_report(conn: duckdb.DuckDBPyConnection, n: int) -> CacheReport:
     # (the view's columns parse once per column); the temp table dies with the connection.
     paths = ", ".join("'$.\"" + f + "\"'" for f in _PASS_FIELDS)
     conn.execute(f"""CREATE TEMP TABLE tui_passes AS
-        SELECT trace_id, start_ns, coalesce(deploy, '(none)') AS deploy, v[1] AS side,
+        SELECT trace_id, start_ns, deploy, v[1] AS side,
                TRY_CAST(v[2] AS BIGINT) AS prompt, least(TRY_CAST(v[3] AS BIGINT), TRY_CAST(v[2] AS BIGINT)) AS cached,
                TRY_CAST(v[4] AS DOUBLE) AS ttft, TRY_CAST(v[5] AS DOUBLE) AS cost
-        FROM (SELECT trace_id, start_ns, deploy, json_extract_string(attributes, [{paths}]) AS v
+        FROM (SELECT trace_id, start_ns,
+                     -- a server pass often has no deploy of its own: it serves the app's, so take the trace's
+                     coalesce(deploy, max(deploy) OVER (PARTITION BY trace_id), '(none)') AS deploy,
+                     json_extract_string(attributes, [{paths}]) AS v
               FROM spans WHERE operation IN {PASS_OPS_SQL})""")
     # Client and server both report usage for a pass they share; count one side so tokens are not doubled.
     has_server = conn.execute("SELECT count(*) FROM tui_passes WHERE side = 'server'").fetchone()[0] > 0
