@@ -143,6 +143,10 @@ async def test_filter_box_expressions_and_errors(support_store: Path) -> None:
         await pilot.press("slash", "escape")  # esc in the box clears the filter
         await settle(pilot)
         assert app.requests.total == 32 and box.value == ""
+        await pilot.press("slash", *"hit<5%")  # typing alone applies it after a short pause
+        await pilot.pause(0.8)
+        await settle(pilot)
+        assert app.requests.total == 16 and all(r.hit_ratio == 0 for r in app.requests.rows)
 
 
 async def test_enter_opens_waterfall_and_stage_pane_explains(support_store: Path) -> None:
