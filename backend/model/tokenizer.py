@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
+from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers
 from tokenizers import Tokenizer as HFTokenizer
 
 from llmtrace.backend.model.chat_template import CHATML_TEMPLATE, render_chat_template
@@ -59,44 +59,99 @@ def _pre_tokenizer(preset: str) -> pre_tokenizers.PreTokenizer:
     return pre_tokenizers.Sequence(steps)
 
 
+def _byte_level_bpe(tokens: list[str], merges: list[str], preset: str) -> tuple[HFTokenizer, list[bytes]]:
+    """GPT-2-style byte-level BPE (``tokenizer.ggml.model == "gpt2"``)."""
+    vocab = {tok: i for i, tok in enumerate(tokens)}
+    pairs = [tuple(m.split(" ", 1)) for m in merges]
+    # Llama 3 style vocabularies take a whole word straight from the vocabulary before merging
+    model = models.BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False,
+                       ignore_merges=preset in _LLAMA3_PRESETS)
+    tk = HFTokenizer(model)
+    tk.pre_tokenizer = _pre_tokenizer(preset)
+    tk.decoder = decoders.ByteLevel()
+    table = _byte_decoder()
+    raw = [bytes(table[ch] for ch in tok) if all(ch in table for ch in tok) else tok.encode("utf-8") for tok in tokens]
+    return tk, raw
+
+
+def _sentencepiece_bpe(
+    tokens: list[str], scores: list[float], types: list[int], add_space_prefix: bool
+) -> tuple[HFTokenizer, list[bytes]]:
+    """SentencePiece BPE (``tokenizer.ggml.model == "llama"``): merges rebuilt from the scores (a merge
+    happens earlier the higher its result scores), spaces as U+2581, byte-fallback tokens ``<0xAB>``."""
+    vocab = {tok: i for i, tok in enumerate(tokens)}
+    ranked: list[tuple[float, int, int, str, str]] = []
+    for tok, i in vocab.items():
+        if types[i] != TOKEN_NORMAL:
+            continue
+        for cut in range(1, len(tok)):
+            left, right = tok[:cut], tok[cut:]
+            if left in vocab and right in vocab:
+                ranked.append((-scores[i], vocab[left], vocab[right], left, right))
+    ranked.sort()
+    pairs = [(left, right) for _, _, _, left, right in ranked]
+    unk = next((tokens[i] for i, t in enumerate(types) if t == TOKEN_UNKNOWN), None)
+    tk = HFTokenizer(models.BPE(vocab=vocab, merges=pairs, unk_token=unk, fuse_unk=True, byte_fallback=True))
+    steps = [normalizers.Prepend("\u2581")] if add_space_prefix else []
+    tk.normalizer = normalizers.Sequence([*steps, normalizers.Replace(" ", "\u2581")])
+    dec = [decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()]
+    if add_space_prefix:
+        dec.append(decoders.Strip(content=" ", left=1, right=0))
+    tk.decoder = decoders.Sequence(dec)
+    raw: list[bytes] = []
+    for tok, kind in zip(tokens, types, strict=True):
+        if kind == TOKEN_BYTE and len(tok) == 6 and tok.startswith("<0x") and tok.endswith(">"):
+            raw.append(bytes([int(tok[3:5], 16)]))
+        else:
+            raw.append(tok.replace("\u2581", " ").encode("utf-8"))
+    return tk, raw
+
+
 class Tokenizer:
     """Encode/decode, raw token bytes for incremental detokenization, special ids and the chat template."""
 
     __slots__ = (
         "_tk", "_token_bytes", "vocab_size", "eos_token_ids", "bos_token_id", "pad_token_id",
-        "special_ids", "chat_template", "add_bos", "_id_to_token",
+        "special_ids", "chat_template", "add_bos", "_id_to_token", "kind",
     )
 
     def __init__(
         self,
         tokens: list[str],
-        merges: list[str],
+        merges: list[str] | None = None,
         token_types: list[int] | None = None,
         *,
+        scores: list[float] | None = None,
         bos_token_id: int | None = None,
         eos_token_ids: set[int] | None = None,
         pad_token_id: int | None = None,
         chat_template: str | None = None,
         pre_preset: str = "gpt2",
         add_bos: bool = False,
+        add_space_prefix: bool = True,
     ) -> None:
+        """Byte-level BPE from ``merges``, or SentencePiece BPE from ``scores`` (exactly one of them)."""
         if not tokens:
             raise ValueError("tokenizer needs a non-empty vocabulary")
+        if (merges is None) == (scores is None):
+            raise ValueError("give merges (byte-level BPE) or scores (SentencePiece), not both or neither")
         types = token_types or [TOKEN_NORMAL] * len(tokens)
-        if len(types) != len(tokens):
-            raise ValueError(f"token_types has {len(types)} entries for {len(tokens)} tokens")
-        vocab = {tok: i for i, tok in enumerate(tokens)}
-        pairs = [tuple(m.split(" ", 1)) for m in merges]
-        model = models.BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False)
-        tk = HFTokenizer(model)
-        tk.pre_tokenizer = _pre_tokenizer(pre_preset)
-        tk.decoder = decoders.ByteLevel()
+        if len(types) != len(tokens) or (scores is not None and len(scores) != len(tokens)):
+            raise ValueError(f"token_types/scores must have one entry for each of the {len(tokens)} tokens")
+        if merges is not None:
+            self.kind = "bpe"
+            tk, raw = _byte_level_bpe(tokens, merges, pre_preset)
+        else:
+            self.kind = "spm"
+            tk, raw = _sentencepiece_bpe(tokens, list(scores or ()), types, add_space_prefix)
         special = {i for i, t in enumerate(types) if t == TOKEN_CONTROL}
         user_defined = {i for i, t in enumerate(types) if t == TOKEN_USER_DEFINED}
         # Control tokens are "special": matched whole in text and dropped by skip_special_tokens.
         tk.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False) for i in sorted(special)])
         if user_defined:
             tk.add_tokens([AddedToken(tokens[i], special=False, normalized=False) for i in sorted(user_defined)])
+        for i in special | user_defined:
+            raw[i] = tokens[i].encode("utf-8")
         self._tk = tk
         self._id_to_token = tokens
         self.vocab_size = len(tokens)
@@ -106,18 +161,7 @@ class Tokenizer:
         self.special_ids = frozenset(special)
         self.chat_template = chat_template or CHATML_TEMPLATE
         self.add_bos = add_bos
-        self._token_bytes = self._build_token_bytes(tokens, special | user_defined)
-
-    @staticmethod
-    def _build_token_bytes(tokens: list[str], verbatim: set[int]) -> list[bytes]:
-        table = _byte_decoder()
-        out: list[bytes] = []
-        for i, tok in enumerate(tokens):
-            if i in verbatim or any(ch not in table for ch in tok):
-                out.append(tok.encode("utf-8"))
-            else:
-                out.append(bytes(table[ch] for ch in tok))
-        return out
+        self._token_bytes = raw
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -146,10 +190,12 @@ class Tokenizer:
             return default if field is None else field.contents()
 
         model_kind = get("tokenizer.ggml.model")
-        if model_kind != "gpt2":
-            raise ValueError(f"{path}: tokenizer model {model_kind!r} is not byte-level BPE ('gpt2')")
+        if model_kind not in ("gpt2", "llama"):
+            raise ValueError(f"{path}: tokenizer model {model_kind!r} is neither byte-level BPE ('gpt2') nor "
+                             "SentencePiece BPE ('llama')")
         tokens = list(get("tokenizer.ggml.tokens"))
-        merges = list(get("tokenizer.ggml.merges", []))
+        merges = list(get("tokenizer.ggml.merges", [])) if model_kind == "gpt2" else None
+        scores = [float(x) for x in get("tokenizer.ggml.scores", [0.0] * len(tokens))] if merges is None else None
         types = [int(t) for t in get("tokenizer.ggml.token_type", [TOKEN_NORMAL] * len(tokens))]
         eos = get("tokenizer.ggml.eos_token_id")
         eot = get("tokenizer.ggml.eot_token_id")
@@ -160,12 +206,14 @@ class Tokenizer:
             tokens,
             merges,
             types,
+            scores=scores,
             bos_token_id=None if bos is None else int(bos),
             eos_token_ids=eos_ids,
             pad_token_id=None if pad is None else int(pad),
             chat_template=get("tokenizer.chat_template"),
             pre_preset=get("tokenizer.ggml.pre", "gpt2"),
-            add_bos=bool(get("tokenizer.ggml.add_bos_token", False)),
+            add_bos=bool(get("tokenizer.ggml.add_bos_token", model_kind == "llama")),
+            add_space_prefix=bool(get("tokenizer.ggml.add_space_prefix", True)),
         )
 
     # ---------------------------------------------------------------- encode / decode
