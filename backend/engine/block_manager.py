@@ -90,6 +90,7 @@ class BlockManager:
             seq.stats.prefix_key = f"{keys[len(seq.block_table) - 1]:016x}" if seq.block_table else ""
             seq.stats.prefix_first_miss = hit if hit < seq.num_prompt_tokens else -1
             seq.stats.prefix_lookup_ns = (start, time.time_ns())
+            seq.stats.window("cache.prefix_match", start, seq.stats.prefix_lookup_ns[1])
             self.prefix_cache.count_lookup(seq.num_prompt_tokens, hit)
         return hit
 

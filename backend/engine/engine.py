@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from llmtrace.backend.engine.request import EngineRequest, RequestOutput
 from llmtrace.backend.engine.scheduler import Scheduler, SchedulerOutput
 from llmtrace.backend.engine.sequence import Sequence, SequenceStatus
 from llmtrace.backend.engine.stage_emitter import EngineFacts, emit
-from llmtrace.backend.generation.params import InvalidRequestError
+from llmtrace.backend.generation.params import InvalidRequestError, SamplingParams
 from llmtrace.backend.generation.pipeline import GenerationPipeline
 from llmtrace.backend.kernels.selection import select_backend
 from llmtrace.backend.model.gguf_reader import GGUFModelFile
@@ -72,7 +72,7 @@ class Engine:
         config = config or EngineConfig()
         keep_freed_memory()  # before loading: the load's big temporaries benefit too
         model, tokenizer = load_model(model_path, config.dtype)
-        self._setup(model, tokenizer, config)
+        self._setup(model.to(config.device), tokenizer, config)
 
     @classmethod
     def from_model(cls, model: LlamaModel, tokenizer: Any, config: EngineConfig | None = None) -> Engine:
@@ -83,6 +83,9 @@ class Engine:
     def _setup(self, model: LlamaModel, tokenizer: Any, config: EngineConfig) -> None:
         if _dtype_name(model.dtype) != config.dtype:
             raise ValueError(f"the model is {_dtype_name(model.dtype)} but the engine config says {config.dtype}")
+        if model.device != torch.device(config.device):
+            raise ValueError(f"the model is on {model.device} but the engine config says {config.device}; "
+                             "use model.to(device)")
         torch.set_grad_enabled(False)
         keep_freed_memory()
         if config.num_threads:
@@ -163,6 +166,26 @@ class Engine:
                                                        for m, s in self._inbox):
                 raise InvalidRequestError(f"request id {request.request_id!r} is already in the engine", "request_id")
             self._inbox.append(("add", seq))
+
+    def encode_prompt(self, prompt: str | list[dict[str, Any]]) -> list[int]:
+        """Token ids of a plain-text prompt, or of chat messages rendered with the model's chat template."""
+        if isinstance(prompt, str):
+            return self.tokenizer.encode(prompt)
+        return self.tokenizer.encode(self.tokenizer.apply_chat_template(prompt, add_generation_prompt=True))
+
+    def generate(self, prompt: str | list[dict[str, Any]] | list[int], params: SamplingParams,
+                 request_id: str | None = None) -> Iterator[RequestOutput]:
+        """Run one request to the end on this thread, yielding its outputs (for scripts and tests; with
+        concurrent callers use ``AsyncEngine``)."""
+        ids = prompt if prompt and isinstance(prompt[0], int) else self.encode_prompt(prompt)  # type: ignore[arg-type]
+        rid = request_id or f"gen-{next(self._ids)}"
+        self.add_request(EngineRequest(rid, list(ids), params))  # type: ignore[arg-type]
+        while True:
+            for out in self.step():
+                if out.request_id == rid:
+                    yield out
+                    if out.finished:
+                        return
 
     def abort(self, request_id: str) -> None:
         """Stop a request; its blocks go back to the pool at the next step (unknown ids are ignored)."""

@@ -17,7 +17,13 @@ from llmtrace.backend.model.config import ModelConfig, tiny_config
 from llmtrace.backend.model.forward_clock import ForwardClock
 from llmtrace.backend.model.gguf_reader import GGUFModelFile
 from llmtrace.backend.model.linear import INVARIANT_TILE, Linear
-from llmtrace.backend.model.weights import LlamaWeights, load_gguf_weights, random_weights, resolve_dtype
+from llmtrace.backend.model.weights import (
+    LayerWeights,
+    LlamaWeights,
+    load_gguf_weights,
+    random_weights,
+    resolve_dtype,
+)
 
 
 class LlamaModel:
@@ -54,6 +60,26 @@ class LlamaModel:
         cfg = tiny_config()
         torch_dtype = resolve_dtype(dtype)
         return cls(cfg, random_weights(cfg, torch_dtype, seed), torch_dtype)
+
+    def to(self, device: str | torch.device) -> LlamaModel:
+        """A copy of the model on ``device`` (off the CPU the int4 path is dropped: its kernel is CPU-only)."""
+        device = torch.device(device)
+        if device == self.device:
+            return self
+
+        def move(lin: Linear) -> Linear:
+            return Linear(lin.weight.to(device))
+
+        w = self.weights
+        layers = [
+            LayerWeights(lw.attn_norm.to(device), move(lw.qkv), move(lw.o), lw.ffn_norm.to(device),
+                         move(lw.gate_up), move(lw.down))
+            for lw in w.layers
+        ]
+        embedding = w.embedding.to(device)
+        lm_head = embedding if w.lm_head is w.embedding else w.lm_head.to(device)
+        moved = LlamaWeights(embedding, layers, w.final_norm.to(device), lm_head, w.source, w.quantization)
+        return LlamaModel(self.config, moved, self.dtype, self.path)
 
     def _ensure_rope(self, length: int) -> None:
         """Cos/sin tables (float32) for positions below ``length``; grown on demand past the trained context."""

@@ -157,3 +157,8 @@ def test_real_model_says_paris(real_f32, tokenizer) -> None:  # noqa: ANN001
     reply = "".join(o.text_delta for o in outs["p"])
     assert "Paris" in reply, reply
     assert outs["p"][-1].finish_reason == "stop"
+    # the same through the messages convenience API; the prompt is now fully cached but its last block
+    again = list(engine.generate([{"role": "user", "content": "What is the capital of France?"}],
+                                 SamplingParams(temperature=0, max_tokens=24)))
+    assert "".join(o.text_delta for o in again) == reply
+    assert again[-1].num_cached_tokens == (len(tokenizer.encode(text)) - 1) // 16 * 16
