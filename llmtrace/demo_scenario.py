@@ -135,8 +135,11 @@ class SupportAgent:
         return None, None
 
     def _answer(self, ticket: Ticket, extra: list[dict[str, Any]], temperature: float | None = None) -> str:
+        # No tools on the answering pass: a small model shown the tool format tends to answer in it. The
+        # system prompt and thread still come first, so that much of the prefix is shared with the tool passes.
+        note = {"role": "user", "content": "Now reply to the customer in two plain sentences."}
         stream = self.client.chat.completions.create(
-            model=self.model, messages=self._messages(ticket, extra), tools=TOOLS, tool_choice="none",
+            model=self.model, messages=self._messages(ticket, [*extra, note]),
             max_tokens=self.answer_tokens, temperature=self.temperature if temperature is None else temperature,
             stream=True, stream_options={"include_usage": True})
         parts: list[str] = []
