@@ -29,7 +29,10 @@ class StoreBusy(StoreError):
 
 def _is_lock_error(exc: Exception) -> bool:
     text = str(exc).lower()
-    return "lock" in text or "conflicting" in text or "resource temporarily unavailable" in text
+    # Across processes DuckDB reports a file lock; inside one process a read-only and a read-write
+    # connection to the same file conflict as "different configuration" until the other one closes.
+    return ("lock" in text or "conflicting" in text or "resource temporarily unavailable" in text
+            or "different configuration" in text)
 
 
 def _open(path: Path, read_only: bool, timeout_s: float) -> duckdb.DuckDBPyConnection:

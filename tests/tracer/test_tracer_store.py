@@ -172,3 +172,24 @@ def test_reader_waits_for_a_writer(tmp_path: Path) -> None:
     assert time.monotonic() - t0 >= 0.5
     holder.wait()
     assert isinstance(duckdb.__version__, str)
+
+
+def test_reader_and_writer_in_one_process_wait_for_each_other(tmp_path: Path) -> None:
+    db = tmp_path / "same.duckdb"
+    llmtrace.init(db=db)
+    _record(3)
+    llmtrace.force_flush()
+    with read_connection(db) as conn:
+        before = health.counters().get("dropped_spans", 0)
+        _record(2)
+        import threading
+
+        flusher = threading.Thread(target=llmtrace.force_flush)
+        flusher.start()
+        time.sleep(0.3)
+        assert conn.execute("SELECT count(*) FROM spans").fetchall() == [(6,)]
+    flusher.join(timeout=30)
+    llmtrace.shutdown()
+    assert health.counters().get("dropped_spans", 0) == before
+    with read_connection(db) as conn:
+        assert conn.execute("SELECT count(*) FROM spans").fetchall() == [(10,)]
