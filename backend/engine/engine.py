@@ -131,6 +131,7 @@ class Engine:
             attention_backend=self.attention.name,
             attention_reason=self.attention.reason,
             attention_fallback=self.attention.fallback,
+            attention_path=str(getattr(self.attention.backend, "kernel_path", self.attention.name)),
             invariant=config.batch_invariant,
             prefix_cache=config.enable_prefix_cache,
             host_tier_blocks=config.host_tier_blocks,

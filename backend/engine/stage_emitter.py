@@ -32,6 +32,7 @@ class EngineFacts:
     attention_backend: str
     attention_reason: str
     attention_fallback: bool
+    attention_path: str
     invariant: bool
     prefix_cache: bool
     host_tier_blocks: int
@@ -97,6 +98,7 @@ def stage_values(seq: Sequence, facts: EngineFacts, free_blocks: int) -> dict[st
             "llmtrace.attention.reason": facts.attention_reason,
             "llmtrace.attention.fallback": facts.attention_fallback,
             "llmtrace.attention.kv_len_max": s.kv_len_max,
+            "llmtrace.attention.kernel_path": facts.attention_path,
             "llmtrace.attention.ms": round(sec.get("attention", 0.0), 3),
         },
         "forward.attention_variant": {

@@ -39,6 +39,11 @@ class TorchPagedAttention:
 
     def __init__(self, invariant: bool = False) -> None:
         self.invariant = invariant
+        # which code path serves which kind of query (recorded on forward.attention)
+        self.kernel_path = (
+            "all=invariant_tiles" if invariant
+            else "decode=grouped_matmul,prefill=sdpa_causal,prefill_after_cache=grouped_matmul"
+        )
         self._plan_key: tuple[int, tuple[int, ...]] | None = None
         self._plan: _Plan | None = None
         self._meta_ref: AttentionMetadata | None = None

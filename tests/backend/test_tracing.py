@@ -19,8 +19,11 @@ ENGINE_STAGES = [s.id for s in STAGES if 12 <= s.number <= 25] + ["gen.lm_head",
 
 
 def test_engine_stages_once_per_pass_with_values(make_engine, tmp_path: Path) -> None:  # noqa: ANN001
+    from llmtrace.tracer import health
+
     db = tmp_path / "t.duckdb"
     llmtrace.init(db=db, service_name="engine-test", strict=True)
+    health.reset()
     try:
         rng = random.Random(21)
         shared = random_prompt(rng, 40)
@@ -31,6 +34,7 @@ def test_engine_stages_once_per_pass_with_values(make_engine, tmp_path: Path) ->
             passes[rid] = rec.start_pass("tiny-llama", side="server")
             run_all(engine, [EngineRequest(rid, prompts[rid], greedy(4), pass_span=passes[rid])])
             passes[rid].end()
+        assert health.counters().get("wrong_value_type", 0) == 0, health.counters()
     finally:
         llmtrace.shutdown()
 
@@ -68,6 +72,7 @@ def test_engine_stages_once_per_pass_with_values(make_engine, tmp_path: Path) ->
     assert a["forward.attention"]["llmtrace.attention.backend"] == "torch"
     assert a["forward.attention"]["llmtrace.attention.reason"] == "no CUDA device"
     assert a["forward.attention"]["llmtrace.attention.kv_len_max"] == len(prompts["a"]) + 3
+    assert "decode=grouped_matmul" in a["forward.attention"]["llmtrace.attention.kernel_path"]
     assert a["forward.attention_variant"]["llmtrace.attention.gqa_ratio"] == 2
     assert a["forward.moe_routing"]["llmtrace.moe.experts"] == 0
     assert a["forward.feed_forward"]["llmtrace.ffn.intermediate_size"] == 128
