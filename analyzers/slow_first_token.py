@@ -10,7 +10,7 @@ from __future__ import annotations
 from llmtrace.analyzers.base import SymptomAnalyzer, severity_for
 from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.prefix_divergence import Divergence, find_divergences
-from llmtrace.analyzers.query import Query, median, pass_side, sample_ids, side_filter
+from llmtrace.analyzers.query import Query, pass_side, side_filter
 
 MIN_PROMPT_TOKENS = 32  # shorter prompts fit in a block or two: a miss costs nothing worth naming
 MISS_RATIO = 0.1  # cached share under which a pass counts as a miss
@@ -193,18 +193,32 @@ class SlowFirstToken(SymptomAnalyzer):
 
     # ── loop.fan_out ───────────────────────────────────────────────────────────────────────
     def _fan_out(self, q: Query) -> list[Finding]:
-        rows = q.stage("loop.fan_out", {"mode": ("llmtrace.fanout.mode", "str"), "calls": ("llmtrace.fanout.calls", "int"),
-                                        "passes": ("llmtrace.fanout.passes", "int"),
-                                        "reprefill": ("llmtrace.fanout.reprefill_tokens", "int")},
-                       where="mode = 'sequential' AND calls > 1 AND reprefill > 0")
-        if not rows:
+        """Sequential tool calls: each adds a pass whose first token waits on a prefill of what was appended.
+        The re-prefilled tokens come from the fan-out span, or else from the turn's later passes (the
+        prompt tokens they did not find cached)."""
+        fo = q.stage_sql("loop.fan_out", {"mode": ("llmtrace.fanout.mode", "str"), "calls": ("llmtrace.fanout.calls", "int"),
+                                          "passes": ("llmtrace.fanout.passes", "int"),
+                                          "reprefill": ("llmtrace.fanout.reprefill_tokens", "int")})
+        a = q.one(f"""
+            WITH seq AS (SELECT * FROM {fo} WHERE mode = 'sequential' AND calls > 1),
+                 later AS (
+                    SELECT r.trace_id, sum(r.prompt_tokens - coalesce(r.cached_tokens, 0)) AS tokens, count(*) AS passes
+                    FROM (SELECT *, row_number() OVER (PARTITION BY trace_id ORDER BY start_ns) AS nth
+                          FROM {q.requests} WHERE side IS DISTINCT FROM 'server'
+                            AND trace_id IN (SELECT trace_id FROM seq)) r
+                    WHERE r.nth > 1 GROUP BY r.trace_id),
+                 turns AS (SELECT seq.trace_id, coalesce(seq.reprefill, later.tokens, 0) AS reprefill,
+                                  coalesce(seq.passes, later.passes + 1) AS passes
+                           FROM seq LEFT JOIN later USING (trace_id))
+            SELECT count(*) AS n, median(reprefill) AS tokens, median(passes) AS passes,
+                   (list(trace_id))[1:5] AS ids FROM turns WHERE reprefill > 0""")
+        if not a.get("n"):
             return []
-        ids = sample_ids([r["trace_id"] for r in rows])
-        tokens = median([float(r["reprefill"]) for r in rows])  # type: ignore[arg-type]
+        ids = tuple(a["ids"])  # type: ignore[arg-type]
         return [self.finding(
-            "loop.fan_out", "info", f"{len(rows)} agent turns ran tool calls one after another",
+            "loop.fan_out", "info", f"{a['n']} agent turns ran tool calls one after another",
             "Each sequential tool call adds an inference pass that prefills the tokens appended since the last.",
-            [Evidence("sequential turns", len(rows), "", ids), Evidence("median tokens prefilled again", tokens, "tokens", ids),
-             Evidence("median passes per turn", median([float(r["passes"] or 0) for r in rows]))],
+            [Evidence("sequential turns", a["n"], "", ids), Evidence("median tokens prefilled again", a["tokens"], "tokens", ids),
+             Evidence("median passes per turn", a["passes"])],
             ids, "Let the model request independent tool calls in parallel (one pass for all results).", 0.2,
         )]

@@ -33,6 +33,7 @@ def test_demo_names_the_right_stage_for_each_complaint(tmp_path: Path) -> None:
     assert "v2" in slow["title"] and "system" in slow["title"]
     stages_found = {f["stage"] for f in out["findings"] if f["symptom"] == "slow_first_token"}
     assert "intake.system_prompt" in stages_found
+    assert "loop.fan_out" in stages_found  # the sequential turns re-prefilled what each tool call appended
     forgets = out["complaints"]["In long chats the agent forgets the order number"]
     assert any("48213" in str(e["value"]) for e in forgets["evidence"])
     assert db.exists() and (tmp_path / "demo.duckdb.before-demo").read_bytes() == b"an older store"
