@@ -169,7 +169,8 @@ BACK_STAGES: tuple[Stage, ...] = (
           ("A", "C"),
           (V("llmtrace.stop_reason.read", "bool", "", "true when the app looked at the finish reason"),
            V("llmtrace.stop_reason.truncated", "bool", "", "true when the output was cut by a cap"),
-           V("llmtrace.stop_reason.parse_ok", "bool", "", "true when the output parsed as expected")),
+           V("llmtrace.stop_reason.parse_ok", "bool", "", "true when the output parsed as expected"),
+           V("llmtrace.stop_reason.finish_reason", "str", "", "the finish reason the app was handed")),
           ("broken_json",)),
     # ── Meters ─────────────────────────────────────────────────────────────────────────────
     Stage(42, "meters.cache_accounting", "meters", "Cache accounting",
