@@ -15,8 +15,8 @@ Each configuration runs BENCH_GEN_REPEATS times, interleaved with its counterpar
 threads: on an oversubscribed machine one thread is several times faster than two, because every parallel
 region waits for a descheduled worker.
 
-Environment: BENCH_GEN_TOKENS (decode tokens per request, default 64), BENCH_GEN_DTYPE (float32),
-BENCH_GEN_REPEATS (2), BENCH_GEN_THREADS (torch's default).
+Environment: BENCH_GEN_TOKENS (decode tokens per request, default 64), BENCH_GEN_DTYPE (bfloat16, like
+the engine benchmark), BENCH_GEN_REPEATS (2), BENCH_GEN_THREADS (1; 0 keeps torch's default).
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ from llmtrace.backend.model.pull import default_model_path  # noqa: E402
 from llmtrace.backend.model.tokenizer import Tokenizer  # noqa: E402
 
 TOKENS = int(os.environ.get("BENCH_GEN_TOKENS", "64"))
-DTYPE = os.environ.get("BENCH_GEN_DTYPE", "float32")
+DTYPE = os.environ.get("BENCH_GEN_DTYPE", "bfloat16")
 REPEATS = int(os.environ.get("BENCH_GEN_REPEATS", "2"))
-THREADS = int(os.environ.get("BENCH_GEN_THREADS", "0"))
+THREADS = int(os.environ.get("BENCH_GEN_THREADS", "1"))
 
 REPEATING = (
     "Copy the following list exactly, line by line, three times.\n"
@@ -134,7 +134,8 @@ def main() -> None:
     spec = SpeculationConfig(method="ngram", k=4, ngram_max=3)
 
     results: dict[str, object] = {"model": path.name, "dtype": DTYPE, "torch_threads": torch.get_num_threads(),
-                                  "decode_tokens_per_request": TOKENS, "repeats_best_of": REPEATS}
+                                  "decode_tokens_per_request": TOKENS, "repeats_best_of": REPEATS,
+                                  "load_average_at_start": round(os.getloadavg()[0], 2)}
     run(fresh(), [prompt], SamplingParams(temperature=0.0, max_tokens=8))  # warm up kernels and allocator
 
     drafted = accepted = 0
@@ -164,7 +165,7 @@ def main() -> None:
     ask = tokenizer.encode(tokenizer.apply_chat_template(
         [{"role": "user", "content": "Write a recipe for pancakes as JSON with a title and six steps."}]))
     frees, cons, states, free_states = [], [], [], []
-    for _ in range(REPEATS):
+    for _ in range(2 * REPEATS + 1):  # short runs: more of them, so a burst of load elsewhere cannot decide
         engine = fresh()
         new_state = engine.pipeline.new_state
         engine.pipeline.new_state = lambda *a, _n=new_state, **k: free_states.append(_n(*a, **k)) or free_states[-1]  # type: ignore[method-assign]
@@ -188,6 +189,7 @@ def main() -> None:
     results["constrained_output_tokens"] = len(st.output_token_ids)
     results["constrained_finish_reason"] = str(st.finish_reason)
     results["constrained_masked_fraction"] = round(st.constraint.masked_fraction_mean, 4) if st.constraint else 0.0
+    results["load_average_at_end"] = round(os.getloadavg()[0], 2)
     save("generation", results)
 
 
