@@ -65,6 +65,7 @@ class SequenceState:
     finished: bool = False
     finish_reason: str | None = None  # a FinishReason, or what finish() was given (e.g. "abort")
     stop_matched: str | None = None
+    content_ns: int | None = None  # when the first chunk outside thinking was produced
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     logprobs: list[TokenLogprob] = field(default_factory=list)  # one per output token when params.logprobs
     _pending_logprobs: list[TokenLogprob] = field(default_factory=list)  # chosen, not yet accepted
@@ -272,6 +273,8 @@ class GenerationPipeline:
         if delta:
             st.text += delta
             st.clock.chunk(now_ns)
+            if st.content_ns is None and (st.reasoning is None or st.reasoning.phase != "thinking"):
+                st.content_ns = now_ns
 
     def _token_name(self, token_id: int) -> str:
         try:
@@ -325,6 +328,7 @@ class GenerationPipeline:
                 "llmtrace.stop.matched": st.stop_matched,
                 "gen_ai.request.max_tokens": p.max_tokens,
                 "gen_ai.usage.output_tokens": len(st.output_token_ids),
+                "llmtrace.stop.truncated": st.finish_reason == "length",
             },
             "gen.detokenization": {
                 "llmtrace.detok.held_back_max": st.detokenizer.held_back_max,
@@ -332,7 +336,12 @@ class GenerationPipeline:
                 "llmtrace.detok.skip_special_tokens": p.skip_special_tokens,
                 "llmtrace.detok.stop_holdback_chars": st.stops.holdback_max,
             },
-            "gen.streaming": st.clock.values(),
+            "gen.streaming": {
+                **st.clock.values(),
+                # answer text vs a tool call: the first chunk after any thinking, or the call itself
+                "llmtrace.stream.first_content_ms": None if st.tool_calls else st.clock.since_arrival_ms(st.content_ns),
+                "llmtrace.stream.first_tool_call_ms": st.clock.ttft_ms if st.tool_calls else None,
+            },
         }
 
     def stage_durations_ns(self, state: SequenceState) -> dict[str, int]:

@@ -27,6 +27,9 @@ class StreamClock:
     def ttft_ms(self) -> float | None:
         return (self.chunk_ns[0] - self.arrival_ns) / 1e6 if self.chunk_ns else None
 
+    def since_arrival_ms(self, ns: int | None) -> float | None:
+        return None if ns is None else (ns - self.arrival_ns) / 1e6
+
     def gaps_ms(self) -> list[float]:
         return [(b - a) / 1e6 for a, b in zip(self.chunk_ns, self.chunk_ns[1:], strict=False)]
 

@@ -75,5 +75,13 @@ def test_generation_stages_once_per_pass(tokenizer, tmp_path: Path):
     assert r["gen.streaming"]["llmtrace.stream.chunks"] >= 1
     assert r["gen.streaming"]["gen_ai.response.time_to_first_chunk"] > 0
     assert r["gen.detokenization"]["llmtrace.detok.skip_special_tokens"] is True
+    assert j["gen.stop"]["llmtrace.stop.truncated"] is False
+    assert r["gen.stop"]["llmtrace.stop.truncated"] is (r["gen.stop"]["gen_ai.response.finish_reasons"] == ["length"])
+    assert t["gen.streaming"]["llmtrace.stream.first_tool_call_ms"] > 0
+    assert "llmtrace.stream.first_content_ms" not in t["gen.streaming"]
+    assert j["gen.streaming"]["llmtrace.stream.first_content_ms"] > 0
+    if "llmtrace.stream.first_content_ms" in r["gen.streaming"]:  # answer text came after the thinking
+        assert r["gen.streaming"]["llmtrace.stream.first_content_ms"] > r["gen.streaming"][
+            "gen_ai.response.time_to_first_chunk"] * 1e3
     finish = dict(con.execute("SELECT span_id, finish_reason FROM requests").fetchall())
     assert finish[passes["tool"].span_id] == "tool_calls"
