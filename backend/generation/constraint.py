@@ -14,7 +14,6 @@ from typing import Any
 
 import llguidance as llg
 import numpy as np
-import torch
 
 from llmtrace.backend.generation.params import Constraint, InvalidRequestError
 
@@ -155,7 +154,7 @@ class ConstraintMatcher:
     def stopped(self) -> bool:
         return self._matcher.is_stopped()
 
-    def allowed(self, extra_tokens: list[int] | None = None) -> torch.Tensor:
+    def allowed(self, extra_tokens: list[int] | None = None) -> np.ndarray:
         """Boolean mask [V] of the tokens the grammar allows next (after ``extra_tokens``, if given,
         which are consumed only for this question and rolled back)."""
         consumed = 0
@@ -163,18 +162,18 @@ class ConstraintMatcher:
             consumed = self._matcher.try_consume_tokens(list(extra_tokens))
             if consumed != len(extra_tokens):
                 self._matcher.rollback(consumed)
-                return torch.zeros(self.vocab_size, dtype=torch.bool)
+                return np.zeros(self.vocab_size, dtype=np.bool_)
         raw = self._matcher.compute_bitmask()
         if consumed:
             self._matcher.rollback(consumed)
         # numpy unpack: single-threaded and ~20 us for 49k tokens (bit i of word w is token 32*w + i)
         bits = np.unpackbits(np.frombuffer(raw, dtype=np.uint8), bitorder="little")[: self.vocab_size]
-        return torch.from_numpy(bits.view(np.bool_))
+        return bits.view(np.bool_)
 
-    def mask_logits(self, logits: torch.Tensor, extra_tokens: list[int] | None = None) -> tuple[torch.Tensor, int]:
+    def mask_logits(self, logits: np.ndarray, extra_tokens: list[int] | None = None) -> tuple[np.ndarray, int]:
         """Logits with disallowed tokens at -inf, and how many tokens are allowed."""
         allowed = self.allowed(extra_tokens)
-        n_allowed = int(allowed.sum())
+        n_allowed = int(np.count_nonzero(allowed))
         if extra_tokens is None:
             self.steps += 1
             self._masked_sum += 1.0 - n_allowed / self.vocab_size
@@ -187,7 +186,7 @@ class ConstraintMatcher:
                 self.dead_end = True
                 self.error = m.get_error() or f"no token can continue the grammar ({m.stop_reason()})"
                 n_allowed = 0
-        return logits.masked_fill(~allowed, float("-inf")), n_allowed
+        return np.where(allowed, logits, np.float32(-np.inf)).astype(logits.dtype, copy=False), n_allowed
 
     def commit(self, token_id: int, token_bytes: bytes = b"x") -> bool:
         """Advance the grammar by one sampled token; False when the token broke it or the output is stuck

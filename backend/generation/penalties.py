@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-import torch
+import numpy as np
 
 
 class PenaltyState:
@@ -29,9 +29,7 @@ class PenaltyState:
         self.frequency = frequency
         self.presence = presence
         self.vocab_size = vocab_size
-        self._prompt_ids = (
-            torch.tensor(sorted(set(prompt_token_ids)), dtype=torch.long) if repetition != 1.0 else None
-        )
+        self._prompt_ids = np.unique(np.asarray(prompt_token_ids, dtype=np.int64)) if repetition != 1.0 else None
         self._output_ids: list[int] = []
 
     @property
@@ -41,23 +39,20 @@ class PenaltyState:
     def append(self, token_id: int) -> None:
         self._output_ids.append(token_id)
 
-    def apply(self, logits: torch.Tensor, extra_output: list[int] | None = None) -> torch.Tensor:
+    def apply(self, logits: np.ndarray, extra_output: list[int] | None = None) -> np.ndarray:
         """Penalized copy of one row of logits [V]; ``extra_output``: tokens assumed already emitted
         (speculative positions not yet accepted)."""
         if not self.active:
             return logits
-        out_ids = self._output_ids + list(extra_output or ())
-        logits = logits.clone()
+        out_ids = np.asarray(self._output_ids + list(extra_output or ()), dtype=np.int64)
+        logits = logits.copy()
         if self.repetition != 1.0:
-            seen = torch.zeros(logits.shape[-1], dtype=torch.bool)
-            if self._prompt_ids is not None and self._prompt_ids.numel():
-                seen[self._prompt_ids] = True
-            if out_ids:
-                seen[torch.tensor(out_ids, dtype=torch.long)] = True
-            picked = logits[seen]
-            logits[seen] = torch.where(picked > 0, picked / self.repetition, picked * self.repetition)
-        if out_ids and (self.frequency != 0.0 or self.presence != 0.0):
-            counts = torch.bincount(torch.tensor(out_ids, dtype=torch.long), minlength=logits.shape[-1])
-            counts = counts[: logits.shape[-1]].to(logits.dtype)
-            logits -= self.frequency * counts + self.presence * (counts > 0).to(logits.dtype)
+            parts = [a for a in (self._prompt_ids, out_ids) if a is not None and a.size]
+            if parts:
+                seen = np.unique(np.concatenate(parts))
+                picked = logits[seen]
+                logits[seen] = np.where(picked > 0, picked / self.repetition, picked * self.repetition)
+        if out_ids.size and (self.frequency != 0.0 or self.presence != 0.0):
+            ids, counts = np.unique(out_ids, return_counts=True)
+            logits[ids] -= (self.frequency * counts + self.presence).astype(logits.dtype)
         return logits

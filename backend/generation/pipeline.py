@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
 import torch
 
 from llmtrace.backend.generation.constraint import ConstraintMatcher, make_ll_tokenizer
@@ -22,7 +23,7 @@ from llmtrace.backend.generation.detokenizer import IncrementalDetokenizer
 from llmtrace.backend.generation.params import Constraint, SamplingParams
 from llmtrace.backend.generation.penalties import PenaltyState
 from llmtrace.backend.generation.reasoning import ReasoningTracker
-from llmtrace.backend.generation.sampler import EffectiveSampling, position_generator, sample_row
+from llmtrace.backend.generation.sampler import EffectiveSampling, position_uniform, sample_row
 from llmtrace.backend.generation.stop_strings import StopStringMatcher
 from llmtrace.backend.generation.streaming import StreamClock
 from llmtrace.backend.generation.tool_calls import parse_tool_calls
@@ -59,7 +60,6 @@ class SequenceState:
     clock: StreamClock
     constraint: ConstraintMatcher | None = None
     reasoning: ReasoningTracker | None = None
-    generator: torch.Generator = field(default_factory=torch.Generator)
     output_token_ids: list[int] = field(default_factory=list)
     text: str = ""
     finished: bool = False
@@ -131,7 +131,8 @@ class GenerationPipeline:
         """One token per row of ``logits`` [B, V] (float32), for the matching state."""
         if logits.dim() != 2 or logits.shape[0] != len(states):
             raise ValueError(f"logits must be [B, V] with B = {len(states)}, got {tuple(logits.shape)}")
-        return [self._choose(st, logits[i], None) for i, st in enumerate(states)]
+        rows = self._rows(logits)
+        return [self._choose(st, rows[i], None) for i, st in enumerate(states)]
 
     def sample_draft_targets(self, state: SequenceState, logits: torch.Tensor, draft: list[int]) -> list[int]:
         """Speculative verification: ``logits`` [k+1, V] are the full model's scores after the sequence and
@@ -140,15 +141,21 @@ class GenerationPipeline:
         from the same stream as without speculation, so the output is the same with and without it."""
         if logits.dim() != 2 or logits.shape[0] < len(draft) + 1:
             raise ValueError(f"need {len(draft) + 1} rows of logits, got {tuple(logits.shape)}")
+        rows = self._rows(logits[: len(draft) + 1])
         targets: list[int] = []
         for i in range(len(draft) + 1):
-            tok = self._choose(state, logits[i], draft[:i] if i else None)
+            tok = self._choose(state, rows[i], draft[:i] if i else None)
             targets.append(tok)
             if i < len(draft) and tok != draft[i]:
                 break
         return targets
 
-    def _choose(self, st: SequenceState, row: torch.Tensor, extra: list[int] | None) -> int:
+    def _rows(self, logits: torch.Tensor) -> np.ndarray:
+        """One host copy of the step's logits as float32 numpy [B, vocab] (padded head rows dropped)."""
+        rows = logits.detach().to(device="cpu", dtype=torch.float32).numpy()
+        return rows[:, : self.vocab_size] if rows.shape[1] > self.vocab_size else rows
+
+    def _choose(self, st: SequenceState, row: np.ndarray, extra: list[int] | None) -> int:
         if st.finished:
             return self._eos_fallback
         tok = self._choose_token(st, row, extra)
@@ -158,35 +165,32 @@ class GenerationPipeline:
             st._pending_logprobs.append(self._logprob(row, tok, st.params.logprobs))
         return tok
 
-    def _logprob(self, row: torch.Tensor, token_id: int, n: int) -> TokenLogprob:
-        lp = torch.log_softmax(row[: self.vocab_size].float(), dim=-1)
-        top = torch.topk(lp, n) if n else None
-        pairs = tuple(zip(top.indices.tolist(), top.values.tolist(), strict=True)) if top is not None else ()
-        return TokenLogprob(token_id, float(lp[token_id]), pairs)
+    def _logprob(self, row: np.ndarray, token_id: int, n: int) -> TokenLogprob:
+        x = row.astype(np.float64)
+        lp = x - (x.max() + np.log(np.exp(x - x.max()).sum()))
+        top = np.argpartition(-lp, n - 1)[:n] if n else np.zeros(0, dtype=np.int64)
+        top = top[np.argsort(-lp[top], kind="stable")]
+        return TokenLogprob(token_id, float(lp[token_id]), tuple((int(i), float(lp[i])) for i in top))
 
-    def _choose_token(self, st: SequenceState, row: torch.Tensor, extra: list[int] | None) -> int:
+    def _choose_token(self, st: SequenceState, row: np.ndarray, extra: list[int] | None) -> int:
         if st.reasoning is not None:
             forced = st.reasoning.forced_token() if not extra else st.reasoning.peek_forced(len(extra))
             if forced is not None:
                 return forced
-        row = row.float()
-        if row.shape[-1] > self.vocab_size:  # padded head: rows past the vocabulary are never valid
-            row = row.clone()
-            row[self.vocab_size:] = float("-inf")
         t0 = time.perf_counter_ns()
         row = st.penalties.apply(row, extra)
         st._spent("gen.penalties", t0)
         if st.constraint is not None:
             t0 = time.perf_counter_ns()
-            masked, n_allowed = st.constraint.mask_logits(row[: self.vocab_size], extra)
+            masked, n_allowed = st.constraint.mask_logits(row, extra)
             st._spent("gen.constrained", t0)
             if n_allowed == 0:
                 return self._eos_fallback  # dead end: accept() ends the sequence
             row = masked
         t0 = time.perf_counter_ns()
+        eff = st.effective
         position = len(st.output_token_ids) + (len(extra) if extra else 0)
-        gen = None if st.effective.greedy else position_generator(st.effective.seed, position, st.generator)
-        tok = sample_row(row, st.effective, gen)
+        tok = sample_row(row, eff, None if eff.greedy else position_uniform(eff.seed, position))
         st._spent("gen.sampling", t0)
         return tok
 

@@ -3,6 +3,9 @@
 Every sequence is sampled on its own row (never a batch-wide reduction), and the random draw for output
 position ``n`` comes from a generator seeded with ``(seed, n)``. So a seeded request picks the same tokens
 whatever else is in the batch, and with or without speculation (which samples several positions at once).
+
+The row work runs in numpy, single-threaded on purpose: it is a few tens of microseconds per row, and
+torch's intra-op threads turn such small operations ten times slower when the machine is oversubscribed.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-import torch
+import numpy as np
 
 from llmtrace.backend.generation.params import SamplingParams
 
@@ -47,46 +50,48 @@ class EffectiveSampling:
         return cls(temperature, top_k, params.top_p, params.min_p, seed, greedy, tuple(clamped))
 
 
-def position_generator(seed: int, position: int, generator: torch.Generator | None = None) -> torch.Generator:
-    """A generator whose stream depends only on (seed, output position)."""
-    g = generator if generator is not None else torch.Generator()
+def position_uniform(seed: int, position: int) -> float:
+    """A uniform draw in [0, 1) that depends only on (seed, output position)."""
     # splitmix-style mixing so neighbouring positions get unrelated streams
     z = (seed * 0x9E3779B97F4A7C15 + position * 0xBF58476D1CE4E5B9 + 0x94D049BB133111EB) & ((1 << 64) - 1)
     z ^= z >> 31
-    g.manual_seed(z & _MASK64)
-    return g
+    return float(np.random.Generator(np.random.PCG64(z)).random())
 
 
-def sample_row(logits: torch.Tensor, eff: EffectiveSampling, generator: torch.Generator | None) -> int:
-    """Pick one token from a row of (penalized, masked) logits [V]."""
+def sample_row(logits: np.ndarray, eff: EffectiveSampling, uniform: float | None) -> int:
+    """Pick one token from a row of (penalized, masked) float32 logits [V]; ``uniform`` is the draw in [0, 1)
+    (unused when greedy)."""
     if eff.greedy:
-        return int(torch.argmax(logits))
-    x = logits.float() / eff.temperature
-    if eff.top_k > 0:
-        kth = torch.topk(x, eff.top_k).values[-1]
-        x = x.masked_fill(x < kth, float("-inf"))
-    probs = torch.softmax(x, dim=-1)
+        return int(np.argmax(logits))
+    if uniform is None:
+        raise ValueError("sampling needs a uniform draw")
+    x = logits.astype(np.float64) / eff.temperature
+    if eff.top_k > 0 and eff.top_k < x.shape[-1]:
+        kth = np.partition(x, -eff.top_k)[-eff.top_k]
+        x = np.where(x < kth, -np.inf, x)
+    probs = np.exp(x - x.max())
+    probs /= probs.sum()
     if eff.top_p < 1.0:
         probs = _nucleus(probs, eff.top_p)
     if eff.min_p > 0.0:
-        probs = probs.masked_fill(probs < eff.min_p * probs.max(), 0.0)
-    # Inverse CDF with one uniform draw: cheaper than multinomial, and a zero-probability token can never
-    # be picked (its CDF step is empty).
-    cdf = torch.cumsum(probs, dim=-1)
-    u = torch.rand((), generator=generator, dtype=cdf.dtype) * cdf[-1]
-    return int(torch.searchsorted(cdf, u, right=True).clamp(max=probs.shape[-1] - 1))
+        probs = np.where(probs < eff.min_p * probs.max(), 0.0, probs)
+    # Inverse CDF with one uniform draw: a zero-probability token can never be picked (its CDF step is empty).
+    cdf = np.cumsum(probs)
+    return int(min(np.searchsorted(cdf, uniform * cdf[-1], side="right"), probs.shape[-1] - 1))
 
 
-def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
-    """Keep the smallest set of most likely tokens whose mass reaches ``top_p``. Grows a top-k window
-    instead of sorting the whole vocabulary (the nucleus is usually a few dozen tokens)."""
+def _nucleus(probs: np.ndarray, top_p: float) -> np.ndarray:
+    """Keep the smallest set of most likely tokens whose mass reaches ``top_p``. Looks at a top-k window
+    first instead of sorting the whole vocabulary (the nucleus is usually a few dozen tokens)."""
     n = probs.shape[-1]
-    for k in (64, 1024, n):  # past a thousand tokens a full sort is as cheap as a wider top-k
-        vals, idx = torch.topk(probs, min(k, n)) if k < n else torch.sort(probs, descending=True)
-        cum = torch.cumsum(vals, dim=-1)
-        if cum[-1] >= top_p:
+    for k in (64, 1024, n):
+        idx = np.argpartition(-probs, k - 1)[:k] if k < n else np.arange(n)
+        idx = idx[np.argsort(-probs[idx], kind="stable")]
+        vals = probs[idx]
+        cum = np.cumsum(vals)
+        if cum[-1] >= top_p or k >= n:
             break
     keep = idx[(cum - vals) < top_p]  # a token stays if the mass before it is still short of top_p
-    out = torch.zeros_like(probs)
+    out = np.zeros_like(probs)
     out[keep] = probs[keep]
     return out

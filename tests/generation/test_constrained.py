@@ -66,9 +66,10 @@ def test_after_marker_free_text_then_constrained(pipe, tokenizer):
     # the "model" writes free text, then the marker, then whatever the logits say (random)
     import time
 
+    import numpy as np
     import torch
     for tok in tokenizer.encode("Let me think about it. ANSWER:"):
-        masked, allowed = st.constraint.mask_logits(torch.zeros(pipe.vocab_size))
+        masked, allowed = st.constraint.mask_logits(np.zeros(pipe.vocab_size, dtype=np.float32))
         assert allowed > 40_000  # free text: (almost) nothing masked
         pipe.accept(st, tok, time.time_ns())
     g = torch.Generator().manual_seed(0)
