@@ -54,7 +54,12 @@ class AsyncEngine:
             self._queues.clear()
         for request_id, (loop, queue) in targets:
             self.engine.abort(request_id)
-            loop.call_soon_threadsafe(queue.put_nowait, RuntimeError(f"engine step failed: {exc}"))
+            error = exc if isinstance(exc, RuntimeError) and "shut down" in str(exc) else RuntimeError(
+                f"engine step failed: {exc}")
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, error)
+            except RuntimeError:  # the consumer's event loop is already closed
+                pass
 
     async def generate(self, request: EngineRequest) -> AsyncIterator[RequestOutput]:
         """Outputs of one request as the engine produces them; raises InvalidRequestError up front."""
@@ -93,6 +98,8 @@ class AsyncEngine:
         return self.engine.stats()
 
     def shutdown(self, timeout: float = 10.0) -> None:
+        """Stop the stepping thread; consumers still waiting get a RuntimeError instead of hanging."""
         self._stop = True
         self._wake.set()
         self._thread.join(timeout=timeout)
+        self._fail_all(RuntimeError("the engine was shut down"))

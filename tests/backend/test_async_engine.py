@@ -72,3 +72,13 @@ async def test_invalid_request_raises_before_streaming(make_engine) -> None:  # 
         assert engine.stats()["running"] == 0
     finally:
         engine.shutdown()
+
+
+async def test_shutdown_fails_waiting_consumers(make_engine) -> None:  # noqa: ANN001
+    engine = AsyncEngine(make_engine(num_blocks=64))
+    stream = engine.generate(EngineRequest("s", random_prompt(random.Random(54), 10), greedy(100_000)))
+    await stream.__anext__()
+    engine.shutdown()
+    with pytest.raises(RuntimeError, match="shut down"):
+        async for _ in stream:
+            pass
