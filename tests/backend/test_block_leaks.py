@@ -8,13 +8,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from llmtrace.backend.engine import Engine, EngineConfig, EngineRequest
-from llmtrace.backend.generation.params import SamplingParams
+from llmtrace.backend.generation.params import SamplingParams, SpeculationConfig
 
 request_st = st.tuples(
     st.integers(1, 60),  # prompt length
     st.integers(1, 12),  # max tokens
     st.integers(0, 3),  # prompt family (shared prefixes within a family)
     st.integers(0, 2),  # priority
+    st.sampled_from(["none", "ngram", "self_draft"]),  # speculation
 )
 action_st = st.one_of(
     st.tuples(st.just("add"), request_st),
@@ -48,12 +49,13 @@ def test_every_block_comes_back(tiny, tokenizer, actions, policy, host, prefix) 
     added: list[str] = []
     for kind, arg in actions:
         if kind == "add":
-            length, max_tokens, family, priority = arg
+            length, max_tokens, family, priority, spec = arg
             prompt = [1000 + family * 7 + (i % 5) for i in range(length)]
             rid = f"r{len(added)}"
+            params = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True,
+                                    speculation=SpeculationConfig(method=spec, k=3, draft_layers=1))
             try:
-                engine.add_request(EngineRequest(rid, prompt, SamplingParams(temperature=0, max_tokens=max_tokens,
-                                                                             ignore_eos=True), priority=priority))
+                engine.add_request(EngineRequest(rid, prompt, params, priority=priority))
             except ValueError:
                 continue  # too long for this small pool: refused up front, nothing allocated
             added.append(rid)
