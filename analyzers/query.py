@@ -13,18 +13,6 @@ import duckdb
 
 _TYPES = {"int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "str": "VARCHAR", "str[]": "VARCHAR[]"}
 
-_REQUEST_SPEC = json.dumps({
-    "llmtrace.side": "VARCHAR", "gen_ai.request.model": "VARCHAR", "gen_ai.response.model": "VARCHAR",
-    "gen_ai.provider.name": "VARCHAR", "llmtrace.replica.id": "VARCHAR", "gen_ai.usage.input_tokens": "BIGINT",
-    "gen_ai.usage.cache_read.input_tokens": "BIGINT", "llmtrace.ttft_ms": "DOUBLE", "llmtrace.tpot_ms": "DOUBLE",
-    "gen_ai.usage.output_tokens": "BIGINT", "gen_ai.response.finish_reasons": "VARCHAR[]",
-    "gen_ai.request.temperature": "DOUBLE", "gen_ai.request.top_p": "DOUBLE", "gen_ai.request.seed": "BIGINT",
-    "gen_ai.request.max_tokens": "BIGINT", "llmtrace.admission.queue_wait_ms": "DOUBLE",
-    "llmtrace.batch.composition_hash": "VARCHAR", "llmtrace.meters.cost_usd": "DOUBLE",
-    "llmtrace.prompt.hash": "VARCHAR", "llmtrace.output.hash": "VARCHAR",
-})
-
-
 def struct_spec(values: dict[str, tuple[str, str]]) -> str:
     """A json_transform structure for (boundary-value name, type) pairs, quoted for SQL."""
     return json.dumps({n: _TYPES[t] for n, t in values.values()}).replace("'", "''")
@@ -77,27 +65,11 @@ class Query:
             return
         name = f"_llmtrace_requests_{id(self):x}"
         where = "" if self.since_ns is None else f" AND start_ns >= {int(self.since_ns)}"
-        # The columns of the `requests` view, with every attribute parsed in one pass per row.
+        # The view parses each pass's attributes once (json_transform); keeping the rows in a temporary
+        # table means a run of every analyzer pays for that parse once, not once per analyzer.
         self.conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE {name} AS
-            SELECT trace_id, span_id, parent_span_id, service, deploy, start_ns, end_ns, duration_ms, status,
-                   v."llmtrace.side" AS side, v."gen_ai.request.model" AS model,
-                   v."gen_ai.response.model" AS response_model, v."gen_ai.provider.name" AS provider,
-                   v."llmtrace.replica.id" AS replica, v."gen_ai.usage.input_tokens" AS prompt_tokens,
-                   v."gen_ai.usage.cache_read.input_tokens" AS cached_tokens,
-                   CASE WHEN v."gen_ai.usage.input_tokens" > 0
-                        THEN v."gen_ai.usage.cache_read.input_tokens" / v."gen_ai.usage.input_tokens" END AS hit_ratio,
-                   v."llmtrace.ttft_ms" AS ttft_ms, v."llmtrace.tpot_ms" AS tpot_ms,
-                   v."gen_ai.usage.output_tokens" AS output_tokens,
-                   v."gen_ai.response.finish_reasons"[1] AS finish_reason,
-                   v."gen_ai.request.temperature" AS temperature, v."gen_ai.request.top_p" AS top_p,
-                   v."gen_ai.request.seed" AS seed, v."gen_ai.request.max_tokens" AS max_tokens,
-                   v."llmtrace.admission.queue_wait_ms" AS queue_wait_ms,
-                   v."llmtrace.batch.composition_hash" AS composition_hash,
-                   v."llmtrace.meters.cost_usd" AS cost_usd, v."llmtrace.prompt.hash" AS prompt_hash,
-                   v."llmtrace.output.hash" AS output_hash
-            FROM (SELECT *, TRY(json_transform(attributes, '{_REQUEST_SPEC}')) AS v FROM spans
-                  WHERE operation IN ('chat', 'text_completion', 'generate_content'){where})""")
+            SELECT {REQUEST_COLUMNS} FROM requests WHERE true{where}""")
         self._req_table = name
 
     def release(self) -> None:
