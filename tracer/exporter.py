@@ -7,8 +7,11 @@ is dropped and counted; ``export`` never raises.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
+import queue
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -46,8 +49,23 @@ def _attr_dict(span: ReadableSpan) -> dict[str, object]:
 
 
 def spans_to_arrow(spans: Sequence[ReadableSpan]) -> pa.Table:
-    """Rows as tuples, transposed once into columns; resources serialised once per distinct resource."""
+    """Rows as tuples, transposed once into columns; resources serialised once per distinct resource.
+
+    The cyclic garbage collector is paused for the loop: building tens of thousands of small tuples
+    otherwise triggers collections that walk the app's whole heap, which cost more than the conversion.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _spans_to_arrow(spans)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _spans_to_arrow(spans: Sequence[ReadableSpan]) -> pa.Table:
     resource_cache: dict[int, tuple[str, str | None, str | None]] = {}
+    hex_ids: dict[int, str] = {}  # a pass's ~40 spans share its trace id and parent: format each once
     rows: list[tuple[object, ...]] = []
     append = rows.append
     error = StatusCode.ERROR
@@ -67,10 +85,18 @@ def spans_to_arrow(spans: Sequence[ReadableSpan]) -> pa.Table:
         parent = s._parent
         get = attrs.get
         events = s._events
+        trace_hex = hex_ids.get(ctx.trace_id)
+        if trace_hex is None:
+            trace_hex = hex_ids[ctx.trace_id] = f"{ctx.trace_id:032x}"
+        parent_hex = None
+        if parent is not None:
+            parent_hex = hex_ids.get(parent.span_id)
+            if parent_hex is None:
+                parent_hex = hex_ids[parent.span_id] = f"{parent.span_id:016x}"
         append((
-            f"{ctx.trace_id:032x}",
+            trace_hex,
             f"{ctx.span_id:016x}",
-            f"{parent.span_id:016x}" if parent is not None else None,
+            parent_hex,
             s._name,
             _KIND_NAMES.get(s._kind, "internal"),
             get("gen_ai.operation.name"),
@@ -102,7 +128,13 @@ def insert_arrow(conn: object, table: pa.Table) -> None:
 
 
 class DuckDBSpanExporter(SpanExporter):
-    """Writes span batches into the store file; ``max_bytes`` caps the file (spans past it are dropped)."""
+    """Writes span batches into the store file; ``max_bytes`` caps the file (spans past it are dropped).
+
+    Conversion to Arrow runs on the caller's (the processor's) thread and the DuckDB write on a writer
+    thread of its own, so one batch is converted while the previous one commits (DuckDB releases the GIL
+    while it writes). At most two converted batches wait, which bounds memory and pushes back on the
+    processor, whose own queue is bounded and counted.
+    """
 
     def __init__(self, path: str | os.PathLike[str], *, max_bytes: int | None = None, lock_timeout_s: float = 30.0):
         self.path = Path(path)
@@ -110,28 +142,64 @@ class DuckDBSpanExporter(SpanExporter):
         self.lock_timeout_s = lock_timeout_s
         self.exported = 0
         self._shutdown = False
+        self._tables: queue.Queue[pa.Table | None] = queue.Queue(maxsize=2)
+        self._writer: threading.Thread | None = None
+        self._writer_lock = threading.Lock()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._shutdown or not spans:
             return SpanExportResult.SUCCESS
         try:
-            if self.max_bytes is not None and self.path.exists() and self.path.stat().st_size >= self.max_bytes:
-                health.count("dropped_spans", len(spans),
-                             f"store {self.path} reached its size cap ({self.max_bytes} bytes); spans dropped")
-                return SpanExportResult.FAILURE
             table = spans_to_arrow(spans)
+        except Exception as exc:  # the tracer never raises into the app
+            health.count("dropped_spans", len(spans), f"cannot convert spans for {self.path}: {exc!r}")
+            return SpanExportResult.FAILURE
+        self._ensure_writer()
+        self._tables.put(table)
+        return SpanExportResult.SUCCESS
+
+    def _ensure_writer(self) -> None:
+        with self._writer_lock:
+            if self._writer is None or not self._writer.is_alive():
+                self._writer = threading.Thread(target=self._write_loop, name="llmtrace-store-writer", daemon=True)
+                self._writer.start()
+
+    def _write_loop(self) -> None:
+        while True:
+            table = self._tables.get()
+            try:
+                if table is None:
+                    return
+                self._write(table)
+            finally:
+                self._tables.task_done()
+
+    def _write(self, table: pa.Table) -> None:
+        n = table.num_rows
+        try:
+            if self.max_bytes is not None and self.path.exists() and self.path.stat().st_size >= self.max_bytes:
+                health.count("dropped_spans", n,
+                             f"store {self.path} reached its size cap ({self.max_bytes} bytes); spans dropped")
+                return
             with write_connection(self.path, timeout_s=self.lock_timeout_s) as conn:
                 insert_arrow(conn, table)
-            self.exported += len(spans)
-            return SpanExportResult.SUCCESS
+            self.exported += n
         except (StoreError, OSError) as exc:
-            health.count("dropped_spans", len(spans), f"cannot write spans to {self.path}: {exc}")
+            health.count("dropped_spans", n, f"cannot write spans to {self.path}: {exc}")
         except Exception as exc:  # the tracer never raises into the app
-            health.count("dropped_spans", len(spans), f"unexpected error writing spans to {self.path}: {exc!r}")
-        return SpanExportResult.FAILURE
-
-    def shutdown(self) -> None:
-        self._shutdown = True
+            health.count("dropped_spans", n, f"unexpected error writing spans to {self.path}: {exc!r}")
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
+        """Wait until every converted batch is committed (or dropped and counted)."""
+        done = self._tables.all_tasks_done
+        with done:
+            return done.wait_for(lambda: self._tables.unfinished_tasks == 0, timeout=timeout_millis / 1000)
+
+    def shutdown(self) -> None:
+        if self._shutdown:
+            return
+        self.force_flush()
+        self._shutdown = True
+        if self._writer is not None and self._writer.is_alive():
+            self._tables.put(None)
+            self._writer.join(timeout=5)

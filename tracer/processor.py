@@ -79,7 +79,7 @@ class QueueingSpanProcessor(SpanProcessor):
                 pass
         finally:
             self._drain_lock.release()
-        return True
+        return bool(self.exporter.force_flush(timeout_millis))
 
     def shutdown(self) -> None:
         if self._stopped:
