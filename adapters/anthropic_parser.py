@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from orjson import loads  # ~3x faster than json.loads on small events; a core dependency
-
 from . import usage as usage_mod
 from .observation import Observation
 from .openai_parser import _intv, _num
@@ -67,15 +65,8 @@ class AnthropicParser:
 
     def on_chunk(self, event: bytes | None, data: bytes, t_ns: int) -> None:
         o = self.obs
-        if not o.first_chunk_ns:
-            o.first_chunk_ns = t_ns
-        o.chunks += 1
-        try:
-            msg = loads(data)
-        except ValueError:
-            o.error_type = o.error_type or "malformed_event"
-            return
-        if not isinstance(msg, dict):
+        msg = o.stream_event(data, t_ns)
+        if msg is None:
             return
         kind = msg.get("type")
         if kind == "content_block_delta":
@@ -86,18 +77,9 @@ class AnthropicParser:
             if dt == "text_delta":
                 text = delta.get("text")
                 if text:
-                    if not o.first_content_ns:
-                        o.first_content_ns = t_ns
-                    o.content_chunks += 1
-                    o.last_token_ns = t_ns
-                    o.output_parts.append(str(text))
+                    o.content(text, t_ns)
             elif dt == "input_json_delta":
-                if not o.first_tool_ns:
-                    o.first_tool_ns = t_ns
-                o.last_token_ns = t_ns
-                pj = delta.get("partial_json")
-                if isinstance(pj, str):
-                    o.output_parts.append(pj)
+                o.tool_delta(delta.get("partial_json"), t_ns)
             elif dt == "thinking_delta":
                 o.reasoning_chars += len(str(delta.get("thinking", "")))
                 o.last_token_ns = t_ns
@@ -127,27 +109,15 @@ class AnthropicParser:
         elif kind == "message_stop":
             o.done = True
         elif kind == "error":
-            self._error(msg.get("error"))
-
-    def _error(self, err: object) -> None:
-        o = self.obs
-        if isinstance(err, dict):
-            o.error_type = str(err.get("type") or "error")
-            o.error_message = str(err.get("message", ""))[:500]
-        else:
-            o.error_type, o.error_message = "error", str(err)[:500]
+            self.obs.provider_error(msg.get("error"))
 
     def on_response(self, body: bytes) -> None:
         o = self.obs
-        try:
-            msg = loads(body)
-        except ValueError:
-            o.error_type = o.error_type or "malformed_body"
-            return
-        if not isinstance(msg, dict):
+        msg = o.body(body)
+        if msg is None:
             return
         if msg.get("type") == "error" or "error" in msg:
-            self._error(msg.get("error"))
+            self.obs.provider_error(msg.get("error"))
             return
         o.done = True
         o.response_id = msg.get("id")

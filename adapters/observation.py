@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from orjson import loads  # ~3x faster than json.loads on small events; a core dependency
+
 
 @dataclass(slots=True)
 class Observation:
@@ -50,3 +52,47 @@ class Observation:
     @property
     def output_text(self) -> str:
         return "".join(self.output_parts)
+
+    # ── what every protocol parser does the same way ─────────────────────────────────────────
+    def stream_event(self, data: bytes, t_ns: int) -> dict[str, object] | None:
+        """Count one streamed chunk and parse its JSON; None (noted once as malformed) if not an object."""
+        if not self.first_chunk_ns:
+            self.first_chunk_ns = t_ns
+        self.chunks += 1
+        return self._parse(data, "malformed_event")
+
+    def body(self, data: bytes) -> dict[str, object] | None:
+        """Parse a buffered response body; None (noted as malformed) if it is not a JSON object."""
+        return self._parse(data, "malformed_body")
+
+    def _parse(self, data: bytes, malformed: str) -> dict[str, object] | None:
+        try:
+            msg = loads(data)
+        except ValueError:
+            self.error_type = self.error_type or malformed
+            return None
+        return msg if isinstance(msg, dict) else None
+
+    def content(self, text: object, t_ns: int) -> None:
+        """A chunk of answer text arrived."""
+        if not self.first_content_ns:
+            self.first_content_ns = t_ns
+        self.content_chunks += 1
+        self.last_token_ns = t_ns
+        self.output_parts.append(str(text))
+
+    def tool_delta(self, arguments: object, t_ns: int) -> None:
+        """A piece of a tool call arrived (its argument text, when it is text)."""
+        if not self.first_tool_ns:
+            self.first_tool_ns = t_ns
+        self.last_token_ns = t_ns
+        if isinstance(arguments, str):
+            self.output_parts.append(arguments)
+
+    def provider_error(self, err: object, *codes: str) -> None:
+        """Note a provider's error object: its type (or the first of ``codes`` present) and message."""
+        if isinstance(err, dict):
+            self.error_type = str(next((err[k] for k in ("type", *codes) if err.get(k)), "error"))
+            self.error_message = str(err.get("message", ""))[:500]
+        else:
+            self.error_type, self.error_message = "error", str(err)[:500]

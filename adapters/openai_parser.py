@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from orjson import loads  # ~3x faster than json.loads on small events; a core dependency
-
 from .observation import Observation
 from .segments import canonical, part_text
 
@@ -99,18 +97,11 @@ class OpenAIParser:
         if data == b"[DONE]":
             o.done = True
             return
-        if not o.first_chunk_ns:
-            o.first_chunk_ns = t_ns
-        o.chunks += 1
-        try:
-            msg = loads(data)
-        except ValueError:
-            o.error_type = o.error_type or "malformed_event"
-            return
-        if not isinstance(msg, dict):
+        msg = o.stream_event(data, t_ns)
+        if msg is None:
             return
         if "error" in msg:
-            self._error(msg["error"])
+            self.obs.provider_error(msg["error"], "code")
             return
         if o.response_id is None:
             o.response_id = msg.get("id")
@@ -131,18 +122,12 @@ class OpenAIParser:
         else:  # legacy completions stream "text" on the choice itself
             content, reasoning, tool_calls = choice.get("text"), None, None
         if content:
-            if not o.first_content_ns:
-                o.first_content_ns = t_ns
-            o.content_chunks += 1
-            o.last_token_ns = t_ns
-            o.output_parts.append(str(content))
+            o.content(content, t_ns)
         if reasoning and isinstance(reasoning, str):
             o.reasoning_chars += len(reasoning)
             o.last_token_ns = t_ns
         if tool_calls and isinstance(tool_calls, list):
-            if not o.first_tool_ns:
-                o.first_tool_ns = t_ns
-            o.last_token_ns = t_ns
+            o.tool_delta(None, t_ns)
             ci = choice.get("index", 0)
             for tc in tool_calls:
                 if isinstance(tc, dict):
@@ -160,26 +145,14 @@ class OpenAIParser:
         if isinstance(fr, str):
             o.finish_reasons.append(fr)
 
-    def _error(self, err: object) -> None:
-        o = self.obs
-        if isinstance(err, dict):
-            o.error_type = str(err.get("type") or err.get("code") or "error")
-            o.error_message = str(err.get("message", ""))[:500]
-        else:
-            o.error_type, o.error_message = "error", str(err)[:500]
-
     # ── buffered response ───────────────────────────────────────────────────────────────────
     def on_response(self, body: bytes) -> None:
         o = self.obs
-        try:
-            msg = loads(body)
-        except ValueError:
-            o.error_type = o.error_type or "malformed_body"
-            return
-        if not isinstance(msg, dict):
+        msg = o.body(body)
+        if msg is None:
             return
         if "error" in msg:
-            self._error(msg["error"])
+            self.obs.provider_error(msg["error"], "code")
             return
         o.done = True
         o.response_id = msg.get("id")

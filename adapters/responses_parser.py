@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from orjson import loads
-
 from .observation import Observation
 from .openai_parser import _intv, _num
 from .segments import canonical, part_text
@@ -80,31 +78,16 @@ class ResponsesParser:
 
     def on_chunk(self, event: bytes | None, data: bytes, t_ns: int) -> None:
         o = self.obs
-        if not o.first_chunk_ns:
-            o.first_chunk_ns = t_ns
-        o.chunks += 1
-        try:
-            msg = loads(data)
-        except ValueError:
-            o.error_type = o.error_type or "malformed_event"
-            return
-        if not isinstance(msg, dict):
+        msg = o.stream_event(data, t_ns)
+        if msg is None:
             return
         kind = msg.get("type")
         if kind == "response.output_text.delta":
             delta = msg.get("delta")
             if delta:
-                if not o.first_content_ns:
-                    o.first_content_ns = t_ns
-                o.content_chunks += 1
-                o.last_token_ns = t_ns
-                o.output_parts.append(str(delta))
+                o.content(delta, t_ns)
         elif kind == "response.function_call_arguments.delta":
-            if not o.first_tool_ns:
-                o.first_tool_ns = t_ns
-            o.last_token_ns = t_ns
-            if isinstance(msg.get("delta"), str):
-                o.output_parts.append(msg["delta"])
+            o.tool_delta(msg.get("delta"), t_ns)
         elif kind == "response.output_item.added":
             item = msg.get("item")
             if isinstance(item, dict) and item.get("type") == "function_call":
@@ -147,17 +130,11 @@ class ResponsesParser:
 
     def on_response(self, body: bytes) -> None:
         o = self.obs
-        try:
-            msg = loads(body)
-        except ValueError:
-            o.error_type = o.error_type or "malformed_body"
-            return
-        if not isinstance(msg, dict):
+        msg = o.body(body)
+        if msg is None:
             return
         if isinstance(msg.get("error"), dict) and msg.get("object") != "response":
-            err = msg["error"]
-            o.error_type = str(err.get("type") or err.get("code") or "error")
-            o.error_message = str(err.get("message", ""))[:500]
+            o.provider_error(msg["error"], "code")
             return
         for item in msg.get("output") or ():
             if not isinstance(item, dict):
