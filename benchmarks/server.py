@@ -75,6 +75,7 @@ async def http_request(http: httpx.AsyncClient, body: dict) -> tuple[int, float 
     t0 = time.perf_counter()
     ttft = None
     tokens = 0
+    content_chunks = 0  # servers without stream usage (llama-cpp-python) send one token per chunk
     async with http.stream("POST", "/v1/chat/completions", json=body) as r:
         r.raise_for_status()
         async for line in r.aiter_lines():
@@ -84,9 +85,11 @@ async def http_request(http: httpx.AsyncClient, body: dict) -> tuple[int, float 
             if chunk.get("usage"):
                 tokens = chunk["usage"]["completion_tokens"]
             choices = chunk.get("choices") or []
-            if ttft is None and choices and (choices[0].get("delta") or {}).get("content"):
-                ttft = (time.perf_counter() - t0) * 1e3
-    return tokens, ttft
+            if choices and (choices[0].get("delta") or {}).get("content"):
+                content_chunks += 1
+                if ttft is None:
+                    ttft = (time.perf_counter() - t0) * 1e3
+    return tokens or content_chunks, ttft
 
 
 async def http_level(base: str, model: str, c: int, extra: dict) -> tuple[float, list[float]]:
@@ -283,7 +286,9 @@ def llamacpp_levels(model_path: str, tmp: Path) -> dict[str, object]:
     log = tmp / "llamacpp.log"
     threads = str(os.cpu_count() or 2)
     cmd = [str(py), "-m", "llama_cpp.server", "--model", model_path, "--port", str(port), "--host", "127.0.0.1",
-           "--n_ctx", "4096", "--n_threads", threads, "--n_threads_batch", threads, "--model_alias", "smol"]
+           "--n_ctx", "4096", "--n_threads", threads, "--n_threads_batch", threads, "--model_alias", "smol",
+           # by default a new request interrupts the one streaming: queue them instead, as a server should
+           "--interrupt_requests", "False"]
     with log.open("wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
