@@ -93,14 +93,17 @@ def _check(u: dict[str, int | None], total: int | None) -> tuple[str, ...]:
     return tuple(problems)
 
 
-def from_openai(raw: Mapping[str, object]) -> Usage:
-    """OpenAI chat-completions usage: cached tokens are part of ``prompt_tokens``."""
-    flat = _flatten(raw)
-    details = raw.get("prompt_tokens_details")
-    out_details = raw.get("completion_tokens_details")
+def _cached_inside_input(raw: Mapping[str, object], input_key: str, output_key: str) -> Usage:
+    """OpenAI-style usage, where cached tokens are counted inside the input total.
+
+    Chat completions and the Responses API differ only in the names: ``prompt``/``completion`` versus
+    ``input``/``output``, each with a ``*_tokens_details`` object beside it.
+    """
+    details = raw.get(f"{input_key}_details")
+    out_details = raw.get(f"{output_key}_details")
     vals: dict[str, int | None] = {
-        "input_tokens": _int(raw.get("prompt_tokens")),
-        "output_tokens": _int(raw.get("completion_tokens")),
+        "input_tokens": _int(raw.get(input_key)),
+        "output_tokens": _int(raw.get(output_key)),
         "cache_read_tokens": _int(details.get("cached_tokens")) if isinstance(details, Mapping) else None,
         "cache_write_tokens": None,
         "reasoning_tokens": (
@@ -108,7 +111,12 @@ def from_openai(raw: Mapping[str, object]) -> Usage:
         ),
     }
     problems = _check(vals, _int(raw.get("total_tokens")))
-    return Usage(**vals, consistent=not problems, problems=problems, raw=flat)
+    return Usage(**vals, consistent=not problems, problems=problems, raw=_flatten(raw))
+
+
+def from_openai(raw: Mapping[str, object]) -> Usage:
+    """OpenAI chat-completions usage: cached tokens are part of ``prompt_tokens``."""
+    return _cached_inside_input(raw, "prompt_tokens", "completion_tokens")
 
 
 def from_anthropic(raw: Mapping[str, object]) -> Usage:
@@ -139,20 +147,7 @@ def from_anthropic(raw: Mapping[str, object]) -> Usage:
 
 def from_openai_responses(raw: Mapping[str, object]) -> Usage:
     """OpenAI Responses API usage: like chat completions (cached inside input), other field names."""
-    flat = _flatten(raw)
-    details = raw.get("input_tokens_details")
-    out_details = raw.get("output_tokens_details")
-    vals: dict[str, int | None] = {
-        "input_tokens": _int(raw.get("input_tokens")),
-        "output_tokens": _int(raw.get("output_tokens")),
-        "cache_read_tokens": _int(details.get("cached_tokens")) if isinstance(details, Mapping) else None,
-        "cache_write_tokens": None,
-        "reasoning_tokens": (
-            _int(out_details.get("reasoning_tokens")) if isinstance(out_details, Mapping) else None
-        ),
-    }
-    problems = _check(vals, _int(raw.get("total_tokens")))
-    return Usage(**vals, consistent=not problems, problems=problems, raw=flat)
+    return _cached_inside_input(raw, "input_tokens", "output_tokens")
 
 
 NORMALISERS = {"openai": from_openai, "anthropic": from_anthropic, "openai_responses": from_openai_responses}
