@@ -287,10 +287,3 @@ def tool_span(
     finally:
         otel_context.detach(token)
         span.end()
-
-
-def current_traceparent() -> str | None:
-    """The W3C traceparent of the current span, for injecting into outgoing requests."""
-    carrier: dict[str, str] = {}
-    _propagator.inject(carrier)
-    return carrier.get("traceparent")

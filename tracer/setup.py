@@ -12,7 +12,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from . import capture, recording
+from . import capture as capture_mode
+from . import recording
 from .exporter import DuckDBSpanExporter
 from .processor import QueueingSpanProcessor
 from .settings import Settings
@@ -57,7 +58,7 @@ def init(
             processors.append(QueueingSpanProcessor(exporter, name=type(exporter).__name__))
         for p in processors:
             provider.add_span_processor(p)
-        capture_mod_set(settings.capture)
+        capture_mode.set_mode(settings.capture)
         recording.configure(provider.get_tracer("llmtrace"), strict=settings.strict)
         if set_global:
             trace.set_tracer_provider(provider)
@@ -66,10 +67,6 @@ def init(
             atexit.register(shutdown)
             _atexit_registered = True
     return provider
-
-
-def capture_mod_set(mode: str) -> None:
-    capture.set_mode(mode)
 
 
 def _otlp_exporter(endpoint: str) -> SpanExporter:
