@@ -29,4 +29,4 @@ def test_import_contracts_hold(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     r = subprocess.run([str(lint), "--no-cache"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
-    assert "broken" not in r.stdout.lower() or "0 broken" in r.stdout.lower()
+    assert r.stdout.count("KEPT") == 4, r.stdout[-4000:]  # every contract ran and held
