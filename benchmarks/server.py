@@ -35,6 +35,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -47,6 +48,7 @@ from common import save  # noqa: E402
 MAX_TOKENS = int(os.environ.get("BENCH_MAX_TOKENS", "64"))
 LEVELS = tuple(int(x) for x in os.environ.get("BENCH_LEVELS", "1,4,16").split(","))
 ROUNDS = {1: 3, 4: 2, 16: 2}  # requests per client at each level
+DTYPE = "bfloat16"  # the server's default; the direct engine is configured the same
 REPS = int(os.environ.get("BENCH_REPS", "3"))  # repetitions per level, interleaved; the best is kept
 LLAMACPP_VERSION = "0.3.36"
 BENCH_CACHE = Path(os.environ.get("LLMTRACE_CACHE", Path.home() / ".cache" / "llmtrace")) / "bench"
@@ -117,7 +119,8 @@ async def http_level(base: str, model: str, c: int, extra: dict) -> tuple[float,
 
 
 class DirectEngine:
-    """The same engine the server runs, called in-process through AsyncEngine (no HTTP, no tracing)."""
+    """The same engine the server runs, called in-process through AsyncEngine (no HTTP), stepped the way the
+    server steps it: on the thread that loaded the model, with the clients' event loop on another thread."""
 
     def __init__(self, model_path: str, store: Path) -> None:
         import llmtrace
@@ -127,8 +130,10 @@ class DirectEngine:
         from llmtrace.backend.generation.params import SamplingParams
 
         llmtrace.init(db=store, service_name="bench-direct")
-        self.engine = Engine(model_path, EngineConfig())
-        self.ae = AsyncEngine(self.engine)
+        self.engine = Engine(model_path, EngineConfig(dtype=DTYPE))
+        self.ae = AsyncEngine(self.engine, background=False)
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, name="bench-clients", daemon=True).start()
         self.params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True)
         self._ids = iter(range(10**9))
 
@@ -167,9 +172,18 @@ class DirectEngine:
         await asyncio.gather(*[client(k) for k in range(c)])
         return total / (time.perf_counter() - t0), ttfts
 
+    def run_level(self, c: int) -> tuple[float, list[float]]:
+        """One level: clients on the client thread, the engine stepped on this thread until they are done."""
+        done = threading.Event()
+        future = asyncio.run_coroutine_threadsafe(self.level(c), self.loop)
+        future.add_done_callback(lambda _: (done.set(), self.ae.wake()))
+        self.ae.run(until=done)
+        return future.result()
+
     def close(self) -> None:
         import llmtrace
 
+        self.loop.call_soon_threadsafe(self.loop.stop)
         self.ae.shutdown()
         llmtrace.shutdown()
 
@@ -205,7 +219,7 @@ def start_llmtrace(model_path: str, tmp: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     log = tmp / "llmtrace-serve.log"
     cmd = [sys.executable, "-m", "llmtrace.cli", "serve", "--model", model_path, "--port", str(port),
-           "--db", str(tmp / "bench.duckdb"), "--served-model-name", "smol"]
+           "--db", str(tmp / "bench.duckdb"), "--served-model-name", "smol", "--dtype", DTYPE]
     with log.open("wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
@@ -222,7 +236,7 @@ def engine_vs_http(model_path: str, tmp: Path) -> dict[str, object]:
         for c in LEVELS:
             e_runs, h_runs = [], []
             for _ in range(REPS):
-                e_runs.append(asyncio.run(direct.level(c)))
+                e_runs.append(direct.run_level(c))
                 h_runs.append(asyncio.run(http_level(base, "smol", c, {"ignore_eos": True})))
             record(out, "engine", c, *best_of(e_runs))
             record(out, "http", c, *best_of(h_runs))

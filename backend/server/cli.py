@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from types import FrameType
@@ -49,7 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="another name for a served model (repeatable)")
     parser.add_argument("--batch-invariant", action="store_true",
                         help="results independent of batch composition (slower; seeded requests reproduce)")
-    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="bfloat16",
+                        help="bfloat16 (default): on CPU a 4-bit GGUF's codes are used as they are for decode, "
+                        "about 3x the tokens/s of float32; float32: exact dequantized weights (reference math)")
     parser.add_argument("--num-blocks", type=int, default=None, help="KV blocks per replica")
     parser.add_argument("--max-num-seqs", type=int, default=None, help="sequences one engine runs at once")
     parser.add_argument("--default-max-tokens", type=int, default=256,
@@ -86,8 +90,9 @@ def _model_arg(model: str | None) -> tuple[str, str]:
     return str(path), stem.split(".")[0] if "." in stem else stem
 
 
-def build_service(args: argparse.Namespace) -> Any:
-    """Load the replicas and wire the server's parts (also used by the benchmark)."""
+def build_service(args: argparse.Namespace, first_steps_here: bool = False) -> Any:
+    """Load the replicas and wire the server's parts (also used by the benchmark). With ``first_steps_here``
+    the calling thread must step the first replica (``Replica.run_engine``)."""
     from llmtrace.backend.engine.config import EngineConfig
     from llmtrace.backend.server.admission import Admission
     from llmtrace.backend.server.intake import Intake
@@ -118,7 +123,7 @@ def build_service(args: argparse.Namespace) -> Any:
             template = Path(args.chat_template).read_text(encoding="utf-8")
         except OSError as exc:
             raise SystemExit(f"llmtrace serve: cannot read --chat-template: {exc}") from None
-    replicas = Replica.load_all(cfg.replicas, model, engine_config)
+    replicas = Replica.load_all(cfg.replicas, model, engine_config, first_steps_here)
     router = ModelRouter([served], cfg.aliases)
     intake = Intake(replicas[0].tokenizer, NormalizationPolicy(cfg.normalize, cfg.strip_invisible),  # type: ignore[arg-type]
                     block_size=replicas[0].block_size, template_override=template)
@@ -138,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         t0 = time.perf_counter()
         try:
-            service = build_service(args)
+            service = build_service(args, first_steps_here=True)
         except ValueError as exc:
             print(f"llmtrace serve: {exc}", file=sys.stderr)
             return 2
@@ -147,8 +152,17 @@ def run(args: argparse.Namespace) -> int:
                                 lifespan="off", timeout_keep_alive=30, timeout_graceful_shutdown=5,
                                 access_log=args.log_level in ("debug", "info"))
         server = DrainingServer(config, service, load_s)
-        server.run()
-        return 0
+        # The main thread loaded the model, so it steps the first replica (torch is slowest on a second
+        # thread; see AsyncEngine); HTTP is served from a thread of its own. uvicorn only installs signal
+        # handlers on the main thread, so they are installed here and forwarded to it.
+        primary = service.replicas.replicas[0]
+        http = threading.Thread(target=_serve_then_stop, args=(server, primary), name="llmtrace-http")
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, server.handle_exit)
+        http.start()
+        primary.run_engine()
+        http.join()
+        return 0 if server.started else 1
     finally:
         if service is not None:
             for replica in service.replicas:
@@ -157,6 +171,17 @@ def run(args: argparse.Namespace) -> int:
                 except Exception:  # shutting down anyway; the traces still get flushed below
                     log.exception("replica shutdown failed")
         tracer.shutdown()
+
+
+def _serve_then_stop(server: Any, primary: Any) -> None:
+    try:
+        server.run()
+    except SystemExit:  # uvicorn exits when it cannot bind; it has already said why
+        pass
+    except BaseException:
+        log.exception("the HTTP server failed")
+    finally:
+        primary.shutdown()  # ends run_engine() on the main thread
 
 
 def _uvicorn_server() -> type:

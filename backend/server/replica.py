@@ -22,10 +22,11 @@ class Replica:
         self.served_total = 0
 
     @classmethod
-    def load_all(cls, count: int, model: str | None, config: Any) -> list[Replica]:
+    def load_all(cls, count: int, model: str | None, config: Any, first_steps_here: bool = False) -> list[Replica]:
         """``count`` replicas, each with its own engine, KV cache, block pool, prefix cache and scheduler
         thread. The weights are loaded once and shared read-only: a second copy would only cost load time
-        and memory, since the forward pass never writes to them."""
+        and memory, since the forward pass never writes to them. With ``first_steps_here`` the first replica
+        gets no thread: the loading thread steps it with ``run_engine()`` (see ``AsyncEngine`` for why)."""
         from llmtrace.backend.engine.async_engine import AsyncEngine
         from llmtrace.backend.engine.engine import Engine, load_model
 
@@ -33,7 +34,8 @@ class Replica:
         out = []
         for i in range(count):
             engine = Engine.from_model(weights, tokenizer, config)
-            out.append(cls(f"replica-{i}", engine, AsyncEngine(engine)))
+            background = not (first_steps_here and i == 0)
+            out.append(cls(f"replica-{i}", engine, AsyncEngine(engine, background=background)))
         return out
 
     @property
@@ -70,6 +72,10 @@ class Replica:
 
     def stats(self) -> dict[str, Any]:
         return dict(self.engine.stats())
+
+    def run_engine(self) -> None:
+        """Step this replica's engine on the calling thread until ``shutdown()`` (``first_steps_here``)."""
+        self.async_engine.run()
 
     def shutdown(self) -> None:
         self.async_engine.shutdown()
