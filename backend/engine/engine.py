@@ -337,6 +337,7 @@ class Engine:
         delta = ""
         finished = False
         reason: str | None = None
+        logprobs_before = len(seq.gen.logprobs)
         for tok in new:
             seq.token_ids.append(tok)
             kept.append(tok)
@@ -361,9 +362,11 @@ class Engine:
         self.blocks.truncate(seq, seq.num_tokens)
         if finished:
             self._finish(seq, reason)
-        return self._output(seq, kept, delta, finished, reason)
+        logprobs = seq.gen.logprobs[logprobs_before:] if seq.request.params.logprobs is not None else None
+        return self._output(seq, kept, delta, finished, reason, logprobs)
 
-    def _output(self, seq: Sequence, new: list[int], delta: str, finished: bool, reason: str | None) -> RequestOutput:
+    def _output(self, seq: Sequence, new: list[int], delta: str, finished: bool, reason: str | None,
+                logprobs: list[Any] | None = None) -> RequestOutput:
         calls = getattr(seq.gen, "tool_calls", None) if finished else None
         return RequestOutput(
             request_id=seq.request_id,
@@ -375,6 +378,8 @@ class Engine:
             num_cached_tokens=seq.num_cached_tokens,
             num_output_tokens=seq.num_output_tokens,
             tool_calls=calls or None,
+            logprobs=logprobs,
+            stop_sequence=getattr(seq.gen, "stop_matched", None) if finished else None,
         )
 
     def _finish(self, seq: Sequence, reason: str | None, status: str = "ok") -> None:

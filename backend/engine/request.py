@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from llmtrace.backend.generation.params import InvalidRequestError, SamplingParams
 
 if TYPE_CHECKING:
+    from llmtrace.backend.generation.pipeline import TokenLogprob
     from llmtrace.tracer.recording import PassSpan
 
 
@@ -43,3 +44,5 @@ class RequestOutput:
     num_cached_tokens: int
     num_output_tokens: int
     tool_calls: list[dict[str, Any]] | None = None
+    logprobs: list[TokenLogprob] | None = None  # one per new token, when the request asked for logprobs
+    stop_sequence: str | None = None  # on the last output: the stop string that ended generation, if one did

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
+
 from llmtrace.backend.generation.params import Constraint, InvalidRequestError
 from llmtrace.backend.generation.tool_calls import tool_call_constraint
 from llmtrace.backend.server.errors import bad_request
@@ -18,6 +20,10 @@ from llmtrace.backend.server.openai_protocol import sampling_params
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
                 "content_filter": "refusal", "abort": "end_turn"}
+
+
+def _stop_reason(o: Outcome) -> str:
+    return "stop_sequence" if o.stop_sequence else STOP_REASONS.get(o.finish_reason, "end_turn")
 
 
 def _text_of(blocks: Any, where: str) -> str:
@@ -172,13 +178,13 @@ def message_response(rid: str, model: str, o: Outcome) -> dict[str, Any]:
     content = _tool_blocks(o) if o.tool_calls else [{"type": "text", "text": o.text}]
     return {
         "id": rid, "type": "message", "role": "assistant", "model": model, "content": content,
-        "stop_reason": STOP_REASONS.get(o.finish_reason, "end_turn"), "stop_sequence": None,
+        "stop_reason": _stop_reason(o), "stop_sequence": o.stop_sequence,
         "usage": _usage(o),
     }
 
 
 def event(name: str, payload: dict[str, Any]) -> bytes:
-    return f"event: {name}\ndata: ".encode() + json.dumps(payload, ensure_ascii=False).encode() + b"\n\n"
+    return f"event: {name}\ndata: ".encode() + orjson.dumps(payload) + b"\n\n"
 
 
 class AnthropicStream:
@@ -203,7 +209,8 @@ class AnthropicStream:
         return [event("message_start", {"type": "message_start", "message": msg}),
                 event("ping", {"type": "ping"})]
 
-    def text(self, delta: str) -> list[bytes]:
+    def text(self, delta: str, logprobs: list[dict[str, Any]] | None = None) -> list[bytes]:
+        """A text delta (the Messages API has no log-probabilities: ``logprobs`` is never set here)."""
         if not delta:
             return []
         out = []
@@ -236,7 +243,7 @@ class AnthropicStream:
             index += 1
         out.append(event("message_delta", {
             "type": "message_delta",
-            "delta": {"stop_reason": STOP_REASONS.get(o.finish_reason, "end_turn"), "stop_sequence": None},
+            "delta": {"stop_reason": _stop_reason(o), "stop_sequence": o.stop_sequence},
             "usage": {"output_tokens": o.output_tokens, "input_tokens": o.prompt_tokens - o.cached_tokens,
                       "cache_read_input_tokens": o.cached_tokens},
         }))

@@ -3,10 +3,11 @@ and telling a fresh connection from a reused keep-alive one."""
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+
+import orjson
 
 from llmtrace.backend.server.errors import APIError
 
@@ -58,7 +59,7 @@ async def send_bytes(send: Send, status: int, body: bytes, headers: list[tuple[s
 
 
 async def send_json(send: Send, status: int, payload: Any, headers: list[tuple[str, str]]) -> None:
-    await send_bytes(send, status, json.dumps(payload, ensure_ascii=False).encode(),
+    await send_bytes(send, status, orjson.dumps(payload),
                      [("content-type", "application/json"), *headers])
 
 

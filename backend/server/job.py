@@ -48,3 +48,5 @@ class Outcome:
     cached_tokens: int
     output_tokens: int
     tool_calls: list[dict[str, Any]] | None = None
+    logprobs: list[dict[str, Any]] | None = None  # OpenAI chat ``logprobs.content`` items, when asked for
+    stop_sequence: str | None = None  # the stop string that ended generation, if one did

@@ -6,9 +6,10 @@ stop_token_ids, skip_special_tokens) so benchmark clients written for vLLM can d
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
+
+import orjson
 
 from llmtrace.backend.generation.params import Constraint, InvalidRequestError, SamplingParams
 from llmtrace.backend.generation.tool_calls import tool_call_constraint
@@ -193,6 +194,34 @@ def usage(o: Outcome) -> dict[str, Any]:
     }
 
 
+def logprob_items(logprobs: list[Any], token_bytes: Any) -> list[dict[str, Any]]:
+    """The engine's per-token log-probabilities as OpenAI chat ``logprobs.content`` items (token text, its
+    UTF-8 bytes, log-probability, and the most likely alternatives)."""
+
+    def item(token_id: int, logprob: float) -> dict[str, Any]:
+        raw = token_bytes(token_id)
+        return {"token": raw.decode("utf-8", errors="replace"), "logprob": logprob, "bytes": list(raw)}
+
+    return [{**item(lp.token_id, lp.logprob), "top_logprobs": [item(t, v) for t, v in lp.top]} for lp in logprobs]
+
+
+def _chat_logprobs(items: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    return {"content": items, "refusal": None} if items is not None else None
+
+
+def _completion_logprobs(items: list[dict[str, Any]] | None, text_offset: int = 0) -> dict[str, Any] | None:
+    """The legacy completions shape: parallel lists, ``top_logprobs`` as token -> logprob maps."""
+    if items is None:
+        return None
+    offsets = []
+    for it in items:
+        offsets.append(text_offset)
+        text_offset += len(it["token"])
+    return {"tokens": [it["token"] for it in items], "token_logprobs": [it["logprob"] for it in items],
+            "top_logprobs": [{t["token"]: t["logprob"] for t in it["top_logprobs"]} for it in items],
+            "text_offset": offsets}
+
+
 def chat_response(rid: str, model: str, o: Outcome, created: int) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": o.text}
     if o.tool_calls:
@@ -200,7 +229,8 @@ def chat_response(rid: str, model: str, o: Outcome, created: int) -> dict[str, A
     return {
         "id": rid, "object": "chat.completion", "created": created, "model": model,
         "system_fingerprint": "llmtrace",
-        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": o.finish_reason}],
+        "choices": [{"index": 0, "message": message, "logprobs": _chat_logprobs(o.logprobs),
+                     "finish_reason": o.finish_reason}],
         "usage": usage(o),
     }
 
@@ -209,13 +239,14 @@ def completion_response(rid: str, model: str, o: Outcome, created: int, prefix: 
     return {
         "id": rid, "object": "text_completion", "created": created, "model": model,
         "system_fingerprint": "llmtrace",
-        "choices": [{"index": 0, "text": prefix + o.text, "logprobs": None, "finish_reason": o.finish_reason}],
+        "choices": [{"index": 0, "text": prefix + o.text, "logprobs": _completion_logprobs(o.logprobs, len(prefix)),
+                     "finish_reason": o.finish_reason}],
         "usage": usage(o),
     }
 
 
 def sse(payload: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(payload, ensure_ascii=False).encode() + b"\n\n"
+    return b"data: " + orjson.dumps(payload) + b"\n\n"
 
 
 class OpenAIStream:
@@ -225,15 +256,17 @@ class OpenAIStream:
         self.rid, self.model, self.job = rid, model, job
         self.created = int(time.time())
         self.chat = job.endpoint == "chat"
+        self.text_offset = len(job.prompt) if job.echo and job.prompt else 0
 
     def _chunk(self, delta: dict[str, Any] | None, text: str | None = None,
-               finish_reason: str | None = None) -> dict[str, Any]:
+               finish_reason: str | None = None, logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         if self.chat:
-            choice: dict[str, Any] = {"index": 0, "delta": delta or {}, "logprobs": None,
+            choice: dict[str, Any] = {"index": 0, "delta": delta or {}, "logprobs": _chat_logprobs(logprobs),
                                       "finish_reason": finish_reason}
             obj = "chat.completion.chunk"
         else:
-            choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish_reason}
+            choice = {"index": 0, "text": text or "", "logprobs": _completion_logprobs(logprobs, self.text_offset),
+                      "finish_reason": finish_reason}
             obj = "text_completion"
         out: dict[str, Any] = {"id": self.rid, "object": obj, "created": self.created, "model": self.model,
                                "system_fingerprint": "llmtrace", "choices": [choice]}
@@ -248,10 +281,14 @@ class OpenAIStream:
             return [sse(self._chunk(None, self.job.prompt))]
         return []
 
-    def text(self, delta: str) -> list[bytes]:
+    def text(self, delta: str, logprobs: list[dict[str, Any]] | None = None) -> list[bytes]:
+        """A content chunk; ``logprobs`` are the items of the tokens this text came from."""
         if not delta:
             return []
-        return [sse(self._chunk({"content": delta}, delta))]
+        chunk = sse(self._chunk({"content": delta}, delta, logprobs=logprobs))
+        if logprobs and not self.chat:
+            self.text_offset += sum(len(it["token"]) for it in logprobs)
+        return [chunk]
 
     def closing(self, o: Outcome) -> list[bytes]:
         out: list[bytes] = []

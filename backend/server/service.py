@@ -315,6 +315,7 @@ class GenerationService:
         gate = ToolGate(job.output_type == "tool_calls")
         clock = _TokenClock()
         final: RequestOutput | None = None
+        logprobs = _Logprobs(sel.replica.tokenizer) if job.logprobs else None
         try:
             async with aclosing(sel.replica.generate(req)) as outputs:
                 async for out in outputs:
@@ -323,7 +324,12 @@ class GenerationService:
                     if job.api == "anthropic":
                         chunks += writer.start(out.num_prompt_tokens, out.num_cached_tokens)
                     ex.outputs.append(out.text_delta)
-                    chunks += writer.text(gate.feed(out.text_delta))
+                    piece = gate.feed(out.text_delta)
+                    if logprobs is not None:
+                        logprobs.add(out)
+                    # a held-back piece of text (stop-string or tool-call look-ahead) keeps its tokens'
+                    # log-probabilities for the chunk that finally carries it
+                    chunks += writer.text(piece, logprobs.take() if logprobs is not None and piece else None)
                     if out.finished:
                         final = out
                     await _send_chunks(send, chunks)
@@ -341,8 +347,8 @@ class GenerationService:
                 sel.replica.abort(req.request_id)
         if final is None:
             raise RuntimeError("the engine ended the stream without a finished output")
-        outcome = _outcome(final, "".join(ex.outputs), clock)
-        closing = [] if outcome.tool_calls else writer.text(gate.release())
+        outcome = _outcome(final, "".join(ex.outputs), clock, logprobs)
+        closing = [] if outcome.tool_calls else writer.text(gate.release(), logprobs.take() if logprobs else None)
         closing += writer.closing(outcome)
         await _send_chunks(send, closing)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -353,11 +359,14 @@ class GenerationService:
                         intake: IntakeResult, send: Send) -> Outcome:
         clock = _TokenClock()
         final: RequestOutput | None = None
+        logprobs = _Logprobs(sel.replica.tokenizer) if job.logprobs else None
         try:
             async with aclosing(sel.replica.generate(req)) as outputs:
                 async for out in outputs:
                     clock.tick(out)
                     ex.outputs.append(out.text_delta)
+                    if logprobs is not None:
+                        logprobs.add(out)
                     if out.finished:
                         final = out
                         break
@@ -366,7 +375,7 @@ class GenerationService:
                 sel.replica.abort(req.request_id)
         if final is None:
             raise RuntimeError("the engine ended the request without a finished output")
-        outcome = _outcome(final, "".join(ex.outputs), clock)
+        outcome = _outcome(final, "".join(ex.outputs), clock, logprobs)
         t0 = rec.now_ns()
         created = int(time.time())
         if job.api == "anthropic":
@@ -426,7 +435,28 @@ class _TokenClock:
             self.last_ns = now
 
 
-def _outcome(final: RequestOutput, text: str, clock: _TokenClock) -> Outcome:
+class _Logprobs:
+    """The request's token log-probabilities as OpenAI items: all of them, and those not yet sent."""
+
+    __slots__ = ("token_bytes", "all", "unsent")
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.token_bytes = tokenizer.token_bytes
+        self.all: list[dict[str, Any]] = []
+        self.unsent: list[dict[str, Any]] = []
+
+    def add(self, out: RequestOutput) -> None:
+        if out.logprobs:
+            items = oai.logprob_items(out.logprobs, self.token_bytes)
+            self.all += items
+            self.unsent += items
+
+    def take(self) -> list[dict[str, Any]] | None:
+        items, self.unsent = self.unsent, []
+        return items or None
+
+
+def _outcome(final: RequestOutput, text: str, clock: _TokenClock, logprobs: _Logprobs | None = None) -> Outcome:
     reason = final.finish_reason or "stop"
     if reason == "abort":
         reason = "stop"
@@ -434,7 +464,9 @@ def _outcome(final: RequestOutput, text: str, clock: _TokenClock) -> Outcome:
     if calls:
         reason = "tool_calls"
     return Outcome(text=text, finish_reason=reason, prompt_tokens=final.num_prompt_tokens,
-                   cached_tokens=final.num_cached_tokens, output_tokens=final.num_output_tokens, tool_calls=calls)
+                   cached_tokens=final.num_cached_tokens, output_tokens=final.num_output_tokens, tool_calls=calls,
+                   logprobs=logprobs.all if logprobs is not None else None,
+                   stop_sequence=None if calls else final.stop_sequence)
 
 
 async def _send_chunks(send: Send, chunks: list[bytes]) -> None:

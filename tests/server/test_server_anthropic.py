@@ -110,3 +110,16 @@ def test_structured_output_json_schema(tiny_server) -> None:  # type: ignore[no-
     m = _client(tiny_server).messages.create(model="tiny", max_tokens=40, messages=MSG,
                                              output_config={"format": {"type": "json_schema", "schema": schema}})
     assert json.loads(m.content[0].text)["priority"] in ("low", "high")  # type: ignore[union-attr]
+
+
+def test_stop_sequence_is_named(tiny_server) -> None:  # type: ignore[no-untyped-def]
+    client = _client(tiny_server)
+    ask = {"model": "tiny", "max_tokens": 12, "messages": MSG, "extra_body": {"temperature": 0, "ignore_eos": True}}
+    full = client.messages.create(**ask).content[0].text
+    stop = full[1:3]  # greedy: the same request produces the same text, so this will be met
+    assert len(stop) == 2, full
+    m = client.messages.create(**ask, stop_sequences=[stop])
+    assert m.stop_reason == "stop_sequence" and m.stop_sequence == stop
+    assert stop not in m.content[0].text
+    plain = client.messages.create(**{**ask, "max_tokens": 3})
+    assert plain.stop_reason == "max_tokens" and plain.stop_sequence is None

@@ -129,3 +129,40 @@ def test_invalid_sampling_values_are_400(tiny_server) -> None:  # type: ignore[n
             c.chat.completions.create(model="tiny", messages=MSG, **kwargs)  # type: ignore[arg-type]
         body = err.value.body
         assert isinstance(body, dict) and body.get("param"), body
+
+
+def test_chat_logprobs_match_the_tokens_and_rank_the_greedy_choice_first(tiny_server) -> None:  # type: ignore[no-untyped-def]
+    r = _client(tiny_server).chat.completions.create(
+        model="tiny", messages=MSG, max_tokens=5, temperature=0, logprobs=True, top_logprobs=3,
+        extra_body={"ignore_eos": True})
+    content = r.choices[0].logprobs.content
+    assert r.usage is not None and len(content) == r.usage.completion_tokens == 5
+    for item in content:
+        assert item.logprob <= 0.0 and len(item.top_logprobs) == 3
+        ranked = [t.logprob for t in item.top_logprobs]
+        assert ranked == sorted(ranked, reverse=True)
+        assert item.top_logprobs[0].token == item.token and item.top_logprobs[0].logprob == item.logprob  # greedy
+    text = r.choices[0].message.content or ""
+    if "\ufffd" not in text:  # the tokens' bytes are the answer's bytes
+        assert b"".join(bytes(item.bytes or []) for item in content).decode() == text
+
+
+def test_streamed_logprobs_cover_every_token_once(tiny_server) -> None:  # type: ignore[no-untyped-def]
+    chunks = list(_client(tiny_server).chat.completions.create(
+        model="tiny", messages=MSG, max_tokens=7, temperature=0, logprobs=True, stream=True,
+        stream_options={"include_usage": True}, extra_body={"ignore_eos": True}))
+    items = [it for c in chunks if c.choices and c.choices[0].logprobs for it in c.choices[0].logprobs.content]
+    assert chunks[-1].usage is not None and len(items) == chunks[-1].usage.completion_tokens == 7
+    assert all(it.top_logprobs == [] for it in items)  # none asked for
+    plain = _client(tiny_server).chat.completions.create(
+        model="tiny", messages=MSG, max_tokens=3, temperature=0, extra_body={"ignore_eos": True})
+    assert plain.choices[0].logprobs is None  # not asked for: not computed, not sent
+
+
+def test_completions_logprobs_in_the_legacy_shape(tiny_server) -> None:  # type: ignore[no-untyped-def]
+    r = _client(tiny_server).completions.create(model="tiny", prompt="Once upon a time", max_tokens=4,
+                                                temperature=0, logprobs=2, extra_body={"ignore_eos": True})
+    lp = r.choices[0].logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == len(lp.text_offset) == 4
+    assert all(v <= 0.0 for v in lp.token_logprobs) and all(1 <= len(t) <= 2 for t in lp.top_logprobs)
+    assert lp.text_offset == sorted(lp.text_offset) and lp.text_offset[0] == 0

@@ -103,7 +103,8 @@ def test_shed_then_graceful_shutdown(policy_server: RunningServer) -> None:
     t.join(60)
     lines = result["lines"]
     assert isinstance(lines, list) and lines[-1] == "data: [DONE]"
-    assert any('"finish_reason": "length"' in ln for ln in lines)
+    assert any(c["choices"] and c["choices"][0]["finish_reason"] == "length"
+               for c in (json.loads(ln[6:]) for ln in lines if ln != "data: [DONE]"))
     assert server.process.wait(timeout=30) == 0
     rows = query(server.db_path, "SELECT status, output_tokens FROM requests WHERE trace_id = ?",
                  [result["trace_id"]])
