@@ -23,7 +23,10 @@ output tokens of the level / its wall time. Engine and HTTP runs alternate, BENC
 fastest repetition of each is kept, so load from other processes on a shared machine skews both alike.
 
     python benchmarks/server.py     # BENCH_MAX_TOKENS (64), BENCH_SKIP_LLAMACPP=1, BENCH_LEVELS=1,4,16,
-                                    # BENCH_REPS (3), BENCH_LOAD_S (30; 0 skips the load run)
+                                    # BENCH_REPS (5), BENCH_LOAD_S (30; 0 skips the load run)
+
+The clients (ours and llama.cpp's alike) run on uvloop when it is installed and parse chunks with orjson: on 2
+cores the client shares the CPU with the server it measures, so a heavier client reads as server overhead.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx  # noqa: E402
+import orjson  # noqa: E402
 
 from common import save  # noqa: E402
 
@@ -49,7 +53,7 @@ MAX_TOKENS = int(os.environ.get("BENCH_MAX_TOKENS", "64"))
 LEVELS = tuple(int(x) for x in os.environ.get("BENCH_LEVELS", "1,4,16").split(","))
 ROUNDS = {1: 3, 4: 2, 16: 2}  # requests per client at each level
 DTYPE = "bfloat16"  # the server's default; the direct engine is configured the same
-REPS = int(os.environ.get("BENCH_REPS", "3"))  # repetitions per level, interleaved; the best is kept
+REPS = int(os.environ.get("BENCH_REPS", "5"))  # repetitions per level, interleaved; the best is kept
 LLAMACPP_VERSION = "0.3.36"
 BENCH_CACHE = Path(os.environ.get("LLMTRACE_CACHE", Path.home() / ".cache" / "llmtrace")) / "bench"
 SYSTEM = ("You are a support assistant for an online bookshop. Answer in full sentences, explain your reasoning "
@@ -59,6 +63,23 @@ SYSTEM = ("You are a support assistant for an online bookshop. Answer in full se
 def prompt(i: int) -> list[dict[str, str]]:
     return [{"role": "system", "content": SYSTEM},
             {"role": "user", "content": f"Ticket {i}: my order #{1000 + i} arrived damaged, what now?"}]
+
+
+def run_clients(coro):  # type: ignore[no-untyped-def]
+    """asyncio.run, on uvloop when it is installed (it comes with the server's dependencies)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+def new_client_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
 
 
 def free_port() -> int:
@@ -83,7 +104,7 @@ async def http_request(http: httpx.AsyncClient, body: dict) -> tuple[int, float 
         async for line in r.aiter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
-            chunk = json.loads(line[6:])
+            chunk = orjson.loads(line[6:])
             if chunk.get("usage"):
                 tokens = chunk["usage"]["completion_tokens"]
             choices = chunk.get("choices") or []
@@ -132,7 +153,7 @@ class DirectEngine:
         llmtrace.init(db=store, service_name="bench-direct")
         self.engine = Engine(model_path, EngineConfig(dtype=DTYPE))
         self.ae = AsyncEngine(self.engine, background=False)
-        self.loop = asyncio.new_event_loop()
+        self.loop = new_client_loop()
         threading.Thread(target=self.loop.run_forever, name="bench-clients", daemon=True).start()
         self.params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True)
         self._ids = iter(range(10**9))
@@ -237,7 +258,7 @@ def engine_vs_http(model_path: str, tmp: Path) -> dict[str, object]:
             e_runs, h_runs = [], []
             for _ in range(REPS):
                 e_runs.append(direct.run_level(c))
-                h_runs.append(asyncio.run(http_level(base, "smol", c, {"ignore_eos": True})))
+                h_runs.append(run_clients(http_level(base, "smol", c, {"ignore_eos": True})))
             record(out, "engine", c, *best_of(e_runs))
             record(out, "http", c, *best_of(h_runs))
             # Each HTTP run is compared with the engine run just before it, so slow drifts in the machine's
@@ -310,7 +331,7 @@ def llamacpp_levels(model_path: str, tmp: Path) -> dict[str, object]:
         wait_up(proc, base, log)
         # llama.cpp has no ignore_eos on this endpoint: suppress the EOS token instead (same effect).
         for c in LEVELS:
-            runs = [asyncio.run(http_level(base, "smol", c, {"logit_bias": {"2": -100}})) for _ in range(REPS)]
+            runs = [run_clients(http_level(base, "smol", c, {"logit_bias": {"2": -100}})) for _ in range(REPS)]
             record(out, "llamacpp_server", c, *best_of(runs))
     finally:
         proc.terminate()
