@@ -35,7 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--deploy", default=None, help="deploy label recorded on every span")
     parser.add_argument("--capture", choices=("none", "hashes", "full"), default=None,
                         help="how much prompt/output text the store keeps (default: hashes)")
-    parser.add_argument("--replicas", type=int, default=1, help="engines (each with its own KV pool); default 1")
+    parser.add_argument("--replicas", type=int, default=1,
+                        help="engines (each with its own KV pool); default 1. The first steps on the main thread, "
+                        "the others on threads of their own; on CPU they share the same cores, so more replicas "
+                        "add isolation and prefix-aware routing, not tokens/s")
     parser.add_argument("--routing", choices=("prefix_aware", "round_robin"), default="prefix_aware",
                         help="replica selection policy (default prefix_aware)")
     parser.add_argument("--max-running", type=int, default=None,
