@@ -19,6 +19,7 @@ import logging
 import time
 import uuid
 from collections import Counter
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -313,28 +314,18 @@ class GenerationService:
             sc.LLMTRACE_STREAM_REQUESTED: True, "llmtrace.stream.protocol": "sse",
             "llmtrace.stream.first_byte_ms": round((first_byte - ex.arrival_ns) / 1e6, 3)})
         gate = ToolGate(job.output_type == "tool_calls")
-        clock = _TokenClock()
-        final: RequestOutput | None = None
-        logprobs = _Logprobs(sel.replica.tokenizer) if job.logprobs else None
+        got = _Collected(ex, sel.replica.tokenizer if job.logprobs else None)
         try:
-            async with aclosing(sel.replica.generate(req)) as outputs:
+            async with aclosing(_generate(sel, req, got)) as outputs:
                 async for out in outputs:
-                    clock.tick(out)
                     chunks: list[bytes] = []
                     if job.api == "anthropic":
                         chunks += writer.start(out.num_prompt_tokens, out.num_cached_tokens)
-                    ex.outputs.append(out.text_delta)
                     piece = gate.feed(out.text_delta)
-                    if logprobs is not None:
-                        logprobs.add(out)
                     # a held-back piece of text (stop-string or tool-call look-ahead) keeps its tokens'
                     # log-probabilities for the chunk that finally carries it
-                    chunks += writer.text(piece, logprobs.take() if logprobs is not None and piece else None)
-                    if out.finished:
-                        final = out
+                    chunks += writer.text(piece, got.unsent_logprobs() if piece else None)
                     await _send_chunks(send, chunks)
-                    if final is not None:
-                        break
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -342,40 +333,21 @@ class GenerationService:
             await _send_chunks(send, writer.error(f"generation failed: {type(exc).__name__}: {exc}"))
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             raise
-        finally:
-            if final is None:
-                sel.replica.abort(req.request_id)
-        if final is None:
-            raise RuntimeError("the engine ended the stream without a finished output")
-        outcome = _outcome(final, "".join(ex.outputs), clock, logprobs)
-        closing = [] if outcome.tool_calls else writer.text(gate.release(), logprobs.take() if logprobs else None)
+        outcome = got.outcome()
+        closing = [] if outcome.tool_calls else writer.text(gate.release(), got.unsent_logprobs())
         closing += writer.closing(outcome)
         await _send_chunks(send, closing)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
-        self._record_output(ex.pass_span, outcome, clock, ex.arrival_ns)
+        self._record_output(ex.pass_span, outcome, got.clock, ex.arrival_ns)
         return outcome
 
     async def _buffered(self, ex: Exchange, job: Job, sel: Selection, req: EngineRequest, model: str,
                         intake: IntakeResult, send: Send) -> Outcome:
-        clock = _TokenClock()
-        final: RequestOutput | None = None
-        logprobs = _Logprobs(sel.replica.tokenizer) if job.logprobs else None
-        try:
-            async with aclosing(sel.replica.generate(req)) as outputs:
-                async for out in outputs:
-                    clock.tick(out)
-                    ex.outputs.append(out.text_delta)
-                    if logprobs is not None:
-                        logprobs.add(out)
-                    if out.finished:
-                        final = out
-                        break
-        finally:
-            if final is None:
-                sel.replica.abort(req.request_id)
-        if final is None:
-            raise RuntimeError("the engine ended the request without a finished output")
-        outcome = _outcome(final, "".join(ex.outputs), clock, logprobs)
+        got = _Collected(ex, sel.replica.tokenizer if job.logprobs else None)
+        async with aclosing(_generate(sel, req, got)) as outputs:
+            async for _ in outputs:
+                pass
+        outcome = got.outcome()
         t0 = rec.now_ns()
         created = int(time.time())
         if job.api == "anthropic":
@@ -389,7 +361,7 @@ class GenerationService:
         rec.record_stage("arrival.stream_setup", start_ns=t0, end_ns=rec.now_ns(), parent=ex.pass_span, values={
             sc.LLMTRACE_STREAM_REQUESTED: False, "llmtrace.stream.protocol": "none",
             "llmtrace.stream.first_byte_ms": round((t0 - ex.arrival_ns) / 1e6, 3)})
-        self._record_output(ex.pass_span, outcome, clock, ex.arrival_ns)
+        self._record_output(ex.pass_span, outcome, got.clock, ex.arrival_ns)
         return outcome
 
     @staticmethod
@@ -435,38 +407,63 @@ class _TokenClock:
             self.last_ns = now
 
 
-class _Logprobs:
-    """The request's token log-probabilities as OpenAI items: all of them, and those not yet sent."""
+class _Collected:
+    """What a request's engine outputs add up to, for either response shape: the text, the token clock, the
+    log-probabilities (OpenAI items; only when asked for) and the finished output."""
 
-    __slots__ = ("token_bytes", "all", "unsent")
+    __slots__ = ("texts", "clock", "token_bytes", "logprobs", "unsent", "final")
 
-    def __init__(self, tokenizer: Any) -> None:
-        self.token_bytes = tokenizer.token_bytes
-        self.all: list[dict[str, Any]] = []
+    def __init__(self, ex: Exchange, logprobs_tokenizer: Any | None) -> None:
+        self.texts = ex.outputs
+        self.clock = _TokenClock()
+        self.token_bytes = logprobs_tokenizer.token_bytes if logprobs_tokenizer is not None else None
+        self.logprobs: list[dict[str, Any]] = []
         self.unsent: list[dict[str, Any]] = []
+        self.final: RequestOutput | None = None
 
     def add(self, out: RequestOutput) -> None:
-        if out.logprobs:
+        self.clock.tick(out)
+        self.texts.append(out.text_delta)
+        if self.token_bytes is not None and out.logprobs:
             items = oai.logprob_items(out.logprobs, self.token_bytes)
-            self.all += items
+            self.logprobs += items
             self.unsent += items
+        if out.finished:
+            self.final = out
 
-    def take(self) -> list[dict[str, Any]] | None:
+    def unsent_logprobs(self) -> list[dict[str, Any]] | None:
         items, self.unsent = self.unsent, []
         return items or None
 
+    def outcome(self) -> Outcome:
+        final = self.final
+        if final is None:
+            raise RuntimeError("the engine ended the request without a finished output")
+        reason = final.finish_reason or "stop"
+        if reason == "abort":
+            reason = "stop"
+        calls = final.tool_calls or None
+        if calls:
+            reason = "tool_calls"
+        return Outcome(text="".join(self.texts), finish_reason=reason, prompt_tokens=final.num_prompt_tokens,
+                       cached_tokens=final.num_cached_tokens, output_tokens=final.num_output_tokens,
+                       tool_calls=calls, logprobs=self.logprobs if self.token_bytes is not None else None,
+                       stop_sequence=None if calls else final.stop_sequence)
 
-def _outcome(final: RequestOutput, text: str, clock: _TokenClock, logprobs: _Logprobs | None = None) -> Outcome:
-    reason = final.finish_reason or "stop"
-    if reason == "abort":
-        reason = "stop"
-    calls = final.tool_calls or None
-    if calls:
-        reason = "tool_calls"
-    return Outcome(text=text, finish_reason=reason, prompt_tokens=final.num_prompt_tokens,
-                   cached_tokens=final.num_cached_tokens, output_tokens=final.num_output_tokens, tool_calls=calls,
-                   logprobs=logprobs.all if logprobs is not None else None,
-                   stop_sequence=None if calls else final.stop_sequence)
+
+async def _generate(sel: Selection, req: EngineRequest, got: _Collected) -> AsyncIterator[RequestOutput]:
+    """The request's outputs, each added to ``got`` first; a request left unfinished (the client went away,
+    the response failed) is aborted so its KV blocks return to the pool."""
+    try:
+        async with aclosing(sel.replica.generate(req)) as outputs:
+            async for out in outputs:
+                got.add(out)
+                yield out
+                if out.finished:
+                    return
+    finally:
+        if got.final is None:
+            sel.replica.abort(req.request_id)
 
 
 async def _send_chunks(send: Send, chunks: list[bytes]) -> None:
