@@ -47,6 +47,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import httpx  # noqa: E402
 import orjson  # noqa: E402
 
+try:
+    import uvloop
+except ImportError:  # the clients fall back to asyncio's own loop
+    uvloop = None
+
 from common import save  # noqa: E402
 
 MAX_TOKENS = int(os.environ.get("BENCH_MAX_TOKENS", "64"))
@@ -67,19 +72,11 @@ def prompt(i: int) -> list[dict[str, str]]:
 
 def run_clients(coro):  # type: ignore[no-untyped-def]
     """asyncio.run, on uvloop when it is installed (it comes with the server's dependencies)."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
+    return uvloop.run(coro) if uvloop is not None else asyncio.run(coro)
 
 
 def new_client_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
+    return uvloop.new_event_loop() if uvloop is not None else asyncio.new_event_loop()
 
 
 def free_port() -> int:
@@ -94,25 +91,30 @@ def pct(values: list[float], q: float) -> float:
 
 
 # ── clients ────────────────────────────────────────────────────────────────────────────────────────
-async def http_request(http: httpx.AsyncClient, body: dict) -> tuple[int, float | None]:
-    t0 = time.perf_counter()
+async def read_stream(r: httpx.Response, t0: float) -> tuple[int, float | None]:
+    """(output tokens, ms from t0 to the first content chunk) of a chat-completions SSE response."""
     ttft = None
     tokens = 0
     content_chunks = 0  # servers without stream usage (llama-cpp-python) send one token per chunk
+    async for line in r.aiter_lines():
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        chunk = orjson.loads(line[6:])
+        if chunk.get("usage"):
+            tokens = chunk["usage"]["completion_tokens"]
+        choices = chunk.get("choices") or []
+        if choices and (choices[0].get("delta") or {}).get("content"):
+            content_chunks += 1
+            if ttft is None:
+                ttft = (time.perf_counter() - t0) * 1e3
+    return tokens or content_chunks, ttft
+
+
+async def http_request(http: httpx.AsyncClient, body: dict) -> tuple[int, float | None]:
+    t0 = time.perf_counter()
     async with http.stream("POST", "/v1/chat/completions", json=body) as r:
         r.raise_for_status()
-        async for line in r.aiter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            chunk = orjson.loads(line[6:])
-            if chunk.get("usage"):
-                tokens = chunk["usage"]["completion_tokens"]
-            choices = chunk.get("choices") or []
-            if choices and (choices[0].get("delta") or {}).get("content"):
-                content_chunks += 1
-                if ttft is None:
-                    ttft = (time.perf_counter() - t0) * 1e3
-    return tokens or content_chunks, ttft
+        return await read_stream(r, t0)
 
 
 async def http_level(base: str, model: str, c: int, extra: dict) -> tuple[float, list[float]]:
@@ -349,7 +351,6 @@ async def load_client(http: httpx.AsyncClient, k: int, stop_at: float, tally: di
                              {"role": "user", "content": f"client {k} ticket {i}"}]}
         i += 1
         t0 = time.perf_counter()
-        ttft = None
         async with http.stream("POST", "/v1/chat/completions", json=body) as r:
             tally["trace_ids"].append(r.headers.get("x-llmtrace-trace-id"))
             if r.status_code == 429:
@@ -358,16 +359,7 @@ async def load_client(http: httpx.AsyncClient, k: int, stop_at: float, tally: di
                 await asyncio.sleep(min(float(r.headers.get("retry-after", "1")), 1.0))
                 continue
             r.raise_for_status()
-            tokens = 0
-            async for line in r.aiter_lines():
-                if not line.startswith("data: ") or line == "data: [DONE]":
-                    continue
-                chunk = json.loads(line[6:])
-                if chunk.get("usage"):
-                    tokens = chunk["usage"]["completion_tokens"]
-                ch = chunk.get("choices") or []
-                if ttft is None and ch and (ch[0].get("delta") or {}).get("content"):
-                    ttft = (time.perf_counter() - t0) * 1e3
+            tokens, ttft = await read_stream(r, t0)
         tally["ok"].append(tokens)
         if ttft is not None:
             tally["ttft"].append(ttft)
