@@ -9,9 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from . import usage as usage_mod
-from .observation import Observation
-from .openai_parser import _intv, _num
-from .segments import canonical, part_text
+from .observation import Observation, integer, number
+from .segments import canonical, part_text, turn_segments
+
+
+def _message_text(m: Mapping[str, object]) -> str:
+    return part_text(m.get("content"))
 
 
 class AnthropicParser:
@@ -28,39 +31,22 @@ class AnthropicParser:
 
     def on_request(self, body: Mapping[str, object]) -> None:
         o = self.obs
-        model = body.get("model")
-        o.model = model if isinstance(model, str) else "unknown"
-        o.stream = body.get("stream") is True
-        o.temperature = _num(body.get("temperature"))
-        o.top_p = _num(body.get("top_p"))
-        o.top_k = _num(body.get("top_k"))
-        o.max_tokens = _intv(body.get("max_tokens"))
+        segments = o.begin_request(body)
+        o.top_k = number(body.get("top_k"))
+        o.max_tokens = integer(body.get("max_tokens"))
         stop = body.get("stop_sequences")
         o.stop = [s for s in stop if isinstance(s, str)] if isinstance(stop, list) else []
         thinking = body.get("thinking")
         if isinstance(thinking, Mapping):
-            o.reasoning_budget = _intv(thinking.get("budget_tokens"))
-        segments: list[tuple[str, str]] = []
-        tools = body.get("tools")
-        if isinstance(tools, list) and tools:
-            o.tools = len(tools)
-            segments.append(("tools", canonical(tools)))
+            o.reasoning_budget = integer(thinking.get("budget_tokens"))
         system = body.get("system")
         if system:
             o.system_text = part_text(system)
             segments.append(("system", o.system_text))
         messages = body.get("messages")
         if isinstance(messages, list):
-            last_user = max(
-                (i for i, m in enumerate(messages) if isinstance(m, Mapping) and m.get("role") == "user"),
-                default=-1,
-            )
-            for i, m in enumerate(messages):
-                if not isinstance(m, Mapping):
-                    continue
-                role = str(m.get("role", "unknown"))
-                text = part_text(m.get("content"))
-                segments.append(("user" if i == last_user else f"history:{role}", text))
+            # The system prompt is its own field here: no turn is read as a system turn.
+            segments += turn_segments(messages, _message_text)[0]
         o.segments = segments
 
     def on_chunk(self, event: bytes | None, data: bytes, t_ns: int) -> None:
@@ -117,13 +103,9 @@ class AnthropicParser:
         if msg is None:
             return
         if msg.get("type") == "error" or "error" in msg:
-            self.obs.provider_error(msg.get("error"))
+            o.provider_error(msg.get("error"))
             return
-        o.done = True
-        o.response_id = msg.get("id")
-        o.response_model = msg.get("model")
-        if isinstance(msg.get("usage"), dict):
-            o.usage_raw = msg["usage"]
+        o.answered(msg)
         for block in msg.get("content") or ():
             if not isinstance(block, dict):
                 continue

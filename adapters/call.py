@@ -203,7 +203,7 @@ class Call:
             if self.status_code >= 400:
                 msg = f"HTTP {self.status_code}" + (f": {obs.error_message}" if obs.error_message else "")
                 self._end("error", msg, error_type=str(self.status_code))
-            elif obs.error_type and obs.error_type not in ("malformed_event", "malformed_body"):
+            elif obs.provider_failed:
                 self._end("error", f"{obs.error_type}: {obs.error_message or ''}", error_type=obs.error_type)
             elif self.sse is not None and not obs.done and not obs.finish_reasons and not self.undecoded:
                 self._end(
@@ -221,7 +221,7 @@ class Call:
         obs = self.obs
         # SDKs stop reading at the end marker ([DONE]) or at a provider error event, then close: the
         # call ended as the provider said, not because the app gave up.
-        if obs.done or (obs.error_type and obs.error_type not in ("malformed_event", "malformed_body")):
+        if obs.done or obs.provider_failed:
             self.finish_eof()
             return
         try:

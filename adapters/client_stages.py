@@ -37,6 +37,11 @@ def emit_stages(call: Call, end: int) -> None:
     obs, span, t0, parent = call.obs, call.pass_span, call.t0, call.pass_span
     wall = call.wall
     t0w = call.t0_wall
+
+    def at_request(stage_id: str, values: dict[str, object]) -> None:
+        # What the request alone shows has no duration of its own: a point stage at the call's start.
+        rec.record_stage(stage_id, start_ns=t0w, end_ns=t0w, parent=parent, values=values)
+
     usage = None
     if obs.usage_raw is not None:
         usage = usage_mod.normalise(call.parser.usage_style, obs.usage_raw)
@@ -121,12 +126,9 @@ def emit_stages(call: Call, end: int) -> None:
     # ── intake: what the request itself shows ───────────────────────────────────────────────
     if obs.system_text is not None:
         off, kind = volatile.first_volatile(obs.system_text)
-        rec.record_stage(
+        at_request(
             "intake.system_prompt",
-            start_ns=t0w,
-            end_ns=t0w,
-            parent=parent,
-            values={
+            {
                 "llmtrace.system.chars": len(obs.system_text),
                 "llmtrace.system.hash": capture.hash_text(obs.system_text)
                 if capture.mode() != "none"
@@ -138,12 +140,9 @@ def emit_stages(call: Call, end: int) -> None:
     counts = [textscan.count_chars(text) for _, text in obs.segments]
     if any(c.hidden or c.nbsp or c.confusables for c in counts):
         # Only when there is something to say: a clean prompt costs no span (the server records the stage).
-        rec.record_stage(
+        at_request(
             "intake.normalization",
-            start_ns=t0w,
-            end_ns=t0w,
-            parent=parent,
-            values={
+            {
                 "llmtrace.normalization.form": "none",
                 "llmtrace.normalization.strip": False,
                 "llmtrace.normalization.chars_changed": 0,
@@ -154,12 +153,9 @@ def emit_stages(call: Call, end: int) -> None:
         )
 
     # ── generation: requested values ────────────────────────────────────────────────────────
-    rec.record_stage(
+    at_request(
         "gen.sampling",
-        start_ns=t0w,
-        end_ns=t0w,
-        parent=parent,
-        values={
+        {
             sc.GEN_AI_REQUEST_TEMPERATURE: obs.temperature,
             sc.GEN_AI_REQUEST_TOP_P: obs.top_p,
             sc.GEN_AI_REQUEST_TOP_K: obs.top_k,
@@ -169,12 +165,9 @@ def emit_stages(call: Call, end: int) -> None:
         },
     )
     if obs.frequency_penalty is not None or obs.presence_penalty is not None:
-        rec.record_stage(
+        at_request(
             "gen.penalties",
-            start_ns=t0w,
-            end_ns=t0w,
-            parent=parent,
-            values={
+            {
                 sc.GEN_AI_REQUEST_FREQUENCY_PENALTY: obs.frequency_penalty,
                 sc.GEN_AI_REQUEST_PRESENCE_PENALTY: obs.presence_penalty,
                 "llmtrace.penalties.on_structured_output": obs.output_type == "json"
@@ -183,12 +176,9 @@ def emit_stages(call: Call, end: int) -> None:
             },
         )
     if obs.reasoning_budget is not None or (usage is not None and usage.reasoning_tokens is not None):
-        rec.record_stage(
+        at_request(
             "gen.reasoning_budget",
-            start_ns=t0w,
-            end_ns=t0w,
-            parent=parent,
-            values={
+            {
                 "llmtrace.reasoning.budget": obs.reasoning_budget,
                 sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: usage.reasoning_tokens
                 if usage is not None

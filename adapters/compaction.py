@@ -73,20 +73,57 @@ def record_compaction(
     parent: rec.PassSpan | None = None,
 ) -> CompactionResult:
     """Record a compaction done elsewhere: compares the facts in ``before`` and ``after``."""
-    text_before = "\n".join(message_text(m) for m in before)
-    text_after = "\n".join(message_text(m) for m in after)
+    text_before = _joined(before)
+    return _compacted(
+        text_before,
+        count_tokens(text_before),
+        after,
+        turns_summarized=turns_summarized,
+        pinned=pinned,
+        count_tokens=count_tokens,
+        trigger_tokens=trigger_tokens,
+        parent=parent,
+    )
+
+
+def _joined(messages: Sequence[Message]) -> str:
+    return "\n".join(message_text(m) for m in messages)
+
+
+def _compacted(
+    text_before: str,
+    tokens_before: int,
+    after: Sequence[Message],
+    *,
+    turns_summarized: int,
+    pinned: int,
+    count_tokens: Callable[[str], int],
+    trigger_tokens: int | None,
+    parent: rec.PassSpan | None,
+) -> CompactionResult:
+    """The result of a compaction that happened (the facts lost between the two texts), recorded."""
+    text_after = _joined(after)
     lost = tuple(sorted(facts(text_before) - facts(text_after)))
-    result = CompactionResult(
+    r = CompactionResult(
         [dict(m) for m in after],
         True,
-        count_tokens(text_before),
+        tokens_before,
         count_tokens(text_after),
         turns_summarized,
         pinned,
         lost,
     )
-    _emit(result, trigger_tokens, parent)
-    return result
+    _emit(r, trigger_tokens, parent)
+    return r
+
+
+def _unchanged(
+    msgs: Sequence[Message], tokens: int, pinned: int, trigger_tokens: int, parent: rec.PassSpan | None
+) -> CompactionResult:
+    """The result when nothing was compacted (below the trigger, or nothing old enough to summarise)."""
+    r = CompactionResult([dict(m) for m in msgs], False, tokens, tokens, 0, pinned, ())
+    _emit(r, trigger_tokens, parent)
+    return r
 
 
 def _emit(r: CompactionResult, trigger_tokens: int | None, parent: rec.PassSpan | None) -> None:
@@ -127,11 +164,10 @@ def compact(
     if keep_last < 0:
         raise ValueError("keep_last must be >= 0")
     msgs = list(messages)
-    before_tokens = count_tokens("\n".join(message_text(m) for m in msgs))
+    text_before = _joined(msgs)
+    before_tokens = count_tokens(text_before)
     if before_tokens <= trigger_tokens:
-        r = CompactionResult([dict(m) for m in msgs], False, before_tokens, before_tokens, 0, 0, ())
-        _emit(r, trigger_tokens, parent)
-        return r
+        return _unchanged(msgs, before_tokens, 0, trigger_tokens, parent)
     split = max(len(msgs) - keep_last, 0)
     head, tail = msgs[:split], msgs[split:]
     kept_head: list[Message] = []
@@ -146,23 +182,17 @@ def compact(
         else:
             to_summarize.append(m)
     if not to_summarize:
-        r = CompactionResult([dict(m) for m in msgs], False, before_tokens, before_tokens, 0, n_pinned, ())
-        _emit(r, trigger_tokens, parent)
-        return r
+        return _unchanged(msgs, before_tokens, n_pinned, trigger_tokens, parent)
     summary = summarize(to_summarize)
     summary_msg = {"role": "user", "content": f"Summary of the earlier conversation:\n{summary}"}
     after = [*kept_head, summary_msg, *tail]
-    text_before = "\n".join(message_text(m) for m in msgs)
-    text_after = "\n".join(message_text(m) for m in after)
-    lost = tuple(sorted(facts(text_before) - facts(text_after)))
-    r = CompactionResult(
-        [dict(m) for m in after],
-        True,
+    return _compacted(
+        text_before,
         before_tokens,
-        count_tokens(text_after),
-        len(to_summarize),
-        n_pinned,
-        lost,
+        after,
+        turns_summarized=len(to_summarize),
+        pinned=n_pinned,
+        count_tokens=count_tokens,
+        trigger_tokens=trigger_tokens,
+        parent=parent,
     )
-    _emit(r, trigger_tokens, parent)
-    return r

@@ -105,19 +105,28 @@ class Tools:
     def scope(self, name: str) -> str:
         return self._tools[name][1]
 
-    def dispatch(self, call: object, *, parent: rec.PassSpan | None = None) -> Any:
+    def _lookup(self, call: object) -> tuple[ToolCall, Callable[..., Any], str]:
         tc = as_tool_call(call)
         if tc.name not in self._tools:
             raise ValueError(f"unknown tool {tc.name!r}; registered: {sorted(self._tools)}")
         fn, scope = self._tools[tc.name]
+        return tc, fn, scope
+
+    def dispatch(self, call: object, *, parent: rec.PassSpan | None = None) -> Any:
+        tc, fn, scope = self._lookup(call)
         return dispatch(tc, fn, scope=scope, parent=parent, budget=self.budget)
 
     async def adispatch(self, call: object, *, parent: rec.PassSpan | None = None) -> Any:
-        tc = as_tool_call(call)
-        if tc.name not in self._tools:
-            raise ValueError(f"unknown tool {tc.name!r}; registered: {sorted(self._tools)}")
-        fn, scope = self._tools[tc.name]
+        tc, fn, scope = self._lookup(call)
         return await adispatch(tc, fn, scope=scope, parent=parent, budget=self.budget)
+
+
+def _checked(call: object, budget: Any | None) -> ToolCall:
+    """The normalised call, once the budget (if any) has let it run: a repeat is stopped before it runs."""
+    tc = as_tool_call(call)
+    if budget is not None:
+        budget.check_tool(tc.name, tc.arguments)
+    return tc
 
 
 def dispatch(
@@ -129,9 +138,7 @@ def dispatch(
     budget: Any | None = None,
 ) -> Any:
     """Run ``fn(**arguments)`` as one tool call span; the tool's exception is recorded, then raised."""
-    tc = as_tool_call(call)
-    if budget is not None:
-        budget.check_tool(tc.name, tc.arguments)
+    tc = _checked(call, budget)
     with rec.tool_span(tc.name, tc.id, scope=scope, parent=parent) as span:
         result = fn(**tc.arguments)
         span.set("llmtrace.tool.result_tokens", approx_tokens(result))
@@ -146,9 +153,8 @@ async def adispatch(
     parent: rec.PassSpan | None = None,
     budget: Any | None = None,
 ) -> Any:
-    tc = as_tool_call(call)
-    if budget is not None:
-        budget.check_tool(tc.name, tc.arguments)
+    """The asyncio form of ``dispatch``: ``fn`` may be a coroutine function or a plain one."""
+    tc = _checked(call, budget)
     with rec.tool_span(tc.name, tc.id, scope=scope, parent=parent) as span:
         result = fn(**tc.arguments)
         if inspect.isawaitable(result):
@@ -158,6 +164,9 @@ async def adispatch(
 
 
 def _fan_out_values(n: int, mode: str, passes: int | None, reprefill_tokens: int | None) -> dict[str, object]:
+    """The ``loop.fan_out`` values; a bad ``mode`` raises here, before the stage opens."""
+    if mode not in ("parallel", "sequential"):
+        raise ValueError(f"mode must be parallel or sequential, got {mode!r}")
     return {
         "llmtrace.fanout.calls": n,
         "llmtrace.fanout.mode": mode,
@@ -178,8 +187,6 @@ def fan_out(
     parent: rec.PassSpan | None = None,
 ) -> list[Any]:
     """Run ``run(call)`` for each call; results in call order, a failed call's exception in its place."""
-    if mode not in ("parallel", "sequential"):
-        raise ValueError(f"mode must be parallel or sequential, got {mode!r}")
     with rec.stage(
         "loop.fan_out", _fan_out_values(len(calls), mode, passes, reprefill_tokens), parent=parent
     ) as s:
@@ -214,8 +221,6 @@ async def afan_out(
     parent: rec.PassSpan | None = None,
 ) -> list[Any]:
     """The asyncio form of ``fan_out``: parallel runs the coroutines together with ``gather``."""
-    if mode not in ("parallel", "sequential"):
-        raise ValueError(f"mode must be parallel or sequential, got {mode!r}")
     with rec.stage(
         "loop.fan_out", _fan_out_values(len(calls), mode, passes, reprefill_tokens), parent=parent
     ) as s:

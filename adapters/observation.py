@@ -6,9 +6,30 @@ record touches OpenTelemetry, so parsing stays cheap and testable on byte stream
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from orjson import loads  # ~3x faster than json.loads on small events; a core dependency
+
+from .segments import canonical
+
+
+def number(v: object) -> float | None:
+    """A JSON number as float (None for anything else, bools included)."""
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def integer(v: object) -> int | None:
+    """A JSON integer (None for anything else, bools included)."""
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def format_type(fmt: object) -> str | None:
+    """The requested output type from a ``{"type": ...}`` format object; every ``json*`` kind is "json"."""
+    kind = fmt.get("type") if isinstance(fmt, Mapping) else None
+    if not isinstance(kind, str):
+        return None
+    return "json" if kind.startswith("json") else kind
 
 
 @dataclass(slots=True)
@@ -53,7 +74,28 @@ class Observation:
     def output_text(self) -> str:
         return "".join(self.output_parts)
 
+    @property
+    def provider_failed(self) -> bool:
+        """The provider reported an error; a malformed event or body is only our own note."""
+        return bool(self.error_type) and self.error_type not in ("malformed_event", "malformed_body")
+
     # ── what every protocol parser does the same way ─────────────────────────────────────────
+    def begin_request(self, body: Mapping[str, object]) -> list[tuple[str, str]]:
+        """Read the request fields every API names alike (model, stream, temperature, top_p, tools).
+
+        Returns the prompt segments begun with the tools: templates put them before the system prompt,
+        so the segment order is the order the model sees."""
+        model = body.get("model")
+        self.model = model if isinstance(model, str) else "unknown"
+        self.stream = body.get("stream") is True
+        self.temperature = number(body.get("temperature"))
+        self.top_p = number(body.get("top_p"))
+        tools = body.get("tools")
+        if isinstance(tools, list) and tools:
+            self.tools = len(tools)
+            return [("tools", canonical(tools))]
+        return []
+
     def stream_event(self, data: bytes, t_ns: int) -> dict[str, object] | None:
         """Count one streamed chunk and parse its JSON; None (noted once as malformed) if not an object."""
         if not self.first_chunk_ns:
@@ -72,6 +114,15 @@ class Observation:
             self.error_type = self.error_type or malformed
             return None
         return msg if isinstance(msg, dict) else None
+
+    def answered(self, msg: Mapping[str, object]) -> None:
+        """A whole buffered answer arrived: its end marker, id, model and usage."""
+        self.done = True
+        self.response_id = msg.get("id")
+        self.response_model = msg.get("model")
+        usage = msg.get("usage")
+        if isinstance(usage, dict):
+            self.usage_raw = usage
 
     def content(self, text: object, t_ns: int) -> None:
         """A chunk of answer text arrived."""

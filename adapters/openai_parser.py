@@ -10,16 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .observation import Observation
-from .segments import canonical, part_text
+from .observation import Observation, format_type, integer, number
+from .segments import canonical, part_text, turn_segments
 
 
-def _num(v: object) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-def _intv(v: object) -> int | None:
-    return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
+def _message_text(m: Mapping[str, object]) -> str:
+    # An assistant turn's tool calls are part of what the model sees again.
+    text = part_text(m.get("content"))
+    return text + canonical(m["tool_calls"]) if m.get("tool_calls") else text
 
 
 class OpenAIParser:
@@ -37,16 +35,12 @@ class OpenAIParser:
     # ── request ─────────────────────────────────────────────────────────────────────────────
     def on_request(self, body: Mapping[str, object]) -> None:
         o = self.obs
-        model = body.get("model")
-        o.model = model if isinstance(model, str) else "unknown"
-        o.stream = body.get("stream") is True
-        o.temperature = _num(body.get("temperature"))
-        o.top_p = _num(body.get("top_p"))
-        o.top_k = _num(body.get("top_k"))
-        o.seed = _intv(body.get("seed"))
-        o.max_tokens = _intv(body.get("max_completion_tokens", body.get("max_tokens")))
-        o.frequency_penalty = _num(body.get("frequency_penalty"))
-        o.presence_penalty = _num(body.get("presence_penalty"))
+        segments = o.begin_request(body)
+        o.top_k = number(body.get("top_k"))
+        o.seed = integer(body.get("seed"))
+        o.max_tokens = integer(body.get("max_completion_tokens", body.get("max_tokens")))
+        o.frequency_penalty = number(body.get("frequency_penalty"))
+        o.presence_penalty = number(body.get("presence_penalty"))
         stop = body.get("stop")
         o.stop = (
             [stop]
@@ -55,40 +49,15 @@ class OpenAIParser:
             if isinstance(stop, list)
             else []
         )
-        rf = body.get("response_format")
-        if isinstance(rf, Mapping) and isinstance(rf.get("type"), str):
-            o.output_type = "json" if str(rf["type"]).startswith("json") else str(rf["type"])
-        tools = body.get("tools")
-        segments: list[tuple[str, str]] = []
-        if isinstance(tools, list) and tools:
-            o.tools = len(tools)
-            segments.append(("tools", canonical(tools)))
+        o.output_type = format_type(body.get("response_format"))
         messages = body.get("messages")
         if isinstance(messages, list):
-            last_user = max(
-                (i for i, m in enumerate(messages) if isinstance(m, Mapping) and m.get("role") == "user"),
-                default=-1,
-            )
-            system_parts: list[str] = []
-            for i, m in enumerate(messages):
-                if not isinstance(m, Mapping):
-                    continue
-                role = str(m.get("role", "unknown"))
-                text = part_text(m.get("content"))
-                if m.get("tool_calls"):
-                    text += canonical(m.get("tool_calls"))
-                if role in ("system", "developer"):
-                    system_parts.append(text)
-                    segments.append(("system", text))
-                elif i == last_user:
-                    segments.append(("user", text))
-                else:
-                    segments.append((f"history:{role}", text))
-            if system_parts:
-                o.system_text = "\n".join(system_parts)
+            turns, system = turn_segments(messages, _message_text, system_roles=("system", "developer"))
+            segments += turns
+            if system:
+                o.system_text = "\n".join(system)
         elif isinstance(body.get("prompt"), str):
             segments.append(("user", str(body["prompt"])))
-        # Tools are sent before the system prompt in most templates; keep the order the model sees.
         o.segments = segments
 
     # ── streamed response ───────────────────────────────────────────────────────────────────
@@ -152,13 +121,9 @@ class OpenAIParser:
         if msg is None:
             return
         if "error" in msg:
-            self.obs.provider_error(msg["error"], "code")
+            o.provider_error(msg["error"], "code")
             return
-        o.done = True
-        o.response_id = msg.get("id")
-        o.response_model = msg.get("model")
-        if isinstance(msg.get("usage"), dict):
-            o.usage_raw = msg["usage"]
+        o.answered(msg)
         for choice in msg.get("choices") or ():
             if not isinstance(choice, dict):
                 continue

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .observation import Observation
-from .openai_parser import _intv, _num
-from .segments import canonical, part_text
+from .observation import Observation, format_type, integer
+from .segments import canonical, part_text, turn_segments
 
 _INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
 
@@ -23,6 +22,15 @@ def _content_text(content: object) -> str:
             for p in content
         )
     return part_text(content)
+
+
+def _item_text(m: Mapping[str, object]) -> str:
+    # A message item has content; any other input item (a function call, its output) counts as its JSON.
+    return _content_text(m.get("content")) if "content" in m else canonical(m)
+
+
+def _item_role(m: Mapping[str, object]) -> str:
+    return str(m.get("role") or m.get("type") or "item")
 
 
 class ResponsesParser:
@@ -38,21 +46,10 @@ class ResponsesParser:
 
     def on_request(self, body: Mapping[str, object]) -> None:
         o = self.obs
-        model = body.get("model")
-        o.model = model if isinstance(model, str) else "unknown"
-        o.stream = body.get("stream") is True
-        o.temperature = _num(body.get("temperature"))
-        o.top_p = _num(body.get("top_p"))
-        o.max_tokens = _intv(body.get("max_output_tokens"))
+        segments = o.begin_request(body)
+        o.max_tokens = integer(body.get("max_output_tokens"))
         text = body.get("text")
-        fmt = text.get("format") if isinstance(text, Mapping) else None
-        if isinstance(fmt, Mapping) and isinstance(fmt.get("type"), str):
-            o.output_type = "json" if str(fmt["type"]).startswith("json") else str(fmt["type"])
-        segments: list[tuple[str, str]] = []
-        tools = body.get("tools")
-        if isinstance(tools, list) and tools:
-            o.tools = len(tools)
-            segments.append(("tools", canonical(tools)))
+        o.output_type = format_type(text.get("format") if isinstance(text, Mapping) else None)
         if isinstance(body.get("instructions"), str):
             o.system_text = str(body["instructions"])
             segments.append(("system", o.system_text))
@@ -60,20 +57,12 @@ class ResponsesParser:
         if isinstance(items, str):
             segments.append(("user", items))
         elif isinstance(items, list):
-            last_user = max(
-                (i for i, m in enumerate(items) if isinstance(m, Mapping) and m.get("role") == "user"),
-                default=-1,
+            turns, system = turn_segments(
+                items, _item_text, role_of=_item_role, system_roles=("system", "developer")
             )
-            for i, m in enumerate(items):
-                if not isinstance(m, Mapping):
-                    continue
-                role = str(m.get("role") or m.get("type") or "item")
-                text_ = _content_text(m.get("content")) if "content" in m else canonical(m)
-                if role in ("system", "developer"):
-                    o.system_text = text_ if o.system_text is None else f"{o.system_text}\n{text_}"
-                    segments.append(("system", text_))
-                else:
-                    segments.append(("user" if i == last_user else f"history:{role}", text_))
+            segments += turns
+            if system:
+                o.system_text = "\n".join(system if o.system_text is None else [o.system_text, *system])
         o.segments = segments
 
     def on_chunk(self, event: bytes | None, data: bytes, t_ns: int) -> None:

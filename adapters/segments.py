@@ -8,7 +8,7 @@ scrubbed text is kept as well. With ``none`` nothing of the prompt is kept.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from llmtrace.tracer import capture
 
@@ -36,6 +36,40 @@ def part_text(content: object) -> str:
                 pieces.append(part)
         return "\n".join(pieces)
     return canonical(content)
+
+
+def _role(m: Mapping[str, object]) -> str:
+    return str(m.get("role", "unknown"))
+
+
+def turn_segments(
+    turns: Sequence[object],
+    text_of: Callable[[Mapping[str, object]], str],
+    *,
+    role_of: Callable[[Mapping[str, object]], str] = _role,
+    system_roles: tuple[str, ...] = (),
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """One segment per conversation turn and the system turns' texts, in order.
+
+    A turn whose role is in ``system_roles`` is a ``system`` segment; the last turn with role ``user`` is
+    the ``user`` segment; every other turn is ``history:<role>``. Non-mapping turns are skipped."""
+    last_user = max(
+        (i for i, m in enumerate(turns) if isinstance(m, Mapping) and m.get("role") == "user"),
+        default=-1,
+    )
+    segments: list[tuple[str, str]] = []
+    system: list[str] = []
+    for i, m in enumerate(turns):
+        if not isinstance(m, Mapping):
+            continue
+        role = role_of(m)
+        text = text_of(m)
+        if role in system_roles:
+            system.append(text)
+            segments.append(("system", text))
+        else:
+            segments.append(("user" if i == last_user else f"history:{role}", text))
+    return segments, system
 
 
 def canonical(value: object) -> str:

@@ -38,12 +38,17 @@ def _open_call(request: Any, opts: Options) -> Call | None:
 
 
 # ── stream wrappers ──────────────────────────────────────────────────────────────────────────
-class _SyncStreamMixin:
+class _StreamMixin:
     __slots__ = ()
 
     def __init__(self, inner: Any, call: Call) -> None:
         self._inner = inner
         self._call = call
+
+
+# The chunk loops stay written out twice (sync and async): a shared helper would cost a call per chunk.
+class _SyncStreamMixin(_StreamMixin):
+    __slots__ = ()
 
     def __iter__(self) -> Iterator[bytes]:
         call = self._call
@@ -65,12 +70,8 @@ class _SyncStreamMixin:
             self._call.finish_closed()
 
 
-class _AsyncStreamMixin:
+class _AsyncStreamMixin(_StreamMixin):
     __slots__ = ()
-
-    def __init__(self, inner: Any, call: Call) -> None:
-        self._inner = inner
-        self._call = call
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         call = self._call
@@ -124,40 +125,54 @@ def _trace_hook_async(call: Call, previous: Any) -> Any:
     return hook
 
 
+def _hook_trace(request: Any, call: Call, make_hook: Any) -> None:
+    """Chain our connection-event hook in front of any ``trace`` extension the app set."""
+    try:
+        request.extensions = {**request.extensions, "trace": make_hook(call, request.extensions.get("trace"))}
+    except Exception as exc:
+        call._fault(exc)
+
+
+def _wrap_stream(response: Any, call: Call, name: str, mixin: type) -> None:
+    """Note the headers and swap the response's byte stream for our wrapper around it."""
+    call.on_headers(response)
+    try:
+        wrapper = _wrapper_class(response.stream, name, mixin)(response.stream, call)
+        # A response dropped unread and unclosed still ends its span (as cancelled) when collected.
+        weakref.finalize(wrapper, call.finish_closed)
+        response.stream = wrapper
+    except Exception as exc:
+        call._fault(exc)
+
+
 # ── transports ───────────────────────────────────────────────────────────────────────────────
-class InstrumentedTransport(httpx.BaseTransport):
-    """Wraps a synchronous transport (``httpx.HTTPTransport``, ``httpx2.HTTPTransport``, or any other)."""
+class _Wrapping:
+    """What both transports share: the wrapped transport, the options, and pass-through of the rest."""
 
     def __init__(self, inner: Any, options: Options | None = None) -> None:
         self.inner = inner
         self.options = options or Options()
 
+    def __getattr__(self, name: str) -> Any:  # pool settings, proxies, ... of the wrapped transport
+        if name == "inner":  # not set yet: fail here rather than recurse
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+class InstrumentedTransport(_Wrapping, httpx.BaseTransport):
+    """Wraps a synchronous transport (``httpx.HTTPTransport``, ``httpx2.HTTPTransport``, or any other)."""
+
     def handle_request(self, request: Any) -> Any:
         call = _open_call(request, self.options)
         if call is None:
             return self.inner.handle_request(request)
-        try:
-            request.extensions = {
-                **request.extensions,
-                "trace": _trace_hook_sync(call, request.extensions.get("trace")),
-            }
-        except Exception as exc:
-            call._fault(exc)
+        _hook_trace(request, call, _trace_hook_sync)
         try:
             response = self.inner.handle_request(request)
         except BaseException as exc:
             call.finish_error(exc)
             raise
-        call.on_headers(response)
-        try:
-            wrapper = _wrapper_class(response.stream, "SyncByteStream", _SyncStreamMixin)(
-                response.stream, call
-            )
-            # A response dropped unread and unclosed still ends its span (as cancelled) when collected.
-            weakref.finalize(wrapper, call.finish_closed)
-            response.stream = wrapper
-        except Exception as exc:
-            call._fault(exc)
+        _wrap_stream(response, call, "SyncByteStream", _SyncStreamMixin)
         return response
 
     def close(self) -> None:
@@ -170,44 +185,21 @@ class InstrumentedTransport(httpx.BaseTransport):
     def __exit__(self, *args: Any) -> None:
         self.inner.__exit__(*args)
 
-    def __getattr__(self, name: str) -> Any:  # pool settings, proxies, ... of the wrapped transport
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
 
-
-class AsyncInstrumentedTransport(httpx.AsyncBaseTransport):
+class AsyncInstrumentedTransport(_Wrapping, httpx.AsyncBaseTransport):
     """Wraps an asynchronous transport."""
-
-    def __init__(self, inner: Any, options: Options | None = None) -> None:
-        self.inner = inner
-        self.options = options or Options()
 
     async def handle_async_request(self, request: Any) -> Any:
         call = _open_call(request, self.options)
         if call is None:
             return await self.inner.handle_async_request(request)
-        try:
-            request.extensions = {
-                **request.extensions,
-                "trace": _trace_hook_async(call, request.extensions.get("trace")),
-            }
-        except Exception as exc:
-            call._fault(exc)
+        _hook_trace(request, call, _trace_hook_async)
         try:
             response = await self.inner.handle_async_request(request)
         except BaseException as exc:
             call.finish_error(exc)
             raise
-        call.on_headers(response)
-        try:
-            wrapper = _wrapper_class(response.stream, "AsyncByteStream", _AsyncStreamMixin)(
-                response.stream, call
-            )
-            weakref.finalize(wrapper, call.finish_closed)
-            response.stream = wrapper
-        except Exception as exc:
-            call._fault(exc)
+        _wrap_stream(response, call, "AsyncByteStream", _AsyncStreamMixin)
         return response
 
     async def aclose(self) -> None:
@@ -219,8 +211,3 @@ class AsyncInstrumentedTransport(httpx.AsyncBaseTransport):
 
     async def __aexit__(self, *args: Any) -> None:
         await self.inner.__aexit__(*args)
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)

@@ -35,6 +35,19 @@ def _chunk(content: str | None = None, finish: str | None = None, **extra: Any) 
     }
 
 
+def _answer(content: str, finish: str = "stop", **extra: Any) -> bytes:
+    """A buffered (not streamed) chat-completions answer with one choice."""
+    message = {"role": "assistant", "content": content}
+    return json.dumps(
+        {
+            "id": "c1",
+            "model": "m",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            **extra,
+        }
+    ).encode()
+
+
 @pytest.fixture
 def provider() -> Any:
     with fake_provider() as fp:
@@ -187,23 +200,7 @@ def test_exact_bytes_crlf_framing_and_impossible_usage(provider: FakeProvider, t
 def test_traceparent_is_injected_and_an_app_supplied_one_is_the_parent(
     provider: FakeProvider, traced: Path
 ) -> None:
-    provider.scripts[CHAT] = Script(
-        chunks=[
-            json.dumps(
-                {
-                    "id": "x",
-                    "model": "m",
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": {"role": "assistant", "content": "ok"},
-                            "finish_reason": "stop",
-                        }
-                    ],
-                }
-            ).encode()
-        ]
-    )
+    provider.scripts[CHAT] = Script(chunks=[_answer("ok")])
     client = instrument(openai.OpenAI(api_key="sk-test", base_url=f"{provider.base_url}/v1", max_retries=0))
     with rec.start_pass("agent", operation="invoke_agent", side="app") as outer:
         client.chat.completions.create(model="m", messages=MSGS)
@@ -350,24 +347,8 @@ def test_a_response_dropped_unread_still_ends_its_span(provider: FakeProvider, t
 def test_truncated_json_is_noted_on_gen_stop_and_the_stop_check_is_left_to_the_app(
     provider: FakeProvider, traced: Path
 ) -> None:
-    provider.scripts[CHAT] = Script(
-        chunks=[
-            json.dumps(
-                {
-                    "id": "x",
-                    "model": "m",
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": {"role": "assistant", "content": '{"answer": "the parc'},
-                            "finish_reason": "length",
-                        }
-                    ],
-                    "usage": {"prompt_tokens": 5, "completion_tokens": 8},
-                }
-            ).encode()
-        ]
-    )
+    truncated = _answer('{"answer": "the parc', "length", usage={"prompt_tokens": 5, "completion_tokens": 8})
+    provider.scripts[CHAT] = Script(chunks=[truncated])
     client = instrument(openai.OpenAI(api_key="sk-test", base_url=f"{provider.base_url}/v1", max_retries=0))
     client.chat.completions.create(
         model="m", messages=MSGS, max_tokens=8, response_format={"type": "json_object"}
@@ -403,20 +384,7 @@ def test_compressed_responses_are_parsed_from_a_copy(
         )
         ctype = "text/event-stream"
     else:
-        raw = json.dumps(
-            {
-                "id": "c1",
-                "model": "m",
-                "usage": usage,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": "Hi there"},
-                        "finish_reason": "stop",
-                    }
-                ],
-            }
-        ).encode()
+        raw = _answer("Hi there", usage=usage)
         ctype = "application/json"
     packed = gzip.compress(raw)
     provider.scripts[CHAT] = Script(
