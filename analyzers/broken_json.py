@@ -9,7 +9,7 @@ even without a parse check.
 from __future__ import annotations
 
 from llmtrace.analyzers.base import SymptomAnalyzer, severity_for
-from llmtrace.analyzers.finding import Evidence, Finding
+from llmtrace.analyzers.finding import Evidence, Finding, Severity
 from llmtrace.analyzers.query import Query, attr, percentile, sample_ids
 
 
@@ -91,12 +91,10 @@ class BrokenJson(SymptomAnalyzer):
                 ))
         filtered = by_reason.get("content_filter", [])
         if filtered:
-            fids = sample_ids([c["trace_id"] for c in filtered])
-            out.append(self.finding(
-                "safety.moderation", "warning", f"{len(filtered)} parse failures were cut by a content filter",
+            out.append(self._counted(
+                "safety.moderation", "warning", filtered, n, f"{len(filtered)} parse failures were cut by a content filter",
                 "Moderation stopped the output part-way through the structure.",
-                [Evidence("parse failures with finish reason content_filter", len(filtered), f"of {n}", fids)], fids,
-                "Open safety.moderation on the listed traces.", 0.5 * len(filtered) / n,
+                "parse failures with finish reason content_filter", "Open safety.moderation on the listed traces.", 0.5,
             ))
         stopped = by_reason.get("stop", [])
         if stopped:
@@ -113,31 +111,34 @@ class BrokenJson(SymptomAnalyzer):
                           AND {attr('llmtrace.constraint.dead_end', 'bool')} AND trace_id IN ({placeholders})""", ids)
         out: list[Finding] = []
         if pen:
-            pids = sample_ids([r["trace_id"] for r in pen])
-            out.append(self.finding(
-                "gen.penalties", "warning", f"{len(pen)} structured outputs ran with repetition penalties",
+            out.append(self._counted(
+                "gen.penalties", "warning", pen, n, f"{len(pen)} structured outputs ran with repetition penalties",
                 "Penalties push down tokens JSON must repeat (quotes, braces, keys), so the structure breaks.",
-                [Evidence("parse failures with penalties on", len(pen), f"of {n}", pids)], pids,
-                "Turn repetition/frequency/presence penalties off for structured output.", 0.5 * len(pen) / n,
+                "parse failures with penalties on",
+                "Turn repetition/frequency/presence penalties off for structured output.", 0.5,
             ))
         if dead:
-            dids = sample_ids([r["trace_id"] for r in dead])
-            out.append(self.finding(
-                "gen.constrained", "warning", f"{len(dead)} constrained outputs dead-ended",
+            out.append(self._counted(
+                "gen.constrained", "warning", dead, n, f"{len(dead)} constrained outputs dead-ended",
                 "The grammar left only filler tokens, so the output ran on without closing.",
-                [Evidence("dead-ended constraints", len(dead), f"of {n}", dids)], dids,
-                "Open gen.constrained: simplify the schema or raise max_tokens.", 0.5 * len(dead) / n,
+                "dead-ended constraints", "Open gen.constrained: simplify the schema or raise max_tokens.", 0.5,
             ))
         if not out:
-            sids = sample_ids(ids)
-            out.append(self.finding(
-                "safety.stop_reason", "info", f"{len(stopped)} outputs stopped normally yet did not parse",
+            out.append(self._counted(
+                "safety.stop_reason", "info", stopped, n, f"{len(stopped)} outputs stopped normally yet did not parse",
                 "Generation ended on its own; the model wrote invalid structure.",
-                [Evidence("parse failures with finish reason 'stop'", len(stopped), f"of {n}", sids)], sids,
-                "Constrain the output with a JSON schema (response_format) instead of asking for JSON in words.",
-                0.3 * len(stopped) / n,
+                "parse failures with finish reason 'stop'",
+                "Constrain the output with a JSON schema (response_format) instead of asking for JSON in words.", 0.3,
             ))
         return out
+
+    def _counted(self, stage: str, severity: Severity, rows: list[dict[str, object]], n: int, title: str,
+                 summary: str, label: str, next_check: str, weight: float) -> Finding:
+        """A finding whose one piece of evidence is how many of the ``n`` parse failures ``rows`` are; its
+        score is ``weight`` times that share."""
+        ids = sample_ids([r["trace_id"] for r in rows])
+        return self.finding(stage, severity, title, summary, [Evidence(label, len(rows), f"of {n}", ids)], ids,
+                            next_check, weight * len(rows) / n)
 
     def _unread_length(self, q: Query) -> list[Finding]:
         """Structured passes that stopped on length where the app never recorded a stop-reason check."""

@@ -19,8 +19,7 @@ from llmtrace.analyzers.baseline import Metrics, deploys, latest_deploy, load_ba
 from llmtrace.analyzers.check_report import FORMATS, Verdict
 from llmtrace.analyzers.finding import Finding
 from llmtrace.analyzers.query import Query
-from llmtrace.tracer.settings import resolve_db
-from llmtrace.tracer.store import StoreError, parquet_connection, read_connection
+from llmtrace.tracer.store import StoreError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -107,7 +106,7 @@ def explain(q: Query, verdicts: list[Verdict]) -> list[Verdict]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from llmtrace.analyzers.diagnose_cli import parse_since
+    from llmtrace.analyzers.diagnose_cli import open_store, parse_since
 
     try:
         since = parse_since(args.since)
@@ -116,18 +115,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"llmtrace check: {exc}", file=sys.stderr)
         return 2
     try:
-        if args.parquet:
-            conn = parquet_connection(args.parquet)
-            try:
-                return _check(args, Query(conn, since), baseline_file)
-            finally:
-                conn.close()
-        with read_connection(resolve_db(args.db)) as conn:
+        with open_store(args.db, args.parquet) as conn:
             return _check(args, Query(conn, since), baseline_file)
-    except StoreError as exc:
-        print(f"llmtrace check: {exc}", file=sys.stderr)
-        return 2
-    except ValueError as exc:
+    except (StoreError, ValueError) as exc:  # ValueError: no baseline to compare with (see _check)
         print(f"llmtrace check: {exc}", file=sys.stderr)
         return 2
 

@@ -57,12 +57,11 @@ class DegradesUnderTraffic(SymptomAnalyzer):
                     ev, ids, "Compare queue_depth and running with max_running; add replicas or raise the running "
                     "limit if the KV pool has room (cache.block_allocation utilization).", 0.5 + 0.5 * bad_share,
                 ))
-        pre = q.one(f"""SELECT count(*) AS n, median(coalesce(util, 0)) AS util, (list(trace_id))[1:5] AS ids
-                        FROM {q.stage_sql('cache.block_allocation', {'pre': ('llmtrace.blocks.preemptions', 'int'),
-                                                                    'util': ('llmtrace.blocks.utilization', 'float')})}
-                        WHERE pre > 0""")
-        if pre.get("n"):
-            ids = tuple(pre["ids"])  # type: ignore[arg-type]
+        hit = q.flagged("cache.block_allocation", {"pre": ("llmtrace.blocks.preemptions", "int"),
+                                                   "util": ("llmtrace.blocks.utilization", "float")},
+                        "pre > 0", "median(coalesce(util, 0)) AS util")
+        if hit:
+            pre, ids = hit
             out.append(self.finding(
                 "cache.block_allocation", "warning", f"{pre['n']} passes were preempted when the KV pool ran dry",
                 "A preempted sequence gives up its blocks and recomputes them later, stretching its latency.",

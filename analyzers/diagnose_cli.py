@@ -9,10 +9,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import sys
 import time
+from collections.abc import Iterator
+
+import duckdb
 
 from llmtrace.tracer.settings import resolve_db
 from llmtrace.tracer.store import StoreError, parquet_connection, read_connection
@@ -32,6 +36,21 @@ def parse_since(text: str | None, now_ns: int | None = None) -> int | None:
     if text.strip().isdigit():
         return int(text)
     raise ValueError(f"--since wants a duration like 30m, 2h, 7d or a timestamp in ns, got {text!r}")
+
+
+@contextlib.contextmanager
+def open_store(db: str | None, parquet: str | None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read connection to the store (``--db``) or to a Parquet export (``--parquet``), closed on exit;
+    raises StoreError when neither can be read."""
+    if parquet:
+        conn = parquet_connection(parquet)
+        try:
+            yield conn
+        finally:
+            conn.close()
+    else:
+        with read_connection(resolve_db(db)) as conn:
+            yield conn
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,15 +92,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"llmtrace diagnose: {exc}", file=sys.stderr)
         return 2
     try:
-        if args.parquet:
-            conn = parquet_connection(args.parquet)
-            try:
-                findings = run_analyzers(conn, symptoms, since)
-            finally:
-                conn.close()
-        else:
-            with read_connection(resolve_db(args.db)) as conn:
-                findings = run_analyzers(conn, symptoms, since)
+        with open_store(args.db, args.parquet) as conn:
+            findings = run_analyzers(conn, symptoms, since)
     except StoreError as exc:
         print(f"llmtrace diagnose: {exc}", file=sys.stderr)
         return 1

@@ -95,6 +95,17 @@ class Query:
         sql = f"SELECT * FROM {self.stage_sql(stage_id, values, extra)} {('WHERE ' + where) if where else ''}"
         return self.rows(sql)
 
+    def flagged(self, stage_id: str, values: dict[str, tuple[str, str]], where: str,
+                aggs: str = "") -> tuple[dict[str, object], tuple[str, ...]] | None:
+        """The "count the flagged spans, quote a few" check many analyzers make: over a stage's spans that
+        match ``where``, one row with ``n`` and the ``aggs`` (SQL select items over the ``values`` aliases),
+        and up to five of their trace ids; None when no span matches."""
+        row = self.one(f"SELECT count(*) AS n{', ' + aggs if aggs else ''}, (list(trace_id))[1:5] AS ids "
+                       f"FROM {self.stage_sql(stage_id, values)} WHERE {where}")
+        if not row.get("n"):
+            return None
+        return row, tuple(row.pop("ids"))  # type: ignore[call-overload]
+
     def count(self, stage_id: str) -> int:
         """How many spans of a stage are in the window."""
         row = self.conn.execute(f"SELECT count(*) FROM {self.spans} WHERE stage = '{stage_id}'").fetchone()
@@ -150,7 +161,3 @@ def side_filter(side: str | None) -> str:
         return "side IS NULL"
     return f"side = '{side}'"
 
-
-def ids_sql(column: str = "trace_id", n: int = 5, order: str = "start_ns") -> str:
-    """SQL aggregate for a few sample trace ids (for evidence)."""
-    return f"list(DISTINCT {column})[1:{n}]" if not order else f"(list({column} ORDER BY {order}))[1:{n}]"

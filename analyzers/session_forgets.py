@@ -54,12 +54,11 @@ class SessionForgets(SymptomAnalyzer):
                 ids, "Pin identifiers, numbers and commitments (order ids, names, amounts) so compaction keeps them "
                 "verbatim, or raise the trigger threshold.", 0.6 + 0.4 * share,
             ))
-        order = q.one(f"""SELECT count(*) AS n, mode(strategy) AS strategy, (list(trace_id))[1:5] AS ids
-                          FROM {q.stage_sql('intake.context_ordering', {'middle': ('llmtrace.ordering.middle_items', 'int'),
-                                                                       'strategy': ('llmtrace.ordering.strategy', 'str')})}
-                          WHERE middle > 0""")
-        if order.get("n"):
-            ids = tuple(order["ids"])  # type: ignore[arg-type]
+        hit = q.flagged("intake.context_ordering", {"middle": ("llmtrace.ordering.middle_items", "int"),
+                                                    "strategy": ("llmtrace.ordering.strategy", "str")},
+                        "middle > 0", "mode(strategy) AS strategy")
+        if hit:
+            order, ids = hit
             out.append(self.finding(
                 "intake.context_ordering", "warning", f"Key items sat in the middle of the context in {order['n']} passes",
                 "Facts in the middle third of a long context are the ones models use least.",
@@ -67,25 +66,22 @@ class SessionForgets(SymptomAnalyzer):
                  Evidence("ordering strategy", order["strategy"], "", ids)],
                 ids, "Order key items at the ends (ends_first) or repeat them next to the question.", 0.45,
             ))
-        beyond = q.one(f"""SELECT count(*) AS n, max(maxpos) AS maxpos, max(trained) AS trained, (list(trace_id))[1:5] AS ids
-                           FROM {q.stage_sql('forward.positional', {'beyond': ('llmtrace.rope.beyond_trained', 'bool'),
-                                                                   'maxpos': ('llmtrace.rope.max_position', 'int'),
-                                                                   'trained': ('llmtrace.rope.trained_context', 'int')})}
-                           WHERE beyond""")
-        if beyond.get("n"):
-            ids = tuple(beyond["ids"])  # type: ignore[arg-type]
+        hit = q.flagged("forward.positional", {"beyond": ("llmtrace.rope.beyond_trained", "bool"),
+                                               "maxpos": ("llmtrace.rope.max_position", "int"),
+                                               "trained": ("llmtrace.rope.trained_context", "int")},
+                        "beyond", "max(maxpos) AS maxpos, max(trained) AS trained")
+        if hit:
+            beyond, ids = hit
             out.append(self.finding(
                 "forward.positional", "critical", f"{beyond['n']} passes ran past the trained context",
                 "Positions beyond the context the model was trained for lose recall unless rotary scaling is set.",
                 [Evidence("highest position", beyond["maxpos"], "tokens", ids, baseline=beyond["trained"])], ids,
                 "Compact earlier or use a model with a longer trained context.", 0.5,
             ))
-        window = q.one(f"""SELECT count(*) AS n, median(outside) AS outside, (list(trace_id))[1:5] AS ids
-                           FROM {q.stage_sql('forward.attention_variant',
-                                             {'outside': ('llmtrace.attention.tokens_outside_window', 'int')})}
-                           WHERE outside > 0""")
-        if window.get("n"):
-            ids = tuple(window["ids"])  # type: ignore[arg-type]
+        hit = q.flagged("forward.attention_variant", {"outside": ("llmtrace.attention.tokens_outside_window", "int")},
+                        "outside > 0", "median(outside) AS outside")
+        if hit:
+            window, ids = hit
             out.append(self.finding(
                 "forward.attention_variant", "warning", f"{window['n']} passes had tokens outside the attention window",
                 "A sliding window cannot see tokens further back than its width.",

@@ -182,6 +182,8 @@ def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = Non
                     rejected += 1
                     reason = "span with an invalid trace_id or span_id (need 16 and 8 non-zero bytes)"
                     continue
+                # attributes(), inlined on purpose to spare a call per span on this hot loop; keep the two
+                # in step.
                 attrs: dict[str, object] = {}
                 for kv in s.attributes:
                     v = kv.value
@@ -204,11 +206,11 @@ def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = Non
                 span_hex = sid.hex()
                 name = s.name
                 k = s.kind
+                kind = kinds[k] if 0 <= k < 6 else "internal"
                 st = s.status
                 mapped = None
                 if mapper is not None and "llmtrace.side" not in attrs and "llmtrace.stage" not in attrs:
-                    mapped = mapper.map(name, kinds[k] if 0 <= k < 6 else "internal", attrs, trace_hex,
-                                        span_hex, start, end)
+                    mapped = mapper.map(name, kind, attrs, trace_hex, span_hex, start, end)
                 if mapped is not None:
                     attrs = mapped.attributes
                     op_a(mapped.operation)
@@ -225,7 +227,7 @@ def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = Non
                 span_a(span_hex)
                 parent_a(pid.hex() if len(pid) == 8 and pid != _ZERO8 else None)
                 name_a(name)
-                kind_a(kinds[k] if 0 <= k < 6 else "internal")
+                kind_a(kind)
                 service_a(service)
                 dv = attrs.get("service.version", res_version)
                 deploy = str(dv) if dv is not None else None

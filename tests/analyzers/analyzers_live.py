@@ -73,3 +73,10 @@ def all_findings(path: Path) -> list[Finding]:
 
 def stages(found: list[Finding]) -> list[str]:
     return [f.stage for f in found]
+
+
+def expect_first(path: Path, symptom: str, stage: str) -> list[Finding]:
+    """The symptom's findings, asserting there is one and the best names ``stage``."""
+    found = findings(path, symptom)
+    assert found and found[0].stage == stage, f"{symptom}: expected {stage} first, got {stages(found)}"
+    return found

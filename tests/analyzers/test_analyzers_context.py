@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from analyzers_live import client, findings, server, stages, store
+from analyzers_live import client, expect_first, findings, server, store
 
 from llmtrace.adapters.budget import Budget, BudgetExceeded
 from llmtrace.adapters.compaction import compact
@@ -44,8 +44,7 @@ def _session(tmp: Path, summary: str | None) -> Path:
 
 def test_session_forgets_names_compaction_and_the_lost_fact(tmp_path: Path) -> None:
     db = _session(tmp_path, "The customer wants a replacement for a broken item.")
-    found = findings(db, "session_forgets")
-    assert found and found[0].stage == "loop.compaction", stages(found)
+    found = expect_first(db, "session_forgets", "loop.compaction")
     lost = next(e for e in found[0].evidence if e.label == "facts lost").value
     assert any("48213" in str(x) for x in lost)
 
@@ -72,8 +71,7 @@ def _rag(tmp: Path, **fmt: str) -> Path:
 
 def test_wrong_source_names_evidence_formatting(tmp_path: Path) -> None:
     db = _rag(tmp_path, id_scheme="none", delimiter="none")
-    found = findings(db, "wrong_source")
-    assert found and found[0].stage == "intake.evidence_formatting", stages(found)
+    expect_first(db, "wrong_source", "intake.evidence_formatting")
 
 
 def test_wrong_source_silent_with_labels(tmp_path: Path) -> None:
@@ -101,45 +99,34 @@ def _agent(tmp: Path, same_args: bool) -> Path:
 
 
 def test_agent_loops_names_budget(tmp_path: Path) -> None:
-    found = findings(_agent(tmp_path, same_args=True), "agent_loops")
-    assert found and found[0].stage == "loop.budget", stages(found)
+    expect_first(_agent(tmp_path, same_args=True), "agent_loops", "loop.budget")
 
 
 def test_agent_loops_silent_for_a_short_run(tmp_path: Path) -> None:
     assert findings(_agent(tmp_path, same_args=False), "agent_loops") == []
 
 
-def test_below_model_card_names_chat_template(tmp_path: Path) -> None:
-    srv = server("odd", tmp_path)
+def _one_pass(tmp: Path, content: str, kind: str = "default") -> Path:
+    """One short chat pass through the ``kind`` server, into a fresh store."""
+    srv = server(kind, tmp)
     c = client(srv)
-    with store(tmp_path / "t.duckdb") as db:
-        c.chat.completions.create(model=srv.model_id, messages=[{"role": "user", "content": "Hello"}], max_tokens=4)
-    found = findings(db, "below_model_card")
-    assert found and found[0].stage == "intake.chat_template", stages(found)
+    with store(tmp / "t.duckdb") as db:
+        c.chat.completions.create(model=srv.model_id, messages=[{"role": "user", "content": content}], max_tokens=4)
+    return db
+
+
+def test_below_model_card_names_chat_template(tmp_path: Path) -> None:
+    expect_first(_one_pass(tmp_path, "Hello", "odd"), "below_model_card", "intake.chat_template")
 
 
 def test_below_model_card_silent_on_the_models_template(tmp_path: Path) -> None:
-    srv = server()
-    c = client(srv)
-    with store(tmp_path / "t.duckdb") as db:
-        c.chat.completions.create(model=srv.model_id, messages=[{"role": "user", "content": "Hello"}], max_tokens=4)
-    assert findings(db, "below_model_card") == []
+    assert findings(_one_pass(tmp_path, "Hello"), "below_model_card") == []
 
 
 def test_invisible_characters_names_normalization(tmp_path: Path) -> None:
-    srv = server()
-    c = client(srv)
     pasted = "My\u200b order\u00a0number is 4\u200d8213 and\u2060 it is late."
-    with store(tmp_path / "t.duckdb") as db:
-        c.chat.completions.create(model=srv.model_id, messages=[{"role": "user", "content": pasted}], max_tokens=4)
-    found = findings(db, "invisible_characters")
-    assert found and found[0].stage == "intake.normalization", stages(found)
+    expect_first(_one_pass(tmp_path, pasted), "invisible_characters", "intake.normalization")
 
 
 def test_invisible_characters_silent_on_clean_text(tmp_path: Path) -> None:
-    srv = server()
-    c = client(srv)
-    with store(tmp_path / "t.duckdb") as db:
-        c.chat.completions.create(model=srv.model_id, messages=[{"role": "user", "content": "My order is late."}],
-                                  max_tokens=4)
-    assert findings(db, "invisible_characters") == []
+    assert findings(_one_pass(tmp_path, "My order is late."), "invisible_characters") == []

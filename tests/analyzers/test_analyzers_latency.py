@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from analyzers_live import client, findings, server, stages, store
+from analyzers_live import client, expect_first, findings, server, store
 
 from llmtrace.adapters.intake import SystemPromptAssembler
 
@@ -34,8 +34,7 @@ def _calls(tmp: Path, template: str, n: int = 4, deploy: str | None = None, tag:
 def test_slow_first_token_names_prefix_match_and_the_timestamp(tmp_path: Path) -> None:
     with store(tmp_path / "t.duckdb") as db:
         _calls(tmp_path, "Current time: {now}. You are Acme's support agent ({tag}). " + POLICY, tag="sft1")
-    found = findings(db, "slow_first_token")
-    assert found and found[0].stage == "cache.prefix_match", stages(found)
+    found = expect_first(db, "slow_first_token", "cache.prefix_match")
     sp = next(f for f in found if f.stage == "intake.system_prompt")
     text = " ".join(str(e.value) for e in sp.evidence)
     assert "timestamp" in text and "14" in text  # "Current time: " is 14 characters long
@@ -55,8 +54,7 @@ def test_cost_after_deploy_names_the_deploy_and_the_segment(tmp_path: Path) -> N
         _calls(tmp_path, "You are Acme's support agent ({tag}). " + POLICY, tag="cad1")
     with store(db, deploy="v2"):
         _calls(tmp_path, "Current time: {now}. You are Acme's support agent ({tag}). " + POLICY, tag="cad1")
-    found = findings(db, "cost_after_deploy")
-    assert found and found[0].stage == "cache.prefix_match", stages(found)
+    found = expect_first(db, "cost_after_deploy", "cache.prefix_match")
     assert "v2" in found[0].title and "system" in found[0].title
 
 
@@ -91,8 +89,7 @@ def test_degrades_under_traffic_names_admission(tmp_path: Path) -> None:
     with store(tmp_path / "t.duckdb") as db:
         errors = _burst(srv, 10, "You are a support agent (dut1).", max_tokens=48)
     assert errors, "a one-slot server with a queue of two should turn some of ten requests away"
-    found = findings(db, "degrades_under_traffic")
-    assert found and found[0].stage == "arrival.admission", stages(found)
+    expect_first(db, "degrades_under_traffic", "arrival.admission")
 
 
 def test_degrades_under_traffic_silent_one_at_a_time(tmp_path: Path) -> None:
@@ -114,8 +111,7 @@ def test_eviction_under_load_names_eviction(tmp_path: Path) -> None:
         for i in range(6):  # other prompts fill the 48-block pool and push it out
             _ask(c, srv.model_id, f"Ticket {i} (evl1) " + POLICY.replace("30", str(40 + i)))
         _ask(c, srv.model_id, first)  # misses now
-    found = findings(db, "eviction_under_load")
-    assert found and found[0].stage == "cache.eviction", stages(found)
+    expect_first(db, "eviction_under_load", "cache.eviction")
 
 
 def test_eviction_under_load_silent_with_room(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from analyzers_live import client, findings, stages, store
+from analyzers_live import client, expect_first, store
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +28,6 @@ def test_greedy_answers_drift_with_compute_shape_names_batching(tmp_path: Path) 
                                               temperature=0).choices[0].message.content for _ in range(3)}
     if len(outs) == 1:
         pytest.skip("bfloat16 greedy outputs agreed this time")
-    found = findings(db, "different_answer")
-    assert found and found[0].stage == "forward.batching", stages(found)
+    found = expect_first(db, "different_answer", "forward.batching")
     cached = next(e for e in found[0].evidence if e.label == "cached prompt tokens seen").value
     assert len(cached) > 1  # the first pass computed the prompt, the later ones reused it

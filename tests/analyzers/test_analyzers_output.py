@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from analyzers_live import client, findings, server, stages, store
+from analyzers_live import client, expect_first, findings, server, store
 
 from llmtrace.adapters.moderation import StreamModerator
 from llmtrace.adapters.stop_reason import check_stop
@@ -24,8 +24,7 @@ def test_different_answer_at_temperature_names_sampling(tmp_path: Path) -> None:
         for _ in range(4):
             # the tiny random model is peaked: only a high temperature makes its samples differ
             c.chat.completions.create(model=srv.model_id, messages=Q, max_tokens=12, temperature=5.0)
-    found = findings(db, "different_answer")
-    assert found and found[0].stage == "gen.sampling", stages(found)
+    found = expect_first(db, "different_answer", "gen.sampling")
     assert any(e.label == "temperature" and e.value == 5.0 for e in found[0].evidence)
 
 
@@ -63,8 +62,7 @@ def test_broken_json_names_stop_with_length_share(tmp_path: Path) -> None:
     with store(tmp_path / "t.duckdb") as db:
         for _ in range(3):
             _json_call(c, srv.model_id, max_tokens=4)
-    found = findings(db, "broken_json")
-    assert found and found[0].stage == "gen.stop", stages(found)
+    found = expect_first(db, "broken_json", "gen.stop")
     ev = {e.label: e for e in found[0].evidence}
     # the adapter checks the stop reason inside the pass and the app's check_stop adds its own check
     assert ev["of those, finish reason 'length'"].value >= 3
@@ -88,8 +86,7 @@ def test_refusal_after_text_names_moderation(tmp_path: Path) -> None:
         mod = StreamModerator(lambda text: len(text) > 20, every_chars=10)  # a guard that objects late
         shown = "".join(ch.choices[0].delta.content or "" for ch in mod.wrap(stream) if ch.choices)
     assert mod.aborted and shown
-    found = findings(db, "refusal_after_text")
-    assert found and found[0].stage == "safety.moderation", stages(found)
+    expect_first(db, "refusal_after_text", "safety.moderation")
 
 
 def test_refusal_after_text_silent_when_nothing_is_cut(tmp_path: Path) -> None:
@@ -113,8 +110,7 @@ def test_mangled_text_names_detokenization(tmp_path: Path) -> None:
                                            seed=s).choices[0].message.content for s in range(4)]
     if not any("\ufffd" in (t or "") for t in texts):
         pytest.skip("the tiny model produced only whole characters this time")
-    found = findings(db, "mangled_text")
-    assert found and found[0].stage == "gen.detokenization", stages(found)
+    expect_first(db, "mangled_text", "gen.detokenization")
 
 
 def test_mangled_text_silent_on_plain_text(tmp_path: Path) -> None:
@@ -145,8 +141,7 @@ def test_slow_stream_names_batching_under_concurrency(tmp_path: Path) -> None:
             t.start()
         for t in threads:
             t.join()
-    found = findings(db, "slow_stream")
-    assert found and found[0].stage == "forward.batching", stages(found)
+    expect_first(db, "slow_stream", "forward.batching")
 
 
 def test_slow_stream_silent_one_at_a_time(tmp_path: Path) -> None:

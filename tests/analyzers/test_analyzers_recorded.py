@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analyzers_live import findings, stages, store
+from analyzers_live import expect_first, findings, stages, store
 
 from llmtrace.tracer import recording as rec
 
@@ -36,8 +36,7 @@ def test_different_answer_at_temperature_zero_names_batching(tmp_path: Path) -> 
     with store(tmp_path / "t.duckdb") as db:
         for i, comp in enumerate(("c1", "c2", "c3")):
             _server_pass("p1", f"o{i % 2}", composition=comp)
-    found = findings(db, "different_answer")
-    assert found and found[0].stage == "forward.batching", stages(found)
+    found = expect_first(db, "different_answer", "forward.batching")
     comps = next(e for e in found[0].evidence if e.label == "batch compositions seen").value
     assert comps == ["c1", "c2", "c3"]
 
