@@ -106,7 +106,8 @@ def explain(q: Query, verdicts: list[Verdict]) -> list[Verdict]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from llmtrace.analyzers.diagnose_cli import open_store, parse_since
+    from llmtrace.analyzers.diagnose_cli import parse_since
+    from llmtrace.tracer.store import read_store
 
     try:
         since = parse_since(args.since)
@@ -115,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"llmtrace check: {exc}", file=sys.stderr)
         return 2
     try:
-        with open_store(args.db, args.parquet) as conn:
+        with read_store(args.db, args.parquet) as conn:
             return _check(args, Query(conn, since), baseline_file)
     except (StoreError, ValueError) as exc:  # ValueError: no baseline to compare with (see _check)
         print(f"llmtrace check: {exc}", file=sys.stderr)

@@ -9,17 +9,12 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import re
 import sys
 import time
-from collections.abc import Iterator
 
-import duckdb
-
-from llmtrace.tracer.settings import resolve_db
-from llmtrace.tracer.store import StoreError, parquet_connection, read_connection
+from llmtrace.tracer.store import StoreError, read_store
 from llmtrace.tracer.symptoms import SYMPTOMS, search_symptoms
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -36,21 +31,6 @@ def parse_since(text: str | None, now_ns: int | None = None) -> int | None:
     if text.strip().isdigit():
         return int(text)
     raise ValueError(f"--since wants a duration like 30m, 2h, 7d or a timestamp in ns, got {text!r}")
-
-
-@contextlib.contextmanager
-def open_store(db: str | None, parquet: str | None) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A read connection to the store (``--db``) or to a Parquet export (``--parquet``), closed on exit;
-    raises StoreError when neither can be read."""
-    if parquet:
-        conn = parquet_connection(parquet)
-        try:
-            yield conn
-        finally:
-            conn.close()
-    else:
-        with read_connection(resolve_db(db)) as conn:
-            yield conn
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"llmtrace diagnose: {exc}", file=sys.stderr)
         return 2
     try:
-        with open_store(args.db, args.parquet) as conn:
+        with read_store(args.db, args.parquet) as conn:
             findings = run_analyzers(conn, symptoms, since)
     except StoreError as exc:
         print(f"llmtrace diagnose: {exc}", file=sys.stderr)

@@ -9,8 +9,7 @@ import sys
 import duckdb
 
 from .console import print_rows
-from .settings import resolve_db
-from .store import StoreError, parquet_connection, read_connection
+from .store import StoreError, read_store
 
 _WRITE = re.compile(
     r"^\s*(insert|update|delete|drop|create|alter|attach|detach|copy|export|import|install|load|pragma|set|"
@@ -39,13 +38,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     fmt = "json" if args.json else "csv" if args.csv else "table"
     try:
-        if args.parquet:
-            conn = parquet_connection(args.parquet)
-            try:
-                return _query(conn, args.query, fmt)
-            finally:
-                conn.close()
-        with read_connection(resolve_db(args.db)) as conn:
+        with read_store(args.db, args.parquet) as conn:
             return _query(conn, args.query, fmt)
     except StoreError as exc:
         print(f"llmtrace sql: {exc}", file=sys.stderr)

@@ -109,6 +109,23 @@ def parquet_connection(glob: str) -> duckdb.DuckDBPyConnection:
     return conn
 
 
+@contextmanager
+def read_store(db: str | os.PathLike[str] | None, parquet: str | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """What the read-only commands query: a Parquet export when ``parquet`` is given, else the store at ``db``
+    (default: ``LLMTRACE_DB`` or ./llmtrace.duckdb); closed on exit, StoreError when neither can be read."""
+    if parquet:
+        conn = parquet_connection(parquet)
+        try:
+            yield conn
+        finally:
+            conn.close()
+    else:
+        from .settings import resolve_db
+
+        with read_connection(resolve_db(db)) as conn:
+            yield conn
+
+
 def _quote(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
