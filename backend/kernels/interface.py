@@ -55,9 +55,23 @@ def write_kv(
     k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor
 ) -> None:
     """Scatter this step's keys/values ``[num_tokens, num_kv_heads, head_dim]`` into their slots."""
-    block_size = k_cache.shape[1]
     flat_k = k_cache.view(-1, k_cache.shape[2], k_cache.shape[3])
     flat_v = v_cache.view(-1, v_cache.shape[2], v_cache.shape[3])
     flat_k.index_copy_(0, slot_mapping, k.to(k_cache.dtype))
     flat_v.index_copy_(0, slot_mapping, v.to(v_cache.dtype))
-    del block_size
+
+
+def paged_shapes(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor) -> tuple[int, int, int, int]:
+    """Check ``q`` and the caches against the layout above; return ``(num_heads, head_dim, num_kv_heads, page)``.
+
+    Raises ``ValueError`` when the ranks, the K/V cache shapes, the head size or the GQA grouping disagree.
+    """
+    if q.dim() != 3 or k_cache.dim() != 4 or v_cache.shape != k_cache.shape:
+        raise ValueError("q must be [tokens, heads, dim] and k/v caches [blocks, page, kv_heads, dim]")
+    num_heads, head_dim = q.shape[1], q.shape[2]
+    page, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    if k_cache.shape[3] != head_dim or num_heads % num_kv_heads:
+        raise ValueError(
+            f"head_dim {head_dim} vs cache {k_cache.shape[3]}, heads {num_heads} vs kv {num_kv_heads}"
+        )
+    return num_heads, head_dim, num_kv_heads, page

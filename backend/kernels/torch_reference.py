@@ -14,6 +14,7 @@ Three paths, picked per step from host-side lengths (no device sync):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import accumulate
 
 import torch
 import torch.nn.functional as F
@@ -65,16 +66,16 @@ class TorchPagedAttention:
         if meta.max_query_len == 1:
             return self._decode(q, k_cache, v_cache, meta, scale, list(range(len(seq_lens))))
         out = torch.empty_like(q)
+        starts = list(accumulate(query_lens, initial=0))  # first query row of each sequence
         decodes = [i for i, n in enumerate(query_lens) if n == 1]
         if decodes:
-            token_index = torch.tensor([sum(query_lens[:i]) for i in decodes], dtype=torch.long, device=q.device)
+            token_index = torch.tensor([starts[i] for i in decodes], dtype=torch.long, device=q.device)
             sub = self._decode(q.index_select(0, token_index), k_cache, v_cache, meta, scale, decodes)
             out.index_copy_(0, token_index, sub)
-        start = 0
         for i, n in enumerate(query_lens):
             if n > 1:
+                start = starts[i]
                 out[start : start + n] = self._prefill(q[start : start + n], k_cache, v_cache, meta, i, scale)
-            start += n
         return out
 
     # paths --------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ except Exception as exc:  # ImportError, or a broken install failing while it lo
 
 import torch
 
-from llmtrace.backend.kernels.interface import AttentionMetadata
+from llmtrace.backend.kernels.interface import AttentionMetadata, paged_shapes
 from llmtrace.backend.kernels.triton_decode import DEFAULT_SPLIT_SIZE, paged_decode_attention
 from llmtrace.backend.kernels.triton_prefill import paged_prefill_attention
 
@@ -108,8 +108,7 @@ class TritonPagedAttention:
         scale: float,
     ) -> torch.Tensor:
         """Return ``[num_tokens, num_heads, head_dim]`` causal attention over the paged cache."""
-        if q.dim() != 3 or k_cache.dim() != 4 or v_cache.shape != k_cache.shape:
-            raise ValueError("q must be [tokens, heads, dim] and k/v caches [blocks, page, kv_heads, dim]")
+        paged_shapes(q, k_cache, v_cache)
         if q.device != k_cache.device or v_cache.device != k_cache.device:
             raise ValueError(f"q on {q.device} but the KV cache on {k_cache.device}")
         reason = unsupported_reason(head_dim=q.shape[2], dtype=k_cache.dtype, device=q.device)

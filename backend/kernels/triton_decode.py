@@ -19,8 +19,85 @@ import torch
 import triton
 import triton.language as tl
 
+from llmtrace.backend.kernels.interface import paged_shapes
+
 DEFAULT_SPLIT_SIZE = 256  # KV positions per split; fixed so the partition never depends on the batch
-_LOG2E = 1.4426950408889634
+LOG2E = 1.4426950408889634  # kernels use exp2: scores are scaled by log2(e) once on the host
+
+
+@triton.jit
+def program_sequence(seq_ids_ptr, pid, HAS_SEQ_IDS: tl.constexpr):
+    """The sequence a program serves: ``seq_ids[pid]`` when a subset was asked for, else ``pid``."""
+    if HAS_SEQ_IDS:
+        return tl.load(seq_ids_ptr + pid)
+    return pid
+
+
+@triton.jit
+def attend_kv_tile(
+    q,
+    m_i,
+    l_i,
+    acc,
+    k_ptr,
+    v_ptr,
+    bt_row,
+    pos,
+    n_mask,
+    visible,
+    kv_head,
+    offs_d,
+    d_mask,
+    qk_scale,
+    stride_kb,
+    stride_ko,
+    stride_kh,
+    stride_kd,
+    stride_vb,
+    stride_vo,
+    stride_vh,
+    stride_vd,
+    PAGE: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    WIDEN: tl.constexpr,
+):
+    """One KV tile of the online softmax, shared by the decode and the prefill kernel (inlined by Triton).
+
+    Gathers the K/V rows of positions ``pos`` (valid where ``n_mask``) of KV head ``kv_head`` through the
+    sequence's block-table row ``bt_row``, scores them against the query rows ``q``, keeps the scores
+    where ``visible`` (broadcast to ``[rows, BLOCK_N]``) and folds the tile into the running max
+    ``m_i``, sum ``l_i`` and fp32 ``acc`` (base-2 exponentials: ``qk_scale`` includes log2(e)).
+    Returns the updated ``(m_i, l_i, acc)``.
+    """
+    block = tl.load(bt_row + pos // PAGE, mask=n_mask, other=0).to(tl.int64)
+    offset = pos % PAGE
+    kv_mask = n_mask[:, None] & d_mask[None, :]
+    k = tl.load(
+        k_ptr
+        + (block * stride_kb + offset * stride_ko + kv_head * stride_kh)[:, None]
+        + offs_d[None, :] * stride_kd,
+        mask=kv_mask,
+        other=0.0,
+    )
+    if WIDEN:
+        k = k.to(tl.float32)
+    s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
+    s = tl.where(visible, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    v = tl.load(
+        v_ptr
+        + (block * stride_vb + offset * stride_vo + kv_head * stride_vh)[:, None]
+        + offs_d[None, :] * stride_vd,
+        mask=kv_mask,
+        other=0.0,
+    )
+    if WIDEN:
+        v = v.to(tl.float32)
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+    return m_new, l_i, acc
 
 
 @triton.jit
@@ -66,10 +143,7 @@ def _decode_split_kernel(
     pid_s = tl.program_id(0)
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
-    if HAS_SEQ_IDS:
-        seq = tl.load(seq_ids_ptr + pid_s)
-    else:
-        seq = pid_s
+    seq = program_sequence(seq_ids_ptr, pid_s, HAS_SEQ_IDS)
     seq_len = tl.load(seq_lens_ptr + seq)
     start = split * SPLIT
     if start >= seq_len:
@@ -99,35 +173,11 @@ def _decode_split_kernel(
     for n0 in range(start, end, BLOCK_N):
         pos = n0 + offs_n
         n_mask = pos < end
-        block = tl.load(bt_row + pos // PAGE, mask=n_mask, other=0).to(tl.int64)
-        offset = pos % PAGE
-        kv_mask = n_mask[:, None] & d_mask[None, :]
-        k = tl.load(
-            k_ptr
-            + (block * stride_kb + offset * stride_ko + kv_head * stride_kh)[:, None]
-            + offs_d[None, :] * stride_kd,
-            mask=kv_mask,
-            other=0.0,
+        m_i, l_i, acc = attend_kv_tile(
+            q, m_i, l_i, acc, k_ptr, v_ptr, bt_row, pos, n_mask, n_mask[None, :], kv_head, offs_d, d_mask,
+            qk_scale, stride_kb, stride_ko, stride_kh, stride_kd, stride_vb, stride_vo, stride_vh, stride_vd,
+            PAGE, DOT_PRECISION, WIDEN,
         )
-        if WIDEN:
-            k = k.to(tl.float32)
-        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
-        s = tl.where(n_mask[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(
-            v_ptr
-            + (block * stride_vb + offset * stride_vo + kv_head * stride_vh)[:, None]
-            + offs_d[None, :] * stride_vd,
-            mask=kv_mask,
-            other=0.0,
-        )
-        if WIDEN:
-            v = v.to(tl.float32)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
-        m_i = m_new
 
     out = acc / l_i[:, None]
     lse = m_i + tl.log2(l_i)
@@ -167,10 +217,7 @@ def _decode_reduce_kernel(
 ):
     pid_s = tl.program_id(0)
     head = tl.program_id(1)
-    if HAS_SEQ_IDS:
-        seq = tl.load(seq_ids_ptr + pid_s)
-    else:
-        seq = pid_s
+    seq = program_sequence(seq_ids_ptr, pid_s, HAS_SEQ_IDS)
     seq_len = tl.load(seq_lens_ptr + seq)
     n_splits = tl.cdiv(seq_len, SPLIT)
     row = (tl.load(query_start_loc_ptr + seq + 1) - 1).to(tl.int64)
@@ -259,14 +306,7 @@ def paged_decode_attention(
     from the host so no device sync is needed to size the grid). ``block_n``/``num_warps`` default to
     :func:`decode_config`.
     """
-    if q.dim() != 3 or k_cache.dim() != 4 or v_cache.shape != k_cache.shape:
-        raise ValueError("q must be [tokens, heads, dim] and k/v caches [blocks, page, kv_heads, dim]")
-    num_heads, head_dim = q.shape[1], q.shape[2]
-    num_kv_heads, page = k_cache.shape[2], k_cache.shape[1]
-    if k_cache.shape[3] != head_dim or num_heads % num_kv_heads:
-        raise ValueError(
-            f"head_dim {head_dim} vs cache {k_cache.shape[3]}, heads {num_heads} vs kv {num_kv_heads}"
-        )
+    num_heads, head_dim, num_kv_heads, page = paged_shapes(q, k_cache, v_cache)
     auto_n, auto_warps = decode_config(k_cache.dtype, head_dim)
     block_n = block_n or auto_n
     num_warps = num_warps or auto_warps
@@ -296,7 +336,7 @@ def paged_decode_attention(
         ids,
         part_out,
         part_lse,
-        scale * _LOG2E,
+        scale * LOG2E,
         *q.stride(),
         *k_cache.stride(),
         *v_cache.stride(),

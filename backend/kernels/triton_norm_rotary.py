@@ -105,6 +105,36 @@ def rms_norm(
 
 
 @triton.jit
+def _rotate_heads(
+    out_ptr,
+    in_ptr,
+    tok,
+    stride_t,
+    stride_h,
+    stride_ot,
+    stride_oh,
+    c,
+    s,
+    first,
+    second,
+    i_mask,
+    NUM_HEADS: tl.constexpr,
+    BLOCK_HEADS: tl.constexpr,
+):
+    """Rotate every head of token ``tok`` (the pairs ``first``/``second`` by ``cos``/``sin`` ``c``/``s``);
+    the same code serves q and k. Each pair is read before it is written, so in place is safe."""
+    offs_h = tl.arange(0, BLOCK_HEADS)
+    mask = (offs_h < NUM_HEADS)[:, None] & i_mask[None, :]
+    row = in_ptr + tok * stride_t + offs_h[:, None] * stride_h
+    x1 = tl.load(row + first[None, :], mask=mask, other=0.0).to(tl.float32)
+    x2 = tl.load(row + second[None, :], mask=mask, other=0.0).to(tl.float32)
+    out_row = out_ptr + tok * stride_ot + offs_h[:, None] * stride_oh
+    ty = out_ptr.dtype.element_ty
+    tl.store(out_row + first[None, :], (x1 * c[None, :] - x2 * s[None, :]).to(ty), mask=mask)
+    tl.store(out_row + second[None, :], (x2 * c[None, :] + x1 * s[None, :]).to(ty), mask=mask)
+
+
+@triton.jit
 def _rotary_kernel(
     q_out_ptr,
     k_out_ptr,
@@ -143,25 +173,12 @@ def _rotary_kernel(
         first = offs_i
         second = offs_i + HALF
 
-    offs_qh = tl.arange(0, BLOCK_QH)
-    q_mask = (offs_qh < NUM_Q_HEADS)[:, None] & i_mask[None, :]
-    q_row = q_ptr + tok * stride_qt + offs_qh[:, None] * stride_qh
-    q1 = tl.load(q_row + first[None, :], mask=q_mask, other=0.0).to(tl.float32)
-    q2 = tl.load(q_row + second[None, :], mask=q_mask, other=0.0).to(tl.float32)
-    qo_row = q_out_ptr + tok * stride_qot + offs_qh[:, None] * stride_qoh
-    q_ty = q_out_ptr.dtype.element_ty
-    tl.store(qo_row + first[None, :], (q1 * c[None, :] - q2 * s[None, :]).to(q_ty), mask=q_mask)
-    tl.store(qo_row + second[None, :], (q2 * c[None, :] + q1 * s[None, :]).to(q_ty), mask=q_mask)
-
-    offs_kh = tl.arange(0, BLOCK_KH)
-    k_mask = (offs_kh < NUM_K_HEADS)[:, None] & i_mask[None, :]
-    k_row = k_ptr + tok * stride_kt + offs_kh[:, None] * stride_kh
-    k1 = tl.load(k_row + first[None, :], mask=k_mask, other=0.0).to(tl.float32)
-    k2 = tl.load(k_row + second[None, :], mask=k_mask, other=0.0).to(tl.float32)
-    ko_row = k_out_ptr + tok * stride_kot + offs_kh[:, None] * stride_koh
-    k_ty = k_out_ptr.dtype.element_ty
-    tl.store(ko_row + first[None, :], (k1 * c[None, :] - k2 * s[None, :]).to(k_ty), mask=k_mask)
-    tl.store(ko_row + second[None, :], (k2 * c[None, :] + k1 * s[None, :]).to(k_ty), mask=k_mask)
+    _rotate_heads(out_ptr=q_out_ptr, in_ptr=q_ptr, tok=tok, stride_t=stride_qt, stride_h=stride_qh,
+                  stride_ot=stride_qot, stride_oh=stride_qoh, c=c, s=s, first=first, second=second,
+                  i_mask=i_mask, NUM_HEADS=NUM_Q_HEADS, BLOCK_HEADS=BLOCK_QH)
+    _rotate_heads(out_ptr=k_out_ptr, in_ptr=k_ptr, tok=tok, stride_t=stride_kt, stride_h=stride_kh,
+                  stride_ot=stride_kot, stride_oh=stride_koh, c=c, s=s, first=first, second=second,
+                  i_mask=i_mask, NUM_HEADS=NUM_K_HEADS, BLOCK_HEADS=BLOCK_KH)
 
 
 def rotary_cos_sin(

@@ -20,9 +20,15 @@ import torch
 import triton
 import triton.language as tl
 
-from llmtrace.backend.kernels.triton_decode import dot_precision, head_block, widen_dot
-
-_LOG2E = 1.4426950408889634
+from llmtrace.backend.kernels.interface import paged_shapes
+from llmtrace.backend.kernels.triton_decode import (
+    LOG2E,
+    attend_kv_tile,
+    dot_precision,
+    head_block,
+    program_sequence,
+    widen_dot,
+)
 
 
 @triton.jit
@@ -68,10 +74,7 @@ def _prefill_kernel(
     pid_s = tl.program_id(0)
     m_block = tl.program_id(1)
     kv_head = tl.program_id(2)
-    if HAS_SEQ_IDS:
-        seq = tl.load(seq_ids_ptr + pid_s)
-    else:
-        seq = pid_s
+    seq = program_sequence(seq_ids_ptr, pid_s, HAS_SEQ_IDS)
     q_start = tl.load(query_start_loc_ptr + seq)
     q_len = tl.load(query_start_loc_ptr + seq + 1) - q_start
     t0 = m_block * TOKENS
@@ -106,36 +109,12 @@ def _prefill_kernel(
     for n0 in range(0, kv_end, BLOCK_N):
         pos = n0 + offs_n
         n_mask = pos < kv_end
-        block = tl.load(bt_row + pos // PAGE, mask=n_mask, other=0).to(tl.int64)
-        offset = pos % PAGE
-        kv_mask = n_mask[:, None] & d_mask[None, :]
-        k = tl.load(
-            k_ptr
-            + (block * stride_kb + offset * stride_ko + kv_head * stride_kh)[:, None]
-            + offs_d[None, :] * stride_kd,
-            mask=kv_mask,
-            other=0.0,
+        visible = n_mask[None, :] & (pos[None, :] <= q_pos[:, None])  # causal, per query row
+        m_i, l_i, acc = attend_kv_tile(
+            q, m_i, l_i, acc, k_ptr, v_ptr, bt_row, pos, n_mask, visible, kv_head, offs_d, d_mask,
+            qk_scale, stride_kb, stride_ko, stride_kh, stride_kd, stride_vb, stride_vo, stride_vh, stride_vd,
+            PAGE, DOT_PRECISION, WIDEN,
         )
-        if WIDEN:
-            k = k.to(tl.float32)
-        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
-        visible = n_mask[None, :] & (pos[None, :] <= q_pos[:, None])
-        s = tl.where(visible, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(
-            v_ptr
-            + (block * stride_vb + offset * stride_vo + kv_head * stride_vh)[:, None]
-            + offs_d[None, :] * stride_vd,
-            mask=kv_mask,
-            other=0.0,
-        )
-        if WIDEN:
-            v = v.to(tl.float32)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
-        m_i = m_new
 
     out = acc / l_i[:, None]
     tl.store(
@@ -180,14 +159,7 @@ def paged_prefill_attention(
     those sequences and comes from the host so sizing the grid needs no device sync. Block sizes and
     warps default to :func:`prefill_config`.
     """
-    if q.dim() != 3 or k_cache.dim() != 4 or v_cache.shape != k_cache.shape:
-        raise ValueError("q must be [tokens, heads, dim] and k/v caches [blocks, page, kv_heads, dim]")
-    num_heads, head_dim = q.shape[1], q.shape[2]
-    num_kv_heads, page = k_cache.shape[2], k_cache.shape[1]
-    if k_cache.shape[3] != head_dim or num_heads % num_kv_heads:
-        raise ValueError(
-            f"head_dim {head_dim} vs cache {k_cache.shape[3]}, heads {num_heads} vs kv {num_kv_heads}"
-        )
+    num_heads, head_dim, num_kv_heads, page = paged_shapes(q, k_cache, v_cache)
     auto_m, auto_n, auto_warps = prefill_config(k_cache.dtype, head_dim)
     block_m, block_n, num_warps = block_m or auto_m, block_n or auto_n, num_warps or auto_warps
     for name, size in (("block_m", block_m), ("block_n", block_n)):
@@ -212,7 +184,7 @@ def paged_prefill_attention(
         seq_lens,
         query_start_loc,
         seq_ids if seq_ids is not None else seq_lens,
-        scale * _LOG2E,
+        scale * LOG2E,
         *q.stride(),
         *out.stride(),
         *k_cache.stride(),

@@ -14,11 +14,10 @@ from kernel_reference import DEVICE, interpreter_flag, need_triton  # noqa: F401
 
 need_triton()
 
+from llmtrace.backend.engine import kv_cache as kv_module  # noqa: E402
 from llmtrace.backend.kernels.interface import AttentionMetadata  # noqa: E402
 from llmtrace.backend.kernels.triton_attention import TritonPagedAttention  # noqa: E402
-
-model_module = pytest.importorskip("llmtrace.backend.model.llama", reason="the model package is not in this tree")
-kv_module = pytest.importorskip("llmtrace.backend.engine.kv_cache", reason="the engine package is not in this tree")
+from llmtrace.backend.model import llama as model_module  # noqa: E402
 
 SMALL = {"split_size": 32, "decode_block_n": 16, "prefill_block_m": 16, "prefill_block_n": 16}
 PAGE = 4

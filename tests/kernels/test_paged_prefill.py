@@ -17,6 +17,7 @@ from kernel_reference import (  # noqa: F401 - interpreter_flag is an autouse fi
 
 need_triton()
 
+from llmtrace.backend.kernels import torch_reference  # noqa: E402
 from llmtrace.backend.kernels.interface import write_kv  # noqa: E402
 from llmtrace.backend.kernels.triton_attention import TritonPagedAttention  # noqa: E402
 from llmtrace.backend.kernels.triton_prefill import paged_prefill_attention  # noqa: E402
@@ -129,9 +130,6 @@ def test_invariant_mode_is_chunking_invariant():
 
 def test_matches_torch_reference_backend():
     """Same step through the engine's torch reference backend and through Triton."""
-    torch_reference = pytest.importorskip(
-        "llmtrace.backend.kernels.torch_reference", reason="the torch reference backend is not in this tree yet"
-    )
     batch = make_batch(
         [70, 21, 5, 40], [1, 21, 1, 9], num_heads=9, num_kv_heads=3, head_dim=32, page=16, fill=0.0
     )
@@ -156,6 +154,10 @@ def test_rejects_inputs_it_cannot_run():
     backend = TritonPagedAttention(**SMALL)
     with pytest.raises(ValueError, match="q must be"):
         backend.forward(batch.q[0], batch.k_cache, batch.v_cache, batch.metadata(), 0.25)
+    with pytest.raises(ValueError, match="head_dim 16 vs cache 8"):
+        backend.forward(batch.q, batch.k_cache[..., :8], batch.v_cache[..., :8], batch.metadata(), 0.25)
+    with pytest.raises(ValueError, match="heads 3 vs kv 2"):
+        backend.forward(batch.q[:, :3], batch.k_cache, batch.v_cache, batch.metadata(), 0.25)
     with pytest.raises(ValueError, match="multiple"):
         TritonPagedAttention(split_size=40, decode_block_n=16)
     if DEVICE == "cpu":
