@@ -53,15 +53,6 @@ def first_volatile(text: str) -> tuple[int, str | None]:
     return start, kind
 
 
-def all_volatile(text: str) -> list[tuple[int, str, str]]:
-    """Every volatile-looking field as (offset, kind, matched text)."""
-    out = []
-    for m in _VOLATILE.finditer(text):
-        start, end, kind = _field(m)
-        out.append((start, kind, text[start:end]))
-    return out
-
-
 def first_difference(a: str, b: str) -> int:
     """Offset of the first character where two texts differ (-1 when equal)."""
     if a == b:

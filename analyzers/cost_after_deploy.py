@@ -15,6 +15,7 @@ from llmtrace.analyzers.base import SymptomAnalyzer
 from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.query import Query, attr, sample_ids, side_filter
 from llmtrace.analyzers.usage_invariants import usage_problems
+from llmtrace.tracer.schema import PASS_OPERATIONS
 
 MIN_PASSES = 3  # per deploy
 DROP = 0.15  # absolute fall in hit rate that counts as a regression
@@ -104,7 +105,7 @@ class CostAfterDeploy(SymptomAnalyzer):
                 QUALIFY row_number() OVER (PARTITION BY coalesce(deploy, '(none)') ORDER BY start_ns DESC) <= {SAMPLE})
             SELECT pick.deploy, s.trace_id, {attr('llmtrace.prompt.segments', 'str', 's.attributes')} AS segs
             FROM {q.spans} s JOIN pick USING (span_id)
-            WHERE s.operation IN ('chat', 'text_completion', 'generate_content')""", [before, after])
+            WHERE s.operation IN {PASS_OPERATIONS}""", [before, after])
         rows = [r for r in rows if r["segs"] is not None]
         hashes: dict[tuple[str, str], set[str]] = defaultdict(set)
         counts: dict[tuple[str, str], int] = defaultdict(int)

@@ -18,6 +18,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from llmtrace.analyzers.query import Query, attr, sample_ids
+from llmtrace.tracer.schema import PASS_OPERATIONS
 
 CHUNK_CHARS = 64  # the chunk size capture.chunk_hash_chain uses by default
 MAX_PASSES = 2000  # the finder samples the most recent passes; divergence is a per-template property
@@ -92,7 +93,7 @@ def client_divergences(q: Query, min_pairs: int = 2, traces: list[str] | None = 
         SELECT trace_id, start_ns, {attr('gen_ai.request.model')} AS model, {attr('llmtrace.side')} AS side,
                {attr('llmtrace.prompt.segments')} AS segments, {attr('llmtrace.prompt.text')} AS text
         FROM (SELECT trace_id, start_ns, attributes FROM {q.spans}
-              WHERE operation IN ('chat', 'text_completion', 'generate_content') {only}
+              WHERE operation IN {PASS_OPERATIONS} {only}
               ORDER BY start_ns DESC LIMIT {2 * MAX_PASSES})
         WHERE {attr('llmtrace.prompt.segments')} IS NOT NULL
         ORDER BY start_ns DESC LIMIT {MAX_PASSES}""", None if traces is None else [traces])

@@ -130,10 +130,6 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
-def median(values: Sequence[float]) -> float | None:
-    return percentile(values, 0.5)
-
-
 def sample_ids(ids: Sequence[object], n: int = 5) -> tuple[str, ...]:
     """A few distinct trace ids, in the order given, for evidence."""
     out: list[str] = []

@@ -8,7 +8,6 @@ the way (``otlp_mapping``); the raw attributes always stay in the ``attributes``
 from __future__ import annotations
 
 import base64
-import gzip
 import json
 import zlib
 from dataclasses import dataclass
@@ -275,7 +274,3 @@ def decode(body: bytes, content_type: str | None, content_encoding: str | None, 
     raw = decompress(body, content_encoding, max_bytes)
     return request_to_table(parse_request(raw, content_type), mapper)
 
-
-def gzip_bytes(data: bytes) -> bytes:
-    """Helper for senders and tests."""
-    return gzip.compress(data, compresslevel=1)

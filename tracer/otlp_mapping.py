@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from . import capture
 from .stages import get_stage
 
-PASS_OPS = frozenset({"chat", "text_completion", "generate_content"})
 GENAI_OPS = frozenset({"chat", "text_completion", "generate_content", "embeddings", "execute_tool",
                        "create_agent", "invoke_agent", "retrieval"})
 # Attribute keys (or key prefixes) that carry prompt/output text in other instrumentations.

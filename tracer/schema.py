@@ -39,7 +39,9 @@ CREATE TABLE IF NOT EXISTS deploys (name VARCHAR, service VARCHAR, at_ns BIGINT,
 CREATE TABLE IF NOT EXISTS llmtrace_meta (key VARCHAR PRIMARY KEY, value VARCHAR);
 """
 
-PASS_OPERATIONS = "('chat', 'text_completion', 'generate_content')"
+# The GenAI operations that are one model pass (the `requests` view, the explorer, the analyzers all use these)
+PASS_OPERATION_NAMES = ("chat", "text_completion", "generate_content")
+PASS_OPERATIONS = "(" + ", ".join(f"'{op}'" for op in PASS_OPERATION_NAMES) + ")"  # as an SQL list
 
 
 def stage_catalog_sql() -> str:

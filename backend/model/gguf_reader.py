@@ -62,9 +62,6 @@ class GGUFModelFile:
             return default
         return f.contents()
 
-    def has_field(self, key: str) -> bool:
-        return key in self._reader.fields
-
     def _read_config(self) -> ModelConfig:
         arch = self.architecture
 
@@ -101,9 +98,6 @@ class GGUFModelFile:
         )
 
     # tensors ----------------------------------------------------------------------------------------------
-
-    def has_tensor(self, name: str) -> bool:
-        return name in self._tensors
 
     def tensor_type(self, name: str) -> str:
         return self._get(name).tensor_type.name

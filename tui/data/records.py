@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-PASS_OPERATIONS: frozenset[str] = frozenset({"chat", "text_completion", "generate_content"})
+from llmtrace.tracer.schema import PASS_OPERATION_NAMES
+
 TOOL_OPERATION = "execute_tool"
 
 
@@ -68,7 +69,7 @@ class SpanRecord:
 
     @property
     def is_pass(self) -> bool:
-        return self.operation in PASS_OPERATIONS
+        return self.operation in PASS_OPERATION_NAMES
 
     @property
     def is_tool(self) -> bool:

@@ -17,6 +17,7 @@ from typing import TypeVar
 
 import duckdb
 
+from llmtrace.tracer.schema import PASS_OPERATIONS
 from llmtrace.tracer.store import StoreError, read_connection
 
 from .filter_expr import CompiledFilter
@@ -33,7 +34,6 @@ from .records import (
 )
 
 T = TypeVar("T")
-PASS_OPS_SQL = "('chat', 'text_completion', 'generate_content')"
 REQUEST_COLUMNS = (
     "trace_id, span_id, start_ns, side, service, model, replica, deploy, prompt_tokens, cached_tokens, "
     "hit_ratio, ttft_ms, tpot_ms, output_tokens, finish_reason, status, cost_usd, duration_ms"
@@ -107,7 +107,7 @@ class StoreReader:
         order = f"{SORT_COLUMNS[sort]} {direction} NULLS LAST, start_ns DESC, span_id"
 
         def run(conn: duckdb.DuckDBPyConnection) -> RequestPage:
-            store_passes = int(conn.execute(f"SELECT count(*) FROM spans WHERE operation IN {PASS_OPS_SQL}").fetchone()[0])
+            store_passes = int(conn.execute(f"SELECT count(*) FROM spans WHERE operation IN {PASS_OPERATIONS}").fetchone()[0])
             # Two steps so only the sort and filter columns are pulled out of the JSON attributes for every
             # pass (DuckDB prunes the view's other columns); the full rows are read for this page alone.
             # With a filter, the match count rides along as a window so the passes are scanned once.
@@ -179,7 +179,7 @@ def quiet(conn: duckdb.DuckDBPyConnection) -> None:
 
 def _stamp(conn: duckdb.DuckDBPyConnection) -> StoreStamp:
     passes, latest = conn.execute(
-        f"SELECT count(*), coalesce(max(start_ns), 0) FROM spans WHERE operation IN {PASS_OPS_SQL}"
+        f"SELECT count(*), coalesce(max(start_ns), 0) FROM spans WHERE operation IN {PASS_OPERATIONS}"
     ).fetchone()
     deploys = conn.execute("SELECT count(*) FROM deploys").fetchone()[0]
     return StoreStamp(int(passes), int(latest), int(deploys))
@@ -201,7 +201,7 @@ def _cache_report(conn: duckdb.DuckDBPyConnection, n: int) -> CacheReport:
                      -- a server pass often has no deploy of its own: it serves the app's, so take the trace's
                      coalesce(deploy, max(deploy) OVER (PARTITION BY trace_id), '(none)') AS deploy,
                      json_extract_string(attributes, [{paths}]) AS v
-              FROM spans WHERE operation IN {PASS_OPS_SQL})""")
+              FROM spans WHERE operation IN {PASS_OPERATIONS})""")
     # Client and server both report usage for a pass they share; count one side so tokens are not doubled.
     has_server = conn.execute("SELECT count(*) FROM tui_passes WHERE side = 'server'").fetchone()[0] > 0
     side = "side = 'server'" if has_server else "TRUE"
