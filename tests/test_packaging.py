@@ -30,8 +30,16 @@ def test_wheel_installs_and_every_subpackage_imports(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
     subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(src)],
                    check=True, capture_output=True, cwd=tmp_path)
-    (wheel,) = dist.glob("llmtrace-*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
+    # PyPI's "llmtrace" is someone else's project: the distribution has its own name, the import and the
+    # command keep "llmtrace".
+    (wheel,) = dist.glob("llmtrace_stages-*.whl")
+    archive = zipfile.ZipFile(wheel)
+    names = archive.namelist()
+    dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
+    metadata = archive.read(f"{dist_info}/METADATA").decode()
+    assert "\nName: llmtrace-stages\n" in metadata, metadata[:300]
+    entry_points = archive.read(f"{dist_info}/entry_points.txt").decode()
+    assert "llmtrace = llmtrace.cli:main" in entry_points, entry_points
     packages = sorted({n.rsplit("/", 1)[0].replace("/", ".") for n in names if n.endswith("/__init__.py")})
     for top in ("llmtrace.tracer", "llmtrace.adapters", "llmtrace.backend", "llmtrace.analyzers", "llmtrace.tui"):
         assert top in packages, f"wheel lacks {top}: {packages}"
