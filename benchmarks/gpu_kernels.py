@@ -78,7 +78,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         import triton
     except Exception as exc:  # noqa: BLE001 - report any failure to load Triton the same way
-        print(f"{NAME}: Triton is not importable ({exc}); install it with pip install 'llmtrace[gpu]'. "
+        print(f"{NAME}: Triton is not importable ({exc}); install it with pip install 'llmtrace-stages[gpu]'. "
               "Nothing written.")
         return 2
     bench = Bench(args, torch, triton)

@@ -38,14 +38,31 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# Which extra brings a module that a command imports on demand. One table, so every command that needs an
+# extra names the same install line (a raw ModuleNotFoundError traceback tells a new user nothing).
+EXTRA_OF_MODULE: dict[str, str] = {
+    **dict.fromkeys(("torch", "numpy", "gguf", "tokenizers", "jinja2", "llguidance", "starlette", "uvicorn",
+                     "uvloop", "httptools"), "backend"),
+    "triton": "gpu",
+    **dict.fromkeys(("openai", "anthropic"), "clients"),
+    "vl_convert": "report",
+}
+DISTRIBUTION = "llmtrace-stages"
+
+
+def missing_extra_message(exc: ImportError) -> str:
+    """One line naming the missing module and the pip line that brings it."""
+    missing = (getattr(exc, "name", None) or str(exc)).split(".")[0]
+    extra = EXTRA_OF_MODULE.get(missing)
+    hint = f" (install it with: pip install '{DISTRIBUTION}[{extra}]')" if extra else ""
+    return f"llmtrace: this command needs {missing}, which is not installed{hint}"
+
+
 def _load(module: str) -> object:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        missing = getattr(exc, "name", None) or str(exc)
-        extra = "backend" if "backend" in module or missing in ("torch", "gguf", "tokenizers", "uvicorn") else None
-        hint = f" (install it with: pip install 'llmtrace[{extra}]')" if extra else ""
-        raise SystemExit(f"llmtrace: this command needs {missing}, which is not installed{hint}") from None
+        raise SystemExit(missing_extra_message(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,6 +80,12 @@ def main(argv: list[str] | None = None) -> int:
         return int(module.run(args) or 0)  # type: ignore[attr-defined]
     except KeyboardInterrupt:
         return 130
+    except ModuleNotFoundError as exc:
+        # Commands import their optional parts lazily (demo needs the SDKs and torch); a missing one that
+        # belongs to an extra is a setup problem, not a crash.
+        if (exc.name or "").split(".")[0] not in EXTRA_OF_MODULE:
+            raise
+        raise SystemExit(missing_extra_message(exc)) from None
 
 
 if __name__ == "__main__":

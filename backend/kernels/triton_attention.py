@@ -16,7 +16,7 @@ try:
     import triton  # noqa: F401  (imported for its error: the kernels below need it)
 except Exception as exc:  # ImportError, or a broken install failing while it loads
     raise ImportError(
-        "the Triton attention backend needs the 'triton' package (pip install 'llmtrace[gpu]'); "
+        "the Triton attention backend needs the 'triton' package (pip install 'llmtrace-stages[gpu]'); "
         f"importing it failed: {exc}"
     ) from exc
 

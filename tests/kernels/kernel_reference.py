@@ -90,7 +90,7 @@ def interpreter_flag() -> Iterator[None]:
         yield
 
 
-TRITON_MISSING = "Triton is not installed; install the extra: pip install 'llmtrace[gpu]'"
+TRITON_MISSING = "Triton is not installed; install the extra: pip install 'llmtrace-stages[gpu]'"
 
 
 def need_triton() -> None:
