@@ -15,6 +15,8 @@ import hmac
 import json
 import logging
 import os
+import re
+import socket
 import threading
 import time
 from collections import deque
@@ -32,6 +34,8 @@ from .store import write_connection
 
 log = logging.getLogger("llmtrace.collect")
 TRACES_PATH = "/v1/traces"
+_HEX_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
+_DEC_SIZE = re.compile(r"[0-9]{1,18}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +240,13 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 120  # seconds a connection may sit idle or trickle a body before it is closed
     server: _Server
 
+    _linger = False  # an error answered before the body was read: drain a little so the client sees it
+
+    def finish(self) -> None:
+        super().finish()
+        if self._linger:
+            _drain(self.connection)
+
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
         log.debug("%s %s", self.address_string(), format % args)
 
@@ -250,6 +261,7 @@ class _Handler(BaseHTTPRequestHandler):
         if close:
             self.send_header("Connection", "close")
             self.close_connection = True
+            self._linger = True
         self.end_headers()
         if body:
             self.wfile.write(body)
@@ -286,7 +298,11 @@ class _Handler(BaseHTTPRequestHandler):
                                    headers={"WWW-Authenticate": 'Bearer realm="llmtrace"'})
         limit = c.config.max_body_bytes
         length_text = self.headers.get("Content-Length")
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+        te = self.headers.get("Transfer-Encoding")
+        if te is not None and te.split(",")[-1].strip().lower() != "chunked":
+            return self._error(400, f"unsupported Transfer-Encoding {te[:40]!r} (chunked only)", json_body=as_json,
+                               close=True)
+        if te is not None:
             try:
                 body = self._read_chunked(limit)
             except PayloadTooLarge as exc:
@@ -297,15 +313,15 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(411, "Content-Length (or chunked encoding) is required", json_body=as_json,
                                close=True)
         else:
-            try:
-                length = int(length_text)
-            except ValueError:
-                return self._error(400, f"bad Content-Length {length_text!r}", json_body=as_json, close=True)
-            if length < 0 or length > limit:
+            if not _DEC_SIZE.fullmatch(length_text.strip()):
+                return self._error(400, f"bad Content-Length {length_text[:40]!r}", json_body=as_json, close=True)
+            length = int(length_text)
+            if length > limit:
                 return self._error(413, f"body of {length} bytes is over the {limit} byte limit",
                                    json_body=as_json, close=True)
-            body = self.rfile.read(length)
-            if len(body) != length:
+            try:
+                body = self._read_exact(length)
+            except (ValueError, OSError):
                 return self._error(400, "body shorter than Content-Length", json_body=as_json, close=True)
         if c.closing:
             return self._error(503, "collector is shutting down", json_body=as_json, close=True,
@@ -326,27 +342,65 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(200, *_export_response(decoded.rejected, decoded.reason, as_json))
 
     def _read_chunked(self, limit: int) -> bytes:
-        """A Transfer-Encoding: chunked body (JavaScript exporters stream gzip this way), up to ``limit``."""
+        """A Transfer-Encoding: chunked body (JavaScript exporters stream gzip this way), up to ``limit``.
+
+        Chunk sizes are strict hex (no sign, no ``0x``, at most 16 digits): ``int(x, 16)`` alone takes
+        ``-1``, and ``read(-1)`` then reads to EOF with no cap at all. Decoded bytes are counted as they
+        come, so the cap holds however the body is split."""
         parts: list[bytes] = []
         total = 0
         while True:
-            line = self.rfile.readline(1024)
-            size = int(line.split(b";", 1)[0].strip() or b"x", 16)
+            line = self.rfile.readline(1026)
+            if not line.endswith(b"\n"):
+                raise ValueError("chunk size line too long or truncated" if line else "truncated chunked body")
+            size_text = line.split(b";", 1)[0].strip()
+            if not _HEX_SIZE.fullmatch(size_text):
+                raise ValueError(f"malformed chunk size {size_text[:20]!r}")
+            size = int(size_text, 16)
             if size == 0:
-                while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
-                    pass  # trailers
-                return b"".join(parts)
-            total += size
-            if total > limit:
+                for _ in range(64):  # trailers, bounded
+                    if self.rfile.readline(1026) in (b"\r\n", b"\n", b""):
+                        return b"".join(parts)
+                raise ValueError("too many trailer lines")
+            if total + size > limit:
                 raise PayloadTooLarge(f"chunked body is over the {limit} byte limit")
-            chunk = self.rfile.read(size)
-            if len(chunk) != size:
-                raise ValueError("truncated chunk")
-            parts.append(chunk)
-            self.rfile.readline(1024)  # the CRLF after each chunk
+            parts.append(self._read_exact(size))
+            total += size
+            if self.rfile.readline(3) not in (b"\r\n", b"\n"):
+                raise ValueError("chunk not followed by CRLF")
+
+    def _read_exact(self, n: int) -> bytes:
+        """``n`` bytes of body, read in pieces (never one allocation the client sized), or ValueError."""
+        pieces: list[bytes] = []
+        left = n
+        while left > 0:
+            piece = self.rfile.read(min(left, 1 << 16))
+            if not piece:
+                raise ValueError(f"body ended {left} bytes early")
+            pieces.append(piece)
+            left -= len(piece)
+        return b"".join(pieces)
 
     def _overloaded(self, as_json: bool) -> None:
         self._error(429, "collector queue is full; retry later", json_body=as_json, headers={"Retry-After": "1"})
+
+
+def _drain(sock: socket.socket, max_bytes: int = 1 << 20, max_s: float = 0.5) -> None:
+    """Lingering close: stop sending, then read and drop what the client still sends for a moment.
+    Closing a socket with unread input makes the kernel send a reset, which can destroy the error
+    response before the client reads it."""
+    try:
+        sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(0.2)
+        deadline = time.monotonic() + max_s
+        got = 0
+        while got < max_bytes and time.monotonic() < deadline:
+            data = sock.recv(1 << 16)
+            if not data:
+                return
+            got += len(data)
+    except OSError:
+        pass
 
 
 def _varint(n: int) -> bytes:
