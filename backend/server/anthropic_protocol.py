@@ -17,13 +17,18 @@ from llmtrace.backend.server.errors import bad_request
 from llmtrace.backend.server.fields import get_bool, get_dict, get_number, get_str
 from llmtrace.backend.server.job import Job, Outcome
 from llmtrace.backend.server.openai_protocol import sampling_params
+from llmtrace.tracer.finish_reason import normalize_finish_reason
 
+# Canonical finish reasons (tracer.finish_reason) in Anthropic's words. The natural end (the model's
+# end-of-turn token, a finished grammar) is end_turn; stop_sequence is only for a stop string the user sent.
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
-                "content_filter": "refusal", "abort": "end_turn"}
+                "content_filter": "refusal"}
 
 
 def _stop_reason(o: Outcome) -> str:
-    return "stop_sequence" if o.stop_sequence else STOP_REASONS.get(o.finish_reason, "end_turn")
+    if o.stop_sequence:
+        return "stop_sequence"
+    return STOP_REASONS.get(normalize_finish_reason(o.finish_reason) or "stop", "end_turn")
 
 
 def _text_of(blocks: Any, where: str) -> str:

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from llmtrace.backend.server import metrics
+from llmtrace.backend.server import metrics, token_count
 from llmtrace.backend.server.asgi_io import Receive, Scope, Send
 from llmtrace.backend.server.errors import APIError, render_error
 from llmtrace.backend.server.service import GenerationService
@@ -71,6 +71,9 @@ def build_app(service: GenerationService) -> Starlette:
     async def prometheus(request: Request) -> Response:
         return PlainTextResponse(metrics.render(service), media_type="text/plain; version=0.0.4")
 
+    async def count_tokens(request: Request) -> Response:
+        return await token_count.count_tokens(service, request)
+
     async def http_error(request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
         api = "anthropic" if request.url.path.startswith("/v1/messages") else "openai"
@@ -82,6 +85,7 @@ def build_app(service: GenerationService) -> Starlette:
         Route("/v1/chat/completions", _Endpoint(service, "chat"), methods=["POST"]),
         Route("/v1/completions", _Endpoint(service, "completions"), methods=["POST"]),
         Route("/v1/messages", _Endpoint(service, "messages"), methods=["POST"]),
+        Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", model, methods=["GET"]),
         Route("/health", health, methods=["GET"]),

@@ -333,7 +333,7 @@ class GenerationService:
             await _send_chunks(send, writer.error(f"generation failed: {type(exc).__name__}: {exc}"))
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             raise
-        outcome = got.outcome()
+        outcome = got.outcome(req.params.stop)
         closing = [] if outcome.tool_calls else writer.text(gate.release(), got.unsent_logprobs())
         closing += writer.closing(outcome)
         await _send_chunks(send, closing)
@@ -347,7 +347,7 @@ class GenerationService:
         async with aclosing(_generate(sel, req, got)) as outputs:
             async for _ in outputs:
                 pass
-        outcome = got.outcome()
+        outcome = got.outcome(req.params.stop)
         t0 = rec.now_ns()
         created = int(time.time())
         if job.api == "anthropic":
@@ -435,7 +435,9 @@ class _Collected:
         items, self.unsent = self.unsent, []
         return items or None
 
-    def outcome(self) -> Outcome:
+    def outcome(self, user_stops: tuple[str, ...] = ()) -> Outcome:
+        """``user_stops``: the request's own stop strings. The engine names whatever ended generation (the
+        end-of-turn token, a finished grammar); only a stop string the user asked for is a stop sequence."""
         final = self.final
         if final is None:
             raise RuntimeError("the engine ended the request without a finished output")
@@ -448,7 +450,8 @@ class _Collected:
         return Outcome(text="".join(self.texts), finish_reason=reason, prompt_tokens=final.num_prompt_tokens,
                        cached_tokens=final.num_cached_tokens, output_tokens=final.num_output_tokens,
                        tool_calls=calls, logprobs=self.logprobs if self.token_bytes is not None else None,
-                       stop_sequence=None if calls else final.stop_sequence)
+                       stop_sequence=final.stop_sequence if not calls and final.stop_sequence in user_stops
+                       else None)
 
 
 async def _generate(sel: Selection, req: EngineRequest, got: _Collected) -> AsyncIterator[RequestOutput]:
