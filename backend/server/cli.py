@@ -54,6 +54,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="another name for a served model (repeatable)")
     parser.add_argument("--batch-invariant", action="store_true",
                         help="results independent of batch composition (slower; seeded requests reproduce)")
+    parser.add_argument("--speculative", choices=("off", "ngram", "draft"), default="off",
+                        help="speculative decoding for requests that do not choose (their 'speculative' field): "
+                        "ngram (prompt lookup) or draft (the model's first layers draft); default off")
+    parser.add_argument("--speculative-k", type=int, default=4, help="tokens drafted per step (default 4)")
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="bfloat16",
                         help="bfloat16 (default): on CPU a 4-bit GGUF's codes are used as they are for decode, "
                         "about 3x the tokens/s of float32; float32: exact dequantized weights (reference math)")
@@ -119,6 +123,7 @@ def build_service(args: argparse.Namespace, first_steps_here: bool = False) -> A
         max_queued=args.max_queued, normalize=args.normalize, strip_invisible=args.strip_invisible,
         aliases=_aliases(args.alias, served), served_model_name=served,
         default_max_tokens=args.default_max_tokens,
+        speculative=args.speculative, speculative_k=args.speculative_k,
     )
     template = None
     if args.chat_template:
@@ -141,6 +146,9 @@ def run(args: argparse.Namespace) -> int:
     from llmtrace.backend.server.app import build_app
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # The event loop shares the GIL with the engine thread and the intake worker; at the default 5 ms switch
+    # interval every handoff can cost the loop 5 ms, and one /health answer needs dozens of them.
+    sys.setswitchinterval(0.001)
     tracer.init(db=args.db, service_name="llmtrace-serve", deploy=args.deploy, capture=args.capture)
     service = None
     try:

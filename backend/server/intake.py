@@ -13,7 +13,7 @@ from typing import Any
 from llmtrace.backend.engine.prefix_cache import block_hashes_hex
 from llmtrace.backend.generation.tool_calls import describe_tools, tool_call_message_content
 from llmtrace.backend.model.chat_template import ChatTemplateError
-from llmtrace.backend.server.errors import bad_request
+from llmtrace.backend.server.errors import APIError, bad_request
 from llmtrace.backend.server.job import Job
 from llmtrace.backend.server.normalization import NormalizationCounts, NormalizationPolicy
 from llmtrace.tracer import capture
@@ -21,6 +21,9 @@ from llmtrace.tracer import recording as rec
 from llmtrace.tracer import semconv as sc
 
 MAX_RENDERED_SEGMENTS = 48  # past this many messages, segments are hashed from the message contents
+# NFC/NFKC composition shrinks text at most 4 characters to 1 (Greek omega with three marks): the factor
+# that keeps the length-only token floor below the true count for any non-ASCII text.
+_COMPOSITION_SHRINK = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +54,32 @@ class Intake:
         self.template_hash = capture.hash_text(self.template)
         self._template_has_tools = "tools" in self.template
         self.special_ids: frozenset[int] = frozenset(getattr(tokenizer, "special_ids", ()))
+        # No token stands for more bytes than this, so a text of B bytes is at least B / this many tokens.
+        self.max_token_bytes = max((len(tokenizer.token_bytes(i)) for i in range(tokenizer.vocab_size)), default=1)
+
+    # ───────────────────────────────────────────────────────────── size before work
+    @staticmethod
+    def prompt_texts(job: Job) -> list[str]:
+        """The strings that make up the prompt (message contents, text parts, or the completions prompt)."""
+        return [job.prompt or ""] if job.messages is None else _message_texts(job.messages)
+
+    def token_floor(self, texts: list[str]) -> int:
+        """A lower bound on the prompt's tokens from string lengths alone (O(number of strings), no scan):
+        the template and normalization may add text but never shrink it past ``_COMPOSITION_SHRINK``, and
+        ASCII text (``str.isascii`` is O(1)) is left as it is by every policy."""
+        total = 0.0
+        for t in texts:
+            total += len(t) if t.isascii() else len(t) / _COMPOSITION_SHRINK
+        return int(total // self.max_token_bytes)
 
     # ───────────────────────────────────────────────────────────── normalization
+    def _normalize(self, text: str) -> tuple[str, NormalizationCounts]:
+        # ASCII holds no invisible, NBSP or confusable characters and every normal form leaves it as it is;
+        # skipping the per-character scans saves most of the intake time of a large English prompt.
+        if text.isascii():
+            return text, NormalizationCounts()
+        return self.policy.apply(text)
+
     def _normalize_messages(self, messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], NormalizationCounts]:
         total = NormalizationCounts()
         out = []
@@ -60,13 +87,13 @@ class Intake:
             msg = dict(m)
             content = msg.get("content")
             if isinstance(content, str):
-                msg["content"], c = self.policy.apply(content)
+                msg["content"], c = self._normalize(content)
                 total.add(c)
             elif isinstance(content, list):
                 parts = []
                 for part in content:
                     if part.get("type") == "text":
-                        text, c = self.policy.apply(part.get("text", ""))
+                        text, c = self._normalize(part.get("text", ""))
                         total.add(c)
                         part = {**part, "text": text}
                     parts.append(part)
@@ -134,6 +161,11 @@ class Intake:
             segments = [self._segment(_kind(m, i), str(m.get("content", ""))) for i, m in enumerate(messages)]
         return segments
 
+    def _check_floor(self, text_bytes: int, limit: int, job: Job) -> None:
+        floor = text_bytes // self.max_token_bytes
+        if floor >= limit:
+            raise context_exceeded(job, limit, floor, at_least=True)
+
     @staticmethod
     def _segment(kind: str, text: str) -> dict[str, Any]:
         # Scrubbed first, so chars, hashes and (full capture) text all describe the same string.
@@ -145,11 +177,16 @@ class Intake:
         return record
 
     # ───────────────────────────────────────────────────────────── the three stages
-    def run(self, job: Job, pass_span: rec.PassSpan) -> IntakeResult:
+    def run(self, job: Job, pass_span: rec.PassSpan, max_model_len: int | None = None) -> IntakeResult:
+        """The three stages; with ``max_model_len``, a prompt whose normalized UTF-8 bytes already say it
+        cannot fit is refused before templating and tokenization (the costly part of a huge prompt)."""
         t0 = rec.now_ns()
         if job.messages is not None:
             messages, counts = self._normalize_messages(job.messages)
             self._stage_normalization(counts, pass_span, t0)
+            if max_model_len is not None:
+                self._check_floor(sum(len(t.encode("utf-8", "surrogatepass")) for t in _message_texts(messages)),
+                                  max_model_len, job)
             t1 = rec.now_ns()
             prepared = self._prepare_for_template(job, messages)
             try:
@@ -165,8 +202,10 @@ class Intake:
             })
             prefix = ""
         else:
-            text, counts = self.policy.apply(job.prompt or "")
+            text, counts = self._normalize(job.prompt or "")
             self._stage_normalization(counts, pass_span, t0)
+            if max_model_len is not None:
+                self._check_floor(len(text.encode("utf-8", "surrogatepass")), max_model_len, job)
             t1 = rec.now_ns()
             # Completions take the prompt as given: no template is applied, and the stage says so.
             segments = [self._segment("prompt", text)]
@@ -194,6 +233,28 @@ class Intake:
             if kept is not None:
                 pass_span.set(sc.LLMTRACE_PROMPT_TEXT, kept)
         return IntakeResult(text, ids, hashes, prefix)
+
+
+def _message_texts(messages: list[dict[str, Any]]) -> list[str]:
+    texts = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts += [p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
+    return texts
+
+
+def context_exceeded(job: Job, limit: int, tokens: int, *, at_least: bool = False) -> APIError:
+    """The 400 a prompt past the context gets (``at_least``: counted from its length, not tokenized)."""
+    has = f"at least {tokens} tokens (judged from its length)" if at_least else \
+        f"{tokens} tokens (after the chat template)"
+    return APIError(
+        400,
+        f"This model's maximum context length is {limit} tokens, but the prompt has {has}. Shorten the messages.",
+        param="messages" if job.messages is not None else "prompt", code="context_length_exceeded",
+    )
 
 
 def _kind(message: dict[str, Any], index: int) -> str:

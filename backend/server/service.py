@@ -20,6 +20,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,9 +43,10 @@ from llmtrace.backend.server.asgi_io import (
 )
 from llmtrace.backend.server.config import ServerConfig
 from llmtrace.backend.server.errors import APIError, bad_request, render_error
-from llmtrace.backend.server.intake import Intake, IntakeResult
+from llmtrace.backend.server.intake import Intake, IntakeResult, context_exceeded
 from llmtrace.backend.server.job import Job, Outcome
 from llmtrace.backend.server.replica_set import ReplicaSet, Selection
+from llmtrace.backend.server.request_body import decode_body, off_loop
 from llmtrace.backend.server.routing import ModelRouter
 from llmtrace.backend.server.tool_gate import ToolGate
 from llmtrace.tracer import capture
@@ -53,6 +55,8 @@ from llmtrace.tracer import semconv as sc
 
 log = logging.getLogger("llmtrace.serve")
 
+OFF_LOOP_CHARS = 32 << 10  # prompts past this many characters go through intake on a worker thread
+OFF_LOOP_BYTES = 1 << 20  # bodies past this size are parsed on a worker thread
 ID_PREFIX = {"chat": "chatcmpl-", "completions": "cmpl-", "messages": "msg_"}
 
 
@@ -72,22 +76,6 @@ class Exchange:
         return "anthropic" if self.endpoint == "messages" else "openai"
 
 
-def _decode(raw: bytes) -> tuple[Any, APIError | None]:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return None, bad_request(f"request body is not valid UTF-8 (byte {exc.start}: {exc.reason})")
-    if not text.strip():
-        return None, bad_request("request body is empty; expected a JSON object")
-    try:
-        body = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return None, bad_request(f"request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
-    if not isinstance(body, dict):
-        return None, bad_request(f"request body must be a JSON object, got {type(body).__name__}")
-    return body, None
-
-
 class GenerationService:
     def __init__(self, cfg: ServerConfig, router: ModelRouter, replicas: ReplicaSet, intake: Intake,
                  admission: Admission) -> None:
@@ -101,6 +89,9 @@ class GenerationService:
         self.in_flight = 0
         self.counts: Counter[str] = Counter()
         self.max_model_len = min(r.max_model_len for r in replicas)
+        # Intake and JSON parsing of large bodies: few threads, so big requests wait for each other rather
+        # than for the event loop.
+        self._workers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llmtrace-intake")
 
     # ───────────────────────────────────────────────────────────── entry
     async def handle(self, endpoint: str, scope: Scope, receive: Receive, send: Send) -> None:
@@ -117,7 +108,10 @@ class GenerationService:
             await _send_rendered(send, rendered, [("connection", "close")])
             return
         body_done = rec.now_ns()
-        body, parse_error = _decode(raw)
+        if len(raw) < OFF_LOOP_BYTES:
+            body, parse_error = decode_body(raw)
+        else:
+            body, parse_error = await off_loop(self._workers, decode_body, raw)
         requested = body.get("model") if isinstance(body, dict) and isinstance(body.get("model"), str) else None
         pass_span = rec.start_pass(
             requested or "unknown",
@@ -162,7 +156,7 @@ class GenerationService:
             job = self._parse(ex.endpoint, body)
             self._set_request_values(ps, job)
             route_model = self._route(job, ps)
-            intake = self.intake.run(job, ps)
+            intake = await self._intake(job, ps)
             job.params = self._fit_context(job, intake)
             ps.set(sc.GEN_AI_REQUEST_MAX_TOKENS, job.params.max_tokens)
             await self._admit(ps)
@@ -208,11 +202,12 @@ class GenerationService:
                 self.admission.release(time.perf_counter() - started)
 
     def _parse(self, endpoint: str, body: dict[str, Any]) -> Job:
+        spec = oai.speculation_config(self.cfg.speculative, self.cfg.speculative_k)  # the server's default
         if endpoint == "chat":
-            return oai.parse_chat(body, self.cfg.default_max_tokens)
+            return oai.parse_chat(body, self.cfg.default_max_tokens, spec)
         if endpoint == "completions":
-            return oai.parse_completions(body)
-        return anth.parse_messages(body)
+            return oai.parse_completions(body, speculation=spec)
+        return anth.parse_messages(body, spec)
 
     def _set_request_values(self, ps: rec.PassSpan, job: Job) -> None:
         p = job.params
@@ -249,17 +244,25 @@ class GenerationService:
     def _fit_context(self, job: Job, intake: IntakeResult) -> Any:
         n, limit = len(intake.token_ids), self.max_model_len
         if n >= limit:
-            raise APIError(
-                400,
-                f"This model's maximum context length is {limit} tokens, but the prompt has {n} tokens "
-                f"(after the chat template). Shorten the messages.",
-                param="messages" if job.messages is not None else "prompt", code="context_length_exceeded",
-            )
+            raise context_exceeded(job, limit, n)
         room = limit - n
         if job.params.max_tokens > room:
             # Generation stops at the context edge anyway; say so through finish_reason "length".
             return dataclasses.replace(job.params, max_tokens=room)
         return job.params
+
+    async def _intake(self, job: Job, ps: rec.PassSpan) -> IntakeResult:
+        """Intake, after a length-only check that refuses a prompt that cannot fit before any per-character
+        work; a large prompt's intake runs on a worker thread so the event loop keeps serving /health and
+        the streams already running (a multi-megabyte prompt costs seconds of normalization, templating and
+        tokenization)."""
+        texts = self.intake.prompt_texts(job)
+        floor = self.intake.token_floor(texts)
+        if floor >= self.max_model_len:
+            raise context_exceeded(job, self.max_model_len, floor, at_least=True)
+        if sum(map(len, texts)) < OFF_LOOP_CHARS:
+            return self.intake.run(job, ps, self.max_model_len)
+        return await off_loop(self._workers, self.intake.run, job, ps, self.max_model_len)
 
     async def _admit(self, ps: rec.PassSpan) -> None:
         t0 = rec.now_ns()
