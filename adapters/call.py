@@ -23,6 +23,7 @@ from llmtrace.tracer import semconv as sc
 from .client_stages import emit_stages
 from .encoding import decoder_for
 from .protocol import ProtocolParser
+from .request_usage import UsageStripper, inject, wants_injection
 from .sse import SSEParser
 
 _MAX_BODY_BYTES = 16 * 1024 * 1024  # a buffered JSON answer larger than this is passed through unparsed
@@ -39,6 +40,13 @@ class Options:
     provider: str | None = None
     hidden_stages: tuple[str, ...] = DEFAULT_HIDDEN_STAGES
     inject_traceparent: bool = True
+    # Ask OpenAI-style streams for usage (``stream_options.include_usage``) and hide the answer's extra
+    # usage chunk from the app; False leaves the request as the app built it.
+    request_usage: bool = True
+    # Ask providers that support it for their own cache-miss diagnostics (see ``cache_diagnostics.py``).
+    cache_diagnostics: bool = False
+    # Counts tokens of a text when the provider reports no usage (None: about 4 characters a token).
+    tokenizer: Callable[[str], int] | None = None
 
 
 def _ignore(chunk: bytes) -> None:
@@ -89,6 +97,7 @@ class Call:
         "retry",
         "server_span",
         "undecoded",
+        "strip",
         "_feed",
     )
 
@@ -102,6 +111,7 @@ class Call:
         self.status_code = 0
         self.server_span: str | None = None
         self.undecoded: str | None = None
+        self.strip: UsageStripper | None = None
         self.sse: SSEParser | None = None
         self.body: list[bytes] = []
         self.body_bytes = 0
@@ -121,6 +131,13 @@ class Call:
             body = {}
         if isinstance(body, dict):
             parser.on_request(body)
+            if (
+                opts.request_usage
+                and parser.usage_style == "openai"
+                and wants_injection(body)
+                and inject(request, body)
+            ):
+                self.strip = UsageStripper()
         incoming = request.headers.get("traceparent")
         self.pass_span = rec.start_pass(
             self.obs.model,
@@ -149,6 +166,8 @@ class Call:
                 self.sse = SSEParser()
                 self._feed = self._feed_sse
             enc = headers.get("content-encoding")
+            if self.strip is not None and (self.sse is None or (enc and enc.strip().lower() != "identity")):
+                self.strip = None  # no SSE to re-frame (an error body), or compressed bytes: leave them be
             if enc and enc.strip().lower() != "identity":
                 decode = decoder_for(enc)
                 if decode is None:  # e.g. brotli without its module: pass through, say why nothing was parsed

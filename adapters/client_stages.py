@@ -14,7 +14,7 @@ from llmtrace.tracer import capture
 from llmtrace.tracer import recording as rec
 from llmtrace.tracer import semconv as sc
 
-from . import meters, segments, textscan, volatile
+from . import meters, segments, textscan, usage_source, volatile
 from . import usage as usage_mod
 
 if TYPE_CHECKING:
@@ -66,10 +66,21 @@ def emit_stages(call: Call, end: int) -> None:
         summary[sc.GEN_AI_RESPONSE_FINISH_REASONS] = list(obs.finish_reasons)
     if obs.response_model and obs.response_model != obs.model:
         summary["llmtrace.routing.model_differs"] = True
+    out_text = obs.output_text if (obs.output_parts or obs.done) else None
+    if call.strip is not None:
+        summary["llmtrace.usage.requested"] = True  # include_usage added by the middleware
+        if obs.usage_only_at >= 0 and obs.usage_only_at < len(call.times):
+            del call.times[obs.usage_only_at]  # the app never saw that chunk
     if usage is not None:
         summary.update(usage.attributes())
+        summary["llmtrace.usage.source"] = usage_source.PROVIDER
+        summary["llmtrace.usage.estimated"] = False
     else:
         summary["llmtrace.usage.reported"] = False
+        if call.status_code and call.status_code < 400 and not call.undecoded:
+            summary.update(usage_source.estimated_attributes(obs.segments, out_text, call.opts.tokenizer))
+        else:
+            summary["llmtrace.usage.source"] = usage_source.NONE
     first_token = min((t for t in (obs.first_content_ns, obs.first_tool_ns) if t), default=0)
     if first_token:
         summary[sc.LLMTRACE_TTFT_MS] = _ms(t0, first_token)
@@ -86,7 +97,6 @@ def emit_stages(call: Call, end: int) -> None:
         summary["llmtrace.response.undecoded_encoding"] = call.undecoded
     if call.body_overflow:
         summary["llmtrace.response.unparsed_bytes"] = call.body_overflow
-    out_text = obs.output_text if (obs.output_parts or obs.done) else None
     if capture.mode() != "none":
         summary.update(segments.capture_attributes(obs.segments, out_text))
     # An llmtrace backend records the engine stages on its own pass span (a child of this one); only a

@@ -7,6 +7,7 @@ in ``_transport`` and proxy transports in ``_mounts``. Instrumenting twice chang
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .call import DEFAULT_HIDDEN_STAGES, Options
@@ -55,18 +56,28 @@ def instrument(
     provider: str | None = None,
     hidden_stages: tuple[str, ...] | None = None,
     inject_traceparent: bool = True,
+    request_usage: bool = True,
+    cache_diagnostics: bool = False,
+    tokenizer: Callable[[str], int] | None = None,
 ) -> C:
     """Record every inference call ``client`` makes; returns the same client.
 
     ``provider`` names the ``gen_ai.provider.name`` (default: from the SDK, else from the protocol).
     ``hidden_stages``: stage ids marked unobserved on each client pass (default: admission, prefill,
     decode — what a hosted provider hides); pass ``()`` to mark none.
+    ``request_usage``: add ``stream_options.include_usage`` to OpenAI-style streams that lack it (the app
+    still reads exactly the chunks it would without it); False leaves requests untouched.
+    ``cache_diagnostics``: ask the provider for its cache-miss diagnostics where it supports them.
+    ``tokenizer``: counts tokens of a text when the provider reports no usage (estimated counts).
     """
     http = http_client_of(client)
     options = Options(
         provider=provider or _provider_of(client),
         hidden_stages=DEFAULT_HIDDEN_STAGES if hidden_stages is None else tuple(hidden_stages),
         inject_traceparent=inject_traceparent,
+        request_usage=request_usage,
+        cache_diagnostics=cache_diagnostics,
+        tokenizer=tokenizer,
     )
     http._transport = _wrap(http._transport, options)
     mounts = getattr(http, "_mounts", None)

@@ -69,6 +69,7 @@ class Observation:
     error_type: str | None = None
     error_message: str | None = None
     done: bool = False  # the protocol's own end marker was seen ([DONE], message_stop, a full JSON body)
+    usage_only_at: int = -1  # index of a streamed event that carried only usage (choices empty)
 
     @property
     def output_text(self) -> str:

@@ -78,6 +78,8 @@ class OpenAIParser:
         usage = msg.get("usage")
         if isinstance(usage, dict):
             o.usage_raw = usage
+            if msg.get("choices") == []:
+                o.usage_only_at = o.chunks - 1
         for choice in msg.get("choices") or ():
             self._choice_delta(choice, t_ns)
 

@@ -70,6 +70,66 @@ class _SyncStreamMixin(_StreamMixin):
             self._call.finish_closed()
 
 
+class _SyncStripMixin(_StreamMixin):
+    """The sync stream when the middleware asked for usage: the app reads it without the additions."""
+
+    __slots__ = ()
+
+    def __iter__(self) -> Iterator[bytes]:
+        call = self._call
+        strip = call.strip
+        try:
+            for chunk in self._inner:
+                call.feed(chunk)
+                out = strip.feed(chunk)  # type: ignore[union-attr]
+                if out:
+                    yield out
+            tail = strip.flush()  # type: ignore[union-attr]
+            if tail:
+                yield tail
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            call.finish_error(exc)
+            raise
+        call.finish_eof()
+
+    def close(self) -> None:
+        try:
+            self._inner.close()
+        finally:
+            self._call.finish_closed()
+
+
+class _AsyncStripMixin(_StreamMixin):
+    __slots__ = ()
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        call = self._call
+        strip = call.strip
+        try:
+            async for chunk in self._inner:
+                call.feed(chunk)
+                out = strip.feed(chunk)  # type: ignore[union-attr]
+                if out:
+                    yield out
+            tail = strip.flush()  # type: ignore[union-attr]
+            if tail:
+                yield tail
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            call.finish_error(exc)
+            raise
+        call.finish_eof()
+
+    async def aclose(self) -> None:
+        try:
+            await self._inner.aclose()
+        finally:
+            self._call.finish_closed()
+
+
 class _AsyncStreamMixin(_StreamMixin):
     __slots__ = ()
 
@@ -93,7 +153,7 @@ class _AsyncStreamMixin(_StreamMixin):
             self._call.finish_closed()
 
 
-_stream_classes: dict[type, type] = {}
+_stream_classes: dict[tuple[type, type], type] = {}
 
 
 def _wrapper_class(inner: Any, name: str, mixin: type) -> type:
@@ -101,9 +161,9 @@ def _wrapper_class(inner: Any, name: str, mixin: type) -> type:
     base = next((c for c in type(inner).__mro__ if c.__name__ == name), None)
     if base is None:
         base = httpx.SyncByteStream if name == "SyncByteStream" else httpx.AsyncByteStream
-    cls = _stream_classes.get(base)
+    cls = _stream_classes.get((base, mixin))
     if cls is None:
-        cls = _stream_classes[base] = type(f"Instrumented{name}", (mixin, base), {})
+        cls = _stream_classes[base, mixin] = type(f"Instrumented{name}", (mixin, base), {})
     return cls
 
 
@@ -133,9 +193,11 @@ def _hook_trace(request: Any, call: Call, make_hook: Any) -> None:
         call._fault(exc)
 
 
-def _wrap_stream(response: Any, call: Call, name: str, mixin: type) -> None:
+def _wrap_stream(response: Any, call: Call, name: str, mixin: type, strip_mixin: type) -> None:
     """Note the headers and swap the response's byte stream for our wrapper around it."""
     call.on_headers(response)
+    if call.strip is not None:
+        mixin = strip_mixin
     try:
         wrapper = _wrapper_class(response.stream, name, mixin)(response.stream, call)
         # A response dropped unread and unclosed still ends its span (as cancelled) when collected.
@@ -172,7 +234,7 @@ class InstrumentedTransport(_Wrapping, httpx.BaseTransport):
         except BaseException as exc:
             call.finish_error(exc)
             raise
-        _wrap_stream(response, call, "SyncByteStream", _SyncStreamMixin)
+        _wrap_stream(response, call, "SyncByteStream", _SyncStreamMixin, _SyncStripMixin)
         return response
 
     def close(self) -> None:
@@ -199,7 +261,7 @@ class AsyncInstrumentedTransport(_Wrapping, httpx.AsyncBaseTransport):
         except BaseException as exc:
             call.finish_error(exc)
             raise
-        _wrap_stream(response, call, "AsyncByteStream", _AsyncStreamMixin)
+        _wrap_stream(response, call, "AsyncByteStream", _AsyncStreamMixin, _AsyncStripMixin)
         return response
 
     async def aclose(self) -> None:

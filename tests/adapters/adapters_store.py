@@ -50,3 +50,17 @@ def wait_for(db: Path, sql: str, params: list[object], timeout_s: float = 15.0) 
         if found or time.monotonic() > deadline:
             return found
         time.sleep(0.2)
+
+
+def assert_no_text(db: Path, *texts: str) -> None:
+    """No prompt or output text (any piece of 12+ characters) appears in any row of the store."""
+    llmtrace.force_flush()
+    with read_connection(db) as conn:
+        tables = [r[0] for r in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()]
+        dump = "\n".join(str(row) for t in tables for row in conn.execute(f'SELECT * FROM "{t}"').fetchall())
+    assert dump, "the store is empty: nothing to check"
+    for text in texts:
+        for i in range(0, max(len(text) - 12, 0) + 1, 6):
+            piece = text[i : i + 12]
+            if len(piece.strip()) >= 8:
+                assert piece not in dump, f"text {piece!r} found in the store"

@@ -174,7 +174,7 @@ def test_exact_bytes_crlf_framing_and_impossible_usage(provider: FakeProvider, t
     )
     provider.scripts[CHAT] = Script(content_type="text/event-stream", chunks=chunks)
     http = instrument(httpx.Client())
-    body = {"model": "gpt-4o-mini", "messages": MSGS, "stream": True}
+    body = {"model": "gpt-4o-mini", "messages": MSGS, "stream": True, "stream_options": {"include_usage": True}}
     with http.stream("POST", f"{provider.base_url}{CHAT}", json=body) as r:
         got = b"".join(r.iter_raw())
     assert got == b"".join(chunks)

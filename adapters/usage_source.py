@@ -1,0 +1,47 @@
+"""Where a pass's token counts came from: the provider, an estimate, or nowhere.
+
+When the provider reports no usage (a stream that did not ask for it and could not be made to, an
+OpenAI-compatible server that never sends it), the tokens are counted here from the prompt segments and
+the output text, with the tokenizer the app gave ``instrument(..., tokenizer=...)`` or, without one, at
+about four characters a token. Estimates are kept apart from the reported counts
+(``llmtrace.usage.estimated_*_tokens``, never ``gen_ai.usage.*``), and no cost is computed from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+PROVIDER, ESTIMATED, NONE = "provider", "estimated", "none"
+
+
+def approx_tokens(chars: int) -> int:
+    """About four characters a token (English prose with a BPE tokenizer); never 0 for non-empty text."""
+    return (chars + 3) // 4
+
+
+def count(text: str, tokenizer: Callable[[str], int] | None) -> int:
+    if tokenizer is not None:
+        try:
+            return int(tokenizer(text))
+        except Exception:  # the app's tokenizer failing must not cost the pass
+            pass
+    return approx_tokens(len(text))
+
+
+def estimated_attributes(
+    segments: Sequence[tuple[str, str]],
+    output_text: str | None,
+    tokenizer: Callable[[str], int] | None,
+) -> dict[str, object]:
+    """Pass-span values when the provider said nothing: estimated counts, or ``source = none``."""
+    if not segments and not output_text:
+        return {"llmtrace.usage.source": NONE, "llmtrace.usage.estimated": False}
+    attrs: dict[str, object] = {
+        "llmtrace.usage.source": ESTIMATED,
+        "llmtrace.usage.estimated": True,
+        "llmtrace.usage.estimator": "tokenizer" if tokenizer is not None else "chars_per_4",
+        "llmtrace.usage.estimated_input_tokens": sum(count(text, tokenizer) for _, text in segments),
+    }
+    if output_text is not None:
+        attrs["llmtrace.usage.estimated_output_tokens"] = count(output_text, tokenizer) if output_text else 0
+    return attrs

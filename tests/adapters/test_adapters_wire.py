@@ -1,0 +1,104 @@
+"""What the middleware reads off the wire alone (issue 16): usage on every stream, the shape of what changed
+between prompts, output shape, sessions, loops and history, prices, provider cache diagnostics.
+
+Real SDKs against the real ``llmtrace serve`` (tiny model), in the default ``hashes`` capture mode; every
+test checks that no prompt or output text reached the store.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+from adapters_store import assert_no_text, client_pass, rows, stages_of
+
+from llmtrace.adapters import instrument
+
+SYSTEM = "You are the support agent of a parcel company. Answer briefly and politely."
+QUESTION = "Where is my parcel with the blue sticker?"
+MSGS = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]
+_VARYING = re.compile(rb'"id":"[^"]*"|"created":\d+')
+
+
+def _openai(server: Any, cls: type = openai.OpenAI, **kw: Any) -> Any:
+    return cls(api_key="sk-test", base_url=f"{server.base_url}/v1", max_retries=0, **kw)
+
+
+def _same(b: bytes | str) -> bytes:
+    """A chunk with the per-request id and clock blanked (the only bytes two identical calls differ in)."""
+    return _VARYING.sub(b"", b.encode() if isinstance(b, str) else b)
+
+
+def _kw(**extra: Any) -> dict[str, Any]:
+    return dict(model="tiny", messages=MSGS, max_tokens=12, temperature=0.0, stream=True, **extra)
+
+
+# ── 1. usage on every streamed call ─────────────────────────────────────────────────────────
+def test_streams_get_usage_and_the_app_sees_the_chunks_it_would_without_llmtrace(
+    tiny_server: Any, traced: Path
+) -> None:
+    bare, traced_client = _openai(tiny_server), instrument(_openai(tiny_server))
+    expected = [_same(c.model_dump_json(exclude_unset=True)) for c in bare.chat.completions.create(**_kw())]
+    got = [_same(c.model_dump_json(exclude_unset=True)) for c in traced_client.chat.completions.create(**_kw())]
+    assert got == expected and b'"usage"' not in b"".join(got)
+    with bare.chat.completions.with_streaming_response.create(**_kw()) as r:
+        raw_bare = b"".join(r.iter_bytes())
+    with traced_client.chat.completions.with_streaming_response.create(**_kw()) as r:
+        raw_traced = b"".join(r.iter_bytes())
+    assert _same(raw_traced) == _same(raw_bare) and raw_traced.endswith(b"data: [DONE]\n\n")
+    passes = rows(traced, "SELECT * FROM requests WHERE side='client' ORDER BY start_ns")
+    assert len(passes) == 2
+    for p in passes:
+        a = p["attributes"]
+        assert a["llmtrace.usage.source"] == "provider" and a["llmtrace.usage.requested"] is True
+        assert p["output_tokens"] == 12 and p["prompt_tokens"] > 0 and a["llmtrace.usage.estimated"] is False
+    streaming = stages_of(traced, passes[0]["span_id"])["gen.streaming"]["attributes"]
+    assert streaming["llmtrace.stream.chunks"] == len(got)  # the hidden usage chunk is not counted
+    assert_no_text(traced, SYSTEM, QUESTION)
+
+
+async def test_async_stream_gets_usage_and_the_same_chunks(tiny_server: Any, traced: Path) -> None:
+    bare = _openai(tiny_server, openai.AsyncOpenAI)
+    traced_client = instrument(_openai(tiny_server, openai.AsyncOpenAI))
+    expected = [_same(c.model_dump_json(exclude_unset=True)) async for c in await bare.chat.completions.create(**_kw())]
+    got = [
+        _same(c.model_dump_json(exclude_unset=True)) async for c in await traced_client.chat.completions.create(**_kw())
+    ]
+    assert got == expected
+    async with traced_client.chat.completions.with_streaming_response.create(**_kw()) as r:
+        raw = b"".join([b async for b in r.iter_bytes()])
+    assert b'"usage"' not in raw and raw.endswith(b"data: [DONE]\n\n")
+    passes = rows(traced, "SELECT * FROM requests WHERE side='client' ORDER BY start_ns")
+    assert [p["output_tokens"] for p in passes] == [12, 12]
+    assert all(p["attributes"]["llmtrace.usage.source"] == "provider" for p in passes)
+    await bare.close()
+    await traced_client.close()
+
+
+def test_request_usage_false_leaves_the_request_and_estimates(tiny_server: Any, traced: Path) -> None:
+    seen: list[bytes] = []
+
+    class Tee(httpx.HTTPTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            seen.append(request.read())
+            return super().handle_request(request)
+
+    client = instrument(_openai(tiny_server, http_client=httpx.Client(transport=Tee())), request_usage=False)
+    chunks = list(client.chat.completions.create(**_kw()))
+    assert b"stream_options" not in seen[0] and chunks[-1].usage is None
+    p = client_pass(traced)
+    a = p["attributes"]
+    assert a["llmtrace.usage.source"] == "estimated" and a["llmtrace.usage.estimated"] is True
+    assert p["prompt_tokens"] is None  # an estimate never poses as the provider's count
+    assert a["llmtrace.usage.estimated_input_tokens"] == (len(SYSTEM) + 3) // 4 + (len(QUESTION) + 3) // 4
+    assert a["llmtrace.usage.estimated_output_tokens"] > 0
+    # With the app's own tokenizer the counts are its counts.
+    tok = instrument(_openai(tiny_server), request_usage=False, tokenizer=lambda text: len(text.split()))
+    list(tok.chat.completions.create(**_kw()))
+    second = rows(traced, "SELECT attributes FROM requests WHERE side='client' ORDER BY start_ns")[1]["attributes"]
+    assert second["llmtrace.usage.estimator"] == "tokenizer"
+    assert second["llmtrace.usage.estimated_input_tokens"] == len(SYSTEM.split()) + len(QUESTION.split())
+    assert_no_text(traced, SYSTEM, QUESTION)
