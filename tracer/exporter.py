@@ -12,6 +12,7 @@ import json
 import os
 import queue
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from . import health
 from .schema import SPAN_COLUMNS
-from .store import StoreError, write_connection
+from .store import StoreBusy, StoreError, write_connection
 
 _KIND_NAMES = {SpanKind.INTERNAL: "internal", SpanKind.SERVER: "server", SpanKind.CLIENT: "client",
                SpanKind.PRODUCER: "producer", SpanKind.CONSUMER: "consumer"}
@@ -134,6 +135,11 @@ class DuckDBSpanExporter(SpanExporter):
     thread of its own, so one batch is converted while the previous one commits (DuckDB releases the GIL
     while it writes). At most two converted batches wait, which bounds memory and pushes back on the
     processor, whose own queue is bounded and counted.
+
+    While another process holds the store, a batch is retried for ``lock_timeout_s`` in short attempts,
+    so a shutdown deadline (``set_deadline``) is seen within ~0.25 s: past it, every batch still waiting
+    is dropped and counted, and the writer thread has ended before ``shutdown`` returns (a thread inside
+    DuckDB while the interpreter finalizes aborts the process).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, max_bytes: int | None = None, lock_timeout_s: float = 30.0):
@@ -141,35 +147,64 @@ class DuckDBSpanExporter(SpanExporter):
         self.max_bytes = max_bytes
         self.lock_timeout_s = lock_timeout_s
         self.exported = 0
+        self.dropped = 0  # spans this exporter could not store (also in health.counters()['dropped_spans'])
         self._shutdown = False
-        self._tables: queue.Queue[pa.Table | None] = queue.Queue(maxsize=2)
+        self._stopping = False
+        self._deadline: float | None = None  # time.monotonic() past which nothing waits any more
+        self._tables: queue.Queue[pa.Table] = queue.Queue(maxsize=2)
         self._writer: threading.Thread | None = None
         self._writer_lock = threading.Lock()
+        self._count_lock = threading.Lock()
+
+    def set_deadline(self, deadline: float) -> None:
+        """From now on nothing waits past ``deadline`` (a ``time.monotonic()`` value): shutdown is near."""
+        self._deadline = deadline if self._deadline is None else min(self._deadline, deadline)
+
+    def _past_deadline(self) -> bool:
+        return self._deadline is not None and time.monotonic() >= self._deadline
+
+    def _drop(self, n: int, message: str | None) -> None:
+        with self._count_lock:
+            self.dropped += n
+        # Drops near the shutdown deadline are reported once, with the total, by ``llmtrace.shutdown``.
+        health.count("dropped_spans", n, None if self._deadline is not None else message)
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        if self._shutdown or not spans:
+        if not spans:
             return SpanExportResult.SUCCESS
+        if self._shutdown or self._past_deadline():
+            self._drop(len(spans), f"store exporter for {self.path} is shut down; spans dropped")
+            return SpanExportResult.FAILURE
         try:
             table = spans_to_arrow(spans)
         except Exception as exc:  # the tracer never raises into the app
-            health.count("dropped_spans", len(spans), f"cannot convert spans for {self.path}: {exc!r}")
+            self._drop(len(spans), f"cannot convert spans for {self.path}: {exc!r}")
             return SpanExportResult.FAILURE
         self._ensure_writer()
-        self._tables.put(table)
-        return SpanExportResult.SUCCESS
+        while True:
+            try:
+                self._tables.put(table, timeout=0.1)
+                return SpanExportResult.SUCCESS
+            except queue.Full:
+                if self._past_deadline() or self._writer is None or not self._writer.is_alive():
+                    self._drop(table.num_rows, f"store writer for {self.path} is not keeping up; spans dropped")
+                    return SpanExportResult.FAILURE
 
     def _ensure_writer(self) -> None:
         with self._writer_lock:
-            if self._writer is None or not self._writer.is_alive():
+            if (self._writer is None or not self._writer.is_alive()) and not self._stopping:
                 self._writer = threading.Thread(target=self._write_loop, name="llmtrace-store-writer", daemon=True)
                 self._writer.start()
 
     def _write_loop(self) -> None:
         while True:
-            table = self._tables.get()
             try:
-                if table is None:
+                table = self._tables.get(timeout=0.1)
+            except queue.Empty:
+                if self._stopping:
                     return
+                continue
+            try:
                 self._write(table)
             finally:
                 self._tables.task_done()
@@ -178,28 +213,55 @@ class DuckDBSpanExporter(SpanExporter):
         n = table.num_rows
         try:
             if self.max_bytes is not None and self.path.exists() and self.path.stat().st_size >= self.max_bytes:
-                health.count("dropped_spans", n,
-                             f"store {self.path} reached its size cap ({self.max_bytes} bytes); spans dropped")
+                self._drop(n, f"store {self.path} reached its size cap ({self.max_bytes} bytes); spans dropped")
                 return
-            with write_connection(self.path, timeout_s=self.lock_timeout_s) as conn:
-                insert_arrow(conn, table)
+            give_up = time.monotonic() + self.lock_timeout_s
+            while True:
+                limit = give_up if self._deadline is None else min(give_up, self._deadline)
+                try:
+                    # Short attempts, so a deadline set meanwhile is seen at once.
+                    with write_connection(self.path, timeout_s=max(0.0, min(0.25, limit - time.monotonic()))) as conn:
+                        insert_arrow(conn, table)
+                    break
+                except StoreBusy:
+                    if time.monotonic() >= (give_up if self._deadline is None else min(give_up, self._deadline)):
+                        raise
             self.exported += n
+        except StoreBusy:
+            self._drop(n, f"cannot write spans to {self.path}: it stayed locked by another process "
+                          f"for {self.lock_timeout_s:.0f}s; spans dropped")
         except (StoreError, OSError) as exc:
-            health.count("dropped_spans", n, f"cannot write spans to {self.path}: {exc}")
+            self._drop(n, f"cannot write spans to {self.path}: {exc}")
         except Exception as exc:  # the tracer never raises into the app
-            health.count("dropped_spans", n, f"unexpected error writing spans to {self.path}: {exc!r}")
+            self._drop(n, f"unexpected error writing spans to {self.path}: {exc!r}")
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Wait until every converted batch is committed (or dropped and counted)."""
+        timeout = timeout_millis / 1000
+        if self._deadline is not None:
+            timeout = max(0.0, min(timeout, self._deadline - time.monotonic()))
         done = self._tables.all_tasks_done
         with done:
-            return done.wait_for(lambda: self._tables.unfinished_tasks == 0, timeout=timeout_millis / 1000)
+            return done.wait_for(lambda: self._tables.unfinished_tasks == 0, timeout=timeout)
 
     def shutdown(self) -> None:
+        """Flush until the deadline (30 s when none was set), then stop the writer and count what is left."""
         if self._shutdown:
             return
+        if self._deadline is None:
+            self.set_deadline(time.monotonic() + 30.0)
         self.force_flush()
         self._shutdown = True
-        if self._writer is not None and self._writer.is_alive():
-            self._tables.put(None)
-            self._writer.join(timeout=5)
+        self._stopping = True
+        writer = self._writer
+        if writer is not None:
+            # Past the deadline a batch is dropped within one short lock attempt; an INSERT under way is
+            # let finish (bounded grace), since a thread inside DuckDB at interpreter exit aborts it.
+            writer.join(timeout=max(0.0, self._deadline - time.monotonic()) + 2.0)  # type: ignore[operator]
+        while True:
+            try:
+                table = self._tables.get_nowait()
+            except queue.Empty:
+                break
+            self._drop(table.num_rows, None)
+            self._tables.task_done()

@@ -1,12 +1,15 @@
 """QueueingSpanProcessor: hands finished spans to an exporter on a background thread, in batches.
 
 Unlike a silent drop, a full queue is counted (``health.counters()['dropped_spans']``) and warned about
-once. ``force_flush`` and ``shutdown`` drain the queue, so a short script loses nothing.
+once. ``force_flush`` and ``shutdown`` drain the queue, so a short script loses nothing. ``shutdown`` is
+bounded by ``shutdown_timeout_s`` (or a deadline set before it): what is still queued then is dropped and
+counted, and the export thread has ended when it returns.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 
 from opentelemetry.context import Context
@@ -25,12 +28,16 @@ class QueueingSpanProcessor(SpanProcessor):
         batch_size: int = 20_000,
         interval_s: float = 0.5,
         name: str = "store",
+        shutdown_timeout_s: float = 5.0,
     ) -> None:
         self.exporter = exporter
         self.max_queue = max_queue
         self.batch_size = batch_size
         self.interval_s = interval_s
         self.name = name
+        self.shutdown_timeout_s = shutdown_timeout_s
+        self.dropped = 0
+        self._deadline: float | None = None
         self._queue: deque[ReadableSpan] = deque()
         self._wake = threading.Event()
         self._drain_lock = threading.Lock()
@@ -41,11 +48,23 @@ class QueueingSpanProcessor(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         pass
 
+    def set_deadline(self, deadline: float) -> None:
+        """Nothing waits past ``deadline`` (``time.monotonic()``); passed on to the exporter when it can take it."""
+        self._deadline = deadline if self._deadline is None else min(self._deadline, deadline)
+        set_exporter_deadline = getattr(self.exporter, "set_deadline", None)
+        if callable(set_exporter_deadline):
+            set_exporter_deadline(self._deadline)
+
+    def _drop(self, n: int, message: str | None) -> None:
+        self.dropped += n
+        health.count("dropped_spans", n, message)
+
     def on_end(self, span: ReadableSpan) -> None:
         if self._stopped:
+            self._drop(1, None)  # ended after shutdown: counted, reported with the shutdown total
             return
         if len(self._queue) >= self.max_queue:
-            health.count("dropped_spans", 1, f"{self.name} export queue full ({self.max_queue}); spans dropped")
+            self._drop(1, f"{self.name} export queue full ({self.max_queue}); spans dropped")
             return
         self._queue.append(span)
         if len(self._queue) >= self.batch_size:
@@ -57,10 +76,13 @@ class QueueingSpanProcessor(SpanProcessor):
         while q and len(batch) < self.batch_size:
             batch.append(q.popleft())
         if batch:
+            if self._deadline is not None and time.monotonic() >= self._deadline:
+                self._drop(len(batch), None)  # past the shutdown deadline: counted, reported by shutdown
+                return len(batch)
             try:
                 self.exporter.export(batch)
             except Exception as exc:  # exporters should not raise; if one does, count and go on
-                health.count("dropped_spans", len(batch), f"{self.name} exporter raised {exc!r}")
+                self._drop(len(batch), f"{self.name} exporter raised {exc!r}")
         return len(batch)
 
     def _run(self) -> None:
@@ -71,21 +93,35 @@ class QueueingSpanProcessor(SpanProcessor):
                 while self._drain_once():
                     pass
 
+    def _remaining(self, timeout_s: float) -> float:
+        if self._deadline is None:
+            return timeout_s
+        return max(0.0, min(timeout_s, self._deadline - time.monotonic()))
+
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        if not self._drain_lock.acquire(timeout=timeout_millis / 1000):
+        if not self._drain_lock.acquire(timeout=self._remaining(timeout_millis / 1000)):
             return False
         try:
             while self._drain_once():
                 pass
         finally:
             self._drain_lock.release()
-        return bool(self.exporter.force_flush(timeout_millis))
+        return bool(self.exporter.force_flush(int(self._remaining(timeout_millis / 1000) * 1000)))
 
     def shutdown(self) -> None:
         if self._stopped:
             return
+        if self._deadline is None:
+            self.set_deadline(time.monotonic() + self.shutdown_timeout_s)
         self.force_flush()
         self._stopped = True
         self._wake.set()
-        self._thread.join(timeout=5)
+        # The thread ends within one batch once the deadline has passed (late batches are dropped, not sent).
+        self._thread.join(timeout=self._remaining(1e9) + 2.0)
+        if self._drain_lock.acquire(timeout=2.0):
+            try:
+                while self._drain_once():
+                    pass
+            finally:
+                self._drain_lock.release()
         self.exporter.shutdown()

@@ -32,6 +32,7 @@ class Settings:
     deploy: str | None
     capture: CaptureMode
     strict: bool  # unknown stage ids raise (tests) instead of warning
+    shutdown_timeout_s: float = 5.0  # how long shutdown / interpreter exit may wait for the store
 
     @classmethod
     def resolve(
@@ -42,6 +43,7 @@ class Settings:
         deploy: str | None = None,
         capture: str | None = None,
         strict: bool | None = None,
+        shutdown_timeout_s: float | None = None,
     ) -> Settings:
         mode = str(resolve(capture, "LLMTRACE_CAPTURE", "hashes")).lower()
         if mode not in CAPTURE_MODES:
@@ -51,6 +53,12 @@ class Settings:
         )
         db_value = resolve(db, "LLMTRACE_DB", "llmtrace.duckdb")
         strict_value = resolve(strict, "LLMTRACE_STRICT", False)
+        try:
+            timeout = float(resolve(shutdown_timeout_s, "LLMTRACE_SHUTDOWN_TIMEOUT_S", 5.0))  # type: ignore[arg-type]
+        except ValueError:
+            raise ValueError("LLMTRACE_SHUTDOWN_TIMEOUT_S must be a number of seconds") from None
+        if not timeout >= 0:
+            raise ValueError(f"shutdown_timeout_s must be >= 0, got {timeout}")
         return cls(
             db=None if db_value in ("", "none", False) else Path(str(db_value)),
             otlp_endpoint=str(endpoint) if endpoint else None,
@@ -58,4 +66,5 @@ class Settings:
             deploy=(str(d) if (d := resolve(deploy, "LLMTRACE_DEPLOY", None)) else None),
             capture=mode,  # type: ignore[arg-type]
             strict=strict_value in (True, "1", "true", "yes"),
+            shutdown_timeout_s=timeout,
         )
