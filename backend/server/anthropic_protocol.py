@@ -11,12 +11,12 @@ from typing import Any
 
 import orjson
 
-from llmtrace.backend.generation.params import Constraint, InvalidRequestError
+from llmtrace.backend.generation.params import Constraint, InvalidRequestError, SpeculationConfig
 from llmtrace.backend.generation.tool_calls import tool_call_constraint
 from llmtrace.backend.server.errors import bad_request
 from llmtrace.backend.server.fields import get_bool, get_dict, get_number, get_str
 from llmtrace.backend.server.job import Job, Outcome
-from llmtrace.backend.server.openai_protocol import sampling_params
+from llmtrace.backend.server.openai_protocol import NO_SPECULATION, sampling_params
 from llmtrace.tracer.finish_reason import normalize_finish_reason
 
 # Canonical finish reasons (tracer.finish_reason) in Anthropic's words. The natural end (the model's
@@ -134,7 +134,7 @@ def _output_format(body: dict[str, Any]) -> Constraint | None:
     return Constraint(kind="json_schema", spec=fmt.get("schema") or {"type": "object"})
 
 
-def parse_messages(body: dict[str, Any]) -> Job:
+def parse_messages(body: dict[str, Any], speculation: SpeculationConfig = NO_SPECULATION) -> Job:
     model = get_str(body, "model", required=True)
     max_tokens = get_number(body, "max_tokens", None, integer=True)
     if max_tokens is None:
@@ -152,7 +152,7 @@ def parse_messages(body: dict[str, Any]) -> Job:
         constraint = _output_format(body)
         output_type = "json" if constraint is not None else "text"
     params, _ = sampling_params(body, default_max_tokens=max_tokens, constraint=constraint,
-                                stop_key="stop_sequences")
+                                stop_key="stop_sequences", speculation=speculation)
     return Job("messages", model, params, stream=get_bool(body, "stream", False), messages=messages,
                tools=tools, tool_choice=tool_choice, max_tokens_given=True, output_type=output_type)
 

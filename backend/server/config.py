@@ -20,6 +20,8 @@ class ServerConfig:
     default_max_tokens: int = 256  # chat requests that give no max_tokens
     max_body_bytes: int = 8 << 20
     drain_timeout_s: float = 30.0  # how long shutdown waits for in-flight requests
+    speculative: str = "off"  # the speculation requests get unless they ask otherwise: off, ngram or draft
+    speculative_k: int = 4  # tokens drafted per step when speculating
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -36,3 +38,7 @@ class ServerConfig:
             raise ValueError(f"normalize must be nfc, nfkc or none, got {self.normalize!r}")
         if self.default_max_tokens < 1:
             raise ValueError(f"default_max_tokens must be >= 1, got {self.default_max_tokens}")
+        if self.speculative not in ("off", "ngram", "draft"):
+            raise ValueError(f"speculative must be off, ngram or draft, got {self.speculative!r}")
+        if not 1 <= self.speculative_k <= 16:
+            raise ValueError(f"speculative_k must be in 1..16, got {self.speculative_k}")

@@ -11,7 +11,12 @@ from typing import Any
 
 import orjson
 
-from llmtrace.backend.generation.params import Constraint, InvalidRequestError, SamplingParams
+from llmtrace.backend.generation.params import (
+    Constraint,
+    InvalidRequestError,
+    SamplingParams,
+    SpeculationConfig,
+)
 from llmtrace.backend.generation.tool_calls import tool_call_constraint
 from llmtrace.backend.server.errors import bad_request
 from llmtrace.backend.server.fields import (
@@ -28,10 +33,57 @@ ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 DEFAULT_MAX_TOKENS = 256
 
 
+# Public names of the engine's speculation methods (``llmtrace serve --speculative`` and the per-request
+# ``speculative`` field), vLLM-style: "draft" drafts with the model's own first layers.
+SPECULATIVE = {"off": "none", "none": "none", "ngram": "ngram", "draft": "self_draft", "self_draft": "self_draft"}
+MAX_SPECULATIVE_K = 16
+NO_SPECULATION = SpeculationConfig()
+
+
+def speculation_config(method: str, k: int = 4, *, ngram_max: int = 3, draft_layers: int = 8,
+                       where: str = "speculative") -> SpeculationConfig:
+    """A SpeculationConfig from its public name; a bad name or size is a 400 naming ``where``."""
+    engine_method = SPECULATIVE.get(method.strip().lower()) if isinstance(method, str) else None
+    if engine_method is None:
+        raise bad_request(f"'{where}' must be one of off, ngram or draft, got {method!r}", where)
+    limits = (("k", k, MAX_SPECULATIVE_K), ("ngram_max", ngram_max, 8), ("draft_layers", draft_layers, 64))
+    for name, value, top in limits:
+        if not 1 <= value <= top:
+            raise bad_request(f"'{where}.{name}' must be in 1..{top}, got {value}", where)
+    return SpeculationConfig(method=engine_method, k=k, ngram_max=ngram_max,  # type: ignore[arg-type]
+                             draft_layers=draft_layers)
+
+
+def request_speculation(body: dict[str, Any], default: SpeculationConfig = NO_SPECULATION) -> SpeculationConfig:
+    """The request's ``speculative`` field: "off" / "ngram" / "draft", an object ``{"method": "ngram", "k": 6}``,
+    or a boolean (true: the server's method, ngram when the server speculates not at all); absent: the
+    server's default (``llmtrace serve --speculative``)."""
+    value = body.get("speculative")
+    if value is None:
+        return default
+    k = default.k
+    if isinstance(value, bool):
+        if not value:
+            return NO_SPECULATION
+        return default if default.method != "none" else speculation_config("ngram", k)
+    if isinstance(value, str):
+        return speculation_config(value, k, ngram_max=default.ngram_max, draft_layers=default.draft_layers)
+    if isinstance(value, dict):
+        return speculation_config(
+            get_str(value, "method", "ngram" if default.method == "none" else default.method) or "ngram",
+            get_number(value, "k", k, integer=True),
+            ngram_max=get_number(value, "ngram_max", default.ngram_max, integer=True),
+            draft_layers=get_number(value, "draft_layers", default.draft_layers, integer=True))
+    raise bad_request("'speculative' must be off, ngram, draft, a boolean or an object with a 'method'",
+                      "speculative")
+
+
 def sampling_params(body: dict[str, Any], *, default_max_tokens: int, constraint: Constraint | None,
                     max_tokens_key: tuple[str, ...] = ("max_tokens",), stop_key: str = "stop",
-                    logprobs: int | None = None) -> tuple[SamplingParams, bool]:
-    """SamplingParams from a request body (OpenAI and vLLM names); bool: whether max_tokens was given."""
+                    logprobs: int | None = None,
+                    speculation: SpeculationConfig = NO_SPECULATION) -> tuple[SamplingParams, bool]:
+    """SamplingParams from a request body (OpenAI and vLLM names); bool: whether max_tokens was given.
+    ``speculation``: the server's default, which the request's ``speculative`` field overrides."""
     max_tokens = None
     for key in max_tokens_key:
         max_tokens = get_number(body, key, max_tokens, integer=True)
@@ -56,6 +108,7 @@ def sampling_params(body: dict[str, Any], *, default_max_tokens: int, constraint
             logprobs=logprobs,
             skip_special_tokens=get_bool(body, "skip_special_tokens", True),
             constraint=constraint,
+            speculation=request_speculation(body, speculation),
         )
     except InvalidRequestError as exc:
         raise bad_request(str(exc), exc.param) from None
@@ -132,7 +185,8 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def parse_chat(body: dict[str, Any], default_max_tokens: int = DEFAULT_MAX_TOKENS) -> Job:
+def parse_chat(body: dict[str, Any], default_max_tokens: int = DEFAULT_MAX_TOKENS,
+               speculation: SpeculationConfig = NO_SPECULATION) -> Job:
     model = get_str(body, "model")
     messages = _messages(body)
     _check_n(body)
@@ -157,14 +211,15 @@ def parse_chat(body: dict[str, Any], default_max_tokens: int = DEFAULT_MAX_TOKEN
     params, given = sampling_params(
         body, default_max_tokens=default_max_tokens, constraint=constraint,
         max_tokens_key=("max_tokens", "max_completion_tokens"),
-        logprobs=(top_logprobs or 0) if want_logprobs else None,
+        logprobs=(top_logprobs or 0) if want_logprobs else None, speculation=speculation,
     )
     return Job("chat", model, params, stream=stream, messages=messages, tools=tools, tool_choice=tool_choice,
                max_tokens_given=given, include_usage=include_usage, logprobs=want_logprobs,
                output_type=output_type)
 
 
-def parse_completions(body: dict[str, Any], default_max_tokens: int = 16) -> Job:
+def parse_completions(body: dict[str, Any], default_max_tokens: int = 16,
+                      speculation: SpeculationConfig = NO_SPECULATION) -> Job:
     model = get_str(body, "model")
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
@@ -178,7 +233,8 @@ def parse_completions(body: dict[str, Any], default_max_tokens: int = 16) -> Job
     _check_n(body)
     stream, include_usage = _stream_flags(body)
     lp = get_number(body, "logprobs", None, integer=True)
-    params, given = sampling_params(body, default_max_tokens=default_max_tokens, constraint=None, logprobs=lp)
+    params, given = sampling_params(body, default_max_tokens=default_max_tokens, constraint=None, logprobs=lp,
+                                    speculation=speculation)
     return Job("completions", model, params, stream=stream, prompt=prompt, max_tokens_given=given,
                include_usage=include_usage, logprobs=lp is not None, echo=get_bool(body, "echo", False))
 
