@@ -8,12 +8,11 @@ is dropped and counted; ``export`` never raises.
 from __future__ import annotations
 
 import gc
-import json
 import os
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import orjson
@@ -32,15 +31,62 @@ _STRING = pa.string()
 ARROW_SCHEMA = pa.schema(
     [(n, pa.int64() if t == "BIGINT" else pa.float64() if t == "DOUBLE" else _STRING) for n, t in SPAN_COLUMNS]
 )
-_json_fallback = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
 
 
 def _dumps(obj: object) -> str:
-    """Compact JSON; orjson when the values allow it (it is ~10x faster), the stdlib otherwise."""
+    """Compact JSON (orjson, ~10x the stdlib). A value orjson refuses (a lone surrogate, an int beyond 64
+    bits) is repaired in this span only: the JSON columns must stay valid JSON, or DuckDB refuses the batch."""
     try:
         return orjson.dumps(obj, default=str).decode()
     except TypeError:
-        return _json_fallback(obj)
+        health.count("sanitized_values", 1, "a span value was not valid UTF-8 (lone surrogate) or beyond 64 bits; "
+                     "it was repaired (U+FFFD, a string) and the span kept")
+        return orjson.dumps(_repaired(obj), default=lambda v: _text(str(v))).decode()
+
+
+def _text(s: str) -> str:
+    """``s`` with each lone surrogate replaced by U+FFFD (a valid pair becomes its character)."""
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def _repaired(obj: object) -> object:
+    if isinstance(obj, str):
+        return _text(obj)
+    if isinstance(obj, bool) or obj is None or isinstance(obj, float):
+        return obj
+    if isinstance(obj, int):
+        return obj if -(2**63) <= obj < 2**64 else str(obj)
+    if isinstance(obj, Mapping):
+        return {_text(str(k)): _repaired(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_repaired(v) for v in obj]
+    return _text(str(obj))
+
+
+def _cell(value: object, type_: pa.DataType) -> object:
+    """One value made to fit its column; None when it cannot be (only that value is lost, never the span)."""
+    if value is None:
+        return None
+    if type_ == _STRING:
+        return _text(value if isinstance(value, str) else str(value))
+    try:
+        v = int(value) if type_ == pa.int64() else float(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return v if not isinstance(v, int) or -(2**63) <= v < 2**63 else None
+
+
+def _column(values: Sequence[object], type_: pa.DataType) -> pa.Array:
+    try:
+        return pa.array(values, type=type_)
+    except (pa.ArrowException, ValueError, TypeError, OverflowError):  # UnicodeEncodeError is a ValueError
+        health.count("sanitized_values", 1, "a span field did not fit its column (lone surrogate, wrong type); "
+                     "it was repaired and the span kept")
+        return pa.array([_cell(v, type_) for v in values], type=type_)
 
 
 def _attr_dict(span: ReadableSpan) -> dict[str, object]:
@@ -117,7 +163,7 @@ def _spans_to_arrow(spans: Sequence[ReadableSpan]) -> pa.Table:
             if events else None,
         ))
     columns = list(zip(*rows)) if rows else [()] * len(SPAN_COLUMNS)
-    return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, ARROW_SCHEMA)], schema=ARROW_SCHEMA)
+    return pa.Table.from_arrays([_column(c, f.type) for c, f in zip(columns, ARROW_SCHEMA)], schema=ARROW_SCHEMA)
 
 
 def insert_arrow(conn: object, table: pa.Table) -> None:
