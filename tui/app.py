@@ -15,7 +15,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.message import Message
 from textual.reactive import reactive
-from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Footer, Input, OptionList, Static, TabbedContent, TabPane
 
 from llmtrace.tracer.store import StoreError
 
@@ -265,12 +265,43 @@ class ExplorerApp(App[None]):
         elif active == "findings":
             self.findings.ensure_loaded()
 
+    def action_nav(self, where: str) -> None:
+        """j/k/g/G/ctrl-d/ctrl-u on the focused list: the request table or an option list."""
+        widget = self.focused
+        if isinstance(widget, DataTable):
+            rows = widget.row_count
+            if rows:
+                widget.move_cursor(row=_nav_target(where, widget.cursor_row, rows, widget.size.height),
+                                   animate=False)
+        elif isinstance(widget, OptionList):
+            count = widget.option_count
+            if count:
+                widget.highlighted = _nav_target(where, widget.highlighted or 0, count, widget.size.height)
+
+    def action_copy_trace_id(self) -> None:
+        """y: the trace id under the cursor of the active tab, to the clipboard (OSC 52 in the terminal)."""
+        trace_id = self._current_trace_id()
+        if trace_id is None:
+            self.notify("no trace under the cursor", timeout=2)
+            return
+        self.copy_to_clipboard(trace_id)
+        self.notify(f"copied trace id {trace_id}", timeout=2)
+
+    def _current_trace_id(self) -> str | None:
+        active = self.query_one(TabbedContent).active
+        if active == "trace":
+            return self.trace_pane.trace_id
+        if active == "findings":
+            finding = self.findings.current()
+            return finding.trace_ids[0] if finding is not None and finding.trace_ids else None
+        row = self.requests.current()
+        return row.trace_id if row is not None else None
+
     def action_back(self) -> None:
         tabs = self.query_one(TabbedContent)
         focused = self.focused
         if isinstance(focused, Input) and focused.id == "filter":
-            if focused.value:
-                self.requests.set_filter("")
+            # Esc only leaves the box: a filter just applied stays (a second Esc in the table clears it).
             self.requests.table.focus()
         elif tabs.active == "trace":
             self.action_show_tab("requests")
@@ -281,3 +312,11 @@ class ExplorerApp(App[None]):
             self.requests.set_filter("")
         elif tabs.active != "requests":
             self.action_show_tab("requests")
+
+
+def _nav_target(where: str, current: int, count: int, height: int) -> int:
+    """The row a vim-style movement lands on, kept inside ``0 .. count-1``."""
+    half = max(1, height // 2)
+    target = {"down": current + 1, "up": current - 1, "top": 0, "bottom": count - 1,
+              "half_down": current + half, "half_up": current - half}[where]
+    return max(0, min(count - 1, target))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from llmtrace.tracer.settings import resolve_db
@@ -16,6 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="live mode: show new passes as an app or the demo writes the store")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between live-mode polls (default 1)")
     parser.add_argument("--filter", default="", help="start with this request filter, e.g. 'ttft>2s deploy=v2'")
+    parser.add_argument("--service", default=None, help="only this service's passes (the filter term service=NAME)")
+    parser.add_argument("--since", default=None,
+                        help="only passes from this window: 30m, 2h, 7d or an ISO date (the filter term since=...)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -24,6 +28,9 @@ def run(args: argparse.Namespace) -> int:
     from .data.store_reader import StoreReader
 
     path = resolve_db(args.db or args.db_option)
+    initial = initial_filter(args)
+    if initial is None:
+        return 2
     if args.interval <= 0:
         print("llmtrace explore: --interval must be positive", file=sys.stderr)
         return 2
@@ -37,5 +44,24 @@ def run(args: argparse.Namespace) -> int:
             return 2
     from .app import ExplorerApp
 
-    ExplorerApp(path, follow=args.follow, poll_s=args.interval, initial_filter=args.filter).run()
+    ExplorerApp(path, follow=args.follow, poll_s=args.interval, initial_filter=initial).run()
     return 0
+
+
+def initial_filter(args: argparse.Namespace) -> str | None:
+    """--filter, --service and --since as one filter text (the box shows it, esc-esc clears it); None after
+    printing why when it does not compile."""
+    from .data.filter_expr import FilterError, compile_filter
+
+    terms = [args.filter] if args.filter else []
+    if args.service:
+        terms.append(shlex.quote(f"service={args.service}"))
+    if args.since:
+        terms.append(shlex.quote(f"since={args.since}"))
+    text = " ".join(terms)
+    try:
+        compile_filter(text)
+    except FilterError as exc:
+        print(f"llmtrace explore: {exc}", file=sys.stderr)
+        return None
+    return text

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as _dt
 
+from llmtrace.tracer.console import printable
+
 NONE = "—"
 
 
@@ -66,3 +68,8 @@ def value(v: object) -> str:
         return f"[{inner}{', …' if len(v) > 8 else ''}]"
     text = str(v)
     return text if len(text) <= 80 else text[:77] + "…"
+
+
+def printable_lines(text: str) -> str:
+    """Like ``printable``, but keeps the line breaks of text written to be read on several lines."""
+    return "\n".join(printable(line) for line in text.split("\n"))

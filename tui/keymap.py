@@ -39,8 +39,16 @@ KEYS: tuple[Key, ...] = (
     Key("0", "app.all_phases", "all phases again", show=False),
     Key("l", "app.toggle_follow", "live"),
     Key("ctrl+r", "app.reload", "reload", show=False),
-    Key("escape", "app.back", "back", show=False),
+    Key("escape", "app.back", "back (leaves the filter box, keeping the filter)", show=False),
+    Key("y", "app.copy_trace_id", "copy id"),
     Key("q", "app.quit", "quit"),
+    # vim-style movement in whichever list has focus (the request table, findings, the waterfall)
+    Key("j", "app.nav('down')", "down", show=False),
+    Key("k", "app.nav('up')", "up", show=False),
+    Key("g", "app.nav('top')", "first row", show=False),
+    Key("G", "app.nav('bottom')", "last row", show=False),
+    Key("ctrl+d", "app.nav('half_down')", "half a page down", show=False),
+    Key("ctrl+u", "app.nav('half_up')", "half a page up", show=False),
     # request table
     Key("enter", "select_cursor", "open trace", scope="requests", show=False),
     Key("o", "sort_next", "sort", scope="requests"),
@@ -73,6 +81,10 @@ def help_rows() -> list[tuple[str, str, str]]:
     for k in KEYS:
         if k in _PHASE_KEYS:
             continue
+        if k.action.startswith("app.nav("):
+            if k.key == "j":
+                rows.append((SCOPE_TITLES["app"], "j k g G ^d ^u", "down, up, first, last, half a page in a list"))
+            continue
         rows.append((SCOPE_TITLES[k.scope], k.display or _display(k.key), k.description))
         if k.action == "app.show_tab('cache')":
             names = ", ".join(f"{p.order} {p.title}" for p in PHASES)
@@ -81,4 +93,4 @@ def help_rows() -> list[tuple[str, str, str]]:
 
 
 def _display(key: str) -> str:
-    return {"escape": "esc", "enter": "enter", "ctrl+r": "ctrl+r"}.get(key, key)
+    return {"escape": "esc", "enter": "enter"}.get(key, key)

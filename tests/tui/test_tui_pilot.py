@@ -140,7 +140,10 @@ async def test_filter_box_expressions_and_errors(support_store: Path) -> None:
         await settle(pilot)
         assert box.has_class("-error") and "not like 2s" in text_of(app, "#requests-status")
         assert app.requests.total == 8  # a bad filter keeps the last good result
-        await pilot.press("slash", "escape")  # esc in the box clears the filter
+        await pilot.press("slash", "escape")  # esc only leaves the box: the last good filter stays
+        await settle(pilot)
+        assert app.requests.total == 8 and app.focused is app.requests.table
+        await pilot.press("escape")  # a second esc, in the table, clears it
         await settle(pilot)
         assert app.requests.total == 32 and box.value == ""
         await pilot.press("slash", *"hit<5%")  # typing alone applies it after a short pause
@@ -423,3 +426,113 @@ async def test_follow_mode_waits_for_a_store_that_does_not_exist_yet(tmp_path: P
             await pilot.pause(0.2)
         await settle(pilot)
         assert app.requests.total == 8 and app.query_one("#requests-table").display
+
+
+async def test_vim_keys_move_the_cursor_in_every_list(support_store: Path) -> None:
+    app = app_for(support_store)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        table = app.requests.table
+        assert table.cursor_row == 0
+        await pilot.press("j", "j", "j")
+        assert table.cursor_row == 3
+        await pilot.press("k")
+        assert table.cursor_row == 2
+        await pilot.press("G")
+        assert table.cursor_row == len(app.requests.rows) - 1
+        await pilot.press("g")
+        assert table.cursor_row == 0
+        await pilot.press("ctrl+d")
+        half = table.cursor_row
+        assert 5 <= half < len(app.requests.rows)
+        await pilot.press("ctrl+u")
+        assert table.cursor_row == 0
+        await pilot.press("enter")  # the waterfall is an option list: the same keys
+        await settle(pilot)
+        waterfall = app.trace_pane.waterfall
+        start = waterfall.highlighted or 0
+        await pilot.press("j", "j")
+        assert waterfall.highlighted == start + 2
+        await pilot.press("G")
+        assert waterfall.highlighted == waterfall.option_count - 1
+        await pilot.press("g")
+        assert waterfall.highlighted == 0
+
+
+async def test_y_copies_the_trace_id_under_the_cursor(support_store: Path) -> None:
+    app = app_for(support_store)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("j", "y")
+        assert app.clipboard == app.requests.rows[1].trace_id
+        await pilot.press("enter")
+        await settle(pilot)
+        await pilot.press("y")
+        assert app.clipboard == app.trace_pane.trace_id == app.requests.rows[1].trace_id
+
+
+async def test_columns_share_a_wide_terminal_so_ids_and_models_are_whole(support_store: Path) -> None:
+    app = app_for(support_store)
+    async with app.run_test(size=(200, 40)) as pilot:
+        await settle(pilot)
+        widths = {c.key: w for c, w in app.requests.visible_columns()}
+        used = sum(w + 1 for w in widths.values())
+        assert widths["trace"] >= 32, widths  # a whole W3C trace id
+        longest_model = max(len(r.model or "") for r in app.requests.rows) + 2  # side marker "c "
+        assert widths["model"] >= min(longest_model, 40), widths
+        assert used <= 200
+        row = app.requests.table.get_row_at(0)
+        trace_cell = row[list(widths).index("trace")]
+        assert app.requests.rows[0].trace_id in trace_cell.plain and "…" not in trace_cell.plain
+    async with app_for(support_store).run_test(size=(80, 30)) as pilot:  # narrow: the tier's widths, no overflow
+        await settle(pilot)
+        assert sum(w + 1 for _, w in pilot.app.requests.visible_columns()) <= 80
+
+
+async def test_terminal_escapes_in_the_store_are_shown_not_obeyed(support_store: Path) -> None:
+    # Any OTLP sender names its own spans and services: an OSC title change or a cursor move in one must
+    # reach the screen as visible text, never as a control sequence.
+    from llmtrace.tracer.store import write_connection
+
+    evil = "app\x1b]0;pwned\x07\x1b[2J"
+    with write_connection(support_store) as conn:
+        conn.execute("UPDATE spans SET service = ?, name = 'chat ' || ? WHERE trace_id = "
+                     "(SELECT trace_id FROM spans ORDER BY start_ns DESC LIMIT 1)", [evil, evil])
+    app = app_for(support_store)
+    async with app.run_test(size=(200, 40)) as pilot:
+        await settle(pilot)
+        row = app.requests.rows[0]
+        assert row.service == "app\\x1b]0;pwned\\x07\\x1b[2J"
+        cells = "".join(c.plain for c in app.requests.table.get_row_at(0))
+        assert "\x1b" not in cells and "\x07" not in cells and "\\x1b" in cells
+        await pilot.press("enter")
+        await settle(pilot)
+        names = [s.name for s in app.trace_pane.trace.spans]
+        assert any("\\x1b]0;pwned" in n for n in names) and not any("\x1b" in n for n in names)
+        screen = app.export_screenshot()
+        assert "pwned" in screen and "\x1b]0;" not in screen
+
+
+async def test_service_and_since_flags_become_filter_terms(support_store: Path) -> None:
+    import argparse
+
+    from llmtrace.tui.cli import add_arguments, initial_filter
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    text = initial_filter(parser.parse_args(["--service", "support-app", "--since", "3650d"]))
+    assert text == "service=support-app since=3650d"
+    async with app_for(support_store, initial_filter=text).run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        assert pilot.app.requests.total == 32
+    for flags in (["--service", "another-app"], ["--since", "2026-11-18T11:08"]):
+        text = initial_filter(parser.parse_args(flags))
+        async with app_for(support_store, initial_filter=text).run_test(size=(160, 40)) as pilot:
+            await settle(pilot)
+            rows = pilot.app.requests.rows
+            if flags[0] == "--service":
+                assert pilot.app.requests.total == 0
+            else:  # the store's passes run from 11:06:40 to 11:09 UTC that day: only the later ones
+                assert 0 < pilot.app.requests.total < 32
+                assert min(r.start_ns for r in rows) >= 1_795_000_000_000_000_000 + 80 * 10**9
+    assert initial_filter(parser.parse_args(["--since", "yesterday-ish"])) is None

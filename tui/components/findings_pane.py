@@ -14,12 +14,14 @@ from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from llmtrace.tracer.console import printable
 from llmtrace.tracer.stages import get_phase, is_stage
 from llmtrace.tracer.store import StoreError
 from llmtrace.tracer.symptoms import Symptom, get_symptom
 
 from ..data.findings_source import AnalyzersUnavailable, read_findings
 from ..data.store_reader import StoreReader
+from ..format import printable_lines
 from ..keymap import bindings
 from ..messages import ShowTraces, TraceChosen
 from ..theme import phase_colour, severity_style
@@ -225,7 +227,7 @@ def _unique(ids: tuple[str, ...]) -> list[str]:
 def _finding_line(f: Finding) -> Text:
     text = Text()
     text.append(SEVERITY_MARK.get(f.severity, "·") + " ", style=severity_style(f.severity))
-    text.append(f.title, style="bold")
+    text.append(printable(f.title), style="bold")
     text.append("\n   ")
     text.append(f.stage, style=phase_colour(f.phase))
     text.append(f" · {f.symptom} · {len(_unique(f.trace_ids))} traces", style="dim")
@@ -236,11 +238,11 @@ def _detail(f: Finding) -> RenderableType:
     colour = phase_colour(f.phase)
     phase = get_phase(f.phase).title if f.phase else "?"
     parts: list[RenderableType] = [
-        Text(f.title, style=f"bold {severity_style(f.severity) or ''}".strip()),
+        Text(printable(f.title), style=f"bold {severity_style(f.severity) or ''}".strip()),
         Text.assemble((f"{f.severity} · ", "dim"), (f"{phase} / {f.stage}", colour),
                       (f" · symptom {f.symptom} · score {f.score:.2f}", "dim")),
         Text(""),
-        Text(f.summary),
+        Text(printable_lines(f.summary)),
         Text(""),
     ]
     if f.evidence:
@@ -249,9 +251,10 @@ def _detail(f: Finding) -> RenderableType:
         table.add_column("value", ratio=3, overflow="fold")
         table.add_column("traces", ratio=1, justify="right")
         for e in f.evidence:
-            table.add_row(e.label, Text(e.render_value(), style="bold"), str(len(_unique(e.trace_ids))))
+            table.add_row(printable(e.label), Text(printable(e.render_value()), style="bold"),
+                          str(len(_unique(e.trace_ids))))
         parts += [table, Text("")]
-    parts.append(Text.assemble(("Next check  ", "bold #5fd7d7"), f.next_check))
+    parts.append(Text.assemble(("Next check  ", "bold #5fd7d7"), printable(f.next_check)))
     if is_stage(f.stage):
         parts.append(Text(f"(open a trace and highlight {f.stage} for its boundary values)", style="dim"))
     return Group(*parts)

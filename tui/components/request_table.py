@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -48,10 +49,34 @@ def tier(width: int) -> int:
     return 0 if width < NARROW else 2 if width >= WIDE else 1
 
 
-def columns_for(width: int) -> list[tuple[Column, int]]:
-    """(column, content width) pairs that fit a pane ``width`` columns wide."""
+# Columns whose content varies in length get the width the tier leaves over, in this order, up to what
+# their longest loaded value needs (a trace id is 32 characters, model names run long).
+FLEXIBLE = ("trace", "model", "service", "deploy", "finish", "replica")
+SCROLLBAR = 2
+
+
+def columns_for(width: int, rows: Sequence[RequestRow] = ()) -> list[tuple[Column, int]]:
+    """(column, content width) pairs that fit a pane ``width`` columns wide, sharing what is left over
+    among the columns whose values in ``rows`` would otherwise be cut."""
     t = tier(width)
-    return [(c, c.widths[t]) for c in COLUMNS if c.widths[t] > 0]
+    layout = [(c, c.widths[t]) for c in COLUMNS if c.widths[t] > 0]
+    spare = width - sum(w + 1 for _, w in layout) - SCROLLBAR
+    if width <= 0 or spare <= 0 or not rows:
+        return layout
+    widths = dict((c.key, w) for c, w in layout)
+    need: dict[str, int] = {}
+    for c, w in layout:
+        if c.key in FLEXIBLE:
+            need[c.key] = max(len(c.label) + 1, max(_cell(c, w, r).cell_len for r in rows[:200]))  # +1: sort arrow
+            if need[c.key] < w:  # short values (replica r0, deploy v2) hand their room to long ones
+                spare += w - need[c.key]
+                widths[c.key] = need[c.key]
+    for key in FLEXIBLE:
+        if key in need and spare > 0:
+            extra = min(spare, max(0, need[key] - widths[key]))
+            widths[key] += extra
+            spare -= extra
+    return [(c, widths[c.key]) for c, _ in layout]
 
 
 def row_cells(r: RequestRow, columns: list[tuple[Column, int]]) -> list[Text]:

@@ -16,7 +16,7 @@ from ..data.filter_expr import CompiledFilter, FilterError, compile_filter
 from ..data.records import RequestPage, RequestRow
 from ..data.store_reader import SORT_COLUMNS, StoreReader
 from ..messages import StoreProblem, TraceChosen
-from .request_table import Column, RequestTable, SortStep, columns_for, row_cells, tier
+from .request_table import Column, RequestTable, SortStep, columns_for, row_cells
 
 PAGE = 100
 TEXT_SORTS = ("model", "replica", "deploy", "finish", "service", "trace")  # these sort A→Z first
@@ -52,7 +52,7 @@ class RequestsPane(Vertical):
         self._generation = 0
         self._loading = False
         self._debounce: Timer | None = None
-        self._tier: int | None = None
+        self._layout: list[tuple[Column, int]] = []
         self._keep_span: str | None = None
 
     def compose(self) -> ComposeResult:
@@ -72,19 +72,32 @@ class RequestsPane(Vertical):
         self.reload()
 
     def on_resize(self) -> None:
-        if self._tier != tier(self.size.width):
-            self._build_columns()
-            self._fill(self.rows)
+        self._relayout(self.rows, keep_cursor=True)
 
     def visible_columns(self) -> list[tuple[Column, int]]:
-        """(column, width) pairs that fit the pane."""
-        return columns_for(self.size.width)
+        """(column, width) pairs shown now: they fit the pane and share its width by content."""
+        return self._layout
 
-    def _build_columns(self) -> None:
-        self._tier = tier(self.size.width)
+    def _relayout(self, rows: list[RequestRow], keep_cursor: bool = False) -> bool:
+        """Rebuild the columns when the pane's width or the loaded rows ask for another layout."""
+        layout = columns_for(self.size.width, rows)
+        if [(c.key, w) for c, w in layout] == [(c.key, w) for c, w in self._layout]:
+            return False
+        current = self.current()
+        if keep_cursor and current is not None and self._keep_span is None:
+            self._keep_span = current.span_id
+        self._build_columns(layout)
+        self._fill(rows)
+        return True
+
+    def _build_columns(self, layout: list[tuple[Column, int]] | None = None) -> None:
+        if layout is not None:
+            self._layout = layout
+        elif not self._layout:
+            self._layout = columns_for(self.size.width, self.rows)
         table = self.table
         table.clear(columns=True)
-        for c, width in self.visible_columns():
+        for c, width in self._layout:
             arrow = ("▼" if self.descending else "▲") if c.key == self.sort else ""
             name = (c.label if len(c.label) + len(arrow) <= width else c.label[: width - len(arrow)]) + arrow
             label = Text(" " + (name.rjust(width) if c.numeric else name.ljust(width)), style="bold")
@@ -127,11 +140,12 @@ class RequestsPane(Vertical):
         self.store_passes = page.store_passes
         if message.append:
             have = {r.span_id for r in self.rows}
-            for r in page.rows:
-                if r.span_id not in have:  # live writes can shift pages; never add a row twice
+            fresh = [r for r in page.rows if r.span_id not in have]  # live writes can shift pages
+            if not self._relayout(self.rows + fresh, keep_cursor=True):
+                for r in fresh:
                     self.rows.append(r)
                     self.table.add_row(*self._cells(r), key=r.span_id)
-        else:
+        elif not self._relayout(list(page.rows)):
             self._fill(list(page.rows))
         self._show_empty(message.error)
         self._update_status()

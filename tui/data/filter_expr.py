@@ -1,6 +1,6 @@
 """The request filter box's little language, compiled to a parameterised SQL ``WHERE`` clause.
 
-    ttft>2s  tpot>=40ms  finish=length  deploy=v2  hit<50%  prompt>1000  model~smol  trace=4bf9,a1c2
+    ttft>2s  tpot>=40ms  finish=length  deploy=v2  hit<50%  prompt>1000  model~smol  trace=4bf9,a1c2  since=2h
     slow-model            (a bare word matches model, deploy, replica, finish reason, service or trace id)
 
 Terms are AND-ed. Durations take us/ms/s/m (bare numbers are ms), ratios take 0.5 or 50%, strings
@@ -14,7 +14,9 @@ import shlex
 from dataclasses import dataclass
 from typing import Literal
 
-Kind = Literal["duration", "count", "ratio", "money", "text", "id"]
+from llmtrace.tracer.timewindow import parse_since
+
+Kind = Literal["duration", "count", "ratio", "money", "text", "id", "since"]
 
 
 class FilterError(ValueError):
@@ -46,6 +48,7 @@ FIELDS: dict[str, Field] = {
     "side": Field("side", "text", "client, server or app"),
     "status": Field("status", "text", "ok, error or cancelled"),
     "trace": Field("trace_id", "id", "trace id (prefix)"),
+    "since": Field("start_ns", "since", "passes from this window: since=30m, since=7d, since=2026-11-30"),
 }
 ALIASES = {"out": "output", "dur": "duration", "finish_reason": "finish", "hit_ratio": "hit", "version": "deploy"}
 FREE_TEXT_COLUMNS = ("model", "deploy", "replica", "finish_reason", "service", "trace_id")
@@ -96,6 +99,13 @@ def _compile_term(field: Field, op: str, raw: str, term: str) -> tuple[str, list
     if raw == "":
         raise FilterError(f"{term!r} has no value")
     col = field.column
+    if field.kind == "since":  # the same --since values as sql, diagnose and check
+        if op != "=":
+            raise FilterError(f"{term!r}: since takes =, e.g. since=2h")
+        try:
+            return f"{col} >= ?", [parse_since(raw)]
+        except ValueError as exc:
+            raise FilterError(str(exc)) from None
     if field.kind in ("text", "id"):
         if op in (">", "<", ">=", "<="):
             raise FilterError(f"{term!r}: {op} does not apply to text; use =, != or ~")

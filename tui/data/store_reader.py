@@ -17,6 +17,7 @@ from typing import TypeVar
 
 import duckdb
 
+from llmtrace.tracer.console import printable
 from llmtrace.tracer.schema import PASS_OPERATIONS
 from llmtrace.tracer.store import StoreError, read_connection
 
@@ -132,7 +133,7 @@ class StoreReader:
                 f"SELECT {REQUEST_COLUMNS} FROM requests WHERE start_ns BETWEEN ? AND ? AND span_id IN ({marks})",
                 [lo, hi, *(k[0] for k in keys)],
             ).fetchall()
-            by_id = {r[1]: RequestRow(*r) for r in rows}
+            by_id = {r[1]: RequestRow(*map(_printable, r)) for r in rows}
             ordered = tuple(by_id[k[0]] for k in keys if k[0] in by_id)
             return RequestPage(ordered, total, offset, store_passes)
 
@@ -147,7 +148,8 @@ class StoreReader:
                 [trace_id],
             ).fetchall()
             spans = tuple(
-                SpanRecord(*r[:12], attributes=MappingProxyType(_decode(r[12]))) for r in rows  # type: ignore[misc]
+                SpanRecord(*map(_printable, r[:12]), attributes=MappingProxyType(_decode(r[12])))  # type: ignore[misc]
+                for r in rows
             )
             return TraceRecord(trace_id, spans)
 
@@ -259,6 +261,18 @@ def _f(value: object) -> float | None:
     return None if value is None else float(value)  # type: ignore[arg-type]
 
 
+def _printable(value: T) -> T:
+    """Strings from the store with control characters shown as escapes: any OTLP sender can put a
+    terminal escape in a span name or a value, and the explorer draws straight onto the terminal."""
+    if isinstance(value, str):
+        return printable(value)  # type: ignore[return-value]
+    if isinstance(value, list):
+        return [_printable(v) for v in value]  # type: ignore[return-value]
+    if isinstance(value, dict):
+        return {printable(str(k)): _printable(v) for k, v in value.items()}  # type: ignore[return-value]
+    return value
+
+
 def _decode(text: str | None) -> dict[str, object]:
     if not text:
         return {}
@@ -266,7 +280,7 @@ def _decode(text: str | None) -> dict[str, object]:
         value = json.loads(text)
     except ValueError:
         return {}
-    return value if isinstance(value, dict) else {}
+    return _printable(value) if isinstance(value, dict) else {}
 
 
 def _describe(path: Path, exc: duckdb.Error) -> str:
