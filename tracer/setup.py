@@ -72,6 +72,7 @@ def init(
         _processors[:] = processors
         _dropped_before = health.counters().get("dropped_spans", 0)
         capture_mode.set_mode(settings.capture)
+        capture_mode.use_store_key(settings.db)  # hashes keyed with the store's secret (<store>.key)
         recording.configure(provider.get_tracer("llmtrace"), strict=settings.strict)
         if set_global:
             trace.set_tracer_provider(provider)
