@@ -12,6 +12,7 @@ import random
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -95,27 +96,104 @@ def read_connection(path: str | os.PathLike[str], timeout_s: float = 30.0) -> It
         conn.close()
 
 
-def parquet_connection(glob: str) -> duckdb.DuckDBPyConnection:
-    """An in-memory connection whose ``spans`` and views read a Parquet export (local or object storage)."""
+@dataclass(frozen=True, slots=True)
+class SpanFilter:
+    """Which spans the read views show: one service, spans that started at or after ``since_ns``."""
+
+    service: str | None = None
+    since_ns: int | None = None
+
+    def where(self) -> str:
+        parts = []
+        if self.service is not None:
+            parts.append(f"service = {_quote(self.service)}")
+        if self.since_ns is not None:
+            parts.append(f"start_ns >= {int(self.since_ns)}")
+        return " WHERE " + " AND ".join(parts) if parts else ""
+
+    def deploys_where(self) -> str:
+        # Deploy marks without a service apply to every service, so they stay.
+        return f" WHERE service IS NULL OR service = {_quote(self.service)}" if self.service is not None else ""
+
+
+def parquet_files(glob: str) -> list[str]:
+    """The files a Parquet glob names now (expanded once, so a locked connection can be allowed exactly these)."""
     conn = duckdb.connect(":memory:")
     try:
-        conn.execute(f"CREATE VIEW spans AS SELECT * FROM read_parquet({_quote(glob)}, hive_partitioning = true, hive_types_autocast = false, union_by_name = true)")
+        files = [r[0] for r in conn.execute("SELECT file FROM glob(?) ORDER BY file", [glob]).fetchall()]
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot read Parquet {glob}: {str(exc).splitlines()[0]}") from None
+    finally:
+        conn.close()
+    if not files:
+        raise StoreError(f"no Parquet files match {glob}")
+    return files
+
+
+def parquet_connection(glob: str, span_filter: SpanFilter | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory connection whose ``spans`` and views read a Parquet export (local or object storage).
+
+    Every object is a view (``deploys`` too), so the connection holds no table a query could change."""
+    return _parquet(glob, span_filter)[0]
+
+
+def _parquet(glob: str, span_filter: SpanFilter | None) -> tuple[duckdb.DuckDBPyConnection, list[str]]:
+    files = parquet_files(glob)
+    where = span_filter.where() if span_filter else ""
+    conn = duckdb.connect(":memory:")
+    try:
+        listed = "[" + ", ".join(_quote(f) for f in files) + "]"
+        conn.execute(f"CREATE VIEW spans AS SELECT * FROM read_parquet({listed}, hive_partitioning = true, "
+                     f"hive_types_autocast = false, union_by_name = true){where}")
+        conn.execute("SELECT * FROM spans LIMIT 0")  # a broken file is a StoreError now, not at the first query
     except duckdb.Error as exc:
         conn.close()
         raise StoreError(f"cannot read Parquet {glob}: {str(exc).splitlines()[0]}") from None
-    conn.execute("CREATE TABLE deploys (name VARCHAR, service VARCHAR, at_ns BIGINT, note VARCHAR)")
+    conn.execute("CREATE VIEW deploys AS SELECT CAST(NULL AS VARCHAR) AS name, CAST(NULL AS VARCHAR) AS service, "
+                 "CAST(NULL AS BIGINT) AS at_ns, CAST(NULL AS VARCHAR) AS note WHERE false")
     for stmt in views_sql():
         conn.execute(stmt)
-    return conn
+    return conn, files
+
+
+def _filter_store(conn: duckdb.DuckDBPyConnection, span_filter: SpanFilter) -> None:
+    """Temporary views over the read-only store that show only the filtered spans; they shadow the store's
+    own ``spans``, ``deploys`` and views for this connection (the temp schema is searched first)."""
+    row = conn.execute("SELECT current_database()").fetchone()
+    catalog = '"' + str(row[0] if row else "").replace('"', '""') + '"'
+    conn.execute(f"CREATE TEMP VIEW spans AS SELECT * FROM {catalog}.main.spans{span_filter.where()}")
+    conn.execute(f"CREATE TEMP VIEW deploys AS SELECT * FROM {catalog}.main.deploys{span_filter.deploys_where()}")
+    for stmt in views_sql():
+        conn.execute(stmt.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMP VIEW", 1))
+
+
+def lock_read_only(conn: duckdb.DuckDBPyConnection, allowed_files: list[str] | None = None) -> None:
+    """Lock a read connection inside DuckDB: no file, extension or network access except ``allowed_files``
+    (the Parquet files the user named; the opened store stays readable), no spilling to a temp directory,
+    and no configuration change after this (``SET``/``RESET`` fail)."""
+    if allowed_files:
+        conn.execute("SET allowed_paths = ?", [allowed_files])
+    conn.execute("SET temp_directory = ''")  # a big sort fails instead of writing beside the store
+    conn.execute("SET autoinstall_known_extensions = false")
+    conn.execute("SET autoload_known_extensions = false")
+    conn.execute("SET enable_external_access = false")
+    conn.execute("SET lock_configuration = true")
 
 
 @contextmanager
-def read_store(db: str | os.PathLike[str] | None, parquet: str | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+def read_store(db: str | os.PathLike[str] | None, parquet: str | None = None, *,
+               span_filter: SpanFilter | None = None, locked: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
     """What the read-only commands query: a Parquet export when ``parquet`` is given, else the store at ``db``
-    (default: ``LLMTRACE_DB`` or ./llmtrace.duckdb); closed on exit, StoreError when neither can be read."""
+    (default: ``LLMTRACE_DB`` or ./llmtrace.duckdb); closed on exit, StoreError when neither can be read.
+
+    ``span_filter`` limits spans and every view to one service / time window; ``locked`` applies
+    ``lock_read_only`` (``llmtrace sql`` runs people's queries on it)."""
+    active = span_filter if span_filter and span_filter.where() else None
     if parquet:
-        conn = parquet_connection(parquet)
+        conn, files = _parquet(parquet, active)
         try:
+            if locked:
+                lock_read_only(conn, files)
             yield conn
         finally:
             conn.close()
@@ -123,6 +201,10 @@ def read_store(db: str | os.PathLike[str] | None, parquet: str | None = None) ->
         from .settings import resolve_db
 
         with read_connection(resolve_db(db)) as conn:
+            if active:
+                _filter_store(conn, active)
+            if locked:
+                lock_read_only(conn)
             yield conn
 
 
