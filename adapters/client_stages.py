@@ -14,7 +14,7 @@ from llmtrace.tracer import capture
 from llmtrace.tracer import recording as rec
 from llmtrace.tracer import semconv as sc
 
-from . import meters, segments, textscan, usage_source, volatile
+from . import meters, segments, textscan, usage_source, volatile, wire
 from . import usage as usage_mod
 
 if TYPE_CHECKING:
@@ -196,18 +196,15 @@ def emit_stages(call: Call, end: int) -> None:
             },
         )
 
-    # ── cache: only what the provider reported ──────────────────────────────────────────────
+    # ── cache: what the provider reported, and where this prompt parts from the last of its template
+    prefix = wire.prefix_values(call)
     if usage is not None and usage.cache_read_tokens is not None:
+        prefix[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = usage.cache_read_tokens
+        prefix["llmtrace.prefix.hit_tokens"] = usage.cache_read_tokens
+        prefix["llmtrace.prefix.source"] = "provider_reported"
+    if prefix:
         rec.record_stage(
-            "cache.prefix_match",
-            start_ns=t0w,
-            end_ns=wall(call.t_headers or t0),
-            parent=parent,
-            values={
-                sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: usage.cache_read_tokens,
-                "llmtrace.prefix.hit_tokens": usage.cache_read_tokens,
-                "llmtrace.prefix.source": "provider_reported",
-            },
+            "cache.prefix_match", start_ns=t0w, end_ns=wall(call.t_headers or t0), parent=parent, values=prefix
         )
 
     # ── streaming ───────────────────────────────────────────────────────────────────────────

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from llmtrace.adapters import divergence
 from llmtrace.tracer import health
 
 _QUIET_FAILURES = ("wrong_value_type", "unknown_stage", "adapter_error")
@@ -19,3 +20,10 @@ def no_quiet_failures(request: pytest.FixtureRequest) -> Iterator[None]:
     expected = {"adapter_error"} if "never_reach_the_app" in request.node.name else set()
     grown = {k: after.get(k, 0) - before.get(k, 0) for k in _QUIET_FAILURES if k not in expected}
     assert not any(grown.values()), f"recording dropped or failed quietly: {grown}"
+
+
+@pytest.fixture(autouse=True)
+def fresh_wire_memory() -> Iterator[None]:
+    """The middleware remembers recent prompts per process; each test starts without another's."""
+    divergence.history.clear()
+    yield

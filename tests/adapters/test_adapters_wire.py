@@ -102,3 +102,70 @@ def test_request_usage_false_leaves_the_request_and_estimates(tiny_server: Any, 
     assert second["llmtrace.usage.estimator"] == "tokenizer"
     assert second["llmtrace.usage.estimated_input_tokens"] == len(SYSTEM.split()) + len(QUESTION.split())
     assert_no_text(traced, SYSTEM, QUESTION)
+
+
+# ── 2. the shape of what changed ────────────────────────────────────────────────────────────
+def _tool(name: str, note: str = "") -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {"name": name, "description": f"Look up {name}.{note}", "parameters": {"type": "object"}},
+    }
+
+
+def _prefix_stages(db: Path) -> list[dict[str, Any]]:
+    passes = rows(db, "SELECT span_id FROM requests WHERE side='client' ORDER BY start_ns")
+    return [stages_of(db, p["span_id"])["cache.prefix_match"]["attributes"] for p in passes]
+
+
+def test_divergence_window_and_class_between_prompts_of_one_template(tiny_server: Any, traced: Path) -> None:
+    client = instrument(_openai(tiny_server))
+    clock = "You are the support agent. Current time: {}. Answer briefly and politely to the customer."
+    for t in ("2026-11-29T10:15:00Z", "2026-11-29T10:16:41Z"):
+        msgs = [{"role": "system", "content": clock.format(t)}, {"role": "user", "content": QUESTION}]
+        client.chat.completions.create(model="tiny", messages=msgs, max_tokens=2)
+    tools = [_tool("orders"), _tool("refunds"), _tool("parcels")]
+    for i, order in enumerate(([0, 1, 2], [2, 0, 1])):
+        ids = ["3f2a9c1e-1111-4222-8333-123456789abc", "9b7d2e4f-2222-4333-8444-abcdef012345"]
+        client.chat.completions.create(
+            model="tiny",
+            messages=[{"role": "user", "content": f"{QUESTION} (request {ids[i]})"}],
+            tools=[tools[j] for j in order],
+            max_tokens=2,
+        )
+    first, second, third, fourth = _prefix_stages(traced)
+    assert "llmtrace.divergence.class" not in first and first["llmtrace.divergence.prompt_tokens_est"] > 10
+    assert second["llmtrace.divergence.template"] == first["llmtrace.divergence.template"]
+    assert (second["llmtrace.divergence.class"], second["llmtrace.divergence.segment"]) == ("timestamp", "system")
+    assert second["llmtrace.divergence.char_offset"] == clock.index("{}")
+    assert second["llmtrace.divergence.segment_offset"] == clock.index("{}")
+    assert second["llmtrace.divergence.length"] == len("2026-11-29T10:16:41Z")
+    tail = len(clock) - clock.index("{}") - 2 + len(QUESTION)
+    assert second["llmtrace.divergence.reusable_after_tokens"] == (tail + 3) // 4
+    assert second["llmtrace.divergence.shared_prefix_tokens"] == (clock.index("{}") + 3) // 4
+    # Another template (tools first): compared only within itself; the shuffled tools are named as such.
+    assert third["llmtrace.divergence.template"] != first["llmtrace.divergence.template"]
+    assert "llmtrace.divergence.class" not in third
+    assert (fourth["llmtrace.divergence.class"], fourth["llmtrace.divergence.segment"]) == ("reordered", "tools")
+    # After the shuffled items: the tools' shared tail and the user turn up to its differing id.
+    assert 0 < fourth["llmtrace.divergence.reusable_after_tokens"] < fourth["llmtrace.divergence.prompt_tokens_est"]
+    assert_no_text(traced, clock, QUESTION, "Look up orders.")
+
+
+def test_divergence_classes_for_ids_counters_emails_and_invisible_text(tiny_server: Any, traced: Path) -> None:
+    client = instrument(_openai(tiny_server))
+    cases = {
+        "hex_id": ("Trace a1b2c3d4e5f60718 is open.", "Trace 0f9e8d7c6b5a4321 is open."),
+        "counter": ("This is turn 4 of the chat.", "This is turn 5 of the chat."),
+        "email": ("Customer alice@example.com asks.", "Customer bob.smith@corp.org asks."),
+        "invisible": ("Answer the question.", "Answer the\u200b question."),
+        "whitespace": ("Answer  the question.", "Answer the question."),
+    }
+    for model_suffix, (a, b) in enumerate(cases.values()):
+        for system in (a, b):  # a model name per case keeps each case its own template
+            client.chat.completions.create(
+                model="tiny",
+                messages=[{"role": "system", "content": f"[{model_suffix}] {system}"}, {"role": "user", "content": "hi"}],
+                max_tokens=1,
+            )
+    found = [s.get("llmtrace.divergence.class") for s in _prefix_stages(traced)[1::2]]
+    assert found == list(cases)
