@@ -13,6 +13,7 @@ FOLDERS = {
     "backend": "llmtrace.backend",
     "analyzers": "llmtrace.analyzers",
     "tui": "llmtrace.tui",
+    "report": "llmtrace.report",
 }
 
 packages: list[str] = []

@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sql": ("llmtrace.tracer.sql_cli", "run read-only SQL over the store and print a table"),
     "diagnose": ("llmtrace.analyzers.diagnose_cli", "run the analyzers and print findings"),
     "check": ("llmtrace.analyzers.check_cli", "CI gate: fail when cache hit rate (or TTFT, cost) regresses"),
+    "report": ("llmtrace.report.cli", "write a self-contained HTML report (findings, charts, trace pages)"),
     "stages": ("llmtrace.tracer.stages_cli", "print the stage registry"),
     "export": ("llmtrace.tracer.export_cli", "export the store as hive-partitioned Parquet"),
     "deploy": ("llmtrace.tracer.deploy_cli", "annotate the store with a deploy (llmtrace deploy mark NAME)"),

@@ -1,0 +1,30 @@
+"""``llmtrace report``: one self-contained HTML page (no script, no network) with the findings, the cache hit
+rate over time and by deploy, where the time goes, latency and cost by deploy, hit rate against KV pool
+size, and a page per linked trace. ``llmtrace check --html`` writes the same page focused on a regression.
+
+    from llmtrace.report import Options, Selection, build_report
+    with read_store("llmtrace.duckdb") as conn:
+        Path("report.html").write_text(build_report(conn, Options(selection=Selection(service="app"))).html)
+
+Charts need the optional extra ``report`` (vl-convert-python); this package imports without it.
+"""
+
+from __future__ import annotations
+
+from .build import Options, Report, build_report
+from .charts import ChartsUnavailable
+from .data import Selection
+from .focus import Focus
+
+__all__ = ["ChartsUnavailable", "Focus", "Options", "Report", "Selection", "build_report", "write_regression_report"]
+
+
+def write_regression_report(path: str, conn: object, focus: Focus, since_ns: int | None = None,
+                            source: str = "") -> Report:
+    """What ``llmtrace check --html FILE`` calls: the report over ``conn`` with the regression first."""
+    from pathlib import Path
+
+    report = build_report(conn, Options(selection=Selection(since_ns), source=source,  # type: ignore[arg-type]
+                                        title="llmtrace check: regression report", focus=focus))
+    Path(path).write_text(report.html, encoding="utf-8")
+    return report

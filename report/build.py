@@ -1,0 +1,256 @@
+"""Builds the report: read the selection once (``data``), run the analyzers on the same materialized passes,
+render every chart, and assemble one HTML page (``page``).
+
+    with read_store(db, parquet) as conn:
+        html = build_report(conn, Options(selection=Selection(since_ns, "support-agent"))).html
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+
+from llmtrace.analyzers.finding import Finding
+from llmtrace.analyzers.registry import ANALYZERS
+
+from . import charts, costs, kvpool, page
+from .data import ReportData, Selection, Summary
+from .focus import Focus, focus_section
+from .traces import layout, waterfall_rows
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    selection: Selection = field(default_factory=Selection)
+    source: str = ""  # the store or glob, for the header
+    title: str = "llmtrace report"
+    max_traces: int = 10  # trace pages; each costs a chart render (~0.1 s), so the total is capped
+    traces_per_finding: int = 3
+    focus: Focus | None = None  # `llmtrace check --html`: the regression first, baseline vs candidate
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    html: str
+    findings: tuple[Finding, ...]
+    trace_ids: tuple[str, ...]
+    charts: int
+    seconds: dict[str, float]
+
+
+class _Charts:
+    """Renders specs and keeps count and time, for the benchmark."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.seconds = 0.0
+
+    def __call__(self, spec: dict[str, Any]) -> str:
+        t = time.perf_counter()
+        svg = charts.render(spec)
+        self.seconds += time.perf_counter() - t
+        self.count += 1
+        return svg
+
+
+def build_report(conn: duckdb.DuckDBPyConnection, options: Options | None = None) -> Report:
+    opts = options or Options()
+    if not charts.available():
+        charts.render({})  # raises ChartsUnavailable with the extra to install, before any work
+    secs: dict[str, float] = {}
+    t = time.perf_counter()
+    data = ReportData(conn, opts.selection).open()
+    try:
+        secs["read_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        findings = _findings(data)
+        secs["analyzers_s"] = time.perf_counter() - t
+        render = _Charts()
+        t = time.perf_counter()
+        summary = data.summary()
+        keep = opts.focus.deploys() if opts.focus is not None else None
+        body, toc, trace_ids = _body(data, summary, findings, opts, render, keep)
+        secs["sections_s"] = time.perf_counter() - t - render.seconds
+        secs["charts_s"] = render.seconds
+    finally:
+        data.close()
+    html = page.document(opts.title, _meta(summary, opts), toc, body)
+    return Report(html, tuple(findings), tuple(trace_ids), render.count, {k: round(v, 3) for k, v in secs.items()})
+
+
+def _findings(data: ReportData) -> list[Finding]:
+    out: list[Finding] = []
+    for analyzer in ANALYZERS.values():
+        out.extend(analyzer.analyze(data.conn, data.sel.since_ns, query=data.query))
+    out.sort(key=Finding.sort_key)
+    return out
+
+
+def _meta(s: Summary, opts: Options) -> str:
+    sel = opts.selection
+    parts = [f"{s.passes:,} passes in {s.traces:,} traces", f"{page.when(s.first_ns)} – {page.when(s.last_ns)}"]
+    if opts.source:
+        parts.append(f"store {opts.source}")
+    if sel.service:
+        parts.append(f"service {sel.service}")
+    if sel.since_ns is not None:
+        parts.append(f"since {page.when(sel.since_ns)}")
+    parts.append("prompt text: " + ("stored (capture full)" if s.prompt_text_stored else "not stored"))
+    return " · ".join(page.e(p) for p in parts)
+
+
+def _pick_traces(data: ReportData, findings: list[Finding], opts: Options) -> list[str]:
+    wanted: list[str] = []
+    if opts.focus is not None:
+        wanted += opts.focus.traces(data)
+    for f in findings:
+        ids = list(dict.fromkeys([*f.trace_ids, *(t for ev in f.evidence for t in ev.trace_ids)]))
+        wanted += ids[: opts.traces_per_finding]
+    wanted = list(dict.fromkeys(wanted))
+    present = data.existing_traces(wanted)
+    return [t for t in wanted if t in present][: max(0, opts.max_traces)]
+
+
+def _body(data: ReportData, s: Summary, findings: list[Finding], opts: Options, render: _Charts,
+          keep: tuple[str, ...] | None) -> tuple[str, list[tuple[str, str]], list[str]]:
+    trace_ids = _pick_traces(data, findings, opts)
+    linked = set(trace_ids)
+    parts: list[str] = []
+    toc: list[tuple[str, str]] = []
+
+    def add(anchor: str, title: str, inner: str) -> None:
+        parts.append(page.section(anchor, title, inner))
+        toc.append((anchor, title))
+
+    def only(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+        return rows if keep is None else [r for r in rows if r.get("deploy") in keep]
+
+    if opts.focus is not None:
+        add("regression", "Regression", focus_section(opts.focus, data, findings, linked))
+    add("findings", "Findings", _findings_html(findings, linked, s))
+    add("cache", "Cache hit rate", _cache_html(data, render, only))
+    add("time", "Where the time goes", _time_html(data, render, only))
+    add("latency", "TTFT and TPOT", _latency_html(data, render, only))
+    add("cost", "Cost per 1,000 calls", _cost_html(data, render, keep))
+    add("kv-pool", "Hit rate vs KV pool size", _pool_html(data, render))
+    add("traces", "Traces", _traces_html(data, trace_ids, render, s))
+    return "".join(parts), toc, trace_ids
+
+
+def _findings_html(findings: list[Finding], linked: set[str], s: Summary) -> str:
+    if not findings:
+        return page.card("No findings", f"<p>The analyzers found nothing to report in {s.passes:,} passes.</p>")
+    return "".join(page.finding_card(i + 1, f, linked) for i, f in enumerate(findings))
+
+
+def _cache_html(data: ReportData, render: _Charts, only: Any) -> str:
+    rows = data.hit_rate_timeline()
+    marks = data.deploy_marks()
+    deploys = only(data.by_deploy())
+    if not rows:
+        return page.card("Cache hit rate", page.absent("hit-rate-timeline", "No pass reports prompt tokens, so there "
+                                                       "is no hit rate to draw."))
+    timeline = page.card("Over time, with deploys marked", page.chart(render(charts.hit_rate_timeline(rows, marks)),
+                                                                      "hit-rate-timeline"),
+                         "Cached prompt tokens over prompt tokens per time bucket; dashed lines are deploys.")
+    table = "".join(
+        f"<tr><td>{page.e(d['deploy'])}</td><td class=\"num\">{int(d['passes']):,}</td>"  # type: ignore[call-overload]
+        f"<td class=\"num\">{_pct(d['hit_rate'])}</td><td class=\"num\">{_num(d['cached_per_call'])}</td>"
+        f"<td class=\"num\">{_num(d['uncached_per_call'])}</td></tr>" for d in deploys)
+    by = page.card("By deploy", page.chart(render(charts.hit_by_deploy(deploys)), "hit-rate-by-deploy") +
+                   "<table><tr><th>deploy</th><th>passes</th><th>hit rate</th><th>cached tokens/call</th>"
+                   f"<th>uncached tokens/call</th></tr>{table}</table>")
+    return timeline + f'<div class="grid">{by}</div>'
+
+
+def _time_html(data: ReportData, render: _Charts, only: Any) -> str:
+    rows, source = data.phase_time()
+    rows = only(rows)
+    share = (page.chart(render(charts.phase_share(rows)), "phase-share") if rows
+             else page.absent("phase-share", "No stage spans in the selection."))
+    parts, psource = data.ttft_parts()
+    parts = only(parts)
+    ttft = (page.chart(render(charts.ttft_parts(parts)), "ttft-parts") if parts else
+            page.absent("ttft-parts", "No server pass with its admission stage and a TTFT: TTFT can only be "
+                                      "decomposed where the engine's side is traced (llmtrace serve, or a "
+                                      "collector receiving the server's spans)."))
+    return (page.card("Time share per phase", share, f"Source: {source}.") +
+            page.card("TTFT decomposed", ttft, f"Source: {psource}. 'client side' is the client's TTFT beyond "
+                                               "the server's: network, proxies, the provider's front door."))
+
+
+def _latency_html(data: ReportData, render: _Charts, only: Any) -> str:
+    out = []
+    for col, title in (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms per output token)")):
+        rows = only(data.latency_quantiles(col))
+        inner = (page.chart(render(charts.latency_box(rows, title)), f"{col}-distribution") if rows
+                 else page.absent(f"{col}-distribution", f"No pass records {title.split()[0]}."))
+        out.append(page.card(f"{title.split(' (')[0]} per model and deploy", inner,
+                             "Box: p25–p75, tick: median, whiskers: p5–p95."))
+    return f'<div class="grid">{"".join(out)}</div>'
+
+
+def _cost_html(data: ReportData, render: _Charts, keep: tuple[str, ...] | None) -> str:
+    sums = data.cost_sums()
+    if keep is not None:
+        sums = [s for s in sums if s["deploy"] in keep]
+    rows, r2 = costs.by_deploy(sums)
+    if not any(r.recorded_per_1k for r in rows):
+        return page.card("Cost", page.absent("cost-split", "No pass records a cost (llmtrace.meters.cost_usd): "
+                                                           "price the calls with the meters helpers to see it."))
+    values = [{"deploy": r.deploy, "kind": k, "usd": v} for r in rows for k, v in r.per_1k.items()]
+    note = ("Split into uncached input, cached input and output with per-model unit prices fitted to the "
+            f"recorded costs (least squares, worst R² {r2:.4f})." if r2 is not None else
+            "Costs could not be split by token kind; totals shown.")
+    table = "".join(f"<tr><td>{page.e(r.deploy)}</td><td class=\"num\">{r.passes:,}</td>"
+                    + "".join(f"<td class=\"num\">${r.per_1k.get(k, 0.0):.4f}</td>" for k in costs.KINDS)
+                    + f"<td class=\"num\">{'$' + format(r.recorded_per_1k, '.4f') if r.recorded_per_1k is not None else 'n/a'}</td></tr>"
+                    for r in rows)
+    head = "".join(f"<th>{k}</th>" for k in costs.KINDS)
+    return page.card("By deploy", page.chart(render(charts.cost_split(values)), "cost-split") +
+                     f"<table><tr><th>deploy</th><th>calls</th>{head}<th>recorded total</th></tr>{table}</table>", note)
+
+
+def _pool_html(data: ReportData, render: _Charts) -> str:
+    ev = data.eviction_summary()
+    if not ev.get("n"):
+        return page.card("KV pool", page.absent("kv-pool", "No eviction records (cache.eviction spans) in this "
+                                                "selection: the curve needs the bundled backend's engine spans "
+                                                "(llmtrace serve), which a hosted provider does not expose."))
+    curve = kvpool.replay(data.block_chains())
+    if curve is None:
+        return page.card("KV pool", page.absent("kv-pool", "Eviction records exist, but no pass records its "
+                                                "block-hash chain (intake.tokenization), so nothing can be replayed."))
+    points = [{"blocks": p.blocks, "hit": p.hit_rate} for p in curve.points]
+    note = (f"Replay of the {curve.passes:,} newest passes' block-hash chains ({curve.distinct_blocks:,} distinct "
+            f"blocks) through an LRU prefix cache per replica. In the store: {int(ev.get('evicted') or 0):,} blocks "
+            f"evicted, median pool pressure {_pct(ev.get('pressure'))}, policy {ev.get('policy')}.")
+    return page.card("Hit rate against pool size", page.chart(render(charts.pool_curve(points, curve.measured_hit_rate)),
+                                                              "kv-pool"), note)
+
+
+def _traces_html(data: ReportData, trace_ids: list[str], render: _Charts, s: Summary) -> str:
+    if not trace_ids:
+        return page.card("No trace pages", "<p>No finding names a trace that is in the selection.</p>")
+    capture = ("Prompt text not stored (capture mode hashes or none): only hashes and hash chains are kept."
+               if not s.prompt_text_stored else "No prompt text on this trace's passes.")
+    out = []
+    for tid in trace_ids:
+        view = layout(tid, data.trace(tid))
+        if view is None:
+            continue
+        svgs = [render(charts.waterfall(waterfall_rows(view, rows))) if rows else None
+                for rows in (view.client, view.server)]
+        out.append(page.trace_section(view, svgs[0], svgs[1], data.pass_rows_for_trace(tid), capture))
+    return "".join(out)
+
+
+def _pct(v: object) -> str:
+    return "n/a" if v is None else f"{float(v):.1%}"  # type: ignore[arg-type]
+
+
+def _num(v: object) -> str:
+    return "n/a" if v is None else f"{float(v):,.0f}"  # type: ignore[arg-type]

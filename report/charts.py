@@ -1,0 +1,189 @@
+"""The report's charts: Vega-Lite specs, rendered to inline SVG at build time by ``vl-convert-python``
+(Vega-Lite and Vega in an embedded JavaScript runtime, no browser, no network).
+
+Why this library: the page must open air-gapped and as a CI artifact, so it cannot fetch a charting script;
+inlining Plotly's would add its ~4.6 MB bundle to every report, and rendering in the browser would make an
+empty page of a script error. Static SVG costs a few kilobytes per chart and needs nothing to display
+(numbers in docs/report.md and benchmarks/results/report.json).
+
+``vl-convert-python`` is the optional extra ``report``; everything else in ``llmtrace.report`` imports
+without it, and :func:`render` says which extra to install.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any
+
+PHASE_COLOURS: dict[str, str] = {  # the explorer's eight, a shade deeper so they read on white
+    "arrival": "#4c9be8", "intake": "#6cc16c", "cache": "#e8b931", "forward": "#ef6b6b",
+    "generation": "#b86ce8", "loops": "#3fbcbc", "safety": "#f09540", "meters": "#9a9a9a",
+}
+PHASE_ORDER = list(PHASE_COLOURS)
+TTFT_PARTS = ("queue", "intake", "cache lookup", "prefill", "other server", "client side")
+TTFT_COLOURS = ("#4c9be8", "#6cc16c", "#e8b931", "#ef6b6b", "#c9b3d9", "#bdbdbd")
+COST_COLOURS = {"uncached input": "#ef6b6b", "cached input": "#6cc16c", "output": "#4c9be8",
+                "total (not split)": "#9a9a9a"}
+WIDTH = 1000  # full-width charts; the page scales them down on narrow screens
+_CONFIG = {"view": {"stroke": None}, "axis": {"labelFontSize": 11, "titleFontSize": 11, "grid": True,
+                                              "gridColor": "#eceff3"},
+           "legend": {"labelFontSize": 11, "titleFontSize": 11, "orient": "bottom"},
+           "font": "Helvetica, Arial, sans-serif", "background": "white"}
+_ids = itertools.count(1)
+
+
+class ChartsUnavailable(RuntimeError):
+    """vl-convert-python is not installed."""
+
+
+def available() -> bool:
+    try:
+        import vl_convert  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def render(spec: dict[str, Any]) -> str:
+    """One Vega-Lite spec as an SVG element, with ids made unique so many charts can share one page."""
+    try:
+        import vl_convert as vlc
+    except ImportError:
+        raise ChartsUnavailable("llmtrace report draws its charts with vl-convert-python, which is not "
+                                "installed: pip install 'llmtrace[report]'") from None
+    full = {"$schema": "https://vega.github.io/schema/vega-lite/v5.json", "config": _CONFIG, **spec}
+    svg = vlc.vegalite_to_svg(full)
+    return _unique_ids(svg, f"c{next(_ids)}")
+
+
+def _unique_ids(svg: str, prefix: str) -> str:
+    # Vega numbers clip paths and gradients from 1 in every chart; inline on one page the first one wins.
+    ids = set(re.findall(r'\bid="([^"]+)"', svg))
+    if not ids:
+        return svg
+    pattern = re.compile(r'(\bid="|url\(#|href="#)(' + "|".join(re.escape(i) for i in sorted(ids, key=len, reverse=True)) + r')(?=["\)])')
+    return pattern.sub(lambda m: f"{m.group(1)}{prefix}-{m.group(2)}", svg)
+
+
+# ── specs ──────────────────────────────────────────────────────────────────────────────────────────
+def hit_rate_timeline(rows: list[dict[str, object]], marks: list[dict[str, object]]) -> dict[str, Any]:
+    points = [{"t": int(r["t_ns"]) // 1_000_000, "deploy": r["deploy"], "hit": r["hit_rate"], "passes": r["passes"]}  # type: ignore[call-overload]
+              for r in rows]
+    layers: list[dict[str, Any]] = [{
+        "data": {"values": points},
+        "mark": {"type": "line", "point": {"size": 18}, "strokeWidth": 2},
+        "encoding": {
+            "x": {"field": "t", "type": "temporal", "title": "time (UTC)", "scale": {"type": "utc"},
+                  "axis": {"format": "%H:%M", "labelOverlap": True}},
+            "y": {"field": "hit", "type": "quantitative", "title": "cache hit rate", "axis": {"format": "%"},
+                  "scale": {"domain": [0, 1]}},
+            "color": {"field": "deploy", "type": "nominal", "title": "deploy"}}}]
+    if marks:
+        ms = [{"t": int(m["at_ns"]) // 1_000_000, "label": f"deploy {m['deploy']}"} for m in marks]  # type: ignore[call-overload]
+        layers.append({"data": {"values": ms}, "mark": {"type": "rule", "strokeDash": [4, 3], "color": "#444"},
+                       "encoding": {"x": {"field": "t", "type": "temporal"}}})
+        layers.append({"data": {"values": ms}, "mark": {"type": "text", "align": "left", "dx": 4, "dy": -4,
+                                                          "baseline": "top", "fontSize": 11, "color": "#444"},
+                       "encoding": {"x": {"field": "t", "type": "temporal"}, "y": {"value": 2},
+                                    "text": {"field": "label"}}})
+    return {"width": WIDTH, "height": 220, "layer": layers}
+
+
+def hit_by_deploy(rows: list[dict[str, object]]) -> dict[str, Any]:
+    data = [{"deploy": r["deploy"], "hit": r["hit_rate"] or 0.0, "passes": r["passes"]} for r in rows]
+    enc = {"x": {"field": "deploy", "type": "nominal", "sort": None, "title": "deploy", "axis": {"labelAngle": 0}},
+           "y": {"field": "hit", "type": "quantitative", "title": "cache hit rate", "axis": {"format": "%"},
+                 "scale": {"domain": [0, 1]}}}
+    return {"width": 300, "height": 200, "data": {"values": data}, "encoding": enc, "layer": [
+        {"mark": {"type": "bar", "color": "#e8b931", "width": {"band": 0.6}}},
+        {"mark": {"type": "text", "dy": -6, "fontSize": 11}, "encoding": {"text": {"field": "hit", "format": ".1%"}}}]}
+
+
+def phase_share(rows: list[dict[str, object]]) -> dict[str, Any]:
+    data = [{"phase": r["phase"], "deploy": r["deploy"], "ms": float(r["ms"] or 0.0)} for r in rows]  # type: ignore[arg-type]
+    return {"width": WIDTH, "height": {"step": 26}, "data": {"values": data},
+            "transform": [{"joinaggregate": [{"op": "sum", "field": "ms", "as": "total"}], "groupby": ["deploy"]},
+                          {"calculate": "datum.ms / datum.total", "as": "share"},
+                          {"calculate": f"indexof({PHASE_ORDER!r}, datum.phase)", "as": "order"}],
+            "mark": {"type": "bar"},
+            "encoding": {
+                "y": {"field": "deploy", "type": "nominal", "title": "deploy", "sort": None},
+                "x": {"field": "share", "type": "quantitative", "stack": "zero", "title": "share of stage time",
+                      "axis": {"format": "%"}, "scale": {"domain": [0, 1]}},
+                "order": {"field": "order"},
+                "color": {"field": "phase", "type": "nominal", "title": "phase",
+                          "scale": {"domain": PHASE_ORDER, "range": list(PHASE_COLOURS.values())}}}}
+
+
+def ttft_parts(rows: list[dict[str, object]]) -> dict[str, Any]:
+    keys = ("queue", "intake", "cache_lookup", "prefill", "other_server", "client_side")
+    data = [{"deploy": r["deploy"], "part": TTFT_PARTS[i], "order": i, "ms": float(r.get(k) or 0.0)}  # type: ignore[arg-type]
+            for r in rows for i, k in enumerate(keys)]
+    return {"width": WIDTH, "height": {"step": 26}, "data": {"values": data}, "mark": {"type": "bar"},
+            "encoding": {
+                "y": {"field": "deploy", "type": "nominal", "sort": None, "title": "deploy"},
+                "x": {"field": "ms", "type": "quantitative", "stack": "zero", "title": "median ms of TTFT"},
+                "order": {"field": "order"},
+                "color": {"field": "part", "type": "nominal", "title": "part of TTFT",
+                          "scale": {"domain": list(TTFT_PARTS), "range": list(TTFT_COLOURS)}}}}
+
+
+def latency_box(rows: list[dict[str, object]], title: str) -> dict[str, Any]:
+    data = [{**{k: r[k] for k in ("p5", "p25", "p50", "p75", "p95", "n")}, "group": f"{r['model']} · {r['deploy']}",
+             "deploy": r["deploy"]} for r in rows]
+    y = {"field": "group", "type": "nominal", "sort": None, "title": None}
+    return {"width": 300, "height": {"step": 24}, "data": {"values": data}, "layer": [
+        {"mark": {"type": "rule", "color": "#666"},
+         "encoding": {"y": y, "x": {"field": "p5", "type": "quantitative", "title": title}, "x2": {"field": "p95"}}},
+        {"mark": {"type": "bar", "size": 14},
+         "encoding": {"y": y, "x": {"field": "p25", "type": "quantitative"}, "x2": {"field": "p75"},
+                      "color": {"field": "deploy", "type": "nominal", "legend": None}}},
+        {"mark": {"type": "tick", "color": "black", "thickness": 2, "size": 14},
+         "encoding": {"y": y, "x": {"field": "p50", "type": "quantitative"}}}]}
+
+
+def cost_split(rows: list[dict[str, object]]) -> dict[str, Any]:
+    kinds = [k for k in COST_COLOURS if any(r["kind"] == k for r in rows)]
+    return {"width": 300, "height": 220, "data": {"values": rows}, "mark": {"type": "bar", "width": {"band": 0.6}},
+            "transform": [{"calculate": f"indexof({kinds!r}, datum.kind)", "as": "order"}],
+            "encoding": {
+                "x": {"field": "deploy", "type": "nominal", "sort": None, "axis": {"labelAngle": 0}},
+                "y": {"field": "usd", "type": "quantitative", "stack": "zero", "title": "USD per 1,000 calls"},
+                "order": {"field": "order"},
+                "color": {"field": "kind", "type": "nominal", "title": None,
+                          "scale": {"domain": kinds, "range": [COST_COLOURS[k] for k in kinds]}}}}
+
+
+def pool_curve(points: list[dict[str, object]], measured: float | None) -> dict[str, Any]:
+    layers: list[dict[str, Any]] = [{
+        "data": {"values": points}, "mark": {"type": "line", "point": True, "color": "#e8b931", "strokeWidth": 2},
+        "encoding": {"x": {"field": "blocks", "type": "quantitative", "scale": {"type": "log"},
+                           "title": "KV pool size (blocks, log scale)"},
+                     "y": {"field": "hit", "type": "quantitative", "title": "replayed hit rate",
+                           "axis": {"format": "%"}, "scale": {"domain": [0, 1]}}}}]
+    if measured is not None:
+        layers.append({"data": {"values": [{"hit": measured, "label": f"measured {measured:.1%}"}]},
+                       "layer": [{"mark": {"type": "rule", "strokeDash": [4, 3], "color": "#444"},
+                                  "encoding": {"y": {"field": "hit", "type": "quantitative"}}},
+                                 {"mark": {"type": "text", "align": "left", "dy": -6, "x": 4, "fontSize": 11},
+                                  "encoding": {"y": {"field": "hit", "type": "quantitative"},
+                                               "text": {"field": "label"}}}]})
+    return {"width": 300, "height": 200, "layer": layers}
+
+
+def waterfall(rows: list[dict[str, object]], width: int = 300) -> dict[str, Any]:
+    """Rows: label, phase, start (ms from the trace start), end, self_end (start + self time, or None)."""
+    y = {"field": "label", "type": "nominal", "sort": None, "title": None,
+         "axis": {"labelLimit": 170, "labelFontSize": 10, "grid": False}}
+    colour = {"field": "phase", "type": "nominal", "legend": None,
+              "scale": {"domain": [*PHASE_ORDER, "pass", "tool"],
+                        "range": [*PHASE_COLOURS.values(), "#c5cbd3", "#3fbcbc"]}}
+    return {"width": width, "height": {"step": 13}, "data": {"values": rows}, "layer": [
+        {"mark": {"type": "bar", "opacity": 0.3, "height": 9},
+         "encoding": {"y": y, "x": {"field": "start", "type": "quantitative", "title": "ms since trace start"},
+                      "x2": {"field": "end"}, "color": colour}},
+        {"transform": [{"filter": "datum.self_end != null"}],
+         "mark": {"type": "bar", "height": 9},
+         "encoding": {"y": y, "x": {"field": "start", "type": "quantitative"}, "x2": {"field": "self_end"},
+                      "color": colour}}]}

@@ -1,0 +1,61 @@
+"""``llmtrace report``: write the HTML report of a store (or a Parquet export).
+
+    llmtrace report -o report.html
+    llmtrace report --db traces.duckdb --since 7d --service support-agent -o report.html
+    llmtrace report --parquet 'export/**/*.parquet' -o fleet.html
+
+Exit status: 0 written, 2 it could not be (no store, bad --since, the charting extra missing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", help="store file (default: $LLMTRACE_DB or ./llmtrace.duckdb)")
+    parser.add_argument("--parquet", metavar="GLOB", help="report on a Parquet export instead")
+    parser.add_argument("--since", help="only spans from the last 30m / 2h / 7d (or after a ns timestamp)")
+    parser.add_argument("--service", metavar="NAME", help="only traces that touched this service")
+    parser.add_argument("-o", "--output", metavar="FILE", default="report.html", help="where to write (default report.html)")
+    parser.add_argument("--max-traces", type=int, default=10, help="trace pages to include (default 10)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from llmtrace.analyzers.diagnose_cli import parse_since
+    from llmtrace.tracer.store import StoreError, read_store
+
+    from .build import Options, build_report
+    from .charts import ChartsUnavailable
+    from .data import Selection
+
+    try:
+        since = parse_since(args.since)
+    except ValueError as exc:
+        print(f"llmtrace report: {exc}", file=sys.stderr)
+        return 2
+    if args.max_traces < 0:
+        print("llmtrace report: --max-traces must be >= 0", file=sys.stderr)
+        return 2
+    out = Path(args.output)
+    if not out.parent.exists():
+        print(f"llmtrace report: directory {out.parent} does not exist", file=sys.stderr)
+        return 2
+    t = time.perf_counter()
+    try:
+        with read_store(args.db, args.parquet) as conn:
+            report = build_report(conn, Options(selection=Selection(since, args.service), max_traces=args.max_traces,
+                                                source=args.parquet or str(args.db or "")))
+    except ChartsUnavailable as exc:
+        print(f"llmtrace report: {exc}", file=sys.stderr)
+        return 2
+    except StoreError as exc:
+        print(f"llmtrace report: {exc}", file=sys.stderr)
+        return 2
+    out.write_text(report.html, encoding="utf-8")
+    print(f"llmtrace report: wrote {out} ({len(report.html.encode()) / 1e6:.2f} MB, {len(report.findings)} findings, "
+          f"{len(report.trace_ids)} trace pages, {report.charts} charts) in {time.perf_counter() - t:.1f}s")
+    return 0

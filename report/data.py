@@ -1,0 +1,326 @@
+"""Every read the report makes, in one place, so that it can move onto the ``passes``, ``time_breakdown`` and
+``ttft_breakdown`` views as they land (DESIGN.md, second wave) without touching the page or the charts.
+
+Until the ``passes`` view exists, one *logical* pass is built here: the client pass joined with the server
+pass beneath it (by ``parent_span_id``), the client's value winning where both sides report one (it is what
+the app saw), the server's filling the gaps; a server pass nobody instrumented stands alone. A server pass
+has no deploy of its own (it serves the app's), so it takes its trace's.
+
+``--service`` is applied by shadowing ``spans`` with a temporary table of the selected traces, for this
+connection only: the store's views and the analyzers then see the selection and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import duckdb
+
+from llmtrace.analyzers.query import Query
+from llmtrace.tracer.schema import PASS_OPERATIONS
+
+PASSES = "_llmtrace_report_passes"
+SELF_MS = "llmtrace.stage.self_ms"  # each stage's own time (issue 18); span durations until it is recorded
+MAX_TRACE_SPANS = 2000
+REPLAY_BLOCK_VISITS = 60_000  # how much of the block-chain history the pool replay reads (newest first)
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    since_ns: int | None = None
+    service: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    passes: int
+    traces: int
+    first_ns: int | None
+    last_ns: int | None
+    deploys: tuple[str, ...]
+    services: tuple[str, ...]
+    models: tuple[str, ...]
+    prompt_text_stored: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    operation: str | None
+    stage: str | None
+    phase: str | None
+    service: str | None
+    start_ns: int
+    end_ns: int
+    status: str | None
+    attributes: MappingProxyType[str, object]
+
+    @property
+    def duration_ms(self) -> float:
+        return max(0, self.end_ns - self.start_ns) / 1e6
+
+    @property
+    def self_ms(self) -> float | None:
+        v = self.attributes.get(SELF_MS)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    @property
+    def is_pass(self) -> bool:
+        return self.operation in ("chat", "text_completion", "generate_content")
+
+    @property
+    def side(self) -> str | None:
+        v = self.attributes.get("llmtrace.side")
+        return str(v) if v is not None else None
+
+
+class ReportData:
+    """The report's reads over one connection. ``open()`` applies the selection and builds the logical passes
+    once; every other method reads them. ``close()`` drops the temporary tables."""
+
+    def __init__(self, conn: duckdb.DuckDBPyConnection, selection: Selection | None = None) -> None:
+        self.conn = conn
+        self.sel = selection or Selection()
+        self.query = Query(conn, self.sel.since_ns)
+        self._shadowed = False
+
+    # ── setup ────────────────────────────────────────────────────────────────────────────────────
+    def open(self) -> ReportData:
+        self.conn.execute("SET enable_progress_bar = false")
+        if self.sel.service is not None:
+            since = "" if self.sel.since_ns is None else f" AND start_ns >= {int(self.sel.since_ns)}"
+            # Traces that touched the service, with every span of them (the server side serving that app too).
+            self.conn.execute(f"""CREATE OR REPLACE TEMP TABLE spans AS SELECT * FROM main.spans
+                WHERE trace_id IN (SELECT trace_id FROM main.spans WHERE service = ?){since}""", [self.sel.service])
+            self._shadowed = True
+        self.query.materialize()  # the analyzers of this run share it
+        self.conn.execute(f"""
+            CREATE OR REPLACE TEMP TABLE {PASSES} AS
+            WITH r AS (
+                SELECT trace_id, span_id, parent_span_id, service, start_ns, duration_ms, status, side,
+                       coalesce(deploy, max(deploy) OVER (PARTITION BY trace_id)) AS deploy,
+                       coalesce(response_model, model) AS model, replica, prompt_tokens,
+                       least(cached_tokens, prompt_tokens) AS cached_tokens, ttft_ms, tpot_ms, output_tokens,
+                       finish_reason, cost_usd
+                FROM {self.query.requests}),
+            s AS (SELECT * FROM r WHERE side = 'server'),
+            c AS (SELECT * FROM r WHERE side IS DISTINCT FROM 'server')
+            SELECT coalesce(c.trace_id, s.trace_id) AS trace_id, coalesce(c.span_id, s.span_id) AS span_id,
+                   s.span_id AS server_span_id, coalesce(c.service, s.service) AS service,
+                   coalesce(c.deploy, s.deploy, '(none)') AS deploy, coalesce(c.start_ns, s.start_ns) AS start_ns,
+                   coalesce(c.model, s.model, '(unknown)') AS model, coalesce(s.replica, c.replica) AS replica,
+                   coalesce(c.prompt_tokens, s.prompt_tokens) AS prompt_tokens,
+                   coalesce(c.cached_tokens, s.cached_tokens) AS cached_tokens,
+                   coalesce(c.ttft_ms, s.ttft_ms) AS ttft_ms, s.ttft_ms AS server_ttft_ms,
+                   coalesce(c.tpot_ms, s.tpot_ms) AS tpot_ms, coalesce(c.output_tokens, s.output_tokens) AS output_tokens,
+                   coalesce(c.finish_reason, s.finish_reason) AS finish_reason,
+                   coalesce(c.cost_usd, s.cost_usd) AS cost_usd, coalesce(c.status, s.status) AS status
+            FROM c FULL OUTER JOIN s ON s.parent_span_id = c.span_id AND s.trace_id = c.trace_id""")
+        return self
+
+    def close(self) -> None:
+        try:
+            self.conn.execute(f"DROP TABLE IF EXISTS {PASSES}")
+            if self._shadowed:
+                self.conn.execute("DROP TABLE IF EXISTS temp.spans")
+        finally:
+            self.query.release()
+
+    def rows(self, sql: str, params: Sequence[object] | None = None) -> list[dict[str, object]]:
+        return self.query.rows(sql, params)
+
+    def _has_view(self, name: str) -> bool:
+        return bool(self.conn.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]).fetchone()[0])
+
+    # ── overview ─────────────────────────────────────────────────────────────────────────────────
+    def summary(self) -> Summary:
+        row = self.query.one(f"""SELECT count(*) AS n, count(DISTINCT trace_id) AS t, min(start_ns) AS lo,
+                                        max(start_ns) AS hi FROM {PASSES}""")
+        deploys = tuple(r["deploy"] for r in self.rows(
+            f"SELECT deploy FROM {PASSES} GROUP BY deploy ORDER BY min(start_ns)"))
+        services = tuple(str(r["service"]) for r in self.rows(
+            f"SELECT DISTINCT service FROM {self.query.spans} WHERE service IS NOT NULL ORDER BY 1 LIMIT 20"))
+        models = tuple(str(r["model"]) for r in self.rows(f"SELECT DISTINCT model FROM {PASSES} ORDER BY 1 LIMIT 20"))
+        text = self.query.one(f"""SELECT count(*) AS n FROM (SELECT 1 FROM {self.query.spans}
+            WHERE operation IN {PASS_OPERATIONS} AND json_exists(attributes, '$."llmtrace.prompt.text"') LIMIT 1)""")
+        return Summary(int(row.get("n") or 0), int(row.get("t") or 0), _int(row.get("lo")), _int(row.get("hi")),
+                       tuple(str(d) for d in deploys), services, models, bool(text.get("n")))
+
+    def hit_rate_timeline(self, buckets: int = 48) -> list[dict[str, object]]:
+        """Cache hit rate (cached over prompt tokens) per time bucket and deploy."""
+        lo_hi = self.query.one(f"SELECT min(start_ns) AS lo, max(start_ns) AS hi FROM {PASSES} WHERE prompt_tokens > 0")
+        if lo_hi.get("lo") is None:
+            return []
+        lo, hi = int(lo_hi["lo"]), int(lo_hi["hi"])  # type: ignore[call-overload]
+        width = max(1, -(-(hi - lo + 1) // buckets))
+        return self.rows(f"""
+            SELECT {lo} + ((start_ns - {lo}) // {width}) * {width} + {width // 2} AS t_ns, deploy, count(*) AS passes,
+                   sum(coalesce(cached_tokens, 0)) / sum(prompt_tokens) AS hit_rate
+            FROM {PASSES} WHERE prompt_tokens > 0 GROUP BY 1, 2 ORDER BY 1, 2""")
+
+    def deploy_marks(self) -> list[dict[str, object]]:
+        """Deploys marked with ``llmtrace deploy mark`` inside the window, and, for a deploy nobody marked,
+        where its first pass appeared."""
+        lo_hi = self.query.one(f"SELECT min(start_ns) AS lo, max(start_ns) AS hi FROM {PASSES}")
+        if lo_hi.get("lo") is None:
+            return []
+        svc = "" if self.sel.service is None else " AND (service IS NULL OR service = ?)"
+        marks = self.rows(f"""SELECT name AS deploy, at_ns, coalesce(note, '') AS note FROM deploys
+            WHERE at_ns BETWEEN ? AND ?{svc} ORDER BY at_ns""",
+                          [lo_hi["lo"], lo_hi["hi"], *([self.sel.service] if self.sel.service else [])])
+        named = {m["deploy"] for m in marks}
+        first = self.rows(f"SELECT deploy, min(start_ns) AS at_ns FROM {PASSES} WHERE deploy <> '(none)' "
+                          "GROUP BY deploy ORDER BY 2")
+        marks += [{"deploy": f["deploy"], "at_ns": f["at_ns"], "note": "first pass"} for f in first[1:]
+                  if f["deploy"] not in named]
+        return sorted(marks, key=lambda m: int(m["at_ns"]))  # type: ignore[call-overload]
+
+    def by_deploy(self) -> list[dict[str, object]]:
+        return self.rows(f"""
+            SELECT deploy, count(*) AS passes,
+                   sum(coalesce(cached_tokens, 0)) FILTER (WHERE prompt_tokens > 0)
+                     / nullif(sum(prompt_tokens) FILTER (WHERE prompt_tokens > 0), 0) AS hit_rate,
+                   quantile_cont(ttft_ms, 0.5) AS ttft_p50_ms, quantile_cont(ttft_ms, 0.95) AS ttft_p95_ms,
+                   quantile_cont(tpot_ms, 0.5) AS tpot_p50_ms, avg(cost_usd) * 1000 AS cost_per_1k_usd,
+                   avg(coalesce(cached_tokens, 0)) AS cached_per_call, avg(prompt_tokens - coalesce(cached_tokens, 0))
+                     AS uncached_per_call, avg(output_tokens) AS output_per_call, min(start_ns) AS first_ns
+            FROM {PASSES} GROUP BY deploy ORDER BY first_ns""")
+
+    def latency_quantiles(self, column: str) -> list[dict[str, object]]:
+        """p5/p25/p50/p75/p95 of ``column`` (ttft_ms or tpot_ms) per model and deploy."""
+        if column not in ("ttft_ms", "tpot_ms"):
+            raise ValueError(f"not a latency column: {column}")
+        qs = ", ".join(f"quantile_cont({column}, {q}) AS p{int(q * 100)}" for q in (0.05, 0.25, 0.5, 0.75, 0.95))
+        return self.rows(f"""SELECT model, deploy, count({column}) AS n, {qs}, min(start_ns) AS first_ns
+            FROM {PASSES} WHERE {column} IS NOT NULL GROUP BY model, deploy ORDER BY first_ns, model""")
+
+    # ── cost ─────────────────────────────────────────────────────────────────────────────────────
+    def cost_sums(self) -> list[dict[str, object]]:
+        """Per model and deploy: the token sums and the sums the price fit needs (see ``costs.fit_prices``)."""
+        return self.rows(f"""
+            SELECT model, deploy, count(*) AS passes, count(cost_usd) AS costed, sum(cost_usd) AS cost,
+                   sum(u) AS u, sum(c) AS c, sum(o) AS o,
+                   sum(u * u) FILTER (WHERE cost_usd IS NOT NULL) AS uu, sum(u * c) FILTER (WHERE cost_usd IS NOT NULL) AS uc,
+                   sum(u * o) FILTER (WHERE cost_usd IS NOT NULL) AS uo, sum(c * c) FILTER (WHERE cost_usd IS NOT NULL) AS cc,
+                   sum(c * o) FILTER (WHERE cost_usd IS NOT NULL) AS co, sum(o * o) FILTER (WHERE cost_usd IS NOT NULL) AS oo,
+                   sum(u * cost_usd) AS uy, sum(c * cost_usd) AS cy, sum(o * cost_usd) AS oy,
+                   sum(cost_usd * cost_usd) AS yy, min(start_ns) AS first_ns
+            FROM (SELECT model, deploy, start_ns, cost_usd,
+                         (coalesce(prompt_tokens, 0) - coalesce(cached_tokens, 0))::DOUBLE AS u,
+                         coalesce(cached_tokens, 0)::DOUBLE AS c, coalesce(output_tokens, 0)::DOUBLE AS o FROM {PASSES})
+            GROUP BY model, deploy ORDER BY first_ns""")
+
+    # ── where the time goes ──────────────────────────────────────────────────────────────────────
+    def phase_time(self) -> tuple[list[dict[str, object]], str]:
+        """Milliseconds per phase and deploy, and where they come from (the breakdown view, self time, or
+        span durations, which overlap where a stage span is an envelope)."""
+        trace_deploy = f"(SELECT trace_id, any_value(deploy) AS deploy FROM {PASSES} GROUP BY trace_id)"
+        if self._has_view("time_breakdown"):
+            rows = self.rows(f"""SELECT t.phase, d.deploy, sum(t.exclusive_ms) AS ms FROM time_breakdown t
+                JOIN {trace_deploy} d USING (trace_id) GROUP BY 1, 2""")
+            return rows, "time_breakdown view (exclusive time)"
+        recent = self.query.one(f"""SELECT count(*) AS n FROM (SELECT attributes FROM {self.query.spans}
+            WHERE stage IS NOT NULL ORDER BY start_ns DESC LIMIT 5000) WHERE json_exists(attributes, '$."{SELF_MS}"')""")
+        if recent.get("n"):
+            ms = f"coalesce(TRY_CAST(json_extract_string(s.attributes, '$.\"{SELF_MS}\"') AS DOUBLE), s.duration_ms)"
+            source = "stage self time (llmtrace.stage.self_ms)"
+        else:
+            ms = "s.duration_ms"
+            source = "stage span durations (self time not recorded: envelope spans overlap)"
+        rows = self.rows(f"""SELECT s.phase, d.deploy, sum({ms}) AS ms FROM {self.query.spans} s
+            JOIN {trace_deploy} d USING (trace_id) WHERE s.stage IS NOT NULL AND s.phase IS NOT NULL GROUP BY 1, 2""")
+        return rows, source
+
+    def ttft_parts(self) -> tuple[list[dict[str, object]], str]:
+        """Median milliseconds of each part of the time to first token, per deploy, from what the store has:
+        the server's queue wait, intake stages, prefix lookup and prefill, the rest of the server's TTFT, and
+        what the client waited beyond the server's TTFT (network, provider)."""
+        q = self.query
+        adm = q.stage_sql("arrival.admission", {"wait": ("llmtrace.admission.queue_wait_ms", "float")})
+        pre = q.stage_sql("forward.prefill", {"pms": ("llmtrace.prefill.ms", "float"),
+                                              "self": (SELF_MS, "float")})
+        pm = q.stage_sql("cache.prefix_match", {"self": (SELF_MS, "float")})
+        intake = (f"(SELECT parent_span_id, sum(duration_ms) AS ms FROM {q.spans} WHERE phase = 'intake' "
+                  "AND stage IS NOT NULL GROUP BY 1)")
+        rows = self.rows(f"""
+            WITH parts AS (
+                SELECT p.deploy, coalesce(a.wait, 0) AS queue, coalesce(i.ms, 0) AS intake,
+                       coalesce(m.self, m.duration_ms, 0) AS cache_lookup,
+                       coalesce(f.self, f.pms, f.duration_ms, 0) AS prefill, p.server_ttft_ms, p.ttft_ms
+                FROM {PASSES} p JOIN {adm} a ON a.parent_span_id = p.server_span_id
+                LEFT JOIN {intake} i ON i.parent_span_id = p.server_span_id
+                LEFT JOIN {pm} m ON m.parent_span_id = p.server_span_id
+                LEFT JOIN {pre} f ON f.parent_span_id = p.server_span_id
+                WHERE p.server_ttft_ms IS NOT NULL)
+            SELECT deploy, count(*) AS n, median(queue) AS queue, median(intake) AS intake,
+                   median(cache_lookup) AS cache_lookup, median(prefill) AS prefill,
+                   median(greatest(server_ttft_ms - queue - intake - cache_lookup - prefill, 0)) AS other_server,
+                   median(greatest(ttft_ms - server_ttft_ms, 0)) AS client_side
+            FROM parts GROUP BY deploy ORDER BY min(server_ttft_ms) IS NULL, deploy""")
+        return rows, "server stage values and client TTFT (medians per part)"
+
+    # ── KV pool ──────────────────────────────────────────────────────────────────────────────────
+    def eviction_summary(self) -> dict[str, object]:
+        ev = self.query.stage_sql("cache.eviction", {"evicted": ("llmtrace.eviction.blocks_evicted", "int"),
+                                                     "pressure": ("llmtrace.eviction.pressure", "float"),
+                                                     "policy": ("llmtrace.eviction.policy", "str")})
+        return self.query.one(f"""SELECT count(*) AS n, sum(evicted) AS evicted, median(pressure) AS pressure,
+                                         mode(policy) AS policy FROM {ev}""")
+
+    def block_chains(self) -> list[tuple[str, list[str], int, int]]:
+        """(replica, block-hash chain, prompt tokens, cached tokens) of server passes, oldest first, the newest
+        ``REPLAY_BLOCK_VISITS`` blocks' worth."""
+        tok = self.query.stage_sql("intake.tokenization", {"chain": ("llmtrace.tokenization.block_hashes", "str[]")})
+        rows = self.conn.execute(f"""
+            SELECT replica, chain, prompt_tokens, cached_tokens FROM (
+                SELECT coalesce(r.replica, '') AS replica, t.chain, coalesce(r.prompt_tokens, 0) AS prompt_tokens,
+                       coalesce(least(r.cached_tokens, r.prompt_tokens), 0) AS cached_tokens, t.start_ns,
+                       sum(len(t.chain)) OVER (ORDER BY t.start_ns DESC ROWS UNBOUNDED PRECEDING) AS visits
+                FROM {tok} t JOIN {self.query.requests} r ON r.span_id = t.parent_span_id
+                WHERE len(t.chain) > 0)
+            WHERE visits <= {REPLAY_BLOCK_VISITS} ORDER BY start_ns""").fetchall()
+        return [(str(r[0]), list(r[1]), int(r[2]), int(r[3])) for r in rows]
+
+    # ── traces ───────────────────────────────────────────────────────────────────────────────────
+    def existing_traces(self, trace_ids: Sequence[str]) -> set[str]:
+        if not trace_ids:
+            return set()
+        marks = ", ".join("?" for _ in trace_ids)
+        return {str(r[0]) for r in self.conn.execute(
+            f"SELECT DISTINCT trace_id FROM {self.query.spans} WHERE trace_id IN ({marks})", list(trace_ids)).fetchall()}
+
+    def trace(self, trace_id: str) -> list[Span]:
+        rows = self.conn.execute(
+            "SELECT span_id, parent_span_id, name, operation, stage, phase, service, start_ns, end_ns, status, "
+            f"CAST(attributes AS VARCHAR) FROM {self.query.spans} WHERE trace_id = ? ORDER BY start_ns, span_id "
+            f"LIMIT {MAX_TRACE_SPANS}", [trace_id]).fetchall()
+        return [Span(*r[:10], attributes=MappingProxyType(_decode(r[10]))) for r in rows]  # type: ignore[misc]
+
+    def pass_rows_for_trace(self, trace_id: str) -> list[dict[str, object]]:
+        return self.rows(f"SELECT * FROM {PASSES} WHERE trace_id = ? ORDER BY start_ns", [trace_id])
+
+    def sample_traces(self, deploy: str, n: int = 1) -> list[str]:
+        """The slowest-TTFT traces of a deploy (for the regression page's side by side)."""
+        return [str(r["trace_id"]) for r in self.rows(
+            f"SELECT trace_id FROM {PASSES} WHERE deploy = ? AND ttft_ms IS NOT NULL "
+            f"ORDER BY ttft_ms DESC, trace_id LIMIT {int(n)}", [deploy])]
+
+
+def _int(v: object) -> int | None:
+    return None if v is None else int(v)  # type: ignore[call-overload]
+
+
+def _decode(text: str | None) -> dict[str, object]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

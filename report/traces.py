@@ -1,0 +1,118 @@
+"""One trace laid out for its page: the spans split into the client's side (the app, its passes, tools) and
+the server's (the engine's pass and stages), each as waterfall rows with self time where the stage records
+it, and the boundary values of every stage.
+
+A span belongs to the side of the nearest pass above it (or itself); spans above every pass — the app's
+agent span, tool calls between passes — are on the client's side, which is what the app can see.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llmtrace.tracer.stages import stage_order
+
+from .data import Span
+
+_ORDER = stage_order()
+TEXT_KEYS = ("llmtrace.prompt.text", "llmtrace.output.text")  # stored only with capture="full"
+PASS_KEYS = ("gen_ai.request.model", "gen_ai.response.model", "gen_ai.usage.input_tokens",
+             "gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.output_tokens", "llmtrace.ttft_ms",
+             "llmtrace.tpot_ms", "gen_ai.response.finish_reasons", "llmtrace.meters.cost_usd", "llmtrace.replica.id",
+             "llmtrace.admission.queue_wait_ms", "service.version", "llmtrace.prompt.hash", "llmtrace.output.hash")
+_SKIP = {"llmtrace.stage", "llmtrace.phase", "llmtrace.side", "gen_ai.operation.name", "llmtrace.prompt.segments",
+         *TEXT_KEYS}
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    span: Span
+    depth: int
+    kind: str  # pass, stage, tool, span
+
+    @property
+    def label(self) -> str:
+        s = self.span
+        if self.kind == "stage" and s.stage:
+            n = _ORDER.get(s.stage)
+            return f"{n:>2} {s.stage}" if n else s.stage
+        return s.name
+
+
+@dataclass(frozen=True, slots=True)
+class TraceView:
+    trace_id: str
+    start_ns: int
+    end_ns: int
+    client: tuple[Row, ...]
+    server: tuple[Row, ...]
+    texts: tuple[tuple[str, str], ...]  # (key, text) of prompt/output text, empty unless captured in full
+
+    @property
+    def duration_ms(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e6
+
+
+def layout(trace_id: str, spans: list[Span]) -> TraceView | None:
+    if not spans:
+        return None
+    by_id = {s.span_id: s for s in spans}
+    children: dict[str | None, list[Span]] = {}
+    for s in spans:
+        parent = s.parent_span_id if s.parent_span_id in by_id else None
+        children.setdefault(parent, []).append(s)
+    for group in children.values():
+        group.sort(key=lambda s: (s.start_ns, 0 if s.is_pass or s.operation == "execute_tool" else 1,
+                                  _ORDER.get(s.stage or "", 99), s.span_id))
+    client: list[Row] = []
+    server: list[Row] = []
+    seen: set[str] = set()
+
+    def visit(span: Span, depth: int, side: str) -> None:
+        if span.span_id in seen:  # a malformed store could hold a cycle
+            return
+        seen.add(span.span_id)
+        if span.is_pass:
+            side = "server" if span.side == "server" else "client"
+        kind = ("pass" if span.is_pass else "tool" if span.operation == "execute_tool"
+                else "stage" if span.stage else "span")
+        (server if side == "server" else client).append(Row(span, depth if side == "client" else 0, kind))
+        for child in children.get(span.span_id, ()):
+            visit(child, depth + 1, side)
+
+    for top in children.get(None, ()):
+        visit(top, 0, "server" if top.is_pass and top.side == "server" else "client")
+    texts = tuple((k, str(s.attributes[k])) for s in spans if s.is_pass for k in TEXT_KEYS if s.attributes.get(k))
+    return TraceView(trace_id, min(s.start_ns for s in spans), max(s.end_ns for s in spans),
+                     tuple(client), tuple(server), texts)
+
+
+def waterfall_rows(view: TraceView, rows: tuple[Row, ...]) -> list[dict[str, object]]:
+    out = []
+    for i, r in enumerate(rows):
+        s = r.span
+        start = (s.start_ns - view.start_ns) / 1e6
+        end = max(start, (s.end_ns - view.start_ns) / 1e6)
+        own = s.self_ms
+        phase = s.phase if r.kind == "stage" else ("tool" if r.kind == "tool" else "pass")
+        out.append({"label": f"{i + 1:>2}. {'  ' * min(r.depth, 3)}{r.label}", "phase": phase or "pass",
+                    "start": round(start, 3), "end": round(end, 3),
+                    "self_end": round(start + own, 3) if own is not None else round(end, 3)})
+    return out
+
+
+def boundary_values(row: Row) -> list[tuple[str, str]]:
+    """The values a person reads for one span: a stage's boundary values, a pass's summary."""
+    attrs = row.span.attributes
+    if row.kind == "pass":
+        return [(k, _fmt(attrs[k])) for k in PASS_KEYS if k in attrs]
+    return [(k, _fmt(v)) for k, v in attrs.items() if k not in _SKIP]
+
+
+def _fmt(v: object) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}" if abs(v) < 1e5 else f"{v:,.0f}"
+    if isinstance(v, list):
+        text = ", ".join(_fmt(x) for x in v[:8])
+        return f"[{text}{', …' if len(v) > 8 else ''}] ({len(v)})" if len(v) > 8 else f"[{text}]"
+    return str(v)
