@@ -336,6 +336,10 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._error(413, str(exc), json_body=as_json)
             except PayloadError as exc:
                 return self._error(400, str(exc), json_body=as_json)
+            except Exception as exc:  # noqa: BLE001 - a body we cannot read gets an answer, never a dead socket
+                log.warning("llmtrace collect: cannot read a %s body", ctype, exc_info=True)
+                return self._error(400, f"cannot read the body: {type(exc).__name__}: {str(exc)[:200]}",
+                                   json_body=as_json)
             if decoded.table.num_rows and not c.writer.offer(decoded.table):
                 return self._overloaded(as_json)
             c.accepted(decoded)
@@ -423,12 +427,13 @@ def _status_proto(code: int, message: str) -> bytes:
 
 
 def _export_response(rejected: int, reason: str | None, as_json: bool) -> tuple[bytes, str]:
+    """OTLP partial success: rejected spans, or only a warning (dropped values) with rejected_spans 0."""
     if as_json:
         doc: dict[str, object] = {}
-        if rejected:
+        if rejected or reason:
             doc["partialSuccess"] = {"rejectedSpans": str(rejected), "errorMessage": reason or ""}
         return json.dumps(doc).encode(), "application/json"
-    if not rejected:
+    if not rejected and not reason:
         return b"", "application/x-protobuf"
     msg = (reason or "").encode()
     inner = b"\x08" + _varint(rejected) + b"\x12" + _varint(len(msg)) + msg

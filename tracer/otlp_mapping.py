@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 
 from . import capture
@@ -67,21 +68,30 @@ def _put(attrs: dict[str, object], key: str, value: object) -> None:
 
 
 def _num(value: object) -> float | None:
+    """A finite number, or None: NaN, inf and "1e400" (which float() reads as inf) are not numbers here."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
+    try:
+        if isinstance(value, (int, float)):
+            f = float(value)
+        elif isinstance(value, str) and len(value) <= 64:
+            f = float(value)
+        else:
             return None
-    return None
+    except (ValueError, OverflowError):
+        return None
+    return f if math.isfinite(f) else None
 
 
 def _int(value: object) -> int | None:
     n = _num(value)
-    return int(n) if n is not None else None
+    return int(n) if n is not None and abs(n) < 2**63 else None
+
+
+def _seconds(value: object) -> float | None:
+    """A duration in seconds that fits a span (0 to ~115 days), or None: the value is then left unmapped."""
+    n = _num(value)
+    return n if n is not None and 0.0 <= n <= 1e7 else None
 
 
 def _child_id(span_hex: str, stage_id: str) -> str:
@@ -210,10 +220,10 @@ class Mapper:
         output = _int(attrs.get("gen_ai.usage.completion_tokens", attrs.get("gen_ai.usage.output_tokens")))
         _put(a, "gen_ai.usage.input_tokens", prompt)
         _put(a, "gen_ai.usage.output_tokens", output)
-        queue_s = _num(attrs.get("gen_ai.latency.time_in_queue"))
-        ttft_s = _num(attrs.get("gen_ai.latency.time_to_first_token"))
-        prefill_s = _num(attrs.get("gen_ai.latency.time_in_model_prefill"))
-        decode_s = _num(attrs.get("gen_ai.latency.time_in_model_decode"))
+        queue_s = _seconds(attrs.get("gen_ai.latency.time_in_queue"))
+        ttft_s = _seconds(attrs.get("gen_ai.latency.time_to_first_token"))
+        prefill_s = _seconds(attrs.get("gen_ai.latency.time_in_model_prefill"))
+        decode_s = _seconds(attrs.get("gen_ai.latency.time_in_model_decode"))
         tpot_ms = decode_s * 1000.0 / (output - 1) if decode_s is not None and output and output > 1 else None
         _put(a, "llmtrace.ttft_ms", ttft_s * 1000.0 if ttft_s is not None else None)
         _put(a, "llmtrace.tpot_ms", tpot_ms)
