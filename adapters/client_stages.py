@@ -234,7 +234,10 @@ def emit_stages(call: Call, end: int) -> None:
     # Whether the output was cut and whether it parses go on gen.stop. safety.stop_reason is left to
     # the app (stop_reason.check_stop): only the app knows whether it read the reason, and the
     # broken-JSON analyzer takes a safety.stop_reason span as proof that it did.
-    if obs.finish_reasons or usage is not None:
+    shape = wire.output_values(obs.output_type, out_text if obs.output_parts else None)
+    if shape:
+        span.set_many(shape)
+    if obs.finish_reasons or usage is not None or shape:
         parse_ok = None
         if obs.output_type == "json" and out_text is not None:
             try:
@@ -254,6 +257,7 @@ def emit_stages(call: Call, end: int) -> None:
                 sc.GEN_AI_USAGE_OUTPUT_TOKENS: usage.output_tokens if usage is not None else None,
                 "llmtrace.stop.truncated": any(r in _TRUNCATING for r in obs.finish_reasons),
                 "llmtrace.stop.output_parses": parse_ok,
+                **shape,
             },
         )
 

@@ -7,9 +7,13 @@ Each function takes what one finished call showed and returns the values for one
 
 from __future__ import annotations
 
+import json
+import re
 from typing import TYPE_CHECKING
+from xml.etree import ElementTree
 
 from llmtrace.tracer import capture
+from llmtrace.tracer import semconv as sc
 
 from . import divergence
 from .usage_source import approx_tokens
@@ -56,4 +60,66 @@ def prefix_values(call: Call) -> dict[str, object]:
                 "llmtrace.divergence.reusable_after_tokens": _tokens(d.reusable_after_chars, ratio),
             }
         )
+    return values
+
+
+# ── output shape ─────────────────────────────────────────────────────────────────────────────
+_FENCE = re.compile(r"```([\w+-]*)[ \t]*\n(.*?)(\n[ \t]*```[ \t]*)?\s*$", re.DOTALL)
+_XML_START = re.compile(r"<[A-Za-z?!]")
+_MAX_PARSE_CHARS = 4 * 1024 * 1024
+
+
+def _parses_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _parses_xml(text: str) -> bool:
+    try:
+        # expat (2.4+, as bundled with CPython 3.11) refuses entity-expansion bombs itself.
+        ElementTree.fromstring(text)
+    except (ElementTree.ParseError, ValueError):
+        return False
+    return True
+
+
+def output_shape(text: str) -> tuple[str, bool | None]:
+    """(shape, parses) of an answer: json, fenced, xml or text; ``parses`` is None for text."""
+    s = text.strip()
+    if not s:
+        return "text", None
+    parses: bool | None
+    if s[0] in "{[":
+        return "json", _parses_json(s) if len(s) <= _MAX_PARSE_CHARS else None
+    if s.startswith("```"):
+        m = _FENCE.match(s) if len(s) <= _MAX_PARSE_CHARS else None
+        if m is None or m.group(3) is None:
+            return "fenced", False  # the closing fence never came: cut
+        inner = m.group(2).strip()
+        lang = m.group(1).lower()
+        if lang == "json" or inner[:1] in ("{", "["):
+            parses = _parses_json(inner)
+        elif lang == "xml" or _XML_START.match(inner):
+            parses = _parses_xml(inner)
+        else:
+            parses = True
+        return "fenced", parses
+    if _XML_START.match(s):
+        return "xml", _parses_xml(s) if len(s) <= _MAX_PARSE_CHARS else None
+    return "text", None
+
+
+def output_values(output_type: str | None, text: str | None) -> dict[str, object]:
+    """Output-shape values for ``gen.stop`` (and the pass span): computed from the answer in memory."""
+    if text is None:
+        return {}
+    shape, parses = output_shape(text)
+    values: dict[str, object] = {"llmtrace.output.shape": shape, "llmtrace.output.parses": parses}
+    if output_type is not None:
+        values[sc.GEN_AI_OUTPUT_TYPE] = output_type
+    else:  # nothing was asked for: say whether the answer looks structured anyway
+        values["llmtrace.output.structured_guess"] = shape != "text"
     return values

@@ -13,6 +13,8 @@ from typing import Any
 
 import httpx
 import openai
+import pytest
+from adapters_fake_provider import FakeProvider, Script, fake_provider, sse
 from adapters_store import assert_no_text, client_pass, rows, stages_of
 
 from llmtrace.adapters import instrument
@@ -21,6 +23,17 @@ SYSTEM = "You are the support agent of a parcel company. Answer briefly and poli
 QUESTION = "Where is my parcel with the blue sticker?"
 MSGS = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]
 _VARYING = re.compile(rb'"id":"[^"]*"|"created":\d+')
+
+
+@pytest.fixture
+def provider() -> Any:
+    with fake_provider() as fp:
+        yield fp
+
+
+def _chunk(content: str | None = None, finish: str | None = None) -> dict[str, Any]:
+    delta = {"content": content} if content is not None else {}
+    return {"id": "c1", "model": "gpt-4o-mini", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
 
 def _openai(server: Any, cls: type = openai.OpenAI, **kw: Any) -> Any:
@@ -169,3 +182,50 @@ def test_divergence_classes_for_ids_counters_emails_and_invisible_text(tiny_serv
             )
     found = [s.get("llmtrace.divergence.class") for s in _prefix_stages(traced)[1::2]]
     assert found == list(cases)
+
+
+# ── 3. output shape ─────────────────────────────────────────────────────────────────────────
+def test_json_asked_in_words_and_cut_leaves_its_shape(provider: FakeProvider, traced: Path) -> None:
+    answer = ['{"customer": "Ada Lovelace", ', '"parcel": "in Os']
+    provider.scripts["/v1/chat/completions"] = Script(
+        content_type="text/event-stream", chunks=sse(_chunk(answer[0]), _chunk(answer[1], "length"))
+    )
+    client = instrument(openai.OpenAI(api_key="sk-test", base_url=f"{provider.base_url}/v1", max_retries=0))
+    ask = [{"role": "user", "content": "Reply in JSON with the customer name and parcel place."}]
+    list(client.chat.completions.create(model="gpt-4o-mini", messages=ask, max_tokens=9, stream=True))
+    p = client_pass(traced)
+    stop = stages_of(traced, p["span_id"])["gen.stop"]["attributes"]
+    assert (stop["llmtrace.output.shape"], stop["llmtrace.output.parses"]) == ("json", False)
+    assert stop["llmtrace.output.structured_guess"] is True and "gen_ai.output.type" not in stop
+    assert stop["llmtrace.stop.truncated"] is True
+    assert p["attributes"]["llmtrace.output.shape"] == "json"
+    assert_no_text(traced, ask[0]["content"], "Ada Lovelace", answer[1])
+
+
+@pytest.mark.parametrize("max_tokens", [200, 3])
+def test_response_format_sets_the_output_type_and_parsing_is_checked(
+    tiny_server: Any, traced: Path, max_tokens: int
+) -> None:
+    client = instrument(_openai(tiny_server))
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": False}
+    r = client.chat.completions.create(
+        model="tiny",
+        messages=MSGS,
+        max_tokens=max_tokens,
+        response_format={"type": "json_schema", "json_schema": {"name": "n", "schema": schema}},
+    )
+    stop = stages_of(traced, client_pass(traced)["span_id"])["gen.stop"]["attributes"]
+    assert stop["gen_ai.output.type"] == "json" and "llmtrace.output.structured_guess" not in stop
+    assert stop["llmtrace.output.shape"] == "json"
+    assert stop["llmtrace.output.parses"] is (r.choices[0].finish_reason == "stop")
+    assert_no_text(traced, SYSTEM, QUESTION)
+
+
+def test_plain_text_and_fenced_answers(provider: FakeProvider, traced: Path) -> None:
+    client = instrument(openai.OpenAI(api_key="sk-test", base_url=f"{provider.base_url}/v1", max_retries=0))
+    for text in ("Your parcel is in Oslo.", "```json\n{\"place\": \"Oslo\"}\n```", "<parcel><place>Oslo"):
+        provider.scripts["/v1/chat/completions"] = Script(content_type="text/event-stream", chunks=sse(_chunk(text, "stop")))
+        list(client.chat.completions.create(model="gpt-4o-mini", messages=MSGS, stream=True))
+    passes = rows(traced, "SELECT attributes FROM requests WHERE side='client' ORDER BY start_ns")
+    got = [(p["attributes"]["llmtrace.output.shape"], p["attributes"].get("llmtrace.output.parses")) for p in passes]
+    assert got == [("text", None), ("fenced", True), ("xml", False)]
