@@ -20,11 +20,17 @@ __all__ = ["ChartsUnavailable", "Focus", "Options", "Report", "Selection", "buil
 
 
 def write_regression_report(path: str, conn: object, focus: Focus, since_ns: int | None = None,
-                            source: str = "") -> Report:
-    """What ``llmtrace check --html FILE`` calls: the report over ``conn`` with the regression first."""
+                            service: str | None = None, source: str = "") -> Report | None:
+    """What ``llmtrace check --html FILE`` calls: the report over ``conn`` with the regression first. The gate's
+    verdict stands without it, so a missing charting extra is said on stderr, not raised."""
+    import sys
     from pathlib import Path
 
-    report = build_report(conn, Options(selection=Selection(since_ns), source=source,  # type: ignore[arg-type]
-                                        title="llmtrace check: regression report", focus=focus))
+    try:
+        report = build_report(conn, Options(selection=Selection(since_ns, service), source=source,  # type: ignore[arg-type]
+                                            title="llmtrace check: regression report", focus=focus))
+    except ChartsUnavailable as exc:
+        print(f"llmtrace check: no HTML report: {exc}", file=sys.stderr)
+        return None
     Path(path).write_text(report.html, encoding="utf-8")
     return report
