@@ -44,6 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-passes", type=int, default=1, help="fail to run (exit 2) with fewer passes")
     parser.add_argument("--format", choices=sorted(FORMATS), default="text", help="report format (default text)")
     parser.add_argument("--output", metavar="FILE", help="write the report here (the text summary still prints)")
+    parser.add_argument("--html", metavar="FILE", help="also write the HTML report, the regression first, baseline "
+                                                       "and candidate side by side (needs llmtrace[report])")
 
 
 def compare(current: Metrics, baseline: Metrics, *, max_hit_drop: float = 0.05, ttft: bool = False,
@@ -164,6 +166,12 @@ def _check(args: argparse.Namespace, q: Query, baseline_file: Metrics | None) ->
         verdicts = explain(q, verdicts)
         header = (f"llmtrace check: {current.passes} passes{' of deploy ' + deploy if deploy else ''} "
                   f"against {against}")
+        if args.html:  # a CI artifact; lazy import: the report package sits above the analyzers
+            from llmtrace.report import Focus, write_regression_report
+
+            write_regression_report(args.html, q.conn, Focus(header, tuple(verdicts), current, baseline, against,
+                                                             baseline.deploy if args.baseline_deploy else None),
+                                    q.since_ns, getattr(args, "service", None), args.parquet or args.db or "")
         report = FORMATS[args.format](verdicts, header)
         if args.output:
             Path(args.output).write_text(report, encoding="utf-8")
