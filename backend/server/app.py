@@ -13,7 +13,7 @@ from starlette.routing import Route
 
 from llmtrace.backend.server import metrics, token_count
 from llmtrace.backend.server.asgi_io import Receive, Scope, Send
-from llmtrace.backend.server.errors import APIError, render_error
+from llmtrace.backend.server.errors import APIError, internal_error, render_error
 from llmtrace.backend.server.service import GenerationService
 
 
@@ -92,4 +92,10 @@ def build_app(service: GenerationService) -> Starlette:
         Route("/metrics", prometheus, methods=["GET"]),
         Route("/stats", stats, methods=["GET"]),
     ]
-    return Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    async def server_error(request: Request, exc: Exception) -> Response:
+        # Whatever escaped a handler: a generic 500 in the API's shape; the detail stays in the log.
+        api = "anthropic" if request.url.path.startswith("/v1/messages") else "openai"
+        r = render_error(internal_error(), api)
+        return Response(r.body, r.status, headers=dict(r.headers))
+
+    return Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: server_error})

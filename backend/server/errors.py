@@ -79,3 +79,10 @@ def render_error(err: APIError, api: Api) -> ErrorBody:
 
 def bad_request(message: str, param: str | None = None) -> APIError:
     return APIError(400, message, param=param, code="invalid_value" if param else None)
+
+
+def internal_error(trace_id: str | None = None) -> APIError:
+    """The 500 a client sees for a server fault: a generic message (the detail is logged, not sent, since it
+    can quote internals) with the trace id to look it up by."""
+    where = f" (trace {trace_id})" if trace_id else ""
+    return APIError(500, f"the server failed to handle the request{where}; the details are in its log")

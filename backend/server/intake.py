@@ -123,8 +123,15 @@ class Intake:
                 msg["content"] = "".join(p.get("text", "") for p in content if p.get("type") == "text")
             elif content is None:
                 msg["content"] = ""
-            if msg.get("tool_calls") and not msg["content"]:
-                msg["content"] = tool_call_message_content(msg["tool_calls"])
+            calls = msg.get("tool_calls")
+            if calls is not None:
+                _check_tool_calls(calls, len(prepared))
+            if calls and not msg["content"]:
+                try:
+                    msg["content"] = tool_call_message_content(calls)
+                except (ValueError, RecursionError):  # arguments JSON nested too deep or with huge integers
+                    raise bad_request(f"messages[{len(prepared)}].tool_calls: arguments are not JSON this server "
+                                      "can read", f"messages[{len(prepared)}].tool_calls") from None
             prepared.append(msg)
         if job.tools and job.output_type == "tool_calls" and not self._template_has_tools:
             text = describe_tools(job.tools)
@@ -191,7 +198,7 @@ class Intake:
             prepared = self._prepare_for_template(job, messages)
             try:
                 text = self._render(prepared, job.tools)
-            except (ChatTemplateError, ValueError) as exc:
+            except (ChatTemplateError, ValueError, TypeError) as exc:  # TypeError: a field of the wrong type
                 raise bad_request(f"the chat template rejected the messages: {exc}", "messages") from None
             segments = self._segments(prepared, job.tools, text)
             rec.record_stage("intake.chat_template", start_ns=t1, end_ns=rec.now_ns(), parent=pass_span, values={
@@ -233,6 +240,22 @@ class Intake:
             if kept is not None:
                 pass_span.set(sc.LLMTRACE_PROMPT_TEXT, kept)
         return IntakeResult(text, ids, hashes, prefix)
+
+
+def _check_tool_calls(calls: Any, index: int) -> None:
+    """An assistant message's earlier tool calls: a list of {"function": {"name": str, "arguments": str or
+    object}} (OpenAI's shape, which the Anthropic tool_use blocks are converted to)."""
+    where = f"messages[{index}].tool_calls"
+    if not isinstance(calls, list):
+        raise bad_request(f"{where} must be a list of tool calls, got {type(calls).__name__}", where)
+    for i, call in enumerate(calls):
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict):
+            raise bad_request(f"{where}[{i}] must be an object with a 'function' object", where)
+        if not isinstance(fn.get("name", ""), str):
+            raise bad_request(f"{where}[{i}].function.name must be a string", where)
+        if not isinstance(fn.get("arguments", "{}"), (str, dict)):
+            raise bad_request(f"{where}[{i}].function.arguments must be a JSON string", where)
 
 
 def _message_texts(messages: list[dict[str, Any]]) -> list[str]:

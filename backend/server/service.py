@@ -29,6 +29,7 @@ from llmtrace.backend.engine.request import EngineRequest, RequestOutput
 from llmtrace.backend.generation.params import InvalidRequestError
 from llmtrace.backend.server import anthropic_protocol as anth
 from llmtrace.backend.server import openai_protocol as oai
+from llmtrace.backend.server import responses_protocol as resp
 from llmtrace.backend.server.admission import Admission, Shed
 from llmtrace.backend.server.asgi_io import (
     ClientGone,
@@ -42,7 +43,7 @@ from llmtrace.backend.server.asgi_io import (
     wait_disconnect,
 )
 from llmtrace.backend.server.config import ServerConfig
-from llmtrace.backend.server.errors import APIError, bad_request, render_error
+from llmtrace.backend.server.errors import APIError, bad_request, internal_error, render_error
 from llmtrace.backend.server.intake import Intake, IntakeResult, context_exceeded
 from llmtrace.backend.server.job import Job, Outcome
 from llmtrace.backend.server.replica_set import ReplicaSet, Selection
@@ -57,7 +58,7 @@ log = logging.getLogger("llmtrace.serve")
 
 OFF_LOOP_CHARS = 32 << 10  # prompts past this many characters go through intake on a worker thread
 OFF_LOOP_BYTES = 1 << 20  # bodies past this size are parsed on a worker thread
-ID_PREFIX = {"chat": "chatcmpl-", "completions": "cmpl-", "messages": "msg_"}
+ID_PREFIX = {"chat": "chatcmpl-", "completions": "cmpl-", "messages": "msg_", "responses": resp.ID_PREFIX}
 
 
 @dataclass(slots=True)
@@ -89,6 +90,7 @@ class GenerationService:
         self.in_flight = 0
         self.counts: Counter[str] = Counter()
         self.max_model_len = min(r.max_model_len for r in replicas)
+        self.responses = resp.ResponsesStore()  # recent conversations, for previous_response_id
         # Intake and JSON parsing of large bodies: few threads, so big requests wait for each other rather
         # than for the event loop.
         self._workers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llmtrace-intake")
@@ -190,13 +192,14 @@ class GenerationService:
             ps.end("cancelled", "client disconnected")
             raise
         except Exception as exc:  # a bug or an engine failure: a 500 (or an error event), never a hang
-            log.exception("request failed")
+            # The detail goes to the log and the span, never to the client (it may quote internals).
+            log.exception("request %s failed", ps.trace_id)
             self.counts[f"{ex.endpoint}:500"] += 1
             ps.set(sc.ERROR_TYPE, type(exc).__qualname__)
             ps.end("error", f"{type(exc).__name__}: {exc}")
             if not ex.started:
-                err = APIError(500, f"internal error: {type(exc).__name__}: {exc}")
-                await _send_rendered(send, render_error(err, ex.api), ex.headers)  # type: ignore[arg-type]
+                await _send_rendered(send, render_error(internal_error(ps.trace_id), ex.api),  # type: ignore[arg-type]
+                                     ex.headers)
         finally:
             if admitted:
                 self.admission.release(time.perf_counter() - started)
@@ -205,6 +208,8 @@ class GenerationService:
         spec = oai.speculation_config(self.cfg.speculative, self.cfg.speculative_k)  # the server's default
         if endpoint == "chat":
             return oai.parse_chat(body, self.cfg.default_max_tokens, spec)
+        if endpoint == "responses":
+            return resp.parse_responses(body, self.cfg.default_max_tokens, spec, self.responses)
         if endpoint == "completions":
             return oai.parse_completions(body, speculation=spec)
         return anth.parse_messages(body, spec)
@@ -305,7 +310,9 @@ class GenerationService:
     async def _stream(self, ex: Exchange, job: Job, sel: Selection, req: EngineRequest, model: str,
                       send: Send) -> Outcome:
         t0 = rec.now_ns()
-        writer: Any = (anth.AnthropicStream if job.api == "anthropic" else oai.OpenAIStream)(req.request_id, model, job)
+        stream_cls: Any = (anth.AnthropicStream if job.api == "anthropic" else
+                           resp.ResponsesStream if job.endpoint == "responses" else oai.OpenAIStream)
+        writer: Any = stream_cls(req.request_id, model, job)
         headers = [("content-type", "text/event-stream; charset=utf-8"), ("cache-control", "no-cache"),
                    ("x-accel-buffering", "no"), *ex.headers]
         await send({"type": "http.response.start", "status": 200,
@@ -331,9 +338,9 @@ class GenerationService:
                     await _send_chunks(send, chunks)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:
-            log.exception("generation failed mid-stream")
-            await _send_chunks(send, writer.error(f"generation failed: {type(exc).__name__}: {exc}"))
+        except Exception:
+            log.exception("generation failed mid-stream (trace %s)", ex.pass_span.trace_id)
+            await _send_chunks(send, writer.error(internal_error(ex.pass_span.trace_id).message))
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             raise
         outcome = got.outcome(req.params.stop)
@@ -355,6 +362,8 @@ class GenerationService:
         created = int(time.time())
         if job.api == "anthropic":
             payload = anth.message_response(req.request_id, model, outcome)
+        elif isinstance(job, resp.ResponsesJob):
+            payload = resp.response_object(req.request_id, model, outcome, job, created)
         elif job.endpoint == "chat":
             payload = oai.chat_response(req.request_id, model, outcome, created)
         else:

@@ -82,3 +82,99 @@ def test_huge_prompts_do_not_stall_health_or_a_running_stream(server: RunningSer
     window = [t for t in chunk_times if t_start <= t <= t_end]
     gaps = [b - a for a, b in zip([t_start, *window], [*window, t_end], strict=True)]
     assert window and max(gaps) < 1.0, f"stream stalled for {max(gaps):.2f}s"
+
+
+# ───────────────────────────────────────────────────────────── item 8: unvalidated input is a 400
+_M = [{"role": "user", "content": "hi"}]
+
+
+def _j(obj: object) -> bytes:
+    return json.dumps(obj).encode()
+
+
+HOSTILE = [
+    ("surrogate-model", CHAT, b'{"model": "tiny\\ud800", "messages": [{"role": "user", "content": "hi"}]}'),
+    ("surrogate-text", CHAT, b'{"model": "tiny", "messages": [{"role": "user", "content": "a\\udc00b"}]}'),
+    ("surrogate-prompt", "/v1/completions", b'{"model": "tiny", "prompt": "a\\ud800", "max_tokens": 2}'),
+    ("surrogate-anthropic", "/v1/messages",
+     b'{"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": "\\ud800"}]}'),
+    ("tool-calls-str", CHAT, _j({"model": "tiny", "max_tokens": 2, "messages": [
+        {"role": "assistant", "content": "", "tool_calls": "abc"}, {"role": "user", "content": "x"}]})),
+    ("tool-calls-items", CHAT, _j({"model": "tiny", "max_tokens": 2, "messages": [
+        {"role": "assistant", "content": "", "tool_calls": ["abc", 1]}, {"role": "user", "content": "x"}]})),
+    ("tool-calls-function-str", CHAT, _j({"model": "tiny", "max_tokens": 2, "messages": [
+        {"role": "assistant", "content": "", "tool_calls": [{"function": "f"}]}, {"role": "user", "content": "x"}]})),
+    ("tool-calls-deep-arguments", CHAT, _j({"model": "tiny", "max_tokens": 2, "messages": [
+        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": "[" * 100000}}]},
+        {"role": "user", "content": "x"}]})),
+    ("deep-json", CHAT, b'{"model": "tiny", "messages": ' + b"[" * 100000 + b"]" * 100000 + b"}"),
+    ("deep-json-anthropic", "/v1/messages", b'{"model": "tiny", "max_tokens": 2, "messages": ' + b"[" * 100000 + b"}"),
+    ("5000-digit-int", CHAT, b'{"model": "tiny", "messages": [{"role": "user", "content": "x"}], "max_tokens": '
+     + b"9" * 5000 + b"}"),
+    ("5000-digit-int-anthropic", "/v1/messages", b'{"model": "tiny", "messages": [], "max_tokens": -'
+     + b"9" * 5000 + b"}"),
+    ("max-tokens-past-64-bits-negative", CHAT, b'{"model": "tiny", "messages": [{"role": "user", "content": "x"}], '
+     b'"max_tokens": -18446744073709551617}'),
+    ("schema-type-junk", CHAT, _j({"model": "tiny", "messages": _M, "max_tokens": 2, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "nonsense", "properties": 5}}}})),
+    ("response-format-str", CHAT, _j({"model": "tiny", "messages": _M, "response_format": "json"})),
+    ("tools-items-str", CHAT, _j({"model": "tiny", "messages": _M, "tools": ["x"]})),
+    ("tools-function-str", CHAT, _j({"model": "tiny", "messages": _M, "tools": [{"type": "function", "function": "x"}]})),
+    ("stream-options-str", CHAT, _j({"model": "tiny", "messages": _M, "stream": True, "stream_options": "x"})),
+    ("stop-int", CHAT, _j({"model": "tiny", "messages": _M, "stop": 5})),
+    ("temperature-str", CHAT, _j({"model": "tiny", "messages": _M, "temperature": "hot"})),
+    ("nan", CHAT, b'{"model": "tiny", "messages": [{"role": "user", "content": "x"}], "temperature": NaN}'),
+    ("anthropic-system-int", "/v1/messages", _j({"model": "tiny", "max_tokens": 2, "system": [5], "messages": _M})),
+    ("anthropic-tools-str", "/v1/messages", _j({"model": "tiny", "max_tokens": 2, "messages": _M, "tools": "x"})),
+    ("anthropic-tool-result-int", "/v1/messages", _j({"model": "tiny", "max_tokens": 2, "messages": [
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": 5}]}]})),
+    ("anthropic-stop-sequences-int", "/v1/messages", _j({"model": "tiny", "max_tokens": 2, "messages": _M,
+                                                          "stop_sequences": 5})),
+]
+
+
+@pytest.mark.parametrize("name, path, content", HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_unvalidated_input_is_a_400_in_the_protocols_shape(server: RunningServer, name: str, path: str,
+                                                         content: bytes) -> None:
+    r = httpx.post(server.base_url + path, content=content, headers={"content-type": "application/json"}, timeout=30)
+    assert r.status_code == 400, r.text
+    body = r.json()
+    if path == "/v1/messages":
+        assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error", body
+    else:
+        assert body["error"]["type"] == "invalid_request_error" and body["error"]["message"], body
+    assert "Traceback" not in r.text and "Error:" not in body["error"]["message"]
+
+
+def test_schema_bounds_past_64_bits_are_served_not_500(server: RunningServer) -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "integer", "minimum": 10**30, "maximum": 10**31}},
+              "required": ["a"]}
+    r = httpx.post(server.base_url + CHAT, timeout=60, json={
+        "model": "tiny", "messages": _M, "max_tokens": 4,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}})
+    assert r.status_code in (200, 400), r.text
+    r = httpx.post(server.base_url + "/v1/messages", timeout=60, json={
+        "model": "tiny", "messages": _M, "max_tokens": 4,
+        "output_config": {"format": {"type": "json_schema", "schema": {"type": "integer", "maximum": -10**40}}}})
+    assert r.status_code in (200, 400), r.text
+
+
+def test_sdks_get_bad_request_errors_for_hostile_input(server: RunningServer) -> None:
+    import anthropic
+    import openai
+
+    # (The SDKs cannot send a lone surrogate: their JSON encoders refuse it, so that case is raw httpx above.)
+    oai = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="unused", max_retries=0)
+    with pytest.raises(openai.BadRequestError):
+        oai.chat.completions.create(model="tiny", messages=_M, max_tokens=2, extra_body={"top_k": "many"})
+    with pytest.raises(openai.BadRequestError) as exc:
+        oai.chat.completions.create(model="tiny", max_tokens=2, messages=[  # type: ignore[list-item]
+            {"role": "assistant", "content": "", "tool_calls": "abc"}, {"role": "user", "content": "x"}])
+    assert "tool_calls" in str(exc.value)
+    ant = anthropic.Anthropic(base_url=server.base_url, api_key="unused", max_retries=0)
+    with pytest.raises(anthropic.BadRequestError):
+        ant.messages.create(model="tiny", max_tokens=2, messages=[  # type: ignore[list-item]
+            {"role": "user", "content": [{"type": "text", "text": 5}]}])
+    with pytest.raises(anthropic.BadRequestError):
+        ant.messages.create(model="tiny", max_tokens=2, messages=[{"role": "user", "content": "x"}],
+                            extra_body={"temperature": [1]})
