@@ -86,6 +86,7 @@ def build_app(service: GenerationService) -> Starlette:
         Route("/v1/completions", _Endpoint(service, "completions"), methods=["POST"]),
         Route("/v1/messages", _Endpoint(service, "messages"), methods=["POST"]),
         Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+        Route("/v1/responses", _Endpoint(service, "responses"), methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", model, methods=["GET"]),
         Route("/health", health, methods=["GET"]),

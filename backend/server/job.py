@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from llmtrace.backend.generation.params import SamplingParams
 
-Endpoint = Literal["chat", "completions", "messages"]
+Endpoint = Literal["chat", "completions", "messages", "responses"]
 
 
 @dataclass(slots=True)
