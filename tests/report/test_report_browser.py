@@ -1,0 +1,116 @@
+"""The report opened in a real headless Chromium: every chart drawn, nothing printed to the console, nothing
+fetched from outside the file, a click from a finding lands on its trace page, and the layout keeps its
+shape (sections in order, links that resolve, two sides per trace, no horizontal overflow)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cdp import Browser
+
+SECTIONS = ["findings", "cache", "time", "latency", "cost", "kv-pool", "traces"]
+
+# Per chart: its SVG, its drawn size, and how many data marks (bars, lines, points, rules, ticks) it holds.
+CHART_STATE = """[...document.querySelectorAll('[data-chart]')].map(el => {
+    const svg = el.querySelector('svg'); const r = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
+    // data marks only (Vega tags them role-mark); axes, grids and legends do not count
+    const marks = svg ? svg.querySelectorAll('g[class*="role-mark"] > path, g[class*="role-mark"] > line').length : 0;
+    return {name: el.dataset.chart, w: r.width, h: r.height, marks: marks}; })"""
+
+
+def _open(browser: Browser, html: Path) -> None:
+    browser.errors.clear()
+    browser.requests.clear()
+    browser.open(html.as_uri())
+
+
+@pytest.mark.parametrize("which", ["support_html", "regression_html", "synthetic_html"])
+def test_every_chart_renders_without_console_errors_or_network(which: str, chromium: Browser, shots: Path,
+                                                              request: pytest.FixtureRequest) -> None:
+    html: Path = request.getfixturevalue(which)
+    _open(chromium, html)
+    charts = chromium.js(CHART_STATE)
+    names = {c["name"] for c in charts}
+    assert {"hit-rate-timeline", "hit-rate-by-deploy", "phase-share", "ttft_ms-distribution", "tpot_ms-distribution",
+            "cost-split", "waterfall"} <= names, names
+    empty = [c for c in charts if c["w"] < 50 or c["h"] < 30 or c["marks"] < 1]
+    assert not empty, empty
+    assert chromium.errors == []
+    outside = [u for u in chromium.requests if not u.startswith(("file:", "data:", "about:"))]
+    assert outside == [], outside
+    shot = chromium.screenshot(shots / f"{which}.png", full_page=True)
+    assert shot.stat().st_size > 20_000  # a blank page compresses to a few kilobytes
+
+
+def test_clicking_a_finding_trace_link_opens_that_trace_page(support_html: Path, chromium: Browser,
+                                                            shots: Path) -> None:
+    _open(chromium, support_html)
+    href = chromium.js("document.querySelector('.finding a.tr').getAttribute('href')")
+    assert href.startswith("#trace-")
+    chromium.click(".finding a.tr")
+    target = chromium.js("""(() => { const t = document.querySelector(':target');
+        return t && {hash: location.hash, cls: t.className, trace: t.dataset.trace,
+                     top: t.getBoundingClientRect().top, sides: t.querySelectorAll('.sides > div').length,
+                     charts: t.querySelectorAll('[data-chart=waterfall] svg').length}; })()""")
+    assert target is not None, "the click did not navigate to an element"
+    assert target["hash"] == href and "trace" in target["cls"] and href == f"#trace-{target['trace']}"
+    assert 0 <= target["top"] < 120  # scrolled to the top, just under the sticky navigation
+    assert target["sides"] == 2 and target["charts"] == 2  # client and server side by side
+    chromium.screenshot(shots / "trace_page.png")
+
+
+def test_layout_sections_links_and_width(support_html: Path, chromium: Browser) -> None:
+    _open(chromium, support_html)
+    state = chromium.js("""(() => ({
+        sections: [...document.querySelectorAll('main > section.block')].map(s => s.id),
+        toc: [...document.querySelectorAll('nav.toc a')].map(a => a.getAttribute('href')),
+        broken: [...document.querySelectorAll('a[href^="#"]')].map(a => a.getAttribute('href'))
+                  .filter(h => !document.getElementById(decodeURIComponent(h.slice(1)))),
+        external: [...document.querySelectorAll('[src], link[href], a[href]')]
+                  .map(e => e.getAttribute('src') || e.getAttribute('href')).filter(u => /^(https?:)?\\/\\//.test(u)),
+        scripts: document.querySelectorAll('script').length,
+        overflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+        findings: document.querySelectorAll('.finding').length,
+        traces: [...document.querySelectorAll('.trace')].map(t => t.dataset.trace),
+        navSticky: getComputedStyle(document.querySelector('nav.toc')).position,
+    }))()""")
+    assert state["sections"] == SECTIONS
+    assert state["toc"] == [f"#{s}" for s in SECTIONS]
+    assert state["broken"] == [] and state["external"] == [] and state["scripts"] == 0
+    assert state["overflow"] <= 0, "the page scrolls sideways at 1280 px"
+    assert state["navSticky"] == "sticky"
+    # The page shows what `llmtrace diagnose` finds, no more and no fewer.
+    assert state["findings"] == len(_diagnose(support_html.with_name("support.duckdb")))
+    assert state["traces"] and len(set(state["traces"])) == len(state["traces"])
+
+
+def test_regression_report_puts_the_verdicts_first(regression_html: Path, chromium: Browser) -> None:
+    _open(chromium, regression_html)
+    state = chromium.js("""(() => ({
+        first: document.querySelector('main > section.block').id,
+        verdicts: Object.fromEntries([...document.querySelectorAll('[data-verdict]')]
+                  .map(r => [r.dataset.verdict, r.querySelector('td:nth-child(5)').textContent])),
+        explained: document.querySelector('[data-verdict=cache_hit_rate] a[href^="#finding-"]')?.getAttribute('href'),
+        sides: [...document.querySelectorAll('#regression .grid .card h3')].map(h => h.textContent),
+        deployRows: [...document.querySelectorAll('#cache table tr td:first-child')].map(t => t.textContent),
+    }))()""")
+    assert state["first"] == "regression"
+    assert state["verdicts"] == {"cache_hit_rate": "FAIL", "ttft_p50_ms": "FAIL", "ttft_p95_ms": "FAIL",
+                                 "cost_per_request_usd": "FAIL"}
+    assert state["explained"] and chromium.js(f"!!document.querySelector('{state['explained']}')")
+    assert state["sides"] == ["baseline: deploy v1", "candidate: v2"]
+    assert state["deployRows"] == ["v1", "v2"]
+
+
+def _diagnose(db: Path) -> list[dict[str, object]]:
+    import contextlib
+    import io
+
+    from llmtrace.cli import main
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["diagnose", "--db", str(db), "--json"]) == 0
+    return json.loads(buf.getvalue())["findings"]
