@@ -69,7 +69,7 @@ def _check_select(parser: duckdb.DuckDBPyConnection, text: str) -> None:
     writes = sorted(nodes - _READ_NODES)
     if writes:
         kind = writes[0].removesuffix("_QUERY_NODE").removesuffix("_NODE")
-        raise NotReadOnly(f"a {kind} inside a query is refused: {_short(text)}")
+        raise NotReadOnly(f"a {kind} inside a query writes: {_short(text)}")
     refused = sorted(functions & _REFUSED_FUNCTIONS)
     if refused:
         raise NotReadOnly(f"{refused[0]}() is not available in llmtrace sql: {_short(text)}")
@@ -82,7 +82,7 @@ def _explained(text: str) -> str:
     for i, pos in enumerate(starts[1:], start=1):
         word = text[pos:starts[i + 1] if i + 1 < len(starts) else len(text)].strip().strip("(),").lower()
         if word in _ANALYZE_WORDS:
-            raise NotReadOnly("EXPLAIN ANALYZE runs its statement and is refused; use EXPLAIN without ANALYZE")
+            raise NotReadOnly("EXPLAIN ANALYZE runs its statement; use EXPLAIN without ANALYZE")
         try:
             inner = duckdb.extract_statements(text[pos:])
         except duckdb.Error:
@@ -115,7 +115,7 @@ def check_read_only(sql: str) -> list[Statement]:
                     _check_select(parser, inner)
                     out.append(Statement(st.query, explain=True))
                 else:
-                    raise NotReadOnly(f"{_first_word(st.query) or _kind(st.type)} statements are refused: "
+                    raise NotReadOnly(f"{_first_word(st.query) or _kind(st.type)} is not a read query: "
                                       f"{_short(st.query)}")
             except NotReadOnly as exc:
                 raise NotReadOnly(f"{exc}{where}") from None
