@@ -7,6 +7,10 @@ Client middleware (one httpx transport wrapping the client's own):
     llmtrace.init(db="llmtrace.duckdb", deploy="v2")
     client = instrument(openai.OpenAI())  # AsyncOpenAI, Anthropic, AsyncAnthropic, httpx.Client/AsyncClient
 
+Calls of one conversation share ``session.id`` (``with llmtrace.session(id, user=...)``, the request's own
+user/metadata fields, or inferred from the messages' prefix chain); a tool round trip stays in the trace of
+the call whose tool calls it answers.
+
 Every chat completion, Responses API call, legacy completion or Anthropic message becomes a client pass
 span (``chat {model}``) with the stages a client can see; ``traceparent`` is injected so an
 instrumented server's pass span joins the same trace. The SDKs are optional extras: nothing here
@@ -25,6 +29,14 @@ App-side helpers, each usable alone, each emitting its stage span:
 """
 
 from .instrument import instrument, is_instrumented, uninstrument
+from .sessions import session
 from .transport import AsyncInstrumentedTransport, InstrumentedTransport
 
-__all__ = ["AsyncInstrumentedTransport", "InstrumentedTransport", "instrument", "is_instrumented", "uninstrument"]
+__all__ = [
+    "AsyncInstrumentedTransport",
+    "InstrumentedTransport",
+    "instrument",
+    "is_instrumented",
+    "session",
+    "uninstrument",
+]

@@ -14,12 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry import trace
 from orjson import loads
 
 from llmtrace.tracer import health
 from llmtrace.tracer import recording as rec
 from llmtrace.tracer import semconv as sc
 
+from . import sessions
 from .client_stages import emit_stages
 from .encoding import decoder_for
 from .protocol import ProtocolParser
@@ -51,6 +53,14 @@ class Options:
 
 def _ignore(chunk: bytes) -> None:
     return None
+
+
+def _session_view(body: dict[str, object]) -> sessions.View | None:
+    try:
+        return sessions.tracker.begin(body)
+    except Exception as exc:  # the conversation is a nicety; the call is not
+        health.count("adapter_error", message=f"adapter could not read the conversation: {type(exc).__name__}: {exc}")
+        return None
 
 
 class Connection:
@@ -98,6 +108,7 @@ class Call:
         "server_span",
         "undecoded",
         "strip",
+        "view",
         "_feed",
     )
 
@@ -112,6 +123,7 @@ class Call:
         self.server_span: str | None = None
         self.undecoded: str | None = None
         self.strip: UsageStripper | None = None
+        self.view: sessions.View | None = None
         self.sse: SSEParser | None = None
         self.body: list[bytes] = []
         self.body_bytes = 0
@@ -138,15 +150,28 @@ class Call:
                 and inject(request, body)
             ):
                 self.strip = UsageStripper()
+            self.view = _session_view(body)
         incoming = request.headers.get("traceparent")
+        view = self.view
+        # A tool round trip joins the trace of the call whose tool calls it answers, unless the app
+        # already put the call somewhere (its own span, or a traceparent of its own).
+        join = (
+            view.parent
+            if view is not None and incoming is None and not trace.get_current_span().get_span_context().is_valid
+            else None
+        )
         self.pass_span = rec.start_pass(
             self.obs.model,
             operation=parser.operation,
             side="client",
             provider=opts.provider or parser.provider,
             traceparent=incoming,
+            parent=join,
             start_ns=self.t0_wall,
+            attributes=view.attributes() if view is not None else None,
         )
+        if view is not None and join is None:
+            view.parent = None  # not joined: this call begins a turn of its own
         if opts.inject_traceparent:
             request.headers["traceparent"] = self.pass_span.traceparent()
 

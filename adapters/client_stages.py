@@ -272,6 +272,8 @@ def emit_stages(call: Call, end: int) -> None:
             span.set(sc.LLMTRACE_COST_USD, cost)
             span.set("llmtrace.meters.trace_cost_usd", meters.trace_costs.add(span.trace_id, cost))
 
+    wire.conversation_stages(call, wall(end))
+
     for stage_id in hidden:
         rec.mark_unobserved(
             stage_id, reason="the provider does not expose this stage to a client", parent=parent

@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING
 from xml.etree import ElementTree
 
 from llmtrace.tracer import capture
+from llmtrace.tracer import recording as rec
 from llmtrace.tracer import semconv as sc
 
-from . import divergence
+from . import divergence, sessions
 from .usage_source import approx_tokens
 
 if TYPE_CHECKING:
@@ -123,3 +124,58 @@ def output_values(output_type: str | None, text: str | None) -> dict[str, object
     else:  # nothing was asked for: say whether the answer looks structured anyway
         values["llmtrace.output.structured_guess"] = shape != "text"
     return values
+
+
+# ── conversations: tool round trips, repeated tool calls, rewritten history ─────────────────
+def conversation_stages(call: Call, end_wall: int) -> None:
+    """Remember the call in its conversation; record what its messages array showed."""
+    view = call.view
+    if view is None:
+        return
+    obs, span, t0w = call.obs, call.pass_span, call.t0_wall
+    prompt_chars = sum(len(t) for _, t in obs.segments)
+    sessions.tracker.end(view, span, obs.response_id, end_wall, prompt_chars)
+    if view.parent is not None:
+        # The tools ran between the call that asked for them and this one: one span each, from the wire.
+        for name, call_id, chars in view.tool_results:
+            rec.record_stage(
+                "loop.tool_dispatch",
+                start_ns=min(view.since_ns or t0w, t0w),
+                end_ns=t0w,
+                parent=view.parent,
+                values={
+                    sc.GEN_AI_OPERATION_NAME: "execute_tool",
+                    sc.GEN_AI_TOOL_NAME: name,
+                    sc.GEN_AI_TOOL_CALL_ID: call_id or None,
+                    "llmtrace.tool.result_tokens": approx_tokens(chars),
+                    "llmtrace.tool.observed": "wire",
+                },
+            )
+    if view.tool_calls:
+        rec.record_stage(
+            "loop.budget",
+            start_ns=t0w,
+            end_ns=t0w,
+            parent=span,
+            values={
+                "llmtrace.budget.steps": view.tool_call_steps,
+                "llmtrace.loop.repeated_tool_calls": view.repeated_tool_calls,
+                "llmtrace.budget.loop_detected": view.repeated_tool_calls > 0,
+                "llmtrace.loop.observed": "wire",
+            },
+        )
+    if view.rewritten:
+        rec.record_stage(
+            "loop.compaction",
+            start_ns=t0w,
+            end_ns=t0w,
+            parent=span,
+            values={
+                "llmtrace.compaction.history_rewritten": True,
+                "llmtrace.compaction.tokens_before": approx_tokens(view.prompt_chars_before),
+                "llmtrace.compaction.tokens_after": approx_tokens(prompt_chars),
+                "llmtrace.compaction.turns_summarized": view.turns_replaced,
+                "llmtrace.compaction.kept_messages": view.kept_messages,
+                "llmtrace.compaction.observed": "wire",
+            },
+        )

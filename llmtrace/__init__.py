@@ -19,8 +19,8 @@ from llmtrace.tracer import (
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "force_flush", "init", "instrument", "mark_unobserved", "record_stage", "shutdown",
-           "stage", "start_pass", "tool_span"]
+__all__ = ["__version__", "force_flush", "init", "instrument", "mark_unobserved", "record_stage", "session",
+           "shutdown", "stage", "start_pass", "tool_span"]
 
 
 def instrument(client: object, **kwargs: object) -> object:
@@ -28,3 +28,10 @@ def instrument(client: object, **kwargs: object) -> object:
     from llmtrace.adapters import instrument as _instrument
 
     return _instrument(client, **kwargs)  # type: ignore[no-any-return]
+
+
+def session(session_id: str, user: str | None = None) -> object:
+    """Group the instrumented calls inside ``with llmtrace.session(id, user=...)`` (see ``llmtrace.adapters``)."""
+    from llmtrace.adapters.sessions import session as _session
+
+    return _session(session_id, user)

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from llmtrace.adapters import divergence
+from llmtrace.adapters import divergence, sessions
 from llmtrace.tracer import health
 
 _QUIET_FAILURES = ("wrong_value_type", "unknown_stage", "adapter_error")
@@ -26,4 +26,5 @@ def no_quiet_failures(request: pytest.FixtureRequest) -> Iterator[None]:
 def fresh_wire_memory() -> Iterator[None]:
     """The middleware remembers recent prompts per process; each test starts without another's."""
     divergence.history.clear()
+    sessions.tracker.clear()
     yield

@@ -229,3 +229,76 @@ def test_plain_text_and_fenced_answers(provider: FakeProvider, traced: Path) -> 
     passes = rows(traced, "SELECT attributes FROM requests WHERE side='client' ORDER BY start_ns")
     got = [(p["attributes"]["llmtrace.output.shape"], p["attributes"].get("llmtrace.output.parses")) for p in passes]
     assert got == [("text", None), ("fenced", True), ("xml", False)]
+
+
+# ── 5. sessions; an agent turn with tool round trips is one trace ───────────────────────────
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather for a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "enum": ["Oslo", "Paris"]}},
+            "required": ["city"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def _agent_turns(client: Any, user: str | None = None) -> list[dict[str, Any]]:
+    """Question -> tool call -> tool result -> answer, then a second question: what an agent sends."""
+    extra: dict[str, Any] = {"user": user} if user else {}
+    msgs: list[Any] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Weather in Oslo today?"}]
+    forced = {"type": "function", "function": {"name": "get_weather"}}
+    r = client.chat.completions.create(
+        model="tiny", messages=msgs, tools=[WEATHER], tool_choice=forced, max_tokens=30, **extra
+    )
+    call = r.choices[0].message.tool_calls[0]
+    msgs += [r.choices[0].message, {"role": "tool", "tool_call_id": call.id, "content": "Sunny and 21 degrees in Oslo"}]
+    r2 = client.chat.completions.create(model="tiny", messages=msgs, tools=[WEATHER], max_tokens=4, **extra)
+    msgs += [r2.choices[0].message, {"role": "user", "content": "And tomorrow in Paris?"}]
+    client.chat.completions.create(model="tiny", messages=msgs, tools=[WEATHER], max_tokens=4, **extra)
+    return msgs
+
+
+def test_a_tool_round_trip_is_one_trace_and_the_conversation_one_session(tiny_server: Any, traced: Path) -> None:
+    _agent_turns(instrument(_openai(tiny_server)))
+    passes = rows(traced, "SELECT * FROM requests WHERE side='client' ORDER BY start_ns")
+    assert len(passes) == 3
+    first, second, third = passes
+    assert second["trace_id"] == first["trace_id"] and second["parent_span_id"] == first["span_id"]
+    assert third["trace_id"] != first["trace_id"]  # a new question from the user: a new turn
+    assert len({p["session_id"] for p in passes}) == 1 and passes[0]["session_id"]
+    assert all(p["attributes"]["llmtrace.session.inferred"] is True for p in passes)
+    trace = rows(traced, "SELECT * FROM traces WHERE trace_id = ?", [first["trace_id"]])[0]
+    assert (trace["passes"], trace["tool_calls"]) == (2, 1)
+    tool = rows(traced, "SELECT * FROM spans WHERE stage = 'loop.tool_dispatch'")[0]
+    assert tool["attributes"]["gen_ai.tool.name"] == "get_weather"
+    assert tool["attributes"]["llmtrace.tool.observed"] == "wire"
+    assert tool["start_ns"] <= tool["end_ns"] <= second["start_ns"]
+    assert_no_text(traced, SYSTEM, "Weather in Oslo today?", "Sunny and 21 degrees", "And tomorrow in Paris?")
+
+
+def test_explicit_sessions_and_users_from_the_request(tiny_server: Any, traced: Path) -> None:
+    import anthropic
+
+    import llmtrace
+
+    client = instrument(_openai(tiny_server))
+    with llmtrace.session("ticket-4711", user="agent-7"):
+        client.chat.completions.create(model="tiny", messages=MSGS, max_tokens=2)
+        client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "Other topic"}], max_tokens=2)
+    client.chat.completions.create(model="tiny", messages=MSGS, max_tokens=2, user="alice@example.com")
+    client.chat.completions.create(model="tiny", messages=MSGS, max_tokens=2, metadata={"session_id": "chat-9"})
+    ac = instrument(anthropic.Anthropic(api_key="test", base_url=tiny_server.base_url, max_retries=0))
+    ac.messages.create(model="tiny", max_tokens=2, messages=MSGS[1:], metadata={"user_id": "alice@example.com"})
+    p = rows(traced, "SELECT * FROM requests WHERE side='client' ORDER BY start_ns")
+    assert [(x["session_id"], x["user_id"]) for x in p[:2]] == [("ticket-4711", "agent-7")] * 2
+    assert p[0]["attributes"]["llmtrace.session.inferred"] is False
+    # A user id read off the wire is a keyed hash in hashes mode; equal ids still match across providers.
+    assert p[2]["user_id"] and p[2]["user_id"] != "alice@example.com" and p[2]["user_id"] == p[4]["user_id"]
+    assert p[2]["attributes"]["llmtrace.session.inferred"] is True
+    assert p[3]["session_id"] == "chat-9" and p[3]["attributes"]["llmtrace.session.inferred"] is False
+    assert_no_text(traced, SYSTEM, QUESTION, "alice@example.com")

@@ -1,0 +1,280 @@
+"""Conversations seen from the wire: which calls belong together, and what their history shows.
+
+A call's session comes from, in order: ``llmtrace.session(id, user=...)`` around the call; the request's
+own fields (OpenAI ``metadata.session_id`` / ``conversation_id`` / ``thread_id``, Responses
+``conversation`` and ``previous_response_id``); otherwise it is *inferred* from the prefix chain of the
+messages array: a request whose messages extend an earlier request's messages continues that
+conversation. Users come from the context manager, OpenAI ``user`` / ``safety_identifier`` /
+``metadata.user_id`` and Anthropic ``metadata.user_id``; ids read off the wire are stored as keyed
+hashes unless capture is ``full`` (they are often e-mail addresses).
+
+The same messages array also shows what only app-side helpers recorded before: tool results answering
+the previous call's tool calls (a tool round trip, which joins the previous call's trace instead of
+starting a new one), tool calls repeated with the same arguments (``loop.budget``), and a history that no
+longer extends the previous request of its conversation (``loop.compaction``).
+
+All of it is kept in process memory as hashes and counts (bounded, oldest forgotten first).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from orjson import OPT_SORT_KEYS, dumps
+
+from llmtrace.tracer import capture
+
+_MAX_CONVERSATIONS = 4096
+_explicit: contextvars.ContextVar[tuple[str, str | None] | None] = contextvars.ContextVar(
+    "llmtrace_session", default=None
+)
+
+
+@contextmanager
+def session(session_id: str, user: str | None = None) -> Iterator[None]:
+    """Group every instrumented call inside the block under ``session_id`` (and ``user``)."""
+    token = _explicit.set((str(session_id), None if user is None else str(user)))
+    try:
+        yield
+    finally:
+        _explicit.reset(token)
+
+
+@dataclass(slots=True)
+class Message:
+    role: str
+    digest: bytes  # chained: covers this message and every one before it
+    tool_calls: list[tuple[str, str, str]]  # (call id, name, argument hash) asked for in this message
+    tool_results: list[tuple[str, int]]  # (call id, result chars) answered in this message
+
+
+@dataclass(slots=True)
+class Conversation:
+    session_id: str
+    user_id: str | None
+    inferred: bool
+    root: Any = None  # the pass span that began the current turn (tool round trips join its trace)
+    last_end_ns: int = 0
+    chain: list[bytes] = field(default_factory=list)  # message digests of its last request
+    prompt_chars: int = 0
+    anchor: bytes | None = None
+
+
+@dataclass(slots=True)
+class View:
+    """What one request showed about its conversation; filled at request time, finished at the end."""
+
+    session_id: str | None = None
+    user_id: str | None = None
+    inferred: bool = False
+    conversation: Conversation | None = None
+    parent: Any = None  # a pass span to join (tool round trip), else None
+    tool_results: list[tuple[str, str, int]] = field(default_factory=list)  # (name, call id, chars)
+    tool_call_steps: int = 0
+    tool_calls: int = 0
+    repeated_tool_calls: int = 0
+    rewritten: bool = False
+    kept_messages: int = 0
+    turns_replaced: int = 0
+    prompt_chars_before: int = 0
+    chain: list[bytes] = field(default_factory=list)
+    anchor: bytes | None = None
+    since_ns: int = 0
+
+    def attributes(self) -> dict[str, object]:
+        """Pass-span attributes (OpenTelemetry ``session.id`` / ``user.id``)."""
+        return {"session.id": self.session_id, "user.id": self.user_id, "llmtrace.session.inferred": self.inferred}
+
+
+def _h(value: object) -> str:
+    try:
+        return hashlib.blake2b(dumps(value, option=OPT_SORT_KEYS), digest_size=8).hexdigest()
+    except TypeError:
+        return hashlib.blake2b(str(value).encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def _messages(body: Mapping[str, object]) -> list[Mapping[str, Any]]:
+    msgs = body.get("messages")
+    if isinstance(msgs, list):
+        return [m for m in msgs if isinstance(m, Mapping)]
+    items = body.get("input")  # Responses API
+    if isinstance(items, str):
+        return [{"role": "user", "content": items}]
+    if isinstance(items, list):
+        return [m for m in items if isinstance(m, Mapping)]
+    return []
+
+
+def _tools_of(m: Mapping[str, Any]) -> tuple[list[tuple[str, str, str]], list[tuple[str, int]]]:
+    calls: list[tuple[str, str, str]] = []
+    results: list[tuple[str, int]] = []
+    if m.get("role") == "tool":  # OpenAI chat: one tool result per message
+        results.append((str(m.get("tool_call_id", "")), len(str(m.get("content", "")))))
+    kind = m.get("type")
+    if kind == "function_call":  # Responses API items
+        calls.append((str(m.get("call_id", "")), str(m.get("name", "")), _h(m.get("arguments"))))
+    elif kind == "function_call_output":
+        results.append((str(m.get("call_id", "")), len(str(m.get("output", "")))))
+    for tc in m.get("tool_calls") or ():
+        fn = tc.get("function") if isinstance(tc, Mapping) else None
+        if isinstance(fn, Mapping):
+            calls.append((str(tc.get("id", "")), str(fn.get("name", "")), _h(fn.get("arguments"))))
+    content = m.get("content")
+    if isinstance(content, list):  # Anthropic blocks
+        for part in content:
+            if not isinstance(part, Mapping):
+                continue
+            if part.get("type") == "tool_use":
+                calls.append((str(part.get("id", "")), str(part.get("name", "")), _h(part.get("input"))))
+            elif part.get("type") == "tool_result":
+                results.append((str(part.get("tool_use_id", "")), len(str(part.get("content", "")))))
+    return calls, results
+
+
+def read_messages(body: Mapping[str, object]) -> list[Message]:
+    """Each message with its chained digest and the tool calls and results it carries."""
+    out: list[Message] = []
+    parent = b""
+    for key in ("system", "instructions"):  # Anthropic system / Responses instructions lead the chain
+        if body.get(key):
+            parent = hashlib.blake2b(parent + _h(body[key]).encode(), digest_size=16).digest()
+    for m in _messages(body):
+        parent = hashlib.blake2b(parent + _h(m).encode(), digest_size=16).digest()
+        calls, results = _tools_of(m)
+        out.append(Message(str(m.get("role") or m.get("type") or "item"), parent, calls, results))
+    return out
+
+
+def _wire_ids(body: Mapping[str, object]) -> tuple[str | None, str | None]:
+    """(session, user) named by the request itself."""
+    meta = body.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    sid = next((str(meta[k]) for k in ("session_id", "conversation_id", "thread_id") if meta.get(k)), None)
+    conv = body.get("conversation")
+    if sid is None and conv:
+        sid = str(conv.get("id")) if isinstance(conv, Mapping) else str(conv)
+    user = meta.get("user_id") or body.get("safety_identifier") or body.get("user")
+    return sid, None if not user else str(user)
+
+
+def _private(user: str) -> str:
+    """A user id read off the wire: kept as is only when the store keeps text."""
+    return user if capture.mode() == "full" else capture.hash_text(f"user:{user}")
+
+
+class Tracker:
+    def __init__(self, max_conversations: int = _MAX_CONVERSATIONS) -> None:
+        self._lock = threading.Lock()
+        self._by_digest: OrderedDict[bytes, Conversation] = OrderedDict()
+        self._by_session: OrderedDict[str, Conversation] = OrderedDict()
+        self._by_anchor: OrderedDict[bytes, Conversation] = OrderedDict()
+        self._by_response: OrderedDict[str, Conversation] = OrderedDict()
+        self._max = max_conversations
+
+    def clear(self) -> None:
+        with self._lock:
+            for d in (self._by_digest, self._by_session, self._by_anchor, self._by_response):
+                d.clear()
+
+    def _put(self, table: OrderedDict[Any, Conversation], key: Any, conv: Conversation) -> None:
+        table[key] = conv
+        table.move_to_end(key)
+        while len(table) > self._max:
+            table.popitem(last=False)
+
+    def begin(self, body: Mapping[str, object]) -> View:
+        msgs = read_messages(body)
+        view = View(chain=[m.digest for m in msgs])
+        first_user = next((i for i, m in enumerate(msgs) if m.role == "user"), None)
+        view.anchor = msgs[first_user].digest if first_user is not None else None
+        seen: dict[tuple[str, str], int] = {}
+        for m in msgs:
+            if m.tool_calls:
+                view.tool_call_steps += 1
+            for _, name, args in m.tool_calls:
+                view.tool_calls += 1
+                seen[name, args] = seen.get((name, args), 0) + 1
+        view.repeated_tool_calls = sum(n - 1 for n in seen.values())
+        explicit = _explicit.get()
+        wire_sid, wire_user = _wire_ids(body)
+        prev_id = body.get("previous_response_id")
+        with self._lock:
+            conv: Conversation | None = None
+            for m in reversed(msgs[:-1]):  # the longest earlier request this one extends (a repeat does not)
+                conv = self._by_digest.get(m.digest)
+                if conv is not None:
+                    break
+            server_side = False  # Responses: the history lives with the provider, named by id
+            if conv is None and isinstance(prev_id, str):
+                conv = self._by_response.get(prev_id)
+                server_side = conv is not None
+            sid = explicit[0] if explicit else wire_sid
+            if sid is not None and (conv is None or conv.session_id != sid):
+                conv, server_side = self._by_session.get(sid), False
+            if conv is None and view.anchor is not None and any(m.role == "assistant" for m in msgs):
+                conv = self._by_anchor.get(view.anchor)  # the same opening, its history since rewritten
+        user = explicit[1] if explicit and explicit[1] else (_private(wire_user) if wire_user else None)
+        if conv is None:
+            view.session_id = sid or uuid.uuid4().hex
+            view.inferred = sid is None
+            view.user_id = user
+            return view
+        view.conversation = conv
+        view.session_id, view.inferred = (sid, False) if sid else (conv.session_id, conv.inferred)
+        view.user_id = user or conv.user_id
+        n_prev = len(conv.chain)
+        if server_side:
+            extension = msgs
+        elif n_prev == 0 or (len(msgs) >= n_prev and msgs[n_prev - 1].digest == conv.chain[-1]):
+            extension = msgs[n_prev:]
+        else:
+            kept = 0
+            for a, b in zip(conv.chain, view.chain):
+                if a != b:
+                    break
+                kept += 1
+            view.rewritten, view.kept_messages = True, kept
+            view.turns_replaced = n_prev - kept
+            view.prompt_chars_before = conv.prompt_chars
+            return view
+        calls = {cid: name for m in msgs for cid, name, _ in m.tool_calls}
+        for m in extension:
+            for cid, chars in m.tool_results:
+                view.tool_results.append((calls.get(cid, "unknown"), cid, chars))
+        if view.tool_results and not any(m.role == "user" and not m.tool_results for m in extension):
+            view.parent = conv.root  # a tool round trip: the same agent turn, the same trace
+            view.since_ns = conv.last_end_ns
+        return view
+
+    def end(self, view: View, pass_span: Any, response_id: str | None, end_ns: int, prompt_chars: int) -> None:
+        """Remember this request as the latest of its conversation."""
+        if view.session_id is None:
+            return
+        conv = view.conversation
+        with self._lock:
+            if conv is None or conv.session_id != view.session_id:
+                conv = Conversation(view.session_id, view.user_id, view.inferred)
+            conv.root = view.parent if view.parent is not None else pass_span
+            conv.last_end_ns = end_ns
+            conv.chain = view.chain
+            conv.prompt_chars = prompt_chars
+            conv.user_id = view.user_id or conv.user_id
+            if view.chain:
+                self._put(self._by_digest, view.chain[-1], conv)
+            if view.anchor is not None:
+                self._put(self._by_anchor, view.anchor, conv)
+            if not view.inferred:
+                self._put(self._by_session, view.session_id, conv)
+            if response_id:
+                self._put(self._by_response, response_id, conv)
+
+
+tracker = Tracker()
