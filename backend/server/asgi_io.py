@@ -3,6 +3,7 @@ and telling a fresh connection from a reused keep-alive one."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -21,7 +22,17 @@ class ClientGone(Exception):
     """The client closed the connection before we were done with it."""
 
 
-async def read_body(receive: Receive, limit: int) -> bytes:
+async def read_body(receive: Receive, limit: int, timeout_s: float | None = None) -> bytes:
+    """The whole body, at most ``limit`` bytes (413 past it), within ``timeout_s`` (408 past it: a client
+    trickling its body holds a connection and the body's buffer for as long as it likes otherwise)."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await _read_body(receive, limit)
+    except TimeoutError:
+        raise APIError(408, f"the request body was not received within {timeout_s:g}s") from None
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
     while True:

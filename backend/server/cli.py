@@ -66,6 +66,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--default-max-tokens", type=int, default=256,
                         help="max_tokens for chat requests that give none (default 256)")
     parser.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
+    parser.add_argument("--header-timeout-s", type=float, default=10.0,
+                        help="close a connection whose request headers are not complete this long after it "
+                        "opened or its next request began (slowloris; default 10)")
+    parser.add_argument("--body-timeout-s", type=float, default=60.0,
+                        help="answer 408 and close when a request body takes longer than this (default 60)")
+    parser.add_argument("--limit-concurrency", type=int, default=1024,
+                        help="connections plus running requests; past it new requests get 503 (default 1024)")
 
 
 def _aliases(items: list[str], served: str) -> dict[str, str]:
@@ -136,7 +143,14 @@ def build_service(args: argparse.Namespace, first_steps_here: bool = False) -> A
     intake = Intake(replicas[0].tokenizer, NormalizationPolicy(cfg.normalize, cfg.strip_invisible),  # type: ignore[arg-type]
                     block_size=replicas[0].block_size, template_override=template)
     return GenerationService(cfg, router, ReplicaSet(replicas, cfg.routing), intake,  # type: ignore[arg-type]
-                             Admission(cfg.max_running, cfg.max_queued))
+                             Admission(cfg.max_running, cfg.max_queued), _limits(args))
+
+
+def _limits(args: argparse.Namespace) -> Any:
+    from llmtrace.backend.server.http_guard import ConnectionLimits
+
+    return ConnectionLimits(header_timeout_s=args.header_timeout_s, body_timeout_s=args.body_timeout_s,
+                            limit_concurrency=args.limit_concurrency)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -144,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
 
     from llmtrace import tracer
     from llmtrace.backend.server.app import build_app
+    from llmtrace.backend.server.http_guard import guarded_protocol
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # The event loop shares the GIL with the engine thread and the intake worker; at the default 5 ms switch
@@ -161,7 +176,9 @@ def run(args: argparse.Namespace) -> int:
         load_s = time.perf_counter() - t0
         config = uvicorn.Config(build_app(service), host=args.host, port=args.port, log_level=args.log_level,
                                 lifespan="off", timeout_keep_alive=30, timeout_graceful_shutdown=5,
-                                access_log=args.log_level in ("debug", "info"))
+                                access_log=args.log_level in ("debug", "info"),
+                                http=guarded_protocol(service.limits),
+                                limit_concurrency=service.limits.limit_concurrency)
         server = DrainingServer(config, service, load_s)
         # The main thread loaded the model, so it steps the first replica (torch is slowest on a second
         # thread; see AsyncEngine); HTTP is served from a thread of its own. uvicorn only installs signal

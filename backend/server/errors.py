@@ -14,6 +14,7 @@ _ANTHROPIC_TYPES = {
     401: "authentication_error",
     403: "permission_error",
     404: "not_found_error",
+    408: "invalid_request_error",
     413: "request_too_large",
     429: "rate_limit_error",
     500: "api_error",
@@ -21,6 +22,8 @@ _ANTHROPIC_TYPES = {
 }
 _OPENAI_TYPES = {
     400: "invalid_request_error",
+    401: "invalid_request_error",
+    408: "invalid_request_error",
     404: "invalid_request_error",
     413: "invalid_request_error",
     429: "rate_limit_exceeded",

@@ -44,6 +44,7 @@ from llmtrace.backend.server.asgi_io import (
 )
 from llmtrace.backend.server.config import ServerConfig
 from llmtrace.backend.server.errors import APIError, bad_request, internal_error, render_error
+from llmtrace.backend.server.http_guard import ConnectionLimits
 from llmtrace.backend.server.intake import Intake, IntakeResult, context_exceeded
 from llmtrace.backend.server.job import Job, Outcome
 from llmtrace.backend.server.replica_set import ReplicaSet, Selection
@@ -79,8 +80,9 @@ class Exchange:
 
 class GenerationService:
     def __init__(self, cfg: ServerConfig, router: ModelRouter, replicas: ReplicaSet, intake: Intake,
-                 admission: Admission) -> None:
+                 admission: Admission, limits: ConnectionLimits | None = None) -> None:
         self.cfg = cfg
+        self.limits = limits or ConnectionLimits()
         self.router = router
         self.replicas = replicas
         self.intake = intake
@@ -101,7 +103,7 @@ class GenerationService:
         reused = self.connections.note(scope)
         api = "anthropic" if endpoint == "messages" else "openai"
         try:
-            raw = await read_body(receive, self.cfg.max_body_bytes)
+            raw = await read_body(receive, self.cfg.max_body_bytes, self.limits.body_timeout_s)
         except ClientGone:
             return
         except APIError as err:

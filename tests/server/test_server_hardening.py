@@ -4,6 +4,7 @@ input, stalled connections, API keys, shutdown mid-stream and writes to ended sp
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ CHAT = "/v1/chat/completions"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    s = start_server(tmp_path_factory.mktemp("hardening"))
+    s = start_server(tmp_path_factory.mktemp("hardening"), "--header-timeout-s", "2", "--body-timeout-s", "3")
     yield s
     stop_server(s)
 
@@ -59,21 +60,30 @@ def test_huge_prompts_do_not_stall_health_or_a_running_stream(server: RunningSer
     while not chunk_times:
         time.sleep(0.01)
     senders = [threading.Thread(target=big, args=(b,)) for b in (huge, huge, mid, huge, mid, huge)]
-    t_start = time.perf_counter()
-    for t in senders:
-        t.start()
-    latencies: list[float] = []
-    with httpx.Client(timeout=60) as c:
-        while any(t.is_alive() for t in senders) or time.perf_counter() - t_start < 3.0:
+
+    def sample(c: httpx.Client, seconds: float, busy: list[threading.Thread]) -> list[float]:
+        out: list[float] = []
+        t_begin = time.perf_counter()
+        while any(t.is_alive() for t in busy) or time.perf_counter() - t_begin < seconds:
             t0 = time.perf_counter()
             assert c.get(server.base_url + "/health").status_code == 200
-            latencies.append(time.perf_counter() - t0)
+            out.append(time.perf_counter() - t0)
             time.sleep(0.005)
+        return sorted(out)
+
+    with httpx.Client(timeout=60) as c:
+        # The same sampling with only the stream running: what this (shared, maybe busy) machine gives anyway.
+        baseline = sample(c, 1.5, [])
+        t_start = time.perf_counter()
+        for t in senders:
+            t.start()
+        latencies = sample(c, 3.0, senders)
     t_end = time.perf_counter()
     done.set()
     streamer.join(timeout=60)
-    latencies.sort()
-    assert _p(latencies, 0.99) <= 0.2, f"/health p99 {_p(latencies, 0.99):.3f}s of {len(latencies)}: {latencies[-8:]}"
+    # 200 ms over what the machine gives without the big requests (before the fix: ~7 s per 7 MB prompt).
+    assert _p(latencies, 0.99) <= 0.2 + _p(baseline, 0.99), \
+        f"/health p99 {_p(latencies, 0.99):.3f}s (baseline {_p(baseline, 0.99):.3f}s): {latencies[-8:]}"
     assert len(results) == 6
     for status, body, _ in results:
         assert status == 400 and body["error"]["code"] == "context_length_exceeded", body
@@ -178,3 +188,61 @@ def test_sdks_get_bad_request_errors_for_hostile_input(server: RunningServer) ->
     with pytest.raises(anthropic.BadRequestError):
         ant.messages.create(model="tiny", max_tokens=2, messages=[{"role": "user", "content": "x"}],
                             extra_body={"temperature": [1]})
+
+
+# ───────────────────────────────────────────────────────────── item 7: stalled connections
+def _open_stalled(port: int, n: int, payload: bytes) -> list[socket.socket]:
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        if payload:
+            s.sendall(payload)
+        socks.append(s)
+    return socks
+
+
+def _closed_by_server(s: socket.socket, deadline: float) -> bool:
+    """True once the server has closed ``s`` (a read gives EOF or a reset), waiting until ``deadline``."""
+    while True:
+        s.settimeout(max(0.05, min(1.0, deadline - time.monotonic())))
+        try:
+            data = s.recv(65536)
+        except TimeoutError:
+            if time.monotonic() >= deadline:
+                return False
+            continue
+        except OSError:
+            return True
+        if not data:
+            return True
+        # A 408/400 answer first is fine; keep reading to the close.
+
+
+def test_slowloris_connections_are_closed_in_bounded_time(server: RunningServer) -> None:
+    """100 connections that sent partial headers, 20 that sent nothing and 20 that sent headers but trickle
+    the body: all are closed by the server within a bound, and a good request still gets through meanwhile."""
+    port = server.port
+    partial = _open_stalled(port, 100, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+    silent = _open_stalled(port, 20, b"")
+    trickle = _open_stalled(port, 20, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                                      b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+    t0 = time.monotonic()
+    try:
+        r = httpx.post(server.base_url + CHAT, timeout=30, json={"model": "tiny", "messages": _M,
+                                                                         "max_tokens": 2})
+        assert r.status_code == 200
+        deadline = t0 + 15
+        still_open = [s for s in partial + silent + trickle if not _closed_by_server(s, deadline)]
+        assert not still_open, f"{len(still_open)} stalled connections still open after {time.monotonic() - t0:.1f}s"
+    finally:
+        for s in partial + silent + trickle:
+            s.close()
+    assert httpx.get(server.base_url + "/health", timeout=5).status_code == 200
+
+
+def test_oversized_request_headers_are_refused(server: RunningServer) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 200_000 + b"\r\n\r\n")
+        assert s.recv(4096).startswith(b"HTTP/1.1 400")
+        assert _closed_by_server(s, time.monotonic() + 5)
+    assert httpx.get(server.base_url + "/health", timeout=5).status_code == 200
