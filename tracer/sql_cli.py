@@ -67,7 +67,7 @@ def run_query(args: argparse.Namespace, query: str, out: TextIO, interactive: bo
     try:
         statements = check_read_only(query)
     except NotReadOnly as exc:
-        _error(f"refused: {exc} (llmtrace sql runs read queries only)")
+        _error(f"refused: {exc} (only read queries are allowed)")
         return 2
     except duckdb.Error as exc:
         _error(printable_error(exc))
