@@ -219,8 +219,10 @@ class Tracker:
             sid = explicit[0] if explicit else wire_sid
             if sid is not None and (conv is None or conv.session_id != sid):
                 conv, server_side = self._by_session.get(sid), False
-            if conv is None and view.anchor is not None and any(m.role == "assistant" for m in msgs):
+            if conv is None and sid is None and view.anchor is not None and any(m.role == "assistant" for m in msgs):
                 conv = self._by_anchor.get(view.anchor)  # the same opening, its history since rewritten
+                if conv is not None and not conv.inferred:
+                    conv = None  # a named session is only continued by calls that name it
         user = explicit[1] if explicit and explicit[1] else (_private(wire_user) if wire_user else None)
         if conv is None:
             view.session_id = sid or uuid.uuid4().hex

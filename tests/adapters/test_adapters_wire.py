@@ -302,3 +302,60 @@ def test_explicit_sessions_and_users_from_the_request(tiny_server: Any, traced: 
     assert p[2]["attributes"]["llmtrace.session.inferred"] is True
     assert p[3]["session_id"] == "chat-9" and p[3]["attributes"]["llmtrace.session.inferred"] is False
     assert_no_text(traced, SYSTEM, QUESTION, "alice@example.com")
+
+
+# ── 4. loops and history from the messages array ────────────────────────────────────────────
+def _tool_call(i: int, city: str) -> dict[str, Any]:
+    return {"id": f"call_{i}", "type": "function", "function": {"name": "get_weather", "arguments": f'{{"city": "{city}"}}'}}
+
+
+def test_repeated_tool_calls_in_the_history_are_a_wire_loop_signal(tiny_server: Any, traced: Path) -> None:
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": "Weather in Oslo?"}]
+    for i, city in enumerate(["Oslo", "Oslo", "Paris", "Oslo"]):
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [_tool_call(i, city)]})
+        msgs.append({"role": "tool", "tool_call_id": f"call_{i}", "content": "Unavailable, try again"})
+    client = instrument(_openai(tiny_server))
+    client.chat.completions.create(model="tiny", messages=msgs, tools=[WEATHER], max_tokens=2)
+    client.chat.completions.create(model="tiny", messages=MSGS, max_tokens=2)  # no tools: no loop.budget
+    passes = rows(traced, "SELECT span_id FROM requests WHERE side='client' ORDER BY start_ns")
+    budget = stages_of(traced, passes[0]["span_id"])["loop.budget"]["attributes"]
+    assert budget["llmtrace.loop.repeated_tool_calls"] == 2 and budget["llmtrace.budget.loop_detected"] is True
+    assert budget["llmtrace.budget.steps"] == 4 and budget["llmtrace.loop.observed"] == "wire"
+    assert "loop.budget" not in stages_of(traced, passes[1]["span_id"])
+    assert_no_text(traced, "Unavailable, try again", "Weather in Oslo?")
+
+
+def test_history_that_no_longer_extends_the_previous_request_is_wire_compaction(
+    tiny_server: Any, traced: Path
+) -> None:
+    import llmtrace
+
+    client = instrument(_openai(tiny_server))
+    long_history = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "My parcel number is 4471 and it is late."},
+        {"role": "assistant", "content": "I am sorry to hear that, let me check the parcel."},
+        {"role": "user", "content": QUESTION},
+    ]
+    summary = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "Summary so far: a late parcel was discussed."},
+        {"role": "user", "content": "Any news today?"},
+    ]
+    with llmtrace.session("ticket-1"):
+        client.chat.completions.create(model="tiny", messages=long_history, max_tokens=2)
+        client.chat.completions.create(model="tiny", messages=summary, max_tokens=2)
+    # Inferred conversation: the same opening, the middle rewritten.
+    client.chat.completions.create(model="tiny", messages=long_history, max_tokens=2)
+    rewritten = long_history[:2] + [{"role": "assistant", "content": "(earlier turns trimmed)"}, summary[-1]]
+    client.chat.completions.create(model="tiny", messages=rewritten, max_tokens=2)
+    passes = rows(traced, "SELECT * FROM requests WHERE side='client' ORDER BY start_ns")
+    c1 = stages_of(traced, passes[1]["span_id"])["loop.compaction"]["attributes"]
+    assert c1["llmtrace.compaction.history_rewritten"] is True and c1["llmtrace.compaction.observed"] == "wire"
+    assert c1["llmtrace.compaction.turns_summarized"] == 3 and c1["llmtrace.compaction.kept_messages"] == 1
+    assert c1["llmtrace.compaction.tokens_before"] > c1["llmtrace.compaction.tokens_after"]
+    assert "loop.compaction" not in stages_of(traced, passes[0]["span_id"])
+    assert passes[3]["session_id"] == passes[2]["session_id"] != "ticket-1"
+    c2 = stages_of(traced, passes[3]["span_id"])["loop.compaction"]["attributes"]
+    assert c2["llmtrace.compaction.kept_messages"] == 2 and c2["llmtrace.compaction.turns_summarized"] == 2
+    assert_no_text(traced, SYSTEM, "My parcel number is 4471", "Summary so far", "earlier turns trimmed")
