@@ -72,7 +72,7 @@ class AgentLoops(SymptomAnalyzer):
                 "often makes the model retry.", 0.6,
             ))
         if not n_budgets:
-            many = q.rows(f"""SELECT trace_id, count(*) AS passes FROM {q.requests} WHERE side IS DISTINCT FROM 'server'
+            many = q.rows(f"""SELECT trace_id, count(*) AS passes FROM {q.passes}
                               GROUP BY trace_id HAVING count(*) >= {MANY_PASSES} ORDER BY passes DESC""")
             if many:
                 ids = sample_ids([r["trace_id"] for r in many])

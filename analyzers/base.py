@@ -27,11 +27,18 @@ class SymptomAnalyzer:
         raise NotImplementedError
 
     def finding(self, stage: str, severity: Severity, title: str, summary: str, evidence: list[Evidence],
-                trace_ids: tuple[str, ...], next_check: str, score: float) -> Finding:
+                trace_ids: tuple[str, ...], next_check: str, score: float, *, cause: str = "",
+                stages: tuple[str, ...] = (), loss_tokens: float = 0.0, loss_ms: float = 0.0,
+                loss_usd: float = 0.0, affected_share: float = 0.0) -> Finding:
+        """A finding for ``stage``; ``cause`` names its root cause so other analyzers' findings of the same
+        cause merge with it, and the losses rank it."""
         return Finding(
             symptom=self.symptom, phase=get_stage(stage).phase, stage=stage, severity=severity, title=title,
             summary=summary, evidence=tuple(evidence), trace_ids=trace_ids, next_check=next_check,
-            score=max(0.0, min(1.0, score)),
+            score=max(0.0, min(1.0, score)), cause=cause,
+            stages=tuple(sorted(set(stages), key=lambda s: get_stage(s).number)) if stages else (),
+            loss_tokens=max(0.0, loss_tokens), loss_ms=max(0.0, loss_ms), loss_usd=max(0.0, loss_usd),
+            affected_share=max(0.0, min(1.0, affected_share)),
         )
 
     def __repr__(self) -> str:

@@ -9,7 +9,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from llmtrace.analyzers.query import Query, pass_side, side_filter
+from llmtrace.analyzers.query import Query
 
 BASELINE_VERSION = 1
 
@@ -22,7 +22,7 @@ class Metrics:
     ttft_p50_ms: float | None
     ttft_p95_ms: float | None
     cost_per_request_usd: float | None
-    side: str | None = None  # whose pass spans the numbers come from (client, server, app)
+    side: str | None = None  # kept so older baseline files load; the numbers come from the passes view
 
     def to_dict(self) -> dict[str, object]:
         return {"version": BASELINE_VERSION, **asdict(self),
@@ -64,42 +64,31 @@ def save_baseline(path: str | os.PathLike[str], metrics: Metrics) -> None:
 
 
 def latest_deploy(q: Query) -> str | None:
-    row = q.one(f"SELECT deploy FROM {q.requests} WHERE deploy IS NOT NULL ORDER BY start_ns DESC LIMIT 1")
+    row = q.one(f"SELECT deploy FROM {q.passes} WHERE deploy IS NOT NULL ORDER BY start_ns DESC LIMIT 1")
     return str(row["deploy"]) if row else None
 
 
 def deploys(q: Query) -> list[str]:
     return [str(r["deploy"]) for r in q.rows(
-        f"SELECT deploy, min(start_ns) AS first FROM {q.requests} WHERE deploy IS NOT NULL GROUP BY deploy ORDER BY first")]
+        f"SELECT deploy, min(start_ns) AS first FROM {q.passes} WHERE deploy IS NOT NULL GROUP BY deploy ORDER BY first")]
 
 
 def measure(q: Query, deploy: str | None = None, side: str | None = None) -> Metrics:
-    """Metrics over the window, for one deploy when given. The side defaults to the one whose passes
-    carry deploys and prompt tokens (the app's client passes when instrumented, else the server's)."""
-    if side is None:
-        side = _side_with_deploys(q)
-    dep = "" if deploy is None else " AND deploy = ?"
+    """Metrics over the window's logical passes (the ``passes`` view: one row per pass, the server's token
+    counts where it reported them, the app's otherwise), for one deploy when given. ``side`` is ignored
+    (baselines written before the view carry one)."""
+    dep = "" if deploy is None else " WHERE deploy = ?"
     params = [] if deploy is None else [deploy]
     row = q.one(f"""
         SELECT count(*) AS passes,
-               sum(coalesce(cached_tokens, 0)) FILTER (WHERE prompt_tokens > 0)
+               sum(least(coalesce(cached_tokens, 0), prompt_tokens)) FILTER (WHERE prompt_tokens > 0)
                  / nullif(sum(prompt_tokens) FILTER (WHERE prompt_tokens > 0), 0) AS hit_rate,
                quantile_cont(ttft_ms, 0.5) AS p50, quantile_cont(ttft_ms, 0.95) AS p95,
                avg(cost_usd) AS cost
-        FROM {q.requests} WHERE {side_filter(side)}{dep}""", params)
+        FROM {q.passes}{dep}""", params)
     return Metrics(deploy=deploy, passes=int(row.get("passes") or 0),  # type: ignore[call-overload]
                    hit_rate=_f(row.get("hit_rate")), ttft_p50_ms=_f(row.get("p50")), ttft_p95_ms=_f(row.get("p95")),
-                   cost_per_request_usd=_f(row.get("cost")), side=side)
-
-
-def _side_with_deploys(q: Query) -> str | None:
-    """The app's side when its passes carry prompt tokens (that is where its deploy is), else the server's."""
-    rows = q.rows(f"SELECT side, count(DISTINCT deploy) AS d FROM {q.requests} WHERE prompt_tokens > 0 GROUP BY side")
-    have = {str(r["side"]): int(r["d"]) for r in rows}  # type: ignore[call-overload]
-    for side in ("client", "app", "server"):
-        if have.get(side):
-            return side
-    return pass_side(q, "prompt_tokens")
+                   cost_per_request_usd=_f(row.get("cost")), side=None)
 
 
 def _f(v: object) -> float | None:

@@ -28,7 +28,7 @@ class BrokenJson(SymptomAnalyzer):
                        {attr('llmtrace.stop_reason.finish_reason')} AS own_reason
                 FROM {q.spans} WHERE stage = 'safety.stop_reason'
                   AND {attr('llmtrace.stop_reason.parse_ok', 'bool')} = false),
-            p AS (SELECT trace_id, finish_reason, output_tokens, max_tokens, start_ns, end_ns FROM {q.requests}
+            p AS (SELECT trace_id, finish_reason, output_tokens, max_tokens, start_ns, end_ns FROM {q.passes}
                   WHERE finish_reason IS NOT NULL),
             same AS (SELECT sr.span_id, arg_max(p.finish_reason, p.start_ns) AS finish_reason,
                             arg_max(p.output_tokens, p.start_ns) AS output_tokens,
@@ -144,7 +144,7 @@ class BrokenJson(SymptomAnalyzer):
         """Structured passes that stopped on length where the app never recorded a stop-reason check."""
         rows = q.rows(f"""
             WITH cut AS (SELECT trace_id, max(output_tokens) AS output_tokens, max(max_tokens) AS max_tokens
-                         FROM {q.requests} WHERE finish_reason = 'length' GROUP BY trace_id),
+                         FROM {q.passes} WHERE finish_reason = 'length' GROUP BY trace_id),
                  json_traces AS (SELECT DISTINCT trace_id FROM {q.spans}
                                  WHERE (stage = 'gen.constrained' OR operation IN ('chat', 'text_completion'))
                                    AND {attr('gen_ai.output.type')} = 'json'),

@@ -33,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                                 "('previous' for the one before --deploy)")
     base.add_argument("--save-baseline", metavar="FILE", help="write the current numbers as a baseline and exit 0")
     parser.add_argument("--since", help="only spans from the last 30m / 2h / 7d")
+    parser.add_argument("--service", metavar="NAME", help="only the traces this service took part in")
     parser.add_argument("--max-hit-rate-drop", type=float, default=0.05,
                         help="fail when the hit rate falls by more than this (absolute, default 0.05 = 5 points)")
     parser.add_argument("--ttft", action="store_true", help="also check TTFT p50 and p95")
@@ -119,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         with read_store(args.db, args.parquet) as conn:
-            return _check(args, Query(conn, since), baseline_file)
+            return _check(args, Query(conn, since, args.service), baseline_file)
     except (StoreError, ValueError) as exc:  # ValueError: no baseline to compare with (see _check)
         print(f"llmtrace check: {exc}", file=sys.stderr)
         return 2

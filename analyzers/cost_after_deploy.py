@@ -12,38 +12,30 @@ import json
 from collections import defaultdict
 
 from llmtrace.analyzers.base import SymptomAnalyzer
+from llmtrace.analyzers.cache_findings import window_cause
 from llmtrace.analyzers.finding import Evidence, Finding
-from llmtrace.analyzers.query import Query, attr, sample_ids, side_filter
+from llmtrace.analyzers.query import Query, attr, sample_ids
+from llmtrace.analyzers.stats import bootstrap_drop
 from llmtrace.analyzers.usage_invariants import usage_problems
 from llmtrace.tracer.schema import PASS_OPERATIONS
 
 MIN_PASSES = 3  # per deploy
-DROP = 0.15  # absolute fall in hit rate that counts as a regression
+DROP = 0.05  # absolute fall in hit rate worth a finding, when it is also beyond resampling noise
+BOOT_SAMPLE = 400  # recent passes per deploy the bootstrap resamples
 SAMPLE = 2000  # passes per deploy read for segment volatility
 
 
-def hit_rates_by_deploy(q: Query) -> tuple[str | None, list[dict[str, object]]]:
-    """(side, rows of deploy, passes, hit_rate, cost_per_request, first_ns), oldest deploy first.
-
-    The side chosen is the one whose passes carry more than one deploy (the app's deploy lives on client
-    passes; a server has its own version), falling back to whichever has prompt tokens."""
-    rows = q.rows(f"""
-        SELECT side, coalesce(deploy, '(none)') AS deploy, count(*) AS passes,
-               sum(coalesce(cached_tokens, 0)) / nullif(sum(prompt_tokens), 0) AS hit_rate,
+def hit_rates_by_deploy(q: Query) -> list[dict[str, object]]:
+    """Rows of deploy, passes, hit_rate, cost_per_request, first_ns, trace_ids over the logical passes,
+    oldest deploy first."""
+    return q.rows(f"""
+        SELECT coalesce(deploy, '(none)') AS deploy, count(*) AS passes,
+               sum(least(coalesce(cached_tokens, 0), prompt_tokens)) / nullif(sum(prompt_tokens), 0) AS hit_rate,
                avg(cost_usd) AS cost_per_request, min(start_ns) AS first_ns,
-               list(trace_id ORDER BY start_ns DESC)[1:5] AS trace_ids
-        FROM {q.requests} WHERE prompt_tokens > 0
-        GROUP BY side, coalesce(deploy, '(none)') ORDER BY first_ns""")
-    by_side: dict[str | None, list[dict[str, object]]] = defaultdict(list)
-    for r in rows:
-        by_side[r["side"]].append(r)  # type: ignore[index]
-    for side in ("client", "app", "server", None):
-        if len(by_side.get(side, [])) > 1:
-            return side, by_side[side]
-    for side in ("client", "app", "server", None):
-        if by_side.get(side):
-            return side, by_side[side]
-    return None, []
+               list(trace_id ORDER BY start_ns DESC)[1:5] AS trace_ids,
+               (list([coalesce(cached_tokens, 0), prompt_tokens] ORDER BY start_ns DESC))[1:{BOOT_SAMPLE}] AS tokens
+        FROM {q.passes} WHERE prompt_tokens > 0
+        GROUP BY coalesce(deploy, '(none)') ORDER BY first_ns""")
 
 
 class CostAfterDeploy(SymptomAnalyzer):
@@ -55,12 +47,18 @@ class CostAfterDeploy(SymptomAnalyzer):
         return out
 
     def _deploys(self, q: Query) -> list[Finding]:
-        side, deploys = hit_rates_by_deploy(q)
+        deploys = hit_rates_by_deploy(q)
         deploys = [d for d in deploys if int(d["passes"]) >= MIN_PASSES and d["hit_rate"] is not None]  # type: ignore[call-overload]
         worst: tuple[float, dict[str, object], dict[str, object]] | None = None
         for before, after in zip(deploys, deploys[1:], strict=False):
             drop = float(before["hit_rate"]) - float(after["hit_rate"])  # type: ignore[arg-type]
-            if drop >= DROP and (worst is None or drop > worst[0]):
+            if drop < DROP or (worst is not None and drop <= worst[0]):
+                continue
+            # control before blame: the earlier deploy is the control group, and the fall must hold when
+            # the passes of both are resampled (a bootstrap), not just in the two point estimates
+            _, low = bootstrap_drop([(float(c), float(t)) for c, t in before["tokens"]],  # type: ignore[attr-defined]
+                                    [(float(c), float(t)) for c, t in after["tokens"]])  # type: ignore[attr-defined]
+            if low > 0.5 * DROP:
                 worst = (drop, before, after)
         if worst is None:
             return []
@@ -69,21 +67,24 @@ class CostAfterDeploy(SymptomAnalyzer):
         ev = [Evidence(f"hit rate at {d['deploy']}", round(float(d["hit_rate"]), 3), "", tuple(d["trace_ids"]))  # type: ignore[arg-type]
               for d in deploys]
         ev.append(Evidence("deploy where it fell", after["deploy"], "", ids, baseline=before["deploy"]))
+        ev.append(Evidence("control group", f"the {before['passes']} passes of deploy {before['deploy']}"))
         if after["cost_per_request"] is not None and before["cost_per_request"] is not None \
                 and (after["cost_per_request"] or before["cost_per_request"]):  # no price known: both zero
             ev.append(Evidence("cost per request", round(float(after["cost_per_request"]), 6), "USD", ids,  # type: ignore[arg-type]
                                baseline=round(float(before["cost_per_request"]), 6)))  # type: ignore[arg-type]
-        moved = self._segment_that_moved(q, side, str(before["deploy"]), str(after["deploy"]))
-        because = ""
+        moved = self._segment_that_moved(q, str(before["deploy"]), str(after["deploy"]))
+        because, cause = "", f"deploy-drop:{after['deploy']}"
         if moved is not None:
             seg, ratio_before, ratio_after, seg_ids = moved
             ev.append(Evidence(f"distinct '{seg}' segment hashes per pass", round(ratio_after, 2), "", seg_ids,
                                baseline=round(ratio_before, 2)))
             because = f": the {seg} segment started changing every call"
+            cause = window_cause(seg.split("#")[0])
         volatile = self._volatile_moved(q, str(after["deploy"]))
         if volatile is not None:
             ev.append(Evidence("volatile field in the system prompt", volatile[0], "", volatile[1]))
             because = because or f": the system prompt gained a volatile field ({volatile[0]})"
+            cause = cause if moved is not None else window_cause("system")
         return [self.finding(
             "cache.prefix_match", "critical" if drop >= 0.3 else "warning",
             f"Cache hit rate fell from {float(before['hit_rate']):.0%} to {float(after['hit_rate']):.0%} "  # type: ignore[arg-type]
@@ -93,15 +94,16 @@ class CostAfterDeploy(SymptomAnalyzer):
             ev, ids,
             "Diff the prompt assembly between the two deploys at the segment named here; run `llmtrace check "
             f"--baseline-deploy {before['deploy']}` in CI to catch it next time.",
-            min(1.0, 0.5 + drop),
+            min(1.0, 0.5 + drop), cause=cause, stages=("cache.prefix_match", "meters.cache_accounting"),
+            affected_share=int(after["passes"]) / max(1, sum(int(d["passes"]) for d in deploys)),  # type: ignore[call-overload]
         )]
 
-    def _segment_that_moved(self, q: Query, side: str | None, before: str, after: str
+    def _segment_that_moved(self, q: Query, before: str, after: str
                             ) -> tuple[str, float, float, tuple[str, ...]] | None:
         rows = q.rows(f"""
             WITH pick AS (
-                SELECT span_id, coalesce(deploy, '(none)') AS deploy FROM {q.requests}
-                WHERE {side_filter(side)} AND coalesce(deploy, '(none)') IN (?, ?)
+                SELECT client_span_id AS span_id, coalesce(deploy, '(none)') AS deploy FROM {q.passes}
+                WHERE client_span_id IS NOT NULL AND coalesce(deploy, '(none)') IN (?, ?)
                 QUALIFY row_number() OVER (PARTITION BY coalesce(deploy, '(none)') ORDER BY start_ns DESC) <= {SAMPLE})
             SELECT pick.deploy, s.trace_id, {attr('llmtrace.prompt.segments', 'str', 's.attributes')} AS segs
             FROM {q.spans} s JOIN pick USING (span_id)

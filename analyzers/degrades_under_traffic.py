@@ -21,7 +21,7 @@ class DegradesUnderTraffic(SymptomAnalyzer):
             "depth": ("llmtrace.admission.queue_depth", "int"), "max_running": ("llmtrace.admission.max_running", "int")})
         queued = "(a.decision = 'queued' OR coalesce(a.wait, 0) > 0)"
         s = q.one(f"""
-            WITH j AS (SELECT a.*, r.ttft_ms FROM {adm} a LEFT JOIN {q.requests} r ON r.span_id = a.parent_span_id),
+            WITH j AS (SELECT a.*, r.ttft_ms FROM {adm} a LEFT JOIN {q.passes} r ON r.server_span_id = a.parent_span_id),
                  calm AS (SELECT {SLO_FACTOR} * median(ttft_ms) AS slo FROM j WHERE coalesce(wait, 0) = 0)
             SELECT count(*) AS n, count(*) FILTER (WHERE j.decision = 'shed') AS shed,
                    count(*) FILTER (WHERE {queued.replace('a.', 'j.')}) AS queued,

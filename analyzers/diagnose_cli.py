@@ -41,6 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help=f"only this symptom (repeatable): {', '.join(s.id for s in SYMPTOMS)}")
     which.add_argument("--search", metavar="TEXT", help='describe the complaint: "json is cut off"')
     parser.add_argument("--since", help="only spans from the last 30m / 2h / 7d (or after a ns timestamp)")
+    parser.add_argument("--service", metavar="NAME", help="only the traces this service took part in "
+                                                          "(a collector's store holds many apps)")
     parser.add_argument("--json", action="store_true", help="print findings as JSON")
     parser.add_argument("--limit", type=int, default=None, help="print at most N findings")
 
@@ -73,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         with read_store(args.db, args.parquet) as conn:
-            findings = run_analyzers(conn, symptoms, since)
+            findings = run_analyzers(conn, symptoms, since, args.service)
     except StoreError as exc:
         print(f"llmtrace diagnose: {exc}", file=sys.stderr)
         return 1

@@ -17,8 +17,8 @@ class DifferentAnswer(SymptomAnalyzer):
 
     def find(self, q: Query) -> list[Finding]:
         groups = q.rows(f"""
-            SELECT prompt_hash, side, count(*) AS n, count(DISTINCT output_hash) AS outputs,
-                   list(trace_id ORDER BY start_ns) AS trace_ids, list(span_id) AS span_ids,
+            SELECT prompt_hash, count(*) AS n, count(DISTINCT output_hash) AS outputs,
+                   list(trace_id ORDER BY start_ns) AS trace_ids, list(coalesce(server_span_id, span_id)) AS span_ids,
                    max(coalesce(temperature, 1.0)) AS max_temp, min(coalesce(temperature, 1.0)) AS min_temp,
                    count(DISTINCT seed) AS seeds, count(*) FILTER (WHERE seed IS NULL) AS unseeded,
                    count(DISTINCT composition_hash) AS compositions,
@@ -28,20 +28,16 @@ class DifferentAnswer(SymptomAnalyzer):
                    count(DISTINCT coalesce(response_model, model)) AS models,
                    list(DISTINCT coalesce(response_model, model)) AS model_list,
                    count(DISTINCT replica) AS replicas, list(DISTINCT replica) FILTER (WHERE replica IS NOT NULL) AS replica_list
-            FROM {q.requests}
-            WHERE prompt_hash IN (SELECT prompt_hash FROM {q.requests} WHERE output_hash IS NOT NULL
+            FROM {q.passes}
+            WHERE prompt_hash IN (SELECT prompt_hash FROM {q.passes} WHERE output_hash IS NOT NULL
                                   GROUP BY prompt_hash HAVING count(DISTINCT output_hash) > 1)
               AND output_hash IS NOT NULL
-            GROUP BY prompt_hash, side HAVING count(DISTINCT output_hash) > 1""")
+            GROUP BY prompt_hash HAVING count(DISTINCT output_hash) > 1""")
         invariant = self._invariant_spans(q, [sid for g in groups for sid in g["span_ids"]])  # type: ignore[attr-defined]
         for g in groups:
             g["any_invariant"] = any(sid in invariant for sid in g["span_ids"])  # type: ignore[attr-defined]
         if not groups:
             return []
-        # one side is enough (client and server see the same pass); prefer the server's view
-        sides = {g["side"] for g in groups}
-        side = "server" if "server" in sides else sorted(str(s) for s in sides)[0]
-        groups = [g for g in groups if str(g["side"]) == side or (side == "None" and g["side"] is None)]
         buckets: dict[str, list[dict[str, object]]] = {"routing": [], "sampling": [], "batching": [], "other": []}
         for g in groups:
             if int(g["models"]) > 1:  # type: ignore[call-overload]

@@ -28,7 +28,7 @@ class EvictionUnderLoad(SymptomAnalyzer):
                        coalesce(r.prompt_tokens, 0) AS prompt_tokens, tok.first_block[1] AS first_block,
                        coalesce(ev.evicted, 0) AS evicted, ev.pressure, ev.policy,
                        coalesce(blk.block_size, 16) AS block_size
-                FROM {tok} tok JOIN {q.requests} r ON r.span_id = tok.parent_span_id
+                FROM {tok} tok JOIN {q.passes} r ON r.server_span_id = tok.parent_span_id
                 LEFT JOIN {ev} ev ON ev.parent_span_id = tok.parent_span_id
                 LEFT JOIN {blk} blk ON blk.parent_span_id = tok.parent_span_id
                 WHERE tok.first_block[1] IS NOT NULL),
@@ -61,5 +61,6 @@ class EvictionUnderLoad(SymptomAnalyzer):
              Evidence("eviction policy", a["policy"], "")],
             ids, "Grow the KV pool (or add a host tier, cache.host_offload), lower max_running, or use an eviction "
             "policy that keeps shared prefixes (leaf_first); then re-check the hit rate with `llmtrace check`.",
-            min(1.0, 0.5 + share),
+            min(1.0, 0.5 + share), cause="engine:evicted", stages=("cache.prefix_match", "cache.eviction"),
+            affected_share=share,
         )]

@@ -49,6 +49,14 @@ class Finding:
     trace_ids: tuple[str, ...]
     next_check: str
     score: float
+    # What was lost to this cause over the window (tokens re-prefilled, TTFT ms, USD); findings rank by it.
+    loss_tokens: float = 0.0
+    loss_ms: float = 0.0
+    loss_usd: float = 0.0
+    affected_share: float = 0.0  # share of the window's passes the cause touched
+    cause: str = ""  # a root-cause key: findings with the same one are merged (analyzers/merge.py)
+    stages: tuple[str, ...] = ()  # every stage the cause crosses, pipeline order (empty: just ``stage``)
+    symptoms: tuple[str, ...] = ()  # every symptom it explains (empty: just ``symptom``)
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITY_RANK:
@@ -62,10 +70,14 @@ class Finding:
             "title": self.title, "summary": self.summary,
             "evidence": [e.to_dict() for e in self.evidence],
             "trace_ids": list(self.trace_ids), "next_check": self.next_check, "score": round(self.score, 4),
+            "stages": list(self.stages or (self.stage,)), "symptoms": list(self.symptoms or (self.symptom,)),
+            "loss": {"tokens": round(self.loss_tokens, 1), "ttft_ms": round(self.loss_ms, 1),
+                     "usd": round(self.loss_usd, 6), "share_of_passes": round(self.affected_share, 4)},
         }
 
-    def sort_key(self) -> tuple[float, int]:
-        return (-self.score, -SEVERITY_RANK[self.severity])
+    def sort_key(self) -> tuple[int, float, float, float]:
+        """Severity first (a clean run's info never outranks a problem), then the score, then the loss."""
+        return (-SEVERITY_RANK[self.severity], -self.score, -self.loss_ms, -self.loss_tokens)
 
 
 def _plain(value: object) -> object:

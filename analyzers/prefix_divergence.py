@@ -166,7 +166,7 @@ def server_divergences(q: Query, min_pairs: int = 2, traces: list[str] | None = 
         SELECT tok.trace_id, tok.start_ns, tok.chain, coalesce(blk.block_size, 16) AS block_size,
                coalesce(p.model, '?') AS model
         FROM tok LEFT JOIN blk USING (parent_span_id)
-        LEFT JOIN {q.requests} p ON p.span_id = tok.parent_span_id
+        LEFT JOIN {q.passes} p ON p.server_span_id = tok.parent_span_id
         WHERE tok.chain IS NOT NULL AND len(tok.chain) > 0
         ORDER BY tok.start_ns""", None if traces is None else [traces])
     groups: dict[tuple[str, int], list[tuple[str, list[str]]]] = defaultdict(list)

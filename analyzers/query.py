@@ -1,6 +1,6 @@
 """SQL helpers every analyzer shares: the time window, typed boundary values out of the JSON attributes,
-and rows as dicts. Analyzers read the store's documented views (``spans``, ``requests``) only, so they run
-the same over a DuckDB file and over a Parquet export.
+and rows as dicts. Analyzers read the store's documented relations (``spans``, the ``passes`` view) only, so
+they run the same over a DuckDB file and over a Parquet export.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
+
+from llmtrace.tracer.schema import passes_select, requests_select
 
 _TYPES = {"int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "str": "VARCHAR", "str[]": "VARCHAR[]"}
 
@@ -29,55 +31,66 @@ def attr(name: str, typ: str = "str", column: str = "attributes") -> str:
     return f"TRY_CAST({text} AS {_TYPES[typ]})"
 
 
-REQUEST_COLUMNS = ("trace_id, span_id, parent_span_id, service, deploy, start_ns, end_ns, duration_ms, status, "
-                   "side, model, response_model, provider, replica, prompt_tokens, cached_tokens, hit_ratio, ttft_ms, "
-                   "tpot_ms, output_tokens, finish_reason, temperature, top_p, seed, max_tokens, queue_wait_ms, "
-                   "composition_hash, cost_usd, prompt_hash, output_hash")
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 @dataclass(slots=True)
 class Query:
-    """A connection plus the window the analyzers look at (``since_ns``: spans started at or after it).
+    """A connection plus the window the analyzers look at: spans started at or after ``since_ns``, and with
+    ``service``, only the traces that service took part in (a shared collector store holds many apps).
 
-    ``materialize()`` reads the ``requests`` view once into a temporary table that every analyzer of a
-    run shares (the view parses each pass's JSON attributes; doing that once instead of per analyzer is
-    most of what keeps ``diagnose`` fast on large stores). ``release()`` drops it.
+    ``passes`` is the documented ``passes`` view (one row per logical inference pass, the client's and the
+    server's spans of it joined) over that window, read once into a temporary table that every analyzer
+    of a run shares: the view parses each pass's JSON attributes and joins the two sides, and doing that
+    once instead of per analyzer is most of what keeps ``diagnose`` fast on large stores. ``release()``
+    drops it.
     """
 
     conn: duckdb.DuckDBPyConnection
     since_ns: int | None = None
-    _req_table: str | None = None
+    service: str | None = None
+    _pass_table: str | None = None
 
     @property
     def spans(self) -> str:
-        return "spans" if self.since_ns is None else f"(SELECT * FROM spans WHERE start_ns >= {int(self.since_ns)})"
+        where = []
+        if self.since_ns is not None:
+            where.append(f"start_ns >= {int(self.since_ns)}")
+        if self.service is not None:
+            # the service's own spans and the server spans of its traces (the server is another service)
+            where.append(f"trace_id IN (SELECT trace_id FROM spans WHERE service = {_quote(self.service)})")
+        return "spans" if not where else f"(SELECT * FROM spans WHERE {' AND '.join(where)})"
 
     @property
     def requests(self) -> str:
-        """The passes, without the raw ``attributes`` column (read ``spans`` for those)."""
-        if self._req_table is not None:
-            return self._req_table
-        where = "" if self.since_ns is None else f" WHERE start_ns >= {int(self.since_ns)}"
-        return f"(SELECT {REQUEST_COLUMNS} FROM requests{where})"
+        """Pass *spans* (the ``requests`` view: client and server apart) in the window; for the few checks
+        that compare the two sides. Everything else reads :attr:`passes`."""
+        return f"({requests_select(self.spans)})"
+
+    @property
+    def passes(self) -> str:
+        """The logical passes in the window (see the ``passes`` view in docs/sql.md)."""
+        self.materialize()
+        return str(self._pass_table)
 
     def materialize(self) -> None:
-        if self._req_table is not None:
+        if self._pass_table is not None:
             return
-        name = f"_llmtrace_requests_{id(self):x}"
-        where = "" if self.since_ns is None else f" AND start_ns >= {int(self.since_ns)}"
-        # The view parses each pass's attributes once (json_transform); keeping the rows in a temporary
-        # table means a run of every analyzer pays for that parse once, not once per analyzer.
-        self.conn.execute(f"""
-            CREATE OR REPLACE TEMP TABLE {name} AS
-            SELECT {REQUEST_COLUMNS} FROM requests WHERE true{where}""")
-        self._req_table = name
+        name = f"_llmtrace_passes_{id(self):x}"
+        # The same SELECT the view is made of, over the windowed spans (the view itself may be missing
+        # from a store an older version wrote and opened read-only here).
+        rel = f"({passes_select('(' + requests_select(self.spans) + ')')})"
+        where = "" if self.service is None else f" WHERE service = {_quote(self.service)}"
+        self.conn.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {rel}{where}")
+        self._pass_table = name
 
     def release(self) -> None:
-        if self._req_table is not None:
+        if self._pass_table is not None:
             try:
-                self.conn.execute(f"DROP TABLE IF EXISTS {self._req_table}")
+                self.conn.execute(f"DROP TABLE IF EXISTS {self._pass_table}")
             finally:
-                self._req_table = None
+                self._pass_table = None
 
     def rows(self, sql: str, params: Sequence[object] | None = None) -> list[dict[str, object]]:
         cur = self.conn.execute(sql, list(params) if params else None)
@@ -139,21 +152,3 @@ def sample_ids(ids: Sequence[object], n: int = 5) -> tuple[str, ...]:
             if len(out) >= n:
                 break
     return tuple(out)
-
-
-def pass_side(q: Query, column: str = "ttft_ms") -> str | None:
-    """The side whose pass spans carry ``column``: the server when it reports it (it sees the engine),
-    else the client, else the app. None when no pass has it."""
-    rows = q.rows(f"""SELECT side, count(*) AS n FROM {q.requests} WHERE {column} IS NOT NULL GROUP BY side""")
-    have = {str(r["side"]): int(r["n"]) for r in rows}  # type: ignore[call-overload]
-    for side in ("server", "client", "app", "None"):
-        if have.get(side):
-            return side
-    return None
-
-
-def side_filter(side: str | None) -> str:
-    if side is None or side == "None":
-        return "side IS NULL"
-    return f"side = '{side}'"
-

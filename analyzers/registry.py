@@ -25,20 +25,21 @@ ANALYZERS: dict[str, Analyzer] = build_analyzers()
 
 
 def run_analyzers(conn: duckdb.DuckDBPyConnection, symptoms: list[str] | None = None,
-                  since_ns: int | None = None) -> list[Finding]:
+                  since_ns: int | None = None, service: str | None = None) -> list[Finding]:
     """Run the analyzers for ``symptoms`` (all when None) and return findings, best explanation first.
 
-    ``since_ns`` restricts every analyzer to spans that started at or after that wall-clock time.
+    ``since_ns`` restricts every analyzer to spans that started at or after that wall-clock time, ``service``
+    to the traces that service took part in. Findings that share a root cause come back merged (one finding
+    listing the stages it crosses).
     """
+    from llmtrace.analyzers.merge import merge_findings
     from llmtrace.tracer.symptoms import get_symptom
 
     chosen = list(ANALYZERS) if symptoms is None else symptoms
     for s in chosen:
         get_symptom(s)  # a clear KeyError for a name that is not in the table
     findings: list[Finding] = []
-    q = Query(conn, since_ns)
-    if len(chosen) > 1:
-        q.materialize()
+    q = Query(conn, since_ns, service)
     try:
         for s in chosen:
             analyzer = ANALYZERS.get(s)
@@ -46,5 +47,4 @@ def run_analyzers(conn: duckdb.DuckDBPyConnection, symptoms: list[str] | None = 
                 findings.extend(analyzer.analyze(conn, since_ns, query=q))
     finally:
         q.release()
-    findings.sort(key=Finding.sort_key)
-    return findings
+    return merge_findings(findings)

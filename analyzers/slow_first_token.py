@@ -1,149 +1,32 @@
 """Slow first token, fast stream: Arrival → Cache → Forward.
 
-The usual cause is a prefix cache that never hits because something near the top of the prompt changes
-every call (a timestamp in the system prompt). Other explanations checked: a queue in front of the
-engine, fresh connections, long uncached prefills, and sequential tool calls that re-prefill.
+The usual cause is prompt tokens the prefix cache could have served and did not: a volatile window (a
+timestamp, an id, a per-user value, reordered examples) ahead of text that is otherwise identical, a replica
+that did not hold the prefix, or prompts under the minimum cacheable prefix (analyzers/cache_loss.py
+measures it per pass). Other explanations checked: a queue in front of the engine, fresh connections, and
+sequential tool calls that re-prefill.
 """
 
 from __future__ import annotations
 
 from llmtrace.analyzers.base import SymptomAnalyzer, severity_for
+from llmtrace.analyzers.cache_findings import cache_findings
 from llmtrace.analyzers.finding import Evidence, Finding
-from llmtrace.analyzers.prefix_divergence import Divergence, find_divergences
-from llmtrace.analyzers.query import Query, pass_side, side_filter
-
-MIN_PROMPT_TOKENS = 32  # shorter prompts fit in a block or two: a miss costs nothing worth naming
-MISS_RATIO = 0.1  # cached share under which a pass counts as a miss
-MISS_SHARE = 0.5  # share of passes missing before it is a finding (the first pass of a template always misses)
+from llmtrace.analyzers.query import Query
 
 
 class SlowFirstToken(SymptomAnalyzer):
     symptom = "slow_first_token"
 
     def find(self, q: Query) -> list[Finding]:
-        side = pass_side(q, "ttft_ms")
-        if side is None:
-            return []
-        src = f"(SELECT * FROM {q.requests} WHERE {side_filter(side)} AND ttft_ms IS NOT NULL)"
+        out: list[Finding] = cache_findings(self, q)  # cache losses need token counts, not a TTFT
+        src = f"(SELECT * FROM {q.passes} WHERE ttft_ms IS NOT NULL)"
         n = q.one(f"SELECT count(*) AS n FROM {src}")["n"]
-        if int(n) < 3:  # type: ignore[call-overload]
-            return []
-        out: list[Finding] = []
-        out += self._cache(q, src)
-        out += self._queue(q, src)
+        if int(n) >= 3:  # type: ignore[call-overload]
+            out += self._queue(q, src)
         out += self._connection(q)
         out += self._fan_out(q)
         return out
-
-    # ── cache.prefix_match and intake.system_prompt ────────────────────────────────────────
-    def _cache(self, q: Query, src: str) -> list[Finding]:
-        ratio = "coalesce(cached_tokens, 0) / prompt_tokens"
-        # Per deploy: a prompt change ships with a deploy, and one bad deploy hides in a healthy history.
-        groups = q.rows(f"""
-            SELECT deploy, count(*) AS long,
-                   count(*) FILTER (WHERE {ratio} < {MISS_RATIO}) AS misses,
-                   median(ttft_ms) FILTER (WHERE {ratio} < {MISS_RATIO}) AS ttft_miss,
-                   median(coalesce(cached_tokens, 0)) FILTER (WHERE {ratio} < {MISS_RATIO}) AS cached_miss,
-                   median(prompt_tokens) FILTER (WHERE {ratio} < {MISS_RATIO}) AS prompt_miss,
-                   (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE {ratio} < {MISS_RATIO}))[1:5] AS miss_ids
-            FROM {src} WHERE prompt_tokens >= {MIN_PROMPT_TOKENS} GROUP BY deploy""")
-        hit = q.one(f"""SELECT median(ttft_ms) AS ttft_hit, median(coalesce(cached_tokens, 0)) AS cached_hit
-                        FROM {src} WHERE prompt_tokens >= {MIN_PROMPT_TOKENS} AND {ratio} >= 0.5""")
-        bad = [g for g in groups if int(g["long"]) >= 3 and int(g["misses"]) / int(g["long"]) >= MISS_SHARE]  # type: ignore[call-overload]
-        if not bad:
-            return []
-        a = max(bad, key=lambda g: (int(g["misses"]) / int(g["long"]), int(g["misses"])))  # type: ignore[call-overload]
-        a.update(hit)
-        long, n_miss = int(a["long"]), int(a["misses"])  # type: ignore[call-overload]
-        share = n_miss / long
-        ttft_miss = a["ttft_miss"]
-        ttft_hit = a["ttft_hit"]
-        cost = (float(ttft_miss) - float(ttft_hit)) if ttft_miss is not None and ttft_hit is not None else None  # type: ignore[arg-type]
-        deploy_note = f" under deploy {a['deploy']}" if len(groups) > 1 and a["deploy"] is not None else ""
-        volatile = self._volatile(q)
-        dep = "deploy IS NULL" if a["deploy"] is None else "deploy = ?"
-        missed = [str(r["trace_id"]) for r in q.rows(
-            f"""SELECT trace_id FROM {src} WHERE prompt_tokens >= {MIN_PROMPT_TOKENS} AND {ratio} < {MISS_RATIO}
-                AND {dep} ORDER BY start_ns DESC LIMIT 2000""", None if a["deploy"] is None else [a["deploy"]])]
-        divergences = [d for d in find_divergences(q, missed) if d.share >= 0.5]
-        client_div = next((d for d in divergences if d.char_offset >= 0), None)
-        server_div = next((d for d in divergences if d.token_offset >= 0), None)
-        miss_ids = tuple(a["miss_ids"] or ())  # type: ignore[arg-type]
-        ev = [
-            Evidence("passes with no cached prefix", n_miss, f"of {long}", miss_ids),
-            Evidence("median cached tokens on a miss", a["cached_miss"], "tokens", baseline=a["cached_hit"]),
-            Evidence("median prompt tokens", a["prompt_miss"], "tokens"),
-            Evidence("median TTFT on a miss", ttft_miss, "ms", miss_ids, baseline=ttft_hit),
-        ]
-        if cost is not None:
-            ev.append(Evidence("TTFT a miss costs over a hit", round(cost, 2), "ms"))
-        where = ""
-        if server_div is not None:
-            ev.append(Evidence("consecutive prompts part at", server_div.token_offset, "tokens",
-                               server_div.trace_ids))
-        if client_div is not None:
-            where = client_div.describe()
-            ev.append(Evidence("prompts part in", where, "", client_div.trace_ids))
-        if volatile is not None:
-            offset, kind, n, ids = volatile
-            ev.append(Evidence("volatile field in the system prompt", f"{kind} at char {offset}", "", ids))
-            where = where or f"the system prompt at char {offset} ({kind})"
-        because = f" — the prompts part at {where}" if where else ""
-        cost_share = (cost / float(ttft_miss)) if cost is not None and ttft_miss else 0.5  # type: ignore[arg-type]
-        score = 0.5 * share + 0.5 * max(0.0, min(1.0, cost_share))
-        out = [self.finding(
-            "cache.prefix_match", severity_for(share, 0.3, 0.6),
-            f"{share:.0%} of prompts miss the prefix cache{deploy_note}{because}",
-            f"{n_miss} of {long} passes{deploy_note} of {MIN_PROMPT_TOKENS}+ tokens reused (almost) nothing from the "
-            f"prefix cache, so their whole prompt was prefilled before the first token"
-            + (f"; a miss costs {cost:.1f} ms of TTFT over a hit" if cost is not None else "") + ".",
-            ev, miss_ids,
-            "Open intake.system_prompt and move anything that changes per call (time, ids, counters) below "
-            "the stable part of the prompt; then check cache.prefix_match hit tokens rise.",
-            score,
-        )]
-        if volatile is not None or (client_div is not None and client_div.segment == "system"):
-            out.append(self._system_prompt_finding(volatile, client_div, share, miss_ids, score))
-        return out
-
-    def _volatile(self, q: Query) -> tuple[int, str, int, tuple[str, ...]] | None:
-        rel = q.stage_sql("intake.system_prompt", {
-            "off": ("llmtrace.system.volatile_offset", "int"), "kind": ("llmtrace.system.volatile_kind", "str"),
-            "field": ("llmtrace.system.volatile_field", "str"), "text": ("llmtrace.system.volatile_text", "str")})
-        row = q.one(f"""SELECT off, kind, count(*) AS n, (list(trace_id ORDER BY start_ns DESC))[1:5] AS ids,
-                               any_value(field) AS field, any_value(text) AS text
-                        FROM {rel} WHERE off >= 0 GROUP BY off, kind ORDER BY n DESC LIMIT 1""")
-        if not row:
-            return None
-        kind = str(row["kind"]) + (f" in field {{{row['field']}}}" if row["field"] else "")
-        if row["text"]:
-            kind += f" ({str(row['text'])[:32]!r}…)"
-        return int(row["off"]), kind, int(row["n"]), tuple(row["ids"])  # type: ignore[call-overload,arg-type]
-
-    def _system_prompt_finding(self, volatile: tuple[int, str, int, tuple[str, ...]] | None,
-                               div: Divergence | None, miss_share: float, miss_ids: tuple[str, ...],
-                               score: float) -> Finding:
-        ev: list[Evidence] = []
-        if volatile is not None:
-            offset, kind, n, ids = volatile
-            ev += [Evidence("first volatile field", kind, "", ids), Evidence("its offset", offset, "chars", ids),
-                   Evidence("system prompts with a volatile field", n)]
-            title = f"The system prompt changes every call: a {kind} at char {offset}"
-        else:
-            title = f"The system prompt changes every call near char {div.char_offset if div else '?'}"
-        if div is not None:
-            ev.append(Evidence("where consecutive prompts part", div.describe(), "", div.trace_ids))
-            if div.text is not None:
-                ev.append(Evidence("text at that offset", repr(div.text), "", div.trace_ids, baseline=repr(div.other_text)))
-        return self.finding(
-            "intake.system_prompt", severity_for(miss_share, 0.3, 0.6), title,
-            "Everything after the first changing character is a new prefix to the cache, so each call pays "
-            "a full prefill.",
-            ev, miss_ids,
-            "Put the volatile field after the stable instructions and tools (or drop it); re-run and compare "
-            "cache hit rate with `llmtrace check`.",
-            score * 0.95,
-        )
 
     # ── arrival.admission ──────────────────────────────────────────────────────────────────
     def _queue(self, q: Query, src: str) -> list[Finding]:
@@ -204,7 +87,7 @@ class SlowFirstToken(SymptomAnalyzer):
                  later AS (
                     SELECT r.trace_id, sum(r.prompt_tokens - coalesce(r.cached_tokens, 0)) AS tokens, count(*) AS passes
                     FROM (SELECT *, row_number() OVER (PARTITION BY trace_id ORDER BY start_ns) AS nth
-                          FROM {q.requests} WHERE side IS DISTINCT FROM 'server'
+                          FROM {q.passes} WHERE true
                             AND trace_id IN (SELECT trace_id FROM seq)) r
                     WHERE r.nth > 1 GROUP BY r.trace_id),
                  turns AS (SELECT seq.trace_id, coalesce(seq.reprefill, later.tokens, 0) AS reprefill,

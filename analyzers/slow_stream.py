@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from llmtrace.analyzers.base import SymptomAnalyzer, severity_for
 from llmtrace.analyzers.finding import Evidence, Finding
-from llmtrace.analyzers.query import Query, pass_side, side_filter
+from llmtrace.analyzers.query import Query
+from llmtrace.analyzers.stats import mann_whitney_p
 
 SLOW_FACTOR = 2.0  # a pass is slow-stream when its TPOT is this many times the fast end (10th percentile)
 MIN_GAP_MS = 2.0  # and at least this much slower per token: below it the difference is timer noise
@@ -33,9 +34,6 @@ class SlowStream(SymptomAnalyzer):
     symptom = "slow_stream"
 
     def find(self, q: Query) -> list[Finding]:
-        side = pass_side(q, "tpot_ms")
-        if side is None:
-            return []
         # Classify every pass from the requests table; read stage values for a sample of each group only
         # (the medians compared need a few thousand passes, not all of them).
         only = "AND parent_span_id IN (SELECT span_id FROM pick)"
@@ -44,10 +42,11 @@ class SlowStream(SymptomAnalyzer):
             for stage, alias, name, typ, _ in CANDIDATES)
         att = q.stage_sql("forward.attention", {"fallback": ("llmtrace.attention.fallback", "bool"),
                                                 "backend": ("llmtrace.attention.backend", "str")}, only)
-        meds = ", ".join(f"median({alias}) AS {alias}" for _, alias, _, _, _ in CANDIDATES)
+        meds = ", ".join(f"median({alias}) AS {alias}, list({alias}) FILTER (WHERE {alias} IS NOT NULL) AS {alias}_vals"
+                         for _, alias, _, _, _ in CANDIDATES)
         groups = q.rows(f"""
-            WITH r AS (SELECT span_id, trace_id, tpot_ms, output_tokens, start_ns FROM {q.requests}
-                       WHERE {side_filter(side)} AND tpot_ms IS NOT NULL),
+            WITH r AS (SELECT coalesce(server_span_id, span_id) AS span_id, trace_id, tpot_ms, output_tokens,
+                              start_ns FROM {q.passes} WHERE tpot_ms IS NOT NULL),
                  m AS (SELECT quantile_cont(tpot_ms, 0.1) AS base, count(*) AS n FROM r),
                  cls AS (SELECT r.*, r.tpot_ms >= {SLOW_FACTOR} * m.base AND r.tpot_ms - m.base >= {MIN_GAP_MS} AS slow,
                                 m.n AS total FROM r CROSS JOIN m),
@@ -83,7 +82,10 @@ class SlowStream(SymptomAnalyzer):
                 continue  # no difference, or no speculation on the normal passes to compare with
             # acceptance explains slowness when it is *lower*; the others when higher
             ratio = (b / a if a > 0 else 10.0) if alias == "spec_accept" else (a / b if b > 0 else (10.0 if a > 0 else 1.0))
-            if ratio < 1.5:
+            # control before blame: the two groups' values must differ beyond noise (a rank test over the
+            # passes), not just in their medians
+            p_value = mann_whitney_p(slow_g[f"{alias}_vals"] or [], normal_g[f"{alias}_vals"] or [])  # type: ignore[arg-type]
+            if ratio < 1.5 or p_value >= 0.01:
                 continue
             score = min(1.0, share * 0.5 + min(1.0, (ratio - 1) / 3) * 0.5)
             out.append(self.finding(
@@ -91,7 +93,9 @@ class SlowStream(SymptomAnalyzer):
                 f"Slow-stream passes differ in {name} ({a:.3g} vs {b:.3g})",
                 f"{n_slow} of {total} passes streamed at {slow_tpot:.1f} ms per token or worse against a "
                 f"median of {mid:.1f} ms for the rest; {why}.",
-                [base_ev, Evidence(name, a, "", ids, baseline=b)], ids,
+                [base_ev, Evidence(name, a, "", ids, baseline=b),
+                 Evidence("rank-test p-value (slow vs the rest)", round(p_value, 5)),
+                 Evidence("control group", f"the {total - n_slow} passes at normal speed")], ids,
                 f"Open {stage} on the listed traces and compare {name} with a normal pass.", score,
             ))
         fallbacks = int(slow_g["fallbacks"] or 0)  # type: ignore[call-overload]
@@ -105,7 +109,7 @@ class SlowStream(SymptomAnalyzer):
                 "Open forward.attention: read llmtrace.attention.reason for why the preferred kernel was skipped.",
                 0.6,
             ))
-        if not out and share >= 0.05:
+        if not out and share >= 0.25 and slow_tpot >= 3 * mid and slow_tpot - mid >= 10 * MIN_GAP_MS:
             out.append(self.finding(
                 "forward.decode", "info", f"{n_slow} passes streamed slower than the rest",
                 "No batching, KV, speculation or kernel difference stands out; compare decode steps on the traces.",

@@ -30,7 +30,7 @@ def usage_problems(q: Query) -> list[UsageProblem]:
                list(trace_id) FILTER (WHERE prompt_tokens < 0 OR cached_tokens < 0 OR output_tokens < 0) AS negative_ids,
                count(*) FILTER (WHERE max_tokens > 0 AND output_tokens > max_tokens) AS over_cap,
                list(trace_id) FILTER (WHERE max_tokens > 0 AND output_tokens > max_tokens) AS over_ids
-        FROM {q.requests}""")
+        FROM {q.passes}""")
     if row.get("cached_over"):
         out.append(UsageProblem("cached_over_input", int(row["cached_over"]),  # type: ignore[call-overload]
                                 "cached tokens exceed input tokens (cache counted on top of input, not inside it)",
@@ -47,10 +47,8 @@ def usage_problems(q: Query) -> list[UsageProblem]:
         out.append(UsageProblem("provider_flagged", len(flagged), "the meters marked the provider's usage impossible",
                                 sample_ids([r["trace_id"] for r in flagged])))
     mism = q.rows(f"""
-        SELECT c.trace_id, c.prompt_tokens AS reported, s.prompt_tokens AS counted
-        FROM {q.requests} s JOIN {q.requests} c ON s.parent_span_id = c.span_id
-        WHERE s.side = 'server' AND c.side = 'client'
-          AND s.prompt_tokens IS NOT NULL AND c.prompt_tokens IS NOT NULL AND s.prompt_tokens <> c.prompt_tokens""")
+        SELECT trace_id, client_prompt_tokens AS reported, prompt_tokens AS counted FROM {q.passes}
+        WHERE observed_by = 'both' AND prompt_tokens <> client_prompt_tokens""")
     if mism:
         ex = mism[0]
         out.append(UsageProblem("local_mismatch", len(mism),

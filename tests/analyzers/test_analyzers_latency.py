@@ -35,11 +35,10 @@ def test_slow_first_token_names_prefix_match_and_the_timestamp(tmp_path: Path) -
     with store(tmp_path / "t.duckdb") as db:
         _calls(tmp_path, "Current time: {now}. You are Acme's support agent ({tag}). " + POLICY, tag="sft1")
     found = expect_first(db, "slow_first_token", "cache.prefix_match")
-    sp = next(f for f in found if f.stage == "intake.system_prompt")
-    text = " ".join(str(e.value) for e in sp.evidence)
-    assert "timestamp" in text and "14" in text  # "Current time: " is 14 characters long
-    part = next(e for e in found[0].evidence if e.label == "prompts part in")
-    assert "system" in str(part.value) and "T09:00:" in str(part.value)
+    assert "intake.system_prompt" in found[0].stages  # one finding for the one cause, both stages named
+    window = next(e for e in found[0].evidence if e.label == "volatile window")
+    assert str(window.value) == "timestamp at char 14 of segment 'system'"  # "Current time: " is 14 chars
+    assert found[0].loss_tokens > 0 and "re-prefilled" in found[0].title
 
 
 def test_slow_first_token_silent_when_the_prompt_is_stable(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from typing import TypeVar
 import duckdb
 
 from llmtrace.tracer.console import printable
-from llmtrace.tracer.schema import PASS_OPERATIONS
+from llmtrace.tracer.schema import PASS_OPERATIONS, passes_select, requests_select
 from llmtrace.tracer.store import StoreError, read_connection
 
 from .filter_expr import CompiledFilter
@@ -187,26 +187,15 @@ def _stamp(conn: duckdb.DuckDBPyConnection) -> StoreStamp:
     return StoreStamp(int(passes), int(latest), int(deploys))
 
 
-_PASS_FIELDS = ("llmtrace.side", "gen_ai.usage.input_tokens", "gen_ai.usage.cache_read.input_tokens",
-                "llmtrace.ttft_ms", "llmtrace.meters.cost_usd")
-
-
 def _cache_report(conn: duckdb.DuckDBPyConnection, n: int) -> CacheReport:
-    # One pass over the pass spans pulls the five values the view needs with a single JSON parse per row
-    # (the view's columns parse once per column); the temp table dies with the connection.
-    paths = ", ".join("'$.\"" + f + "\"'" for f in _PASS_FIELDS)
+    # The logical passes (the `passes` view's SELECT, so a store an older version wrote works read-only):
+    # one row per pass with the client's and server's spans joined, the trace's deploy, the same hit rate
+    # `llmtrace check` and `diagnose` report. The temp table dies with the connection.
     conn.execute(f"""CREATE TEMP TABLE tui_passes AS
-        SELECT trace_id, start_ns, deploy, v[1] AS side,
-               TRY_CAST(v[2] AS BIGINT) AS prompt, least(TRY_CAST(v[3] AS BIGINT), TRY_CAST(v[2] AS BIGINT)) AS cached,
-               TRY_CAST(v[4] AS DOUBLE) AS ttft, TRY_CAST(v[5] AS DOUBLE) AS cost
-        FROM (SELECT trace_id, start_ns,
-                     -- a server pass often has no deploy of its own: it serves the app's, so take the trace's
-                     coalesce(deploy, max(deploy) OVER (PARTITION BY trace_id), '(none)') AS deploy,
-                     json_extract_string(attributes, [{paths}]) AS v
-              FROM spans WHERE operation IN {PASS_OPERATIONS})""")
-    # Client and server both report usage for a pass they share; count one side so tokens are not doubled.
-    has_server = conn.execute("SELECT count(*) FROM tui_passes WHERE side = 'server'").fetchone()[0] > 0
-    side = "side = 'server'" if has_server else "TRUE"
+        SELECT trace_id, start_ns, coalesce(deploy, '(none)') AS deploy, prompt_tokens AS prompt,
+               least(cached_tokens, prompt_tokens) AS cached, ttft_ms AS ttft, cost_usd AS cost
+        FROM ({passes_select('(' + requests_select('spans') + ')')})""")
+    side = "TRUE"
     lo, hi = conn.execute(f"SELECT min(start_ns), max(start_ns) FROM tui_passes WHERE {side}").fetchone()
     buckets: list[CacheBucket] = []
     if lo is not None:

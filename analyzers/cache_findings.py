@@ -1,0 +1,168 @@
+"""Findings from the cache-loss model (analyzers/cache_loss.py): one per cause, ranked by what it lost.
+
+"uuid at char 2423 of the tools → the cache stops at token 608 → 39% of prompt tokens re-prefilled": the
+window, the engine's first missed token and the loss in tokens, TTFT and money, with the share of passes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llmtrace.analyzers.cache_loss import Cause, PassLoss, causes, load, ms_per_token, usd_per_token
+from llmtrace.analyzers.finding import Evidence, Finding, Severity
+from llmtrace.analyzers.query import Query, attr, percentile, sample_ids
+
+if TYPE_CHECKING:
+    from llmtrace.analyzers.base import SymptomAnalyzer
+
+MIN_SHARE = 0.05  # of all prompt tokens: less is not worth a line
+MIN_PASSES = 3
+
+
+def segment_base(segment: str) -> str:
+    return segment.split(":")[0] if segment else "prompt"
+
+
+def window_cause(segment: str) -> str:
+    """The cause key of a volatile window in a segment: the same one the deploy comparison uses."""
+    return f"prompt-window:{segment_base(segment)}"
+
+
+def _severity(token_share: float) -> Severity:
+    return "critical" if token_share >= 0.25 else "warning" if token_share >= 0.08 else "info"
+
+
+def _median(xs: list[float]) -> float:
+    return float(percentile(xs, 0.5) or 0.0)
+
+
+def cache_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
+    passes = load(q)
+    if len(passes) < MIN_PASSES:
+        return []
+    total_tokens = sum(p.prompt_tokens for p in passes)
+    mspt, usdpt = ms_per_token(passes), usd_per_token(passes)
+    out: list[Finding] = []
+    for c in causes(passes):
+        if len(c.passes) < MIN_PASSES and c.kind != "short":
+            continue
+        share = c.lost_tokens / total_tokens if total_tokens else 0.0
+        if c.kind != "short" and share < MIN_SHARE:
+            continue
+        builder = {"window": _window, "engine": _engine, "short": _short}[c.kind]
+        f = builder(analyzer, q, c, passes, share, mspt, usdpt)
+        if f is not None:
+            out.append(f)
+    return out
+
+
+def _loss_evidence(c: Cause, passes: list[PassLoss], share: float, mspt: float, usdpt: float) -> list[Evidence]:
+    ids = sample_ids([p.trace_id for p in reversed(c.passes)])
+    ev = [Evidence("passes affected", len(c.passes), f"of {len(passes)}", ids),
+          Evidence("prompt tokens re-prefilled that a cache could have served", round(c.lost_tokens), "tokens", ids),
+          Evidence("share of all prompt tokens", round(share, 3))]
+    if mspt > 0:
+        ev.append(Evidence("TTFT lost per affected pass", round(mspt * c.lost_tokens / len(c.passes), 1), "ms", ids))
+    if usdpt > 0:
+        ev.append(Evidence("cost lost per 1,000 calls", round(1000 * usdpt * c.lost_tokens / len(passes), 4), "USD"))
+    return ev
+
+
+def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss], share: float, mspt: float,
+            usdpt: float) -> Finding:
+    seg = c.passes[0].segment
+    base = segment_base(seg)
+    cls = max({p.window_class for p in c.passes}, key=lambda k: sum(1 for p in c.passes if p.window_class == k))
+    offsets = [p.char_offset for p in c.passes if p.char_offset >= 0]
+    off = max(set(offsets), key=offsets.count) if offsets else -1
+    gl = [p.global_offset for p in c.passes if p.global_offset >= 0]
+    tok = int(_median([float(p.token_offset) for p in c.passes if p.token_offset >= 0]))
+    re_share = c.lost_tokens / max(1, sum(p.prompt_tokens for p in c.passes))
+    distinct = len({p.window_text for p in c.passes if p.window_text is not None})
+    what = {"reordered": "segments in a different order each call (shuffled examples)", "field": "a changing field",
+            "free_text": "changing text"}.get(cls, f"a {cls}")
+    where = f"at char {off} of the {base}" if off >= 0 else f"in the {base}"
+    title = (f"{what[0].upper() + what[1:]} {where} → the cache stops at token {tok} → "
+             f"{re_share:.0%} of prompt tokens re-prefilled")
+    ids = sample_ids([p.trace_id for p in reversed(c.passes)])
+    ev = _loss_evidence(c, passes, share, mspt, usdpt)
+    ev.insert(0, Evidence("volatile window", f"{cls} at char {off} of segment '{seg}'", "", ids))
+    if gl:
+        ev.insert(1, Evidence("its offset from the start of the prompt", int(_median([float(x) for x in gl])), "chars", ids))
+    ev.insert(2, Evidence("first prompt token the cache missed", tok, "tokens", ids))
+    sample = next((p.window_text for p in reversed(c.passes) if p.window_text), None)
+    if sample is not None:
+        ev.append(Evidence("text in the window (one pass)", repr(sample), "", ids[:1]))
+    if distinct > 1:
+        ev.append(Evidence("distinct values seen in the window", distinct, "", ids))
+    stages = ("intake.system_prompt", "cache.prefix_match") if base == "system" else \
+        ("intake.context_ordering", "cache.prefix_match") if cls == "reordered" else ("cache.prefix_match",)
+    fix = ("Keep the examples in one fixed order" if cls == "reordered" else
+           f"Move the {cls if cls not in ('field', 'free_text') else 'changing value'} after the stable part of the "
+           "prompt (the end of the last message) or drop it")
+    return analyzer.finding(
+        "cache.prefix_match", _severity(share), title,
+        f"{len(c.passes)} of {len(passes)} passes share text with an earlier prompt beyond a window that changes "
+        f"({what} in the {base}); the cache stops at the window, so everything after it is prefilled again.",
+        ev, ids, f"{fix}; then `llmtrace check` should show the hit rate rise.",
+        min(1.0, 0.4 + share), cause=window_cause(seg), stages=stages, loss_tokens=c.lost_tokens,
+        loss_ms=mspt * c.lost_tokens, loss_usd=usdpt * c.lost_tokens, affected_share=len(c.passes) / len(passes))
+
+
+def _engine(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss], share: float, mspt: float,
+            usdpt: float) -> Finding | None:
+    ids = sample_ids([p.trace_id for p in reversed(c.passes)])
+    ev = _loss_evidence(c, passes, share, mspt, usdpt)
+    common = dict(loss_tokens=c.lost_tokens, loss_ms=mspt * c.lost_tokens, loss_usd=usdpt * c.lost_tokens,
+                  affected_share=len(c.passes) / len(passes))
+    if c.key == "engine:replica":
+        pol = q.one(f"""SELECT {_attr_policy()} AS policy, count(DISTINCT {_attr_replica()}) AS replicas
+                        FROM {q.spans} WHERE stage = 'arrival.replica_selection'""")
+        policy = pol.get("policy") or "unknown"
+        ev.insert(0, Evidence("passes whose shared prefix was cached on another replica", len(c.passes), "", ids))
+        ev.append(Evidence("replica policy", policy, "", ids))
+        return analyzer.finding(
+            "arrival.replica_selection", _severity(share),
+            f"Replica routing ({policy}) sends prompts away from the replica that caches their prefix",
+            f"{len(c.passes)} passes shared a long prefix with an earlier prompt that another replica served, so "
+            "they prefilled it again on theirs.",
+            ev, ids, "Route by prefix (prefix_aware replica selection) or pin a session to one replica.",
+            min(1.0, 0.45 + share), cause="engine:replica", stages=("arrival.replica_selection", "cache.prefix_match"),
+            **common)  # type: ignore[arg-type]
+    off = any(p.token_offset == 0 for p in c.passes) and all(p.cached_tokens == 0 for p in c.passes)
+    ev.insert(0, Evidence("passes that missed a prefix an earlier prompt on the same replica had", len(c.passes), "", ids))
+    return analyzer.finding(
+        "cache.eviction" if not off else "cache.prefix_match", _severity(share),
+        "The engine did not reuse a prefix it had served before" + (" (nothing is ever cached)" if off else
+                                                                      " (evicted before reuse)"),
+        f"{len(c.passes)} passes repeated a prefix that an earlier pass on the same replica had, yet it was not in "
+        "the cache when they arrived.",
+        ev, ids, "Compare cache.eviction (blocks evicted, pressure) and the KV pool size; check the prefix cache is on.",
+        min(1.0, 0.35 + share), cause="engine:evicted", stages=("cache.prefix_match", "cache.eviction"),
+        **common)  # type: ignore[arg-type]
+
+
+def _short(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss], share: float, mspt: float,
+           usdpt: float) -> Finding | None:
+    n = len(c.passes)
+    if n < max(MIN_PASSES, 0.5 * len(passes)):
+        return None
+    ids = sample_ids([p.trace_id for p in reversed(c.passes)])
+    med = int(_median([float(p.prompt_tokens) for p in c.passes]))
+    return analyzer.finding(
+        "cache.prefix_match", "info",
+        f"{n} of {len(passes)} prompts are shorter than the minimum cacheable prefix (median {med} tokens)",
+        "These prompts are below what the engine or provider caches at all (one KV block; 1,024 tokens at the "
+        "hosted providers), so a 0% hit rate on them is expected, not a miss.",
+        [Evidence("prompts under the minimum cacheable prefix", n, f"of {len(passes)}", ids),
+         Evidence("median prompt tokens", med, "tokens", ids)], ids,
+        "Nothing to fix unless a longer shared prefix (instructions, tools) could be put first.",
+        0.15, cause="short-prompts", affected_share=n / len(passes))
+
+
+def _attr_policy() -> str:
+    return f"mode({attr('llmtrace.replica.policy')})"
+
+
+def _attr_replica() -> str:
+    return attr("llmtrace.replica.id")

@@ -1,0 +1,422 @@
+"""What each pass *could* have reused from the prefix cache and did not, and why.
+
+For every recent pass the most similar earlier prompt of the same service and model is found (segment by
+segment: system, tools, history turns, user). What the two share — the common prefix, plus everything
+after the first window where they part that is identical again — is what a cache could serve if the
+window sat after the stable part. Set against the tokens the engine actually reused, a pass's uncached
+tokens split into:
+
+- ``window``: shared text behind a volatile window (an id, a timestamp, a per-user value, reordered
+  examples): the prompt's fault, fixable by moving the window;
+- ``engine``: a shared *prefix* the engine did not reuse (another replica held it, it was evicted, the
+  prefix cache is off);
+- ``short``: the prompt is under the minimum cacheable prefix of the engine or provider;
+- the rest: genuinely new text (the user's turn, a different template) — nobody's fault.
+
+The window's position is exact with full capture (text), to a chunk with hashes; the middleware's
+``llmtrace.divergence.*`` values on ``cache.prefix_match`` win where present (token-exact offsets).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from llmtrace.analyzers.query import Query, attr
+from llmtrace.tracer.schema import PASS_OPERATIONS
+
+MAX_PASSES = 2000  # recent passes examined: divergence is a property of a template, not of history
+CANDIDATES = 16  # earlier passes of the same service and model compared with each pass
+CHUNK_CHARS = 64
+FIELD_CHARS = 96  # a window up to this wide between identical text is a field, not different content
+PROVIDER_MIN_PREFIX = {"openai": 1024, "anthropic": 1024, "azure.ai.openai": 1024, "aws.bedrock": 1024,
+                       "gcp.gemini": 1024, "gcp.vertex_ai": 1024}
+
+_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("uuid", re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}")),
+    ("timestamp", re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(:\d{2})?|\d{1,2}:\d{2}:\d{2}")),
+    ("date", re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}/\d{1,2}/\d{2,4}|(mon|tue|wed|thu|fri|sat|sun)[a-z]*\b", re.I)),
+    ("email", re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+")),
+    ("epoch", re.compile(r"\b1[5-9]\d{8}(\d{3})?\b")),
+    ("hex_id", re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{6,}\b", re.I)),
+    ("base64_id", re.compile(r"[A-Za-z0-9_-]{16,}")),
+    ("number", re.compile(r"\d+")),
+)
+
+
+def classify(text: str, start: int, end: int) -> tuple[str, int]:
+    """What the differing window ``text[start:end]`` looks like (uuid, timestamp, hex_id, number, ...) and
+    where the value starts: a diff often begins mid-value (the minutes of a timestamp), so the first
+    pattern match that overlaps the window names it."""
+    window = text[start:end]
+    if window and not window.strip():
+        return "whitespace", start
+    if any(ord(ch) in (0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, 0x00A0) for ch in window):
+        return "invisible", start
+    lo, hi = max(0, start - 40), min(len(text), max(end, start + 1) + 40)
+    for name, pat in _CLASSES:
+        for m in pat.finditer(text, lo, hi):
+            if m.start() <= max(end, start + 1) - 1 and m.end() > start:
+                return name, m.start()
+    return "free_text", start
+
+
+@dataclass(slots=True)
+class PassLoss:
+    trace_id: str
+    start_ns: int
+    service: str | None
+    model: str | None
+    deploy: str | None
+    replica: str | None
+    prompt_tokens: int
+    cached_tokens: int
+    ttft_ms: float | None
+    cost_usd: float | None
+    kind: str = "new"  # window, engine, short, new, hit
+    segment: str = ""  # the segment the window is in
+    char_offset: int = -1  # offset of the window inside that segment
+    global_offset: int = -1  # offset of the window from the start of the prompt (chars)
+    token_offset: int = -1  # first token that missed (engine-reported where available)
+    window_class: str = ""
+    window_text: str | None = None
+    lost_tokens: float = 0.0
+    reuse_replica: str | None = None  # the replica that held the shared prefix (engine losses)
+
+
+@dataclass(slots=True)
+class _Prompt:
+    segs: list[dict[str, object]]
+    texts: list[str] | None  # segment texts (full capture)
+    chars: int
+    hashes: list[str] = field(default_factory=list)
+    stable_chars: int = 0  # chars outside the user's own (last) turn
+
+    def __post_init__(self) -> None:
+        self.hashes = [str(s.get("hash")) for s in self.segs]
+        self.stable_chars = sum(int(s.get("chars") or 0) for s in self.segs if not _is_tail(str(s.get("kind"))))  # type: ignore[call-overload]
+
+
+def _segments(raw: object, text: object) -> _Prompt | None:
+    try:
+        segs = json.loads(str(raw)) if raw is not None else None
+    except ValueError:
+        segs = None
+    if not isinstance(segs, list) or not segs or not all(isinstance(s, dict) for s in segs):
+        return None
+    texts: list[str] | None = None
+    if isinstance(text, str):
+        texts, pos = [], 0
+        for s in segs:  # the adapters render "\n".join(f"[{kind}]\n{text}")
+            pos += len(f"[{s.get('kind')}]\n")
+            n = int(s.get("chars") or 0)  # type: ignore[call-overload]
+            texts.append(text[pos:pos + n])
+            pos += n + 1
+        if any(len(t) != int(s.get("chars") or 0) for t, s in zip(texts, segs, strict=False)):  # type: ignore[call-overload]
+            texts = None
+    return _Prompt(segs, texts, sum(int(s.get("chars") or 0) for s in segs))  # type: ignore[call-overload]
+
+
+def _lcp(a: str, b: str) -> int:
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:  # binary search on slice equality (C speed) instead of a per-character loop
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _lcs(a: str, b: str, limit: int) -> int:
+    """Length of the common suffix, at most ``limit``."""
+    lo, hi = 0, min(len(a), len(b), limit)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[len(a) - mid:] == b[len(b) - mid:]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+@dataclass(slots=True)
+class _Compare:
+    prefix: int  # chars shared from the start
+    shared: int  # chars a cache could serve if the window sat at the end
+    segment: str = ""
+    seg_offset: int = -1
+    window_class: str = ""
+    window_text: str | None = None
+    distinct: bool = False  # the prompts differ in content (another template), not in a field
+
+
+def _is_tail(kind: str) -> bool:
+    return kind == "user"
+
+
+def _compare(cur: _Prompt, prev: _Prompt) -> _Compare:
+    a, b = cur.segs, prev.segs
+    ha, hb = cur.hashes, prev.hashes
+    si = next((i for i, (x, y) in enumerate(zip(ha, hb, strict=False)) if x != y), min(len(a), len(b)))
+    before = sum(int(s.get("chars") or 0) for s in a[:si])  # type: ignore[call-overload]
+    if si >= len(a) or si >= len(b):  # one extends the other: a growing conversation
+        return _Compare(before, before)
+    kind = str(a[si].get("kind"))
+    # everything after the first differing segment that appears, unchanged, in the earlier prompt
+    rest_prev = set(hb[si + 1:])
+    later = sum(int(s.get("chars") or 0) for s, h in zip(a[si + 1:], ha[si + 1:], strict=False)  # type: ignore[call-overload]
+                if h in rest_prev and not _is_tail(str(s.get("kind"))))
+    if _is_tail(kind):
+        return _Compare(before, before)  # the user's own turn: new by nature
+    # reordered segments (shuffled few-shot examples): the same hashes in another order
+    tail_a = [h for s, h in zip(a[si:], ha[si:], strict=False) if not _is_tail(str(s.get("kind")))]
+    tail_b = [h for s, h in zip(b[si:], hb[si:], strict=False) if not _is_tail(str(s.get("kind")))]
+    if len(tail_a) > 1 and sorted(tail_a) == sorted(tail_b):
+        moved = sum(int(s.get("chars") or 0) for s in a[si:] if not _is_tail(str(s.get("kind"))))  # type: ignore[call-overload]
+        return _Compare(before, before + moved, kind, 0, "reordered")
+    sa, sb = a[si], b[si]
+    ca, cb = int(sa.get("chars") or 0), int(sb.get("chars") or 0)  # type: ignore[call-overload]
+    if cur.texts is not None and prev.texts is not None:
+        ta, tb = cur.texts[si], prev.texts[si]
+        p = _lcp(ta, tb)
+        s = _lcs(ta, tb, min(len(ta), len(tb)) - p)
+        window = ta[p:len(ta) - s]
+        width = max(len(window), len(tb) - p - s)
+        if width <= FIELD_CHARS and (p + s) >= 0.5 * max(ca, 1):
+            cls, at = classify(ta, p, len(ta) - s)
+            return _Compare(before + p, before + p + s + later, kind, at, cls, ta[at:max(len(ta) - s, at + 1)][:48])
+        return _Compare(before + p, before + p, kind, p, "free_text", window[:48], distinct=True)
+    # hashes only: the chunk chain gives the offset to 64 chars; equal lengths suggest a fixed-width field
+    chain_a, chain_b = list(sa.get("chunk_hashes") or []), list(sb.get("chunk_hashes") or [])  # type: ignore[call-overload]
+    ci = next((i for i, (x, y) in enumerate(zip(chain_a, chain_b, strict=False)) if x != y), min(len(chain_a), len(chain_b)))
+    p = min(ci * CHUNK_CHARS, ca)
+    if ca == cb and ca - p > CHUNK_CHARS:
+        return _Compare(before + p, before + ca - CHUNK_CHARS + later, kind, p, "field")
+    return _Compare(before + p, before + p, kind, p, "free_text", distinct=True)
+
+
+def _json(raw: object) -> dict[str, object]:
+    if raw is None:
+        return {}
+    try:
+        d = json.loads(str(raw))
+    except ValueError:
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+def _div_attrs(raw: object) -> dict[str, object]:
+    if raw is None:
+        return {}
+    try:
+        d = json.loads(str(raw))
+    except ValueError:
+        return {}
+    return {k[len("llmtrace.divergence."):]: v for k, v in d.items() if k.startswith("llmtrace.divergence.")} \
+        if isinstance(d, dict) else {}
+
+
+def load(q: Query) -> list[PassLoss]:
+    """Every recent pass with prompt tokens, classified, oldest first."""
+    passes = q.rows(f"""
+        SELECT trace_id, start_ns, service, model, deploy, replica, provider, observed_by, client_span_id,
+               server_span_id, prompt_tokens, coalesce(cached_tokens, 0) AS cached_tokens, ttft_ms, cost_usd
+        FROM (SELECT * FROM {q.passes} WHERE prompt_tokens > 0 ORDER BY start_ns DESC LIMIT {MAX_PASSES})
+        ORDER BY start_ns""")
+    if not passes:
+        return []
+    # One scan of the spans for everything the model reads: the client pass span's prompt segments (and
+    # text with full capture), the middleware's divergence window under it, and the server's block chain,
+    # block size and prefix-cache switch under the server pass span.
+    client_ids = [r["client_span_id"] for r in passes if r["client_span_id"] is not None]
+    server_ids = [r["server_span_id"] for r in passes if r["server_span_id"] is not None]
+    extra = q.rows(f"""
+        SELECT span_id, NULL AS parent_span_id, NULL AS stage,
+               {attr('llmtrace.prompt.segments')} AS segs, {attr('llmtrace.prompt.text')} AS text
+        FROM {q.spans} WHERE operation IN {PASS_OPERATIONS} AND span_id IN (SELECT unnest(?::VARCHAR[]))""",
+                   [client_ids])
+    extra += q.rows(f"""
+        SELECT span_id, parent_span_id, stage, CASE WHEN stage = 'cache.prefix_match' THEN attributes END AS pm,
+               {attr('llmtrace.blocks.block_size', 'int')} AS block_size,
+               {attr('llmtrace.tokenization.block_hashes', 'str[]')} AS chain
+        FROM (SELECT * FROM {q.spans}
+              WHERE stage IN ('cache.prefix_match', 'cache.block_allocation', 'intake.tokenization')
+                AND parent_span_id IN (SELECT unnest(?::VARCHAR[])))""", [client_ids + server_ids])
+    by_span: dict[str, dict[str, object]] = {}
+    under: dict[tuple[str, str], dict[str, object]] = {}
+    for e in extra:
+        if e["stage"] is None:
+            by_span[str(e["span_id"])] = e
+        else:
+            under[(str(e["parent_span_id"]), str(e["stage"]))] = e
+    rows = []
+    for r in passes:
+        cid, sid = str(r["client_span_id"]), str(r["server_span_id"])
+        cs = by_span.get(cid, {})
+        spm = under.get((sid, "cache.prefix_match"), {})
+        pm = _json(spm.get("pm"))
+        rows.append({**r, "segs": cs.get("segs"), "text": cs.get("text"),
+                     "div": under.get((cid, "cache.prefix_match"), {}).get("pm"),
+                     "first_miss": pm.get("llmtrace.prefix.first_miss_token"),
+                     "enabled": pm.get("llmtrace.prefix.enabled"),
+                     "block_size": under.get((sid, "cache.block_allocation"), {}).get("block_size"),
+                     "chain": under.get((sid, "intake.tokenization"), {}).get("chain")})
+    out: list[PassLoss] = []
+    history: dict[tuple[object, object], list[tuple[_Prompt | None, PassLoss, list[str] | None]]] = {}
+    for r in rows:
+        pl = PassLoss(str(r["trace_id"]), int(r["start_ns"]), r["service"], r["model"], r["deploy"],  # type: ignore[arg-type]
+                      r["replica"], int(r["prompt_tokens"]), int(r["cached_tokens"]), r["ttft_ms"], r["cost_usd"])  # type: ignore[arg-type,call-overload]
+        out.append(pl)
+        prompt = _segments(r["segs"], r["text"])
+        server = r["observed_by"] in ("both", "server")
+        block = int(r["block_size"] or (16 if server else 128))  # type: ignore[call-overload]
+        minimum = block if server else PROVIDER_MIN_PREFIX.get(str(r["provider"]), block)
+        if r["enabled"] is False:
+            minimum = 1 << 30
+        tpc = pl.prompt_tokens / prompt.chars if prompt is not None and prompt.chars else 0.25
+        key = (r["service"], r["model"])
+        past = history.setdefault(key, [])
+        chain = list(r["chain"]) if r["chain"] else None  # type: ignore[call-overload]
+        _classify(pl, prompt, chain, past, tpc, block, minimum, _div_attrs(r["div"]), r["first_miss"])
+        if prompt is not None or chain is not None:
+            past.append((prompt, pl, chain))
+            del past[:-CANDIDATES]
+    return out
+
+
+def _chain_lcp(a: list[str], b: list[str]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+def _engine_gap(pl: PassLoss, chain: list[str], past: list[tuple[_Prompt | None, PassLoss, list[str] | None]],
+                block: int) -> tuple[float, str | None]:
+    """From the server's KV block chains (token-exact): prefix tokens an earlier pass had computed that this
+    one did not reuse, and the replica that held the longest of them."""
+    best, where = 0, None
+    same = 0
+    for _, prev, prev_chain in past:
+        if not prev_chain:
+            continue
+        n = _chain_lcp(chain, prev_chain)
+        if prev.replica == pl.replica:
+            same = max(same, n)
+        if n > best:
+            best, where = n, prev.replica
+    reusable = min(best * block, pl.prompt_tokens - 1)
+    if same * block >= reusable - block:
+        where = pl.replica  # the same replica held (almost) as much: not a routing loss
+    return max(0.0, reusable - pl.cached_tokens), where
+
+
+def _classify(pl: PassLoss, prompt: _Prompt | None, chain: list[str] | None,
+              past: list[tuple[_Prompt | None, PassLoss, list[str] | None]], tpc: float,
+              block: int, minimum: int, div: dict[str, object], first_miss: object) -> None:
+    uncached = pl.prompt_tokens - pl.cached_tokens
+    if uncached <= block:
+        pl.kind = "hit"
+        return
+    if pl.prompt_tokens < minimum and pl.cached_tokens == 0:
+        pl.kind, pl.lost_tokens = "short", 0.0
+        return
+    if chain:
+        gap, where = _engine_gap(pl, chain, past, block)
+        if gap > block and pl.cached_tokens + gap >= minimum:
+            pl.kind, pl.lost_tokens, pl.reuse_replica = "engine", gap, where
+            pl.token_offset = pl.cached_tokens
+            return
+    best: tuple[_Compare, PassLoss] | None = None
+    if prompt is not None:
+        for prev, prev_pl, _ in reversed(past):
+            if prev is None:
+                continue
+            c = _compare(prompt, prev)
+            if best is None or (c.shared, c.prefix) > (best[0].shared, best[0].prefix):
+                best = (c, prev_pl)
+                if c.shared >= 0.9 * prompt.stable_chars:
+                    break  # (almost) everything but the user's turn is shared: the rest can only tie
+    if best is None:
+        return
+    c, prev_pl = best
+    prefix_tokens = c.prefix * tpc
+    shared_tokens = min(c.shared * tpc, pl.prompt_tokens - 1)
+    # without the engine's chains (a hosted provider) the prefix is estimated from characters: only a gap
+    # far beyond that estimate's error is the engine's
+    engine_gap = prefix_tokens - pl.cached_tokens
+    if not chain and engine_gap > max(4 * block, 0.4 * prefix_tokens) and prefix_tokens >= minimum:
+        pl.kind, pl.lost_tokens = "engine", engine_gap
+        pl.reuse_replica = prev_pl.replica
+        pl.token_offset = pl.cached_tokens
+        return
+    window_gap = shared_tokens - max(pl.cached_tokens, prefix_tokens)
+    if c.segment and not c.distinct and window_gap > 2 * block:
+        pl.kind, pl.lost_tokens = "window", window_gap
+        pl.segment, pl.char_offset, pl.window_class, pl.window_text = c.segment, c.seg_offset, c.window_class, c.window_text
+        pl.global_offset = c.prefix
+        pl.token_offset = int(first_miss) if isinstance(first_miss, int) and first_miss >= 0 else pl.cached_tokens  # type: ignore[unreachable]
+    # the middleware's own divergence window, when it recorded one, is token-exact and names the class
+    if div and pl.kind in ("window", "new"):
+        reusable = div.get("reusable_after_tokens")
+        cls = div.get("class")
+        if pl.kind == "new" and isinstance(reusable, (int, float)) and reusable > 2 * block and cls != "free_text":
+            pl.kind, pl.lost_tokens = "window", float(reusable)
+            pl.segment = str(div.get("segment") or "prompt")
+        if pl.kind == "window":
+            if isinstance(cls, str) and cls and pl.window_class in ("", "field", "free_text"):
+                pl.window_class = cls
+            engine_reported = isinstance(first_miss, int) and first_miss >= 0
+            for name, fld in (("segment_offset", "char_offset"), ("char_offset", "global_offset"),
+                              ("token_offset", "token_offset")):
+                v = div.get(name)
+                if isinstance(v, int) and v >= 0 and not (fld == "token_offset" and engine_reported):
+                    setattr(pl, fld, v)  # the engine's first missed token beats the client's estimate
+
+
+@dataclass(slots=True)
+class Cause:
+    """Passes that lost cache reuse to one cause."""
+
+    kind: str
+    key: str
+    passes: list[PassLoss] = field(default_factory=list)
+
+    @property
+    def lost_tokens(self) -> float:
+        return sum(p.lost_tokens for p in self.passes)
+
+
+def causes(passes: list[PassLoss]) -> list[Cause]:
+    """The losses grouped by cause (window: segment and class; engine: whether another replica held it)."""
+    groups: dict[str, Cause] = {}
+    for p in passes:
+        if p.kind == "window":
+            key = f"window:{p.segment.split(':')[0]}:{p.window_class}"
+        elif p.kind == "engine":
+            key = "engine:replica" if p.reuse_replica is not None and p.reuse_replica != p.replica else "engine:same"
+        elif p.kind == "short":
+            key = "short"
+        else:
+            continue
+        groups.setdefault(key, Cause(p.kind, key)).passes.append(p)
+    return sorted(groups.values(), key=lambda c: -c.lost_tokens)
+
+
+def ms_per_token(passes: list[PassLoss]) -> float:
+    """TTFT per uncached prompt token: the least-squares slope of TTFT on uncached tokens (never below 0)."""
+    pts = [(p.prompt_tokens - p.cached_tokens, float(p.ttft_ms)) for p in passes if p.ttft_ms is not None]
+    if len(pts) < 3:
+        return 0.0
+    mx = sum(x for x, _ in pts) / len(pts)
+    my = sum(y for _, y in pts) / len(pts)
+    var = sum((x - mx) ** 2 for x, _ in pts)
+    if var <= 0:
+        return 0.0
+    return max(0.0, sum((x - mx) * (y - my) for x, y in pts) / var)
+
+
+def usd_per_token(passes: list[PassLoss]) -> float:
+    """What an uncached prompt token costs over a cached one, from the passes' own prices (0 when unpriced):
+    the median price per prompt token, of which a cache read saves ~90% at the big providers."""
+    xs = sorted(float(p.cost_usd) / p.prompt_tokens for p in passes if p.cost_usd and p.prompt_tokens)
+    return 0.9 * xs[len(xs) // 2] if xs else 0.0

@@ -1,0 +1,64 @@
+"""Small tests that tell an effect from run-to-run noise, without numpy: a rank test for two groups of
+passes and a bootstrap interval for a difference of ratios. Analyzers that compare groups (slow against
+fast streams, before against after a deploy) call these before they blame a stage."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+
+
+def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sided p-value that ``a`` and ``b`` come from one distribution (Mann-Whitney U, normal
+    approximation with tie correction). 1.0 when either group is too small to tell."""
+    xs = [float(v) for v in a if v is not None]
+    ys = [float(v) for v in b if v is not None]
+    n1, n2 = len(xs), len(ys)
+    if n1 < 3 or n2 < 3:
+        return 1.0
+    allv = sorted([(v, 0) for v in xs] + [(v, 1) for v in ys])
+    ranks = [0.0] * len(allv)
+    ties = 0.0
+    i = 0
+    while i < len(allv):
+        j = i
+        while j + 1 < len(allv) and allv[j + 1][0] == allv[i][0]:
+            j += 1
+        r = (i + j) / 2 + 1
+        for k in range(i, j + 1):
+            ranks[k] = r
+        t = j - i + 1
+        ties += t ** 3 - t
+        i = j + 1
+    r1 = sum(r for r, (_, g) in zip(ranks, allv, strict=False) if g == 0)
+    u = r1 - n1 * (n1 + 1) / 2
+    n = n1 + n2
+    var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)))
+    if var <= 0:
+        return 1.0
+    z = (abs(u - n1 * n2 / 2) - 0.5) / math.sqrt(var)
+    return max(0.0, min(1.0, math.erfc(max(0.0, z) / math.sqrt(2))))
+
+
+def bootstrap_drop(before: Sequence[tuple[float, float]], after: Sequence[tuple[float, float]],
+                   rounds: int = 400, seed: int = 0) -> tuple[float, float]:
+    """(drop, lower bound) of ratio(before) - ratio(after), each group a list of (numerator, denominator)
+    per pass (cached and prompt tokens), the lower bound at the 2.5th percentile of a bootstrap over the
+    passes. A drop whose lower bound is above zero is beyond resampling noise."""
+    def ratio(xs: Sequence[tuple[float, float]]) -> float:
+        d = sum(y for _, y in xs)
+        return sum(x for x, _ in xs) / d if d else 0.0
+
+    point = ratio(before) - ratio(after)
+    if len(before) < 3 or len(after) < 3:
+        return point, -1.0
+    rng = random.Random(seed)
+    b, a = list(before), list(after)
+    cap = 400  # resampling a few hundred passes per side is plenty for a bound
+    if len(b) > cap:
+        b = rng.sample(b, cap)
+    if len(a) > cap:
+        a = rng.sample(a, cap)
+    drops = sorted(ratio(rng.choices(b, k=len(b))) - ratio(rng.choices(a, k=len(a))) for _ in range(rounds))
+    return point, drops[int(0.025 * rounds)]
