@@ -3,9 +3,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import anthropic
 import pytest
 from server_testkit import wait_rows
+from testkit import RunningServer, start_server, stop_server
+
+from llmtrace.backend.model.pull import default_model_path
 
 SCHEMA = {"type": "object", "properties": {"priority": {"type": "string", "enum": ["low", "high"]}},
           "required": ["priority"], "additionalProperties": False}
@@ -14,6 +20,36 @@ MSG = [{"role": "user", "content": "Rate this ticket."}]
 
 def _client(server) -> anthropic.Anthropic:  # type: ignore[no-untyped-def]
     return anthropic.Anthropic(base_url=server.base_url, api_key="unused", max_retries=0)
+
+
+@pytest.fixture(scope="module")
+def real_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """The bundled SmolLM2 model, which ends its turns with ``<|im_end|>`` as chat models do."""
+    path: Path = default_model_path()
+    if not path.is_file():
+        pytest.fail(f"default model missing at {path}: run `llmtrace model pull` (make setup does)")
+    server = start_server(tmp_path_factory.mktemp("real-server"), "--served-model-name", "smol", model=str(path))
+    try:
+        yield server
+    finally:
+        stop_server(server)
+
+
+def test_end_of_turn_token_is_end_turn(real_server: RunningServer) -> None:
+    """The real model's own end (``<|im_end|>``) is end_turn with stop_sequence null, streamed and not."""
+    client = _client(real_server)
+    ask = {"model": "smol", "max_tokens": 30, "messages": [{"role": "user", "content": "Say hello in one word."}],
+           "extra_body": {"temperature": 0}}
+    raw = client.messages.with_raw_response.create(**ask)  # type: ignore[arg-type]
+    m = raw.parse()
+    assert m.stop_reason == "end_turn" and m.stop_sequence is None, (m.stop_reason, m.stop_sequence)
+    assert m.usage.output_tokens < 30
+    with client.messages.stream(**ask) as s:  # type: ignore[arg-type]
+        final = s.get_final_message()
+    assert final.stop_reason == "end_turn" and final.stop_sequence is None
+    rows = wait_rows(real_server.db_path, "SELECT attributes->>'llmtrace.stop.matched' FROM stages "
+                     "WHERE trace_id = ? AND stage = 'gen.stop'", [raw.headers["x-llmtrace-trace-id"]])
+    assert rows == [("<|im_end|>",)]  # the engine ended on the end-of-turn token, and the span says so
 
 
 def test_natural_end_is_end_turn_not_a_stop_sequence(tiny_server) -> None:  # type: ignore[no-untyped-def]
