@@ -6,7 +6,8 @@ size, and a page per linked trace. ``llmtrace check --html`` writes the same pag
     with read_store("llmtrace.duckdb") as conn:
         Path("report.html").write_text(build_report(conn, Options(selection=Selection(service="app"))).html)
 
-Charts need the optional extra ``report`` (vl-convert-python); this package imports without it.
+Charts need the optional extra ``report`` (``pip install 'llmtrace-stages[report]'``, vl-convert-python); this
+package imports without it.
 """
 
 from __future__ import annotations

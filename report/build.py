@@ -27,9 +27,12 @@ class Options:
     selection: Selection = field(default_factory=Selection)
     source: str = ""  # the store or glob, for the header
     title: str = "llmtrace report"
-    max_traces: int = 10  # trace pages; each costs a chart render (~0.1 s), so the total is capped
+    max_traces: int = 8  # trace pages; each costs a chart render (~0.1 s), so the total is capped
     traces_per_finding: int = 3
     focus: Focus | None = None  # `llmtrace check --html`: the regression first, baseline vs candidate
+
+
+FILL = 3  # trace pages a report always has when the store has traces (the slowest, when no finding names one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,21 +105,32 @@ def _meta(s: Summary, opts: Options) -> str:
     return " · ".join(page.e(p) for p in parts)
 
 
-def _pick_traces(data: ReportData, findings: list[Finding], opts: Options) -> list[str]:
-    wanted: list[str] = []
+def _pick_traces(data: ReportData, findings: list[Finding], opts: Options) -> dict[str, str]:
+    """Trace id -> why it has a page: the regression's traces, each finding's first few, and, when that leaves
+    fewer than ``FILL`` pages (a healthy store), the slowest traces so there is always a waterfall to read."""
+    wanted: dict[str, str] = {}
     if opts.focus is not None:
-        wanted += opts.focus.traces(data)
-    for f in findings:
+        for t in opts.focus.traces(data):
+            wanted.setdefault(t, "the regression")
+    for i, f in enumerate(findings):
         ids = list(dict.fromkeys([*f.trace_ids, *(t for ev in f.evidence for t in ev.trace_ids)]))
-        wanted += ids[: opts.traces_per_finding]
-    wanted = list(dict.fromkeys(wanted))
-    present = data.existing_traces(wanted)
-    return [t for t in wanted if t in present][: max(0, opts.max_traces)]
+        for t in ids[: opts.traces_per_finding]:
+            wanted.setdefault(t, f"finding #{i + 1}")
+    present = data.existing_traces(list(wanted))
+    picked = {t: why for t, why in wanted.items() if t in present}
+    picked = dict(list(picked.items())[: max(0, opts.max_traces)])
+    room = min(FILL, opts.max_traces) - len(picked)
+    if room > 0:
+        for t in data.sample_traces(n=room + len(picked)):
+            if len(picked) < min(FILL, opts.max_traces):
+                picked.setdefault(t, "slowest TTFT")
+    return picked
 
 
 def _body(data: ReportData, s: Summary, findings: list[Finding], opts: Options, render: _Charts,
           keep: tuple[str, ...] | None) -> tuple[str, list[tuple[str, str]], list[str]]:
-    trace_ids = _pick_traces(data, findings, opts)
+    reasons = _pick_traces(data, findings, opts)
+    trace_ids = list(reasons)
     linked = set(trace_ids)
     parts: list[str] = []
     toc: list[tuple[str, str]] = []
@@ -136,7 +150,7 @@ def _body(data: ReportData, s: Summary, findings: list[Finding], opts: Options, 
     add("latency", "TTFT and TPOT", _latency_html(data, render, only))
     add("cost", "Cost per 1,000 calls", _cost_html(data, render, keep))
     add("kv-pool", "Hit rate vs KV pool size", _pool_html(data, render))
-    add("traces", "Traces", _traces_html(data, trace_ids, render, s))
+    add("traces", "Traces", _traces_html(data, reasons, render, s))
     return "".join(parts), toc, trace_ids
 
 
@@ -232,19 +246,20 @@ def _pool_html(data: ReportData, render: _Charts) -> str:
                                                               "kv-pool"), note)
 
 
-def _traces_html(data: ReportData, trace_ids: list[str], render: _Charts, s: Summary) -> str:
-    if not trace_ids:
+def _traces_html(data: ReportData, reasons: dict[str, str], render: _Charts, s: Summary) -> str:
+    if not reasons:
         return page.card("No trace pages", "<p>No finding names a trace that is in the selection.</p>")
     capture = ("Prompt text not stored (capture mode hashes or none): only hashes and hash chains are kept."
                if not s.prompt_text_stored else "No prompt text on this trace's passes.")
     out = []
-    for tid in trace_ids:
+    for tid, why in reasons.items():
         view = layout(tid, data.trace(tid))
         if view is None:
             continue
-        svgs = [render(charts.waterfall(waterfall_rows(view, rows))) if rows else None
-                for rows in (view.client, view.server)]
-        out.append(page.trace_section(view, svgs[0], svgs[1], data.pass_rows_for_trace(tid), capture))
+        sides = [(title, waterfall_rows(view, rows)) for title, rows in
+                 (("client side (what the app saw)", view.client), ("server side (the engine)", view.server)) if rows]
+        svg = render(charts.waterfall(sides))  # one chart, one clock, both sides: one render instead of two
+        out.append(page.trace_section(view, svg, data.pass_rows_for_trace(tid), capture, why))
     return "".join(out)
 
 

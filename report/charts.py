@@ -31,6 +31,7 @@ _CONFIG = {"view": {"stroke": None}, "axis": {"labelFontSize": 11, "titleFontSiz
            "legend": {"labelFontSize": 11, "titleFontSize": 11, "orient": "bottom"},
            "font": "Helvetica, Arial, sans-serif", "background": "white"}
 _ids = itertools.count(1)
+DISTRIBUTION = "llmtrace-stages"  # the PyPI name (llmtrace/cli.py says the same for the other extras)
 
 
 class ChartsUnavailable(RuntimeError):
@@ -51,7 +52,7 @@ def render(spec: dict[str, Any]) -> str:
         import vl_convert as vlc
     except ImportError:
         raise ChartsUnavailable("llmtrace report draws its charts with vl-convert-python, which is not "
-                                "installed: pip install 'llmtrace[report]'") from None
+                                f"installed: pip install '{DISTRIBUTION}[report]'") from None
     full = {"$schema": "https://vega.github.io/schema/vega-lite/v5.json", "config": _CONFIG, **spec}
     svg = vlc.vegalite_to_svg(full)
     return _unique_ids(svg, f"c{next(_ids)}")
@@ -172,18 +173,24 @@ def pool_curve(points: list[dict[str, object]], measured: float | None) -> dict[
     return {"width": 300, "height": 200, "layer": layers}
 
 
-def waterfall(rows: list[dict[str, object]], width: int = 300) -> dict[str, Any]:
-    """Rows: label, phase, start (ms from the trace start), end, self_end (start + self time, or None)."""
+def waterfall(sides: list[tuple[str, list[dict[str, object]]]], width: int = 420) -> dict[str, Any]:
+    """Client and server side by side on one clock. Rows: label, phase, start and end (ms from the trace start),
+    self_end (start + the stage's own time; the end when it records none). The faint envelope is drawn only
+    where some stage's own time is shorter than its span: otherwise it would hide under the solid bar."""
     y = {"field": "label", "type": "nominal", "sort": None, "title": None,
-         "axis": {"labelLimit": 170, "labelFontSize": 10, "grid": False}}
+         "axis": {"labelLimit": 190, "labelFontSize": 10, "grid": False}}
     colour = {"field": "phase", "type": "nominal", "legend": None,
               "scale": {"domain": [*PHASE_ORDER, "pass", "tool"],
                         "range": [*PHASE_COLOURS.values(), "#c5cbd3", "#3fbcbc"]}}
-    return {"width": width, "height": {"step": 13}, "data": {"values": rows}, "layer": [
-        {"mark": {"type": "bar", "opacity": 0.3, "height": 9},
-         "encoding": {"y": y, "x": {"field": "start", "type": "quantitative", "title": "ms since trace start"},
-                      "x2": {"field": "end"}, "color": colour}},
-        {"transform": [{"filter": "datum.self_end != null"}],
-         "mark": {"type": "bar", "height": 9},
-         "encoding": {"y": y, "x": {"field": "start", "type": "quantitative"}, "x2": {"field": "self_end"},
-                      "color": colour}}]}
+    x = {"field": "start", "type": "quantitative", "title": "ms since trace start"}
+    views = []
+    for title, rows in sides:
+        solid = {"mark": {"type": "bar", "height": 9},
+                 "encoding": {"y": y, "x": x, "x2": {"field": "self_end"}, "color": colour}}
+        layers = [solid]
+        if any(r["self_end"] != r["end"] for r in rows):
+            layers.insert(0, {"mark": {"type": "bar", "opacity": 0.3, "height": 9},
+                              "encoding": {"y": y, "x": x, "x2": {"field": "end"}, "color": colour}})
+        views.append({"title": {"text": title, "fontSize": 12, "anchor": "start"}, "width": width,
+                      "height": {"step": 13}, "data": {"values": rows}, "layer": layers})
+    return {"hconcat": views, "spacing": 40, "resolve": {"scale": {"x": "shared", "color": "shared"}}}

@@ -305,11 +305,12 @@ class ReportData:
     def pass_rows_for_trace(self, trace_id: str) -> list[dict[str, object]]:
         return self.rows(f"SELECT * FROM {PASSES} WHERE trace_id = ? ORDER BY start_ns", [trace_id])
 
-    def sample_traces(self, deploy: str, n: int = 1) -> list[str]:
-        """The slowest-TTFT traces of a deploy (for the regression page's side by side)."""
+    def sample_traces(self, deploy: str | None = None, n: int = 1) -> list[str]:
+        """The slowest-TTFT traces, of one deploy when given (the regression page's side by side)."""
+        where, params = ("deploy = ? AND ", [deploy]) if deploy is not None else ("", [])
         return [str(r["trace_id"]) for r in self.rows(
-            f"SELECT trace_id FROM {PASSES} WHERE deploy = ? AND ttft_ms IS NOT NULL "
-            f"ORDER BY ttft_ms DESC, trace_id LIMIT {int(n)}", [deploy])]
+            f"SELECT trace_id, max(ttft_ms) AS t FROM {PASSES} WHERE {where}ttft_ms IS NOT NULL "
+            f"GROUP BY trace_id ORDER BY t DESC, trace_id LIMIT {int(n)}", params)]
 
 
 def _int(v: object) -> int | None:

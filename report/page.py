@@ -116,9 +116,16 @@ def trace_links(ids: tuple[str, ...], linked: set[str]) -> str:
 
 
 def finding_card(rank: int, f: Finding, linked: set[str]) -> str:
+    same = set(f.trace_ids)
+
+    def ev_traces(ids: tuple[str, ...]) -> str:  # most evidence quotes the finding's own traces: say so once
+        if ids and set(ids) <= same:
+            return '<span class="tr">the finding\'s traces</span>'
+        return trace_links(ids, linked)
+
     rows = "".join(
         f"<tr><td>{e(ev.label)}</td><td class=\"num\">{e(ev.render_value())}</td>"
-        f"<td>{trace_links(ev.trace_ids, linked)}</td></tr>" for ev in f.evidence)
+        f"<td>{ev_traces(ev.trace_ids)}</td></tr>" for ev in f.evidence)
     colour = PHASE_COLOURS.get(f.phase, "#999")
     evidence = (f"<table><tr><th>evidence</th><th>value</th><th>traces</th></tr>{rows}</table>" if rows else "")
     traces = trace_links(f.trace_ids, linked)
@@ -131,12 +138,9 @@ def finding_card(rank: int, f: Finding, linked: set[str]) -> str:
             f'<p class="note">traces: {traces or "none"}</p></div>')
 
 
-def _side(view: TraceView, rows: tuple[Row, ...], svg: str | None, title: str) -> str:
+def _side(rows: tuple[Row, ...], title: str) -> str:
     if not rows:
         return f"<div><h4>{e(title)}</h4><p class=\"note\">no spans on this side</p></div>"
-    parts = [f"<h4>{e(title)}</h4>"]
-    if svg:
-        parts.append(chart(svg, "waterfall"))
     tables = []
     for i, r in enumerate(rows):
         values = boundary_values(r)
@@ -146,23 +150,23 @@ def _side(view: TraceView, rows: tuple[Row, ...], svg: str | None, title: str) -
             '<tr><td colspan="2">no boundary values</td></tr>'
         tables.append(f"<details><summary>{i + 1}. {e(r.label)} · {e(timing)}</summary>"
                       f"<table class=\"bv\">{body}</table></details>")
-    parts.append("".join(tables))
-    return "<div>" + "".join(parts) + "</div>"
+    return f"<div><h4>{e(title)}: boundary values</h4>{''.join(tables)}</div>"
 
 
-def trace_section(view: TraceView, client_svg: str | None, server_svg: str | None, passes: list[dict[str, object]],
-                  capture_note: str) -> str:
+def trace_section(view: TraceView, svg: str, passes: list[dict[str, object]], capture_note: str,
+                  why: str = "") -> str:
     head = kpis([("duration", f"{view.duration_ms:,.1f} ms"), ("passes", str(len(passes))),
                  ("deploy", str(passes[0]["deploy"]) if passes else "?"),
                  ("TTFT", _ms(passes[0].get("ttft_ms")) if passes else "n/a")])
     texts = "".join(f"<details><summary>{e(k)}</summary><pre class=\"text\">{e(v[:4000])}</pre></details>"
                     for k, v in view.texts) or f'<p class="note">{e(capture_note)}</p>'
     return (f'<div class="card trace" id="{trace_anchor(view.trace_id)}" data-trace="{e(view.trace_id)}">'
-            f'<h3>trace <span class="stage">{e(view.trace_id)}</span></h3>{head}'
-            '<p class="note">Bars: solid is the stage\'s own time where it records it '
-            '(llmtrace.stage.self_ms), faint the span\'s envelope; without self time the span duration is drawn.</p>'
-            f'<div class="sides">{_side(view, view.client, client_svg, "client side (what the app saw)")}'
-            f'{_side(view, view.server, server_svg, "server side (the engine)")}</div>{texts}</div>')
+            f'<h3>trace <span class="stage">{e(view.trace_id)}</span> <span class="rank">{e(why)}</span></h3>{head}'
+            '<p class="note">Solid bars are each stage\'s own time where it records it (llmtrace.stage.self_ms), '
+            'faint bars its span; without self time the span is drawn solid. Both sides share one clock.</p>'
+            f'{chart(svg, "waterfall")}'
+            f'<div class="sides">{_side(view.client, "client side")}{_side(view.server, "server side")}</div>'
+            f'{texts}</div>')
 
 
 def _ms(v: object) -> str:

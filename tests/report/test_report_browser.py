@@ -53,11 +53,14 @@ def test_clicking_a_finding_trace_link_opens_that_trace_page(support_html: Path,
     target = chromium.js("""(() => { const t = document.querySelector(':target');
         return t && {hash: location.hash, cls: t.className, trace: t.dataset.trace,
                      top: t.getBoundingClientRect().top, sides: t.querySelectorAll('.sides > div').length,
-                     charts: t.querySelectorAll('[data-chart=waterfall] svg').length}; })()""")
+                     charts: t.querySelectorAll('[data-chart=waterfall] svg').length,
+                     titles: [...t.querySelectorAll('[data-chart=waterfall] svg text')].map(x => x.textContent)
+                             .filter(x => x.endsWith(')'))}; })()""")
     assert target is not None, "the click did not navigate to an element"
     assert target["hash"] == href and "trace" in target["cls"] and href == f"#trace-{target['trace']}"
     assert 0 <= target["top"] < 120  # scrolled to the top, just under the sticky navigation
-    assert target["sides"] == 2 and target["charts"] == 2  # client and server side by side
+    assert target["sides"] == 2 and target["charts"] == 1  # client and server side by side, one clock
+    assert target["titles"] == ["client side (what the app saw)", "server side (the engine)"]
     chromium.screenshot(shots / "trace_page.png")
 
 

@@ -1,0 +1,175 @@
+"""What the report says, read from the HTML the CLI wrote: capture mode respected, ``--service`` keeps one app,
+the cost split and the pool replay computed right, the charting extra named when it is missing."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import openai
+import pytest
+from adapters_fake_provider import Script, fake_provider, sse
+
+import llmtrace
+from conftest import copy_store, write_report
+from llmtrace.adapters import instrument
+from llmtrace.tracer import recording as rec
+from llmtrace.tracer.store import read_store
+
+SECRET_PROMPT = "Ticket 5521: the PURPLE-ELEPHANT invoice is wrong"
+SECRET_OUTPUT = "Refund MAGENTA-TIGER issued"
+
+
+def _chunk(content: str | None = None, finish: str | None = None) -> dict[str, object]:
+    delta = {"content": content} if content is not None else {}
+    return {"id": "c1", "model": "gpt-4o-mini", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+def _record_call(db: Path, capture: str) -> None:
+    """One streamed chat call through the real OpenAI SDK, instrumented, against a scripted loopback endpoint."""
+    with fake_provider() as fp:
+        fp.scripts["/v1/chat/completions"] = Script(content_type="text/event-stream",
+                                                    chunks=sse(_chunk(SECRET_OUTPUT), _chunk(None, "stop")))
+        llmtrace.init(db=db, capture=capture, service_name="helpdesk", deploy="h1", strict=True)
+        try:
+            client = instrument(openai.OpenAI(api_key="sk-test", base_url=f"{fp.base_url}/v1", max_retries=0))
+            for _ in client.chat.completions.create(model="gpt-4o-mini", stream=True, messages=[
+                    {"role": "system", "content": "You answer tickets."}, {"role": "user", "content": SECRET_PROMPT}]):
+                pass
+            llmtrace.force_flush()
+        finally:
+            llmtrace.shutdown()
+
+
+@pytest.mark.parametrize("capture", ["hashes", "full"])
+def test_prompt_text_appears_only_when_captured_in_full(capture: str, tmp_path: Path) -> None:
+    db = tmp_path / "helpdesk.duckdb"
+    _record_call(db, capture)
+    out = tmp_path / "report.html"
+    assert write_report(["report", "--db", str(db), "-o", str(out)]) == 0
+    html = out.read_text()
+    assert 'data-trace="' in html  # the call has its trace page either way (the slowest trace)
+    if capture == "full":  # the page quotes what the store kept, so the hashes case below can fail
+        assert "PURPLE-ELEPHANT" in html and "MAGENTA-TIGER" in html
+        assert "prompt text: stored (capture full)" in html
+    else:
+        assert "PURPLE-ELEPHANT" not in html and "MAGENTA-TIGER" not in html and "5521" not in html
+        assert "Prompt text not stored" in html
+
+
+def test_service_keeps_one_app(support_db: Path, tmp_path: Path) -> None:
+    db = copy_store(support_db, tmp_path / "two-apps.duckdb")
+    llmtrace.init(db=db, service_name="billing-app", deploy="b7", strict=True)
+    try:
+        for _ in range(3):
+            with rec.start_pass("gpt-4o-mini", side="client", attributes={
+                    "gen_ai.usage.input_tokens": 500, "gen_ai.usage.cache_read.input_tokens": 0,
+                    "gen_ai.usage.output_tokens": 20, "llmtrace.ttft_ms": 900.0, "llmtrace.meters.cost_usd": 1e-4}):
+                pass
+    finally:
+        llmtrace.shutdown()
+    with read_store(db) as conn:
+        billing = {r[0] for r in conn.execute("SELECT trace_id FROM spans WHERE service = 'billing-app'").fetchall()}
+    both, one = tmp_path / "both.html", tmp_path / "one.html"
+    assert write_report(["report", "--db", str(db), "-o", str(both)]) == 0
+    assert write_report(["report", "--db", str(db), "--service", "support-app", "-o", str(one)]) == 0
+    every, only = both.read_text(), one.read_text()
+    assert "b7" in _deploy_cells(every) and "b7" not in _deploy_cells(only)
+    assert _deploy_cells(only) == ["v1", "v2"]
+    assert "16 passes in 8 traces" in only and "19 passes in 11 traces" in every
+    assert not any(t in only for t in billing)
+
+
+def _deploy_cells(html: str) -> list[str]:
+    cache = html[html.index('id="cache"'):html.index('id="time"')]
+    return re.findall(r"<tr><td>([^<]+)</td><td class=\"num\">[\d,]+</td>", cache)
+
+
+def test_cost_split_recovers_the_synthetic_prices(synthetic_db: Path) -> None:
+    # synthetic_store prices uncached input 0.15, cached 0.015 and output 0.6 USD per million tokens
+    from llmtrace.report import costs
+    from llmtrace.report.data import ReportData
+
+    with read_store(synthetic_db) as conn:
+        data = ReportData(conn).open()
+        try:
+            sums = data.cost_sums()
+        finally:
+            data.close()
+    prices = costs.fit_prices({k: sum(float(s[k] or 0) for s in sums) for k in sums[0] if k not in ("model", "deploy")})
+    assert prices is not None and prices.r2 is not None and prices.r2 > 0.9999
+    assert [round(p * 1e6, 6) for p in prices.per_token] == [0.15, 0.015, 0.6]
+    rows, _ = costs.by_deploy(sums)
+    for r in rows:  # the parts add up to what was recorded
+        assert r.split and sum(r.per_1k.values()) == pytest.approx(r.recorded_per_1k, rel=1e-6)
+
+
+def test_cost_split_in_the_page(support_html: Path, support_db: Path) -> None:
+    # tui_store prices uncached input at 2e-7 and output at 8e-7 USD per token; cached input is free
+    with read_store(support_db) as conn:
+        want = {d: (1000 * u * 2e-7, 1000 * o * 8e-7) for d, u, o in conn.execute(
+            "SELECT deploy, avg(prompt_tokens - cached_tokens), avg(output_tokens) FROM requests "
+            "WHERE side = 'client' GROUP BY deploy").fetchall()}
+    html = support_html.read_text()
+    cost = html[html.index('id="cost"'):html.index('id="kv-pool"')]
+    got = {m[0]: (float(m[1]), float(m[2]), float(m[3])) for m in re.findall(
+        r"<tr><td>(v\d)</td><td class=\"num\">\d+</td><td class=\"num\">\$([\d.]+)</td>"
+        r"<td class=\"num\">\$([\d.]+)</td><td class=\"num\">\$([\d.]+)</td>", cost)}
+    assert set(got) == {"v1", "v2"}
+    for d, (uncached, cached, output) in got.items():
+        assert uncached == pytest.approx(want[d][0], abs=1e-4) and cached == pytest.approx(0, abs=1e-4)
+        assert output == pytest.approx(want[d][1], abs=1e-4)
+
+
+def test_pool_replay_evicts_leaves_before_their_prefix() -> None:
+    from llmtrace.report.kvpool import _hit_rate, replay
+
+    chains = [("r0", ["a", "b"], 32, 0), ("r0", ["a", "b"], 32, 32)]
+    assert _hit_rate(chains, 2) == 0.5  # the second pass finds both blocks
+    assert _hit_rate(chains, 1) == 0.25  # one block left: the root, so the second pass still hits one
+    assert _hit_rate([("r0", ["a"], 16, 0), ("r1", ["a"], 16, 0)], 4) == 0.0  # replicas do not share a pool
+    curve = replay(chains)
+    assert curve is not None and curve.measured_hit_rate == 0.5 and curve.points[-1].hit_rate == 0.5
+
+
+def test_pool_chart_with_eviction_records_and_why_absent_without(synthetic_html: Path, support_html: Path) -> None:
+    synthetic, support = synthetic_html.read_text(), support_html.read_text()
+    assert 'data-chart="kv-pool"' in synthetic and "blocks evicted" in synthetic
+    assert 'data-chart="kv-pool"' not in support
+    assert 'data-chart-absent="kv-pool"' in support and "No eviction records (cache.eviction spans)" in support
+
+
+def test_missing_charting_extra_is_named_and_the_core_still_imports(support_db: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    code = ("import sys; sys.modules['vl_convert'] = None\n"  # as if vl-convert-python were not installed
+            "import llmtrace.report, llmtrace.report.charts as c\n"
+            "assert not c.available()\n"
+            "from llmtrace.cli import main\n"
+            f"sys.exit(main(['report', '--db', {str(support_db)!r}, '-o', {str(out)!r}]))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert "pip install 'llmtrace-stages[report]'" in r.stderr and not out.exists()
+
+
+def test_bad_arguments_are_clear_errors(support_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert write_report(["report", "--db", str(tmp_path / "none.duckdb"), "-o", str(tmp_path / "x.html")]) == 2
+    assert "no store at" in capsys.readouterr().err
+    assert write_report(["report", "--db", str(support_db), "--since", "yesterday", "-o", str(tmp_path / "x.html")]) == 2
+    assert "--since wants a duration" in capsys.readouterr().err
+    assert write_report(["report", "--db", str(support_db), "-o", str(tmp_path / "no" / "x.html")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_findings_carry_their_evidence(support_html: Path, support_db: Path) -> None:
+    from test_report_browser import _diagnose
+
+    html = support_html.read_text()
+    for i, f in enumerate(_diagnose(support_db)):
+        card = html[html.index(f'id="finding-{i + 1}"'):]
+        card = card[:card.index("</div>")]
+        assert json.dumps(f["title"])[1:-1].replace("'", "&#x27;") in card
+        for ev in f["evidence"]:
+            assert ev["label"].replace("'", "&#x27;") in card
