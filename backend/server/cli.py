@@ -66,6 +66,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--default-max-tokens", type=int, default=256,
                         help="max_tokens for chat requests that give none (default 256)")
     parser.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
+    parser.add_argument("--api-key", default=None, metavar="KEY",
+                        help="require this key on every route but /health, as 'Authorization: Bearer KEY' "
+                        "(OpenAI clients) or 'x-api-key: KEY' (Anthropic clients); default: env LLMTRACE_API_KEY, "
+                        "else none")
     parser.add_argument("--header-timeout-s", type=float, default=10.0,
                         help="close a connection whose request headers are not complete this long after it "
                         "opened or its next request began (slowloris; default 10)")
@@ -158,12 +162,14 @@ def run(args: argparse.Namespace) -> int:
 
     from llmtrace import tracer
     from llmtrace.backend.server.app import build_app
+    from llmtrace.backend.server.auth import ApiKeyGuard
     from llmtrace.backend.server.http_guard import guarded_protocol
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # The event loop shares the GIL with the engine thread and the intake worker; at the default 5 ms switch
     # interval every handoff can cost the loop 5 ms, and one /health answer needs dozens of them.
     sys.setswitchinterval(0.001)
+    api_key = _api_key(args)
     tracer.init(db=args.db, service_name="llmtrace-serve", deploy=args.deploy, capture=args.capture)
     service = None
     try:
@@ -174,7 +180,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"llmtrace serve: {exc}", file=sys.stderr)
             return 2
         load_s = time.perf_counter() - t0
-        config = uvicorn.Config(build_app(service), host=args.host, port=args.port, log_level=args.log_level,
+        app: Any = build_app(service)
+        if api_key:
+            app = ApiKeyGuard(app, api_key)
+        config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
                                 lifespan="off", timeout_keep_alive=30, timeout_graceful_shutdown=5,
                                 access_log=args.log_level in ("debug", "info"),
                                 http=guarded_protocol(service.limits),
@@ -199,6 +208,21 @@ def run(args: argparse.Namespace) -> int:
                 except Exception:  # shutting down anyway; the traces still get flushed below
                     log.exception("replica shutdown failed")
         tracer.shutdown()
+
+
+def _api_key(args: argparse.Namespace) -> str | None:
+    """--api-key, else LLMTRACE_API_KEY (which keeps the key out of ``ps``), else none: then a warning when
+    the address is reachable from other machines."""
+    import os
+
+    from llmtrace.backend.server.auth import KEY_ENV, is_loopback
+
+    key = args.api_key if args.api_key is not None else os.environ.get(KEY_ENV)
+    if not key and not is_loopback(args.host):
+        print(f"llmtrace serve: warning: listening on {args.host}, which other machines can reach, with no API "
+              f"key: anyone who reaches the port can use the model. Pass --api-key or set {KEY_ENV}.",
+              file=sys.stderr, flush=True)
+    return key or None
 
 
 def _serve_then_stop(server: Any, primary: Any) -> None:

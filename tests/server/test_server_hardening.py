@@ -4,14 +4,18 @@ input, stalled connections, API keys, shutdown mid-stream and writes to ended sp
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
-from testkit import RunningServer, start_server, stop_server
+from testkit import RunningServer, free_port, start_server, stop_server
 
 CHAT = "/v1/chat/completions"
 
@@ -246,3 +250,102 @@ def test_oversized_request_headers_are_refused(server: RunningServer) -> None:
         assert s.recv(4096).startswith(b"HTTP/1.1 400")
         assert _closed_by_server(s, time.monotonic() + 5)
     assert httpx.get(server.base_url + "/health", timeout=5).status_code == 200
+
+
+# ───────────────────────────────────────────────────────────── item 15: --api-key
+KEY = "sk-test-7f3a91"
+
+
+def _spawn(tmp: Path, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], Path, int]:
+    port = free_port()
+    log = tmp / f"serve-{port}.log"
+    cmd = [sys.executable, "-m", "llmtrace.cli", "serve", "--model", "tiny", "--port", str(port),
+           "--db", str(tmp / f"serve-{port}.duckdb"), *args]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, "LLMTRACE_STRICT": "1", **(env or {})})
+    return proc, log, port
+
+
+def _wait_health(proc: subprocess.Popen[bytes], log: Path, base: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()
+        try:
+            if httpx.get(base + "/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"server did not come up: {log.read_text()}")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A server whose key comes from LLMTRACE_API_KEY (kept out of ``ps``); yields its base URL."""
+    proc, log, port = _spawn(tmp_path_factory.mktemp("keyed"), "--host", "127.0.0.1", env={"LLMTRACE_API_KEY": KEY})
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_health(proc, log, base)
+        yield base
+    finally:
+        _stop(proc)
+
+
+def test_api_key_with_both_sdks(keyed: str) -> None:
+    import anthropic
+    import openai
+
+    good = openai.OpenAI(base_url=f"{keyed}/v1", api_key=KEY, max_retries=0)
+    assert good.chat.completions.create(model="tiny", messages=_M, max_tokens=2).choices  # type: ignore[arg-type]
+    assert [m.id for m in good.models.list().data] == ["tiny"]
+    with pytest.raises(openai.AuthenticationError) as exc:
+        openai.OpenAI(base_url=f"{keyed}/v1", api_key="wrong", max_retries=0).chat.completions.create(
+            model="tiny", messages=_M, max_tokens=2)  # type: ignore[arg-type]
+    assert exc.value.status_code == 401 and exc.value.body["code"] == "invalid_api_key"  # type: ignore[index]
+
+    ant = anthropic.Anthropic(base_url=keyed, api_key=KEY, max_retries=0)  # sends x-api-key
+    assert ant.messages.create(model="tiny", max_tokens=2, messages=[{"role": "user", "content": "hi"}]).content
+    bearer = anthropic.Anthropic(base_url=keyed, auth_token=KEY, max_retries=0)  # sends Authorization: Bearer
+    assert bearer.messages.create(model="tiny", max_tokens=2, messages=[{"role": "user", "content": "hi"}]).id
+    with pytest.raises(anthropic.AuthenticationError) as aexc:
+        anthropic.Anthropic(base_url=keyed, api_key="wrong", max_retries=0).messages.create(
+            model="tiny", max_tokens=2, messages=[{"role": "user", "content": "hi"}])
+    assert aexc.value.body == {"type": "error", "error": {"type": "authentication_error",  # type: ignore[comparison-overlap]
+                                                          "message": "invalid API key"}}
+
+
+def test_api_key_raw_http(keyed: str) -> None:
+    assert httpx.get(keyed + "/health").status_code == 200  # open: load balancers probe it
+    for path in ("/stats", "/metrics", "/v1/models"):
+        r = httpx.get(keyed + path)
+        assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key", path
+        assert "missing API key" in r.json()["error"]["message"]
+    r = httpx.post(keyed + "/v1/messages", json={"model": "tiny", "max_tokens": 2, "messages": _M})
+    assert r.status_code == 401 and r.json()["type"] == "error"
+    assert r.json()["error"]["type"] == "authentication_error"
+    assert httpx.get(keyed + "/stats", headers={"authorization": f"Bearer {KEY}"}).status_code == 200
+    assert httpx.get(keyed + "/stats", headers={"x-api-key": KEY}).status_code == 200
+    assert httpx.get(keyed + "/stats", headers={"authorization": f"Basic {KEY}"}).status_code == 401
+
+
+def test_warning_when_binding_off_loopback_without_a_key(tmp_path: Path, server: RunningServer) -> None:
+    proc, log, _ = _spawn(tmp_path, "--host", "0.0.0.0")
+    try:
+        deadline = time.monotonic() + 60
+        while "warning: listening on 0.0.0.0" not in log.read_text() and time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.1)
+        assert "no API key" in log.read_text() and "LLMTRACE_API_KEY" in log.read_text()
+    finally:
+        _stop(proc)
+    assert "warning: listening" not in server.log()  # loopback without a key: no warning
