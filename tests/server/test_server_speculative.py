@@ -1,5 +1,5 @@
 """Speculative decoding through the public faces: ``llmtrace serve --speculative`` and the per-request
-``speculative`` field (OpenAI ``extra_body``, the same field on Anthropic and completions), with the
+``speculative`` field (OpenAI ``extra_body``, the same field on Anthropic, completions and responses), with the
 engine's ``gen.speculation`` values in the store."""
 
 from __future__ import annotations
@@ -69,6 +69,9 @@ def test_per_request_field_on_the_default_server(tiny_server: RunningServer) -> 
     raw_c = o.completions.with_raw_response.create(model="tiny", prompt="a b a b a b", max_tokens=12,
                                                    extra_body={**GREEDY, "speculative": True})
     assert _spec(tiny_server, raw_c.headers["x-llmtrace-trace-id"])[0] == "ngram"
+    raw_r = o.responses.with_raw_response.create(model="tiny", input="a b a b a b", max_output_tokens=12,
+                                                 extra_body={**GREEDY, "speculative": {"method": "ngram", "k": 2}})
+    assert _spec(tiny_server, raw_r.headers["x-llmtrace-trace-id"])[:2] == ("ngram", 2)
 
 
 def test_bad_speculative_values_are_400s(tiny_server: RunningServer) -> None:
