@@ -11,6 +11,9 @@ over 1M passes in Parquet.
   counted in Phoenix's SQLite ``spans`` table until it stops growing. Phoenix is large, so it lives in its
   own virtualenv (``--phoenix-python``, default ``$PHOENIX_PYTHON`` or /tmp/phoenix-venv/bin/python);
   when it is missing the reason is recorded instead of a number.
+- ``collect_kill9_*``: the same senders against a collector that is killed with SIGKILL mid-load; each
+  sender records the requests that got a 200; a new collector on the store replays the write-ahead log;
+  then every acknowledged span is looked up in the store (``collect_kill9_acked_lost`` must be 0).
 - ``diagnose_parquet_s_1m``: ``benchmarks/synthetic_store.make_store`` (1M passes), ``llmtrace export
   --parquet``, then every analyzer over ``parquet_connection('DIR/**/*.parquet')``.
 """
@@ -100,13 +103,14 @@ def make_bodies(template: bytes, count: int, offset: int) -> list[bytes]:
     return bodies
 
 
-def _sender(port: int, bodies: list[bytes], start: mp.Event, out: mp.Queue) -> None:  # type: ignore[type-arg]
+def _sender(port: int, bodies: list[bytes], start: mp.Event, out: mp.Queue,  # type: ignore[type-arg]
+            acked: mp.Queue | None = None, first: int = 0, step: int = 1) -> None:  # type: ignore[type-arg]
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     headers = {"Content-Type": "application/x-protobuf"}
     refused = failed = 0
     start.wait()
-    for body in bodies:
-        for _attempt in range(200):
+    for k, body in enumerate(bodies):
+        for _attempt in range(200 if acked is None else 3):
             try:
                 conn.request("POST", "/v1/traces", body, headers)
                 resp = conn.getresponse()
@@ -117,6 +121,8 @@ def _sender(port: int, bodies: list[bytes], start: mp.Event, out: mp.Queue) -> N
                 time.sleep(0.05)
                 continue
             if resp.status == 200:
+                if acked is not None:
+                    acked.put(first + k * step)  # the batch number: its ids carry it
                 break
             if resp.status in (429, 503):  # back-pressure: wait as told, as the stock exporters do
                 refused += 1
@@ -213,6 +219,70 @@ def bench_collector(bodies: list[bytes], senders: int, tmp: Path) -> dict[str, o
         # CPU the collector process spent per span (decode + DuckDB writes), independent of other load
         "collect_cpu_us_per_span": round(cpu / total * 1e6, 2),
         "collect_store_mb": round(db.stat().st_size / 2**20, 1),
+    }
+
+
+def start_collect(db: Path, log: Path) -> tuple[subprocess.Popen[bytes], int]:
+    proc = subprocess.Popen([sys.executable, "-m", "llmtrace.cli", "collect", "--db", str(db), "--port", "0"],
+                            stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    for _ in range(600):
+        m = re.search(r"127\.0\.0\.1:(\d+)/v1/traces", log.read_text())
+        if m:
+            return proc, int(m.group(1))
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"collector did not start: {log.read_text()}")
+
+
+def bench_kill9(bodies: list[bytes], senders: int, tmp: Path, kill_after_s: float = 3.0) -> dict[str, object]:
+    """Kill -9 mid-load; count the acknowledged spans that the store lacks after a restart."""
+    db = tmp / "kill9.duckdb"
+    proc, port = start_collect(db, tmp / "kill9.log")
+    ctx = mp.get_context("fork")
+    start, out, acked = ctx.Event(), ctx.Queue(), ctx.Queue()
+    procs = [ctx.Process(target=_sender, args=(port, bodies[i::senders], start, out, acked, i, senders))
+             for i in range(senders)]
+    for p in procs:
+        p.start()
+    time.sleep(0.5)
+    start.set()
+    time.sleep(kill_after_s)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    for p in procs:
+        p.join(timeout=60)
+        if p.is_alive():
+            p.kill()
+    batches: set[int] = set()
+    while True:
+        try:
+            batches.add(acked.get(timeout=0.5))
+        except Exception:  # queue.Empty
+            break
+    from llmtrace.tracer.store import read_connection
+
+    with read_connection(db) as conn:
+        committed_at_kill = int(conn.execute("SELECT count(*) FROM spans").fetchone()[0])
+    t = time.perf_counter()
+    proc, _ = start_collect(db, tmp / "kill9-restart.log")
+    replay_s = time.perf_counter() - t
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=120)
+    with read_connection(db) as conn:
+        # the batch number is in the first 4 bytes of every id (make_bodies)
+        stored = {int(tag, 16): int(n) for tag, n in conn.execute(
+            "SELECT substr(span_id, 1, 8), count(DISTINCT span_id) FROM spans GROUP BY 1").fetchall()}
+        total, distinct = conn.execute("SELECT count(*), count(DISTINCT span_id) FROM spans").fetchone()
+    lost = sum(BATCH - stored.get(b, 0) for b in batches)
+    return {
+        "collect_kill9_acked_spans": len(batches) * BATCH,
+        "collect_kill9_committed_at_kill": committed_at_kill,
+        "collect_kill9_stored_after_restart": int(total),
+        "collect_kill9_acked_lost": lost,
+        "collect_kill9_duplicates": int(total) - int(distinct),
+        "collect_kill9_restart_s": round(replay_s, 2),
     }
 
 
@@ -316,6 +386,7 @@ def main() -> None:
     ap.add_argument("--phoenix-spans", type=int, default=40_960, help="spans sent to Phoenix (0 to skip)")
     ap.add_argument("--phoenix-python", default=os.environ.get("PHOENIX_PYTHON", "/tmp/phoenix-venv/bin/python"))
     ap.add_argument("--parquet-passes", type=int, default=1_000_000, help="passes for diagnose over Parquet (0 skips)")
+    ap.add_argument("--no-kill9", dest="kill9", action="store_false", help="skip the kill -9 durability run")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="llmtrace-bench-collector-"))
     results: dict[str, object] = {"collect_batch_spans": BATCH, "collect_senders": args.senders,
@@ -327,6 +398,9 @@ def main() -> None:
         results["collect_request_kb"] = round(len(bodies[0]) / 1024, 1)
         results.update(bench_collector(bodies, args.senders, tmp))
         print(json.dumps(results), flush=True)
+        if args.kill9:
+            results.update(bench_kill9(bodies, args.senders, tmp))
+            print(json.dumps(results), flush=True)
         if args.phoenix_spans:
             results.update(bench_phoenix(bodies[: max(1, args.phoenix_spans // BATCH)], args.senders, tmp,
                                          args.phoenix_python))
@@ -338,6 +412,15 @@ def main() -> None:
             results.update(bench_diagnose_parquet(args.parquet_passes, tmp))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    # parts skipped this run (--phoenix-spans 0, --parquet-passes 0) keep their last recorded numbers
+    previous_path = HERE / "results" / "collector.json"
+    if previous_path.exists():
+        previous = json.loads(previous_path.read_text())
+        kept = {k: v for k, v in previous.items() if k not in results and k not in ("machine", "date")
+                and (k.startswith("phoenix") and not args.phoenix_spans or k == "collect_vs_phoenix_x"
+                     and not args.phoenix_spans or k.startswith(("diagnose_parquet", "parquet_export",
+                                                                   "synthetic_store")) and not args.parquet_passes)}
+        results.update(kept)
     save("collector", results)
 
 

@@ -38,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--queue", default="256MB", help="memory for accepted, not yet written spans (default 256MB)")
     parser.add_argument("--flush-interval", type=float, default=0.2, metavar="SECONDS",
                         help="pause between write transactions, leaving the store free for readers (default 0.2)")
+    parser.add_argument("--no-wal", action="store_true",
+                        help="answer 200 before spans are durable (no write-ahead log): a crash then loses "
+                             "acknowledged spans; for throw-away stores only")
     parser.add_argument("--quiet", action="store_true", help="print only errors")
 
 
@@ -53,7 +56,7 @@ def config_from_args(args: argparse.Namespace) -> CollectorConfig:
         db=resolve_db(args.db), host=args.host, port=args.port, token=token,
         max_body_bytes=max_body, max_decoded_bytes=max(4 * max_body, 64 << 20),
         max_queue_bytes=parse_size(args.queue), flush_interval_s=args.flush_interval,
-        capture=capture, retention=policy, retention_interval_s=args.retention_every,
+        capture=capture, retention=policy, retention_interval_s=args.retention_every, wal=not args.no_wal,
     )
 
 
@@ -84,6 +87,10 @@ def run(args: argparse.Namespace) -> int:
     if not config.token and config.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"llmtrace collect: warning: listening on {config.host} without --token; anyone who can reach "
               "the port can write spans", file=sys.stderr, flush=True)
+    written, skipped = collector.replayed
+    if written or skipped:
+        print(f"llmtrace collect: replayed {written} spans from the write-ahead log of a collector that did not "
+              f"stop cleanly ({skipped} were already stored)", flush=True)
     auth = " (bearer token required)" if config.token else ""
     print(f"llmtrace collect: listening on http://{config.host}:{collector.port}/v1/traces{auth}, "
           f"writing to {config.db}", flush=True)

@@ -6,7 +6,9 @@ back off and retry), so memory stays bounded however fast the senders are. The w
 for one short transaction per batch and closes it again, and pauses between batches, so ``llmtrace
 explore`` / ``llmtrace sql`` (other processes) can open the file in between: DuckDB lets one process hold
 a file at a time. A batch that cannot be written stays queued and is retried; ``stop()`` (SIGTERM)
-stops taking requests and writes everything already accepted before returning.
+stops taking requests and writes everything already accepted before returning. Each accepted body is in
+the write-ahead log (``collect_wal``, fsync'ed) before its 200, so a collector killed with spans still
+queued loses none of them: the next start replays them.
 """
 
 from __future__ import annotations
@@ -19,17 +21,17 @@ import re
 import socket
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pyarrow as pa
 
-from .exporter import insert_arrow
-from .otlp_decode import PayloadError, PayloadTooLarge, decode
+from .collect_wal import Ticket, WriteAheadLog, replay, wal_dir
+from .collect_writer import SpanWriter
+from .otlp_decode import Decoded, PayloadError, PayloadTooLarge, decode
 from .otlp_mapping import Mapper
-from .retention import RetentionPolicy, apply_retention
+from .retention import RetentionPolicy
 from .store import write_connection
 
 log = logging.getLogger("llmtrace.collect")
@@ -55,6 +57,8 @@ class CollectorConfig:
     retention: RetentionPolicy = field(default_factory=RetentionPolicy)
     retention_interval_s: float = 60.0
     duckdb_threads: int = 1
+    wal: bool = True  # log each accepted body (fsync'ed) before the 200: nothing acknowledged is lost
+    fsync: bool = True
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -65,141 +69,6 @@ class CollectorConfig:
                 raise ValueError(f"{name} must be positive")
         if self.flush_interval_s < 0 or self.retention_interval_s <= 0:
             raise ValueError("flush_interval_s must be >= 0 and retention_interval_s > 0")
-
-
-class SpanWriter:
-    """A bounded queue of Arrow tables and the one thread that writes them, a short transaction each."""
-
-    def __init__(self, db: Path, *, max_queue_bytes: int, flush_interval_s: float, max_batch_rows: int,
-                 lock_timeout_s: float, retention: RetentionPolicy, retention_interval_s: float,
-                 duckdb_threads: int = 1) -> None:
-        self.db = db
-        self.duckdb_threads = duckdb_threads
-        self.max_queue_bytes = max_queue_bytes
-        self.flush_interval_s = flush_interval_s
-        self.max_batch_rows = max_batch_rows
-        self.lock_timeout_s = lock_timeout_s
-        self.retention = retention
-        self.retention_interval_s = retention_interval_s
-        self._queue: deque[pa.Table] = deque()
-        self._queued_bytes = 0  # released only once committed, so a batch being written still counts
-        self._queued_rows = 0
-        self._cond = threading.Condition()
-        self._closing = False
-        self._thread = threading.Thread(target=self._run, name="llmtrace-collect-writer", daemon=True)
-        self.written_rows = 0
-        self.write_batches = 0
-        self.write_errors = 0
-        self.last_error: str | None = None
-        self.retention_deleted_spans = 0
-        self._next_retention = time.monotonic() + (0.0 if retention.active else float("inf"))
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def offer(self, table: pa.Table) -> bool:
-        """Queue a table; False (nothing queued) when it would take the queue past its byte bound."""
-        size = table.nbytes
-        with self._cond:
-            if self._closing or (self._queued_bytes and self._queued_bytes + size > self.max_queue_bytes):
-                return False
-            self._queue.append(table)
-            self._queued_bytes += size
-            self._queued_rows += table.num_rows
-            self._cond.notify()
-        return True
-
-    def has_room(self) -> bool:
-        return self._queued_bytes < self.max_queue_bytes and not self._closing
-
-    @property
-    def queued_rows(self) -> int:
-        return self._queued_rows
-
-    def _take(self) -> list[pa.Table]:
-        batch: list[pa.Table] = []
-        rows = 0
-        with self._cond:
-            for t in self._queue:
-                if batch and rows + t.num_rows > self.max_batch_rows:
-                    break
-                batch.append(t)
-                rows += t.num_rows
-        return batch
-
-    def _committed(self, batch: list[pa.Table]) -> None:
-        with self._cond:
-            for t in batch:
-                popped = self._queue.popleft()
-                assert popped is t  # only this thread removes from the queue
-                self._queued_bytes -= t.nbytes
-                self._queued_rows -= t.num_rows
-            self._cond.notify_all()
-
-    def _write(self, batch: list[pa.Table]) -> None:
-        table = batch[0] if len(batch) == 1 else pa.concat_tables(batch)
-        run_retention = time.monotonic() >= self._next_retention
-        with write_connection(self.db, timeout_s=self.lock_timeout_s) as conn:
-            # One DuckDB thread: the request threads need the other cores for decoding, and on two cores
-            # a second DuckDB thread costs more in coordination than it saves.
-            conn.execute(f"SET threads = {self.duckdb_threads}")
-            if table.num_rows:
-                insert_arrow(conn, table)
-            if run_retention:
-                result = apply_retention(conn, self.retention)
-                self.retention_deleted_spans += result.deleted_spans
-                if result.deleted_spans:
-                    log.info("retention: dropped %d spans (%s)", result.deleted_spans, result.reason)
-        if run_retention:
-            self._next_retention = time.monotonic() + self.retention_interval_s
-        self.written_rows += table.num_rows
-        self.write_batches += 1
-
-    def _run(self) -> None:
-        backoff = 0.05
-        while True:
-            with self._cond:
-                while not self._queue and not self._closing:
-                    wait = self._next_retention - time.monotonic()
-                    if wait <= 0:
-                        break
-                    self._cond.wait(min(wait, 1.0))
-                if self._closing and not self._queue:
-                    return
-            batch = self._take()
-            try:
-                self._write(batch)
-            except Exception as exc:  # StoreError, OSError, anything: keep the data, say why, retry
-                self.write_errors += 1
-                self.last_error = str(exc)
-                log.warning("llmtrace collect: cannot write %d spans to %s yet: %s", sum(t.num_rows for t in batch),
-                            self.db, exc)
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 2.0)
-                continue
-            backoff = 0.05
-            self._committed(batch)
-            # Batch up the next writes and leave the file free for readers meanwhile. With a backlog the
-            # pause shrinks to a short window (a reader retrying every ~0.1 s still gets in within a few
-            # tries); when the queue is filling up or we are closing, write as fast as DuckDB allows.
-            pause = self.flush_interval_s
-            with self._cond:
-                if self._closing or self._queued_bytes > self.max_queue_bytes // 2:
-                    pause = min(pause, 0.02)
-                elif self._queued_rows >= self.max_batch_rows // 8:
-                    pause = min(pause, 0.05)
-                if pause > 0:
-                    self._cond.wait_for(lambda: self._closing or self._queued_bytes > self.max_queue_bytes // 2,
-                                        timeout=pause)
-
-    def close(self, timeout_s: float = 120.0) -> int:
-        """Write everything queued, then stop. Returns the spans that could not be written in time."""
-        with self._cond:
-            self._closing = True
-            self._cond.notify_all()
-        if self._thread.is_alive():
-            self._thread.join(timeout_s)
-        return self._queued_rows
 
 
 class _Server(ThreadingHTTPServer):
@@ -328,22 +197,50 @@ class _Handler(BaseHTTPRequestHandler):
                                headers={"Retry-After": "1"})
         if not c.writer.has_room():
             return self._overloaded(as_json)
-        with c.in_flight(), c.decoding:
+        with c.in_flight():
+            decoded, ticket = self._accept(c, body, ctype, as_json)
+            if decoded is None:
+                return None
+            if ticket is not None:
+                try:
+                    c.wal.sync(ticket)  # type: ignore[union-attr]  # the 200 waits for the disk
+                except OSError as exc:
+                    return self._error(503, f"cannot sync the write-ahead log: {exc}", json_body=as_json,
+                                       headers={"Retry-After": "1"})
+        self._reply(200, *_export_response(decoded.rejected, decoded.reason, as_json))
+
+    def _accept(self, c: Collector, body: bytes, ctype: str, as_json: bool) -> tuple[Decoded | None, Ticket | None]:
+        """Decode, log and queue one body; (None, None) once an error has been answered."""
+        with c.decoding:
             try:
                 decoded = decode(body, ctype, self.headers.get("Content-Encoding"),
                                  max_bytes=c.config.max_decoded_bytes, mapper=c.mapper)
             except PayloadTooLarge as exc:
-                return self._error(413, str(exc), json_body=as_json)
+                self._error(413, str(exc), json_body=as_json)
+                return None, None
             except PayloadError as exc:
-                return self._error(400, str(exc), json_body=as_json)
+                self._error(400, str(exc), json_body=as_json)
+                return None, None
             except Exception as exc:  # noqa: BLE001 - a body we cannot read gets an answer, never a dead socket
                 log.warning("llmtrace collect: cannot read a %s body", ctype, exc_info=True)
-                return self._error(400, f"cannot read the body: {type(exc).__name__}: {str(exc)[:200]}",
-                                   json_body=as_json)
-            if decoded.table.num_rows and not c.writer.offer(decoded.table):
-                return self._overloaded(as_json)
-            c.accepted(decoded)
-        self._reply(200, *_export_response(decoded.rejected, decoded.reason, as_json))
+                self._error(400, f"cannot read the body: {type(exc).__name__}: {str(exc)[:200]}", json_body=as_json)
+                return None, None
+        ticket = None
+        if decoded.table.num_rows:
+            if c.wal is not None:
+                try:
+                    ticket = c.wal.append(body, ctype, self.headers.get("Content-Encoding"))
+                except OSError as exc:
+                    self._error(503, f"cannot write the write-ahead log: {exc}", json_body=as_json,
+                                headers={"Retry-After": "1"})
+                    return None, None
+            if not c.writer.offer(decoded.table, ticket):
+                if ticket is not None:
+                    c.wal.done([ticket])  # type: ignore[union-attr]
+                self._overloaded(as_json)
+                return None, None
+        c.accepted(decoded)
+        return decoded, ticket
 
     def _read_chunked(self, limit: int) -> bytes:
         """A Transfer-Encoding: chunked body (JavaScript exporters stream gzip this way), up to ``limit``.
@@ -452,6 +349,10 @@ class Collector:
             retention=config.retention, retention_interval_s=config.retention_interval_s,
             duckdb_threads=config.duckdb_threads,
         )
+        self.wal = WriteAheadLog(wal_dir(Path(config.db)), fsync=config.fsync) if config.wal else None
+        if self.wal is not None:
+            self.writer.on_commit = self.wal.done
+        self.replayed = (0, 0)  # spans written from a dead collector's log at start, and already stored
         self.closing = False
         # Decoding holds the GIL anyway; a few at a time bound the Arrow tables being built at once.
         self.decoding = threading.BoundedSemaphore(4)
@@ -488,12 +389,19 @@ class Collector:
         out.update(rows_written=w.written_rows, rows_queued=w.queued_rows, write_batches=w.write_batches,
                    write_errors=w.write_errors, last_write_error=w.last_error,
                    retention_deleted_spans=w.retention_deleted_spans, db=str(self.config.db), pid=os.getpid())
+        if self.wal is not None:
+            out.update(wal_bytes=self.wal.appended_bytes, wal_syncs=self.wal.syncs)
         return out
 
     def start(self) -> None:
         db = Path(self.config.db)
         with write_connection(db, timeout_s=self.config.lock_timeout_s):
             pass  # create the schema now, and fail early on a bad path or a corrupt file
+        if self.wal is not None:
+            # what a collector killed before committing had acknowledged: in the store before we listen
+            self.replayed = replay(self.wal.dir, db, self._decode_record, lock_timeout_s=self.config.lock_timeout_s,
+                                   max_rows=self.config.max_batch_rows)
+            self.wal.open()
         self._server = _Server((self.config.host, self.config.port), _Handler)
         self._server.collector = self
         self._server.max_connections = self.config.max_connections
@@ -512,9 +420,15 @@ class Collector:
         with self._idle:
             self._idle.wait_for(lambda: self._in_flight == 0, timeout=30)
         lost = self.writer.close(timeout_s)
+        if self.wal is not None:
+            self.wal.close(keep=lost > 0)  # unwritten spans stay in the log for the next start
         if self._server is not None:
             self._server.server_close()
         return lost
+
+    def _decode_record(self, rec: object) -> pa.Table:
+        return decode(rec.body, rec.content_type, rec.content_encoding,  # type: ignore[attr-defined]
+                      max_bytes=self.config.max_decoded_bytes, mapper=self.mapper).table
 
 
 class _InFlight:

@@ -12,6 +12,7 @@ import json
 import zlib
 from dataclasses import dataclass
 
+import orjson
 import pyarrow as pa
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
@@ -23,7 +24,16 @@ from .otlp_mapping import Mapper
 from .schema import SPAN_COLUMNS
 
 _KINDS = ("internal", "internal", "server", "client", "producer", "consumer")  # index = OTLP SpanKind enum
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
+_json_fallback = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
+
+
+def _dumps(obj: object) -> str:
+    """Compact JSON: orjson (several times faster, and this runs for every span), the stdlib for what
+    orjson refuses (integers past 64 bits)."""
+    try:
+        return orjson.dumps(obj, default=str).decode()
+    except TypeError:
+        return _json_fallback(obj)
 _COLUMN_NAMES = tuple(n for n, _ in SPAN_COLUMNS)
 
 
