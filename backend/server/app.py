@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from llmtrace.backend.server import metrics, token_count
+from llmtrace.backend.server import metrics, responses_routes, token_count
 from llmtrace.backend.server.asgi_io import Receive, Scope, Send
 from llmtrace.backend.server.errors import APIError, internal_error, render_error
 from llmtrace.backend.server.service import GenerationService
@@ -74,6 +74,12 @@ def build_app(service: GenerationService) -> Starlette:
     async def count_tokens(request: Request) -> Response:
         return await token_count.count_tokens(service, request)
 
+    async def retrieve_response(request: Request) -> Response:
+        return await responses_routes.retrieve(service.responses, request)
+
+    async def delete_response(request: Request) -> Response:
+        return await responses_routes.delete(service.responses, request)
+
     async def http_error(request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
         api = "anthropic" if request.url.path.startswith("/v1/messages") else "openai"
@@ -87,6 +93,8 @@ def build_app(service: GenerationService) -> Starlette:
         Route("/v1/messages", _Endpoint(service, "messages"), methods=["POST"]),
         Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
         Route("/v1/responses", _Endpoint(service, "responses"), methods=["POST"]),
+        Route("/v1/responses/{response_id}", retrieve_response, methods=["GET"]),
+        Route("/v1/responses/{response_id}", delete_response, methods=["DELETE"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", model, methods=["GET"]),
         Route("/health", health, methods=["GET"]),

@@ -50,26 +50,39 @@ class ResponsesStore:
 
     max_responses: int = 1024
     max_chars: int = 32 << 20
-    _items: OrderedDict[str, tuple[tuple[dict[str, Any], ...], int]] = field(default_factory=OrderedDict)
+    # id -> (conversation, the response object as JSON bytes, size)
+    _items: OrderedDict[str, tuple[tuple[dict[str, Any], ...], bytes, int]] = field(default_factory=OrderedDict)
     _chars: int = 0
 
-    def put(self, response_id: str, conversation: list[dict[str, Any]]) -> None:
-        size = sum(len(orjson.dumps(m)) for m in conversation)
+    def put(self, response_id: str, conversation: list[dict[str, Any]], response: dict[str, Any] | None = None) -> None:
+        body = orjson.dumps(response) if response is not None else b""
+        size = sum(len(orjson.dumps(m)) for m in conversation) + len(body)
         if size > self.max_chars:
             return
         self._drop(response_id)
-        self._items[response_id] = (tuple(conversation), size)
+        self._items[response_id] = (tuple(conversation), body, size)
         self._chars += size
         while len(self._items) > self.max_responses or self._chars > self.max_chars:
             oldest = next(iter(self._items))
             self._drop(oldest)
 
     def get(self, response_id: str) -> list[dict[str, Any]] | None:
+        """The conversation the response ended with (a copy), or None when it is not (or no longer) kept."""
         item = self._items.get(response_id)
         if item is None:
             return None
         self._items.move_to_end(response_id)
         return [dict(m) for m in item[0]]
+
+    def response(self, response_id: str) -> bytes | None:
+        """The response object as JSON (``GET /v1/responses/{id}``)."""
+        item = self._items.get(response_id)
+        return item[1] or None if item is not None else None
+
+    def delete(self, response_id: str) -> bool:
+        found = response_id in self._items
+        self._drop(response_id)
+        return found
 
     def __len__(self) -> int:
         return len(self._items)
@@ -77,7 +90,7 @@ class ResponsesStore:
     def _drop(self, response_id: str) -> None:
         old = self._items.pop(response_id, None)
         if old is not None:
-            self._chars -= old[1]
+            self._chars -= old[2]
 
 
 # ───────────────────────────────────────────────────────────────────────────── requests
@@ -309,7 +322,7 @@ def response_object(rid: str, model: str, o: Outcome, job: ResponsesJob, created
     if job.store and job.keeper is not None:
         reply = ({"role": "assistant", "content": "", "tool_calls": o.tool_calls} if o.tool_calls
                  else {"role": "assistant", "content": o.text})
-        job.keeper.put(rid, [*job.conversation, reply])
+        job.keeper.put(rid, [*job.conversation, reply], resp)
     return resp
 
 

@@ -175,6 +175,24 @@ def test_store_false_and_unknown_previous_ids(tiny_server) -> None:  # type: ign
         assert nf.value.body["param"] == "previous_response_id"  # type: ignore[index]
 
 
+def test_retrieve_and_delete(tiny_server) -> None:  # type: ignore[no-untyped-def]
+    client = _client(tiny_server)
+    made = client.responses.create(model="tiny", input="Keep me.", max_output_tokens=3, extra_body=GREEDY)
+    got = client.responses.retrieve(made.id)
+    assert got.id == made.id and got.output_text == made.output_text and got.usage == made.usage
+    with client.responses.stream(model="tiny", input="Keep me too.", max_output_tokens=40,
+                                 text={"format": {"type": "json_schema", "name": "rating", "schema": SCHEMA}}) as s:
+        streamed = s.get_final_response()
+    assert client.responses.retrieve(streamed.id).output_text == streamed.output_text
+    client.responses.delete(made.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(made.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.create(model="tiny", input="Go on.", previous_response_id=made.id, max_output_tokens=2)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.delete(made.id)
+
+
 @pytest.mark.parametrize(("ask", "param"), [
     ({"input": []}, "input"),
     ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "http://x/y.png"}]}]}, "input[0].content"),
