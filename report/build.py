@@ -14,6 +14,7 @@ from typing import Any
 import duckdb
 
 from llmtrace.analyzers.finding import Finding
+from llmtrace.analyzers.merge import merge_findings
 from llmtrace.analyzers.registry import ANALYZERS
 
 from . import charts, costs, kvpool, page
@@ -85,11 +86,12 @@ def build_report(conn: duckdb.DuckDBPyConnection, options: Options | None = None
 
 
 def _findings(data: ReportData) -> list[Finding]:
+    """What ``llmtrace diagnose`` prints (every analyzer, one finding per cause), on the passes the report
+    already materialized."""
     out: list[Finding] = []
     for analyzer in ANALYZERS.values():
         out.extend(analyzer.analyze(data.conn, data.sel.since_ns, query=data.query))
-    out.sort(key=Finding.sort_key)
-    return out
+    return merge_findings(out)
 
 
 def _meta(s: Summary, opts: Options) -> str:

@@ -21,8 +21,11 @@ PHASE_COLOURS: dict[str, str] = {  # the explorer's eight, a shade deeper so the
     "generation": "#b86ce8", "loops": "#3fbcbc", "safety": "#f09540", "meters": "#9a9a9a",
 }
 PHASE_ORDER = list(PHASE_COLOURS)
-TTFT_PARTS = ("queue", "intake", "cache lookup", "prefill", "other server", "client side")
-TTFT_COLOURS = ("#4c9be8", "#6cc16c", "#e8b931", "#ef6b6b", "#c9b3d9", "#bdbdbd")
+EXTRA_PHASES = {"unobserved": "#d7dbe1", "other": "#b0b6bf"}  # time_breakdown's rows no stage claims
+TTFT_PARTS = ("queue", "routing", "intake", "cache_lookup", "prefill", "batching", "first_token",
+              "detokenizer_holdback", "delivery", "other_server", "client side")
+TTFT_COLOURS = ("#4c9be8", "#8fc2f2", "#6cc16c", "#e8b931", "#ef6b6b", "#f4a6a6", "#b86ce8", "#d9b8f2",
+                "#3fbcbc", "#c9ccd1", "#8d96a3")
 COST_COLOURS = {"uncached input": "#ef6b6b", "cached input": "#6cc16c", "output": "#4c9be8",
                 "total (not split)": "#9a9a9a"}
 WIDTH = 1000  # full-width charts; the page scales them down on narrow screens
@@ -106,7 +109,7 @@ def phase_share(rows: list[dict[str, object]]) -> dict[str, Any]:
     return {"width": WIDTH, "height": {"step": 26}, "data": {"values": data},
             "transform": [{"joinaggregate": [{"op": "sum", "field": "ms", "as": "total"}], "groupby": ["deploy"]},
                           {"calculate": "datum.ms / datum.total", "as": "share"},
-                          {"calculate": f"indexof({PHASE_ORDER!r}, datum.phase)", "as": "order"}],
+                          {"calculate": f"indexof({[*PHASE_ORDER, *EXTRA_PHASES]!r}, datum.phase)", "as": "order"}],
             "mark": {"type": "bar"},
             "encoding": {
                 "y": {"field": "deploy", "type": "nominal", "title": "deploy", "sort": None},
@@ -114,20 +117,24 @@ def phase_share(rows: list[dict[str, object]]) -> dict[str, Any]:
                       "axis": {"format": "%"}, "scale": {"domain": [0, 1]}},
                 "order": {"field": "order"},
                 "color": {"field": "phase", "type": "nominal", "title": "phase",
-                          "scale": {"domain": PHASE_ORDER, "range": list(PHASE_COLOURS.values())}}}}
+                          "scale": {"domain": [*PHASE_ORDER, *EXTRA_PHASES],
+                                    "range": [*PHASE_COLOURS.values(), *EXTRA_PHASES.values()]}}}}
 
 
 def ttft_parts(rows: list[dict[str, object]]) -> dict[str, Any]:
-    keys = ("queue", "intake", "cache_lookup", "prefill", "other_server", "client_side")
-    data = [{"deploy": r["deploy"], "part": TTFT_PARTS[i], "order": i, "ms": float(r.get(k) or 0.0)}  # type: ignore[arg-type]
-            for r in rows for i, k in enumerate(keys)]
+    """Rows: deploy, part, ms (mean per pass). Parts in pipeline order, unknown ones after them."""
+    seen = list(dict.fromkeys(str(r["part"]) for r in rows))
+    parts = [p for p in TTFT_PARTS if p in seen] + [p for p in seen if p not in TTFT_PARTS]
+    data = [{"deploy": r["deploy"], "part": r["part"], "ms": float(r["ms"] or 0.0),  # type: ignore[arg-type]
+             "order": parts.index(str(r["part"]))} for r in rows]
+    colours = [TTFT_COLOURS[i % len(TTFT_COLOURS)] for i in range(len(parts))]
     return {"width": WIDTH, "height": {"step": 26}, "data": {"values": data}, "mark": {"type": "bar"},
             "encoding": {
                 "y": {"field": "deploy", "type": "nominal", "sort": None, "title": "deploy"},
-                "x": {"field": "ms", "type": "quantitative", "stack": "zero", "title": "median ms of TTFT"},
+                "x": {"field": "ms", "type": "quantitative", "stack": "zero", "title": "mean ms of TTFT per pass"},
                 "order": {"field": "order"},
                 "color": {"field": "part", "type": "nominal", "title": "part of TTFT",
-                          "scale": {"domain": list(TTFT_PARTS), "range": list(TTFT_COLOURS)}}}}
+                          "scale": {"domain": parts, "range": colours}}}}
 
 
 def latency_box(rows: list[dict[str, object]], title: str) -> dict[str, Any]:

@@ -1,13 +1,10 @@
 """Every read the report makes, in one place, so that it can move onto the ``passes``, ``time_breakdown`` and
 ``ttft_breakdown`` views as they land (DESIGN.md, second wave) without touching the page or the charts.
 
-Until the ``passes`` view exists, one *logical* pass is built here: the client pass joined with the server
-pass beneath it (by ``parent_span_id``), the client's value winning where both sides report one (it is what
-the app saw), the server's filling the gaps; a server pass nobody instrumented stands alone. A server pass
-has no deploy of its own (it serves the app's), so it takes its trace's.
-
-``--service`` is applied by shadowing ``spans`` with a temporary table of the selected traces, for this
-connection only: the store's views and the analyzers then see the selection and nothing else.
+A pass is a *logical* pass, as the analyzers count them: the ``passes`` view (client and server joined,
+the trace's deploy, the server's value where it reports one), materialized once by the analyzers' ``Query``
+over the selection (``--since``, ``--service``) and shared with them. The time views (``time_breakdown``,
+``ttft_breakdown``) are used where the store has them, with a fallback on span durations for older stores.
 """
 
 from __future__ import annotations
@@ -86,48 +83,24 @@ class ReportData:
     def __init__(self, conn: duckdb.DuckDBPyConnection, selection: Selection | None = None) -> None:
         self.conn = conn
         self.sel = selection or Selection()
-        self.query = Query(conn, self.sel.since_ns)
-        self._shadowed = False
+        self.query = Query(conn, self.sel.since_ns, self.sel.service)
 
     # ── setup ────────────────────────────────────────────────────────────────────────────────────
     def open(self) -> ReportData:
         self.conn.execute("SET enable_progress_bar = false")
-        if self.sel.service is not None:
-            since = "" if self.sel.since_ns is None else f" AND start_ns >= {int(self.sel.since_ns)}"
-            # Traces that touched the service, with every span of them (the server side serving that app too).
-            self.conn.execute(f"""CREATE OR REPLACE TEMP TABLE spans AS SELECT * FROM main.spans
-                WHERE trace_id IN (SELECT trace_id FROM main.spans WHERE service = ?){since}""", [self.sel.service])
-            self._shadowed = True
-        self.query.materialize()  # the analyzers of this run share it
+        self.query.materialize()  # the logical passes of the selection, which the analyzers of this run share
         self.conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE {PASSES} AS
-            WITH r AS (
-                SELECT trace_id, span_id, parent_span_id, service, start_ns, duration_ms, status, side,
-                       coalesce(deploy, max(deploy) OVER (PARTITION BY trace_id)) AS deploy,
-                       coalesce(response_model, model) AS model, replica, prompt_tokens,
-                       least(cached_tokens, prompt_tokens) AS cached_tokens, ttft_ms, tpot_ms, output_tokens,
-                       finish_reason, cost_usd
-                FROM {self.query.requests}),
-            s AS (SELECT * FROM r WHERE side = 'server'),
-            c AS (SELECT * FROM r WHERE side IS DISTINCT FROM 'server')
-            SELECT coalesce(c.trace_id, s.trace_id) AS trace_id, coalesce(c.span_id, s.span_id) AS span_id,
-                   s.span_id AS server_span_id, coalesce(c.service, s.service) AS service,
-                   coalesce(c.deploy, s.deploy, '(none)') AS deploy, coalesce(c.start_ns, s.start_ns) AS start_ns,
-                   coalesce(c.model, s.model, '(unknown)') AS model, coalesce(s.replica, c.replica) AS replica,
-                   coalesce(c.prompt_tokens, s.prompt_tokens) AS prompt_tokens,
-                   coalesce(c.cached_tokens, s.cached_tokens) AS cached_tokens,
-                   coalesce(c.ttft_ms, s.ttft_ms) AS ttft_ms, s.ttft_ms AS server_ttft_ms,
-                   coalesce(c.tpot_ms, s.tpot_ms) AS tpot_ms, coalesce(c.output_tokens, s.output_tokens) AS output_tokens,
-                   coalesce(c.finish_reason, s.finish_reason) AS finish_reason,
-                   coalesce(c.cost_usd, s.cost_usd) AS cost_usd, coalesce(c.status, s.status) AS status
-            FROM c FULL OUTER JOIN s ON s.parent_span_id = c.span_id AND s.trace_id = c.trace_id""")
+            SELECT trace_id, span_id, client_span_id, server_span_id, service, coalesce(deploy, '(none)') AS deploy,
+                   start_ns, coalesce(response_model, model, '(unknown)') AS model, replica, prompt_tokens,
+                   least(cached_tokens, prompt_tokens) AS cached_tokens, ttft_ms, tpot_ms, output_tokens,
+                   finish_reason, cost_usd, status
+            FROM {self.query.passes}""")
         return self
 
     def close(self) -> None:
         try:
             self.conn.execute(f"DROP TABLE IF EXISTS {PASSES}")
-            if self._shadowed:
-                self.conn.execute("DROP TABLE IF EXISTS temp.spans")
         finally:
             self.query.release()
 
@@ -218,13 +191,16 @@ class ReportData:
 
     # ── where the time goes ──────────────────────────────────────────────────────────────────────
     def phase_time(self) -> tuple[list[dict[str, object]], str]:
-        """Milliseconds per phase and deploy, and where they come from (the breakdown view, self time, or
-        span durations, which overlap where a stage span is an envelope)."""
-        trace_deploy = f"(SELECT trace_id, any_value(deploy) AS deploy FROM {PASSES} GROUP BY trace_id)"
+        """Milliseconds per phase and deploy, and where they come from: the ``time_breakdown`` view (each
+        stage's exclusive time, the server's passes where the engine is traced, else the client's), or, in a
+        store without it, stage self time or span durations (which overlap where a stage span is an envelope)."""
         if self._has_view("time_breakdown"):
-            rows = self.rows(f"""SELECT t.phase, d.deploy, sum(t.exclusive_ms) AS ms FROM time_breakdown t
-                JOIN {trace_deploy} d USING (trace_id) GROUP BY 1, 2""")
-            return rows, "time_breakdown view (exclusive time)"
+            for side, key in (("server", "server_span_id"), ("client", "client_span_id")):
+                rows = self.rows(f"""SELECT coalesce(t.phase, t.stage) AS phase, p.deploy, sum(t.exclusive_ms) AS ms
+                    FROM time_breakdown t JOIN {PASSES} p ON t.pass_span_id = p.{key} GROUP BY 1, 2""")
+                if rows:
+                    return rows, f"time_breakdown view, {side} passes (exclusive time per stage)"
+        trace_deploy = f"(SELECT trace_id, any_value(deploy) AS deploy FROM {PASSES} GROUP BY trace_id)"
         recent = self.query.one(f"""SELECT count(*) AS n FROM (SELECT attributes FROM {self.query.spans}
             WHERE stage IS NOT NULL ORDER BY start_ns DESC LIMIT 5000) WHERE json_exists(attributes, '$."{SELF_MS}"')""")
         if recent.get("n"):
@@ -238,32 +214,57 @@ class ReportData:
         return rows, source
 
     def ttft_parts(self) -> tuple[list[dict[str, object]], str]:
-        """Median milliseconds of each part of the time to first token, per deploy, from what the store has:
-        the server's queue wait, intake stages, prefix lookup and prefill, the rest of the server's TTFT, and
-        what the client waited beyond the server's TTFT (network, provider)."""
-        q = self.query
-        adm = q.stage_sql("arrival.admission", {"wait": ("llmtrace.admission.queue_wait_ms", "float")})
-        pre = q.stage_sql("forward.prefill", {"pms": ("llmtrace.prefill.ms", "float"),
-                                              "self": (SELF_MS, "float")})
-        pm = q.stage_sql("cache.prefix_match", {"self": (SELF_MS, "float")})
-        intake = (f"(SELECT parent_span_id, sum(duration_ms) AS ms FROM {q.spans} WHERE phase = 'intake' "
-                  "AND stage IS NOT NULL GROUP BY 1)")
-        rows = self.rows(f"""
-            WITH parts AS (
-                SELECT p.deploy, coalesce(a.wait, 0) AS queue, coalesce(i.ms, 0) AS intake,
-                       coalesce(m.self, m.duration_ms, 0) AS cache_lookup,
-                       coalesce(f.self, f.pms, f.duration_ms, 0) AS prefill, p.server_ttft_ms, p.ttft_ms
-                FROM {PASSES} p JOIN {adm} a ON a.parent_span_id = p.server_span_id
-                LEFT JOIN {intake} i ON i.parent_span_id = p.server_span_id
-                LEFT JOIN {pm} m ON m.parent_span_id = p.server_span_id
-                LEFT JOIN {pre} f ON f.parent_span_id = p.server_span_id
-                WHERE p.server_ttft_ms IS NOT NULL)
-            SELECT deploy, count(*) AS n, median(queue) AS queue, median(intake) AS intake,
-                   median(cache_lookup) AS cache_lookup, median(prefill) AS prefill,
-                   median(greatest(server_ttft_ms - queue - intake - cache_lookup - prefill, 0)) AS other_server,
-                   median(greatest(ttft_ms - server_ttft_ms, 0)) AS client_side
-            FROM parts GROUP BY deploy ORDER BY min(server_ttft_ms) IS NULL, deploy""")
-        return rows, "server stage values and client TTFT (medians per part)"
+        """Mean milliseconds of each part of the time to first token per deploy (means, so the parts add up to
+        the mean TTFT): the ``ttft_breakdown`` view's components where the store has it, else what the
+        server's stages record (queue wait, intake, prefix lookup, prefill, the rest); plus ``client side``,
+        what the client waited beyond the server's TTFT (network, proxies, a provider's front door)."""
+        if self._has_view("ttft_breakdown"):
+            rows = self.rows(f"""
+                WITH t AS (SELECT p.deploy, t.pass_span_id, t.component AS part, t.ms
+                           FROM ttft_breakdown t JOIN {PASSES} p ON t.pass_span_id = p.server_span_id)
+                SELECT deploy, part, sum(ms) / any_value(n) AS ms FROM t
+                JOIN (SELECT deploy, count(DISTINCT pass_span_id) AS n FROM t GROUP BY 1) USING (deploy)
+                GROUP BY 1, 2""")
+            source = "ttft_breakdown view (server passes)"
+        else:
+            q = self.query
+            adm = q.stage_sql("arrival.admission", {"wait": ("llmtrace.admission.queue_wait_ms", "float")})
+            pre = q.stage_sql("forward.prefill", {"pms": ("llmtrace.prefill.ms", "float"), "self": (SELF_MS, "float")})
+            pm = q.stage_sql("cache.prefix_match", {"self": (SELF_MS, "float")})
+            intake = (f"(SELECT parent_span_id, sum(duration_ms) AS ms FROM {q.spans} WHERE phase = 'intake' "
+                      "AND stage IS NOT NULL GROUP BY 1)")
+            wide = self.rows(f"""
+                WITH parts AS (
+                    SELECT p.deploy, coalesce(a.wait, 0) AS queue, coalesce(i.ms, 0) AS intake,
+                           coalesce(m.self, m.duration_ms, 0) AS cache_lookup,
+                           coalesce(f.self, f.pms, f.duration_ms, 0) AS prefill, p.ttft_ms
+                    FROM {PASSES} p JOIN {adm} a ON a.parent_span_id = p.server_span_id
+                    LEFT JOIN {intake} i ON i.parent_span_id = p.server_span_id
+                    LEFT JOIN {pm} m ON m.parent_span_id = p.server_span_id
+                    LEFT JOIN {pre} f ON f.parent_span_id = p.server_span_id
+                    WHERE p.ttft_ms IS NOT NULL)
+                SELECT deploy, avg(queue) AS queue, avg(intake) AS intake, avg(cache_lookup) AS cache_lookup,
+                       avg(prefill) AS prefill,
+                       avg(greatest(ttft_ms - queue - intake - cache_lookup - prefill, 0)) AS other_server
+                FROM parts GROUP BY deploy""")
+            rows = [{"deploy": r["deploy"], "part": k, "ms": r[k]} for r in wide
+                    for k in ("queue", "intake", "cache_lookup", "prefill", "other_server")]
+            source = "server stage values (queue wait, intake spans, prefix lookup, prefill)"
+        client = self.rows(f"""
+            SELECT p.deploy, avg(greatest(c.ttft - p.ttft_ms, 0)) AS ms FROM {PASSES} p
+            JOIN (SELECT span_id, TRY_CAST(json_extract_string(attributes, '$."llmtrace.ttft_ms"') AS DOUBLE) AS ttft
+                  FROM {self.query.spans} WHERE span_id IN (SELECT client_span_id FROM {PASSES}
+                                                             WHERE server_span_id IS NOT NULL)) c
+              ON c.span_id = p.client_span_id
+            WHERE p.server_span_id IS NOT NULL AND c.ttft IS NOT NULL AND p.ttft_ms IS NOT NULL GROUP BY 1""")
+        deploys = {r["deploy"] for r in rows}
+        rows += [{"deploy": r["deploy"], "part": "client side", "ms": r["ms"]} for r in client if r["deploy"] in deploys]
+        order = {d: i for i, d in enumerate(self.summary_deploys())}
+        rows.sort(key=lambda r: order.get(r["deploy"], 1 << 30))
+        return rows, source
+
+    def summary_deploys(self) -> list[str]:
+        return [str(r["deploy"]) for r in self.rows(f"SELECT deploy FROM {PASSES} GROUP BY deploy ORDER BY min(start_ns)")]
 
     # ── KV pool ──────────────────────────────────────────────────────────────────────────────────
     def eviction_summary(self) -> dict[str, object]:
@@ -282,7 +283,7 @@ class ReportData:
                 SELECT coalesce(r.replica, '') AS replica, t.chain, coalesce(r.prompt_tokens, 0) AS prompt_tokens,
                        coalesce(least(r.cached_tokens, r.prompt_tokens), 0) AS cached_tokens, t.start_ns,
                        sum(len(t.chain)) OVER (ORDER BY t.start_ns DESC ROWS UNBOUNDED PRECEDING) AS visits
-                FROM {tok} t JOIN {self.query.requests} r ON r.span_id = t.parent_span_id
+                FROM {tok} t JOIN {PASSES} r ON r.server_span_id = t.parent_span_id
                 WHERE len(t.chain) > 0)
             WHERE visits <= {REPLAY_BLOCK_VISITS} ORDER BY start_ns""").fetchall()
         return [(str(r[0]), list(r[1]), int(r[2]), int(r[3])) for r in rows]
