@@ -220,9 +220,21 @@ def _response_format(body: dict[str, Any]) -> dict[str, Any] | None:
     raise bad_request(f"text.format.type must be text, json_object or json_schema, got {kind!r}", "text.format")
 
 
+def _refuse_unsupported(body: dict[str, Any]) -> None:
+    """Fields whose meaning this server cannot honour are refused rather than silently dropped."""
+    if body.get("conversation") is not None:
+        raise bad_request("'conversation' objects are not kept on this server; continue a conversation with "
+                          "previous_response_id", "conversation")
+    if body.get("background"):
+        raise bad_request("background responses are not supported; use stream=true", "background")
+    if body.get("prompt") is not None:
+        raise bad_request("stored prompt templates are not supported; send instructions and input", "prompt")
+
+
 def parse_responses(body: dict[str, Any], default_max_tokens: int = oai.DEFAULT_MAX_TOKENS,
                     speculation: SpeculationConfig = oai.NO_SPECULATION,
                     keeper: ResponsesStore | None = None) -> ResponsesJob:
+    _refuse_unsupported(body)
     instructions = get_str(body, "instructions")
     previous_id = get_str(body, "previous_response_id")
     store = get_bool(body, "store", True)

@@ -200,6 +200,8 @@ def test_retrieve_and_delete(tiny_server) -> None:  # type: ignore[no-untyped-de
     ({"input": "hi", "max_output_tokens": 0}, "max_output_tokens"),
     ({"input": "hi", "text": {"format": {"type": "xml"}}}, "text.format"),
     ({"input": [{"type": "item_reference", "id": "x"}]}, "input[0]"),
+    ({"input": "hi", "conversation": "conv_1"}, "conversation"),
+    ({"input": "hi", "background": True}, "background"),
 ])
 def test_bad_requests_are_400s(tiny_server, ask: dict, param: str) -> None:  # type: ignore[no-untyped-def, type-arg]
     with pytest.raises(openai.BadRequestError) as bad:
