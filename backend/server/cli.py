@@ -3,7 +3,9 @@
     llmtrace serve                         # the default model on http://127.0.0.1:8000
     llmtrace serve --model tiny --replicas 2 --routing round_robin --port 0
 
-SIGTERM or Ctrl-C drains: requests already running finish (streams included), new ones get 503, then
+SIGTERM or Ctrl-C drains: requests already running finish (streams included), new ones get 503; whatever
+still runs after --drain-s ends with an error (an SSE error event on a stream) recorded as a server
+shutdown; then
 the traces are flushed to the store and the process exits 0. A second signal stops at once.
 """
 
@@ -70,6 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="require this key on every route but /health, as 'Authorization: Bearer KEY' "
                         "(OpenAI clients) or 'x-api-key: KEY' (Anthropic clients); default: env LLMTRACE_API_KEY, "
                         "else none")
+    parser.add_argument("--drain-s", type=float, default=30.0,
+                        help="on SIGTERM, how long running requests may finish before they are cut (default 30)")
     parser.add_argument("--header-timeout-s", type=float, default=10.0,
                         help="close a connection whose request headers are not complete this long after it "
                         "opened or its next request began (slowloris; default 10)")
@@ -133,7 +137,7 @@ def build_service(args: argparse.Namespace, first_steps_here: bool = False) -> A
         max_running=args.max_running or engine_config.max_num_seqs * args.replicas,
         max_queued=args.max_queued, normalize=args.normalize, strip_invisible=args.strip_invisible,
         aliases=_aliases(args.alias, served), served_model_name=served,
-        default_max_tokens=args.default_max_tokens,
+        default_max_tokens=args.default_max_tokens, drain_timeout_s=args.drain_s,
         speculative=args.speculative, speculative_k=args.speculative_k,
     )
     template = None
@@ -281,4 +285,10 @@ class DrainingServer(_uvicorn_server()):  # type: ignore[misc]
         deadline = time.monotonic() + self.service.cfg.drain_timeout_s
         while self.service.in_flight > 0 and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
+        if self.service.cut_all():
+            # Each cut request sends its error and ends its span; give them a moment to go out before uvicorn
+            # closes the connections.
+            cut_deadline = time.monotonic() + 2.0
+            while self.service.in_flight > 0 and time.monotonic() < cut_deadline:
+                await asyncio.sleep(0.02)
         self.should_exit = True

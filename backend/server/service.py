@@ -19,13 +19,12 @@ import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmtrace.backend.engine.request import EngineRequest, RequestOutput
+from llmtrace.backend.engine.request import EngineRequest
 from llmtrace.backend.generation.params import InvalidRequestError
 from llmtrace.backend.server import anthropic_protocol as anth
 from llmtrace.backend.server import openai_protocol as oai
@@ -42,6 +41,7 @@ from llmtrace.backend.server.asgi_io import (
     send_json,
     wait_disconnect,
 )
+from llmtrace.backend.server.collected import Collected, TokenClock, generate
 from llmtrace.backend.server.config import ServerConfig
 from llmtrace.backend.server.errors import APIError, bad_request, internal_error, render_error
 from llmtrace.backend.server.http_guard import ConnectionLimits
@@ -59,6 +59,7 @@ log = logging.getLogger("llmtrace.serve")
 
 OFF_LOOP_CHARS = 32 << 10  # prompts past this many characters go through intake on a worker thread
 OFF_LOOP_BYTES = 1 << 20  # bodies past this size are parsed on a worker thread
+SHUTDOWN_MESSAGE = "server shutdown: the request was still running when the drain period ended"
 ID_PREFIX = {"chat": "chatcmpl-", "completions": "cmpl-", "messages": "msg_", "responses": resp.ID_PREFIX}
 
 
@@ -72,6 +73,7 @@ class Exchange:
     headers: list[tuple[str, str]]
     started: bool = False  # response headers sent
     outputs: list[str] = field(default_factory=list)
+    cut: bool = False  # cancelled by the server's shutdown (after the drain period), not by the client
 
     @property
     def api(self) -> str:
@@ -92,6 +94,7 @@ class GenerationService:
         self.in_flight = 0
         self.counts: Counter[str] = Counter()
         self.max_model_len = min(r.max_model_len for r in replicas)
+        self._running: dict[asyncio.Future[None], Exchange] = {}
         self.responses = resp.ResponsesStore()  # recent conversations, for previous_response_id
         # Intake and JSON parsing of large bodies: few threads, so big requests wait for each other rather
         # than for the event loop.
@@ -134,6 +137,7 @@ class GenerationService:
                                                      ("x-llmtrace-span-id", pass_span.span_id)])
         self.in_flight += 1
         work = asyncio.ensure_future(self._serve(ex, body, parse_error, send))
+        self._running[work] = ex
         watch = asyncio.ensure_future(wait_disconnect(receive))
         try:
             await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
@@ -145,7 +149,19 @@ class GenerationService:
                     pass
         finally:
             watch.cancel()
+            self._running.pop(work, None)
             self.in_flight -= 1
+
+    def cut_all(self) -> int:
+        """Shutdown after the drain period: end every request still running with a proper error (an SSE error
+        event on a stream, a 503 otherwise), recorded as a server shutdown. Returns how many were cut."""
+        cut = 0
+        for work, ex in list(self._running.items()):
+            if not work.done():
+                ex.cut = True
+                work.cancel()
+                cut += 1
+        return cut
 
     # ───────────────────────────────────────────────────────────── the flow
     async def _serve(self, ex: Exchange, body: Any, parse_error: APIError | None, send: Send) -> None:
@@ -190,8 +206,11 @@ class GenerationService:
                 err = bad_request(str(exc), exc.param)
                 await _send_rendered(send, render_error(err, ex.api), ex.headers)  # type: ignore[arg-type]
         except asyncio.CancelledError:
-            self.counts[f"{ex.endpoint}:cancelled"] += 1
-            ps.end("cancelled", "client disconnected")
+            if ex.cut:
+                await self._end_cut(ex, send)
+            else:
+                self.counts[f"{ex.endpoint}:cancelled"] += 1
+                ps.end("cancelled", "client disconnected")
             raise
         except Exception as exc:  # a bug or an engine failure: a 500 (or an error event), never a hang
             # The detail goes to the log and the span, never to the client (it may quote internals).
@@ -205,6 +224,14 @@ class GenerationService:
         finally:
             if admitted:
                 self.admission.release(time.perf_counter() - started)
+
+    async def _end_cut(self, ex: Exchange, send: Send) -> None:
+        self.counts[f"{ex.endpoint}:shutdown"] += 1
+        ex.pass_span.set_many({sc.ERROR_TYPE: "server_shutdown", sc.GEN_AI_RESPONSE_FINISH_REASONS: ["error"]})
+        ex.pass_span.end("error", SHUTDOWN_MESSAGE)
+        if not ex.started:
+            err = APIError(503, SHUTDOWN_MESSAGE, retry_after_s=5)
+            await _send_rendered(send, render_error(err, ex.api), [*ex.headers, ("connection", "close")])  # type: ignore[arg-type]
 
     def _parse(self, endpoint: str, body: dict[str, Any]) -> Job:
         spec = oai.speculation_config(self.cfg.speculative, self.cfg.speculative_k)  # the server's default
@@ -326,9 +353,9 @@ class GenerationService:
             sc.LLMTRACE_STREAM_REQUESTED: True, "llmtrace.stream.protocol": "sse",
             "llmtrace.stream.first_byte_ms": round((first_byte - ex.arrival_ns) / 1e6, 3)})
         gate = ToolGate(job.output_type == "tool_calls")
-        got = _Collected(ex, sel.replica.tokenizer if job.logprobs else None)
+        got = Collected(ex.outputs, sel.replica.tokenizer if job.logprobs else None)
         try:
-            async with aclosing(_generate(sel, req, got)) as outputs:
+            async with aclosing(generate(sel, req, got)) as outputs:
                 async for out in outputs:
                     chunks: list[bytes] = []
                     if job.api == "anthropic":
@@ -339,6 +366,9 @@ class GenerationService:
                     chunks += writer.text(piece, got.unsent_logprobs() if piece else None)
                     await _send_chunks(send, chunks)
         except asyncio.CancelledError:
+            if ex.cut:  # the server is shutting down: say so in the stream's own terms, then close it
+                await _send_chunks(send, writer.error(SHUTDOWN_MESSAGE))
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
             raise
         except Exception:
             log.exception("generation failed mid-stream (trace %s)", ex.pass_span.trace_id)
@@ -355,8 +385,8 @@ class GenerationService:
 
     async def _buffered(self, ex: Exchange, job: Job, sel: Selection, req: EngineRequest, model: str,
                         intake: IntakeResult, send: Send) -> Outcome:
-        got = _Collected(ex, sel.replica.tokenizer if job.logprobs else None)
-        async with aclosing(_generate(sel, req, got)) as outputs:
+        got = Collected(ex.outputs, sel.replica.tokenizer if job.logprobs else None)
+        async with aclosing(generate(sel, req, got)) as outputs:
             async for _ in outputs:
                 pass
         outcome = got.outcome(req.params.stop)
@@ -379,7 +409,7 @@ class GenerationService:
         return outcome
 
     @staticmethod
-    def _record_output(ps: rec.PassSpan, o: Outcome, clock: _TokenClock, arrival_ns: int) -> None:
+    def _record_output(ps: rec.PassSpan, o: Outcome, clock: TokenClock, arrival_ns: int) -> None:
         if capture.mode() == "none":
             text = ""
         else:
@@ -402,85 +432,6 @@ class GenerationService:
             sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: o.cached_tokens,
             sc.GEN_AI_RESPONSE_FINISH_REASONS: [o.finish_reason],
         })
-
-
-class _TokenClock:
-    """When the first and the last output token left the engine (server-side TTFT and TPOT)."""
-
-    __slots__ = ("first_ns", "last_ns")
-
-    def __init__(self) -> None:
-        self.first_ns: int | None = None
-        self.last_ns: int | None = None
-
-    def tick(self, out: RequestOutput) -> None:
-        if out.new_token_ids:
-            now = rec.now_ns()
-            if self.first_ns is None:
-                self.first_ns = now
-            self.last_ns = now
-
-
-class _Collected:
-    """What a request's engine outputs add up to, for either response shape: the text, the token clock, the
-    log-probabilities (OpenAI items; only when asked for) and the finished output."""
-
-    __slots__ = ("texts", "clock", "token_bytes", "logprobs", "unsent", "final")
-
-    def __init__(self, ex: Exchange, logprobs_tokenizer: Any | None) -> None:
-        self.texts = ex.outputs
-        self.clock = _TokenClock()
-        self.token_bytes = logprobs_tokenizer.token_bytes if logprobs_tokenizer is not None else None
-        self.logprobs: list[dict[str, Any]] = []
-        self.unsent: list[dict[str, Any]] = []
-        self.final: RequestOutput | None = None
-
-    def add(self, out: RequestOutput) -> None:
-        self.clock.tick(out)
-        self.texts.append(out.text_delta)
-        if self.token_bytes is not None and out.logprobs:
-            items = oai.logprob_items(out.logprobs, self.token_bytes)
-            self.logprobs += items
-            self.unsent += items
-        if out.finished:
-            self.final = out
-
-    def unsent_logprobs(self) -> list[dict[str, Any]] | None:
-        items, self.unsent = self.unsent, []
-        return items or None
-
-    def outcome(self, user_stops: tuple[str, ...] = ()) -> Outcome:
-        """``user_stops``: the request's own stop strings. The engine names whatever ended generation (the
-        end-of-turn token, a finished grammar); only a stop string the user asked for is a stop sequence."""
-        final = self.final
-        if final is None:
-            raise RuntimeError("the engine ended the request without a finished output")
-        reason = final.finish_reason or "stop"
-        if reason == "abort":
-            reason = "stop"
-        calls = final.tool_calls or None
-        if calls:
-            reason = "tool_calls"
-        return Outcome(text="".join(self.texts), finish_reason=reason, prompt_tokens=final.num_prompt_tokens,
-                       cached_tokens=final.num_cached_tokens, output_tokens=final.num_output_tokens,
-                       tool_calls=calls, logprobs=self.logprobs if self.token_bytes is not None else None,
-                       stop_sequence=final.stop_sequence if not calls and final.stop_sequence in user_stops
-                       else None)
-
-
-async def _generate(sel: Selection, req: EngineRequest, got: _Collected) -> AsyncIterator[RequestOutput]:
-    """The request's outputs, each added to ``got`` first; a request left unfinished (the client went away,
-    the response failed) is aborted so its KV blocks return to the pool."""
-    try:
-        async with aclosing(sel.replica.generate(req)) as outputs:
-            async for out in outputs:
-                got.add(out)
-                yield out
-                if out.finished:
-                    return
-    finally:
-        if got.final is None:
-            sel.replica.abort(req.request_id)
 
 
 async def _send_chunks(send: Send, chunks: list[bytes]) -> None:

@@ -349,3 +349,58 @@ def test_warning_when_binding_off_loopback_without_a_key(tmp_path: Path, server:
     finally:
         _stop(proc)
     assert "warning: listening" not in server.log()  # loopback without a key: no warning
+
+
+# ───────────────────────────────────────────────────────────── item 9: SIGTERM cuts streams properly
+def test_sigterm_cuts_streams_after_the_drain_with_an_error_event(tmp_path: Path) -> None:
+    proc, log, port = _spawn(tmp_path, "--host", "127.0.0.1", "--drain-s", "1")
+    base = f"http://127.0.0.1:{port}"
+    _wait_health(proc, log, base)
+    forever = {"model": "tiny", "max_tokens": 8000, "ignore_eos": True, "stream": True}
+    got: dict[str, list[str]] = {}
+    traces: dict[str, str] = {}
+    started = threading.Barrier(3)
+
+    def read(name: str, path: str, body: dict) -> None:
+        with httpx.Client(timeout=60) as c, c.stream("POST", base + path, json=body) as r:
+            traces[name] = r.headers["x-llmtrace-trace-id"]
+            lines: list[str] = []
+            got[name] = lines
+            it = r.iter_lines()
+            lines.append(next(it))
+            started.wait()
+            lines.extend(it)
+
+    readers = [threading.Thread(target=read, args=("openai", CHAT, {**forever, "messages": _M})),
+               threading.Thread(target=read, args=("anthropic", "/v1/messages", {**forever, "messages": _M}))]
+    for t in readers:
+        t.start()
+    try:
+        started.wait(timeout=60)
+        t0 = time.monotonic()
+        proc.terminate()  # SIGTERM
+        for t in readers:
+            t.join(timeout=30)
+        assert not any(t.is_alive() for t in readers), "a stream was never ended"
+        assert proc.wait(timeout=30) == 0
+        assert time.monotonic() - t0 < 15
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    data = [ln for ln in got["openai"] if ln.startswith("data: ")]
+    assert data[-1] == "data: [DONE]", data[-3:]
+    err = json.loads(data[-2][6:])["error"]
+    assert "server shutdown" in err["message"] and err["type"] == "server_error"
+    events = [ln for ln in got["anthropic"] if ln.startswith("event: ")]
+    assert events[-1] == "event: error", events[-3:]
+    last = json.loads([ln for ln in got["anthropic"] if ln.startswith("data: ")][-1][6:])
+    assert last["type"] == "error" and "server shutdown" in last["error"]["message"]
+    # The store says server shutdown, not "client disconnected" (the process flushed it before exiting).
+    from server_testkit import query
+
+    for name, trace_id in traces.items():
+        rows = query(tmp_path / f"serve-{port}.duckdb",
+                     "SELECT status, status_message, attributes->>'error.type' FROM spans "
+                     "WHERE trace_id = ? AND operation = 'chat'", [trace_id])
+        assert rows == [("error", rows[0][1], "server_shutdown")], (name, rows)
+        assert "server shutdown" in rows[0][1]
