@@ -14,6 +14,7 @@ $(STAMP):
 	$(BIN)/pip install -q -e '.[backend,gpu,dev,clients]'
 	$(BIN)/llmtrace model pull --quiet
 	@command -v tmux >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && (apt-get update -qq && apt-get install -y -qq tmux >/dev/null) || echo 'tmux not installed: the one tmux test of the explorer will skip'; }
+	@command -v chromium >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo 'chromium not installed: the browser tests of the report will skip'; }
 	@rm -f $(VENV)/.installed-* && touch $(STAMP)
 
 setup: $(STAMP)

@@ -193,9 +193,18 @@ def _time_html(data: ReportData, render: _Charts, only: Any) -> str:
             page.absent("ttft-parts", "No server pass with its admission stage and a TTFT: TTFT can only be "
                                       "decomposed where the engine's side is traced (llmtrace serve, or a "
                                       "collector receiving the server's spans)."))
+    # Say what the parts add up to beside the TTFT they decompose, so a breakdown that misses or double-counts
+    # a part is visible on the page rather than trusted.
+    mean = data.mean_ttft()
+    sums: dict[str, float] = {}
+    for p in parts:
+        if p["part"] != "client side":
+            sums[str(p["deploy"])] = sums.get(str(p["deploy"]), 0.0) + float(p["ms"] or 0.0)  # type: ignore[arg-type]
+    check = "; ".join(f"{d}: parts {v:,.0f} ms, mean server TTFT {mean[d]:,.0f} ms" for d, v in sums.items() if d in mean)
     return (page.card("Time share per phase", share, f"Source: {source}.") +
             page.card("TTFT decomposed", ttft, f"Source: {psource}. 'client side' is the client's TTFT beyond "
-                                               "the server's: network, proxies, the provider's front door."))
+                                               "the server's: network, proxies, the provider's front door. "
+                                               + (f"Check — {check}." if check else "")))
 
 
 def _latency_html(data: ReportData, render: _Charts, only: Any) -> str:

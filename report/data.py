@@ -199,7 +199,7 @@ class ReportData:
                 rows = self.rows(f"""SELECT coalesce(t.phase, t.stage) AS phase, p.deploy, sum(t.exclusive_ms) AS ms
                     FROM time_breakdown t JOIN {PASSES} p ON t.pass_span_id = p.{key} GROUP BY 1, 2""")
                 if rows:
-                    return rows, f"time_breakdown view, {side} passes (exclusive time per stage)"
+                    return self._in_deploy_order(rows), f"time_breakdown view, {side} passes (exclusive time per stage)"
         trace_deploy = f"(SELECT trace_id, any_value(deploy) AS deploy FROM {PASSES} GROUP BY trace_id)"
         recent = self.query.one(f"""SELECT count(*) AS n FROM (SELECT attributes FROM {self.query.spans}
             WHERE stage IS NOT NULL ORDER BY start_ns DESC LIMIT 5000) WHERE json_exists(attributes, '$."{SELF_MS}"')""")
@@ -211,7 +211,7 @@ class ReportData:
             source = "stage span durations (self time not recorded: envelope spans overlap)"
         rows = self.rows(f"""SELECT s.phase, d.deploy, sum({ms}) AS ms FROM {self.query.spans} s
             JOIN {trace_deploy} d USING (trace_id) WHERE s.stage IS NOT NULL AND s.phase IS NOT NULL GROUP BY 1, 2""")
-        return rows, source
+        return self._in_deploy_order(rows), source
 
     def ttft_parts(self) -> tuple[list[dict[str, object]], str]:
         """Mean milliseconds of each part of the time to first token per deploy (means, so the parts add up to
@@ -259,12 +259,18 @@ class ReportData:
             WHERE p.server_span_id IS NOT NULL AND c.ttft IS NOT NULL AND p.ttft_ms IS NOT NULL GROUP BY 1""")
         deploys = {r["deploy"] for r in rows}
         rows += [{"deploy": r["deploy"], "part": "client side", "ms": r["ms"]} for r in client if r["deploy"] in deploys]
-        order = {d: i for i, d in enumerate(self.summary_deploys())}
-        rows.sort(key=lambda r: order.get(r["deploy"], 1 << 30))
-        return rows, source
+        return self._in_deploy_order(rows), source
 
-    def summary_deploys(self) -> list[str]:
-        return [str(r["deploy"]) for r in self.rows(f"SELECT deploy FROM {PASSES} GROUP BY deploy ORDER BY min(start_ns)")]
+    def mean_ttft(self) -> dict[str, float]:
+        """Mean TTFT per deploy of the passes the server traced (what the TTFT parts should add up to)."""
+        return {str(r["deploy"]): float(r["ms"]) for r in self.rows(  # type: ignore[arg-type]
+            f"SELECT deploy, avg(ttft_ms) AS ms FROM {PASSES} WHERE server_span_id IS NOT NULL AND ttft_ms IS NOT NULL "
+            "GROUP BY 1")}
+
+    def _in_deploy_order(self, rows: list[dict[str, object]]) -> list[dict[str, object]]:
+        order = {str(r["deploy"]): i for i, r in enumerate(self.rows(
+            f"SELECT deploy FROM {PASSES} GROUP BY deploy ORDER BY min(start_ns)"))}
+        return sorted(rows, key=lambda r: order.get(str(r["deploy"]), 1 << 30))
 
     # ── KV pool ──────────────────────────────────────────────────────────────────────────────────
     def eviction_summary(self) -> dict[str, object]:
