@@ -263,7 +263,11 @@ def emit_stages(call: Call, end: int) -> None:
 
     # ── meters ──────────────────────────────────────────────────────────────────────────────
     if usage is not None:
-        values = meters.accounting_values(obs.response_model, usage, obs.model)
+        values = meters.accounting_values(
+            obs.response_model, usage, obs.model, call.opts.provider or call.parser.provider
+        )
+        values["llmtrace.usage.source"] = usage_source.PROVIDER
+        values["llmtrace.usage.estimated"] = False
         rec.record_stage(
             "meters.cache_accounting", start_ns=wall(end), end_ns=wall(end), values=values, parent=parent
         )

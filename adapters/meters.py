@@ -1,9 +1,10 @@
 """Meters: a price table per model, cost per pass and per trace, cache hit rate, deploy markers.
 
-Prices are USD per million tokens for four kinds of token: uncached input, cached input (cache reads),
-cache writes and output. The bundled table (``prices.json``) holds public list prices at the time of
-writing; a user's JSON file (argument > ``LLMTRACE_PRICES`` > none) overrides it model by model. A model
-not in the table gets no cost at all rather than a guessed one.
+Prices are USD per million tokens for five kinds of token: uncached input, cached input (cache reads),
+5-minute and 1-hour cache writes, and output. A pass is priced by the user's JSON file (argument >
+``LLMTRACE_PRICES``) for the models it names, else by ``genai-prices`` (the ``prices`` extra, see
+``prices.py``), else by the bundled table (``prices.json``, list prices at the time of writing). A model
+none of them knows gets no cost at all rather than a guessed one.
 
 The deploy on every span comes from ``llmtrace.init(deploy=...)`` (the ``service.version`` resource
 attribute); ``mark_deploy`` adds the marker the cache-hit timeline shows.
@@ -22,6 +23,7 @@ from pathlib import Path
 from llmtrace.tracer import health
 from llmtrace.tracer import recording as rec
 
+from .prices import NO_PRICE, PassPrice, from_genai_prices
 from .usage import Usage
 
 _BUNDLED = Path(__file__).with_name("prices.json")
@@ -35,38 +37,48 @@ class Price:
     cached_input: float
     cache_write: float
     output: float
+    cache_write_1h: float | None = None  # 1-hour cache writes (default: the 5-minute price)
 
     def __post_init__(self) -> None:
-        for name in ("input", "cached_input", "cache_write", "output"):
+        for name in ("input", "cached_input", "cache_write", "output", "cache_write_1h"):
             v = getattr(self, name)
+            if name == "cache_write_1h" and v is None:
+                continue
             if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
                 raise ValueError(f"price {name} must be a non-negative number, got {v!r}")
 
-    def cost(self, usage: Usage) -> float | None:
-        """Price of one pass; None when the usage lacks the counts needed."""
+    def parts(self, usage: Usage) -> tuple[float, float, float, float] | None:
+        """(total, cache reads, 5-minute writes, 1-hour writes) in USD; None when counts are missing."""
         if usage.input_tokens is None or usage.output_tokens is None or not usage.consistent:
             return None
         read = usage.cache_read_tokens or 0
         write = usage.cache_write_tokens or 0
+        w1h = min(usage.cache_write_1h_tokens or 0, write)
         plain = max(usage.input_tokens - read - write, 0)
-        return (
-            plain * self.input
-            + read * self.cached_input
-            + write * self.cache_write
-            + usage.output_tokens * self.output
-        ) / 1e6
+        read_usd = read * self.cached_input / 1e6
+        w5_usd = (write - w1h) * self.cache_write / 1e6
+        w1_usd = w1h * (self.cache_write if self.cache_write_1h is None else self.cache_write_1h) / 1e6
+        total = (plain * self.input + usage.output_tokens * self.output) / 1e6 + read_usd + w5_usd + w1_usd
+        return total, read_usd, w5_usd, w1_usd
+
+    def cost(self, usage: Usage) -> float | None:
+        """Price of one pass; None when the usage lacks the counts needed."""
+        parts = self.parts(usage)
+        return parts[0] if parts is not None else None
 
 
 class PriceTable:
     """Model name -> Price, matched exactly or by the longest key that prefixes the name."""
 
-    def __init__(self, prices: Mapping[str, Price]) -> None:
+    def __init__(self, prices: Mapping[str, Price], version: str | None = None) -> None:
         self._prices = dict(prices)
         self._keys = sorted(self._prices, key=len, reverse=True)
+        self.version = version
 
     @classmethod
     def from_json(cls, data: Mapping[str, object], base: PriceTable | None = None) -> PriceTable:
         prices = dict(base._prices) if base is not None else {}
+        version = data.get("_version")
         for model, spec in data.items():
             if model.startswith("_"):
                 continue  # comments
@@ -78,21 +90,23 @@ class PriceTable:
                     float(spec.get("cached_input", spec["input"])),
                     float(spec.get("cache_write", spec["input"])),
                     float(spec["output"]),
+                    float(spec["cache_write_1h"]) if "cache_write_1h" in spec else None,
                 )
             except KeyError as exc:
                 raise ValueError(f"price entry for {model!r} lacks {exc.args[0]!r}") from None
-        return cls(prices)
+        return cls(prices, str(version) if version is not None else None)
 
-    def get(self, model: str | None) -> Price | None:
+    def key_for(self, model: str | None) -> str | None:
+        """The entry that prices ``model``: its exact name, else the longest key that prefixes it."""
         if not model:
             return None
-        p = self._prices.get(model)
-        if p is not None:
-            return p
-        for key in self._keys:
-            if model.startswith(key):
-                return self._prices[key]
-        return None
+        if model in self._prices:
+            return model
+        return next((key for key in self._keys if model.startswith(key)), None)
+
+    def get(self, model: str | None) -> Price | None:
+        key = self.key_for(model)
+        return self._prices[key] if key is not None else None
 
     def __contains__(self, model: str) -> bool:
         return self.get(model) is not None
@@ -100,12 +114,14 @@ class PriceTable:
 
 _table_lock = threading.Lock()
 _table: PriceTable | None = None
+_user_table: PriceTable | None = None  # only the user's own entries: they win over genai-prices
 
 
 def load_prices(path: str | os.PathLike[str] | None = None) -> PriceTable:
     """The bundled table overlaid with ``path`` (or ``$LLMTRACE_PRICES``); becomes the table in use."""
-    global _table
-    table = PriceTable.from_json(json.loads(_BUNDLED.read_text()))
+    global _table, _user_table
+    bundled = PriceTable.from_json(json.loads(_BUNDLED.read_text()))
+    table, user_table = bundled, None
     user = path if path is not None else os.environ.get("LLMTRACE_PRICES") or None
     if user is not None:
         p = Path(user)
@@ -115,9 +131,13 @@ def load_prices(path: str | os.PathLike[str] | None = None) -> PriceTable:
             raise ValueError(f"cannot read price table {p}: {exc}") from exc
         if not isinstance(data, Mapping):
             raise ValueError(f"price table {p} must be a JSON object of model -> prices")
-        table = PriceTable.from_json(data, base=table)
+        if Path(p).resolve() != _BUNDLED.resolve():
+            user_table = PriceTable.from_json(data)
+            user_table.version = user_table.version or f"user file {p.name}"
+        table = PriceTable.from_json(data, base=bundled)
+        table.version = bundled.version
     with _table_lock:
-        _table = table
+        _table, _user_table = table, user_table
     return table
 
 
@@ -132,11 +152,42 @@ def price_table() -> PriceTable:
     return t
 
 
+def price_pass(
+    model: str | None, usage: Usage, fallback_model: str | None = None, provider: str | None = None
+) -> PassPrice:
+    """A pass priced as ``model`` (the served one), else as ``fallback_model`` (the requested one): by the
+    user's file, then genai-prices, then the bundled table (see ``prices.py``)."""
+    table = price_table()
+    names = [m for m in (model, fallback_model) if m]
+    if not usage.consistent or usage.input_tokens is None or usage.output_tokens is None:
+        return NO_PRICE
+    user = _user_table
+    if user is not None:
+        for name in names:
+            if user.get(name) is not None:
+                return _from_table(user, name, usage, "user")
+    for name in names:
+        priced = from_genai_prices(name, usage, provider)
+        if priced is not None:
+            return priced
+    for name in names:
+        if table.get(name) is not None:
+            return _from_table(table, name, usage, "bundled")
+    return NO_PRICE
+
+
+def _from_table(table: PriceTable, name: str, usage: Usage, source: str) -> PassPrice:
+    price = table.get(name)
+    parts = price.parts(usage) if price is not None else None
+    if parts is None:
+        return NO_PRICE
+    version = table.version or ("prices.json" if source == "bundled" else "user file")
+    return PassPrice(parts[0], source, version, table.key_for(name), parts[1], parts[2], parts[3])
+
+
 def pass_cost(model: str | None, usage: Usage, fallback_model: str | None = None) -> float | None:
     """Cost of a pass priced as ``model`` (the served one), else as ``fallback_model`` (the requested one)."""
-    table = price_table()
-    price = table.get(model) or table.get(fallback_model)
-    return price.cost(usage) if price is not None else None
+    return price_pass(model, usage, fallback_model).cost
 
 
 class TraceCosts:
@@ -172,15 +223,14 @@ def current_deploy() -> str | None:
 
 
 def accounting_values(
-    model: str | None, usage: Usage, fallback_model: str | None = None
+    model: str | None, usage: Usage, fallback_model: str | None = None, provider: str | None = None
 ) -> dict[str, object]:
     """Boundary values of ``meters.cache_accounting`` for one pass."""
-    cost = pass_cost(model, usage, fallback_model)
     return {
         "llmtrace.meters.cache_hit_rate": usage.hit_rate,
         "llmtrace.meters.cached_tokens": usage.cache_read_tokens,
         "llmtrace.meters.uncached_tokens": usage.uncached_tokens,
-        "llmtrace.meters.cost_usd": cost,
+        **price_pass(model, usage, fallback_model, provider).values(),
         "service.version": current_deploy(),
         "llmtrace.meters.usage_consistent": usage.consistent,
     }

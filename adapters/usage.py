@@ -22,11 +22,12 @@ class Usage:
     input_tokens: int | None = None
     output_tokens: int | None = None
     cache_read_tokens: int | None = None
-    cache_write_tokens: int | None = None
+    cache_write_tokens: int | None = None  # every cache write, 1-hour ones included
     reasoning_tokens: int | None = None
     consistent: bool = True
     problems: tuple[str, ...] = ()
     raw: Mapping[str, int] = field(default_factory=dict)
+    cache_write_1h_tokens: int | None = None  # the part of the writes kept for an hour (Anthropic), priced higher
 
     @property
     def uncached_tokens(self) -> int | None:
@@ -142,7 +143,11 @@ def from_anthropic(raw: Mapping[str, object]) -> Usage:
         "reasoning_tokens": None,
     }
     problems.extend(p for p in _check(vals, None) if p not in problems)
-    return Usage(**vals, consistent=not problems, problems=tuple(problems), raw=flat)
+    w1h = flat.get("cache_creation.ephemeral_1h_input_tokens")
+    return Usage(
+        **vals, consistent=not problems, problems=tuple(problems), raw=flat,
+        cache_write_1h_tokens=w1h if w1h is not None and w1h >= 0 else None,
+    )
 
 
 def from_openai_responses(raw: Mapping[str, object]) -> Usage:

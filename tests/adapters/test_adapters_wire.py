@@ -7,6 +7,7 @@ test checks that no prompt or output text reached the store.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -31,9 +32,9 @@ def provider() -> Any:
         yield fp
 
 
-def _chunk(content: str | None = None, finish: str | None = None) -> dict[str, Any]:
+def _chunk(content: str | None = None, finish: str | None = None, model: str = "gpt-4o-mini") -> dict[str, Any]:
     delta = {"content": content} if content is not None else {}
-    return {"id": "c1", "model": "gpt-4o-mini", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return {"id": "c1", "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
 
 def _openai(server: Any, cls: type = openai.OpenAI, **kw: Any) -> Any:
@@ -359,3 +360,76 @@ def test_history_that_no_longer_extends_the_previous_request_is_wire_compaction(
     c2 = stages_of(traced, passes[3]["span_id"])["loop.compaction"]["attributes"]
     assert c2["llmtrace.compaction.kept_messages"] == 2 and c2["llmtrace.compaction.turns_summarized"] == 2
     assert_no_text(traced, SYSTEM, "My parcel number is 4471", "Summary so far", "earlier turns trimmed")
+
+
+# ── 8. cost per provider price list ─────────────────────────────────────────────────────────
+def test_hosted_models_are_priced_by_genai_prices_with_cache_writes_apart(provider: FakeProvider, traced: Path) -> None:
+    import anthropic
+    import genai_prices
+
+    usage = {"prompt_tokens": 10_000, "completion_tokens": 1_000, "total_tokens": 11_000,
+             "prompt_tokens_details": {"cached_tokens": 8_000}}
+    provider.scripts["/v1/chat/completions"] = Script(
+        content_type="text/event-stream",
+        chunks=sse(_chunk("Fine.", "stop", "gpt-5"), {"id": "c1", "model": "gpt-5", "choices": [], "usage": usage}),
+    )
+    oc = instrument(openai.OpenAI(api_key="sk-test", base_url=f"{provider.base_url}/v1", max_retries=0))
+    list(oc.chat.completions.create(model="gpt-5", messages=MSGS, stream=True))
+    body = {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-opus-4-5",
+        "content": [{"type": "text", "text": "Fine."}], "stop_reason": "end_turn", "stop_sequence": None,
+        "usage": {"input_tokens": 1_000, "output_tokens": 500, "cache_read_input_tokens": 20_000,
+                  "cache_creation_input_tokens": 3_000,
+                  "cache_creation": {"ephemeral_5m_input_tokens": 2_000, "ephemeral_1h_input_tokens": 1_000}},
+    }
+    provider.scripts["/v1/messages"] = Script(chunks=[json.dumps(body).encode()])
+    ac = instrument(anthropic.Anthropic(api_key="test", base_url=provider.base_url, max_retries=0))
+    ac.messages.create(model="claude-opus-4-5", max_tokens=600, messages=MSGS[1:])
+    passes = rows(traced, "SELECT * FROM requests WHERE side='client' ORDER BY start_ns")
+    gpt, claude = (stages_of(traced, p["span_id"])["meters.cache_accounting"]["attributes"] for p in passes)
+    # gpt-5: $1.25 input, $0.125 cached input, $10 output per million tokens
+    assert gpt["llmtrace.meters.cost_usd"] == pytest.approx((2_000 * 1.25 + 8_000 * 0.125 + 1_000 * 10) / 1e6)
+    assert gpt["llmtrace.meters.price_source"] == "genai-prices"
+    assert gpt["llmtrace.meters.price_version"] == f"genai-prices {genai_prices.__version__}"
+    assert gpt["llmtrace.meters.price_model"] == "openai/gpt-5"
+    assert gpt["llmtrace.meters.cache_read_cost_usd"] == pytest.approx(8_000 * 0.125 / 1e6)
+    # claude-opus-4-5: $5 input, $0.50 cache read, $6.25 5-minute and $10 1-hour cache writes, $25 output
+    assert claude["llmtrace.meters.cache_read_cost_usd"] == pytest.approx(20_000 * 0.5 / 1e6)
+    assert claude["llmtrace.meters.cache_write_5m_cost_usd"] == pytest.approx(2_000 * 6.25 / 1e6)
+    assert claude["llmtrace.meters.cache_write_1h_cost_usd"] == pytest.approx(1_000 * 10 / 1e6)
+    expected = (1_000 * 5 + 20_000 * 0.5 + 2_000 * 6.25 + 1_000 * 10 + 500 * 25) / 1e6
+    assert claude["llmtrace.meters.cost_usd"] == pytest.approx(expected) and passes[1]["cost_usd"] == pytest.approx(expected)
+
+
+def test_without_genai_prices_the_bundled_table_prices_and_says_so(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, json; sys.modules['genai_prices'] = None\n"
+        "from llmtrace.adapters import meters\nfrom llmtrace.adapters.usage import Usage\n"
+        "u = Usage(input_tokens=10**6, output_tokens=10**6, cache_read_tokens=5*10**5)\n"
+        "a, b = meters.price_pass('gpt-4o-2024-08-06', u), meters.price_pass('gpt-5', u)\n"
+        "print(json.dumps([a.cost, a.source, a.version, a.model, b.cost]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    cost, source, version, model, unknown = json.loads(out)
+    assert cost == pytest.approx(0.5 * 2.5 + 0.5 * 1.25 + 10.0) and (source, model) == ("bundled", "gpt-4o")
+    assert version == "prices.json 2026-11-29" and unknown is None
+
+
+def test_a_user_price_file_wins_over_genai_prices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmtrace.adapters import meters
+    from llmtrace.adapters.usage import Usage
+
+    own = tmp_path / "prices.json"
+    own.write_text('{"_version": "negotiated 2026-10", "gpt-5": {"input": 1.0, "output": 2.0}}')
+    monkeypatch.setenv("LLMTRACE_PRICES", str(own))
+    meters.load_prices()
+    try:
+        p = meters.price_pass("gpt-5", Usage(input_tokens=10**6, output_tokens=10**6))
+        assert (p.cost, p.source, p.version) == (3.0, "user", "negotiated 2026-10")
+        assert meters.price_pass("o3", Usage(input_tokens=10**6, output_tokens=0)).source == "genai-prices"
+    finally:
+        monkeypatch.delenv("LLMTRACE_PRICES")
+        meters.load_prices()

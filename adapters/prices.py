@@ -1,0 +1,97 @@
+"""Pricing one pass from a maintained price database, with the bundled table as the fallback.
+
+Order: the user's own file (``LLMTRACE_PRICES`` / ``meters.load_prices(path)``) for the models it names;
+then pydantic's ``genai-prices`` (the optional ``prices`` extra: 800+ models with cache read and 5-minute
+and 1-hour cache write prices, tiers and price changes over time); then the bundled ``prices.json``. A
+model none of them knows gets no cost. Every priced pass says which source and which version priced it,
+and what its cache reads and its 5-minute and 1-hour cache writes cost on their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from llmtrace.tracer import health
+
+from .usage import Usage
+
+try:  # optional: pure data plus pydantic; without it the bundled table prices the common models
+    import genai_prices as _gp
+except ImportError:  # pragma: no cover - exercised by a subprocess test without the package
+    _gp = None
+
+GENAI_PRICES_VERSION: str | None = f"genai-prices {_gp.__version__}" if _gp is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class PassPrice:
+    cost: float | None
+    source: str | None = None  # user, genai-prices, bundled
+    version: str | None = None
+    model: str | None = None  # the price entry that matched
+    cache_read: float | None = None
+    cache_write_5m: float | None = None
+    cache_write_1h: float | None = None
+
+    def values(self) -> dict[str, object]:
+        return {
+            "llmtrace.meters.cost_usd": self.cost,
+            "llmtrace.meters.price_source": self.source,
+            "llmtrace.meters.price_version": self.version,
+            "llmtrace.meters.price_model": self.model,
+            "llmtrace.meters.cache_read_cost_usd": self.cache_read,
+            "llmtrace.meters.cache_write_5m_cost_usd": self.cache_write_5m,
+            "llmtrace.meters.cache_write_1h_cost_usd": self.cache_write_1h,
+        }
+
+
+NO_PRICE = PassPrice(None)
+
+
+def _per_token(model_price: Any, key: str) -> Decimal | None:
+    v = getattr(model_price, key, None)
+    return v / Decimal(1_000_000) if isinstance(v, Decimal) else None  # tiered prices: no split
+
+
+def _usd(tokens: int | None, per_token: Decimal | None) -> float | None:
+    if per_token is None:
+        return None
+    return float(Decimal(tokens or 0) * per_token)
+
+
+def from_genai_prices(model: str, usage: Usage, provider: str | None) -> PassPrice | None:
+    """The pass priced by ``genai-prices``; None when it is not installed or does not know the model."""
+    if _gp is None or usage.input_tokens is None or usage.output_tokens is None:
+        return None
+    w1h = usage.cache_write_1h_tokens or 0
+    counts: dict[str, int] = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+    if usage.cache_read_tokens:
+        counts["cache_read_tokens"] = usage.cache_read_tokens
+    if usage.cache_write_tokens:
+        counts["cache_write_tokens"] = usage.cache_write_tokens
+        if w1h:
+            counts["cache_write_1h_tokens"] = w1h
+    try:
+        calc = _gp.calc_price(_gp.Usage(**counts), model, provider_id=provider)
+    except LookupError:
+        return None  # a model (or provider) it does not list
+    except Exception as exc:  # a bad entry or an unpriced kind of token: fall back, say so once
+        health.count("price_lookup", message=f"genai-prices could not price {model!r}: {type(exc).__name__}: {exc}")
+        return None
+    mp = calc.model_price
+    write_5m = _per_token(mp, "cache_write_mtok")
+    write_1h = _per_token(mp, "cache_write_1h_mtok") or write_5m
+    version = GENAI_PRICES_VERSION
+    if calc.auto_update_timestamp is not None:
+        version = f"{version} (updated {calc.auto_update_timestamp.isoformat()})"
+    return PassPrice(
+        cost=float(calc.total_price),
+        source="genai-prices",
+        version=version,
+        model=f"{calc.provider.id}/{calc.model.id}",
+        cache_read=_usd(usage.cache_read_tokens, _per_token(mp, "cache_read_mtok")),
+        cache_write_5m=_usd((usage.cache_write_tokens or 0) - w1h, write_5m),
+        cache_write_1h=_usd(w1h, write_1h),
+    )
