@@ -89,12 +89,6 @@ def _column(values: Sequence[object], type_: pa.DataType) -> pa.Array:
         return pa.array([_cell(v, type_) for v in values], type=type_)
 
 
-def _attr_dict(span: ReadableSpan) -> dict[str, object]:
-    attrs = span._attributes  # BoundedAttributes; its plain dict avoids the mapping-proxy overhead
-    inner = getattr(attrs, "_dict", None)
-    return inner if isinstance(inner, dict) else dict(attrs or {})
-
-
 def spans_to_arrow(spans: Sequence[ReadableSpan]) -> pa.Table:
     """Rows as tuples, transposed once into columns; resources serialised once per distinct resource.
 
@@ -117,21 +111,25 @@ def _spans_to_arrow(spans: Sequence[ReadableSpan]) -> pa.Table:
     append = rows.append
     error = StatusCode.ERROR
     for s in spans:
-        ctx = s._context
-        attrs = _attr_dict(s)
-        res = s._resource
+        # ReadableSpan's public API only (issue 15). Its attributes are a read-only view; orjson needs a
+        # dict, and the view's copy() (the SDK's BoundedAttributes.copy: a dict) is 10x dict(view).
+        ctx = s.context
+        attrs = s.attributes.copy()  # type: ignore[union-attr]
+        if type(attrs) is not dict:
+            attrs = dict(attrs)
+        res = s.resource
         cached = resource_cache.get(id(res))
         if cached is None:
             ra = dict(res.attributes) if res is not None else {}
             cached = (_dumps(ra), ra.get("service.name"), ra.get("service.version"))  # type: ignore[assignment]
             resource_cache[id(res)] = cached
         res_json, service, deploy = cached
-        start = s._start_time or 0
-        end = s._end_time or start
-        status = s._status
-        parent = s._parent
+        start = s.start_time or 0
+        end = s.end_time or start
+        status = s.status
+        parent = s.parent
         get = attrs.get
-        events = s._events
+        events = s.events
         trace_hex = hex_ids.get(ctx.trace_id)
         if trace_hex is None:
             trace_hex = hex_ids[ctx.trace_id] = f"{ctx.trace_id:032x}"
@@ -144,8 +142,8 @@ def _spans_to_arrow(spans: Sequence[ReadableSpan]) -> pa.Table:
             trace_hex,
             f"{ctx.span_id:016x}",
             parent_hex,
-            s._name,
-            _KIND_NAMES.get(s._kind, "internal"),
+            s.name,
+            _KIND_NAMES.get(s.kind, "internal"),
             get("gen_ai.operation.name"),
             get("llmtrace.stage"),
             get("llmtrace.phase"),
