@@ -19,6 +19,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from . import health
+from . import light_span as light
 from . import semconv as sc
 from .stages import STAGES, BoundaryValue, UnknownStageError
 
@@ -28,13 +29,22 @@ SpanStatus = Literal["ok", "error", "cancelled"]
 _SPECS: dict[str, tuple[str, dict[str, BoundaryValue]]] = {s.id: (s.phase, {v.name: v for v in s.values}) for s in STAGES}
 _propagator = TraceContextTextMapPropagator()
 _KIND = {"client": SpanKind.CLIENT, "server": SpanKind.SERVER, "app": SpanKind.INTERNAL}
-_state: dict[str, Any] = {"tracer": None, "strict": False}
+_state: dict[str, Any] = {"tracer": None, "strict": False, "sink": None}
+# Exact types that pass a value type's check at once; anything else goes through BoundaryValue.accepts.
+_FAST_TYPES: dict[str, frozenset[type]] = {"str": frozenset({str}), "int": frozenset({int}),
+                                           "float": frozenset({float, int}), "bool": frozenset({bool})}
+_FAST: dict[str, dict[str, frozenset[type]]] = {
+    sid: {n: _FAST_TYPES.get(bv.type, frozenset()) for n, bv in specs.items()} for sid, (_, specs) in _SPECS.items()}
+_PLAIN = frozenset({str, bool, int, float})
+_OK_STATUS = Status(StatusCode.UNSET)
 
 
-def configure(tracer: trace.Tracer | None, *, strict: bool = False) -> None:
-    """Called by ``llmtrace.init``; before that the global OpenTelemetry tracer is used."""
+def configure(tracer: trace.Tracer | None, *, strict: bool = False, sink: light.Sink | None = None) -> None:
+    """Called by ``llmtrace.init``; before that the global OpenTelemetry tracer is used. With a ``sink``
+    (llmtrace's own provider and processors) stage spans take the light path (tracer/light_span.py)."""
     _state["tracer"] = tracer
     _state["strict"] = strict
+    _state["sink"] = sink if tracer is not None else None
 
 
 def _tracer() -> trace.Tracer:
@@ -48,7 +58,7 @@ def now_ns() -> int:
 
 def _clean(value: object) -> object:
     """OpenTelemetry attributes take scalars and homogeneous sequences; tuples become lists on export."""
-    if isinstance(value, (str, bool, int, float)):
+    if type(value) in _PLAIN or isinstance(value, (str, bool, int, float)):
         return value
     if isinstance(value, (list, tuple)):
         return list(value)
@@ -67,8 +77,13 @@ def checked_values(stage_id: str, values: Mapping[str, object] | None) -> dict[s
         phase, specs = spec
     attrs: dict[str, object] = {sc.LLMTRACE_STAGE: stage_id, sc.LLMTRACE_PHASE: phase}
     if values:
+        fast = _FAST.get(stage_id, {})
         for name, value in values.items():
             if value is None:
+                continue
+            t = type(value)
+            if t in fast.get(name, ()):  # the common case: a declared value of exactly its type
+                attrs[name] = value
                 continue
             bv = specs.get(name)
             if bv is not None and not bv.accepts(value):
@@ -204,23 +219,54 @@ def start_pass(
     return PassSpan(span)
 
 
-@contextmanager
-def stage(
-    stage_id: str, values: Mapping[str, object] | None = None, *, parent: PassSpan | None = None
-) -> Iterator[StageSpan]:
-    """A stage span around a block of work; the block's exceptions mark it as an error and propagate."""
-    span = _tracer().start_span(
-        stage_id,
-        context=parent.context if parent is not None else None,
-        attributes=checked_values(stage_id, values),  # type: ignore[arg-type]
+def _parent_span_context(parent: PassSpan | None) -> trace.SpanContext:
+    return (parent._span if parent is not None else trace.get_current_span()).get_span_context()
+
+
+def _start_child(name: str, attrs: dict[str, object], parent: PassSpan | None,
+                 kind: SpanKind = SpanKind.INTERNAL) -> trace.Span:
+    """A child span of ``parent`` (or of the current span): light when llmtrace's provider records it."""
+    sink = _state["sink"]
+    if sink is not None:
+        pctx = _parent_span_context(parent)
+        ctx = light.child_context(sink, pctx)
+        if ctx is not None:
+            if not pctx.trace_flags.sampled:
+                return trace.NonRecordingSpan(ctx)  # what the ParentBased sampler does for it
+            return light.LightSpan(sink, name, ctx, pctx, attrs, kind)
+    return _tracer().start_span(
+        name, context=parent.context if parent is not None else None, kind=kind,
+        attributes=attrs,  # type: ignore[arg-type]
     )
-    try:
-        yield StageSpan(span, stage_id)
-    except BaseException as exc:
-        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-        raise
-    finally:
+
+
+class _StageBlock:
+    """``with stage(...) as s:`` (a class, not a generator: this runs for every stage span)."""
+
+    __slots__ = ("_stage_id", "_values", "_parent", "_span")
+
+    def __init__(self, stage_id: str, values: Mapping[str, object] | None, parent: PassSpan | None) -> None:
+        self._stage_id = stage_id
+        self._values = values
+        self._parent = parent
+        self._span: trace.Span | None = None
+
+    def __enter__(self) -> StageSpan:
+        self._span = span = _start_child(self._stage_id, checked_values(self._stage_id, self._values), self._parent)
+        return StageSpan(span, self._stage_id)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        span = self._span
+        if span is None:
+            return
+        if exc is not None:
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
         span.end()
+
+
+def stage(stage_id: str, values: Mapping[str, object] | None = None, *, parent: PassSpan | None = None) -> _StageBlock:
+    """A stage span around a block of work; the block's exceptions mark it as an error and propagate."""
+    return _StageBlock(stage_id, values, parent)
 
 
 def record_stage(
@@ -233,10 +279,21 @@ def record_stage(
     status: SpanStatus = "ok",
 ) -> None:
     """Record a stage measured elsewhere (e.g. inside the engine loop) with explicit times."""
+    attrs = checked_values(stage_id, values)
+    sink = _state["sink"]
+    if sink is not None:
+        pctx = _parent_span_context(parent)
+        ctx = light.child_context(sink, pctx)
+        if ctx is not None:
+            if pctx.trace_flags.sampled:
+                span_status = _OK_STATUS if status == "ok" else Status(StatusCode.ERROR, status)
+                sink.emit(light.finished(sink, stage_id, ctx, pctx, light.valid_attributes(attrs), start_ns,
+                                         max(end_ns, start_ns), span_status))
+            return
     span = _tracer().start_span(
         stage_id,
         context=parent.context if parent is not None else None,
-        attributes=checked_values(stage_id, values),  # type: ignore[arg-type]
+        attributes=attrs,  # type: ignore[arg-type]
         start_time=start_ns,
     )
     if status != "ok":
@@ -271,12 +328,7 @@ def tool_span(
         {sc.GEN_AI_TOOL_NAME: name, sc.GEN_AI_TOOL_CALL_ID: call_id, "llmtrace.tool.scope": scope, **(values or {})},
     )
     attrs[sc.GEN_AI_OPERATION_NAME] = "execute_tool"
-    span = _tracer().start_span(
-        f"execute_tool {name}",
-        context=parent.context if parent is not None else None,
-        kind=SpanKind.INTERNAL,
-        attributes=attrs,  # type: ignore[arg-type]
-    )
+    span = _start_child(f"execute_tool {name}", attrs, parent)
     token = otel_context.attach(trace.set_span_in_context(span))
     try:
         yield StageSpan(span, "loop.tool_dispatch")

@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from . import capture as capture_mode
 from . import health, recording
 from .exporter import DuckDBSpanExporter
+from .light_span import Sink
 from .processor import QueueingSpanProcessor
 from .settings import Settings
 
@@ -73,7 +74,9 @@ def init(
         _dropped_before = health.counters().get("dropped_spans", 0)
         capture_mode.set_mode(settings.capture)
         capture_mode.use_store_key(settings.db)  # hashes keyed with the store's secret (<store>.key)
-        recording.configure(provider.get_tracer("llmtrace"), strict=settings.strict)
+        # Stage spans skip the SDK's per-span work and go straight to these processors (light_span.py).
+        recording.configure(provider.get_tracer("llmtrace"), strict=settings.strict,
+                            sink=Sink.for_provider(provider, processors))
         if set_global:
             trace.set_tracer_provider(provider)
         _provider, _settings = provider, settings

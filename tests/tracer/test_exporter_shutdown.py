@@ -34,7 +34,9 @@ HOLDER = textwrap.dedent("""
 """)
 
 APP = textwrap.dedent("""
-    import sys, time
+    import atexit, sys, time
+    # Registered before init, so it runs after llmtrace's own exit hook: when the bounded shutdown is over.
+    atexit.register(lambda: print(f"shutdown_done_at={time.time():.3f}", flush=True))
     import llmtrace
     from llmtrace.tracer import recording as rec
     llmtrace.init(db=sys.argv[1], service_name="app")
@@ -71,7 +73,10 @@ def test_app_exits_within_the_timeout_counting_every_dropped_span_five_runs(tmp_
         assert app.returncode == 0, f"app died with {app.returncode}: {err[-2000:]}"
         assert "terminate called" not in err and "FATAL" not in err and "Traceback" not in err, err[-2000:]
         exit_at = float(re.search(r"exit_at=([\d.]+)", out).group(1))  # type: ignore[union-attr]
-        assert ended - exit_at <= 6.5, f"exit took {ended - exit_at:.1f}s after the last call (bound: 5 s)"
+        done_at = float(re.search(r"shutdown_done_at=([\d.]+)", out).group(1))  # type: ignore[union-attr]
+        # Bound 5 s; the margins are for a loaded machine (before the fix: 30 s per batch, 81-93 s seen).
+        assert done_at - exit_at <= 6.5, f"shutdown took {done_at - exit_at:.1f}s (bound: 5 s)"
+        assert ended - exit_at <= 10, f"exit took {ended - exit_at:.1f}s after the last call"
         calls_s = float(re.search(r"calls_s=([\d.]+)", out).group(1))  # type: ignore[union-attr]
         assert calls_s < 10, "recording spans must not wait for the locked store"
         warnings = [line for line in err.splitlines() if "llmtrace" in line]
