@@ -125,8 +125,15 @@ def test_count_tokens_with_tools_and_errors(tiny_server) -> None:  # type: ignor
                                max_tokens=60)
     assert with_tools.input_tokens > plain.input_tokens
     assert with_tools.input_tokens == m.usage.input_tokens + (m.usage.cache_read_input_tokens or 0)
+    # a long prompt (counted on the intake worker thread) gives the same count as its messages call
+    long_msg = [{"role": "user", "content": "tickets and more tickets " * 1400}]
+    long_count = client.messages.count_tokens(model="tiny", messages=long_msg)  # type: ignore[arg-type]
+    long_m = client.messages.create(model="tiny", messages=long_msg, max_tokens=1)  # type: ignore[arg-type]
+    assert long_count.input_tokens == long_m.usage.input_tokens + (long_m.usage.cache_read_input_tokens or 0)
     with pytest.raises(anthropic.NotFoundError):
         client.messages.count_tokens(model="claude-99", messages=MSG)
+    with pytest.raises(anthropic.BadRequestError):
+        client.messages.count_tokens(model="tiny", messages=[{"role": "user", "content": 5}])  # type: ignore[typeddict-item]
     with pytest.raises(anthropic.BadRequestError) as bad:
         client.messages.count_tokens(model="tiny", messages=[])
     assert bad.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
