@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 
+from .collect_conns import Timeouts
 from .collector import Collector, CollectorConfig
 from .retention import RetentionPolicy, parse_age, parse_size
 from .settings import resolve_db
@@ -38,6 +39,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--queue", default="256MB", help="memory for accepted, not yet written spans (default 256MB)")
     parser.add_argument("--flush-interval", type=float, default=0.2, metavar="SECONDS",
                         help="pause between write transactions, leaving the store free for readers (default 0.2)")
+    parser.add_argument("--max-connections", type=int, default=128, help="connections served at once (default 128)")
+    parser.add_argument("--max-connections-per-client", type=int, default=64, metavar="N",
+                        help="connections one client address may hold (default 64)")
+    parser.add_argument("--header-timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="time for a request's headers to arrive (default 10)")
+    parser.add_argument("--body-timeout", type=float, default=60.0, metavar="SECONDS",
+                        help="time for a request's body to arrive (default 60; below 16 KB/s it is cut sooner)")
+    parser.add_argument("--idle-timeout", type=float, default=60.0, metavar="SECONDS",
+                        help="how long an idle keep-alive connection is kept (default 60)")
     parser.add_argument("--no-wal", action="store_true",
                         help="answer 200 before spans are durable (no write-ahead log): a crash then loses "
                              "acknowledged spans; for throw-away stores only")
@@ -57,6 +67,8 @@ def config_from_args(args: argparse.Namespace) -> CollectorConfig:
         max_body_bytes=max_body, max_decoded_bytes=max(4 * max_body, 64 << 20),
         max_queue_bytes=parse_size(args.queue), flush_interval_s=args.flush_interval,
         capture=capture, retention=policy, retention_interval_s=args.retention_every, wal=not args.no_wal,
+        max_connections=args.max_connections, max_connections_per_client=args.max_connections_per_client,
+        timeouts=Timeouts(header_s=args.header_timeout, idle_s=args.idle_timeout, body_s=args.body_timeout),
     )
 
 

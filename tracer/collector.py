@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from .collect_conns import Conn, ConnectionTable, Timeouts
 from .collect_wal import Ticket, WriteAheadLog, replay, wal_dir
 from .collect_writer import SpanWriter
 from .otlp_decode import Decoded, PayloadError, PayloadTooLarge, decode
@@ -53,6 +54,8 @@ class CollectorConfig:
     max_batch_rows: int = 250_000
     lock_timeout_s: float = 10.0
     max_connections: int = 128
+    max_connections_per_client: int = 64
+    timeouts: Timeouts = field(default_factory=Timeouts)
     capture: str = "hashes"
     retention: RetentionPolicy = field(default_factory=RetentionPolicy)
     retention_interval_s: float = 60.0
@@ -64,7 +67,7 @@ class CollectorConfig:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be 0..65535, got {self.port}")
         for name in ("max_body_bytes", "max_decoded_bytes", "max_queue_bytes", "max_batch_rows", "max_connections",
-                     "duckdb_threads"):
+                     "max_connections_per_client", "duckdb_threads"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
         if self.flush_interval_s < 0 or self.retention_interval_s <= 0:
@@ -74,18 +77,14 @@ class CollectorConfig:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 1024  # listen backlog: socketserver's 5 drops SYNs (1 s client retries) in a burst
     collector: Collector
-    max_connections = 128
-    _active = 0
-    _conn_lock = threading.Lock()
+    conns: ConnectionTable
 
     def process_request(self, request: object, client_address: object) -> None:
-        # Bounded threads: past the limit a connection gets a plain 503 and is closed at once.
-        with self._conn_lock:
-            full = self._active >= self.max_connections
-            if not full:
-                self._active += 1
-        if full:
+        # Bounded threads: a slot per connection (a stalled one is closed to make room, collect_conns);
+        # with every slot busy working, a plain 503 and the connection is closed at once.
+        if self.conns.admit(request, str(client_address[0])) is None:  # type: ignore[arg-type,index]
             try:
                 request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\n"  # type: ignore[attr-defined]
                                 b"Content-Length: 0\r\nConnection: close\r\n\r\n")
@@ -99,8 +98,13 @@ class _Server(ThreadingHTTPServer):
         try:
             super().process_request_thread(request, client_address)  # type: ignore[arg-type]
         finally:
-            with self._conn_lock:
-                self._active -= 1
+            conn = self.conns.lookup(request)  # type: ignore[arg-type]
+            if conn is not None:
+                self.conns.release(conn)
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        # a client that vanished mid-request (or a connection the watchdog closed): no traceback on stderr
+        log.debug("connection from %s ended with an error", client_address, exc_info=True)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -110,6 +114,26 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
     _linger = False  # an error answered before the body was read: drain a little so the client sees it
+    conn: Conn | None = None
+
+    def setup(self) -> None:
+        super().setup()
+        self.conn = self.server.conns.lookup(self.request)  # type: ignore[arg-type]
+
+    def handle_one_request(self) -> None:
+        conn = self.conn
+        if conn is not None:
+            if conn.state != "new":  # between keep-alive requests: idle until the next one starts
+                self.server.conns.enter(conn, "idle")
+                try:
+                    if not self.rfile.peek(1):  # type: ignore[attr-defined]
+                        self.close_connection = True
+                        return
+                except OSError:
+                    self.close_connection = True
+                    return
+            self.server.conns.enter(conn, "headers")
+        super().handle_one_request()
 
     def finish(self) -> None:
         super().finish()
@@ -160,11 +184,13 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(404, f"no route {self.path}; POST OTLP traces to {TRACES_PATH}", json_body=as_json,
                                close=True)
         if c.config.token is not None:
-            auth = self.headers.get("Authorization", "")
-            given = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
-            if not hmac.compare_digest(given.encode(), c.config.token.encode()):
+            if not self._authorized():
                 return self._error(401, "missing or wrong bearer token", json_body=as_json, close=True,
                                    headers={"WWW-Authenticate": 'Bearer realm="llmtrace"'})
+            if self.conn is not None:
+                self.conn.authed = True  # the last to be closed when slots run short
+        if self.conn is not None:
+            self.server.conns.enter(self.conn, "body")
         limit = c.config.max_body_bytes
         length_text = self.headers.get("Content-Length")
         te = self.headers.get("Transfer-Encoding")
@@ -177,6 +203,8 @@ class _Handler(BaseHTTPRequestHandler):
             except PayloadTooLarge as exc:
                 return self._error(413, str(exc), json_body=as_json, close=True)
             except (ValueError, OSError) as exc:
+                if self._timed_out():
+                    return self._error(408, "request body too slow", json_body=as_json, close=True)
                 return self._error(400, f"bad chunked body: {exc}", json_body=as_json, close=True)
         elif length_text is None:
             return self._error(411, "Content-Length (or chunked encoding) is required", json_body=as_json,
@@ -191,7 +219,11 @@ class _Handler(BaseHTTPRequestHandler):
             try:
                 body = self._read_exact(length)
             except (ValueError, OSError):
+                if self._timed_out():
+                    return self._error(408, "request body too slow", json_body=as_json, close=True)
                 return self._error(400, "body shorter than Content-Length", json_body=as_json, close=True)
+        if self.conn is not None:
+            self.server.conns.enter(self.conn, "busy")
         if c.closing:
             return self._error(503, "collector is shutting down", json_body=as_json, close=True,
                                headers={"Retry-After": "1"})
@@ -274,13 +306,27 @@ class _Handler(BaseHTTPRequestHandler):
         """``n`` bytes of body, read in pieces (never one allocation the client sized), or ValueError."""
         pieces: list[bytes] = []
         left = n
+        conn = self.conn
         while left > 0:
-            piece = self.rfile.read(min(left, 1 << 16))
+            piece = self.rfile.read1(min(left, 1 << 16))  # type: ignore[attr-defined]
             if not piece:
                 raise ValueError(f"body ended {left} bytes early")
             pieces.append(piece)
             left -= len(piece)
+            if conn is not None:
+                conn.body_bytes += len(piece)  # progress, for the watchdog's minimum rate
         return b"".join(pieces)
+
+    def _authorized(self) -> bool:
+        token = self.server.collector.config.token
+        if token is None:
+            return True
+        auth = self.headers.get("Authorization", "")
+        given = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
+        return hmac.compare_digest(given.encode(), token.encode())
+
+    def _timed_out(self) -> bool:
+        return self.conn is not None and self.conn.killed
 
     def _overloaded(self, as_json: bool) -> None:
         self._error(429, "collector queue is full; retry later", json_body=as_json, headers={"Retry-After": "1"})
@@ -318,7 +364,7 @@ def _varint(n: int) -> bytes:
 
 def _status_proto(code: int, message: str) -> bytes:
     """A google.rpc.Status (code = 1, message = 2), the error body OTLP/HTTP asks for."""
-    grpc_code = {400: 3, 401: 16, 404: 5, 411: 3, 413: 8, 429: 8, 503: 14}.get(code, 2)
+    grpc_code = {400: 3, 401: 16, 404: 5, 408: 4, 411: 3, 413: 8, 429: 8, 503: 14}.get(code, 2)
     msg = message.encode()
     return b"\x08" + _varint(grpc_code) + b"\x12" + _varint(len(msg)) + msg
 
@@ -352,6 +398,7 @@ class Collector:
         self.wal = WriteAheadLog(wal_dir(Path(config.db)), fsync=config.fsync) if config.wal else None
         if self.wal is not None:
             self.writer.on_commit = self.wal.done
+        self.conns = ConnectionTable(config.max_connections, config.max_connections_per_client, config.timeouts)
         self.replayed = (0, 0)  # spans written from a dead collector's log at start, and already stored
         self.closing = False
         # Decoding holds the GIL anyway; a few at a time bound the Arrow tables being built at once.
@@ -389,6 +436,7 @@ class Collector:
         out.update(rows_written=w.written_rows, rows_queued=w.queued_rows, write_batches=w.write_batches,
                    write_errors=w.write_errors, last_write_error=w.last_error,
                    retention_deleted_spans=w.retention_deleted_spans, db=str(self.config.db), pid=os.getpid())
+        out.update(self.conns.stats())
         if self.wal is not None:
             out.update(wal_bytes=self.wal.appended_bytes, wal_syncs=self.wal.syncs)
         return out
@@ -404,8 +452,8 @@ class Collector:
             self.wal.open()
         self._server = _Server((self.config.host, self.config.port), _Handler)
         self._server.collector = self
-        self._server.max_connections = self.config.max_connections
-        self._server._conn_lock = threading.Lock()
+        self._server.conns = self.conns
+        self.conns.start()
         self.writer.start()
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
                                         name="llmtrace-collect-http", daemon=True)
@@ -417,6 +465,7 @@ class Collector:
         self.closing = True
         if self._server is not None:
             self._server.shutdown()
+        self.conns.stop()
         with self._idle:
             self._idle.wait_for(lambda: self._in_flight == 0, timeout=30)
         lost = self.writer.close(timeout_s)
