@@ -75,6 +75,24 @@ def V(name: str, type_: ValueType, unit: str, meaning: str, *, semconv: bool = F
     return BoundaryValue(name, type_, unit, meaning, semconv)
 
 
+# Values every stage span may carry: how much of the pass's wall clock the stage itself spent. A stage span
+# can be an envelope (attention runs in every step of a pass, interleaved with the rest), so its duration is
+# not its time; ``self_ms`` is, and the views (time_breakdown, ttft_breakdown), the explorer and the docs
+# read it. Declared once here, accepted on every stage.
+SELF_MS = "llmtrace.stage.self_ms"
+TTFT_MS = "llmtrace.stage.ttft_ms"
+IDLE = "llmtrace.stage.idle"
+COUNTED_IN = "llmtrace.stage.counted_in"
+COMMON_VALUES: tuple[BoundaryValue, ...] = (
+    BoundaryValue(SELF_MS, "float", "ms", "time this stage itself spent in this pass (exclusive: summed over "
+                  "steps, no child or interleaved stage counted); the pass's stages add up to its wall clock"),
+    BoundaryValue(TTFT_MS, "float", "ms", "the part of self_ms spent before the first token was sampled"),
+    BoundaryValue(IDLE, "bool", "", "true when the stage did nothing in this pass (no MoE, no speculation, "
+                  "no eviction): its span has no length"),
+    BoundaryValue(COUNTED_IN, "str", "", "the stage whose timed work includes this one's (KV writes happen "
+                  "inside attention), when this one reports no time of its own"),
+)
+
 PHASES: tuple[Phase, ...] = (
     Phase("arrival", "Arrival", 1, "Everything before the text is read: connection, admission, routing, replica, stream."),
     Phase("intake", "Intake", 2, "Turning the caller's messages into the exact token ids the model will see."),

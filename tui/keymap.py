@@ -83,7 +83,9 @@ def help_rows() -> list[tuple[str, str, str]]:
             continue
         if k.action.startswith("app.nav("):
             if k.key == "j":
-                rows.append((SCOPE_TITLES["app"], "j k g G ^d ^u", "down, up, first, last, half a page in a list"))
+                nav = [n for n in KEYS if n.action.startswith("app.nav(")]
+                rows.append((SCOPE_TITLES["app"], " ".join(n.key.replace("ctrl+", "^") for n in nav),
+                             ", ".join(n.description for n in nav)))
             continue
         rows.append((SCOPE_TITLES[k.scope], k.display or _display(k.key), k.description))
         if k.action == "app.show_tab('cache')":

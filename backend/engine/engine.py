@@ -28,6 +28,7 @@ from llmtrace.backend.engine.model_runner import ModelRunner
 from llmtrace.backend.engine.prefix_cache import PrefixCache
 from llmtrace.backend.engine.request import EngineRequest, RequestOutput
 from llmtrace.backend.engine.scheduler import Scheduler, SchedulerOutput
+from llmtrace.backend.engine.self_time import StepTimes, charge_step, note_markers
 from llmtrace.backend.engine.sequence import Sequence, SequenceStatus
 from llmtrace.backend.engine.stage_emitter import EngineFacts, emit
 from llmtrace.backend.generation.params import InvalidRequestError, SamplingParams
@@ -142,6 +143,7 @@ class Engine:
         self._ids = itertools.count()
         self._steps = 0
         self.last_step = StepMetadata()
+        self._finishing: list[tuple[Sequence, str]] | None = None
         self.tokens_generated = 0
         # optional hook: called with (request_id, float32 logits [rows, vocab]) whenever a sequence gets logits
         self.logits_sink: Callable[[str, torch.Tensor], None] | None = None
@@ -162,6 +164,8 @@ class Engine:
         arrival = request.arrival_ns or time.time_ns()
         seq = Sequence(request=request, gen=state, seq_id=next(self._ids), arrival_ns=arrival,
                        token_ids=prompt, num_prompt_tokens=len(prompt))
+        # the engine's share of the pass starts here; before it the caller (the server's intake) was timing
+        seq.stats.self_time.accounted_until = time.time_ns()
         with self._lock:
             if request.request_id in self._seqs or any(m == "add" and s.request_id == request.request_id
                                                        for m, s in self._inbox):
@@ -227,6 +231,7 @@ class Engine:
 
     def step(self) -> list[RequestOutput]:
         outputs = self._drain_inbox()
+        draft_start = time.time_ns()
         self.drafting.propose(self.scheduler.running, self.max_model_len)
         sched = self.scheduler.schedule()
         if not sched.scheduled:
@@ -234,12 +239,25 @@ class Engine:
         self._steps += 1
         start = sched.start_ns
         inputs = self.runner.prepare(sched.scheduled)
+        prepared = time.time_ns()
         self.drafting.fill_self_drafts(sched.scheduled, inputs)
+        drafted = [bool(item.seq.draft) for item in sched.scheduled]  # postprocess clears the drafts
         t_spec = time.time_ns()
         logits, clock = self.runner.run(inputs)
         end = time.time_ns()
         sections = clock.totals()
-        outputs += self._postprocess(sched, inputs.logits_rows, logits, sections, start, end, t_spec)
+        self._finishing = []  # passes that finish this step are emitted once the step's time is charged
+        try:
+            outputs += self._postprocess(sched, inputs.logits_rows, logits, sections, start, end, t_spec)
+            times = StepTimes(draft_start, sched.start_ns, sched.end_ns, prepared, t_spec, end, time.time_ns(),
+                              sections)
+            for item, did_draft in zip(sched.scheduled, drafted, strict=True):
+                charge_step(item.seq, times, is_prefill=item.is_prefill, drafted=did_draft)
+                note_markers(item.seq, self.pipeline)
+        finally:
+            finishing, self._finishing = self._finishing, None
+            for seq, status in finishing:
+                self._emit(seq, status)
         return outputs
 
     def _postprocess(
@@ -271,11 +289,7 @@ class Engine:
             s.kv_len_max = max(s.kv_len_max, seq.num_computed_tokens)
             s.add_sections(sections)
             s.add_batch(batch, str(batch))
-            s.window("forward", start, end)
-            for stage_id in ("cache.kv_write", "forward.embedding", "forward.positional", "forward.attention",
-                             "forward.attention_variant", "forward.moe_routing", "forward.feed_forward",
-                             "forward.batching", "gen.lm_head"):
-                s.window(stage_id, start, end)
+            s.window("forward", start, end)  # the envelope of the stages run inside every forward step
             s.window("cache.block_allocation", sched.start_ns, sched.end_ns)
             s.window("cache.eviction", sched.start_ns, sched.end_ns)
             s.window("cache.host_offload", sched.start_ns, sched.end_ns)
@@ -355,6 +369,8 @@ class Engine:
         s = seq.stats
         if not s.first_token_ns:
             s.first_token_ns = now
+        if delta and not s.first_text_ns:
+            s.first_text_ns = now
         s.last_token_ns = now
         # keys/values exist only for tokens before the last one; a speculative step may have gone further
         seq.num_computed_tokens = min(seq.num_computed_tokens, seq.num_tokens - 1)
@@ -388,6 +404,13 @@ class Engine:
         self.blocks.free(seq)
         seq.status = SequenceStatus.FINISHED
         self._seqs.pop(seq.request_id, None)
+        if self._finishing is not None:
+            self._finishing.append((seq, status))
+        else:  # aborted between steps: its time since the last step was waiting
+            seq.stats.self_time.wait_until(time.time_ns(), seq.arrival_ns)
+            self._emit(seq, status)
+
+    def _emit(self, seq: Sequence, status: str) -> None:
         try:
             emit(seq, self.facts, self.pool.num_available, self.pipeline, status)
         except Exception:  # the tracer must never break the engine

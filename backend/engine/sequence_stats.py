@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+from llmtrace.backend.engine.self_time import SelfTime
+
 
 @dataclass(slots=True)
 class SequenceStats:
@@ -46,7 +48,9 @@ class SequenceStats:
     # time windows of each stage: stage id -> [first start ns, last end ns]
     windows: dict[str, list[int]] = field(default_factory=dict)
     first_token_ns: int = 0
+    first_text_ns: int = 0  # first step whose output carried text (after any detokenizer hold-back)
     last_token_ns: int = 0
+    self_time: SelfTime = field(default_factory=SelfTime)  # exclusive time per stage (self_time.py)
     _composition: hashlib._Hash = field(default_factory=lambda: hashlib.blake2b(digest_size=8))  # type: ignore[name-defined]
 
     def window(self, stage_id: str, start_ns: int, end_ns: int) -> None:

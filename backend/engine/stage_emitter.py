@@ -7,7 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from llmtrace.backend.engine.self_time import COUNTED_IN, exclusive
 from llmtrace.backend.engine.sequence import Sequence
+from llmtrace.tracer.stages import COUNTED_IN as COUNTED_IN_VALUE
+from llmtrace.tracer.stages import IDLE, SELF_MS, TTFT_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +43,13 @@ class EngineFacts:
 
 def _ms(ns: int) -> float:
     return ns / 1e6
+
+
+def timing_values(stage_id: str, self_ns: int, before_first_ns: int) -> dict[str, object]:
+    """The uniform timing values of one stage span (tracer/stages.py COMMON_VALUES)."""
+    counted_in = COUNTED_IN.get(stage_id) if self_ns == 0 else None
+    return {SELF_MS: round(_ms(self_ns), 3), TTFT_MS: round(_ms(before_first_ns), 3),
+            IDLE: self_ns == 0 and counted_in is None, COUNTED_IN_VALUE: counted_in}
 
 
 def stage_values(seq: Sequence, facts: EngineFacts, free_blocks: int) -> dict[str, dict[str, object]]:
@@ -135,6 +145,8 @@ def stage_values(seq: Sequence, facts: EngineFacts, free_blocks: int) -> dict[st
             "llmtrace.batch.size_max": s.batch_size_max,
             "llmtrace.batch.composition_hash": s.composition_hash(),
             "llmtrace.batch.invariant_mode": facts.invariant,
+            "llmtrace.batch.queue_ms": round(_ms(s.self_time.queue_ns), 3),
+            "llmtrace.batch.wait_ms": round(_ms(s.self_time.wait_ns), 3),
         },
         "gen.lm_head": {
             "llmtrace.lm_head.vocab": facts.vocab_size,
@@ -162,14 +174,25 @@ def emit(seq: Sequence, facts: EngineFacts, free_blocks: int, pipeline: Any, sta
 
     s = seq.stats
     values = stage_values(seq, facts, free_blocks)
+    own = exclusive(seq, pipeline)
+    before_first = s.self_time.ttft_ns or {}
+    forward = s.windows.get("forward", [seq.arrival_ns, seq.arrival_ns])
     for stage_id, vals in values.items():
-        start, end = s.windows.get(stage_id, s.windows.get("forward", [seq.arrival_ns, seq.arrival_ns]))
+        start, end = s.windows.get(stage_id, forward)
+        vals.update(timing_values(stage_id, own.get(stage_id, 0), before_first.get(stage_id, 0)))
+        if stage_id == "cache.eviction" and not s.blocks_evicted:
+            vals.update({IDLE: True, COUNTED_IN_VALUE: None})
+        if vals[IDLE]:
+            end = start  # a stage that did nothing draws no bar
         rec.record_stage(stage_id, start_ns=start, end_ns=end, values=vals, parent=pass_span)
-    anchor = s.first_token_ns or s.windows.get("forward", [seq.arrival_ns, seq.arrival_ns])[1]
-    durations = pipeline.stage_durations_ns(seq.gen)
+    anchor = s.first_token_ns or forward[1]
     for stage_id, vals in pipeline.stage_values(seq.gen).items():
-        rec.record_stage(stage_id, start_ns=anchor, end_ns=anchor + durations.get(stage_id, 0), values=vals,
-                         parent=pass_span)
+        ns = own.get(stage_id, 0)
+        vals.update(timing_values(stage_id, ns, before_first.get(stage_id, 0)))
+        if stage_id == "gen.detokenization" and s.self_time.first_text_at_ns and s.self_time.ttft_at_ns:
+            vals["llmtrace.detok.first_text_delay_ms"] = round(
+                _ms(s.self_time.first_text_at_ns - s.self_time.ttft_at_ns), 3)
+        rec.record_stage(stage_id, start_ns=anchor, end_ns=anchor + ns, values=vals, parent=pass_span)
     params = seq.request.params
     ttft = _ms(s.first_token_ns - seq.arrival_ns) if s.first_token_ns else None
     n_out = seq.num_output_tokens

@@ -68,3 +68,34 @@ async def test_explorer_reads_what_the_real_server_recorded(tiny_server) -> None
         text = console.export_text()
         assert "Prefix match" in text or "prefix" in text.lower()
         assert "gen_ai.usage.cache_read.input_tokens" in text and "What goes wrong" in text
+        # where the time goes: the pass's own bar from the time_breakdown view, and the selection's
+        waterfall.highlighted = next(i for i, r in enumerate(waterfall.rows) if r.kind == "pass")
+        await pilot.pause()
+        console = Console(width=200, record=True, file=io.StringIO())
+        console.print(app.trace_pane.query_one("#stage-body", Static).content)
+        text = console.export_text()
+        assert "Where the time goes" in text and "Forward pass" in text, text[:2000]
+        # stage rows: idle ones draw no bar and say so; an envelope shows its own time, not its length
+        by_stage = {r.span.stage: r for r in waterfall.rows if r.kind == "stage"}
+        width = waterfall.usable_width()
+        moe = waterfall_row_text(by_stage["forward.moe_routing"], waterfall, width)
+        assert moe.plain.rstrip().endswith("idle") and "█" not in moe.plain
+        attention = by_stage["forward.attention"].span
+        own = attention.attributes["llmtrace.stage.self_ms"]
+        assert 0 < own <= attention.duration_ms
+        assert waterfall_row_text(by_stage["forward.attention"], waterfall, width).plain.rstrip().endswith(
+            fmt_ms(own))
+        assert "where the time goes" in app.query_one("#requests-time", Static).content.plain
+
+
+def waterfall_row_text(row, waterfall, width):  # type: ignore[no-untyped-def]
+    from llmtrace.tui.components.waterfall import row_text
+
+    trace = waterfall.trace
+    return row_text(row, trace.start_ns, max(1, trace.end_ns - trace.start_ns), width)
+
+
+def fmt_ms(value: float) -> str:
+    from llmtrace.tui.format import ms
+
+    return ms(value)

@@ -17,6 +17,7 @@ from ..data.records import RequestPage, RequestRow
 from ..data.store_reader import SORT_COLUMNS, StoreReader
 from ..messages import StoreProblem, TraceChosen
 from .request_table import Column, RequestTable, SortStep, columns_for, row_cells
+from .time_bar import OTHER, UNOBSERVED, phase_parts, time_bar
 
 PAGE = 100
 TEXT_SORTS = ("model", "replica", "deploy", "finish", "service", "trace")  # these sort A→Z first
@@ -40,6 +41,12 @@ class RequestsPane(Vertical):
             self.generation = generation
             self.error = error
 
+    class SharesLoaded(Message):
+        def __init__(self, shares: tuple[tuple[str, float], ...], generation: int) -> None:
+            super().__init__()
+            self.shares = shares
+            self.generation = generation
+
     def __init__(self, reader: StoreReader, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.reader = reader
@@ -54,11 +61,13 @@ class RequestsPane(Vertical):
         self._debounce: Timer | None = None
         self._layout: list[tuple[Column, int]] = []
         self._keep_span: str | None = None
+        self.shares: tuple[tuple[str, float], ...] = ()
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="filter: ttft>2s  finish=length  deploy=v2  model~smol  (/ to focus, enter to apply)",
                     id="filter")
         yield Static("", id="requests-status")
+        yield Static("", id="requests-time")
         table = RequestTable(id="requests-table", cursor_type="row", zebra_stripes=True, cell_padding=0)
         yield table
         yield Static(EMPTY_STORE, id="requests-empty")
@@ -112,6 +121,32 @@ class RequestsPane(Vertical):
         limit = max(PAGE, len(self.rows)) if keep_cursor else PAGE
         self._loading = True
         self._load(self.filter, self.sort, self.descending, 0, limit, False, self._generation)
+        if not keep_cursor:  # a new selection: where its time goes (live polls keep the last answer)
+            self._load_shares(self.filter, self._generation)
+
+    @work(thread=True, exclusive=True, group="shares")
+    def _load_shares(self, flt: CompiledFilter, generation: int) -> None:
+        try:
+            shares = self.reader.selection_time_shares(flt)
+        except StoreError:
+            shares = ()
+        self.post_message(self.SharesLoaded(shares, generation))
+
+    @on(SharesLoaded)
+    def _shares_loaded(self, message: SharesLoaded) -> None:
+        if message.generation != self._generation:
+            return
+        self.shares = message.shares
+        line = Text("where the time goes ", style="bold")
+        line.append("(median share per pass)  ", style="dim")
+        parts = phase_parts([(None if k in (UNOBSERVED, OTHER) else k, k, v) for k, v in message.shares])
+        width = max(10, min(40, self.size.width // 3))
+        bar = time_bar(parts, width)
+        line.append_text(bar.split("\n")[0] if bar.plain else bar)
+        if "\n" in bar.plain:
+            line.append("  ")
+            line.append_text(bar.split("\n")[1])
+        self.query_one("#requests-time", Static).update(line if message.shares else Text(""))
 
     def _load_more(self) -> None:
         if self._loading or len(self.rows) >= self.total:

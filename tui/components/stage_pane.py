@@ -3,6 +3,8 @@ registry, what the stage does and what goes wrong there."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
@@ -14,6 +16,7 @@ from llmtrace.tracer.stages import STAGES, BoundaryValue, Stage, get_phase, is_s
 from .. import format as fmt
 from ..data.records import SpanRecord
 from ..theme import PASS_COLOUR, phase_colour
+from .time_bar import phase_parts, time_bar
 
 # Meanings for pass-level summary values that no single stage owns.
 PASS_VALUES: dict[str, tuple[str, str]] = {
@@ -54,14 +57,16 @@ class StagePane(VerticalScroll):
     def compose(self):  # type: ignore[no-untyped-def]
         yield Static(HINT, id="stage-body")
 
-    def show(self, span: SpanRecord | None) -> None:
+    def show(self, span: SpanRecord | None,
+             breakdown: Sequence[tuple[str | None, str, float]] | None = None) -> None:
         self.span = span
         body = self.query_one("#stage-body", Static)
-        body.update(HINT if span is None else explain(span))
+        body.update(HINT if span is None else explain(span, breakdown, max(20, self.size.width - 4)))
         self.scroll_home(animate=False)
 
 
-def explain(span: SpanRecord) -> RenderableType:
+def explain(span: SpanRecord, breakdown: Sequence[tuple[str | None, str, float]] | None = None,
+            width: int = 60) -> RenderableType:
     stage_id = span.stage if span.stage and is_stage(span.stage) else None
     if span.is_tool:
         stage_id = "loop.tool_dispatch"
@@ -69,7 +74,7 @@ def explain(span: SpanRecord) -> RenderableType:
         from llmtrace.tracer.stages import get_stage
 
         return _explain_stage(span, get_stage(stage_id))
-    return _explain_pass(span)
+    return _explain_pass(span, breakdown, width)
 
 
 def _header(span: SpanRecord, title: str, colour: str) -> Text:
@@ -114,7 +119,8 @@ def _explain_stage(span: SpanRecord, stage: Stage) -> RenderableType:
     return Group(*parts)
 
 
-def _explain_pass(span: SpanRecord) -> RenderableType:
+def _explain_pass(span: SpanRecord, breakdown: Sequence[tuple[str | None, str, float]] | None,
+                  width: int) -> RenderableType:
     side = span.side or "?"
     title = f"{side} pass · {span.name}" if span.is_pass else span.name
     parts: list[RenderableType] = [
@@ -122,6 +128,8 @@ def _explain_pass(span: SpanRecord) -> RenderableType:
         Text(f"service {span.service or '?'} · deploy {span.deploy or fmt.NONE} · span {span.span_id}", style="dim"),
         Text(""),
     ]
+    if breakdown:
+        parts += [Text("Where the time goes", style="bold"), time_bar(phase_parts(breakdown), width), Text("")]
     table = _values_table()
     for name, raw in sorted(span.attributes.items()):
         if name in _SKIP:

@@ -99,7 +99,8 @@ class TracePane(Container):
     @on(SpanChosen)
     def _span_chosen(self, message: SpanChosen) -> None:
         message.stop()
-        self.query_one(StagePane).show(message.span)
+        breakdown = self.trace.breakdown.get(message.span.span_id) if self.trace is not None else None
+        self.query_one(StagePane).show(message.span, breakdown)
 
 
 def _header(trace: TraceRecord, phases: frozenset[str]) -> Text:

@@ -8,8 +8,10 @@ from textual.message import Message
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
+from llmtrace.tracer.stages import IDLE, SELF_MS
+
 from .. import format as fmt
-from ..data.records import TraceRecord
+from ..data.records import SpanRecord, TraceRecord
 from ..data.waterfall_model import WaterfallRow, build_rows
 from ..keymap import bindings
 from ..messages import SpanChosen
@@ -63,12 +65,34 @@ def row_text(row: WaterfallRow, t0: int, total_ns: int, width: int) -> Text:
     bar_style = "dim" if unobserved else (f"bold {colour}" if row.kind == "pass" else colour)
     if span.status == "error":
         bar_style = "bold #ff5f5f"
+    idle = row.kind == "stage" and span.attributes.get(IDLE) is True
+    own = _self_ms(span) if row.kind == "stage" else None
     text.append(" " * start)
-    text.append(glyph * (end - start), style=bar_style)
+    if idle:
+        text.append("·", style="dim")
+        end = start + 1
+    elif own is not None and own < span.duration_ms:
+        # an envelope (the stage ran interleaved with others across the pass): its own time solid at the
+        # start, the rest of the envelope faint, so no stage looks bigger than it was
+        solid = min(end - start, max(1 if own > 0 else 0, round(own * 1e6 * scale)))
+        text.append(glyph * solid, style=bar_style)
+        text.append("░" * (end - start - solid), style=f"dim {colour}")
+    else:
+        text.append(glyph * (end - start), style=bar_style)
     text.append(" " * (bar_w - end))
-    dur = "unseen" if unobserved else fmt.ms(span.duration_ms)
+    if unobserved:
+        dur = "unseen"
+    elif idle:
+        dur = "idle"
+    else:
+        dur = fmt.ms(own if own is not None else span.duration_ms)
     text.append(" " + dur.rjust(DURATION_WIDTH), style="dim" if row.kind == "stage" else "")
     return text
+
+
+def _self_ms(span: SpanRecord) -> float | None:
+    value = span.attributes.get(SELF_MS)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 class Waterfall(OptionList):

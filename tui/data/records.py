@@ -87,6 +87,8 @@ class TraceRecord:
 
     trace_id: str
     spans: tuple[SpanRecord, ...]
+    # pass span id -> (phase, stage, exclusive ms) rows of the time_breakdown view
+    breakdown: Mapping[str, tuple[tuple[str | None, str, float], ...]] = field(default_factory=dict)
 
     @property
     def start_ns(self) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import MappingProxyType
@@ -139,6 +139,38 @@ class StoreReader:
 
         return self._read(run)
 
+    def time_breakdown(self, pass_span_ids: Sequence[str]) -> dict[str, tuple[tuple[str | None, str, float], ...]]:
+        """(phase, stage, exclusive ms) rows of the ``time_breakdown`` view for each of these passes."""
+        if not pass_span_ids:
+            return {}
+
+        return self._read(lambda conn: _breakdown(conn, pass_span_ids))
+
+    def selection_time_shares(self, flt: CompiledFilter) -> tuple[tuple[str, float], ...]:
+        """Median share of wall clock per phase across the filtered passes (server passes when the selection
+        has any: a client pass's unobserved share holds its server pass, which would count twice)."""
+
+        def run(conn: duckdb.DuckDBPyConnection) -> tuple[tuple[str, float], ...]:
+            where = f"WHERE {flt.where}" if flt.where else ""
+            rows = conn.execute(f"""
+                WITH sel AS (SELECT span_id, side FROM requests {where}),
+                     pick AS (SELECT span_id FROM sel WHERE side = 'server'
+                                  OR NOT EXISTS (SELECT 1 FROM sel WHERE side = 'server')),
+                     per_pass AS (SELECT t.pass_span_id,
+                                         coalesce(t.phase, CASE WHEN t.stage = 'unobserved' THEN 'unobserved'
+                                                                ELSE 'other' END) AS part,
+                                         sum(t.share) AS share
+                                  FROM time_breakdown t JOIN pick ON pick.span_id = t.pass_span_id
+                                  GROUP BY ALL),
+                     grid AS (SELECT p.pass_span_id, k.part, coalesce(x.share, 0) AS share
+                              FROM (SELECT DISTINCT pass_span_id FROM per_pass) p
+                              CROSS JOIN (SELECT DISTINCT part FROM per_pass) k
+                              LEFT JOIN per_pass x ON x.pass_span_id = p.pass_span_id AND x.part = k.part)
+                SELECT part, median(share) FROM grid GROUP BY part""", list(flt.params)).fetchall()
+            return tuple((str(part), float(share or 0.0)) for part, share in rows)
+
+        return self._read(run)
+
     def trace(self, trace_id: str) -> TraceRecord:
         def run(conn: duckdb.DuckDBPyConnection) -> TraceRecord:
             rows = conn.execute(
@@ -151,7 +183,7 @@ class StoreReader:
                 SpanRecord(*map(_printable, r[:12]), attributes=MappingProxyType(_decode(r[12])))  # type: ignore[misc]
                 for r in rows
             )
-            return TraceRecord(trace_id, spans)
+            return TraceRecord(trace_id, spans, _breakdown(conn, [s.span_id for s in spans if s.is_pass]))
 
         return self._read(run)
 
@@ -248,6 +280,23 @@ def _cache_report(conn: duckdb.DuckDBPyConnection, n: int) -> CacheReport:
 
 def _f(value: object) -> float | None:
     return None if value is None else float(value)  # type: ignore[arg-type]
+
+
+def _breakdown(conn: duckdb.DuckDBPyConnection,
+               pass_span_ids: Sequence[str]) -> dict[str, tuple[tuple[str | None, str, float], ...]]:
+    if not pass_span_ids:
+        return {}
+    marks = ", ".join("?" for _ in pass_span_ids)
+    try:
+        rows = conn.execute(
+            f"SELECT pass_span_id, phase, stage, exclusive_ms FROM time_breakdown WHERE pass_span_id IN ({marks})",
+            list(pass_span_ids)).fetchall()
+    except duckdb.CatalogException:  # a store written before the view existed: the waterfall still works
+        return {}
+    out: dict[str, list[tuple[str | None, str, float]]] = {}
+    for sid, phase, stage, ms in rows:
+        out.setdefault(sid, []).append((phase, stage, float(ms or 0.0)))
+    return {k: tuple(v) for k, v in out.items()}
 
 
 def _printable(value: T) -> T:
