@@ -1,0 +1,67 @@
+"""Credentials in what other apps send are scrubbed before they are stored, in every capture mode."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+from collector_helpers import otlp_provider, query, start_collector
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+KEY = "sk-proj-" + "A1b2C3d4" * 4
+GH = "ghp_" + "x" * 36
+SECRETS = (KEY, GH, "hunter2hunter2", "Zm9vYmFyYmF6cXV4", "sess-0123456789abcdef")
+
+
+@pytest.mark.parametrize("mode", ["none", "hashes", "full"])
+def test_header_and_credential_attributes_are_scrubbed(tmp_path: Path, mode: str) -> None:
+    col = start_collector(tmp_path, "--capture", mode)
+    try:
+        tp = otlp_provider(col.endpoint, "app", **{"deployment.token": "Zm9vYmFyYmF6cXV4"})
+        t = tp.get_tracer("t")
+        s = t.start_span("POST /v1/chat/completions", kind=SpanKind.CLIENT, attributes={
+            "http.request.header.authorization": [f"Bearer {KEY}"],
+            "http.request.header.x-api-key": ["hunter2hunter2"],
+            "http.request.header.cookie": ["session=sess-0123456789abcdef"],
+            "http.request.header.content-type": ["application/json"],
+            "openai.api_key": KEY, "db.password": "hunter2hunter2",
+            "note": f"called with token={GH} and key {KEY}",
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o",
+            "gen_ai.usage.input_tokens": 12, "gen_ai.prompt.0.content": f"my key is {KEY}",
+            "http.route": "/v1/chat/completions"})
+        s.add_event("retry", {"http.request.header.authorization": f"Bearer {KEY}"})
+        s.set_status(Status(StatusCode.ERROR, f"401 for key {KEY}"))
+        s.end()
+        # llmtrace's own span shape goes through the same scrubbing
+        t.start_span("llmtrace.pass", attributes={"llmtrace.side": "client", "api_key": KEY}).end()
+        tp.shutdown()
+        col.wait_written(2)
+        # OTLP/JSON too
+        body = {"resourceSpans": [{"scopeSpans": [{"spans": [{
+            "traceId": "0" * 31 + "1", "spanId": "0" * 15 + "1", "name": "json", "attributes": [
+                {"key": "http.request.header.Authorization", "value": {"arrayValue": {"values": [
+                    {"stringValue": f"Bearer {KEY}"}]}}},
+                {"key": "x", "value": {"stringValue": f"Bearer {GH}"}}]}]}]}]}
+        assert httpx.post(col.endpoint, json=body).status_code == 200
+        col.wait_written(3)
+    finally:
+        assert col.stop() == 0
+    rows = query(col.db, "SELECT name, attributes, resource, events, status_message FROM spans ORDER BY name")
+    text = json.dumps(rows)
+    for secret in SECRETS:
+        assert secret not in text, (mode, secret)
+    by_name = {r[0]: r for r in rows}
+    a = json.loads(by_name["POST /v1/chat/completions"][1])
+    assert a["http.request.header.authorization"] == "[REDACTED]"
+    assert a["http.request.header.x-api-key"] == "[REDACTED]" and a["db.password"] == "[REDACTED]"
+    assert a["http.request.header.content-type"] == ["application/json"]  # not a credential: kept
+    assert a["gen_ai.usage.input_tokens"] == 12 and a["http.route"] == "/v1/chat/completions"
+    assert a["note"] == "called with [REDACTED] and key [REDACTED]"
+    assert by_name["POST /v1/chat/completions"][4] == "401 for key [REDACTED]"
+    assert json.loads(by_name["POST /v1/chat/completions"][2])["deployment.token"] == "[REDACTED]"
+    if mode == "full":
+        assert a["gen_ai.prompt.0.content"] == "my key is [REDACTED]"
+    assert json.loads(by_name["json"][1]) == {"http.request.header.Authorization": "[REDACTED]",
+                                               "x": "[REDACTED]"}
