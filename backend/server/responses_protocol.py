@@ -43,41 +43,57 @@ _MESSAGE_ROLES = ("user", "system", "developer", "assistant")
 
 
 # ───────────────────────────────────────────────────────────────────────────── the store
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """One kept response: the conversation it ended with (JSON), its response object (JSON) and the id of
+    the conversation it belongs to (the same for every response of one previous_response_id chain)."""
+
+    conversation: bytes
+    response: bytes
+    conversation_id: str
+
+    @property
+    def size(self) -> int:
+        return len(self.conversation) + len(self.response)
+
+
 @dataclass(slots=True)
 class ResponsesStore:
     """The conversations of recent responses, least recently used dropped first; bounded by count and by
-    characters, so a long-running server holds a fixed amount of text however it is used."""
+    bytes, so a long-running server holds a fixed amount of text however it is used."""
 
     max_responses: int = 1024
     max_chars: int = 32 << 20
-    # id -> (conversation, the response object as JSON bytes, size)
-    _items: OrderedDict[str, tuple[tuple[dict[str, Any], ...], bytes, int]] = field(default_factory=OrderedDict)
+    _items: OrderedDict[str, Kept] = field(default_factory=OrderedDict)
     _chars: int = 0
 
-    def put(self, response_id: str, conversation: list[dict[str, Any]], response: dict[str, Any] | None = None) -> None:
-        body = orjson.dumps(response) if response is not None else b""
-        size = sum(len(orjson.dumps(m)) for m in conversation) + len(body)
-        if size > self.max_chars:
+    def put(self, response_id: str, conversation: list[dict[str, Any]], response: dict[str, Any] | None = None,
+            conversation_id: str | None = None) -> None:
+        kept = Kept(orjson.dumps(conversation), orjson.dumps(response) if response is not None else b"",
+                    conversation_id or response_id)
+        if kept.size > self.max_chars:
             return
         self._drop(response_id)
-        self._items[response_id] = (tuple(conversation), body, size)
-        self._chars += size
+        self._items[response_id] = kept
+        self._chars += kept.size
         while len(self._items) > self.max_responses or self._chars > self.max_chars:
-            oldest = next(iter(self._items))
-            self._drop(oldest)
+            self._drop(next(iter(self._items)))
+
+    def kept(self, response_id: str) -> Kept | None:
+        item = self._items.get(response_id)
+        if item is not None:
+            self._items.move_to_end(response_id)
+        return item
 
     def get(self, response_id: str) -> list[dict[str, Any]] | None:
-        """The conversation the response ended with (a copy), or None when it is not (or no longer) kept."""
-        item = self._items.get(response_id)
-        if item is None:
-            return None
-        self._items.move_to_end(response_id)
-        return [dict(m) for m in item[0]]
+        """The conversation the response ended with (a fresh copy), or None when it is not (or no longer) kept."""
+        item = self.kept(response_id)
+        return orjson.loads(item.conversation) if item is not None else None
 
     def response(self, response_id: str) -> bytes | None:
         """The response object as JSON (``GET /v1/responses/{id}``)."""
         item = self._items.get(response_id)
-        return item[1] or None if item is not None else None
+        return item.response or None if item is not None else None
 
     def delete(self, response_id: str) -> bool:
         found = response_id in self._items
@@ -90,7 +106,7 @@ class ResponsesStore:
     def _drop(self, response_id: str) -> None:
         old = self._items.pop(response_id, None)
         if old is not None:
-            self._chars -= old[2]
+            self._chars -= old.size
 
 
 # ───────────────────────────────────────────────────────────────────────────── requests
@@ -103,6 +119,7 @@ class ResponsesJob(Job):
     previous_response_id: str | None = None
     store: bool = True
     keeper: ResponsesStore | None = None
+    conversation_id: str | None = None  # the first response's id of a previous_response_id chain
     echoed: dict[str, Any] = field(default_factory=dict)  # request fields the response object repeats
 
 
@@ -239,12 +256,13 @@ def parse_responses(body: dict[str, Any], default_max_tokens: int = oai.DEFAULT_
     previous_id = get_str(body, "previous_response_id")
     store = get_bool(body, "store", True)
     history: list[dict[str, Any]] = []
+    conversation_id = None
     if previous_id is not None:
-        found = keeper.get(previous_id) if keeper is not None else None
+        found = keeper.kept(previous_id) if keeper is not None else None
         if found is None:
             raise APIError(404, f"Previous response with id '{previous_id}' not found.",
                            param="previous_response_id", code="previous_response_not_found")
-        history = found
+        history, conversation_id = orjson.loads(found.conversation), found.conversation_id
     if body.get("input") is None:
         raise bad_request("'input' is required", "input")
     conversation = [*history, *input_messages(body["input"])]
@@ -281,7 +299,8 @@ def parse_responses(body: dict[str, Any], default_max_tokens: int = oai.DEFAULT_
     base = {f.name: getattr(job, f.name) for f in fields(Job)}
     base["endpoint"] = "responses"
     return ResponsesJob(**base, instructions=instructions, conversation=conversation,
-                        previous_response_id=previous_id, store=store, keeper=keeper, echoed=echoed)
+                        previous_response_id=previous_id, store=store, keeper=keeper,
+                        conversation_id=conversation_id, echoed=echoed)
 
 
 # ───────────────────────────────────────────────────────────────────────────── responses
@@ -334,7 +353,7 @@ def response_object(rid: str, model: str, o: Outcome, job: ResponsesJob, created
     if job.store and job.keeper is not None:
         reply = ({"role": "assistant", "content": "", "tool_calls": o.tool_calls} if o.tool_calls
                  else {"role": "assistant", "content": o.text})
-        job.keeper.put(rid, [*job.conversation, reply], resp)
+        job.keeper.put(rid, [*job.conversation, reply], resp, job.conversation_id)
     return resp
 
 

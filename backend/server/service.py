@@ -184,6 +184,8 @@ class GenerationService:
             sel = self._select(intake, ps)
             rid = ID_PREFIX[ex.endpoint] + uuid.uuid4().hex[:24]
             ps.set(sc.GEN_AI_RESPONSE_ID, rid)
+            if isinstance(job, resp.ResponsesJob):  # a previous_response_id chain is one conversation
+                ps.set(sc.GEN_AI_CONVERSATION_ID, job.conversation_id or rid)
             req = EngineRequest(request_id=rid, prompt_token_ids=intake.token_ids, params=job.params,
                                 pass_span=ps, arrival_ns=ex.arrival_ns)
             if job.stream:

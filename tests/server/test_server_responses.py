@@ -158,10 +158,12 @@ def test_previous_response_id_extends_the_prompt_and_hits_the_cache(tiny_server)
     third = client.responses.create(model="tiny", instructions=instructions, input="Thanks.",
                                     previous_response_id=second.id, max_output_tokens=2, extra_body=GREEDY)
     assert third.usage is not None and third.usage.input_tokens_details.cached_tokens >= (u2.input_tokens // 16) * 16
-    # the cached share is in the store too
-    rows = wait_rows(tiny_server.db_path, "SELECT cached_tokens FROM requests WHERE attributes->>'gen_ai.response.id' = ?",
-                     [second.id])
-    assert rows == [(u2.input_tokens_details.cached_tokens,)]
+    # the cached share is in the store too, and the chain is one conversation (session_id: the first id)
+    rows = wait_rows(tiny_server.db_path, "SELECT attributes->>'gen_ai.response.id', cached_tokens, session_id "
+                     "FROM requests WHERE attributes->>'gen_ai.response.id' IN (?, ?, ?) ORDER BY start_ns",
+                     [first.id, second.id, third.id], until=lambda rows: len(rows) == 3)
+    assert rows == [(first.id, 0, first.id), (second.id, u2.input_tokens_details.cached_tokens, first.id),
+                    (third.id, third.usage.input_tokens_details.cached_tokens, first.id)]
 
 
 def test_store_false_and_unknown_previous_ids(tiny_server) -> None:  # type: ignore[no-untyped-def]
