@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 from .collect_conns import Timeouts
 from .collector import Collector, CollectorConfig
@@ -27,7 +28,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=4318, help="port (default 4318, the OTLP/HTTP port; 0 picks one)")
     parser.add_argument("--token", default=None,
-                        help="require 'Authorization: Bearer TOKEN' (default $LLMTRACE_COLLECT_TOKEN; none)")
+                        help="require 'Authorization: Bearer TOKEN' on exports and /stats (visible in ps: prefer "
+                             "$LLMTRACE_COLLECT_TOKEN or --token-file)")
+    parser.add_argument("--token-file", default=None, metavar="PATH",
+                        help="read the bearer token from this file (its first line)")
     parser.add_argument("--max-size", default=None, help="drop the oldest traces past this size, e.g. 10GB")
     parser.add_argument("--max-age", default=None, help="drop traces older than this, e.g. 30d or 12h")
     parser.add_argument("--retention-every", type=float, default=60.0, metavar="SECONDS",
@@ -54,8 +58,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="print only errors")
 
 
+def resolve_token(args: argparse.Namespace) -> str | None:
+    """The token from --token, --token-file or $LLMTRACE_COLLECT_TOKEN (in that order; not two flags)."""
+    if args.token is not None and args.token_file is not None:
+        raise ValueError("give --token or --token-file, not both")
+    if args.token is not None:
+        print("llmtrace collect: warning: --token is visible to every user of this machine (ps, /proc); "
+              "use LLMTRACE_COLLECT_TOKEN or --token-file", file=sys.stderr, flush=True)
+        token = args.token.strip()
+    elif args.token_file is not None:
+        path = Path(args.token_file)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"cannot read --token-file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        token = (text.strip().splitlines() or [""])[0].strip()
+        if not token:
+            raise ValueError(f"--token-file {path} is empty")
+        if path.stat().st_mode & 0o077:
+            print(f"llmtrace collect: warning: {path} is readable by other users (chmod 600 it)", file=sys.stderr,
+                  flush=True)
+    else:
+        token = (os.environ.get("LLMTRACE_COLLECT_TOKEN") or "").strip()
+    if token and any(ord(ch) < 33 or ord(ch) > 126 for ch in token):
+        raise ValueError("the token must be printable ASCII without spaces (it is sent in an HTTP header)")
+    return token or None
+
+
 def config_from_args(args: argparse.Namespace) -> CollectorConfig:
-    token = args.token if args.token is not None else os.environ.get("LLMTRACE_COLLECT_TOKEN") or None
+    token = resolve_token(args)
     policy = RetentionPolicy(
         max_bytes=parse_size(args.max_size) if args.max_size else None,
         max_age_s=parse_age(args.max_age) if args.max_age else None,

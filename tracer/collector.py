@@ -170,7 +170,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- routes ---------------------------------------------------------------------------------------
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
-        if self.path.split("?", 1)[0] in ("/", "/stats", "/healthz"):
+        route = self.path.split("?", 1)[0]
+        if route == "/healthz":  # for load balancers and orchestrators: says nothing about the store
+            self._reply(200, b'{"status":"ok"}', "application/json")
+        elif route in ("/", "/stats"):
+            if not self._authorized():  # the counters name the store path and the pid
+                return self._error(401, "missing or wrong bearer token", json_body=True,
+                                   headers={"WWW-Authenticate": 'Bearer realm="llmtrace"'})
             body = json.dumps(self.server.collector.stats()).encode()
             self._reply(200, body, "application/json")
         else:

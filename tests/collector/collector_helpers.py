@@ -27,6 +27,7 @@ class RunningCollector:
     db: Path
     process: subprocess.Popen[bytes]
     log_path: Path
+    token: str | None = None  # sent to /stats, which is behind the token when there is one
 
     @property
     def endpoint(self) -> str:
@@ -36,7 +37,10 @@ class RunningCollector:
         return self.log_path.read_text(errors="replace")
 
     def stats(self) -> dict[str, object]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats", timeout=5) as r:
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/stats")
+        if self.token:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        with urllib.request.urlopen(req, timeout=5) as r:
             return json.loads(r.read())
 
     def wait_written(self, rows: int, timeout_s: float = 30.0) -> dict[str, object]:
@@ -55,17 +59,21 @@ class RunningCollector:
         return self.process.wait(timeout=timeout_s)
 
 
-def start_collector(tmp: Path, *args: str, db: Path | None = None, name: str = "collect") -> RunningCollector:
+def start_collector(tmp: Path, *args: str, db: Path | None = None, name: str = "collect", token: str | None = None,
+                    env: dict[str, str] | None = None) -> RunningCollector:
     db = db or tmp / "collected.duckdb"
     log_path = tmp / f"{name}.log"
+    if token is None and "--token" in args:
+        token = args[args.index("--token") + 1]
     cmd = [sys.executable, "-m", "llmtrace.cli", "collect", "--db", str(db), "--port", "0", *args]
-    proc = subprocess.Popen(cmd, stdout=log_path.open("wb"), stderr=subprocess.STDOUT, env=dict(os.environ))
+    proc = subprocess.Popen(cmd, stdout=log_path.open("wb"), stderr=subprocess.STDOUT,
+                            env={**os.environ, **(env or {})})
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         text = log_path.read_text(errors="replace")
         m = re.search(r"listening on http://127\.0\.0\.1:(\d+)/v1/traces", text)
         if m:
-            return RunningCollector(int(m.group(1)), db, proc, log_path)
+            return RunningCollector(int(m.group(1)), db, proc, log_path, token)
         if proc.poll() is not None:
             raise RuntimeError(f"llmtrace collect exited with {proc.returncode}:\n{text}")
         time.sleep(0.05)
