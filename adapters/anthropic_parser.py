@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from . import cache_diagnostics
 from . import usage as usage_mod
 from .observation import Observation, integer, number
 from .segments import canonical, part_text, turn_segments
@@ -80,6 +81,7 @@ class AnthropicParser:
             if isinstance(m, dict):
                 o.response_id = m.get("id")
                 o.response_model = m.get("model")
+                o.cache_diagnosis = cache_diagnostics.from_anthropic(m.get("diagnostics"))
                 if isinstance(m.get("usage"), dict):
                     self._usage_start = m["usage"]
                     o.usage_raw = dict(m["usage"])
@@ -106,6 +108,7 @@ class AnthropicParser:
             o.provider_error(msg.get("error"))
             return
         o.answered(msg)
+        o.cache_diagnosis = cache_diagnostics.from_anthropic(msg.get("diagnostics"))
         for block in msg.get("content") or ():
             if not isinstance(block, dict):
                 continue

@@ -21,11 +21,11 @@ from llmtrace.tracer import health
 from llmtrace.tracer import recording as rec
 from llmtrace.tracer import semconv as sc
 
-from . import sessions
+from . import cache_diagnostics, sessions
 from .client_stages import emit_stages
 from .encoding import decoder_for
 from .protocol import ProtocolParser
-from .request_usage import UsageStripper, inject, wants_injection
+from .request_usage import UsageStripper, replace_body, wants_injection, with_usage
 from .sse import SSEParser
 
 _MAX_BODY_BYTES = 16 * 1024 * 1024  # a buffered JSON answer larger than this is passed through unparsed
@@ -143,14 +143,8 @@ class Call:
             body = {}
         if isinstance(body, dict):
             parser.on_request(body)
-            if (
-                opts.request_usage
-                and parser.usage_style == "openai"
-                and wants_injection(body)
-                and inject(request, body)
-            ):
-                self.strip = UsageStripper()
             self.view = _session_view(body)
+            self._rewrite(request, body)
         incoming = request.headers.get("traceparent")
         view = self.view
         # A tool round trip joins the trace of the call whose tool calls it answers, unless the app
@@ -174,6 +168,20 @@ class Call:
             view.parent = None  # not joined: this call begins a turn of its own
         if opts.inject_traceparent:
             request.headers["traceparent"] = self.pass_span.traceparent()
+
+    def _rewrite(self, request: Any, body: dict[str, object]) -> None:
+        """Ask for what the app did not: usage on a stream, the provider's cache diagnostics."""
+        opts, style = self.opts, self.parser.usage_style
+        new_body: dict[str, object] | None = None
+        usage = opts.request_usage and style == "openai" and wants_injection(body)
+        if usage:
+            new_body = with_usage(body)
+        if opts.cache_diagnostics:
+            conv = self.view.conversation if self.view is not None else None
+            asked = cache_diagnostics.with_request(style, new_body or body, conv.last_response_id if conv else None)
+            new_body = asked or new_body
+        if new_body is not None and replace_body(request, new_body) and usage:
+            self.strip = UsageStripper()
 
     def wall(self, perf_ns: int) -> int:
         return self.t0_wall + (perf_ns - self.t0)

@@ -14,7 +14,7 @@ from llmtrace.tracer import capture
 from llmtrace.tracer import recording as rec
 from llmtrace.tracer import semconv as sc
 
-from . import meters, segments, textscan, usage_source, volatile, wire
+from . import cache_diagnostics, meters, segments, textscan, usage_source, volatile, wire
 from . import usage as usage_mod
 
 if TYPE_CHECKING:
@@ -198,6 +198,7 @@ def emit_stages(call: Call, end: int) -> None:
 
     # ── cache: what the provider reported, and where this prompt parts from the last of its template
     prefix = wire.prefix_values(call)
+    prefix.update(cache_diagnostics.values(obs.cache_diagnosis))
     if usage is not None and usage.cache_read_tokens is not None:
         prefix[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = usage.cache_read_tokens
         prefix["llmtrace.prefix.hit_tokens"] = usage.cache_read_tokens

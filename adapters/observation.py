@@ -70,6 +70,7 @@ class Observation:
     error_message: str | None = None
     done: bool = False  # the protocol's own end marker was seen ([DONE], message_stop, a full JSON body)
     usage_only_at: int = -1  # index of a streamed event that carried only usage (choices empty)
+    cache_diagnosis: tuple[str, int | None] | None = None  # the provider's (miss reason, missed tokens)
 
     @property
     def output_text(self) -> str:

@@ -34,16 +34,20 @@ def wants_injection(body: Mapping[str, object]) -> bool:
     return not (isinstance(opts, Mapping) and opts.get("include_usage") is True)
 
 
-def inject(request: Any, body: Mapping[str, object]) -> bool:
-    """Rewrite ``request``'s JSON body with ``stream_options.include_usage``; False if it cannot be done.
+def with_usage(body: Mapping[str, object]) -> dict[str, object]:
+    """The body with ``stream_options.include_usage`` set."""
+    opts = body.get("stream_options")
+    return {**body, "stream_options": {**(opts if isinstance(opts, Mapping) else {}), "include_usage": True}}
+
+
+def replace_body(request: Any, new_body: Mapping[str, object]) -> bool:
+    """Rewrite ``request``'s JSON body; False if it cannot be done.
 
     Only a request whose body is held in memory (``ByteStream``, as every SDK builds it) is rewritten; a
     streamed upload is left alone."""
     stream = getattr(request, "stream", None)
     if type(stream).__name__ != "ByteStream" or not hasattr(request, "_content"):
         return False
-    opts = body.get("stream_options")
-    new_body = {**body, "stream_options": {**(opts if isinstance(opts, Mapping) else {}), "include_usage": True}}
     content = dumps(new_body)
     request.stream = type(stream)(content)
     request._content = content

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from . import cache_diagnostics
 from .observation import Observation, format_type, integer
 from .segments import canonical, part_text, turn_segments
 
@@ -103,6 +104,7 @@ class ResponsesParser:
         if not isinstance(resp, dict):
             return
         self._head(resp)
+        o.cache_diagnosis = cache_diagnostics.from_openai(resp.get("prompt_cache_diagnostics"))
         if isinstance(resp.get("usage"), dict):
             o.usage_raw = resp["usage"]
         self.status = resp.get("status") if isinstance(resp.get("status"), str) else None

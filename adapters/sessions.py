@@ -66,6 +66,7 @@ class Conversation:
     chain: list[bytes] = field(default_factory=list)  # message digests of its last request
     prompt_chars: int = 0
     anchor: bytes | None = None
+    last_response_id: str | None = None
 
 
 @dataclass(slots=True)
@@ -276,6 +277,7 @@ class Tracker:
             if not view.inferred:
                 self._put(self._by_session, view.session_id, conv)
             if response_id:
+                conv.last_response_id = response_id
                 self._put(self._by_response, response_id, conv)
 
 

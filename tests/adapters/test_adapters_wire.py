@@ -433,3 +433,68 @@ def test_a_user_price_file_wins_over_genai_prices(tmp_path: Path, monkeypatch: p
     finally:
         monkeypatch.delenv("LLMTRACE_PRICES")
         meters.load_prices()
+
+
+# ── 6. provider cache diagnostics ───────────────────────────────────────────────────────────
+def _anthropic_message(msg_id: str, diagnostics: object) -> bytes:
+    return json.dumps({
+        "id": msg_id, "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "Checking."}], "stop_reason": "end_turn", "stop_sequence": None,
+        "usage": {"input_tokens": 3_000, "output_tokens": 5, "cache_read_input_tokens": 0},
+        "diagnostics": diagnostics,
+    }).encode()
+
+
+def test_anthropic_cache_diagnostics_are_read_and_asked_for(provider: FakeProvider, traced: Path) -> None:
+    import anthropic
+
+    miss = {"cache_miss_reason": {"type": "tools_changed", "cache_missed_input_tokens": 2_900}}
+    provider.scripts["/v1/messages"] = Script(chunks=[_anthropic_message("msg_2", miss)])
+    bare = instrument(anthropic.Anthropic(api_key="test", base_url=provider.base_url, max_retries=0))
+    bare.messages.create(model="claude-sonnet-4-5", max_tokens=5, messages=MSGS[1:], diagnostics={"previous_message_id": "msg_1"})
+    # Asked for by the middleware: null on the conversation's first call, then the previous response's id.
+    asking = instrument(
+        anthropic.Anthropic(api_key="test", base_url=provider.base_url, max_retries=0), cache_diagnostics=True
+    )
+    first = [{"role": "user", "content": "Where is parcel 4471?"}]
+    provider.scripts["/v1/messages"] = Script(chunks=[_anthropic_message("msg_10", None)])
+    r = asking.messages.create(model="claude-sonnet-4-5", max_tokens=5, messages=first)
+    provider.scripts["/v1/messages"] = Script(chunks=[_anthropic_message("msg_11", {"cache_miss_reason": None})])
+    second = first + [{"role": "assistant", "content": r.content[0].text}, {"role": "user", "content": "And now?"}]
+    asking.messages.create(model="claude-sonnet-4-5", max_tokens=5, messages=second)
+    sent = [json.loads(body) for _, _, body in provider.requests]
+    assert sent[0]["diagnostics"] == {"previous_message_id": "msg_1"}  # the app's own, untouched
+    assert sent[1]["diagnostics"] == {"previous_message_id": None}
+    assert sent[2]["diagnostics"] == {"previous_message_id": "msg_10"}
+    prefixes = _prefix_stages(traced)
+    assert (prefixes[0]["llmtrace.cache.miss_reason"], prefixes[0]["llmtrace.cache.missed_tokens"]) == ("tools_changed", 2_900)
+    assert "llmtrace.cache.miss_reason" not in prefixes[1]  # no comparison was possible
+    assert prefixes[2]["llmtrace.cache.miss_reason"] == "pending"
+    assert_no_text(traced, "Where is parcel 4471?", "Checking.")
+
+
+def test_openai_prompt_cache_diagnostics_from_a_responses_stream(provider: FakeProvider, traced: Path) -> None:
+    def stream(resp_id: str, diag: object) -> list[bytes]:
+        done = {"id": resp_id, "object": "response", "model": "gpt-5.6", "status": "completed", "output": [],
+                "usage": {"input_tokens": 2_000, "output_tokens": 3, "input_tokens_details": {"cached_tokens": 0}},
+                "prompt_cache_diagnostics": diag}
+        return sse({"type": "response.created", "response": {"id": resp_id, "model": "gpt-5.6"}},
+                   {"type": "response.output_text.delta", "delta": "Ok."},
+                   {"type": "response.completed", "response": done}, done=False)
+
+    client = instrument(
+        openai.OpenAI(api_key="sk-test", base_url=f"{provider.base_url}/v1", max_retries=0), cache_diagnostics=True
+    )
+    provider.scripts["/v1/responses"] = Script(content_type="text/event-stream", chunks=stream("resp_1", None))
+    turn = [{"role": "user", "content": "Where is parcel 4471?"}]
+    list(client.responses.create(model="gpt-5.6", input=turn, stream=True))
+    miss = {"type": "cache_miss", "reason": "input_changed", "cache_missed_tokens": 1_800}
+    provider.scripts["/v1/responses"] = Script(content_type="text/event-stream", chunks=stream("resp_2", miss))
+    turn = turn + [{"role": "assistant", "content": "Ok."}, {"role": "user", "content": "And now?"}]
+    list(client.responses.create(model="gpt-5.6", input=turn, stream=True))
+    sent = [json.loads(body) for _, _, body in provider.requests]
+    assert "prompt_cache_options" not in sent[0]
+    assert sent[1]["prompt_cache_options"] == {"comparison_response_id": "resp_1"}
+    prefixes = _prefix_stages(traced)
+    assert (prefixes[1]["llmtrace.cache.miss_reason"], prefixes[1]["llmtrace.cache.missed_tokens"]) == ("input_changed", 1_800)
+    assert_no_text(traced, "Where is parcel 4471?")
