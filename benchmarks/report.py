@@ -50,7 +50,7 @@ def chart_costs() -> dict[str, object]:
         [{"deploy": "v2", "at_ns": 1_795_000_000_000_000_000 + 20 * 60_000_000_000}])
     rows = [{"label": f"{i:>2}. stage.{i}", "phase": charts.PHASE_ORDER[i % 8], "start": i * 3.0, "end": i * 3.0 + 9,
              "self_end": i * 3.0 + 4} for i in range(40)]
-    waterfall = charts.waterfall(rows)
+    waterfall = charts.waterfall([("client side", rows[:12]), ("server side", rows[12:])])
     charts.render(timeline)  # the first render starts the embedded JavaScript runtime
     out: dict[str, object] = {}
     for name, spec in (("timeline", timeline), ("waterfall_40_rows", waterfall)):

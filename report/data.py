@@ -10,7 +10,7 @@ over the selection (``--since``, ``--service``) and shared with them. The time v
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -20,6 +20,8 @@ from llmtrace.analyzers.query import Query
 from llmtrace.tracer.schema import PASS_OPERATIONS
 
 PASSES = "_llmtrace_report_passes"
+SAMPLE = "_llmtrace_report_sample"
+SAMPLE_PER_DEPLOY = 2500
 SELF_MS = "llmtrace.stage.self_ms"  # each stage's own time (issue 18); span durations until it is recorded
 MAX_TRACE_SPANS = 2000
 REPLAY_BLOCK_VISITS = 60_000  # how much of the block-chain history the pool replay reads (newest first)
@@ -84,6 +86,7 @@ class ReportData:
         self.conn = conn
         self.sel = selection or Selection()
         self.query = Query(conn, self.sel.since_ns, self.sel.service)
+        self._sample_made = False
 
     # ── setup ────────────────────────────────────────────────────────────────────────────────────
     def open(self) -> ReportData:
@@ -101,6 +104,7 @@ class ReportData:
     def close(self) -> None:
         try:
             self.conn.execute(f"DROP TABLE IF EXISTS {PASSES}")
+            self.conn.execute(f"DROP TABLE IF EXISTS {SAMPLE}")
         finally:
             self.query.release()
 
@@ -194,12 +198,14 @@ class ReportData:
         """Milliseconds per phase and deploy, and where they come from: the ``time_breakdown`` view (each
         stage's exclusive time, the server's passes where the engine is traced, else the client's), or, in a
         store without it, stage self time or span durations (which overlap where a stage span is an envelope)."""
-        if self._has_view("time_breakdown"):
+        view = _time_view("time_breakdown_select")
+        if view is not None and self._has_view("time_breakdown"):
             for side, key in (("server", "server_span_id"), ("client", "client_span_id")):
                 rows = self.rows(f"""SELECT coalesce(t.phase, t.stage) AS phase, p.deploy, sum(t.exclusive_ms) AS ms
-                    FROM time_breakdown t JOIN {PASSES} p ON t.pass_span_id = p.{key} GROUP BY 1, 2""")
+                    FROM ({view(self._sampled_spans())}) t JOIN {PASSES} p ON t.pass_span_id = p.{key} GROUP BY 1, 2""")
                 if rows:
-                    return self._in_deploy_order(rows), f"time_breakdown view, {side} passes (exclusive time per stage)"
+                    return self._in_deploy_order(rows), (f"time_breakdown view, {side} passes (exclusive time per "
+                                                         f"stage; {self._sample_note()})")
         trace_deploy = f"(SELECT trace_id, any_value(deploy) AS deploy FROM {PASSES} GROUP BY trace_id)"
         recent = self.query.one(f"""SELECT count(*) AS n FROM (SELECT attributes FROM {self.query.spans}
             WHERE stage IS NOT NULL ORDER BY start_ns DESC LIMIT 5000) WHERE json_exists(attributes, '$."{SELF_MS}"')""")
@@ -218,14 +224,15 @@ class ReportData:
         the mean TTFT): the ``ttft_breakdown`` view's components where the store has it, else what the
         server's stages record (queue wait, intake, prefix lookup, prefill, the rest); plus ``client side``,
         what the client waited beyond the server's TTFT (network, proxies, a provider's front door)."""
-        if self._has_view("ttft_breakdown"):
+        view = _time_view("ttft_breakdown_select")
+        if view is not None and self._has_view("ttft_breakdown"):
             rows = self.rows(f"""
                 WITH t AS (SELECT p.deploy, t.pass_span_id, t.component AS part, t.ms
-                           FROM ttft_breakdown t JOIN {PASSES} p ON t.pass_span_id = p.server_span_id)
+                           FROM ({view(self._sampled_spans())}) t JOIN {PASSES} p ON t.pass_span_id = p.server_span_id)
                 SELECT deploy, part, sum(ms) / any_value(n) AS ms FROM t
                 JOIN (SELECT deploy, count(DISTINCT pass_span_id) AS n FROM t GROUP BY 1) USING (deploy)
                 GROUP BY 1, 2""")
-            source = "ttft_breakdown view (server passes)"
+            source = f"ttft_breakdown view (server passes; {self._sample_note()})"
         else:
             q = self.query
             adm = q.stage_sql("arrival.admission", {"wait": ("llmtrace.admission.queue_wait_ms", "float")})
@@ -253,13 +260,28 @@ class ReportData:
         client = self.rows(f"""
             SELECT p.deploy, avg(greatest(c.ttft - p.ttft_ms, 0)) AS ms FROM {PASSES} p
             JOIN (SELECT span_id, TRY_CAST(json_extract_string(attributes, '$."llmtrace.ttft_ms"') AS DOUBLE) AS ttft
-                  FROM {self.query.spans} WHERE span_id IN (SELECT client_span_id FROM {PASSES}
-                                                             WHERE server_span_id IS NOT NULL)) c
+                  FROM {self._sampled_spans()} WHERE span_id IN (SELECT client_span_id FROM {PASSES}
+                                                                  WHERE server_span_id IS NOT NULL)) c
               ON c.span_id = p.client_span_id
             WHERE p.server_span_id IS NOT NULL AND c.ttft IS NOT NULL AND p.ttft_ms IS NOT NULL GROUP BY 1""")
         deploys = {r["deploy"] for r in rows}
         rows += [{"deploy": r["deploy"], "part": "client side", "ms": r["ms"]} for r in client if r["deploy"] in deploys]
         return self._in_deploy_order(rows), source
+
+    def _sampled_spans(self) -> str:
+        """The spans of up to ``SAMPLE_PER_DEPLOY`` passes per deploy, drawn uniformly (by a hash of the trace
+        id, so the same store gives the same sample). The time views parse every stage span's JSON; over a
+        sample their shares are the same to well under a percent, at a fraction of the cost on big stores."""
+        if not self._sample_made:
+            self.conn.execute(f"""CREATE OR REPLACE TEMP TABLE {SAMPLE} AS SELECT DISTINCT trace_id FROM {PASSES}
+                QUALIFY row_number() OVER (PARTITION BY deploy ORDER BY hash(trace_id)) <= {SAMPLE_PER_DEPLOY}""")
+            self._sample_made = True
+        return f"(SELECT * FROM {self.query.spans} WHERE trace_id IN (SELECT trace_id FROM {SAMPLE}))"
+
+    def _sample_note(self) -> str:
+        n = int(self.conn.execute(f"SELECT count(*) FROM {SAMPLE}").fetchone()[0])  # type: ignore[index]
+        total = int(self.conn.execute(f"SELECT count(DISTINCT trace_id) FROM {PASSES}").fetchone()[0])  # type: ignore[index]
+        return "all traces" if n >= total else f"a uniform sample of {n:,} of {total:,} traces, ≤ {SAMPLE_PER_DEPLOY:,} per deploy"
 
     def mean_ttft(self) -> dict[str, float]:
         """Mean TTFT per deploy of the passes the server traced (what the TTFT parts should add up to)."""
@@ -318,6 +340,15 @@ class ReportData:
         return [str(r["trace_id"]) for r in self.rows(
             f"SELECT trace_id, max(ttft_ms) AS t FROM {PASSES} WHERE {where}ttft_ms IS NOT NULL "
             f"GROUP BY trace_id ORDER BY t DESC, trace_id LIMIT {int(n)}", params)]
+
+
+def _time_view(name: str) -> Callable[[str], str] | None:
+    """The SELECT of a time view over a given span relation, from the tracer (None in a version without it)."""
+    try:
+        from llmtrace.tracer import time_views
+    except ImportError:
+        return None
+    return getattr(time_views, name, None)
 
 
 def _int(v: object) -> int | None:

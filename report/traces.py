@@ -95,7 +95,8 @@ def waterfall_rows(view: TraceView, rows: tuple[Row, ...]) -> list[dict[str, obj
         end = max(start, (s.end_ns - view.start_ns) / 1e6)
         own = s.self_ms
         phase = s.phase if r.kind == "stage" else ("tool" if r.kind == "tool" else "pass")
-        out.append({"label": f"{i + 1:>2}. {'  ' * min(r.depth, 3)}{r.label}", "phase": phase or "pass",
+        label = f"{i + 1:>2}. {'  ' * min(r.depth, 3)}{r.label}"
+        out.append({"label": label if len(label) <= 36 else label[:35] + "…", "phase": phase or "pass",
                     "start": round(start, 3), "end": round(end, 3),
                     "self_end": round(start + own, 3) if own is not None else round(end, 3)})
     return out

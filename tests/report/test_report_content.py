@@ -158,7 +158,8 @@ def test_bad_arguments_are_clear_errors(support_db: Path, tmp_path: Path, capsys
     assert write_report(["report", "--db", str(tmp_path / "none.duckdb"), "-o", str(tmp_path / "x.html")]) == 2
     assert "no store at" in capsys.readouterr().err
     assert write_report(["report", "--db", str(support_db), "--since", "yesterday", "-o", str(tmp_path / "x.html")]) == 2
-    assert "--since wants a duration" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("llmtrace report: ") and "--since" in err and "yesterday" in err
     assert write_report(["report", "--db", str(support_db), "-o", str(tmp_path / "no" / "x.html")]) == 2
     assert "does not exist" in capsys.readouterr().err
 
