@@ -174,3 +174,31 @@ def test_findings_carry_their_evidence(support_html: Path, support_db: Path) -> 
         assert json.dumps(f["title"])[1:-1].replace("'", "&#x27;") in card
         for ev in f["evidence"]:
             assert ev["label"].replace("'", "&#x27;") in card
+
+
+def test_a_store_without_the_time_views_still_shows_where_the_time_goes(support_db: Path, tmp_path: Path) -> None:
+    import duckdb
+
+    db = copy_store(support_db, tmp_path / "old.duckdb")
+    conn = duckdb.connect(str(db))  # what a store written before the time views looks like
+    conn.execute("DROP VIEW IF EXISTS time_breakdown")
+    conn.execute("DROP VIEW IF EXISTS ttft_breakdown")
+    conn.close()
+    out = tmp_path / "old.html"
+    assert write_report(["report", "--db", str(db), "-o", str(out)]) == 0
+    html = out.read_text()
+    time_section = html[html.index('id="time"'):html.index('id="latency"')]
+    assert 'data-chart="phase-share"' in time_section and 'data-chart="ttft-parts"' in time_section
+    assert "Source: stage span durations" in time_section and "Source: server stage values" in time_section
+    assert "time_breakdown view" not in time_section
+
+
+def test_the_time_views_are_used_where_the_store_has_them(support_html: Path, support_db: Path) -> None:
+    with read_store(support_db) as conn:
+        views = {r[0] for r in conn.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    if "time_breakdown" not in views:
+        pytest.skip("this version's stores have no time_breakdown view (tracer/time_views.py)")
+    html = support_html.read_text()
+    time_section = html[html.index('id="time"'):html.index('id="latency"')]
+    assert "Source: time_breakdown view, server passes" in time_section
+    assert "Source: ttft_breakdown view (server passes" in time_section
