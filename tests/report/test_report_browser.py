@@ -117,3 +117,32 @@ def _diagnose(db: Path) -> list[dict[str, object]]:
     with contextlib.redirect_stdout(buf):
         assert main(["diagnose", "--db", str(db), "--json"]) == 0
     return json.loads(buf.getvalue())["findings"]
+
+
+def test_layout_snapshot_cards_and_columns(support_html: Path, chromium: Browser) -> None:
+    """A DOM snapshot of the page's shape: the cards of each section, and what sits side by side."""
+    _open(chromium, support_html)
+    state = chromium.js("""(() => {
+        const box = el => { const r = el.getBoundingClientRect(); return [Math.round(r.left), Math.round(r.top),
+                                                                           Math.round(r.width)]; };
+        const cards = {};
+        for (const s of document.querySelectorAll('main > section.block'))
+            if (s.id !== 'findings' && s.id !== 'traces')
+                cards[s.id] = [...s.querySelectorAll(':scope > .card > h3, :scope > .grid > .card > h3')]
+                              .map(h => h.textContent);
+        const lat = [...document.querySelectorAll('#latency .grid > .card')].map(box);
+        const sides = [...document.querySelector('.trace .sides').children].map(box);
+        return {cards, lat, sides, main: box(document.querySelector('main'))};
+    })()""")
+    assert state["cards"] == {
+        "cache": ["Over time, with deploys marked", "By deploy"],
+        "time": ["Time share per phase", "TTFT decomposed"],
+        "latency": ["TTFT per model and deploy", "TPOT per model and deploy"],
+        "cost": ["By deploy"],
+        "kv-pool": ["KV pool"],
+    }
+    (l1, t1, w1), (l2, t2, w2) = state["lat"]
+    assert t1 == t2 and l2 > l1 + w1 - 1 and abs(w1 - w2) <= 2  # two equal columns, one row
+    (sl1, st1, sw1), (sl2, st2, sw2) = state["sides"]
+    assert st1 == st2 and sl2 >= sl1 + sw1 and abs(sw1 - sw2) <= 2  # client | server
+    assert state["main"][2] <= 1180  # the page keeps its reading width
