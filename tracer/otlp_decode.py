@@ -333,7 +333,7 @@ def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = Non
                     st = s.status
                     mapped = None
                     if mapper is not None and "llmtrace.side" not in attrs and "llmtrace.stage" not in attrs:
-                        mapped = mapper.map(name, kind, attrs, trace_hex, span_hex, start, end)
+                        mapped = mapper.map(name, kind, attrs, trace_hex, span_hex, start, end, s.events)
                     if mapped is not None:
                         attrs = mapped.attributes
                         op, stage, phase = mapped.operation, mapped.stage, mapped.phase

@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass, field
 
 from . import capture
+from .finish_reason import normalize_finish_reason
 from .stages import get_stage
 
 GENAI_OPS = frozenset({"chat", "text_completion", "generate_content", "embeddings", "execute_tool",
@@ -38,6 +39,17 @@ _OI_KIND_OPS = {"LLM": "chat", "TOOL": "execute_tool", "EMBEDDING": "embeddings"
 _OPENLLMETRY_OPS = {"chat": "chat", "completion": "text_completion", "embedding": "embeddings",
                     "rerank": None, "unknown": None}
 _TOOL_STAGE = "loop.tool_dispatch"
+# Where instrumentations put the finish reason(s): OTel GenAI (a list), OpenInference (``llm.finish_reason``),
+# OpenLLMetry's older per-choice names, LiteLLM (a list serialised into a string).
+_FINISH_KEYS = ("gen_ai.response.finish_reasons", "llm.finish_reason", "gen_ai.response.finish_reason",
+                "llm.response.finish_reason", "gen_ai.completion.0.finish_reason",
+                "llm.output_messages.0.message.finish_reason")
+# Time to first token as an attribute, in seconds (names seen across instrumentations and versions).
+_TTFT_KEYS = ("gen_ai.response.time_to_first_chunk", "gen_ai.response.time_to_first_token",
+              "gen_ai.server.time_to_first_token", "gen_ai.client.time_to_first_token", "llm.time_to_first_token")
+# Span events that mark the first streamed token: OpenInference's, OpenLLMetry's per-chunk events.
+_FIRST_TOKEN_EVENTS = frozenset({"First Token Stream Event", "gen_ai.content.completion.chunk",
+                                 "llm.content.completion.chunk", "first_token", "gen_ai.first_token"})
 
 
 @dataclass(slots=True)
@@ -94,6 +106,32 @@ def _seconds(value: object) -> float | None:
     return n if n is not None and 0.0 <= n <= 1e7 else None
 
 
+def _reasons(value: object) -> list[str] | None:
+    """A finish reason in any shape as a list of strings: ``["length"]``, ``"length"``, ``'["length"]'``."""
+    if value is None or value == "" or value == []:
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                return [text]
+        else:
+            return [text]
+    if isinstance(value, (list, tuple)):
+        out = [str(v) for v in value if v is not None and str(v).strip()]
+        return out or None
+    return [str(value)]
+
+
+def _first_token_ns(events: object) -> int | None:
+    for e in events or ():  # type: ignore[attr-defined]
+        if e.name in _FIRST_TOKEN_EVENTS:
+            return int(e.time_unix_nano)
+    return None
+
+
 def _child_id(span_hex: str, stage_id: str) -> str:
     return hashlib.blake2b(f"{span_hex}/{stage_id}".encode(), digest_size=8).hexdigest()
 
@@ -107,18 +145,52 @@ class Mapper:
         self.capture_mode = capture_mode
 
     def map(self, name: str, kind: str, attrs: dict[str, object], trace_hex: str, span_hex: str,
-            start_ns: int, end_ns: int) -> Mapped | None:
+            start_ns: int, end_ns: int, events: object = ()) -> Mapped | None:
         if "llmtrace.side" in attrs or "llmtrace.stage" in attrs:
             return None  # llmtrace's own spans already speak the stage model
         if "openinference.span.kind" in attrs:
-            return self._openinference(attrs)
-        if ("gen_ai.latency.time_in_queue" in attrs or "gen_ai.latency.time_to_first_token" in attrs
+            mapped = self._openinference(attrs)
+        elif ("gen_ai.latency.time_in_queue" in attrs or "gen_ai.latency.time_to_first_token" in attrs
                 or "gen_ai.latency.e2e" in attrs):
-            return self._vllm(attrs, span_hex, start_ns, end_ns)
-        if ("gen_ai.operation.name" in attrs or "gen_ai.system" in attrs or "gen_ai.provider.name" in attrs
+            mapped = self._vllm(attrs, span_hex, start_ns, end_ns)
+        elif ("gen_ai.operation.name" in attrs or "gen_ai.system" in attrs or "gen_ai.provider.name" in attrs
                 or "gen_ai.request.model" in attrs or "llm.request.type" in attrs):
-            return self._genai(name, kind, attrs, start_ns, end_ns)
-        return None
+            mapped = self._genai(name, kind, attrs, start_ns, end_ns)
+        else:
+            return None
+        self._common(attrs, mapped.attributes, start_ns, end_ns, events)
+        return mapped
+
+    @staticmethod
+    def _common(raw: dict[str, object], a: dict[str, object], start_ns: int, end_ns: int, events: object) -> None:
+        """What every shape may carry under any of several names: finish reasons, TTFT."""
+        for key in _FINISH_KEYS:
+            reasons = _reasons(raw.get(key))
+            if reasons is not None:
+                original = raw.get("gen_ai.response.finish_reasons")
+                if original is not None and not isinstance(original, list):
+                    a["llmtrace.finish_reasons.raw"] = original  # e.g. LiteLLM's '["length"]', as sent
+                a["gen_ai.response.finish_reasons"] = reasons
+                a["llmtrace.finish_reason"] = normalize_finish_reason(reasons)
+                break
+        if "llmtrace.ttft_ms" not in a:
+            ttft_ms = None
+            for key in _TTFT_KEYS:
+                ttft_s = _seconds(raw.get(key))
+                if ttft_s is not None:
+                    ttft_ms = ttft_s * 1000.0
+                    break
+            if ttft_ms is None:
+                first = _first_token_ns(events)
+                if first is not None and start_ns <= first <= max(end_ns, start_ns):
+                    ttft_ms = (first - start_ns) / 1e6
+            if ttft_ms is not None:
+                a["llmtrace.ttft_ms"] = ttft_ms
+                out = _int(a.get("gen_ai.usage.output_tokens"))
+                if "llmtrace.tpot_ms" not in a and out is not None and out > 1 and end_ns > start_ns:
+                    tpot = ((end_ns - start_ns) / 1e6 - ttft_ms) / (out - 1)
+                    if tpot >= 0:
+                        a["llmtrace.tpot_ms"] = tpot
 
     # -- content -----------------------------------------------------------------------------------
     def _protect(self, attrs: dict[str, object]) -> dict[str, object]:
@@ -159,9 +231,12 @@ class Mapper:
         if op is not None:
             a["gen_ai.operation.name"] = op
         _put(a, "gen_ai.provider.name", attrs.get("gen_ai.system"))
-        _put(a, "gen_ai.usage.input_tokens", _int(attrs.get("gen_ai.usage.prompt_tokens")))
-        _put(a, "gen_ai.usage.output_tokens", _int(attrs.get("gen_ai.usage.completion_tokens")))
-        _put(a, "gen_ai.usage.cache_read.input_tokens", _int(attrs.get("gen_ai.usage.cache_read_input_tokens")))
+        _put(a, "gen_ai.usage.input_tokens", _int(attrs.get("gen_ai.usage.prompt_tokens",
+                                                            attrs.get("llm.usage.prompt_tokens"))))
+        _put(a, "gen_ai.usage.output_tokens", _int(attrs.get("gen_ai.usage.completion_tokens",
+                                                             attrs.get("llm.usage.completion_tokens"))))
+        _put(a, "gen_ai.usage.cache_read.input_tokens", _int(attrs.get("gen_ai.usage.cache_read_input_tokens",
+                                                                       attrs.get("llm.usage.cache_read_input_tokens"))))
         ttft_s = _num(attrs.get("gen_ai.response.time_to_first_chunk",
                                 attrs.get("gen_ai.response.time_to_first_token")))
         if ttft_s is not None:
@@ -169,9 +244,6 @@ class Mapper:
             out = _int(a.get("gen_ai.usage.output_tokens"))
             if out is not None and out > 1 and end_ns > start_ns:
                 _put(a, "llmtrace.tpot_ms", ((end_ns - start_ns) / 1e6 - ttft_s * 1000.0) / (out - 1))
-        finish = a.get("gen_ai.response.finish_reasons")
-        if isinstance(finish, str):
-            a["gen_ai.response.finish_reasons"] = [finish]
         a["llmtrace.side"] = "server" if kind == "server" else "client"
         a["llmtrace.mapped_from"] = "genai-legacy" if legacy else "genai"
         return self._finish(op, a)
