@@ -21,12 +21,13 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from . import health
 from . import light_span as light
 from . import semconv as sc
-from .stages import STAGES, BoundaryValue, UnknownStageError
+from .stages import COMMON_VALUES, STAGES, BoundaryValue, UnknownStageError
 
 Side = Literal["client", "server", "app"]
 SpanStatus = Literal["ok", "error", "cancelled"]
 
-_SPECS: dict[str, tuple[str, dict[str, BoundaryValue]]] = {s.id: (s.phase, {v.name: v for v in s.values}) for s in STAGES}
+_SPECS: dict[str, tuple[str, dict[str, BoundaryValue]]] = {
+    s.id: (s.phase, {v.name: v for v in (*s.values, *COMMON_VALUES)}) for s in STAGES}
 _propagator = TraceContextTextMapPropagator()
 _KIND = {"client": SpanKind.CLIENT, "server": SpanKind.SERVER, "app": SpanKind.INTERNAL}
 _state: dict[str, Any] = {"tracer": None, "strict": False, "sink": None}
@@ -220,7 +221,9 @@ def start_pass(
 
 
 def _parent_span_context(parent: PassSpan | None) -> trace.SpanContext:
-    return (parent._span if parent is not None else trace.get_current_span()).get_span_context()
+    # ``parent.context`` is the public face of a pass span (the server hands the engine a view of its pass
+    # span that has a context and setters, not the SDK span itself)
+    return trace.get_current_span(parent.context if parent is not None else None).get_span_context()
 
 
 def _start_child(name: str, attrs: dict[str, object], parent: PassSpan | None,

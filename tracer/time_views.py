@@ -102,7 +102,8 @@ def ttft_breakdown_select(source: str = "spans") -> str:
     arms = " ".join(f"WHEN stage IN ({', '.join(repr(s) for s in stages)}) THEN '{name}'"
                     for name, stages in _TTFT_COMPONENTS.items())
     return f"""
-        WITH p AS (SELECT trace_id, span_id, start_ns, {_num("llmtrace.ttft_ms")} AS ttft_ms
+        WITH p AS (SELECT trace_id, span_id, start_ns, {_num("llmtrace.ttft_ms")} AS ttft_ms,
+                          {_num("llmtrace.engine.ttft_ms")} AS engine_ttft_ms
                    FROM {source} WHERE operation IN {PASS_OPERATIONS}
                      AND json_extract_string(attributes, '$."llmtrace.side"') = 'server'),
              kids AS (SELECT parent_span_id, stage, start_ns, duration_ms, {_num(SELF_MS)} AS self_ms,
@@ -110,7 +111,7 @@ def ttft_breakdown_select(source: str = "spans") -> str:
                              {_num("llmtrace.detok.first_text_delay_ms")} AS holdback_ms
                       FROM {source} WHERE stage IS NOT NULL),
              before AS (
-                 SELECT p.trace_id, p.span_id AS pass_span_id, p.ttft_ms, k.*,
+                 SELECT p.trace_id, p.span_id AS pass_span_id, p.ttft_ms, p.engine_ttft_ms, k.*,
                         CASE WHEN k.ttft_part IS NOT NULL THEN k.ttft_part  -- the engine's own split
                              WHEN k.start_ns < p.start_ns + p.ttft_ms * 1e6 THEN k.duration_ms  -- a step before it
                              ELSE 0 END AS ms
@@ -127,14 +128,24 @@ def ttft_breakdown_select(source: str = "spans") -> str:
                  UNION ALL SELECT trace_id, pass_span_id, ttft_ms, 'queue', queue_ms FROM before
                  WHERE stage = 'forward.batching' AND queue_ms IS NOT NULL),
              summed AS (SELECT trace_id, pass_span_id, ttft_ms, component, sum(ms) AS ms FROM parts GROUP BY ALL),
-             delivery AS (SELECT trace_id, pass_span_id, ttft_ms, 'delivery' AS component,
-                                 greatest(ttft_ms - sum(ms), 0) AS ms FROM summed
-                          GROUP BY trace_id, pass_span_id, ttft_ms),
+             engine AS (SELECT DISTINCT pass_span_id, engine_ttft_ms FROM before),
+             -- delivery is measured where the engine says when its first-token step ended (the HTTP side
+             -- saw the token later by this much); what no part claims is 'other', never folded into a part
+             delivery AS (SELECT s.trace_id, s.pass_span_id, s.ttft_ms, 'delivery' AS component,
+                                 greatest(coalesce(s.ttft_ms - any_value(e.engine_ttft_ms), 0), 0) AS ms
+                          FROM summed s LEFT JOIN engine e ON e.pass_span_id = s.pass_span_id
+                          GROUP BY s.trace_id, s.pass_span_id, s.ttft_ms),
+             unclaimed AS (SELECT s.trace_id, s.pass_span_id, s.ttft_ms, 'other' AS component,
+                                  greatest(s.ttft_ms - sum(s.ms) - any_value(d.ms), 0) AS ms
+                           FROM summed s JOIN delivery d ON d.pass_span_id = s.pass_span_id
+                           WHERE s.component != 'other'
+                           GROUP BY s.trace_id, s.pass_span_id, s.ttft_ms),
              holdback AS (SELECT trace_id, pass_span_id, ttft_ms, 'detokenizer_holdback' AS component,
                                  holdback_ms AS ms FROM before WHERE holdback_ms IS NOT NULL)
         SELECT trace_id, pass_span_id, component, ms,
                CASE WHEN ttft_ms > 0 THEN ms / ttft_ms END AS share
-        FROM (SELECT * FROM summed UNION ALL SELECT * FROM delivery UNION ALL SELECT * FROM holdback)"""
+        FROM (SELECT * FROM summed WHERE component != 'other' UNION ALL SELECT * FROM delivery
+              UNION ALL SELECT * FROM unclaimed UNION ALL SELECT * FROM holdback)"""
 
 
 def time_views_sql(source: str = "spans") -> list[str]:

@@ -160,12 +160,18 @@ class Engine:
             raise InvalidRequestError(
                 f"the prompt has {len(prompt)} tokens; this engine holds at most {self.max_model_len - 1} "
                 f"(context {self.max_model_len})", "prompt")
+        setup_start = time.time_ns()
         state = self.pipeline.new_state(request.params, prompt, arrival_ns=request.arrival_ns)
         arrival = request.arrival_ns or time.time_ns()
         seq = Sequence(request=request, gen=state, seq_id=next(self._ids), arrival_ns=arrival,
                        token_ids=prompt, num_prompt_tokens=len(prompt))
-        # the engine's share of the pass starts here; before it the caller (the server's intake) was timing
-        seq.stats.self_time.accounted_until = time.time_ns()
+        # The engine's share of the pass starts here (before it the caller, the server's intake, was
+        # timing). Setting the request up is generation's work: compiling a constraint (the first one also
+        # builds the tokenizer's grammar tables), or the sampler's and penalties' state.
+        setup_end = time.time_ns()
+        seq.stats.self_time.charge("gen.constrained" if request.params.constraint is not None else "gen.sampling",
+                                   setup_end - setup_start)
+        seq.stats.self_time.accounted_until = setup_end
         with self._lock:
             if request.request_id in self._seqs or any(m == "add" and s.request_id == request.request_id
                                                        for m, s in self._inbox):

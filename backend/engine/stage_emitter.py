@@ -214,5 +214,9 @@ def emit(seq: Sequence, facts: EngineFacts, free_blocks: int, pipeline: Any, sta
             "llmtrace.engine.queue_wait_ms": round(_ms(s.windows.get("cache.prefix_match", [seq.arrival_ns])[0]
                                                        - seq.arrival_ns), 3),
             "llmtrace.engine.status": status,
+            # when the step that sampled the first token ended, from the pass's arrival: with the server's
+            # TTFT (when the HTTP side saw the token) it measures the delivery part of the TTFT breakdown
+            "llmtrace.engine.ttft_ms": round(_ms(s.self_time.ttft_at_ns - seq.arrival_ns), 3)
+            if s.self_time.ttft_at_ns else None,
         }
     )
