@@ -22,7 +22,7 @@ WRITER = textwrap.dedent("""
     import llmtrace
     from llmtrace.tracer import recording as rec, health
     db, seconds, tag = sys.argv[1], float(sys.argv[2]), sys.argv[3]
-    llmtrace.init(db=db, service_name=tag)
+    llmtrace.init(db=db, service_name=tag, shutdown_timeout_s=120)  # "lose nothing": wait out the backlog
     n = 0
     end = time.monotonic() + seconds
     while time.monotonic() < end:
