@@ -7,7 +7,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from llmtrace.backend.server.errors import APIError, render_error
-from llmtrace.backend.server.responses_protocol import ResponsesStore
+from llmtrace.backend.server.responses_store import ResponsesStore
 
 
 def _not_found(response_id: str) -> Response:
