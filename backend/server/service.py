@@ -43,6 +43,7 @@ from llmtrace.backend.server.asgi_io import (
 )
 from llmtrace.backend.server.collected import Collected, TokenClock, generate
 from llmtrace.backend.server.config import ServerConfig
+from llmtrace.backend.server.engine_span import EngineSpanView
 from llmtrace.backend.server.errors import APIError, bad_request, internal_error, render_error
 from llmtrace.backend.server.http_guard import ConnectionLimits
 from llmtrace.backend.server.intake import Intake, IntakeResult, context_exceeded
@@ -74,6 +75,7 @@ class Exchange:
     started: bool = False  # response headers sent
     outputs: list[str] = field(default_factory=list)
     cut: bool = False  # cancelled by the server's shutdown (after the drain period), not by the client
+    view: EngineSpanView | None = None  # the pass span as handed to the engine, once it is
 
     @property
     def api(self) -> str:
@@ -186,8 +188,10 @@ class GenerationService:
             ps.set(sc.GEN_AI_RESPONSE_ID, rid)
             if isinstance(job, resp.ResponsesJob):  # a previous_response_id chain is one conversation
                 ps.set(sc.GEN_AI_CONVERSATION_ID, job.conversation_id or rid)
+            ex.view = EngineSpanView(ps)
             req = EngineRequest(request_id=rid, prompt_token_ids=intake.token_ids, params=job.params,
-                                pass_span=ps, arrival_ns=ex.arrival_ns)
+                                pass_span=ex.view, arrival_ns=ex.arrival_ns)  # type: ignore[arg-type]
+            ex.view.submitted = True
             if job.stream:
                 outcome = await self._stream(ex, job, sel, req, route_model, send)
             else:
@@ -212,14 +216,13 @@ class GenerationService:
                 await self._end_cut(ex, send)
             else:
                 self.counts[f"{ex.endpoint}:cancelled"] += 1
-                ps.end("cancelled", "client disconnected")
+                _end_pass(ex, "cancelled", "client disconnected")
             raise
         except Exception as exc:  # a bug or an engine failure: a 500 (or an error event), never a hang
             # The detail goes to the log and the span, never to the client (it may quote internals).
             log.exception("request %s failed", ps.trace_id)
             self.counts[f"{ex.endpoint}:500"] += 1
-            ps.set(sc.ERROR_TYPE, type(exc).__qualname__)
-            ps.end("error", f"{type(exc).__name__}: {exc}")
+            _end_pass(ex, "error", f"{type(exc).__name__}: {exc}", {sc.ERROR_TYPE: type(exc).__qualname__})
             if not ex.started:
                 await _send_rendered(send, render_error(internal_error(ps.trace_id), ex.api),  # type: ignore[arg-type]
                                      ex.headers)
@@ -229,8 +232,8 @@ class GenerationService:
 
     async def _end_cut(self, ex: Exchange, send: Send) -> None:
         self.counts[f"{ex.endpoint}:shutdown"] += 1
-        ex.pass_span.set_many({sc.ERROR_TYPE: "server_shutdown", sc.GEN_AI_RESPONSE_FINISH_REASONS: ["error"]})
-        ex.pass_span.end("error", SHUTDOWN_MESSAGE)
+        _end_pass(ex, "error", SHUTDOWN_MESSAGE,
+                  {sc.ERROR_TYPE: "server_shutdown", sc.GEN_AI_RESPONSE_FINISH_REASONS: ["error"]})
         if not ex.started:
             err = APIError(503, SHUTDOWN_MESSAGE, retry_after_s=5)
             await _send_rendered(send, render_error(err, ex.api), [*ex.headers, ("connection", "close")])  # type: ignore[arg-type]
@@ -434,6 +437,16 @@ class GenerationService:
             sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: o.cached_tokens,
             sc.GEN_AI_RESPONSE_FINISH_REASONS: [o.finish_reason],
         })
+
+
+def _end_pass(ex: Exchange, status: rec.SpanStatus, message: str, values: dict[str, object] | None = None) -> None:
+    """End a pass the server gave up on: after the engine's last write to it when the engine has the request
+    (see ``EngineSpanView``), at once otherwise."""
+    if ex.view is not None:
+        ex.view.end_after_engine(status, message, values)
+    else:
+        ex.pass_span.set_many(values or {})
+        ex.pass_span.end(status, message)
 
 
 async def _send_chunks(send: Send, chunks: list[bytes]) -> None:

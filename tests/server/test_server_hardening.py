@@ -404,3 +404,34 @@ def test_sigterm_cuts_streams_after_the_drain_with_an_error_event(tmp_path: Path
                      "WHERE trace_id = ? AND operation = 'chat'", [trace_id])
         assert rows == [("error", rows[0][1], "server_shutdown")], (name, rows)
         assert "server shutdown" in rows[0][1]
+
+
+# ───────────────────────────────────────────────────────────── item 10: no writes to ended spans
+def test_disconnected_streams_write_nothing_to_ended_spans(server: RunningServer) -> None:
+    from server_testkit import wait_idle, wait_rows
+
+    body = {"model": "tiny", "messages": _M, "max_tokens": 2000, "ignore_eos": True, "stream": True}
+    traces = []
+
+    def leave_early() -> None:
+        with httpx.Client(timeout=60) as c, c.stream("POST", server.base_url + CHAT, json=body) as r:
+            traces.append(r.headers["x-llmtrace-trace-id"])
+            seen = 0
+            for line in r.iter_lines():
+                seen += line.startswith("data: ")
+                if seen >= 3:
+                    break
+
+    threads = [threading.Thread(target=leave_early) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    wait_idle(server.base_url)
+    rows = wait_rows(server.db_path, "SELECT status, attributes->>'llmtrace.engine.status' FROM spans "
+                     f"WHERE operation = 'chat' AND trace_id IN ({', '.join('?' * len(traces))})", traces,
+                     until=lambda rows: len(rows) == 20)
+    assert all(status == "cancelled" for status, _ in rows), rows
+    # The engine's summary of each aborted pass landed before the pass ended (not dropped, not warned about).
+    assert sum(engine == "cancelled" for _, engine in rows) >= 10, rows
+    assert "Setting attribute on ended span" not in server.log()
