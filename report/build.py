@@ -51,11 +51,13 @@ class _Charts:
     def __init__(self) -> None:
         self.count = 0
         self.seconds = 0.0
+        self.cpu = 0.0
 
     def __call__(self, spec: dict[str, Any]) -> str:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         svg = charts.render(spec)
         self.seconds += time.perf_counter() - t
+        self.cpu += time.process_time() - c
         self.count += 1
         return svg
 
@@ -64,25 +66,36 @@ def build_report(conn: duckdb.DuckDBPyConnection, options: Options | None = None
     opts = options or Options()
     if not charts.available():
         charts.render({})  # raises ChartsUnavailable with the extra to install, before any work
-    secs: dict[str, float] = {}
-    t = time.perf_counter()
+    clock = _Clock()
     data = ReportData(conn, opts.selection).open()
     try:
-        secs["read_s"] = time.perf_counter() - t
-        t = time.perf_counter()
+        clock.lap("read")
         findings = _findings(data)
-        secs["analyzers_s"] = time.perf_counter() - t
+        clock.lap("analyzers")
         render = _Charts()
-        t = time.perf_counter()
         summary = data.summary()
         keep = opts.focus.deploys() if opts.focus is not None else None
         body, toc, trace_ids = _body(data, summary, findings, opts, render, keep)
-        secs["sections_s"] = time.perf_counter() - t - render.seconds
-        secs["charts_s"] = render.seconds
+        clock.lap("sections", minus=(render.seconds, render.cpu))
+        clock.secs.update(charts_s=render.seconds, charts_cpu_s=render.cpu)
     finally:
         data.close()
     html = page.document(opts.title, _meta(summary, opts), toc, body)
-    return Report(html, tuple(findings), tuple(trace_ids), render.count, {k: round(v, 3) for k, v in secs.items()})
+    return Report(html, tuple(findings), tuple(trace_ids), render.count, {k: round(v, 3) for k, v in clock.secs.items()})
+
+
+class _Clock:
+    """Wall and CPU seconds per step (CPU: this process, DuckDB's and the chart runtime's threads included)."""
+
+    def __init__(self) -> None:
+        self.secs: dict[str, float] = {}
+        self._t, self._c = time.perf_counter(), time.process_time()
+
+    def lap(self, name: str, minus: tuple[float, float] = (0.0, 0.0)) -> None:
+        t, c = time.perf_counter(), time.process_time()
+        self.secs[f"{name}_s"] = t - self._t - minus[0]
+        self.secs[f"{name}_cpu_s"] = c - self._c - minus[1]
+        self._t, self._c = t, c
 
 
 def _findings(data: ReportData) -> list[Finding]:
@@ -263,14 +276,16 @@ def _traces_html(data: ReportData, reasons: dict[str, str], render: _Charts, s: 
     capture = ("Prompt text not stored (capture mode hashes or none): only hashes and hash chains are kept."
                if not s.prompt_text_stored else "No prompt text on this trace's passes.")
     out = []
+    spans = data.traces(list(reasons))
+    passes = data.pass_rows(list(reasons))
     for tid, why in reasons.items():
-        view = layout(tid, data.trace(tid))
+        view = layout(tid, spans[tid])
         if view is None:
             continue
         sides = [(title, waterfall_rows(view, rows)) for title, rows in
                  (("client side (what the app saw)", view.client), ("server side (the engine)", view.server)) if rows]
         svg = render(charts.waterfall(sides))  # one chart, one clock, both sides: one render instead of two
-        out.append(page.trace_section(view, svg, data.pass_rows_for_trace(tid), capture, why))
+        out.append(page.trace_section(view, svg, passes[tid], capture, why))
     return "".join(out)
 
 

@@ -21,7 +21,7 @@ from llmtrace.tracer.schema import PASS_OPERATIONS
 
 PASSES = "_llmtrace_report_passes"
 SAMPLE = "_llmtrace_report_sample"
-SAMPLE_PER_DEPLOY = 2500
+SAMPLE_PER_DEPLOY = 1500
 SELF_MS = "llmtrace.stage.self_ms"  # each stage's own time (issue 18); span durations until it is recorded
 MAX_TRACE_SPANS = 2000
 REPLAY_BLOCK_VISITS = 60_000  # how much of the block-chain history the pool replay reads (newest first)
@@ -124,7 +124,9 @@ class ReportData:
         services = tuple(str(r["service"]) for r in self.rows(
             f"SELECT DISTINCT service FROM {self.query.spans} WHERE service IS NOT NULL ORDER BY 1 LIMIT 20"))
         models = tuple(str(r["model"]) for r in self.rows(f"SELECT DISTINCT model FROM {PASSES} ORDER BY 1 LIMIT 20"))
-        text = self.query.one(f"""SELECT count(*) AS n FROM (SELECT 1 FROM {self.query.spans}
+        # Whether any pass kept its text (capture="full"): a property of how the app was set up, so the sampled
+        # traces answer it without parsing every pass span of a big store.
+        text = self.query.one(f"""SELECT count(*) AS n FROM (SELECT 1 FROM {self._sampled_spans()}
             WHERE operation IN {PASS_OPERATIONS} AND json_exists(attributes, '$."llmtrace.prompt.text"') LIMIT 1)""")
         return Summary(int(row.get("n") or 0), int(row.get("t") or 0), _int(row.get("lo")), _int(row.get("hi")),
                        tuple(str(d) for d in deploys), services, models, bool(text.get("n")))
@@ -303,9 +305,14 @@ class ReportData:
                                          mode(policy) AS policy FROM {ev}""")
 
     def block_chains(self) -> list[tuple[str, list[str], int, int]]:
-        """(replica, block-hash chain, prompt tokens, cached tokens) of server passes, oldest first, the newest
-        ``REPLAY_BLOCK_VISITS`` blocks' worth."""
-        tok = self.query.stage_sql("intake.tokenization", {"chain": ("llmtrace.tokenization.block_hashes", "str[]")})
+        """(replica, block-hash chain, prompt tokens, cached tokens) of server passes, oldest first: the newest
+        ``REPLAY_BLOCK_VISITS`` blocks' worth, from at most the newest ``REPLAY_BLOCK_VISITS // 3`` passes."""
+        # Only the newest passes can fit the replay's budget (a chain has at least one block): parse those alone.
+        cut = self.query.one(f"""SELECT min(start_ns) AS lo FROM (SELECT start_ns FROM {PASSES}
+            WHERE server_span_id IS NOT NULL ORDER BY start_ns DESC LIMIT {REPLAY_BLOCK_VISITS // 3})""").get("lo")
+        extra = f"AND start_ns >= {int(cut)}" if cut is not None else ""  # type: ignore[call-overload]
+        tok = self.query.stage_sql("intake.tokenization", {"chain": ("llmtrace.tokenization.block_hashes", "str[]")},
+                                   extra)
         rows = self.conn.execute(f"""
             SELECT replica, chain, prompt_tokens, cached_tokens FROM (
                 SELECT coalesce(r.replica, '') AS replica, t.chain, coalesce(r.prompt_tokens, 0) AS prompt_tokens,
@@ -324,15 +331,28 @@ class ReportData:
         return {str(r[0]) for r in self.conn.execute(
             f"SELECT DISTINCT trace_id FROM {self.query.spans} WHERE trace_id IN ({marks})", list(trace_ids)).fetchall()}
 
-    def trace(self, trace_id: str) -> list[Span]:
+    def traces(self, trace_ids: Sequence[str]) -> dict[str, list[Span]]:
+        """The spans of each trace (at most ``MAX_TRACE_SPANS`` each), in one scan of the store."""
+        if not trace_ids:
+            return {}
+        marks = ", ".join("?" for _ in trace_ids)
         rows = self.conn.execute(
-            "SELECT span_id, parent_span_id, name, operation, stage, phase, service, start_ns, end_ns, status, "
-            f"CAST(attributes AS VARCHAR) FROM {self.query.spans} WHERE trace_id = ? ORDER BY start_ns, span_id "
-            f"LIMIT {MAX_TRACE_SPANS}", [trace_id]).fetchall()
-        return [Span(*r[:10], attributes=MappingProxyType(_decode(r[10]))) for r in rows]  # type: ignore[misc]
+            "SELECT trace_id, span_id, parent_span_id, name, operation, stage, phase, service, start_ns, end_ns, status, "
+            f"CAST(attributes AS VARCHAR) FROM {self.query.spans} WHERE trace_id IN ({marks}) "
+            f"QUALIFY row_number() OVER (PARTITION BY trace_id ORDER BY start_ns, span_id) <= {MAX_TRACE_SPANS} "
+            "ORDER BY trace_id, start_ns, span_id", list(trace_ids)).fetchall()
+        out: dict[str, list[Span]] = {t: [] for t in trace_ids}
+        for r in rows:
+            out[str(r[0])].append(Span(*r[1:11], attributes=MappingProxyType(_decode(r[11]))))  # type: ignore[misc]
+        return out
 
-    def pass_rows_for_trace(self, trace_id: str) -> list[dict[str, object]]:
-        return self.rows(f"SELECT * FROM {PASSES} WHERE trace_id = ? ORDER BY start_ns", [trace_id])
+    def pass_rows(self, trace_ids: Sequence[str]) -> dict[str, list[dict[str, object]]]:
+        out: dict[str, list[dict[str, object]]] = {t: [] for t in trace_ids}
+        if trace_ids:
+            marks = ", ".join("?" for _ in trace_ids)
+            for r in self.rows(f"SELECT * FROM {PASSES} WHERE trace_id IN ({marks}) ORDER BY start_ns", list(trace_ids)):
+                out[str(r["trace_id"])].append(r)
+        return out
 
     def sample_traces(self, deploy: str | None = None, n: int = 1) -> list[str]:
         """The slowest-TTFT traces, of one deploy when given (the regression page's side by side)."""
