@@ -163,3 +163,31 @@ def test_time_views_exist_on_an_empty_store(tmp_path: Path) -> None:
         "trace_id", "pass_span_id", "side", "phase", "stage", "exclusive_ms", "share"]
     assert [c[0] for c in con.execute("DESCRIBE ttft_breakdown").fetchall()] == [
         "trace_id", "pass_span_id", "component", "ms", "share"]
+
+
+@pytest.mark.slow
+def test_docs_time_queries_add_up_on_a_real_store(server: RunningServer) -> None:
+    import re
+    import subprocess
+    import sys
+
+    trace_id, _ = _chat(server, messages=[{"role": "user", "content": "What time is it?"}], max_tokens=6)
+    _passes(server.db_path, [trace_id])
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "sql.md").read_text()
+    queries = [q for q in re.findall(r"```sql\n(.*?)```", docs, re.S) if "breakdown" in q]
+    assert len(queries) == 3
+
+    def sql(q: str) -> list[dict[str, object]]:
+        out = subprocess.run([sys.executable, "-m", "llmtrace.cli", "sql", q, "--db", str(server.db_path), "--json"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    slowest = sql(queries[0])
+    wall = query(server.db_path, "SELECT max(duration_ms) FROM requests")[0][0]
+    assert abs(sum(float(r["ms"]) for r in slowest) - wall) <= 0.01 * wall + 0.1  # rounding of the parts
+    assert abs(sum(float(r["pct"]) for r in slowest) - 100) < 0.5
+    medians = {r["stage"]: r for r in sql(queries[1])}
+    assert medians["forward.moe_routing"]["median_ms"] == 0  # a dense model: no MoE time, whatever its span
+    components = {r["component"] for r in sql(queries[2])}
+    assert {"prefill", "queue", "intake", "delivery"} <= components
