@@ -248,6 +248,8 @@ FRONT_STAGES: tuple[Stage, ...] = (
           (V("llmtrace.batch.size_mean", "float", "sequences", "mean batch size over the pass's steps"),
            V("llmtrace.batch.size_max", "int", "sequences", "largest batch size"),
            V("llmtrace.batch.composition_hash", "str", "", "hash of the batch sizes the pass ran at"),
-           V("llmtrace.batch.invariant_mode", "bool", "", "true when batch-invariant kernels were used")),
+           V("llmtrace.batch.invariant_mode", "bool", "", "true when batch-invariant kernels were used"),
+           V("llmtrace.batch.queue_ms", "float", "ms", "time waiting in the engine before the pass's first step"),
+           V("llmtrace.batch.wait_ms", "float", "ms", "time between the pass's steps while others ran (not scheduled, preempted)")),
           ("different_answer", "slow_stream")),
 )
