@@ -144,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
     written = collector.stats()["rows_written"]
     if not args.quiet:
         print(f"llmtrace collect: stopped; {stats['spans_accepted']} spans accepted, {written} rows written"
-              f"{f', {lost} NOT written (store unusable: {collector.writer.last_error})' if lost else ''}",
+              f"{f', {lost} NOT written (store unusable: {collector.writer.last_error})' if lost else ''}"
+              f"{'; they stay in the write-ahead log and the next start on this store writes them' if lost and collector.wal else ''}",
               flush=True)
     return 1 if lost else 0
