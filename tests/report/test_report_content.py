@@ -202,3 +202,18 @@ def test_the_time_views_are_used_where_the_store_has_them(support_html: Path, su
     time_section = html[html.index('id="time"'):html.index('id="latency"')]
     assert "Source: time_breakdown view, server passes" in time_section
     assert "Source: ttft_breakdown view (server passes" in time_section
+
+
+def test_check_html_against_a_baseline_file(support_db: Path, tmp_path: Path) -> None:
+    baseline, out = tmp_path / "baseline.json", tmp_path / "check.html"
+    assert write_report(["check", "--db", str(support_db), "--deploy", "v1", "--save-baseline", str(baseline)]) == 0
+    assert not out.exists()
+    rc = write_report(["check", "--db", str(support_db), "--deploy", "v2", "--baseline", str(baseline),
+                       "--html", str(out)])
+    assert rc == 1  # the gate's verdict does not depend on the page
+    html = out.read_text()
+    regression = html[html.index('id="regression"'):html.index('id="findings"')]
+    assert f"baseline: baseline {baseline}" in regression and "candidate: v2" in regression
+    assert '<tr data-verdict="cache_hit_rate"><td>cache hit rate</td><td class="num">82.6%</td>' \
+           '<td class="num">0.0%</td>' in regression
+    assert 'class="fail">FAIL<' in regression
