@@ -30,22 +30,18 @@ class PoolCurve:
     measured_hit_rate: float | None  # what the engine reported for the same passes
 
 
-def replay(chains: list[tuple[str, list[str], int, int]], sizes: int = 9) -> PoolCurve | None:
+def replay(chains: list[tuple[str, list[str], int, int]], sizes: int = 12) -> PoolCurve | None:
     """``chains``: (replica, block hashes, prompt tokens, cached tokens), oldest first."""
     if not chains:
         return None
     distinct = len({(r, h) for r, chain, _, _ in chains for h in chain})
     top = max(1, distinct)
-    grid = sorted({max(1, round(top * f)) for f in _fractions(sizes)})
+    # Geometric from one block to the whole working set: where the knee sits depends on the traffic.
+    grid = sorted({max(1, round(top ** (i / (sizes - 1)))) for i in range(sizes)} if sizes > 1 else {top})
     points = tuple(PoolPoint(n, _hit_rate(chains, n)) for n in grid)
     prompt = sum(p for _, _, p, _ in chains)
     cached = sum(c for _, _, _, c in chains)
     return PoolCurve(points, len(chains), distinct, cached / prompt if prompt else None)
-
-
-def _fractions(n: int) -> list[float]:
-    # Geometric from 1/64 of the working set up to all of it: the knee is usually at the small end.
-    return [64 ** (-(n - 1 - i) / (n - 1)) for i in range(n)] if n > 1 else [1.0]
 
 
 def _hit_rate(chains: list[tuple[str, list[str], int, int]], capacity: int) -> float:
