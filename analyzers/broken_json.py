@@ -2,8 +2,8 @@
 
 Outputs that failed to parse (``safety.stop_reason`` parse_ok=false) are traced back to why generation
 stopped: the max_tokens cap (``gen.stop``), a content filter, penalties on structured output, or a
-constraint that dead-ended. Passes that stopped on length while nobody read the stop reason are flagged
-even without a parse check.
+constraint that dead-ended. Every pass that ended on the length cap counts, with what followed, even
+without a parse check (analyzers/truncation.py).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from llmtrace.analyzers.base import SymptomAnalyzer, severity_for
 from llmtrace.analyzers.finding import Evidence, Finding, Severity
 from llmtrace.analyzers.query import Query, attr, percentile, sample_ids
+from llmtrace.analyzers.truncation import CAUSE, truncation_findings
 
 
 class BrokenJson(SymptomAnalyzer):
@@ -48,7 +49,7 @@ class BrokenJson(SymptomAnalyzer):
         out: list[Finding] = []
         if failed:
             out += self._explain_failures(q, failed, q.count("safety.stop_reason"))
-        out += self._unread_length(q)
+        out += truncation_findings(self, q)
         return out
 
     def _explain_failures(self, q: Query, failed: list[dict[str, object]], checked: int) -> list[Finding]:
@@ -79,7 +80,7 @@ class BrokenJson(SymptomAnalyzer):
                  Evidence("p95 output tokens", p95, "tokens", lids, baseline=cap),
                  Evidence("max_tokens", cap, "tokens", lids)],
                 lids, "Raise max_tokens above the p95 output length (or constrain the output to a JSON schema), "
-                "and check finish_reason before parsing (safety.stop_reason).", 0.5 + 0.5 * share,
+                "and check finish_reason before parsing (safety.stop_reason).", 0.5 + 0.5 * share, cause=CAUSE,
             ))
             if unread:
                 out.append(self.finding(
@@ -87,7 +88,7 @@ class BrokenJson(SymptomAnalyzer):
                     "The app parsed output that generation had cut off; a check of finish_reason would have caught it.",
                     [Evidence("truncated outputs not checked", unread, "", lids)], lids,
                     "Treat finish_reason 'length' as a failure (retry with a higher cap) before parsing.",
-                    0.4 * share,
+                    0.4 * share, cause=CAUSE, stages=("gen.stop", "safety.stop_reason"),
                 ))
         filtered = by_reason.get("content_filter", [])
         if filtered:
@@ -139,25 +140,3 @@ class BrokenJson(SymptomAnalyzer):
         ids = sample_ids([r["trace_id"] for r in rows])
         return self.finding(stage, severity, title, summary, [Evidence(label, len(rows), f"of {n}", ids)], ids,
                             next_check, weight * len(rows) / n)
-
-    def _unread_length(self, q: Query) -> list[Finding]:
-        """Structured passes that stopped on length where the app never recorded a stop-reason check."""
-        rows = q.rows(f"""
-            WITH cut AS (SELECT trace_id, max(output_tokens) AS output_tokens, max(max_tokens) AS max_tokens
-                         FROM {q.passes} WHERE finish_reason = 'length' GROUP BY trace_id),
-                 json_traces AS (SELECT DISTINCT trace_id FROM {q.spans}
-                                 WHERE (stage = 'gen.constrained' OR operation IN ('chat', 'text_completion'))
-                                   AND {attr('gen_ai.output.type')} = 'json'),
-                 checked AS (SELECT DISTINCT trace_id FROM {q.spans} WHERE stage = 'safety.stop_reason')
-            SELECT cut.* FROM cut JOIN json_traces USING (trace_id)
-            WHERE trace_id NOT IN (SELECT trace_id FROM checked)""")
-        if not rows:
-            return []
-        ids = sample_ids([r["trace_id"] for r in rows])
-        return [self.finding(
-            "safety.stop_reason", "warning", f"{len(rows)} JSON outputs hit max_tokens and no stop-reason check ran",
-            "These passes asked for JSON and were cut by the length cap; nothing in the app looked at why.",
-            [Evidence("JSON passes cut by max_tokens", len(rows), "", ids),
-             Evidence("max_tokens", percentile([float(r["max_tokens"]) for r in rows if r["max_tokens"]], 0.5), "tokens", ids)],  # type: ignore[arg-type]
-            ids, "Check finish_reason before parsing (the safety helpers record it as safety.stop_reason).", 0.35,
-        )]

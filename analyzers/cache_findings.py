@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from llmtrace.analyzers.base import SymptomAnalyzer
 
 MIN_SHARE = 0.05  # of all prompt tokens: less is not worth a line
-MIN_PASSES = 3
+MIN_PASSES = 2  # token counts are not noisy: two passes that lost a shared prefix is already a pattern
 
 
 def segment_base(segment: str) -> str:
@@ -80,7 +80,7 @@ def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
     re_share = c.lost_tokens / max(1, sum(p.prompt_tokens for p in c.passes))
     distinct = len({p.window_text for p in c.passes if p.window_text is not None})
     what = {"reordered": "segments in a different order each call (shuffled examples)", "field": "a changing field",
-            "free_text": "changing text"}.get(cls, f"a {cls}")
+            "free_text": "changing text"}.get(cls, f"{'an' if cls[:1] in 'aeiou' else 'a'} {cls}")
     where = f"at char {off} of the {base}" if off >= 0 else f"in the {base}"
     title = (f"{what[0].upper() + what[1:]} {where} → the cache stops at token {tok} → "
              f"{re_share:.0%} of prompt tokens re-prefilled")

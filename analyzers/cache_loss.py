@@ -41,6 +41,7 @@ _CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("epoch", re.compile(r"\b1[5-9]\d{8}(\d{3})?\b")),
     ("hex_id", re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{6,}\b", re.I)),
     ("base64_id", re.compile(r"[A-Za-z0-9_-]{16,}")),
+    ("id", re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9][\w-]{4,}\b")),  # acct_7Hq2Lx, CUS-4F2A
     ("number", re.compile(r"\d+")),
 )
 

@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     base.add_argument("--baseline-deploy", metavar="NAME", help="compare against another deploy in the same store "
                                                                 "('previous' for the one before --deploy)")
     base.add_argument("--save-baseline", metavar="FILE", help="write the current numbers as a baseline and exit 0")
-    parser.add_argument("--since", help="only spans from the last 30m / 2h / 7d")
+    parser.add_argument("--since", help="only spans from the last 30m / 2h / 7d, or after an ISO date/time")
     parser.add_argument("--service", metavar="NAME", help="only the traces this service took part in")
     parser.add_argument("--max-hit-rate-drop", type=float, default=0.05,
                         help="fail when the hit rate falls by more than this (absolute, default 0.05 = 5 points)")
@@ -90,6 +90,7 @@ def explain(q: Query, verdicts: list[Verdict]) -> list[Verdict]:
     """Attach to each failed verdict the best finding of the analyzers that explain that metric."""
     from dataclasses import replace
 
+    from llmtrace.analyzers.merge import merge_findings
     from llmtrace.analyzers.registry import ANALYZERS
 
     cache: dict[str, list[Finding]] = {}
@@ -103,7 +104,7 @@ def explain(q: Query, verdicts: list[Verdict]) -> list[Verdict]:
             if symptom not in cache:
                 cache[symptom] = ANALYZERS[symptom].analyze(q.conn, q.since_ns, query=q)
             found += cache[symptom]
-        found.sort(key=Finding.sort_key)
+        found = merge_findings(found)  # one cause, one explanation (sorted best first)
         out.append(replace(v, explanation=found[0] if found else None))
     return out
 

@@ -39,14 +39,35 @@ def _fmt(metric: str, v: float | None) -> str:
 
 
 def _explain(f: Finding) -> str:
-    return f"{f.stage} ({f.phase}): {f.title}. Next: {f.next_check}"
+    crosses = f" [crosses {' → '.join(f.stages)}]" if len(f.stages) > 1 else ""
+    return f"{f.stage} ({f.phase}){crosses}: {f.title}. Next: {f.next_check}"
+
+
+def _first_seen(verdicts: Sequence[Verdict]) -> dict[int, str]:
+    """For each failed verdict whose explanation an earlier one already gave (TTFT p95 after p50): the
+    label of that earlier verdict, so one cause is explained once."""
+    seen: dict[tuple[str, str, str], str] = {}
+    out: dict[int, str] = {}
+    for i, v in enumerate(verdicts):
+        if v.ok or v.explanation is None:
+            continue
+        key = (v.explanation.stage, v.explanation.title, v.explanation.cause)
+        if key in seen:
+            out[i] = seen[key]
+        else:
+            seen[key] = v.label
+    return out
 
 
 def text(verdicts: Sequence[Verdict], header: str) -> str:
     lines = [header]
-    for v in verdicts:
+    again = _first_seen(verdicts)
+    for i, v in enumerate(verdicts):
         lines.append(v.line())
         if not v.ok and v.explanation is not None:
+            if i in again:
+                lines.append(f"     explained by the same cause as {again[i]} (above)")
+                continue
             lines.append(f"     explained by {_explain(v.explanation)}")
             lines.extend(f"       - {e.label}: {e.render_value()}" for e in v.explanation.evidence[:4])
     failed = sum(1 for v in verdicts if not v.ok)
@@ -65,12 +86,15 @@ def _gh_prop(s: str) -> str:
 def github(verdicts: Sequence[Verdict], header: str) -> str:
     """Workflow commands: each regression an ::error annotation, everything else a ::notice."""
     out = []
-    for v in verdicts:
+    again = _first_seen(verdicts)
+    for i, v in enumerate(verdicts):
         if v.ok:
             out.append(f"::notice title={_gh_prop('llmtrace check: ' + v.label)}::{_gh_escape(v.line())}")
             continue
         msg = v.line()
-        if v.explanation is not None:
+        if i in again:
+            msg += f"\nExplained by the same cause as {again[i]}"
+        elif v.explanation is not None:
             msg += "\nExplained by " + _explain(v.explanation)
             msg += "".join(f"\n- {e.label}: {e.render_value()}" for e in v.explanation.evidence[:4])
         out.append(f"::error title={_gh_prop('llmtrace check: ' + v.label + ' regressed')}::{_gh_escape(msg)}")

@@ -10,27 +10,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
-import time
 
+from llmtrace.tracer import timewindow
 from llmtrace.tracer.store import StoreError, read_store
 from llmtrace.tracer.symptoms import SYMPTOMS, search_symptoms
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
 
 def parse_since(text: str | None, now_ns: int | None = None) -> int | None:
-    """'30m', '2h', '7d' (ago), or an absolute nanosecond timestamp; None for None."""
+    """The one ``--since`` parser of the read commands (tracer/timewindow: 30m, 2h, 7d, 1h30m, ISO dates),
+    plus a bare nanosecond timestamp as earlier versions took; None for None."""
     if text is None:
         return None
-    now = time.time_ns() if now_ns is None else now_ns
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", text)
-    if m:
-        return now - int(float(m.group(1)) * _UNITS[m.group(2)] * 1e9)
     if text.strip().isdigit():
         return int(text)
-    raise ValueError(f"--since wants a duration like 30m, 2h, 7d or a timestamp in ns, got {text!r}")
+    return timewindow.parse_since(text, now_ns)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     which.add_argument("--symptom", action="append", metavar="NAME",
                        help=f"only this symptom (repeatable): {', '.join(s.id for s in SYMPTOMS)}")
     which.add_argument("--search", metavar="TEXT", help='describe the complaint: "json is cut off"')
-    parser.add_argument("--since", help="only spans from the last 30m / 2h / 7d (or after a ns timestamp)")
+    parser.add_argument("--since", help="only spans from the last 30m / 2h / 7d / 1h30m, or after an ISO date/time "
+                                        "(UTC unless it has an offset) or a ns timestamp")
     parser.add_argument("--service", metavar="NAME", help="only the traces this service took part in "
                                                           "(a collector's store holds many apps)")
     parser.add_argument("--json", action="store_true", help="print findings as JSON")

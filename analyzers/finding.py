@@ -76,8 +76,9 @@ class Finding:
         }
 
     def sort_key(self) -> tuple[int, float, float, float]:
-        """Severity first (a clean run's info never outranks a problem), then the score, then the loss."""
-        return (-SEVERITY_RANK[self.severity], -self.score, -self.loss_ms, -self.loss_tokens)
+        """Severity first (a clean run's info never outranks a problem), then what the cause cost (TTFT and
+        decode time lost), then the analyzer's score."""
+        return (-SEVERITY_RANK[self.severity], -round(self.loss_ms, 1), -self.score, -self.loss_tokens)
 
 
 def _plain(value: object) -> object:

@@ -21,7 +21,23 @@ SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 def _where(f: Finding) -> str:
     stage = get_stage(f.stage)
-    return f"{get_phase(f.phase).title} → {f.stage} (#{stage.number} {stage.title})"
+    where = f"{get_phase(f.phase).title} → {f.stage} (#{stage.number} {stage.title})"
+    if len(f.stages) > 1:  # a merged cause: the stages it crosses, in pipeline order
+        where += f"; crosses {' → '.join(f.stages)}"
+    return where
+
+
+def _loss(f: Finding) -> str:
+    parts = []
+    if f.loss_tokens:
+        parts.append(f"{f.loss_tokens:,.0f} tokens")
+    if f.loss_ms:
+        parts.append(f"{f.loss_ms:,.0f} ms")
+    if f.loss_usd:
+        parts.append(f"${f.loss_usd:.4f}")
+    if f.affected_share:
+        parts.append(f"{f.affected_share:.0%} of passes")
+    return ("lost: " + ", ".join(parts)) if parts else ""
 
 
 def _ids(ids: Sequence[str], n: int = 3) -> str:
@@ -48,7 +64,8 @@ class FindingView:
         table.add_column("traces", style="dim")
         for e in f.evidence:
             table.add_row(e.label, e.render_value(), _ids(e.trace_ids))
-        body = Group(where, Text(f.summary), table, Text.assemble(("next: ", "bold green"), f.next_check))
+        parts = [where, Text(f.summary)] + ([Text(_loss(f), style="bold")] if _loss(f) else [])
+        body = Group(*parts, table, Text.assemble(("next: ", "bold green"), f.next_check))
         yield Panel(body, title=head, title_align="left", border_style=SEVERITY_STYLE[f.severity])
 
 
@@ -61,6 +78,8 @@ def plain(findings: Sequence[Finding]) -> str:
         lines.append(f"{i}. [{f.severity}] {f.title}")
         lines.append(f"   where: {_where(f)}   (symptom: {f.symptom}, score {f.score:.2f})")
         lines.append(f"   {f.summary}")
+        if _loss(f):
+            lines.append(f"   {_loss(f)}")
         for e in f.evidence:
             ids = f"   [{_ids(e.trace_ids)}]" if e.trace_ids else ""
             lines.append(f"   - {e.label}: {e.render_value()}{ids}")

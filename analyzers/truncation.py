@@ -1,0 +1,116 @@
+"""Every truncation counts: passes that ended on the length cap, whatever the provider calls it (OpenAI
+``length``, Anthropic ``max_tokens``, Gemini ``MAX_TOKENS``: the ``passes`` view normalises them), and
+what followed — structured output that does not parse, a tool call cut mid-arguments, JSON asked for in
+words, the app going on without reading the reason.
+
+One finding for the one cause (the cap), at ``gen.stop``: a warning or worse when something structured
+was cut, ``info`` when only prose hit the cap (reported, but a clean run's prose answers are no alarm).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from llmtrace.analyzers.finding import Evidence, Finding
+from llmtrace.analyzers.query import Query, attr, percentile, sample_ids
+from llmtrace.tracer.schema import PASS_OPERATIONS
+
+if TYPE_CHECKING:
+    from llmtrace.analyzers.base import SymptomAnalyzer
+
+CAUSE = "truncation:length-cap"
+SAMPLE = 3000  # truncated passes read for what followed
+_JSON_WORDS = re.compile(r"\bjson\b|\{\s*\"", re.I)
+
+
+def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
+    total = int(q.one(f"SELECT count(*) AS n FROM {q.passes} WHERE finish_reason IS NOT NULL").get("n") or 0)  # type: ignore[call-overload]
+    rows = q.rows(f"""
+        WITH cut AS (SELECT * FROM {q.passes} WHERE finish_reason = 'length' ORDER BY start_ns DESC LIMIT {SAMPLE}),
+             ps AS (SELECT span_id, attributes FROM {q.spans} WHERE operation IN {PASS_OPERATIONS}
+                    AND span_id IN (SELECT client_span_id FROM cut UNION ALL SELECT server_span_id FROM cut)),
+             con AS (SELECT DISTINCT parent_span_id FROM {q.spans} WHERE stage = 'gen.constrained'
+                     AND parent_span_id IN (SELECT server_span_id FROM cut)
+                     AND {attr('gen_ai.output.type')} IS NOT NULL AND {attr('gen_ai.output.type')} <> 'text'),
+             checked AS (SELECT DISTINCT trace_id FROM {q.spans} WHERE stage = 'safety.stop_reason'
+                         AND trace_id IN (SELECT trace_id FROM cut)),
+             later AS (SELECT cut.span_id FROM cut JOIN {q.passes} p
+                       ON p.trace_id = cut.trace_id AND p.start_ns >= cut.end_ns
+                       UNION SELECT cut.span_id FROM cut JOIN {q.passes} p
+                       ON p.session_id = cut.session_id AND p.start_ns >= cut.end_ns)
+        SELECT cut.trace_id, cut.output_tokens, cut.max_tokens, cut.finish_reason_raw, cut.tpot_ms,
+               coalesce({attr('gen_ai.output.type', 'str', 'c.attributes')},
+                        {attr('gen_ai.output.type', 'str', 's.attributes')}) AS output_type,
+               {attr('llmtrace.output.shape', 'str', 'c.attributes')} AS shape,
+               {attr('llmtrace.output.parses', 'bool', 'c.attributes')} AS parses,
+               {attr('llmtrace.prompt.text', 'str', 'c.attributes')} AS prompt_text,
+               con.parent_span_id IS NOT NULL AS constrained,
+               cut.trace_id IN (SELECT trace_id FROM checked) AS checked,
+               cut.span_id IN (SELECT span_id FROM later) AS continued
+        FROM cut LEFT JOIN ps c ON c.span_id = cut.client_span_id
+        LEFT JOIN ps s ON s.span_id = cut.server_span_id
+        LEFT JOIN con ON con.parent_span_id = cut.server_span_id""")
+    if not rows:
+        return []
+    n = len(rows)
+    tools = [r for r in rows if r["output_type"] in ("tool_calls", "function_call", "tool_use")]
+    structured = [r for r in rows if r not in tools and (
+        r["output_type"] in ("json", "json_object", "json_schema") or r["constrained"]
+        or r["shape"] in ("json", "fenced", "xml") or r["parses"] is False
+        or (isinstance(r["prompt_text"], str) and _JSON_WORDS.search(r["prompt_text"]) is not None))]
+    broken = [r for r in rows if r["parses"] is False]
+    unread = [r for r in structured + tools if not r["checked"]]
+    # the app went on (another pass in the same trace) after a structured answer or tool call was cut
+    continued = [r for r in structured + tools if r["continued"] and not r["checked"]]
+    spellings = sorted({str(r["finish_reason_raw"]) for r in rows if r["finish_reason_raw"]})
+    ids = sample_ids([r["trace_id"] for r in (tools + structured or rows)])
+    outs = [float(r["output_tokens"]) for r in rows if r["output_tokens"] is not None]  # type: ignore[arg-type]
+    caps = [float(r["max_tokens"]) for r in rows if r["max_tokens"] is not None]  # type: ignore[arg-type]
+    cap = percentile(caps, 0.5)
+    share = n / max(1, total)
+    ev = [Evidence("passes that ended on the length cap", n, f"of {total}", ids),
+          Evidence("finish reasons as the provider spelt them", ", ".join(spellings[:4]), "", ids)]
+    if cap is not None:
+        ev.append(Evidence("max_tokens", cap, "tokens", ids, baseline=percentile(outs, 0.5)))
+    if structured:
+        ev.append(Evidence("structured answers cut (JSON asked for, by schema or in words)", len(structured), "",
+                           sample_ids([r["trace_id"] for r in structured])))
+    if broken:
+        ev.append(Evidence("answers that do not parse", len(broken), "", sample_ids([r["trace_id"] for r in broken])))
+    if tools:
+        ev.append(Evidence("tool calls cut mid-arguments", len(tools), "", sample_ids([r["trace_id"] for r in tools])))
+    if continued:
+        ev.append(Evidence("cut answers the app went on with, without checking the stop reason", len(continued), "",
+                           sample_ids([r["trace_id"] for r in continued])))
+    hurt = len(structured) + len(tools)
+    # Blame needs a consequence on record (something did not parse, or the app carried on with a cut answer);
+    # a cap that only shortened answers is reported as info, so a run that is otherwise clean stays quiet.
+    harmed = len(broken) + len(continued)
+    if hurt and harmed:
+        what = ("tool calls" if len(tools) >= len(structured) else "structured answers")
+        severity = "warning"
+        title = f"{hurt} {what} were cut at max_tokens ({hurt / max(1, total):.0%} of passes)"
+        summary = (f"{n} of {total} passes stopped on the length cap; {hurt} of them were {what} that cannot be "
+                   "complete" + (f", {len(broken)} do not parse" if broken else "")
+                   + (f", and the app went on after {len(continued)} of them" if continued else "") + ".")
+        score = 0.55 + 0.4 * min(1.0, hurt / max(1, total))
+        stages: tuple[str, ...] = ("gen.stop", "safety.stop_reason") if unread else ("gen.stop",)
+    elif hurt:
+        severity, score, stages = "info", 0.3 + 0.1 * share, ("gen.stop", "safety.stop_reason")
+        what = "tool calls" if len(tools) >= len(structured) else "structured answers (JSON asked for)"
+        title = f"{hurt} {what} were cut at max_tokens ({n} of {total} passes hit the cap)"
+        summary = ("They cannot be complete; nothing on record shows a consumer failing on them yet (no parse "
+                   "failure, no later pass), so this is reported rather than blamed.")
+    else:
+        severity, score, stages = "info", 0.1 + 0.1 * share, ("gen.stop",)
+        title = f"{n} of {total} answers were cut at max_tokens"
+        summary = "Prose answers that hit the cap end mid-sentence; nothing structured was cut."
+    return [analyzer.finding(
+        "gen.stop", severity, title, summary, ev, ids,
+        "Raise max_tokens above the longest answer you expect (or constrain the output to a schema), and treat "
+        "finish_reason 'length' (Anthropic 'max_tokens') as a failure before parsing.",
+        score, cause=CAUSE, stages=stages, affected_share=share,
+        # what the cap wasted: the decode time of answers that cannot be used as they are
+        loss_ms=sum(float(r["tpot_ms"] or 0) * float(r["output_tokens"] or 0) for r in structured + tools),  # type: ignore[arg-type]
+        loss_tokens=sum(float(r["output_tokens"] or 0) for r in structured + tools))]  # type: ignore[arg-type]

@@ -1,0 +1,230 @@
+"""Benchmark `diagnosis`: how often `llmtrace diagnose` names the planted cause, and how often it raises an
+alarm on the same app with the cause removed (its clean twin).
+
+Public faces only: `llmtrace serve` processes started with flags (each writes the server's spans to its own
+store), the official OpenAI and Anthropic SDKs wrapped by `llmtrace.adapters.instrument()` in this process
+(each run traced as its own service into the server's store), and `llmtrace diagnose --service NAME --json`
+as a subprocess. The cases are in benchmarks/diagnosis_corpus.py.
+
+    python benchmarks/diagnosis.py [--only CASE ...] [--keep DIR]
+
+Scores: top1 (the first finding's stage is one the case names), any (some finding names it), false alarm
+(a twin got a finding above `info`). Writes benchmarks/results/diagnosis.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from diagnosis_corpus import CASES, Case, Ctx  # noqa: E402
+
+TEMPLATE = """{%- for m in messages -%}<<{{ m['role'] }}>> {{ m['content'] }}
+{% endfor -%}{%- if add_generation_prompt -%}<<assistant>> {% endif -%}"""
+
+# server flag sets (the model is the tiny test model everywhere, so a run takes seconds on two cores)
+SERVERS: dict[str, list[str]] = {
+    "default": [],
+    "round_robin": ["--replicas", "3", "--routing", "round_robin"],
+    "prefix_aware": ["--replicas", "3", "--routing", "prefix_aware"],
+    "small_pool": ["--num-blocks", "40"],
+    "one_slot": ["--max-running", "1"],
+    "speculative": ["--speculative", "ngram"],
+    "invariant": ["--batch-invariant"],
+    "foreign_template": ["--chat-template", "{template}"],
+}
+LLMTRACE = [sys.executable, "-m", "llmtrace.cli"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """One `llmtrace serve --model tiny` process with its own store."""
+
+    def __init__(self, name: str, workdir: Path) -> None:
+        self.name = name
+        self.db = workdir / f"{name}.duckdb"
+        self.port = _free_port()
+        template = workdir / "foreign.jinja"
+        template.write_text(TEMPLATE)
+        flags = [f.replace("{template}", str(template)) for f in SERVERS[name]]
+        self.proc = subprocess.Popen(
+            [*LLMTRACE, "serve", "--model", "tiny", "--port", str(self.port), "--db", str(self.db),
+             "--log-level", "warning", *flags],
+            stdout=subprocess.DEVNULL, stderr=open(workdir / f"{name}.log", "wb"))  # noqa: SIM115
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def wait(self, timeout_s: float = 180.0) -> Server:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llmtrace serve ({self.name}) exited with {self.proc.returncode}")
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.3)
+        raise RuntimeError(f"llmtrace serve ({self.name}) did not come up in {timeout_s:.0f}s")
+
+    def model(self) -> str:
+        with urllib.request.urlopen(self.url + "/v1/models", timeout=5) as r:
+            return str(json.loads(r.read())["data"][0]["id"])
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def _wait_for_server_spans(db: Path, service: str, timeout_s: float = 30.0) -> int:
+    """The server flushes its spans on its own schedule: wait until every pass the app made has the
+    server's side too (or the timeout), so diagnose sees whole passes."""
+    from llmtrace.tracer.store import StoreError, read_connection
+
+    deadline = time.monotonic() + timeout_s
+    n_client = n_joined = 0
+    while time.monotonic() < deadline:
+        try:
+            with read_connection(db, timeout_s=5) as conn:
+                n_client, n_joined = conn.execute(
+                    """SELECT count(*), count(*) FILTER (WHERE observed_by = 'both') FROM passes
+                       WHERE service = ?""", [service]).fetchone()  # type: ignore[misc]
+        except (StoreError, Exception):  # noqa: BLE001  (the view may not exist before the first write)
+            pass
+        if n_client and n_joined >= n_client:
+            return int(n_joined)
+        time.sleep(0.25)
+    return int(n_joined)
+
+
+def _run_app(case: Case, srv: Server, service: str, twin: bool) -> float:
+    import anthropic
+    import openai
+
+    import llmtrace
+    from llmtrace.adapters import instrument
+
+    llmtrace.init(db=srv.db, service_name=service, capture=case.capture)
+    t = time.perf_counter()
+    try:
+        ctx = Ctx(instrument(openai.OpenAI(base_url=srv.url + "/v1", api_key="unused", max_retries=0)),
+                  instrument(anthropic.Anthropic(base_url=srv.url, api_key="unused", max_retries=0)), srv.model())
+        case.run(ctx, twin)
+    finally:
+        llmtrace.shutdown()
+    return time.perf_counter() - t
+
+
+def _diagnose(db: Path, service: str) -> dict[str, Any]:
+    out = subprocess.run([*LLMTRACE, "diagnose", "--db", str(db), "--service", service, "--json"],
+                         capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        return {"error": out.stderr.strip()[-400:], "findings": []}
+    return json.loads(out.stdout)
+
+
+def _score(case: Case, twin: bool, result: dict[str, Any]) -> dict[str, Any]:
+    found = result.get("findings", [])
+    top = found[0] if found else None
+
+    def names(f: dict[str, Any]) -> bool:
+        return f["stage"] in case.expect or any(s in case.expect for s in f.get("stages", ()))
+
+    row: dict[str, Any] = {
+        "case": case.id, "run": "twin" if twin else "cause", "expect": list(case.expect),
+        "top": None if top is None else {"stage": top["stage"], "severity": top["severity"], "title": top["title"]},
+        "findings": [(f["severity"], f["stage"]) for f in found[:6]],
+    }
+    if "error" in result:
+        row["error"] = result["error"]
+    if twin:
+        row["false_alarm"] = any(f["severity"] != "info" for f in found)
+    else:
+        row["top1"] = top is not None and top["stage"] in case.expect
+        row["any"] = any(names(f) for f in found)
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="*", help="case ids to run (default: all)")
+    ap.add_argument("--keep", help="keep the stores in this directory")
+    ap.add_argument("--no-save", action="store_true", help="print, do not write results/diagnosis.json")
+    ap.add_argument("--rediagnose", action="store_true",
+                    help="with --keep DIR of an earlier run: diagnose its stores again without making calls")
+    args = ap.parse_args()
+    cases = [c for c in CASES if not args.only or c.id in args.only]
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="llmtrace-diagnosis-"))
+    work.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("LLMTRACE_STRICT", "0")
+    servers: dict[str, Server] = {}
+    rows: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    pool = cf.ThreadPoolExecutor(max_workers=2)  # diagnose the last run while the next one runs
+    pending: list[tuple[Case, bool, cf.Future[dict[str, Any]]]] = []
+    try:
+        for case in cases:
+            for twin in (False, True):
+                name = (case.twin_server or case.server) if twin else case.server
+                service = f"{case.id}-{'twin' if twin else 'cause'}"
+                if args.rediagnose:
+                    pending.append((case, twin, pool.submit(_diagnose, work / f"{name}.duckdb", service)))
+                    continue
+                if name not in servers:
+                    servers[name] = Server(name, work).wait()
+                srv = servers[name]
+                app_s = _run_app(case, srv, service, twin)
+                joined = _wait_for_server_spans(srv.db, service)
+                print(f"{service:<44} app {app_s:5.1f}s  passes {joined}", flush=True)
+                pending.append((case, twin, pool.submit(_diagnose, srv.db, service)))
+        for case, twin, fut in pending:
+            rows.append(_score(case, twin, fut.result()))
+    finally:
+        pool.shutdown(wait=True)
+        for s in servers.values():
+            s.stop()
+    causes = [r for r in rows if r["run"] == "cause"]
+    twins = [r for r in rows if r["run"] == "twin"]
+    results: dict[str, object] = {
+        "cases": len(causes),
+        "top1_accuracy": round(sum(r["top1"] for r in causes) / max(1, len(causes)), 3),
+        "any_accuracy": round(sum(r["any"] for r in causes) / max(1, len(causes)), 3),
+        "false_alarms_on_twins": sum(r["false_alarm"] for r in twins),
+        "twins": len(twins),
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "rows": rows,
+    }
+    for r in rows:
+        mark = ("FALSE ALARM" if r.get("false_alarm") else "ok") if r["run"] == "twin" else \
+            ("top1" if r["top1"] else "any" if r["any"] else "MISS")
+        top = r["top"]["stage"] + " " + r["top"]["title"][:70] if r["top"] else "-"
+        print(f"{r['case']:<32} {r['run']:<5} {mark:<11} {top}")
+    print({k: v for k, v in results.items() if k != "rows"})
+    if not args.no_save:
+        from common import save
+
+        save("diagnosis", results)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""Diagnosis measured as loss: partial cache losses (a field mid-way through the tools), per-user values,
+distinct templates that are not a volatile field, every truncation counted, one cause explained once, and
+`--service` on a store that holds two apps. Real server (tiny model), real SDK, real store."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from analyzers_live import all_findings, client, server, store
+
+from llmtrace.cli import main
+
+RULES = ("You triage tickets for the Quillon hosting help desk. Ask for the server name first, never guess "
+         "a root password, and point to the status page for outages. ") * 3
+TOOLS = [{"type": "function", "function": {"name": n, "description": d, "parameters": {
+    "type": "object", "properties": {"host": {"type": "string"}}}}}
+    for n, d in (("host_status", "Current health of one hosted server, with its last reboot."),
+                 ("open_incident", "Open an incident for a host and page the on-call engineer."),
+                 ("list_backups", "Backups kept for a host, oldest first, with their sizes."))]
+
+
+def _ask(c, srv, messages, **kw) -> None:
+    c.chat.completions.create(model=srv.model_id, messages=messages, max_tokens=kw.pop("max_tokens", 4),
+                              temperature=0, **kw)
+
+
+def test_a_field_mid_way_through_the_tools_is_a_partial_loss(tmp_path: Path) -> None:
+    srv = server()
+    with store(tmp_path / "t.duckdb", capture="hashes") as db:
+        c = client(srv)
+        for i in range(6):
+            tools = json.loads(json.dumps(TOOLS))
+            tools[1]["function"]["description"] += f" ref {uuid.uuid4().hex[:24]}"
+            _ask(c, srv, [{"role": "system", "content": RULES}, {"role": "user", "content": f"web-{i} is down"}],
+                 tools=tools)
+    top = all_findings(db)[0]
+    assert top.stage == "cache.prefix_match" and "tools" in top.title, top.title
+    assert top.loss_tokens > 0 and 0 < top.affected_share <= 1
+    stop = next(e for e in top.evidence if e.label == "first prompt token the cache missed")
+    assert int(stop.value) > 0  # the prefix before the field still cached: a partial loss, not a cliff
+
+
+def test_distinct_templates_reused_are_not_a_volatile_field(tmp_path: Path) -> None:
+    srv = server()
+    personas = [f"You are the {team} desk. " + RULES for team in ("billing", "dns", "email")]
+    with store(tmp_path / "t.duckdb", capture="hashes") as db:
+        c = client(srv)
+        for i in range(9):
+            _ask(c, srv, [{"role": "system", "content": personas[i % 3]}, {"role": "user", "content": f"case {i}"}])
+    loud = [f for f in all_findings(db) if f.severity != "info"]
+    assert loud == [], [(f.stage, f.title) for f in loud]
+
+
+def test_a_per_user_value_costs_one_cold_miss_per_value(tmp_path: Path) -> None:
+    srv = server()
+    users = ["acct_7Hq2Lx", "acct_Pm04Zr", "acct_x9Ty3B"]
+    with store(tmp_path / "t.duckdb", capture="hashes") as db:
+        c = client(srv)
+        for i in range(9):
+            _ask(c, srv, [{"role": "system", "content": f"Signed in as {users[i % 3]}.\n" + RULES},
+                          {"role": "user", "content": f"case {i}"}])
+    top = all_findings(db)[0]
+    assert top.stage == "cache.prefix_match" and "intake.system_prompt" in top.stages, top.title
+    assert 2 <= next(int(e.value) for e in top.evidence if e.label == "passes affected") <= 3  # one per new value
+
+
+def test_cut_tool_calls_are_reported_and_blamed_once_the_app_goes_on(tmp_path: Path) -> None:
+    srv = server()
+    with store(tmp_path / "a.duckdb", capture="hashes") as cut:
+        c = client(srv)
+        for i in range(3):
+            _ask(c, srv, [{"role": "user", "content": f"check web-{i}"}], tools=TOOLS, max_tokens=5)
+    f = next(f for f in all_findings(cut) if f.stage == "gen.stop")
+    assert f.severity == "info" and "tool calls were cut" in f.title  # counted, not yet blamed
+    with store(tmp_path / "b.duckdb", capture="hashes") as went_on:
+        c = client(srv)
+        for i in range(3):
+            first = [{"role": "user", "content": f"check web-{i}"}]
+            c.chat.completions.create(model=srv.model_id, messages=first, tools=TOOLS, max_tokens=5)
+            _ask(c, srv, [*first, {"role": "assistant", "content": "(cut)"}, {"role": "user", "content": "and?"}])
+    f = next(f for f in all_findings(went_on) if f.stage == "gen.stop")
+    assert f.severity == "warning" and "gen.stop" in f.stages
+    assert any(e.label.startswith("cut answers the app went on with") for e in f.evidence)
+
+
+def test_service_filter_and_one_explanation_per_cause(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    srv = server()
+    db = tmp_path / "t.duckdb"
+    for service, clock in (("steady-app", False), ("clock-app", True)):
+        import llmtrace
+
+        llmtrace.init(db=db, service_name=service, capture="hashes", deploy="v1" if not clock else "v2")
+        try:
+            c = client(srv)
+            for i in range(6):
+                head = f"Time now 2026-12-0{1 + i % 2} 0{i}:1{i}:5{i}. " if clock else ""
+                _ask(c, srv, [{"role": "system", "content": head + RULES}, {"role": "user", "content": f"case {i}"}])
+        finally:
+            llmtrace.shutdown()
+    assert main(["diagnose", "--db", str(db), "--service", "steady-app", "--json"]) == 0
+    steady = json.loads(capsys.readouterr().out)["findings"]
+    assert [f for f in steady if f["severity"] != "info"] == []
+    assert main(["diagnose", "--db", str(db), "--service", "clock-app", "--json", "--since", "1h"]) == 0
+    clocky = json.loads(capsys.readouterr().out)["findings"]
+    assert clocky[0]["stage"] == "cache.prefix_match" and "intake.system_prompt" in clocky[0]["stages"]
+    assert clocky[0]["loss"]["tokens"] > 0
+    # check names the same merged cause for the hit-rate drop of the clock deploy
+    assert main(["check", "--db", str(db), "--deploy", "v2", "--baseline-deploy", "v1"]) == 1
+    out = capsys.readouterr().out
+    assert "explained by cache.prefix_match" in out and "crosses intake.system_prompt → cache.prefix_match" in out
+
+
+def test_check_explains_one_cause_once_under_p50_and_p95() -> None:
+    from llmtrace.analyzers.check_report import Verdict, github, text
+    from llmtrace.analyzers.finding import Evidence, Finding
+
+    f = Finding("slow_first_token", "cache", "cache.prefix_match", "critical", "A timestamp at char 9", "s",
+                (Evidence("volatile window", "timestamp at char 9"),), ("t1",), "move it", 0.9)
+    v = [Verdict("ttft_p50_ms", "TTFT p50", 90.0, 30.0, "allowed increase 20%", False, explanation=f),
+         Verdict("ttft_p95_ms", "TTFT p95", 120.0, 40.0, "allowed increase 20%", False, explanation=f)]
+    out = text(v, "h")
+    assert out.count("A timestamp at char 9") == 1 and "explained by the same cause as TTFT p50" in out
+    assert github(v, "h").count("Explained by cache.prefix_match") == 1
