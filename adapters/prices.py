@@ -10,6 +10,7 @@ and what its cache reads and its 5-minute and 1-hour cache writes cost on their 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
 
@@ -23,6 +24,28 @@ except ImportError:  # pragma: no cover - exercised by a subprocess test without
     _gp = None
 
 GENAI_PRICES_VERSION: str | None = f"genai-prices {_gp.__version__}" if _gp is not None else None
+
+
+_found: dict[tuple[int, str, str | None], tuple[Any, Any, Any] | None] = {}
+_MAX_FOUND = 4096
+
+
+def _find(model: str, provider: str | None) -> tuple[Any, Any, Any] | None:
+    """(snapshot, provider, model entry) for a name, remembered: matching a name against 800+ models costs
+    ~60 us, pricing the match ~10 us. The price itself is still chosen by date at every call."""
+    snapshot = _gp.data_snapshot.get_snapshot()  # type: ignore[union-attr]
+    key = (id(snapshot), model, provider)
+    if key in _found:
+        return _found[key]
+    try:
+        prov, entry = snapshot.find_provider_model(model, None, provider, None)
+        hit: tuple[Any, Any, Any] | None = (snapshot, prov, entry)
+    except LookupError:
+        hit = None
+    if len(_found) >= _MAX_FOUND:
+        _found.clear()
+    _found[key] = hit
+    return hit
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +97,16 @@ def from_genai_prices(model: str, usage: Usage, provider: str | None) -> PassPri
         if w1h:
             counts["cache_write_1h_tokens"] = w1h
     try:
-        calc = _gp.calc_price(_gp.Usage(**counts), model, provider_id=provider)
-    except LookupError:
-        return None  # a model (or provider) it does not list
+        found = _find(model, provider)
+        if found is None:
+            return None  # a model (or provider) it does not list
+        snapshot, prov, entry = found
+        calc = entry.calc_price(
+            _gp.Usage(**counts),
+            prov,
+            genai_request_timestamp=datetime.now(tz=timezone.utc),
+            auto_update_timestamp=snapshot.timestamp if snapshot.from_auto_update else None,
+        )
     except Exception as exc:  # a bad entry or an unpriced kind of token: fall back, say so once
         health.count("price_lookup", message=f"genai-prices could not price {model!r}: {type(exc).__name__}: {exc}")
         return None
