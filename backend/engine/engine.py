@@ -144,6 +144,8 @@ class Engine:
         self._steps = 0
         self.last_step = StepMetadata()
         self._finishing: list[tuple[Sequence, str]] | None = None
+        self.last_emit_ns = 0
+        self.emit_ns_total = 0
         self.tokens_generated = 0
         # optional hook: called with (request_id, float32 logits [rows, vocab]) whenever a sequence gets logits
         self.logits_sink: Callable[[str, torch.Tensor], None] | None = None
@@ -226,6 +228,7 @@ class Engine:
             "evicted_blocks": self.blocks.total_evicted,
             "host_tier_blocks": len(self.blocks.host_tier) if self.blocks.host_tier else 0,
             "steps": self._steps,
+            "span_emit_ms_total": round(self.emit_ns_total / 1e6, 3),
             "tokens_generated": self.tokens_generated,
             "attention_backend": self.attention.name,
             "attention_reason": self.attention.reason,
@@ -417,12 +420,18 @@ class Engine:
             self._emit(seq, status)
 
     def _emit(self, seq: Sequence, status: str) -> None:
+        started = time.perf_counter_ns()
         try:
             emit(seq, self.facts, self.pool.num_available, self.pipeline, status)
         except Exception:  # the tracer must never break the engine
             import logging
 
             logging.getLogger("llmtrace.engine").exception("emitting stage spans failed for %s", seq.request_id)
+        finally:
+            # what recording the pass costs the engine (after the pass's own time was charged): the
+            # tracer's own overhead, kept so it can be seen (stats) and told apart from the pass
+            self.last_emit_ns = time.perf_counter_ns() - started
+            self.emit_ns_total += self.last_emit_ns
 
     def _drain_inbox(self) -> list[RequestOutput]:
         with self._lock:
