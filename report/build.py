@@ -239,7 +239,7 @@ def _cost_html(data: ReportData, render: _Charts, keep: tuple[str, ...] | None) 
     if not any(r.recorded_per_1k for r in rows):
         return page.card("Cost", page.absent("cost-split", "No pass records a cost (llmtrace.meters.cost_usd): "
                                                            "price the calls with the meters helpers to see it."))
-    values = [{"deploy": r.deploy, "kind": k, "usd": v} for r in rows for k, v in r.per_1k.items()]
+    values = [{"deploy": charts.short(r.deploy), "kind": k, "usd": v} for r in rows for k, v in r.per_1k.items()]
     note = ("Split into uncached input, cached input and output with per-model unit prices fitted to the "
             f"recorded costs (least squares, worst R² {r2:.4f})." if r2 is not None else
             "Costs could not be split by token kind; totals shown.")

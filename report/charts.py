@@ -73,12 +73,19 @@ def _unique_ids(svg: str, prefix: str) -> str:
 
 
 # ── specs ──────────────────────────────────────────────────────────────────────────────────────────
+def short(deploy: object) -> str:
+    """A deploy as a chart label: CI names deploys by commit (40 hex characters), which no axis can hold;
+    tables beside the charts keep the full name."""
+    text = str(deploy)
+    return text if len(text) <= 16 else text[:12] + "…"
+
+
 def _cut(text: str, n: int = 40) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def hit_rate_timeline(rows: list[dict[str, object]], marks: list[dict[str, object]]) -> dict[str, Any]:
-    points = [{"t": int(r["t_ns"]) // 1_000_000, "deploy": r["deploy"], "hit": r["hit_rate"], "passes": r["passes"]}  # type: ignore[call-overload]
+    points = [{"t": int(r["t_ns"]) // 1_000_000, "deploy": short(r["deploy"]), "hit": r["hit_rate"], "passes": r["passes"]}  # type: ignore[call-overload]
               for r in rows]
     layers: list[dict[str, Any]] = [{
         "data": {"values": points},
@@ -90,7 +97,7 @@ def hit_rate_timeline(rows: list[dict[str, object]], marks: list[dict[str, objec
                   "scale": {"domain": [0, 1]}},
             "color": {"field": "deploy", "type": "nominal", "title": "deploy"}}}]
     if marks:
-        ms = [{"t": int(m["at_ns"]) // 1_000_000, "label": f"deploy {m['deploy']}"} for m in marks]  # type: ignore[call-overload]
+        ms = [{"t": int(m["at_ns"]) // 1_000_000, "label": f"deploy {short(m['deploy'])}"} for m in marks]  # type: ignore[call-overload]
         layers.append({"data": {"values": ms}, "mark": {"type": "rule", "strokeDash": [4, 3], "color": "#444"},
                        "encoding": {"x": {"field": "t", "type": "temporal"}}})
         layers.append({"data": {"values": ms}, "mark": {"type": "text", "align": "left", "dx": 4, "dy": -4,
@@ -101,7 +108,7 @@ def hit_rate_timeline(rows: list[dict[str, object]], marks: list[dict[str, objec
 
 
 def hit_by_deploy(rows: list[dict[str, object]]) -> dict[str, Any]:
-    data = [{"deploy": r["deploy"], "hit": r["hit_rate"] or 0.0, "passes": r["passes"]} for r in rows]
+    data = [{"deploy": short(r["deploy"]), "hit": r["hit_rate"] or 0.0, "passes": r["passes"]} for r in rows]
     enc = {"x": {"field": "deploy", "type": "nominal", "sort": None, "title": "deploy", "axis": {"labelAngle": 0}},
            "y": {"field": "hit", "type": "quantitative", "title": "cache hit rate", "axis": {"format": "%"},
                  "scale": {"domain": [0, 1]}}}
@@ -111,7 +118,7 @@ def hit_by_deploy(rows: list[dict[str, object]]) -> dict[str, Any]:
 
 
 def phase_share(rows: list[dict[str, object]]) -> dict[str, Any]:
-    data = [{"phase": r["phase"], "deploy": r["deploy"], "ms": float(r["ms"] or 0.0)} for r in rows]  # type: ignore[arg-type]
+    data = [{"phase": r["phase"], "deploy": short(r["deploy"]), "ms": float(r["ms"] or 0.0)} for r in rows]  # type: ignore[arg-type]
     return {"width": WIDTH, "height": {"step": 26}, "data": {"values": data},
             "transform": [{"joinaggregate": [{"op": "sum", "field": "ms", "as": "total"}], "groupby": ["deploy"]},
                           {"calculate": "datum.ms / datum.total", "as": "share"},
@@ -131,7 +138,7 @@ def ttft_parts(rows: list[dict[str, object]]) -> dict[str, Any]:
     """Rows: deploy, part, ms (mean per pass). Parts in pipeline order, unknown ones after them."""
     seen = list(dict.fromkeys(str(r["part"]) for r in rows))
     parts = [p for p in TTFT_PARTS if p in seen] + [p for p in seen if p not in TTFT_PARTS]
-    data = [{"deploy": r["deploy"], "part": r["part"], "ms": float(r["ms"] or 0.0),  # type: ignore[arg-type]
+    data = [{"deploy": short(r["deploy"]), "part": r["part"], "ms": float(r["ms"] or 0.0),  # type: ignore[arg-type]
              "order": parts.index(str(r["part"]))} for r in rows]
     colours = [TTFT_COLOURS[i % len(TTFT_COLOURS)] for i in range(len(parts))]
     return {"width": WIDTH, "height": {"step": 26}, "data": {"values": data}, "mark": {"type": "bar"},
@@ -144,7 +151,7 @@ def ttft_parts(rows: list[dict[str, object]]) -> dict[str, Any]:
 
 
 def latency_box(rows: list[dict[str, object]], title: str) -> dict[str, Any]:
-    data = [{**{k: r[k] for k in ("p5", "p25", "p50", "p75", "p95", "n")}, "group": _cut(f"{r['model']} · {r['deploy']}"),
+    data = [{**{k: r[k] for k in ("p5", "p25", "p50", "p75", "p95", "n")}, "group": _cut(f"{r['model']} · {short(r['deploy'])}"),
              "deploy": r["deploy"]} for r in rows]
     y = {"field": "group", "type": "nominal", "sort": None, "title": None}
     return {"width": 300, "height": {"step": 24}, "data": {"values": data}, "layer": [

@@ -146,3 +146,30 @@ def test_layout_snapshot_cards_and_columns(support_html: Path, chromium: Browser
     (sl1, st1, sw1), (sl2, st2, sw2) = state["sides"]
     assert st1 == st2 and sl2 >= sl1 + sw1 and abs(sw1 - sw2) <= 2  # client | server
     assert state["main"][2] <= 1180  # the page keeps its reading width
+
+
+def test_commit_sized_deploy_names_keep_the_charts_inside_their_cards(support_db: Path, tmp_path: Path,
+                                                                      chromium: Browser) -> None:
+    import duckdb
+
+    from conftest import copy_store, write_report
+
+    sha = "3f9c2a71be0d4e5f8a6b7c8d9e0f1a2b3c4d5e6f"  # CI marks deploys with the commit (docs/ci.md)
+    db = copy_store(support_db, tmp_path / "sha.duckdb")
+    conn = duckdb.connect(str(db))
+    conn.execute("UPDATE spans SET deploy = ? WHERE deploy = 'v2'", [sha])
+    conn.execute("UPDATE deploys SET name = ? WHERE name = 'v2'", [sha])
+    conn.close()
+    out = tmp_path / "sha.html"
+    assert write_report(["report", "--db", str(db), "-o", str(out)]) == 0
+    assert sha in out.read_text()  # the tables keep the full name
+    _open(chromium, out)
+    outside = chromium.js("""[...document.querySelectorAll('[data-chart] svg')].filter(svg => {
+        const c = svg.closest('.card').getBoundingClientRect(), r = svg.getBoundingClientRect();
+        return r.right > c.right + 1 || r.left < c.left - 1; }).map(svg => svg.closest('[data-chart]').dataset.chart)""")
+    assert outside == []
+    assert chromium.js("document.documentElement.scrollWidth - document.documentElement.clientWidth") <= 0
+    texts = chromium.js("[...document.querySelectorAll('[data-chart] svg text')].map(t => t.textContent)")
+    assert not [t for t in texts if sha in t]  # no axis or legend tries to hold 40 characters
+    assert any(t.startswith(sha[:12]) for t in texts) and max(map(len, texts)) <= 45
+    assert chromium.errors == []
