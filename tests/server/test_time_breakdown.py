@@ -191,3 +191,35 @@ def test_docs_time_queries_add_up_on_a_real_store(server: RunningServer) -> None
     assert medians["forward.moe_routing"]["median_ms"] == 0  # a dense model: no MoE time, whatever its span
     components = {r["component"] for r in sql(queries[2])}
     assert {"prefill", "queue", "intake", "delivery"} <= components
+
+
+@pytest.mark.slow
+def test_a_client_pass_splits_what_the_wire_shows_and_names_the_rest_unobserved(server: RunningServer,
+                                                                               tmp_path: Path) -> None:
+    import llmtrace
+
+    app_db = tmp_path / "app.duckdb"
+    llmtrace.init(db=app_db, service_name="time-app", strict=True)
+    try:
+        client = llmtrace.instrument(openai.OpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0))
+        time.sleep(0.8)
+        stream = client.chat.completions.create(model="tiny", temperature=0, max_tokens=12, stream=True,
+                                                messages=[{"role": "user", "content": "Tell me about bread."}])
+        for _ in stream:
+            pass
+    finally:
+        llmtrace.shutdown()
+    rows = query(app_db, """SELECT r.trace_id, r.duration_ms, t.stage, t.exclusive_ms, t.share
+                            FROM requests r JOIN time_breakdown t ON t.pass_span_id = r.span_id
+                            WHERE r.side = 'client'""")
+    parts = {stage: ms for _, _, stage, ms, _ in rows}
+    trace_id, wall = rows[0][0], rows[0][1]
+    assert set(parts) == {"arrival.connection", "unobserved", "arrival.stream_setup", "gen.streaming", "other"}
+    assert abs(sum(parts.values()) - wall) <= 1e-6 * wall and all(v >= 0 for v in parts.values()), parts
+    assert abs(sum(share for *_, share in rows) - 1) < 1e-9
+    # an independent clock: the server's own pass of this call lies inside what the client waited for
+    server_wall = wait_rows(server.db_path, "SELECT duration_ms FROM requests WHERE side = 'server' AND trace_id = ?",
+                            [trace_id], timeout_s=30)[0][0]
+    waited = parts["unobserved"] + parts["arrival.stream_setup"] + parts["gen.streaming"]
+    assert server_wall <= waited + 1.0, (server_wall, parts)
+    assert parts["unobserved"] > 0
