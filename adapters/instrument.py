@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from . import integrations
+from . import integrations, prices
 from .call import DEFAULT_HIDDEN_STAGES, Options
 from .transport import AsyncInstrumentedTransport, InstrumentedTransport
 
@@ -95,6 +95,7 @@ def instrument(
     ``cache_diagnostics``: ask the provider for its cache-miss diagnostics where it supports them.
     ``tokenizer``: counts tokens of a text when the provider reports no usage (estimated counts).
     """
+    prices.warm_up()
     if integrations.framework_of(client) == "litellm":
         integrations.prepare_litellm(client, httpx.Client, httpx.AsyncClient)
     for http, found in _http_clients(client):

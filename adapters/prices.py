@@ -9,6 +9,7 @@ and what its cache reads and its 5-minute and 1-hour cache writes cost on their 
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from decimal import Decimal
@@ -18,12 +19,31 @@ from llmtrace.tracer import health
 
 from .usage import Usage
 
-try:  # optional: pure data plus pydantic; without it the bundled table prices the common models
-    import genai_prices as _gp
-except ImportError:  # pragma: no cover - exercised by a subprocess test without the package
-    _gp = None
+_gp: Any = None  # genai_prices once loaded; False when it is not installed
+_load_lock = threading.Lock()
 
-GENAI_PRICES_VERSION: str | None = f"genai-prices {_gp.__version__}" if _gp is not None else None
+
+def _lib() -> Any:
+    """genai-prices, imported on first use (it brings pydantic: ~0.4 s, not to be paid by every import of
+    the middleware); None when it is not installed."""
+    global _gp
+    if _gp is None:
+        with _load_lock:
+            if _gp is None:
+                try:  # optional: data plus pydantic; without it the bundled table prices the common models
+                    import genai_prices
+
+                    genai_prices.data_snapshot.get_snapshot()  # parse the bundled data now, once
+                    _gp = genai_prices
+                except ImportError:
+                    _gp = False
+    return _gp or None
+
+
+def warm_up() -> None:
+    """Load genai-prices in the background so the first priced pass does not wait for it."""
+    if _gp is None:
+        threading.Thread(target=_lib, name="llmtrace-prices", daemon=True).start()
 
 
 _found: dict[tuple[int, str, str | None], tuple[Any, Any, Any] | None] = {}
@@ -33,7 +53,7 @@ _MAX_FOUND = 4096
 def _find(model: str, provider: str | None) -> tuple[Any, Any, Any] | None:
     """(snapshot, provider, model entry) for a name, remembered: matching a name against 800+ models costs
     ~60 us, pricing the match ~10 us. The price itself is still chosen by date at every call."""
-    snapshot = _gp.data_snapshot.get_snapshot()  # type: ignore[union-attr]
+    snapshot = _gp.data_snapshot.get_snapshot()
     key = (id(snapshot), model, provider)
     if key in _found:
         return _found[key]
@@ -86,7 +106,8 @@ def _usd(tokens: int | None, per_token: Decimal | None) -> float | None:
 
 def from_genai_prices(model: str, usage: Usage, provider: str | None) -> PassPrice | None:
     """The pass priced by ``genai-prices``; None when it is not installed or does not know the model."""
-    if _gp is None or usage.input_tokens is None or usage.output_tokens is None:
+    gp = _lib() if usage.input_tokens is not None and usage.output_tokens is not None else None
+    if gp is None:
         return None
     w1h = usage.cache_write_1h_tokens or 0
     counts: dict[str, int] = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
@@ -102,7 +123,7 @@ def from_genai_prices(model: str, usage: Usage, provider: str | None) -> PassPri
             return None  # a model (or provider) it does not list
         snapshot, prov, entry = found
         calc = entry.calc_price(
-            _gp.Usage(**counts),
+            gp.Usage(**counts),
             prov,
             genai_request_timestamp=datetime.now(tz=timezone.utc),
             auto_update_timestamp=snapshot.timestamp if snapshot.from_auto_update else None,
@@ -113,7 +134,7 @@ def from_genai_prices(model: str, usage: Usage, provider: str | None) -> PassPri
     mp = calc.model_price
     write_5m = _per_token(mp, "cache_write_mtok")
     write_1h = _per_token(mp, "cache_write_1h_mtok") or write_5m
-    version = GENAI_PRICES_VERSION
+    version = f"genai-prices {gp.__version__}"
     if calc.auto_update_timestamp is not None:
         version = f"{version} (updated {calc.auto_update_timestamp.isoformat()})"
     return PassPrice(
