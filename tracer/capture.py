@@ -130,6 +130,11 @@ def _current_key() -> bytes:
     return key
 
 
+def hasher() -> hashlib._Hash:  # type: ignore[name-defined]
+    """A fresh keyed 64-bit BLAKE2b, for hashes of prompt content other than text (e.g. token-id blocks)."""
+    return hashlib.blake2b(key=_current_key(), digest_size=8)
+
+
 def hash_text(text: str) -> str:
     """16 hex characters of keyed BLAKE2b over the scrubbed UTF-8 text."""
     return hashlib.blake2b(scrub(text).encode("utf-8", "surrogatepass"), key=_current_key(), digest_size=8).hexdigest()

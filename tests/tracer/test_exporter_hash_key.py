@@ -112,3 +112,13 @@ def test_init_keys_the_chunk_chains_too_and_they_still_locate_the_divergence(sto
         pass
     llmtrace.shutdown()
     assert Path(f"{store_path}.key").exists()
+
+
+def test_the_keyed_hasher_for_token_blocks_uses_the_store_key(store_path: Path) -> None:
+    llmtrace.init(db=store_path)
+    key = bytes.fromhex(Path(f"{store_path}.key").read_text().strip())
+    h = capture.hasher()
+    h.update(b"\x01\x02")
+    assert h.hexdigest() == hashlib.blake2b(b"\x01\x02", key=key, digest_size=8).hexdigest()
+    assert h.hexdigest() != hashlib.blake2b(b"\x01\x02", digest_size=8).hexdigest()
+    llmtrace.shutdown()
