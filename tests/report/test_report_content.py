@@ -217,3 +217,14 @@ def test_check_html_against_a_baseline_file(support_db: Path, tmp_path: Path) ->
     assert '<tr data-verdict="cache_hit_rate"><td>cache hit rate</td><td class="num">82.6%</td>' \
            '<td class="num">0.0%</td>' in regression
     assert 'class="fail">FAIL<' in regression
+
+
+def test_a_parquet_export_gives_the_same_report(support_db: Path, support_html: Path, tmp_path: Path) -> None:
+    export = tmp_path / "export"
+    assert write_report(["export", "--parquet", str(export), "--db", str(support_db)]) == 0
+    out = tmp_path / "fleet.html"
+    assert write_report(["report", "--parquet", f"{export}/**/*.parquet", "-o", str(out)]) == 0
+    fleet, local = out.read_text(), support_html.read_text()
+    assert "16 passes in 8 traces" in fleet
+    assert fleet.count('class="card finding') == local.count('class="card finding') > 0
+    assert re.findall(r'data-trace="([0-9a-f]+)"', fleet) == re.findall(r'data-trace="([0-9a-f]+)"', local)
