@@ -198,6 +198,11 @@ def _cache_html(data: ReportData, render: _Charts, only: Any) -> str:
 def _time_html(data: ReportData, render: _Charts, only: Any) -> str:
     rows, source = data.phase_time()
     rows = only(rows)
+    if len({r["deploy"] for r in rows}) > 1:  # the selection as a whole on top, then each deploy
+        total: dict[str, float] = {}
+        for r in rows:
+            total[str(r["phase"])] = total.get(str(r["phase"]), 0.0) + float(r["ms"] or 0.0)  # type: ignore[arg-type]
+        rows = [{"phase": p, "deploy": "all deploys", "ms": v} for p, v in total.items()] + rows
     share = (page.chart(render(charts.phase_share(rows)), "phase-share") if rows
              else page.absent("phase-share", "No stage spans in the selection."))
     parts, psource = data.ttft_parts()

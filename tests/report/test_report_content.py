@@ -228,3 +228,15 @@ def test_a_parquet_export_gives_the_same_report(support_db: Path, support_html: 
     assert "16 passes in 8 traces" in fleet
     assert fleet.count('class="card finding') == local.count('class="card finding') > 0
     assert re.findall(r'data-trace="([0-9a-f]+)"', fleet) == re.findall(r'data-trace="([0-9a-f]+)"', local)
+
+
+def test_since_keeps_the_window(support_db: Path, tmp_path: Path) -> None:
+    from tui_store import BASE_NS, MS
+
+    out, empty = tmp_path / "since.html", tmp_path / "empty.html"
+    after_v1 = BASE_NS + 4 * 20_000 * MS - 1000 * MS  # the support store's v2 traces start at the fifth
+    assert write_report(["report", "--db", str(support_db), "--since", str(after_v1), "-o", str(out)]) == 0
+    assert _deploy_cells(out.read_text()) == ["v2"]
+    assert write_report(["report", "--db", str(support_db), "--since", "1h", "-o", str(empty)]) == 0
+    html = empty.read_text()  # long before now: nothing in the window, and the page says so
+    assert "0 passes in 0 traces" in html and "No pass reports prompt tokens" in html and "data-chart=" not in html
