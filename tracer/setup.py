@@ -56,7 +56,8 @@ def init(
         attrs: dict[str, str] = {"service.name": settings.service_name}
         if settings.deploy:
             attrs["service.version"] = settings.deploy
-        provider = TracerProvider(resource=Resource.create(attrs))
+        # Only our exit hook, with one deadline for all processors (after a re-init the SDK's would run first).
+        provider = TracerProvider(resource=Resource.create(attrs), shutdown_on_exit=False)
         processors: list[QueueingSpanProcessor] = []
         timeout = settings.shutdown_timeout_s
         if settings.db is not None:
