@@ -27,13 +27,13 @@ _KINDS = ("internal", "internal", "server", "client", "producer", "consumer")  #
 _json_fallback = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
 
 
-def _dumps(obj: object) -> str:
-    """Compact JSON: orjson (several times faster, and this runs for every span), the stdlib for what
-    orjson refuses (integers past 64 bits)."""
+def _dumps(obj: object) -> bytes:
+    """Compact JSON as UTF-8 bytes (Arrow takes them for a string column as they are): orjson, several
+    times faster and this runs for every span; the stdlib for what orjson refuses (ints past 64 bits)."""
     try:
-        return orjson.dumps(obj, default=str).decode()
+        return orjson.dumps(obj, default=str)
     except TypeError:
-        return _json_fallback(obj)
+        return _json_fallback(obj).encode("utf-8", "replace")
 _COLUMN_NAMES = tuple(n for n, _ in SPAN_COLUMNS)
 
 
@@ -243,10 +243,6 @@ _ZERO8 = b"\0" * 8
 _MAX_NS = (1 << 63) - 1  # the store's BIGINT; OTLP's fixed64 goes past it
 
 
-def _never(text: str) -> bool:
-    return False
-
-
 def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = None, *, rejected: int = 0,
                      reason: str | None = None, check_secrets: bool = True) -> Decoded:
     """Walk the request into one Arrow table in SPAN_COLUMNS order.
@@ -274,11 +270,11 @@ def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = Non
     drops = [0]
     dumps = _dumps
     kinds = _KINDS
-    suspect = scrub.suspect if check_secrets else _never
+    suspect = scrub.suspect_bytes
     for rs in req.resource_spans:
         res_attrs = attributes(rs.resource.attributes, drops)
         res_json = dumps(res_attrs)
-        if suspect(res_json):
+        if check_secrets and suspect(res_json):
             res_json = dumps(scrub.scrub_attributes(res_attrs))
         service = res_attrs.get("service.name")
         service = str(service) if service is not None else None
@@ -347,7 +343,8 @@ def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = Non
                     deploy = str(dv) if dv is not None else None
                     attrs_json = dumps(attrs)
                     message = st.message or None
-                    if suspect(attrs_json) or (message and suspect(message)) or suspect(name):
+                    if check_secrets and (suspect(attrs_json) or (message and scrub.suspect(message))
+                                          or scrub.suspect(name)):
                         # credentials in any capture mode: header attributes, api keys, bearer tokens
                         attrs_json = dumps(scrub.scrub_attributes(attrs))
                         message = scrub.scrub_text(message) if message else None
@@ -357,7 +354,7 @@ def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = Non
                     if len(events):
                         events_json = dumps([{"name": e.name, "ts": e.time_unix_nano,
                                               "attributes": attributes(e.attributes, drops)} for e in events])
-                        if suspect(events_json):
+                        if check_secrets and suspect(events_json):
                             events_json = dumps(scrub.scrub_attributes(json.loads(events_json)))
                     extra = []
                     if mapped is not None:
