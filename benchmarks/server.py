@@ -9,9 +9,18 @@ tokens per request (EOS ignored), streaming clients at 1, 4 and 16 concurrent:
   loopback HTTP, SSE streaming, clients in this process with httpx
 - http_overhead_ratio(_cN): engine tok/s / HTTP tok/s, the median over back-to-back pairs (target <= 1.1)
 - llamacpp_server_tok_s_cN / llamacpp_server_ttft_p50_ms_cN: llama-cpp-python's OpenAI-compatible server on
-  the same GGUF (EOS suppressed with logit_bias), built into its own venv on first run
-  (llamacpp_build_s); skipped with a message when it does not build
+  the same GGUF (EOS suppressed with logit_bias), the second peer (it serves one request at a time): taken
+  from this venv when `llama_cpp.server` imports, else from its own venv, built when BENCH_LLAMACPP_BUILD=1
+  (llamacpp_build_s); skipped with a message otherwise
 - http_vs_llamacpp_c16: http_tok_s_c16 / llamacpp_server_tok_s_c16 (target >= 2)
+- native_llamacpp_server_tok_s_cN / _ttft_p50_ms_cN / _ttft_p99_ms_cN: llama.cpp's own server (the C++
+  `llama-server` code, in-process through the `xllamacpp` wheel, `bench` extra) on the same GGUF with
+  continuous batching over BENCH_NATIVE_PARALLEL (16) slots, the same threads, prompts and clients, its
+  repetitions interleaved with ours (direct, HTTP, native, direct, ...); skipped with a message when
+  xllamacpp is not installed
+- http_vs_native_llamacpp_cN: http_tok_s_cN / native_llamacpp_server_tok_s_cN (targets: >= 1.0 at 1 client,
+  >= 1.5 at 16), and _pair_median_cN, the median over the back-to-back repetition pairs
+- load_average_at_start / _at_end: the 1-minute load average, because the machine may be shared
 
 - load_*: the longer run of the load test: 64 streaming clients for BENCH_LOAD_S (30) seconds against 2
   replicas of the tiny model (16 running, 16 queued, the rest shed with 429 and retried after Retry-After);
@@ -23,7 +32,8 @@ output tokens of the level / its wall time. Engine and HTTP runs alternate, BENC
 fastest repetition of each is kept, so load from other processes on a shared machine skews both alike.
 
     python benchmarks/server.py     # BENCH_MAX_TOKENS (64), BENCH_SKIP_LLAMACPP=1, BENCH_LEVELS=1,4,16,
-                                    # BENCH_REPS (5), BENCH_LOAD_S (30; 0 skips the load run)
+                                    # BENCH_REPS (5), BENCH_LOAD_S (30; 0 skips the load run),
+                                    # BENCH_SKIP_NATIVE=1, BENCH_NATIVE_PARALLEL (16)
 
 The clients (ours and llama.cpp's alike) run on uvloop when it is installed and parse chunks with orjson: on 2
 cores the client shares the CPU with the server it measures, so a heavier client reads as server overhead.
@@ -59,7 +69,9 @@ LEVELS = tuple(int(x) for x in os.environ.get("BENCH_LEVELS", "1,4,16").split(",
 ROUNDS = {1: 3, 4: 2, 16: 2}  # requests per client at each level
 DTYPE = "bfloat16"  # the server's default; the direct engine is configured the same
 REPS = int(os.environ.get("BENCH_REPS", "5"))  # repetitions per level, interleaved; the best is kept
+THREADS = os.cpu_count() or 2  # llama.cpp's threads; torch's default on this machine is the same
 LLAMACPP_VERSION = "0.3.36"
+NATIVE_PARALLEL = int(os.environ.get("BENCH_NATIVE_PARALLEL", "16"))
 BENCH_CACHE = Path(os.environ.get("LLMTRACE_CACHE", Path.home() / ".cache" / "llmtrace")) / "bench"
 SYSTEM = ("You are a support assistant for an online bookshop. Answer in full sentences, explain your reasoning "
           "and list the steps the customer should follow.")
@@ -117,8 +129,10 @@ async def http_request(http: httpx.AsyncClient, body: dict) -> tuple[int, float 
         return await read_stream(r, t0)
 
 
-async def http_level(base: str, model: str, c: int, extra: dict) -> tuple[float, list[float]]:
-    limits = httpx.Limits(max_connections=c, max_keepalive_connections=c)
+async def http_level(base: str, model: str, c: int, extra: dict, keepalive: bool = True) -> tuple[float, list[float]]:
+    # llama.cpp's HTTP layer (cpp-httplib) drops idle kept-alive connections on its own schedule, and httpx then
+    # fails the request it sent on one: its clients open a connection per request (~0.1 ms on loopback)
+    limits = httpx.Limits(max_connections=c, max_keepalive_connections=c if keepalive else 0)
     async with httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as http:
         def body(i: int) -> dict:
             return {"model": model, "messages": prompt(i), "max_tokens": MAX_TOKENS, "temperature": 0,
@@ -211,13 +225,13 @@ class DirectEngine:
         llmtrace.shutdown()
 
 
-def wait_up(proc: subprocess.Popen, base: str, log: Path, timeout_s: float = 300) -> None:
+def wait_up(proc: subprocess.Popen, base: str, log: Path, timeout_s: float = 300, path: str = "/v1/models") -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited with {proc.returncode}: {log.read_text()[-2000:]}")
         try:
-            if httpx.get(f"{base}/v1/models", timeout=2).status_code == 200:
+            if httpx.get(f"{base}{path}", timeout=2).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
@@ -250,17 +264,47 @@ def start_llmtrace(model_path: str, tmp: Path) -> tuple[subprocess.Popen, str]:
     return proc, base
 
 
+def start_native(model_path: str, tmp: Path) -> tuple[subprocess.Popen | None, str]:
+    """llama.cpp's native server (xllamacpp) as a child process: (process, base URL), or (None, why not)."""
+    try:
+        import xllamacpp  # noqa: F401
+    except ImportError:
+        return None, "xllamacpp is not installed (pip install -e '.[bench]')"
+    port = free_port()
+    log = tmp / "native-llamacpp.log"
+    threads = str(THREADS)
+    # as many context tokens per slot as our server gets per sequence on this benchmark's prompts, and more
+    cmd = [sys.executable, str(Path(__file__).resolve().parent / "_llamacpp_native.py"), model_path, str(port),
+           str(NATIVE_PARALLEL), str(NATIVE_PARALLEL * 1024), threads]
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=fh, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    wait_up(proc, base, log, path="/health")  # /v1/models answers while the model is still loading
+    return proc, base
+
+
 def engine_vs_http(model_path: str, tmp: Path) -> dict[str, object]:
-    """Engine direct and HTTP, interleaved level by level (REPS times each, best kept)."""
+    """Engine direct, HTTP and llama.cpp's native server, interleaved level by level (REPS times each, best
+    kept): every repetition of each runs next to one of the others, so the machine's other load hits all alike."""
     out: dict[str, object] = {}
     proc, base = start_llmtrace(model_path, tmp)
     direct = DirectEngine(model_path, tmp / "direct.duckdb")
+    native, native_base = (None, "BENCH_SKIP_NATIVE=1") if os.environ.get("BENCH_SKIP_NATIVE") == "1" else \
+        start_native(model_path, tmp)
+    if native is None:
+        out["native_llamacpp_skipped"] = native_base
+        print(native_base, file=sys.stderr)
+    else:
+        out["native_llamacpp_n_parallel"] = NATIVE_PARALLEL
+        out["native_llamacpp_threads"] = THREADS
     try:
         for c in LEVELS:
-            e_runs, h_runs = [], []
+            e_runs, h_runs, n_runs = [], [], []
             for _ in range(REPS):
                 e_runs.append(direct.run_level(c))
                 h_runs.append(run_clients(http_level(base, "smol", c, {"ignore_eos": True})))
+                if native is not None:  # llama-server takes ignore_eos too
+                    n_runs.append(run_clients(http_level(native_base, "smol", c, {"ignore_eos": True}, keepalive=False)))
             record(out, "engine", c, *best_of(e_runs))
             record(out, "http", c, *best_of(h_runs))
             # Each HTTP run is compared with the engine run just before it, so slow drifts in the machine's
@@ -268,10 +312,21 @@ def engine_vs_http(model_path: str, tmp: Path) -> dict[str, object]:
             pairs = sorted(e[0] / h[0] for e, h in zip(e_runs, h_runs, strict=True) if h[0] > 0)
             if pairs:
                 out[f"http_overhead_ratio_c{c}"] = round(pairs[len(pairs) // 2], 3)
+            if n_runs:
+                record(out, "native_llamacpp_server", c, *best_of(n_runs))
+                best_n = best_of(n_runs)[0]
+                if best_n > 0:
+                    out[f"http_vs_native_llamacpp_c{c}"] = round(best_of(h_runs)[0] / best_n, 2)
+                vs = sorted(h[0] / n[0] for h, n in zip(h_runs, n_runs, strict=True) if n[0] > 0)
+                if vs:
+                    out[f"http_vs_native_llamacpp_pair_median_c{c}"] = round(vs[len(vs) // 2], 2)
     finally:
         direct.close()
         proc.terminate()
         proc.wait(60)
+        if native is not None:
+            native.terminate()
+            native.wait(60)
     return out
 
 
@@ -285,6 +340,12 @@ def llamacpp_python() -> tuple[Path | None, float | None, str]:
     record = json.loads(stamp.read_text()) if stamp.exists() else {}
     if ok:
         return py, record.get("build_s"), ""
+    here = subprocess.run([sys.executable, "-c", "import llama_cpp.server"], capture_output=True).returncode == 0
+    if here:  # installed next to us (pip install 'llama-cpp-python[server]')
+        return Path(sys.executable), None, ""
+    if os.environ.get("BENCH_LLAMACPP_BUILD") != "1" and os.environ.get("BENCH_LLAMACPP_REBUILD") != "1":
+        return None, None, ("llama-cpp-python's server is not installed (pip install 'llama-cpp-python[server]', or "
+                            "BENCH_LLAMACPP_BUILD=1 builds it into its own venv: ~200 s on 2 idle cores)")
     if record.get("rc") not in (None, 0) and os.environ.get("BENCH_LLAMACPP_REBUILD") != "1":
         return None, record.get("build_s"), (f"llama-cpp-python did not build here earlier (exit {record['rc']} after "
                                             f"{record.get('build_s')} s; 124 = timed out); BENCH_LLAMACPP_REBUILD=1 retries")
@@ -422,7 +483,8 @@ def main() -> None:
     model = default_model_path()
     if not model.exists():
         raise SystemExit(f"default model missing at {model}; run `llmtrace model pull`")
-    results: dict[str, object] = {"max_tokens": MAX_TOKENS, "model": model.name}
+    results: dict[str, object] = {"max_tokens": MAX_TOKENS, "model": model.name,
+                                  "load_average_at_start": round(os.getloadavg()[0], 2)}
     with tempfile.TemporaryDirectory(prefix="llmtrace-bench-server-") as d:
         tmp = Path(d)
         results.update(engine_vs_http(str(model), tmp))
@@ -439,6 +501,10 @@ def main() -> None:
     lc = results.get(f"llamacpp_server_tok_s_c{top}")
     if isinstance(lc, float) and isinstance(h, float) and lc > 0:
         results[f"http_vs_llamacpp_c{top}"] = round(h / lc, 2)
+    results["load_average_at_end"] = round(os.getloadavg()[0], 2)
+    if max(results["load_average_at_start"], results["load_average_at_end"]) > (os.cpu_count() or 1) / 2:  # type: ignore[call-overload]
+        results["note"] = ("measured under load: other processes shared the CPUs (see the load averages); "
+                           "every server ran interleaved with the others, so the ratios are fairer than the absolutes")
     save("server", results)
 
 
