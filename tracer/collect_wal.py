@@ -220,12 +220,16 @@ def read_records(path: Path) -> Iterator[Record]:
 def replay(directory: Path, db: Path, decode_record: object, *, lock_timeout_s: float = 10.0,
            max_rows: int = 250_000) -> tuple[int, int]:
     """Write the spans of every orphan segment that the store does not hold yet; delete the segments.
-    Returns (spans written, spans already stored). ``decode_record(record)`` gives an Arrow table."""
+    Returns (spans written, spans already stored). ``decode_record(record)`` gives an Arrow table.
+
+    A record that no longer decodes, or that the store refuses, is skipped with a warning, never a
+    collector that cannot start; a segment with a refused record is kept as ``*.wal.bad`` to look at."""
     written = skipped = 0
     for path, fd in orphan_segments(directory):
         try:
-            tables = []
+            tables: list[object] = []
             rows = 0
+            clean = True
             for rec in read_records(path):
                 try:
                     table = decode_record(rec)  # type: ignore[operator]
@@ -233,17 +237,41 @@ def replay(directory: Path, db: Path, decode_record: object, *, lock_timeout_s: 
                     log.warning("llmtrace collect: cannot replay a request in %s: %s", path.name, exc)
                     continue
                 tables.append(table)
-                rows += table.num_rows
+                rows += table.num_rows  # type: ignore[attr-defined]
                 if rows >= max_rows:
-                    w, k = _insert_new(db, tables, lock_timeout_s)
-                    written, skipped, tables, rows = written + w, skipped + k, [], 0
+                    w, k, ok = _insert_isolating(db, tables, lock_timeout_s, path)
+                    written, skipped, clean, tables, rows = written + w, skipped + k, clean and ok, [], 0
             if tables:
-                w, k = _insert_new(db, tables, lock_timeout_s)
-                written, skipped = written + w, skipped + k
-            path.unlink()
+                w, k, ok = _insert_isolating(db, tables, lock_timeout_s, path)
+                written, skipped, clean = written + w, skipped + k, clean and ok
+            if clean:
+                path.unlink()
+            else:
+                path.rename(path.with_name(path.name + ".bad"))
         finally:
             os.close(fd)
     return written, skipped
+
+
+def _insert_isolating(db: Path, tables: list[object], lock_timeout_s: float, path: Path) -> tuple[int, int, bool]:
+    """``_insert_new``, falling back to one request at a time when the store refuses the chunk."""
+    from .store import StoreError
+
+    try:
+        return (*_insert_new(db, tables, lock_timeout_s), True)
+    except StoreError:
+        raise  # the store cannot be opened at all: the collector cannot start, say so
+    except Exception as exc:  # noqa: BLE001 - a value DuckDB refuses: find the request, skip only it
+        if len(tables) == 1:
+            log.warning("llmtrace collect: the store refuses a request replayed from %s (kept in %s.bad): %s",
+                        path.name, path.name, exc)
+            return 0, 0, False
+    written = skipped = 0
+    clean = True
+    for t in tables:
+        w, k, ok = _insert_isolating(db, [t], lock_timeout_s, path)
+        written, skipped, clean = written + w, skipped + k, clean and ok
+    return written, skipped, clean
 
 
 def _insert_new(db: Path, tables: list[object], lock_timeout_s: float) -> tuple[int, int]:
