@@ -24,7 +24,8 @@ from .volatile import _VOLATILE, first_difference
 
 _MAX_TEMPLATES = 256
 _PER_TEMPLATE = 8
-_MAX_PROMPT_CHARS = 2_000_000  # longer prompts are not kept (memory), only counted
+_MAX_PROMPT_CHARS = 1_000_000  # longer prompts are not compared (memory)
+_MAX_TOTAL_CHARS = 16_000_000  # all kept prompts together; the least recently used templates go first
 
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+/=.:@")
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
@@ -199,15 +200,44 @@ def compare(prev: _Prompt, new: _Prompt, offset: int) -> Divergence:
 class PromptHistory:
     """The last few prompts of each template, in this process only (LRU over templates)."""
 
-    def __init__(self, max_templates: int = _MAX_TEMPLATES, per_template: int = _PER_TEMPLATE) -> None:
+    def __init__(
+        self,
+        max_templates: int = _MAX_TEMPLATES,
+        per_template: int = _PER_TEMPLATE,
+        max_total_chars: int = _MAX_TOTAL_CHARS,
+    ) -> None:
         self._lock = threading.Lock()
         self._by_template: OrderedDict[str, deque[_Prompt]] = OrderedDict()
         self._max = max_templates
         self._per = per_template
+        self._max_chars = max_total_chars
+        self._chars = 0
+
+    @property
+    def kept_chars(self) -> int:
+        return self._chars
 
     def clear(self) -> None:
         with self._lock:
             self._by_template.clear()
+            self._chars = 0
+
+    def _remember(self, template: str, prompt: _Prompt) -> list[_Prompt]:
+        """Keep ``prompt`` (lock held); returns the earlier prompts of its template."""
+        earlier = self._by_template.get(template)
+        if earlier is None:
+            earlier = self._by_template[template] = deque()
+        else:
+            self._by_template.move_to_end(template)
+        candidates = list(earlier)
+        earlier.append(prompt)
+        self._chars += len(prompt.joined)
+        if len(earlier) > self._per:
+            self._chars -= len(earlier.popleft().joined)
+        while self._by_template and (len(self._by_template) > self._max or self._chars > self._max_chars):
+            _, dropped = self._by_template.popitem(last=False)
+            self._chars -= sum(len(p.joined) for p in dropped)
+        return candidates
 
     def observe(self, template: str, segments: Sequence[tuple[str, str]]) -> Divergence | None:
         """Compare with the closest earlier prompt of ``template``, then remember this one."""
@@ -220,15 +250,7 @@ class PromptHistory:
             return None
         new = _Prompt("".join(texts), tuple(starts), texts, tuple(k for k, _ in segments))
         with self._lock:
-            earlier = self._by_template.get(template)
-            if earlier is None:
-                earlier = self._by_template[template] = deque(maxlen=self._per)
-                while len(self._by_template) > self._max:
-                    self._by_template.popitem(last=False)
-            else:
-                self._by_template.move_to_end(template)
-            candidates = list(earlier)
-            earlier.append(new)
+            candidates = self._remember(template, new)
         best: tuple[int, _Prompt] | None = None
         for prev in reversed(candidates):  # the most recent wins a tie
             off = first_difference(prev.joined, new.joined)

@@ -28,6 +28,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import trace
+from opentelemetry.trace import NonRecordingSpan
 from orjson import OPT_SORT_KEYS, dumps
 
 from llmtrace.tracer import capture
@@ -93,6 +95,16 @@ class View:
     def attributes(self) -> dict[str, object]:
         """Pass-span attributes (OpenTelemetry ``session.id`` / ``user.id``)."""
         return {"session.id": self.session_id, "user.id": self.user_id, "llmtrace.session.inferred": self.inferred}
+
+
+class Anchor:
+    """What a later call needs of a finished pass to join its trace: its span context, not the span (whose
+    attributes a long-lived conversation table would otherwise keep alive)."""
+
+    __slots__ = ("context",)
+
+    def __init__(self, pass_span: Any) -> None:
+        self.context = trace.set_span_in_context(NonRecordingSpan(pass_span.otel_span.get_span_context()))
 
 
 def _h(value: object) -> str:
@@ -265,7 +277,7 @@ class Tracker:
         with self._lock:
             if conv is None or conv.session_id != view.session_id:
                 conv = Conversation(view.session_id, view.user_id, view.inferred)
-            conv.root = view.parent if view.parent is not None else pass_span
+            conv.root = view.parent if view.parent is not None else Anchor(pass_span)
             conv.last_end_ns = end_ns
             conv.chain = view.chain
             conv.prompt_chars = prompt_chars

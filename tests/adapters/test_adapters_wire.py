@@ -499,3 +499,13 @@ def test_openai_prompt_cache_diagnostics_from_a_responses_stream(provider: FakeP
     prefixes = _prefix_stages(traced)
     assert (prefixes[1]["llmtrace.cache.miss_reason"], prefixes[1]["llmtrace.cache.missed_tokens"]) == ("input_changed", 1_800)
     assert_no_text(traced, "Where is parcel 4471?")
+
+
+def test_prompt_memory_stays_bounded() -> None:
+    from llmtrace.adapters.divergence import PromptHistory
+
+    h = PromptHistory(max_templates=4, per_template=2, max_total_chars=5_000)
+    for i in range(200):
+        h.observe(f"template-{i % 7}", [("system", f"{i:04d}" + "x" * 900), ("user", "hi")])
+        assert h.kept_chars <= 5_000
+    assert h.kept_chars > 0
