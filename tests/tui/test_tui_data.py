@@ -17,13 +17,13 @@ def test_filter_language_compiles_units_and_lists() -> None:
     f = compile_filter("ttft>2s tpot<=40ms hit<50% finish=length,stop model~SMOL")
     assert "ttft_ms > ?" in f.where and "tpot_ms <= ?" in f.where
     assert f.params[:3] == (2000.0, 40.0, 0.5)
-    assert "lower(finish_reason) IN (?, ?)" in f.where and ("length", "stop") == f.params[3:5]
+    assert "IN (?, ?)" in f.where and ("length", "stop") == f.params[3:5]
     assert f.params[5] == "%smol%"
     assert compile_filter("").empty
 
 
 @pytest.mark.parametrize("text, message", [
-    ("ttft>fast", "not like 2s"), ("colour=red", "unknown field"), ("finish>3", "does not apply to text"),
+    ("ttft>fast", "not like 2s"), ("colour=red", "unknown field"), ("finish>3", "finish takes = or !="), ("deploy>3", "does not apply to text"),
     ("ttft~2", "text fields only"), ('model="x', "unbalanced"), ("deploy=", "no value"),
 ])
 def test_filter_errors_say_what_is_wrong(text: str, message: str) -> None:
@@ -40,6 +40,7 @@ def test_filters_select_the_right_passes(support_store: Path) -> None:
     assert {r.deploy for r in slow.rows} == {"v2"}
     cut = reader.request_page(compile_filter("finish=length"), limit=500)
     assert cut.total == 4 and {r.finish_reason for r in cut.rows} == {"length"}
+    assert reader.request_page(compile_filter("finish=MAX_TOKENS"), limit=500).total == 4  # any spelling
     server_v1 = reader.request_page(compile_filter("deploy=v1 side=server"), limit=500)
     assert server_v1.total == 8 and all(r.side == "server" and r.deploy == "v1" for r in server_v1.rows)
     cold = reader.request_page(compile_filter("hit<10%"), limit=500)
@@ -118,3 +119,18 @@ def test_empty_store_reads_as_empty(empty_store_path: Path) -> None:
     page = reader.request_page(compile_filter(""))
     assert page.total == page.store_passes == 0 and page.rows == ()
     assert reader.cache_report().buckets == ()
+
+
+def test_finish_filter_matches_every_providers_spelling_of_the_length_cap(support_store: Path) -> None:
+    from llmtrace.tracer.store import write_connection
+
+    with write_connection(support_store) as conn:  # two of the four cut passes as Anthropic spells them
+        conn.execute("""UPDATE spans SET attributes = json_merge_patch(attributes,
+                            '{"gen_ai.response.finish_reasons": ["max_tokens"]}')
+                        WHERE span_id IN (SELECT span_id FROM requests WHERE finish_reason = 'length'
+                                          ORDER BY span_id LIMIT 2)""")
+    reader = StoreReader(support_store)
+    cut = reader.request_page(compile_filter("finish=length"), limit=500)
+    assert cut.total == 4 and sorted(r.finish_reason for r in cut.rows) == ["length", "length", "max_tokens",
+                                                                            "max_tokens"]
+    assert reader.request_page(compile_filter("finish!=length"), limit=500).total == 28

@@ -14,9 +14,11 @@ import shlex
 from dataclasses import dataclass
 from typing import Literal
 
+from llmtrace.tracer.finish_reason import normalize_finish_reason
+from llmtrace.tracer.schema import normalized_finish_reason_sql
 from llmtrace.tracer.timewindow import parse_since
 
-Kind = Literal["duration", "count", "ratio", "money", "text", "id", "since"]
+Kind = Literal["duration", "count", "ratio", "money", "text", "id", "since", "finish"]
 
 
 class FilterError(ValueError):
@@ -40,7 +42,8 @@ FIELDS: dict[str, Field] = {
     "output": Field("output_tokens", "count", "output tokens"),
     "hit": Field("hit_ratio", "ratio", "cached / prompt tokens"),
     "cost": Field("cost_usd", "money", "cost of the pass in USD"),
-    "finish": Field("finish_reason", "text", "finish reason (stop, length, tool_calls, ...)"),
+    "finish": Field("finish_reason", "finish",
+                    "finish reason, any provider's spelling (length also matches Anthropic max_tokens)"),
     "deploy": Field("deploy", "text", "deploy (service.version)"),
     "model": Field("model", "text", "requested model"),
     "replica": Field("replica", "text", "replica id"),
@@ -106,6 +109,15 @@ def _compile_term(field: Field, op: str, raw: str, term: str) -> tuple[str, list
             return f"{col} >= ?", [parse_since(raw)]
         except ValueError as exc:
             raise FilterError(str(exc)) from None
+    if field.kind == "finish":  # compared on the one vocabulary of tracer/finish_reason.py
+        if op not in ("=", "!="):
+            raise FilterError(f"{term!r}: finish takes = or !=, e.g. finish=length")
+        wanted = sorted({normalize_finish_reason(v.strip()) or v.strip().lower() for v in raw.split(",") if v.strip()})
+        marks = ", ".join("?" for _ in wanted)
+        expr = normalized_finish_reason_sql(col)
+        if op == "=":
+            return f"{expr} IN ({marks})", list(wanted)
+        return f"({col} IS NULL OR {expr} NOT IN ({marks}))", list(wanted)
     if field.kind in ("text", "id"):
         if op in (">", "<", ">=", "<="):
             raise FilterError(f"{term!r}: {op} does not apply to text; use =, != or ~")
