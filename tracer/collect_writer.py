@@ -10,6 +10,7 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 
 from .collect_wal import Ticket
@@ -18,6 +19,7 @@ from .retention import RetentionPolicy, apply_retention
 from .store import write_connection
 
 log = logging.getLogger("llmtrace.collect")
+_DATA_ERRORS = (duckdb.DataError, pa.ArrowException)  # a value refused, as opposed to a store not reachable
 
 
 class SpanWriter:
@@ -46,6 +48,7 @@ class SpanWriter:
         self.write_errors = 0
         self.last_error: str | None = None
         self.retention_deleted_spans = 0
+        self.refused_rows = 0  # spans DuckDB refused (a value it cannot store): dropped, counted, logged
         self._next_retention = time.monotonic() + (0.0 if retention.active else float("inf"))
 
     def start(self) -> None:
@@ -126,7 +129,13 @@ class SpanWriter:
                     return
             batch = self._take()
             try:
-                self._write(batch)
+                try:
+                    self._write(batch)
+                except _DATA_ERRORS:
+                    # DuckDB refuses a value in the batch: that will not pass on a retry, and retrying it
+                    # forever would wedge the queue. Write request by request; refuse only what fails.
+                    self._isolate(batch)
+                    continue
             except Exception as exc:  # StoreError, OSError, anything: keep the data, say why, retry
                 self.write_errors += 1
                 self.last_error = str(exc)
@@ -149,6 +158,19 @@ class SpanWriter:
                 if pause > 0:
                     self._cond.wait_for(lambda: self._closing or self._queued_bytes > self.max_queue_bytes // 2,
                                         timeout=pause)
+
+    def _isolate(self, batch: list[tuple[pa.Table, Ticket | None]]) -> None:
+        """One transaction per queued request; a request the store refuses alone is dropped, counted and
+        logged. Other errors (the store locked) propagate, leaving the rest queued for the retry."""
+        for entry in batch:
+            try:
+                self._write([entry])
+            except _DATA_ERRORS as exc:
+                self.refused_rows += entry[0].num_rows
+                self.last_error = f"store refused {entry[0].num_rows} spans: {exc}"
+                log.error("llmtrace collect: the store refuses %d spans of one request, dropped: %s",
+                          entry[0].num_rows, str(exc).splitlines()[0])
+            self._committed([entry])
 
     def close(self, timeout_s: float = 120.0) -> int:
         """Write everything queued, then stop. Returns the spans that could not be written in time."""

@@ -440,7 +440,7 @@ class Collector:
             out: dict[str, object] = dict(self._counts)
         w = self.writer
         out.update(rows_written=w.written_rows, rows_queued=w.queued_rows, write_batches=w.write_batches,
-                   write_errors=w.write_errors, last_write_error=w.last_error,
+                   write_errors=w.write_errors, last_write_error=w.last_error, rows_refused_by_store=w.refused_rows,
                    retention_deleted_spans=w.retention_deleted_spans, db=str(self.config.db), pid=os.getpid())
         out.update(self.conns.stats())
         if self.wal is not None:
