@@ -8,6 +8,7 @@ render every chart, and assemble one HTML page (``page``).
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,20 +47,36 @@ class Report:
 
 
 class _Charts:
-    """Renders specs and keeps count and time, for the benchmark."""
+    """Renders specs on a worker thread while the page's queries go on (the chart runtime and DuckDB both
+    run outside the GIL), handing back a placeholder that :meth:`fill` swaps for the SVG; keeps count and
+    time for the benchmark."""
 
     def __init__(self) -> None:
         self.count = 0
         self.seconds = 0.0
-        self.cpu = 0.0
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llmtrace-charts")
+        self._jobs: dict[str, Future[str]] = {}
 
     def __call__(self, spec: dict[str, Any]) -> str:
-        t, c = time.perf_counter(), time.process_time()
-        svg = charts.render(spec)
-        self.seconds += time.perf_counter() - t
-        self.cpu += time.process_time() - c
+        token = f"\x00chart-{len(self._jobs)}\x00"
+        self._jobs[token] = self._pool.submit(self._render, spec)
         self.count += 1
-        return svg
+        return token
+
+    def _render(self, spec: dict[str, Any]) -> str:
+        t = time.perf_counter()
+        try:
+            return charts.render(spec)
+        finally:
+            self.seconds += time.perf_counter() - t
+
+    def fill(self, html: str) -> str:
+        for token, job in self._jobs.items():
+            html = html.replace(token, job.result(), 1)
+        return html
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def build_report(conn: duckdb.DuckDBPyConnection, options: Options | None = None) -> Report:
@@ -73,11 +90,16 @@ def build_report(conn: duckdb.DuckDBPyConnection, options: Options | None = None
         findings = _findings(data)
         clock.lap("analyzers")
         render = _Charts()
-        summary = data.summary()
-        keep = opts.focus.deploys() if opts.focus is not None else None
-        body, toc, trace_ids = _body(data, summary, findings, opts, render, keep)
-        clock.lap("sections", minus=(render.seconds, render.cpu))
-        clock.secs.update(charts_s=render.seconds, charts_cpu_s=render.cpu)
+        try:
+            summary = data.summary()
+            keep = opts.focus.deploys() if opts.focus is not None else None
+            body, toc, trace_ids = _body(data, summary, findings, opts, render, keep)
+            clock.lap("sections")  # the queries, with the charts rendering beside them
+            body = render.fill(body)
+        finally:
+            render.close()  # never leave the worker running, after an error too
+        clock.lap("charts_after_sections")  # what the charts still needed once the queries were done
+        clock.secs["charts_s"] = render.seconds
     finally:
         data.close()
     html = page.document(opts.title, _meta(summary, opts), toc, body)
@@ -110,6 +132,10 @@ def _findings(data: ReportData) -> list[Finding]:
 def _meta(s: Summary, opts: Options) -> str:
     sel = opts.selection
     parts = [f"{s.passes:,} passes in {s.traces:,} traces", f"{page.when(s.first_ns)} – {page.when(s.last_ns)}"]
+    if s.services:
+        parts.append("services " + ", ".join(s.services[:5]) + (" …" if len(s.services) > 5 else ""))
+    if s.models:
+        parts.append("models " + ", ".join(s.models[:5]) + (" …" if len(s.models) > 5 else ""))
     if opts.source:
         parts.append(f"store {opts.source}")
     if sel.service:
@@ -157,6 +183,8 @@ def _body(data: ReportData, s: Summary, findings: list[Finding], opts: Options, 
     def only(rows: list[dict[str, object]]) -> list[dict[str, object]]:
         return rows if keep is None else [r for r in rows if r.get("deploy") in keep]
 
+    # The trace pages hold most of the charts: queue them first, so they render while the other sections query.
+    traces = _traces_html(data, reasons, render, s)
     if opts.focus is not None:
         add("regression", "Regression", focus_section(opts.focus, data, findings, linked))
     add("findings", "Findings", _findings_html(findings, linked, s))
@@ -165,7 +193,7 @@ def _body(data: ReportData, s: Summary, findings: list[Finding], opts: Options, 
     add("latency", "TTFT and TPOT", _latency_html(data, render, only))
     add("cost", "Cost per 1,000 calls", _cost_html(data, render, keep))
     add("kv-pool", "Hit rate vs KV pool size", _pool_html(data, render))
-    add("traces", "Traces", _traces_html(data, reasons, render, s))
+    add("traces", "Traces", traces)
     return "".join(parts), toc, trace_ids
 
 

@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--since", help="only spans from the last 30m / 2h / 7d (or after a ns timestamp)")
     parser.add_argument("--service", metavar="NAME", help="only traces that touched this service")
     parser.add_argument("-o", "--output", metavar="FILE", default="report.html", help="where to write (default report.html)")
-    parser.add_argument("--max-traces", type=int, default=10, help="trace pages to include (default 10)")
+    parser.add_argument("--max-traces", type=int, default=8, help="trace pages to include (default 8)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -21,10 +21,10 @@ from llmtrace.tracer.schema import PASS_OPERATIONS
 
 PASSES = "_llmtrace_report_passes"
 SAMPLE = "_llmtrace_report_sample"
-SAMPLE_PER_DEPLOY = 1500
+SAMPLE_PER_DEPLOY = 1000
 SELF_MS = "llmtrace.stage.self_ms"  # each stage's own time (issue 18); span durations until it is recorded
 MAX_TRACE_SPANS = 2000
-REPLAY_BLOCK_VISITS = 60_000  # how much of the block-chain history the pool replay reads (newest first)
+REPLAY_BLOCK_VISITS = 30_000  # how much of the block-chain history the pool replay reads (newest first)
 
 
 @dataclass(frozen=True, slots=True)
