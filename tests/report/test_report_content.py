@@ -152,6 +152,13 @@ def test_missing_charting_extra_is_named_and_the_core_still_imports(support_db: 
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2, r.stderr
     assert "pip install 'llmtrace-stages[report]'" in r.stderr and not out.exists()
+    # The gate still gives its verdict (exit 1: v2 broke the cache) and says why there is no page.
+    check = code.replace(f"['report', '--db', {str(support_db)!r}, '-o', {str(out)!r}]",
+                         f"['check', '--db', {str(support_db)!r}, '--deploy', 'v2', '--baseline-deploy', 'v1', "
+                         f"'--html', {str(out)!r}]")
+    r = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert "FAIL cache hit rate" in r.stdout and "no HTML report" in r.stderr and not out.exists()
 
 
 def test_bad_arguments_are_clear_errors(support_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
