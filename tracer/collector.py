@@ -18,9 +18,7 @@ import json
 import logging
 import os
 import re
-import socket
 import threading
-import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -28,6 +26,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from .collect_conns import Conn, ConnectionTable, Timeouts
+from .collect_http import drain, export_response, status_proto
 from .collect_wal import Ticket, WriteAheadLog, replay, wal_dir
 from .collect_writer import SpanWriter
 from .otlp_decode import Decoded, PayloadError, PayloadTooLarge, decode
@@ -138,7 +137,7 @@ class _Handler(BaseHTTPRequestHandler):
     def finish(self) -> None:
         super().finish()
         if self._linger:
-            _drain(self.connection)
+            drain(self.connection)
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
         log.debug("%s %s", self.address_string(), format % args)
@@ -165,7 +164,7 @@ class _Handler(BaseHTTPRequestHandler):
         if json_body:
             body, ctype = json.dumps({"code": code, "message": message}).encode(), "application/json"
         else:
-            body, ctype = _status_proto(code, message), "application/x-protobuf"
+            body, ctype = status_proto(code, message), "application/x-protobuf"
         self._reply(code, body, ctype, headers, close)
 
     # -- routes ---------------------------------------------------------------------------------------
@@ -245,7 +244,7 @@ class _Handler(BaseHTTPRequestHandler):
                 except OSError as exc:
                     return self._error(503, f"cannot sync the write-ahead log: {exc}", json_body=as_json,
                                        headers={"Retry-After": "1"})
-        self._reply(200, *_export_response(decoded.rejected, decoded.reason, as_json))
+        self._reply(200, *export_response(decoded.rejected, decoded.reason, as_json))
 
     def _accept(self, c: Collector, body: bytes, ctype: str, as_json: bool) -> tuple[Decoded | None, Ticket | None]:
         """Decode, log and queue one body; (None, None) once an error has been answered."""
@@ -336,57 +335,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _overloaded(self, as_json: bool) -> None:
         self._error(429, "collector queue is full; retry later", json_body=as_json, headers={"Retry-After": "1"})
-
-
-def _drain(sock: socket.socket, max_bytes: int = 1 << 20, max_s: float = 0.5) -> None:
-    """Lingering close: stop sending, then read and drop what the client still sends for a moment.
-    Closing a socket with unread input makes the kernel send a reset, which can destroy the error
-    response before the client reads it."""
-    try:
-        sock.shutdown(socket.SHUT_WR)
-        sock.settimeout(0.2)
-        deadline = time.monotonic() + max_s
-        got = 0
-        while got < max_bytes and time.monotonic() < deadline:
-            data = sock.recv(1 << 16)
-            if not data:
-                return
-            got += len(data)
-    except OSError:
-        pass
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def _status_proto(code: int, message: str) -> bytes:
-    """A google.rpc.Status (code = 1, message = 2), the error body OTLP/HTTP asks for."""
-    grpc_code = {400: 3, 401: 16, 404: 5, 408: 4, 411: 3, 413: 8, 429: 8, 503: 14}.get(code, 2)
-    msg = message.encode()
-    return b"\x08" + _varint(grpc_code) + b"\x12" + _varint(len(msg)) + msg
-
-
-def _export_response(rejected: int, reason: str | None, as_json: bool) -> tuple[bytes, str]:
-    """OTLP partial success: rejected spans, or only a warning (dropped values) with rejected_spans 0."""
-    if as_json:
-        doc: dict[str, object] = {}
-        if rejected or reason:
-            doc["partialSuccess"] = {"rejectedSpans": str(rejected), "errorMessage": reason or ""}
-        return json.dumps(doc).encode(), "application/json"
-    if not rejected and not reason:
-        return b"", "application/x-protobuf"
-    msg = (reason or "").encode()
-    inner = b"\x08" + _varint(rejected) + b"\x12" + _varint(len(msg)) + msg
-    return b"\x0a" + _varint(len(inner)) + inner, "application/x-protobuf"
 
 
 class Collector:
