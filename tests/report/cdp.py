@@ -45,6 +45,7 @@ class Browser:
     _ws: websocket.WebSocket | None = None
     _profile: tempfile.TemporaryDirectory[str] | None = None
     _next: int = 0
+    _log: list[dict[str, Any]] = field(default_factory=list)
 
     def start(self, timeout_s: float = 30.0) -> Browser:
         self._profile = tempfile.TemporaryDirectory(prefix="llmtrace-chromium-")
@@ -107,17 +108,22 @@ class Browser:
             self._event(msg)
         raise TimeoutError(method)
 
-    def wait_event(self, method: str, timeout_s: float = 30.0) -> dict[str, Any]:
+    def wait_event(self, method: str, since: int = 0, timeout_s: float = 30.0) -> dict[str, Any]:
+        """The first ``method`` event at or after position ``since`` of the event log, waiting for it; an event
+        that arrived while a command was waiting for its answer is in the log already, so it is not missed."""
         assert self._ws is not None
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            msg = json.loads(self._ws.recv())
-            self._event(msg)
-            if msg.get("method") == method:
-                return msg.get("params", {})
-        raise TimeoutError(method)
+        while True:
+            for msg in self._log[since:]:
+                if msg.get("method") == method:
+                    return msg.get("params", {})
+            since = len(self._log)
+            if time.monotonic() >= deadline:
+                raise TimeoutError(method)
+            self._event(json.loads(self._ws.recv()))
 
     def _event(self, msg: dict[str, Any]) -> None:
+        self._log.append(msg)
         method, p = msg.get("method"), msg.get("params", {})
         if method == "Runtime.consoleAPICalled":
             text = " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", []))
@@ -133,8 +139,9 @@ class Browser:
 
     # ── actions ─────────────────────────────────────────────────────────────────────────────────
     def open(self, url: str) -> None:
+        mark = len(self._log)
         self.send("Page.navigate", {"url": url})
-        self.wait_event("Page.loadEventFired")
+        self.wait_event("Page.loadEventFired", since=mark)
 
     def js(self, expression: str) -> Any:
         r = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})
@@ -150,8 +157,12 @@ class Browser:
         if box is None:
             raise LookupError(f"no element matches {selector}")
         x, y = box
+        before = self.js("location.href")
         for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
             self.send("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1})
+        deadline = time.monotonic() + 5
+        while self.js("location.href") == before and time.monotonic() < deadline:  # a link: wait for it to land
+            time.sleep(0.02)
 
     def screenshot(self, path: Path, full_page: bool = False) -> Path:
         params: dict[str, Any] = {"format": "png"}
