@@ -211,6 +211,9 @@ def run(args: argparse.Namespace) -> int:
                     replica.shutdown()
                 except Exception:  # shutting down anyway; the traces still get flushed below
                     log.exception("replica shutdown failed")
+        from llmtrace.backend.server.engine_span import EngineSpanView
+
+        EngineSpanView.end_all_waiting()  # passes cut at shutdown whose engine never wrote again
         tracer.shutdown()
 
 

@@ -23,6 +23,9 @@ from llmtrace.tracer import recording as rec
 
 class EngineSpanView:
     __slots__ = ("_ps", "_lock", "submitted", "released", "_pending", "_ended")
+    # Ends still waiting for their engine (strong references: a pass nobody ends is never exported).
+    _waiting: set[EngineSpanView] = set()
+    _waiting_lock = threading.Lock()
 
     def __init__(self, pass_span: rec.PassSpan) -> None:
         self._ps = pass_span
@@ -62,7 +65,19 @@ class EngineSpanView:
                 self._end(status, message, end_ns, values or {})
                 return
             self._pending = (status, message, end_ns, values or {})
+            with EngineSpanView._waiting_lock:
+                EngineSpanView._waiting.add(self)
         asyncio.get_running_loop().call_later(wait_s, self._give_up)
+
+    @classmethod
+    def end_all_waiting(cls) -> int:
+        """At exit (the loop and the engines are stopped, so no timer fires and no summary comes): end every
+        pass still waiting, so it is exported. Returns how many there were."""
+        with cls._waiting_lock:
+            views = list(cls._waiting)
+        for view in views:
+            view._give_up()
+        return len(views)
 
     def _give_up(self) -> None:
         with self._lock:
@@ -72,5 +87,7 @@ class EngineSpanView:
 
     def _end(self, status: rec.SpanStatus, message: str | None, end_ns: int, values: Mapping[str, object]) -> None:
         self._ended = True
+        with EngineSpanView._waiting_lock:
+            EngineSpanView._waiting.discard(self)
         self._ps.set_many(values)
         self._ps.end(status, message, end_ns=end_ns)
