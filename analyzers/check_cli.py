@@ -25,6 +25,8 @@ from llmtrace.tracer.store import StoreError
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", help="store file (default: $LLMTRACE_DB or ./llmtrace.duckdb)")
     parser.add_argument("--parquet", metavar="GLOB", help="check a Parquet export instead")
+    parser.add_argument("--store", metavar="URL", help="ClickHouse: clickhouse://HOST:8123/DB or chdb://PATH "
+                                                       "(default: $LLMTRACE_STORE; docs/scale.md)")
     parser.add_argument("--deploy", help="the deploy to check (default: the whole window, or the latest deploy "
                                          "with --baseline-deploy)")
     base = parser.add_mutually_exclusive_group()
@@ -120,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"llmtrace check: {exc}", file=sys.stderr)
         return 2
     try:
-        with read_store(args.db, args.parquet) as conn:
+        with read_store(args.db, args.parquet, store=getattr(args, "store", None)) as conn:
             return _check(args, Query(conn, since, args.service), baseline_file)
     except (StoreError, ValueError) as exc:  # ValueError: no baseline to compare with (see _check)
         print(f"llmtrace check: {exc}", file=sys.stderr)

@@ -30,6 +30,8 @@ def parse_since(text: str | None, now_ns: int | None = None) -> int | None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", help="store file (default: $LLMTRACE_DB or ./llmtrace.duckdb)")
     parser.add_argument("--parquet", metavar="GLOB", help="analyse a Parquet export instead")
+    parser.add_argument("--store", metavar="URL", help="ClickHouse: clickhouse://HOST:8123/DB or chdb://PATH "
+                                                       "(default: $LLMTRACE_STORE; docs/scale.md)")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--symptom", action="append", metavar="NAME",
                        help=f"only this symptom (repeatable): {', '.join(s.id for s in SYMPTOMS)}")
@@ -69,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"llmtrace diagnose: {exc}", file=sys.stderr)
         return 2
     try:
-        with read_store(args.db, args.parquet) as conn:
+        with read_store(args.db, args.parquet, store=getattr(args, "store", None)) as conn:
             findings = run_analyzers(conn, symptoms, since, args.service)
     except StoreError as exc:
         print(f"llmtrace diagnose: {exc}", file=sys.stderr)

@@ -32,6 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "deploys; without one: read it from stdin, or open a shell on a terminal")
     parser.add_argument("--db", help="store file (default: $LLMTRACE_DB or ./llmtrace.duckdb)")
     parser.add_argument("--parquet", metavar="GLOB", help="query a Parquet export instead, e.g. 'out/**/*.parquet'")
+    parser.add_argument("--store", metavar="URL", help="ClickHouse: clickhouse://HOST:8123/DB or chdb://PATH "
+                                                       "(default: $LLMTRACE_STORE; docs/scale.md)")
     parser.add_argument("--service", help="only this service's spans (every view follows)")
     parser.add_argument("--since", type=since_arg, metavar="WHEN",
                         help="only spans that started since WHEN: 30m, 2h, 7d, or an ISO date/time (UTC)")
@@ -74,7 +76,8 @@ def run_query(args: argparse.Namespace, query: str, out: TextIO, interactive: bo
         return 2
     span_filter = SpanFilter(service=args.service, since_ns=args.since)
     try:
-        with read_store(args.db, args.parquet, span_filter=span_filter, locked=True) as conn:
+        with read_store(args.db, args.parquet, span_filter=span_filter, locked=True,
+                        store=getattr(args, "store", None)) as conn:
             sql_output.register(conn)
             for st in statements:
                 code = _one(conn, st, args, out, interactive)
