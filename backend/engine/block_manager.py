@@ -12,7 +12,7 @@ import time
 from llmtrace.backend.engine.block_pool import Block, BlockPool
 from llmtrace.backend.engine.eviction import EvictionPolicy
 from llmtrace.backend.engine.host_tier import HostTier
-from llmtrace.backend.engine.prefix_cache import PrefixCache, chain_hashes, matchable_blocks
+from llmtrace.backend.engine.prefix_cache import PrefixCache, chain_hashes, matchable_blocks, recorded_key
 from llmtrace.backend.engine.sequence import Sequence
 
 
@@ -87,7 +87,7 @@ class BlockManager:
         if seq.stats.prefix_lookup_ns == (0, 0):  # first admission: what the pass found in the cache
             seq.stats.prefix_hit_tokens = hit
             seq.num_cached_tokens = hit
-            seq.stats.prefix_key = f"{keys[len(seq.block_table) - 1]:016x}" if seq.block_table else ""
+            seq.stats.prefix_key = recorded_key(keys[len(seq.block_table) - 1]) if seq.block_table else ""
             seq.stats.prefix_first_miss = hit if hit < seq.num_prompt_tokens else -1
             seq.stats.prefix_lookup_ns = (start, time.time_ns())
             seq.stats.window("cache.prefix_match", start, seq.stats.prefix_lookup_ns[1])

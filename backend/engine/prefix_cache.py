@@ -11,6 +11,8 @@ import hashlib
 from array import array
 from collections.abc import Sequence
 
+from llmtrace.tracer import capture
+
 
 def hash_block(parent: int | None, tokens: Sequence[int]) -> int:
     digest = hashlib.blake2b(digest_size=8)
@@ -29,9 +31,18 @@ def chain_hashes(token_ids: Sequence[int], block_size: int, start: Sequence[int]
     return keys
 
 
+def recorded_key(key: int) -> str:
+    """A block key as spans record it: keyed with the store's secret (tracer.capture), so equal prefixes
+    still match across the store, but a recorded chain cannot be brute-forced back to guessable token ids.
+    The cache itself keeps the plain key: it never leaves the process."""
+    digest = capture.hasher()
+    digest.update(key.to_bytes(8, "little"))
+    return digest.hexdigest()
+
+
 def block_hashes_hex(token_ids: Sequence[int], block_size: int = 16) -> list[str]:
-    """The chain as hex strings (what ``intake.tokenization`` records, comparable with ``.prefix.key``)."""
-    return [f"{h:016x}" for h in chain_hashes(token_ids, block_size)]
+    """The chain as recorded (``intake.tokenization``), comparable with ``llmtrace.prefix.key``."""
+    return [recorded_key(h) for h in chain_hashes(token_ids, block_size)]
 
 
 def matchable_blocks(num_tokens: int, block_size: int) -> int:
