@@ -247,3 +247,31 @@ def test_since_keeps_the_window(support_db: Path, tmp_path: Path) -> None:
     assert write_report(["report", "--db", str(support_db), "--since", "1h", "-o", str(empty)]) == 0
     html = empty.read_text()  # long before now: nothing in the window, and the page says so
     assert "0 passes in 0 traces" in html and "No pass reports prompt tokens" in html and "data-chart=" not in html
+
+
+def test_waterfall_draws_self_time_solid_and_the_envelope_faint() -> None:
+    from types import MappingProxyType
+
+    from llmtrace.report import charts
+    from llmtrace.report.data import Span
+    from llmtrace.report.traces import layout, waterfall_rows
+
+    ms = 1_000_000
+
+    def span(sid: str, parent: str | None, stage: str | None, start: int, end: int, **attrs: object) -> Span:
+        return Span(sid, parent, stage or "chat m", "chat" if stage is None else None, stage,
+                    stage.split(".")[0] if stage else None, "s", start * ms, end * ms, "ok", MappingProxyType(attrs))
+
+    spans = [span("p", None, None, 0, 100, **{"llmtrace.side": "server"}),
+             span("a", "p", "forward.attention", 10, 100, **{"llmtrace.stage.self_ms": 40.0}),  # an envelope
+             span("q", "p", "forward.prefill", 10, 30)]  # no self time: its span is its time
+    view = layout("t1", spans)
+    assert view is not None and not view.client and [r.span.span_id for r in view.server] == ["p", "a", "q"]  # pipeline order at one instant
+    rows = {r["label"].split()[-1]: r for r in waterfall_rows(view, view.server)}
+    assert (rows["forward.attention"]["end"], rows["forward.attention"]["self_end"]) == (100.0, 50.0)
+    assert rows["forward.prefill"]["self_end"] == rows["forward.prefill"]["end"] == 30.0
+    spec = charts.waterfall([("server side", waterfall_rows(view, view.server))])
+    layers = spec["hconcat"][0]["layer"]
+    assert [layer["mark"].get("opacity") for layer in layers] == [0.3, None]  # faint envelope under the solid
+    no_self = charts.waterfall([("server side", waterfall_rows(view, (view.server[0], view.server[2])))])
+    assert len(no_self["hconcat"][0]["layer"]) == 1  # nothing to show faint: one solid layer
