@@ -30,12 +30,14 @@ GENAI_OPS = frozenset({"chat", "text_completion", "generate_content", "embedding
 # Attribute keys (or key prefixes) that carry prompt/output text in other instrumentations.
 CONTENT_PREFIXES = ("gen_ai.prompt", "gen_ai.completion", "gen_ai.input.messages", "gen_ai.output.messages",
                     "gen_ai.system_instructions", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result",
-                    "input.value", "output.value", "llm.input_messages", "llm.output_messages", "llm.prompts",
-                    "llm.prompt_template.variables", "retrieval.documents", "gen_ai.content.")
+                    "input.value", "output.value", "traceloop.entity.input", "traceloop.entity.output",
+                    "llm.input_messages", "llm.output_messages", "llm.prompts", "llm.prompt_template.variables",
+                    "retrieval.documents", "gen_ai.content.")
 _INPUT_KEYS = ("gen_ai.input.messages", "input.value", "gen_ai.prompt", "gen_ai.prompt.0.content")
 _OUTPUT_KEYS = ("gen_ai.output.messages", "output.value", "gen_ai.completion", "gen_ai.completion.0.content")
 _OI_KIND_OPS = {"LLM": "chat", "TOOL": "execute_tool", "EMBEDDING": "embeddings", "RETRIEVER": "retrieval",
                 "AGENT": "invoke_agent"}
+_TRACELOOP_OPS = {"tool": "execute_tool", "agent": "invoke_agent"}  # traceloop.span.kind
 _OPENLLMETRY_OPS = {"chat": "chat", "completion": "text_completion", "embedding": "embeddings",
                     "rerank": None, "unknown": None}
 _TOOL_STAGE = "loop.tool_dispatch"
@@ -156,6 +158,8 @@ class Mapper:
         elif ("gen_ai.operation.name" in attrs or "gen_ai.system" in attrs or "gen_ai.provider.name" in attrs
                 or "gen_ai.request.model" in attrs or "llm.request.type" in attrs):
             mapped = self._genai(name, kind, attrs, start_ns, end_ns)
+        elif attrs.get("traceloop.span.kind") in _TRACELOOP_OPS:
+            mapped = self._traceloop(attrs)
         else:
             return None
         self._common(attrs, mapped.attributes, start_ns, end_ns, events)
@@ -246,6 +250,19 @@ class Mapper:
                 _put(a, "llmtrace.tpot_ms", ((end_ns - start_ns) / 1e6 - ttft_s * 1000.0) / (out - 1))
         a["llmtrace.side"] = "server" if kind == "server" else "client"
         a["llmtrace.mapped_from"] = "genai-legacy" if legacy else "genai"
+        return self._finish(op, a)
+
+    def _traceloop(self, attrs: dict[str, object]) -> Mapped:
+        """OpenLLMetry's own spans around the model calls: @tool and @agent functions."""
+        a = self._protect(attrs)
+        op = _TRACELOOP_OPS[str(attrs["traceloop.span.kind"])]
+        a["gen_ai.operation.name"] = op
+        if op == "execute_tool":
+            _put(a, "gen_ai.tool.name", attrs.get("traceloop.entity.name"))
+        else:
+            _put(a, "gen_ai.agent.name", attrs.get("traceloop.entity.name"))
+        a["llmtrace.side"] = "client"
+        a["llmtrace.mapped_from"] = "openllmetry"
         return self._finish(op, a)
 
     def _openinference(self, attrs: dict[str, object]) -> Mapped:

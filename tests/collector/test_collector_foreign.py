@@ -31,7 +31,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 out, _ = p.communicate(timeout=120)
                 assert p.returncode == 0 and f"sent {app}" in out, out
         _send_spellings(col.endpoint)
-        col.wait_written(2 * len(APPS) + len(SPELLINGS))
+        col.wait_written(2 * len(APPS) + len(SPELLINGS) + 1)
     finally:
         assert col.stop() == 0
     return col.db
@@ -82,6 +82,9 @@ def _send_spellings(endpoint: str) -> None:
         else:
             attrs["gen_ai.response.finish_reasons"] = reason  # type: ignore[assignment]
         t.start_span(f"chat {who}", kind=SpanKind.CLIENT, attributes=attrs).end()
+    # OpenLLMetry's @tool span around a function the model called
+    t.start_span("get_weather.tool", attributes={"traceloop.span.kind": "tool", "traceloop.entity.name": "get_weather",
+                                                 "traceloop.entity.input": '{"city": "Oslo"}'}).end()
     tp.shutdown()
 
 
@@ -97,3 +100,10 @@ def test_finish_reasons_in_every_spelling_are_normalised(store: Path) -> None:
     litellm = _rows(store, "spellings")
     (lite,) = [r for r in litellm if '"who":"litellm"' in str(r["attributes"]).replace(" ", "")]
     assert lite["finish_reason"] == "length"  # not the string '["length"]'
+
+
+def test_openllmetry_tool_span(store: Path) -> None:
+    (row,) = query(store, "SELECT operation, stage, attributes->>'gen_ai.tool.name', attributes FROM spans "
+                          "WHERE name = 'get_weather.tool'")
+    assert row[:3] == ("execute_tool", "loop.tool_dispatch", "get_weather")
+    assert "Oslo" not in row[3] and "traceloop.entity.input.hash" in row[3]  # arguments follow --capture
