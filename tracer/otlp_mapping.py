@@ -160,6 +160,10 @@ class Mapper:
             mapped = self._genai(name, kind, attrs, start_ns, end_ns)
         elif attrs.get("traceloop.span.kind") in _TRACELOOP_OPS:
             mapped = self._traceloop(attrs)
+        elif any(k.startswith(CONTENT_PREFIXES) for k in attrs):
+            # a shape we do not map (an OpenLLMetry workflow, a framework's chain span) still carries
+            # prompt or output text: it follows the capture mode like every other span's
+            return Mapped(None, None, None, self._protect(attrs))
         else:
             return None
         self._common(attrs, mapped.attributes, start_ns, end_ns, events)

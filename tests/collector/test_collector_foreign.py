@@ -31,7 +31,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 out, _ = p.communicate(timeout=120)
                 assert p.returncode == 0 and f"sent {app}" in out, out
         _send_spellings(col.endpoint)
-        col.wait_written(2 * len(APPS) + len(SPELLINGS) + 1)
+        col.wait_written(2 * len(APPS) + len(SPELLINGS) + 2)
     finally:
         assert col.stop() == 0
     return col.db
@@ -85,6 +85,9 @@ def _send_spellings(endpoint: str) -> None:
     # OpenLLMetry's @tool span around a function the model called
     t.start_span("get_weather.tool", attributes={"traceloop.span.kind": "tool", "traceloop.entity.name": "get_weather",
                                                  "traceloop.entity.input": '{"city": "Oslo"}'}).end()
+    # a span of no known shape that still carries prompt text (an OpenLLMetry workflow)
+    t.start_span("plan.workflow", attributes={"traceloop.span.kind": "workflow",
+                                              "traceloop.entity.input": "my secret plan"}).end()
     tp.shutdown()
 
 
@@ -107,3 +110,5 @@ def test_openllmetry_tool_span(store: Path) -> None:
                           "WHERE name = 'get_weather.tool'")
     assert row[:3] == ("execute_tool", "loop.tool_dispatch", "get_weather")
     assert "Oslo" not in row[3] and "traceloop.entity.input.hash" in row[3]  # arguments follow --capture
+    ((attrs,),) = query(store, "SELECT attributes FROM spans WHERE name = 'plan.workflow'")
+    assert "my secret plan" not in attrs and "traceloop.entity.input.hash" in attrs
