@@ -21,9 +21,11 @@ from llmtrace.tracer.schema import PASS_OPERATIONS
 
 PASSES = "_llmtrace_report_passes"
 SAMPLE = "_llmtrace_report_sample"
+SAMPLE_SPANS = "_llmtrace_report_sample_spans"
 SAMPLE_PER_DEPLOY = 1000
 SELF_MS = "llmtrace.stage.self_ms"  # each stage's own time (issue 18); span durations until it is recorded
 MAX_TRACE_SPANS = 2000
+HOUR_NS = 3_600_000_000_000
 REPLAY_BLOCK_VISITS = 30_000  # how much of the block-chain history the pool replay reads (newest first)
 
 
@@ -105,6 +107,7 @@ class ReportData:
         try:
             self.conn.execute(f"DROP TABLE IF EXISTS {PASSES}")
             self.conn.execute(f"DROP TABLE IF EXISTS {SAMPLE}")
+            self.conn.execute(f"DROP TABLE IF EXISTS {SAMPLE_SPANS}")
         finally:
             self.query.release()
 
@@ -277,8 +280,12 @@ class ReportData:
         if not self._sample_made:
             self.conn.execute(f"""CREATE OR REPLACE TEMP TABLE {SAMPLE} AS SELECT DISTINCT trace_id FROM {PASSES}
                 QUALIFY row_number() OVER (PARTITION BY deploy ORDER BY hash(trace_id)) <= {SAMPLE_PER_DEPLOY}""")
+            # Their spans copied once: the views below, and the prompt-text check, read a few thousand traces'
+            # spans instead of scanning the store's millions each time.
+            self.conn.execute(f"""CREATE OR REPLACE TEMP TABLE {SAMPLE_SPANS} AS SELECT * FROM {self.query.spans}
+                WHERE trace_id IN (SELECT trace_id FROM {SAMPLE})""")
             self._sample_made = True
-        return f"(SELECT * FROM {self.query.spans} WHERE trace_id IN (SELECT trace_id FROM {SAMPLE}))"
+        return SAMPLE_SPANS
 
     def _sample_note(self) -> str:
         n = int(self.conn.execute(f"SELECT count(*) FROM {SAMPLE}").fetchone()[0])  # type: ignore[index]
@@ -325,20 +332,34 @@ class ReportData:
 
     # ── traces ───────────────────────────────────────────────────────────────────────────────────
     def existing_traces(self, trace_ids: Sequence[str]) -> set[str]:
+        """Which of these traces are in the selection: most have a pass (a small table), the rest are looked up
+        in the spans."""
         if not trace_ids:
             return set()
         marks = ", ".join("?" for _ in trace_ids)
-        return {str(r[0]) for r in self.conn.execute(
-            f"SELECT DISTINCT trace_id FROM {self.query.spans} WHERE trace_id IN ({marks})", list(trace_ids)).fetchall()}
+        found = {str(r[0]) for r in self.conn.execute(
+            f"SELECT DISTINCT trace_id FROM {PASSES} WHERE trace_id IN ({marks})", list(trace_ids)).fetchall()}
+        rest = [t for t in trace_ids if t not in found]
+        if rest:
+            marks = ", ".join("?" for _ in rest)
+            found |= {str(r[0]) for r in self.conn.execute(
+                f"SELECT DISTINCT trace_id FROM {self.query.spans} WHERE trace_id IN ({marks})", rest).fetchall()}
+        return found
 
     def traces(self, trace_ids: Sequence[str]) -> dict[str, list[Span]]:
         """The spans of each trace (at most ``MAX_TRACE_SPANS`` each), in one scan of the store."""
         if not trace_ids:
             return {}
         marks = ", ".join("?" for _ in trace_ids)
+        # The store is written in time order, so a time range lets DuckDB skip most of it; an hour either side
+        # of the traces' passes holds their agent spans and tools (a trace without a pass gets no range).
+        lo, hi, n = self.conn.execute(f"SELECT min(start_ns), max(start_ns), count(DISTINCT trace_id) FROM {PASSES} "
+                                      f"WHERE trace_id IN ({marks})", list(trace_ids)).fetchone()  # type: ignore[misc]
+        near = (f" AND start_ns BETWEEN {int(lo) - HOUR_NS} AND {int(hi) + HOUR_NS}"
+                if lo is not None and n == len(set(trace_ids)) else "")
         rows = self.conn.execute(
             "SELECT trace_id, span_id, parent_span_id, name, operation, stage, phase, service, start_ns, end_ns, status, "
-            f"CAST(attributes AS VARCHAR) FROM {self.query.spans} WHERE trace_id IN ({marks}) "
+            f"CAST(attributes AS VARCHAR) FROM {self.query.spans} WHERE trace_id IN ({marks}){near} "
             f"QUALIFY row_number() OVER (PARTITION BY trace_id ORDER BY start_ns, span_id) <= {MAX_TRACE_SPANS} "
             "ORDER BY trace_id, start_ns, span_id", list(trace_ids)).fetchall()
         out: dict[str, list[Span]] = {t: [] for t in trace_ids}
