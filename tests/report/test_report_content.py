@@ -275,3 +275,19 @@ def test_waterfall_draws_self_time_solid_and_the_envelope_faint() -> None:
     assert [layer["mark"].get("opacity") for layer in layers] == [0.3, None]  # faint envelope under the solid
     no_self = charts.waterfall([("server side", waterfall_rows(view, (view.server[0], view.server[2])))])
     assert len(no_self["hconcat"][0]["layer"]) == 1  # nothing to show faint: one solid layer
+
+
+def test_names_from_the_store_are_escaped(support_db: Path, tmp_path: Path) -> None:
+    import duckdb
+
+    evil = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+    db = copy_store(support_db, tmp_path / "evil.duckdb")
+    conn = duckdb.connect(str(db))  # a deploy and a service name are whatever the app set
+    conn.execute("UPDATE spans SET deploy = ? WHERE deploy = 'v2'", [evil])
+    conn.execute("UPDATE deploys SET name = ?, note = ? WHERE name = 'v2'", [evil, evil])
+    conn.close()
+    out = tmp_path / "evil.html"
+    assert write_report(["report", "--db", str(db), "-o", str(out)]) == 0
+    html = out.read_text()
+    assert "<script" not in html and "<img" not in html and "onerror=alert(1)>" not in html
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in html  # shown, as text
