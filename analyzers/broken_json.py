@@ -8,6 +8,8 @@ without a parse check (analyzers/truncation.py).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from llmtrace.analyzers.base import SymptomAnalyzer, severity_for
 from llmtrace.analyzers.finding import Evidence, Finding, Severity
 from llmtrace.analyzers.query import Query, attr, percentile, sample_ids
@@ -50,6 +52,7 @@ class BrokenJson(SymptomAnalyzer):
         if failed:
             out += self._explain_failures(q, failed, q.count("safety.stop_reason"))
         out += truncation_findings(self, q)
+        out += self._penalised_structure(q)
         return out
 
     def _explain_failures(self, q: Query, failed: list[dict[str, object]], checked: int) -> list[Finding]:
@@ -102,6 +105,29 @@ class BrokenJson(SymptomAnalyzer):
             out += self._stop_causes(q, stopped, n)
         return out
 
+    def _penalised_structure(self, q: Query) -> list[Finding]:
+        """Structured output generated under repetition/frequency/presence penalties, with or without a parse
+        check on record: the penalties push down the very tokens JSON must repeat (quotes, braces, keys)."""
+        rel = q.stage_sql("gen.penalties", {"structured": ("llmtrace.penalties.on_structured_output", "bool"),
+                                            "rep": ("llmtrace.penalties.repetition", "float"),
+                                            "freq": ("gen_ai.request.frequency_penalty", "float"),
+                                            "pres": ("gen_ai.request.presence_penalty", "float")})
+        row = q.one(f"""SELECT count(*) FILTER (WHERE structured) AS n, count(*) AS total, median(rep) FILTER (WHERE structured) AS rep,
+                               median(freq) FILTER (WHERE structured) AS freq, median(pres) FILTER (WHERE structured) AS pres,
+                               (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE structured))[1:5] AS ids FROM {rel}""")
+        n = int(row.get("n") or 0)  # type: ignore[call-overload]
+        if n < 2:
+            return []
+        ids = tuple(row["ids"] or ())  # type: ignore[arg-type]
+        return [self.finding(
+            "gen.penalties", "warning", f"{n} structured outputs were generated under repetition penalties",
+            "Penalties push down tokens JSON must repeat (quotes, braces, keys), so the structure bends or breaks.",
+            [Evidence("structured passes with penalties on", n, f"of {row['total']}", ids),
+             Evidence("repetition penalty", row["rep"], "", ids, baseline=1.0),
+             Evidence("frequency / presence penalty", f"{row['freq'] or 0:g} / {row['pres'] or 0:g}", "", ids)],
+            ids, "Turn repetition/frequency/presence penalties off for structured output.", 0.6,
+            cause="penalty-on-structure", affected_share=n / max(1, int(row["total"] or 1)))]  # type: ignore[call-overload]
+
     def _stop_causes(self, q: Query, stopped: list[dict[str, object]], n: int) -> list[Finding]:
         """Parse failures that stopped normally: look for penalties on structure or a dead-ended constraint."""
         ids = [str(c["trace_id"]) for c in stopped]
@@ -118,6 +144,7 @@ class BrokenJson(SymptomAnalyzer):
                 "parse failures with penalties on",
                 "Turn repetition/frequency/presence penalties off for structured output.", 0.5,
             ))
+            out[-1] = replace(out[-1], cause="penalty-on-structure")
         if dead:
             out.append(self._counted(
                 "gen.constrained", "warning", dead, n, f"{len(dead)} constrained outputs dead-ended",

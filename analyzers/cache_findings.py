@@ -68,6 +68,26 @@ def _loss_evidence(c: Cause, passes: list[PassLoss], share: float, mspt: float, 
     return ev
 
 
+def what_if(c: Cause, passes: list[PassLoss], mspt: float, usdpt: float) -> list[Evidence]:
+    """What the fix would buy, replayed on the recorded passes: every token this cause kept out of the cache
+    served from it instead (the volatile window moved after the stable part, or the prefix kept)."""
+    prompt = sum(p.prompt_tokens for p in passes)
+    cached = sum(min(p.cached_tokens, p.prompt_tokens) for p in passes)
+    lost = c.lost_tokens
+    n = len(passes)
+    ev = [Evidence("hit rate if fixed", round((cached + lost) / prompt, 3) if prompt else None, "",
+                   baseline=round(cached / prompt, 3) if prompt else None),
+          Evidence("prefill tokens per 1,000 calls if fixed", round(1000 * (prompt - cached - lost) / n), "tokens",
+                   baseline=round(1000 * (prompt - cached) / n))]
+    ttfts = sorted(float(p.ttft_ms) for p in passes if p.ttft_ms is not None)
+    if ttfts and mspt > 0:
+        now = ttfts[len(ttfts) // 2]
+        ev.append(Evidence("median TTFT if fixed", round(max(0.0, now - mspt * lost / n), 1), "ms", baseline=round(now, 1)))
+    if usdpt > 0:
+        ev.append(Evidence("cost per 1,000 calls saved if fixed", round(1000 * usdpt * lost / n, 4), "USD"))
+    return ev
+
+
 def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss], share: float, mspt: float,
             usdpt: float) -> Finding:
     seg = c.passes[0].segment
@@ -80,7 +100,8 @@ def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
     re_share = c.lost_tokens / max(1, sum(p.prompt_tokens for p in c.passes))
     distinct = len({p.window_text for p in c.passes if p.window_text is not None})
     what = {"reordered": "segments in a different order each call (shuffled examples)", "field": "a changing field",
-            "free_text": "changing text"}.get(cls, f"{'an' if cls[:1] in 'aeiou' else 'a'} {cls}")
+            "invisible": "invisible characters", "whitespace": "changing whitespace",
+            "free_text": "changing text"}.get(cls, f"{'an' if cls[:1] in 'aeio' else 'a'} {cls}")
     where = f"at char {off} of the {base}" if off >= 0 else f"in the {base}"
     title = (f"{what[0].upper() + what[1:]} {where} → the cache stops at token {tok} → "
              f"{re_share:.0%} of prompt tokens re-prefilled")
@@ -95,17 +116,22 @@ def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
         ev.append(Evidence("text in the window (one pass)", repr(sample), "", ids[:1]))
     if distinct > 1:
         ev.append(Evidence("distinct values seen in the window", distinct, "", ids))
+    ev += what_if(c, passes, mspt, usdpt)
     stages = ("intake.system_prompt", "cache.prefix_match") if base == "system" else \
         ("intake.context_ordering", "cache.prefix_match") if cls == "reordered" else ("cache.prefix_match",)
+    stage, cause = "cache.prefix_match", window_cause(seg)
+    if cls in ("invisible", "whitespace"):
+        # characters nobody can see made prompts that look alike differ: the cause is normalization
+        stage, cause, stages = "intake.normalization", "invisible-chars", ("intake.normalization", *stages)
     fix = ("Keep the examples in one fixed order" if cls == "reordered" else
            f"Move the {cls if cls not in ('field', 'free_text') else 'changing value'} after the stable part of the "
            "prompt (the end of the last message) or drop it")
     return analyzer.finding(
-        "cache.prefix_match", _severity(share), title,
+        stage, _severity(share), title,
         f"{len(c.passes)} of {len(passes)} passes share text with an earlier prompt beyond a window that changes "
         f"({what} in the {base}); the cache stops at the window, so everything after it is prefilled again.",
         ev, ids, f"{fix}; then `llmtrace check` should show the hit rate rise.",
-        min(1.0, 0.4 + share), cause=window_cause(seg), stages=stages, loss_tokens=c.lost_tokens,
+        min(1.0, 0.4 + share), cause=cause, stages=stages, loss_tokens=c.lost_tokens,
         loss_ms=mspt * c.lost_tokens, loss_usd=usdpt * c.lost_tokens, affected_share=len(c.passes) / len(passes))
 
 
@@ -121,6 +147,7 @@ def _engine(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
         policy = pol.get("policy") or "unknown"
         ev.insert(0, Evidence("passes whose shared prefix was cached on another replica", len(c.passes), "", ids))
         ev.append(Evidence("replica policy", policy, "", ids))
+        ev += what_if(c, passes, mspt, usdpt)
         return analyzer.finding(
             "arrival.replica_selection", _severity(share),
             f"Replica routing ({policy}) sends prompts away from the replica that caches their prefix",
@@ -157,7 +184,7 @@ def _short(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss]
         [Evidence("prompts under the minimum cacheable prefix", n, f"of {len(passes)}", ids),
          Evidence("median prompt tokens", med, "tokens", ids)], ids,
         "Nothing to fix unless a longer shared prefix (instructions, tools) could be put first.",
-        0.15, cause="short-prompts", affected_share=n / len(passes))
+        0.35, cause="short-prompts", affected_share=n / len(passes))
 
 
 def _attr_policy() -> str:

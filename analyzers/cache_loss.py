@@ -318,7 +318,9 @@ def _classify(pl: PassLoss, prompt: _Prompt | None, chain: list[str] | None,
     if uncached <= block:
         pl.kind = "hit"
         return
-    if pl.prompt_tokens < minimum and pl.cached_tokens == 0:
+    # under the minimum cacheable prefix (a hosted provider's 1,024 tokens; for an engine, prompts of a block
+    # or two, whose shared part cannot fill a whole block): a 0% hit there is expected, not a miss
+    if pl.prompt_tokens < max(minimum, 2 * block) and pl.cached_tokens == 0:
         pl.kind, pl.lost_tokens = "short", 0.0
         return
     if chain:
@@ -350,7 +352,9 @@ def _classify(pl: PassLoss, prompt: _Prompt | None, chain: list[str] | None,
         pl.reuse_replica = prev_pl.replica
         pl.token_offset = pl.cached_tokens
         return
-    window_gap = shared_tokens - max(pl.cached_tokens, prefix_tokens)
+    # never more than was actually prefilled: a client-side estimate can see text the server never got
+    # (tools a server leaves out with tool_choice none, say)
+    window_gap = min(shared_tokens - max(pl.cached_tokens, prefix_tokens), uncached)
     if c.segment and not c.distinct and window_gap > 2 * block:
         pl.kind, pl.lost_tokens = "window", window_gap
         pl.segment, pl.char_offset, pl.window_class, pl.window_text = c.segment, c.seg_offset, c.window_class, c.window_text
@@ -360,8 +364,9 @@ def _classify(pl: PassLoss, prompt: _Prompt | None, chain: list[str] | None,
     if div and pl.kind in ("window", "new"):
         reusable = div.get("reusable_after_tokens")
         cls = div.get("class")
-        if pl.kind == "new" and isinstance(reusable, (int, float)) and reusable > 2 * block and cls != "free_text":
-            pl.kind, pl.lost_tokens = "window", float(reusable)
+        if pl.kind == "new" and isinstance(reusable, (int, float)) and min(reusable, uncached) > 2 * block \
+                and cls != "free_text":
+            pl.kind, pl.lost_tokens = "window", float(min(reusable, uncached))
             pl.segment = str(div.get("segment") or "prompt")
         if pl.kind == "window":
             if isinstance(cls, str) and cls and pl.window_class in ("", "field", "free_text"):
@@ -404,16 +409,17 @@ def causes(passes: list[PassLoss]) -> list[Cause]:
 
 
 def ms_per_token(passes: list[PassLoss]) -> float:
-    """TTFT per uncached prompt token: the least-squares slope of TTFT on uncached tokens (never below 0)."""
-    pts = [(p.prompt_tokens - p.cached_tokens, float(p.ttft_ms)) for p in passes if p.ttft_ms is not None]
+    """TTFT per uncached prompt token: the median of pairwise slopes (Theil-Sen, robust to the queueing and
+    scheduling noise in single TTFTs) over up to 200 recent passes, never more than the median TTFT per
+    uncached token (all of a first token's wait blamed on prefill) and never below 0."""
+    pts = [(p.prompt_tokens - p.cached_tokens, float(p.ttft_ms)) for p in passes if p.ttft_ms is not None][-200:]
     if len(pts) < 3:
         return 0.0
-    mx = sum(x for x, _ in pts) / len(pts)
-    my = sum(y for _, y in pts) / len(pts)
-    var = sum((x - mx) ** 2 for x, _ in pts)
-    if var <= 0:
+    slopes = sorted((y2 - y1) / (x2 - x1) for i, (x1, y1) in enumerate(pts) for x2, y2 in pts[i + 1:] if x2 != x1)
+    per = sorted(y / x for x, y in pts if x > 0)
+    if not slopes or not per:
         return 0.0
-    return max(0.0, sum((x - mx) * (y - my) for x, y in pts) / var)
+    return max(0.0, min(slopes[len(slopes) // 2], per[len(per) // 2]))
 
 
 def usd_per_token(passes: list[PassLoss]) -> float:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from llmtrace.analyzers.base import SymptomAnalyzer
 from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.query import Query
+from llmtrace.analyzers.untrusted_input import tool_output_findings
 
 
 class InvisibleCharacters(SymptomAnalyzer):
@@ -14,6 +15,25 @@ class InvisibleCharacters(SymptomAnalyzer):
 
     def find(self, q: Query) -> list[Finding]:
         out: list[Finding] = []
+        untrusted = tool_output_findings(q)
+        if untrusted is not None:
+            u = untrusted
+            ev = [Evidence("prompts whose tool output addresses the model or hides characters", u.passes,
+                           f"of {u.scanned} with tool output", u.trace_ids),
+                  Evidence("with instruction-like text", u.with_orders, "", u.trace_ids),
+                  Evidence("hidden characters in tool output", u.hidden_chars, "chars", u.trace_ids)]
+            if u.example:
+                ev.append(Evidence("for example", repr(u.example), "", u.trace_ids[:1]))
+            out.append(self.finding(
+                "safety.injection", "critical" if u.with_orders else "warning",
+                f"Tool output carried {'instructions to the model' if u.with_orders else 'hidden characters'} "
+                f"into {u.passes} prompts, unchecked",
+                "What a tool returned went into the next prompt as it was; nothing scanned it (no safety.injection "
+                "span), so text planted in a tool's data can steer the model.",
+                ev, u.trace_ids, "Scan tool results before they enter the prompt (llmtrace's safety.scan records "
+                "safety.injection), strip invisible characters, and keep tool output delimited as data.",
+                0.7 if u.with_orders else 0.45, cause="untrusted-input",
+                stages=("intake.normalization", "safety.injection")))
         norm = q.stage_sql("intake.normalization", {
             "invisible": ("llmtrace.normalization.invisible_chars", "int"), "nbsp": ("llmtrace.normalization.nbsp", "int"),
             "confusables": ("llmtrace.normalization.confusables", "int"), "strip": ("llmtrace.normalization.strip", "bool")})
@@ -42,6 +62,9 @@ class InvisibleCharacters(SymptomAnalyzer):
                 "prompt and make texts that look the same miss each other's cached prefix.",
                 ev, ids, "Normalise input (NFC, strip zero-width and bidi controls, map NBSP to space) before "
                 "building prompts.", 0.5 if kept else 0.25,
+                # the same characters, when they came in with tool output, are the injection's, not a second cause
+                cause="untrusted-input" if untrusted is not None and untrusted.hidden_chars else "invisible-chars",
+                stages=("intake.normalization", "intake.tokenization"),
             ))
         inj = q.stage_sql("safety.injection", {"invisible": ("llmtrace.injection.invisible_chars", "int"),
                                                "patterns": ("llmtrace.injection.instruction_patterns", "int"),

@@ -34,6 +34,45 @@ class SlowStream(SymptomAnalyzer):
     symptom = "slow_stream"
 
     def find(self, q: Query) -> list[Finding]:
+        return self._speculation(q) + self._groups(q)
+
+    def _speculation(self, q: Query) -> list[Finding]:
+        """Speculation that runs under load: drafts are verified for a whole batch, so when most are rejected
+        and batches are big, each step does more work than it saves. Judged per pass from the engine's own
+        draft counts (drafted vs accepted), not against other passes."""
+        rel = q.stage_sql("gen.speculation", {"method": ("llmtrace.spec.method", "str"),
+                                              "drafted": ("llmtrace.spec.drafted", "int"),
+                                              "accepted": ("llmtrace.spec.accepted", "int"),
+                                              "batch": ("llmtrace.spec.batch_size", "float")})
+        a = q.one(f"""SELECT count(*) AS n, count(*) FILTER (WHERE method IS NOT NULL AND method <> 'none') AS spec,
+                             sum(drafted) AS drafted, sum(accepted) AS accepted,
+                             median(batch) FILTER (WHERE drafted > 0) AS batch, any_value(method) FILTER (WHERE drafted > 0) AS how,
+                             (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE drafted > 0))[1:5] AS ids
+                      FROM {rel}""")
+        n, spec = int(a.get("n") or 0), int(a.get("spec") or 0)  # type: ignore[call-overload]
+        drafted, accepted = int(a.get("drafted") or 0), int(a.get("accepted") or 0)  # type: ignore[call-overload]
+        batch = float(a.get("batch") or 0)  # type: ignore[arg-type]
+        if n < MIN_PASSES or spec < 0.5 * n or drafted < 20:
+            return []
+        rate = accepted / drafted
+        if rate >= 0.5 or batch < 2:
+            return []
+        ids = tuple(a["ids"] or ())  # type: ignore[arg-type]
+        wasted = drafted - accepted
+        return [self.finding(
+            "gen.speculation", "warning" if rate < 0.3 else "info",
+            f"Speculation ({a['how']}) under load: {1 - rate:.0%} of drafted tokens were rejected at batch {batch:.1f}",
+            f"{spec} of {n} passes ran speculative decoding while sharing batches of {batch:.1f}; only {rate:.0%} of "
+            f"the {drafted} drafted tokens were accepted, so verification cost more than it saved.",
+            [Evidence("passes with speculation on", spec, f"of {n}", ids),
+             Evidence("draft acceptance rate", round(rate, 3), "", ids, baseline=0.5),
+             Evidence("drafted tokens rejected", wasted, "tokens", ids),
+             Evidence("median batch size while speculating", round(batch, 2), "", ids)],
+            ids, "Turn speculation off above a batch size (or use a better draft); compare TPOT with it off.",
+            min(1.0, 0.4 + (0.5 - rate)), cause="speculation-under-load", loss_tokens=float(wasted),
+            affected_share=spec / n)]
+
+    def _groups(self, q: Query) -> list[Finding]:
         # Classify every pass from the requests table; read stage values for a sample of each group only
         # (the medians compared need a few thousand passes, not all of them).
         only = "AND parent_span_id IN (SELECT span_id FROM pick)"

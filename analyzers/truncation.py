@@ -33,6 +33,9 @@ def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
              con AS (SELECT DISTINCT parent_span_id FROM {q.spans} WHERE stage = 'gen.constrained'
                      AND parent_span_id IN (SELECT server_span_id FROM cut)
                      AND {attr('gen_ai.output.type')} IS NOT NULL AND {attr('gen_ai.output.type')} <> 'text'),
+             pen AS (SELECT DISTINCT parent_span_id FROM {q.spans} WHERE stage = 'gen.penalties'
+                     AND parent_span_id IN (SELECT server_span_id FROM cut)
+                     AND {attr('llmtrace.penalties.on_structured_output', 'bool')}),
              checked AS (SELECT DISTINCT trace_id FROM {q.spans} WHERE stage = 'safety.stop_reason'
                          AND trace_id IN (SELECT trace_id FROM cut)),
              later AS (SELECT cut.span_id FROM cut JOIN {q.passes} p
@@ -46,6 +49,7 @@ def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
                {attr('llmtrace.output.parses', 'bool', 'c.attributes')} AS parses,
                {attr('llmtrace.prompt.text', 'str', 'c.attributes')} AS prompt_text,
                con.parent_span_id IS NOT NULL AS constrained,
+               cut.server_span_id IN (SELECT parent_span_id FROM pen) AS penalised,
                cut.trace_id IN (SELECT trace_id FROM checked) AS checked,
                cut.span_id IN (SELECT span_id FROM later) AS continued
         FROM cut LEFT JOIN ps c ON c.span_id = cut.client_span_id
@@ -59,7 +63,10 @@ def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
         r["output_type"] in ("json", "json_object", "json_schema") or r["constrained"]
         or r["shape"] in ("json", "fenced", "xml") or r["parses"] is False
         or (isinstance(r["prompt_text"], str) and _JSON_WORDS.search(r["prompt_text"]) is not None))]
-    broken = [r for r in rows if r["parses"] is False]
+    # answers bent by penalties on structured output are gen.penalties' finding (it names the cause)
+    penalised = [r for r in structured if r["penalised"]]
+    structured = [r for r in structured if not r["penalised"]]
+    broken = [r for r in rows if r["parses"] is False and not r["penalised"]]
     unread = [r for r in structured + tools if not r["checked"]]
     # the app went on (another pass in the same trace) after a structured answer or tool call was cut
     continued = [r for r in structured + tools if r["continued"] and not r["checked"]]
@@ -80,6 +87,9 @@ def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
         ev.append(Evidence("answers that do not parse", len(broken), "", sample_ids([r["trace_id"] for r in broken])))
     if tools:
         ev.append(Evidence("tool calls cut mid-arguments", len(tools), "", sample_ids([r["trace_id"] for r in tools])))
+    if penalised:
+        ev.append(Evidence("cut structured answers generated under repetition penalties (see gen.penalties)",
+                           len(penalised), "", sample_ids([r["trace_id"] for r in penalised])))
     if continued:
         ev.append(Evidence("cut answers the app went on with, without checking the stop reason", len(continued), "",
                            sample_ids([r["trace_id"] for r in continued])))

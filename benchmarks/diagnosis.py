@@ -45,6 +45,11 @@ SERVERS: dict[str, list[str]] = {
     "speculative": ["--speculative", "ngram"],
     "invariant": ["--batch-invariant"],
     "foreign_template": ["--chat-template", "{template}"],
+    "tiny_queue": ["--max-running", "1", "--max-queued", "1"],
+    # the bundled SmolLM2-135M: the tiny model's answers never vary, so causes of different answers need it
+    "smol": ["--model", "default"],
+    "smol_invariant": ["--model", "default", "--batch-invariant"],
+    "smol_speculative": ["--model", "default", "--speculative", "draft"],
 }
 LLMTRACE = [sys.executable, "-m", "llmtrace.cli"]
 
@@ -65,8 +70,11 @@ class Server:
         template = workdir / "foreign.jinja"
         template.write_text(TEMPLATE)
         flags = [f.replace("{template}", str(template)) for f in SERVERS[name]]
+        model = ["--model", "tiny"] if "--model" not in flags else []
+        if flags[:2] == ["--model", "default"]:
+            flags = flags[2:]  # no --model: serve's bundled model
         self.proc = subprocess.Popen(
-            [*LLMTRACE, "serve", "--model", "tiny", "--port", str(self.port), "--db", str(self.db),
+            [*LLMTRACE, "serve", *model, "--port", str(self.port), "--db", str(self.db),
              "--log-level", "warning", *flags],
             stdout=subprocess.DEVNULL, stderr=open(workdir / f"{name}.log", "wb"))  # noqa: SIM115
         self.url = f"http://127.0.0.1:{self.port}"
@@ -170,10 +178,12 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", help="case ids to run (default: all)")
     ap.add_argument("--keep", help="keep the stores in this directory")
     ap.add_argument("--no-save", action="store_true", help="print, do not write results/diagnosis.json")
+    ap.add_argument("--real-model", action="store_true",
+                    help="also run the cases that need the bundled SmolLM2-135M (slow on two cores)")
     ap.add_argument("--rediagnose", action="store_true",
                     help="with --keep DIR of an earlier run: diagnose its stores again without making calls")
     args = ap.parse_args()
-    cases = [c for c in CASES if not args.only or c.id in args.only]
+    cases = [c for c in CASES if (not args.only or c.id in args.only) and (args.real_model or c.model == "tiny")]
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="llmtrace-diagnosis-"))
     work.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("LLMTRACE_STRICT", "0")

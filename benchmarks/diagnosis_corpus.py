@@ -71,6 +71,14 @@ def clock_top(c: Ctx, twin: bool) -> None:
         c.ask([{"role": "system", "content": head + LONG_POLICY}, _user(i)])
 
 
+def clock_local_full(c: Ctx, twin: bool) -> None:
+    """Full capture, another clock format, the claims policy after a one-line greeting."""
+    for i in range(8):
+        when = "" if twin else f" Local time {_stamp(i + 500):%H:%M:%S}, {_stamp(i + 500):%d/%m/%Y}."
+        c.ask([{"role": "system", "content": "Hello from the Larkspur desk." + when + " " + LONG_POLICY},
+               {"role": "user", "content": f"Any news on parcel P-{70 + i}?"}])
+
+
 def hex_mid_system(c: Ctx, twin: bool) -> None:
     for i in range(8):
         trace = uuid.UUID(int=c.rng.getrandbits(128)).hex[:20]
@@ -172,8 +180,9 @@ def shared_prefix_burst(c: Ctx, twin: bool) -> None:
 
 
 def many_prefixes(c: Ctx, twin: bool) -> None:
-    """Six long prompts, each reused in turn: on a small KV pool they evict each other."""
-    bases = [f"Desk {k}. " + LONG_POLICY for k in range(6)]
+    """Six different long prompts, each reused in turn: on a small KV pool they evict each other."""
+    words = LONG_POLICY.split()
+    bases = [" ".join(random.Random(k).sample(words, len(words))) for k in range(6)]
     for rnd in range(3):
         for k, b in enumerate(bases):
             c.ask([{"role": "system", "content": b}, _user(rnd * 6 + k)])
@@ -231,8 +240,9 @@ def unseeded_sampling(c: Ctx, twin: bool) -> None:
 
 def penalty_on_schema(c: Ctx, twin: bool) -> None:
     schema = {"type": "json_schema", "json_schema": {"name": "claim", "schema": {
-        "type": "object", "properties": {"claim": {"type": "string", "maxLength": 6}, "ok": {"type": "boolean"}},
-        "required": ["claim", "ok"]}}}
+        "type": "object", "properties": {"claim": {"type": "string", "enum": ["C-1", "C-2", "C-3"]},
+                                         "ok": {"type": "boolean"}},
+        "required": ["claim", "ok"], "additionalProperties": False}}}
     for i in range(6):
         extra = {} if twin else {"extra_body": {"repetition_penalty": 1.5}}
         c.ask([{"role": "user", "content": f"Claim C-{i} as JSON."}], max_tokens=40, response_format=schema, **extra)
@@ -262,6 +272,19 @@ def anthropic_max_tokens(c: Ctx, twin: bool) -> None:
                                     messages=[{"role": "user", "content": f"Answer in JSON: status of claim C-{i}?"}], **kw)
 
 
+def shed_burst(c: Ctx, twin: bool) -> None:
+    concurrent(c, 10, lambda i: [{"role": "system", "content": POLICY}, {"role": "user", "content": f"Burst {i}."}],
+               max_tokens=16)
+
+
+def nbsp_in_tools_text(c: Ctx, twin: bool) -> None:
+    """Non-breaking spaces that come and go in a pasted note (copy-paste from a web page)."""
+    for i in range(6):
+        gap = " " if twin or i % 2 == 0 else "\u00a0"
+        c.ask([{"role": "system", "content": LONG_POLICY + f"Note:{gap}claims over 5{gap}000 EUR need a manager."},
+               {"role": "user", "content": f"Claim C-{40 + i} is 7000 EUR."}])
+
+
 def invisible_in_prompt(c: Ctx, twin: bool) -> None:
     for i in range(6):
         zw = "" if twin else "\u200b" * (1 + i % 3)
@@ -273,7 +296,7 @@ def injected_tool_result(c: Ctx, twin: bool) -> None:
             "\u200b to the user.")
     for i in range(6):
         result = "Status: open. Missing: proof of delivery." if twin else evil
-        c.ask([{"role": "system", "content": POLICY}, _user(i),
+        c.ask([{"role": "system", "content": POLICY}, {"role": "user", "content": f"Look up claim C-{900 + i}."},
                {"role": "assistant", "content": None, "tool_calls": [{"id": f"call_{i}", "type": "function",
                 "function": {"name": "claim_lookup", "arguments": "{\"claim\": \"C-5\"}"}}]},
                {"role": "tool", "tool_call_id": f"call_{i}", "content": result}], max_tokens=6,
@@ -288,6 +311,7 @@ class Case:
     server: str = "default"  # server flag set (diagnosis.SERVERS) for the planted run
     twin_server: str | None = None  # for the twin, when the cause is a server flag
     capture: str = "hashes"  # the app's capture mode
+    model: str = "tiny"  # "smol": needs the bundled SmolLM2-135M (--real-model), whose answers vary
 
 
 CACHE = ("cache.prefix_match", "intake.system_prompt")
@@ -304,19 +328,21 @@ CASES: tuple[Case, ...] = (
     Case("anthropic_clock_system", anthropic_clock, CACHE),
     Case("counter_on_distinct_personas", distinct_personas, CACHE),
     Case("prompts_under_min_prefix", short_prompts, ("cache.prefix_match",)),
-    Case("full_capture_clock", clock_top, CACHE, capture="full"),
+    Case("full_capture_local_clock", clock_local_full, CACHE, capture="full"),
     Case("round_robin_replicas", shared_prefix_burst, ("arrival.replica_selection",), "round_robin", "prefix_aware"),
     Case("small_kv_pool_eviction", many_prefixes, ("cache.eviction",), "small_pool", "default"),
     Case("single_slot_queue", queue_burst, ("arrival.admission",), "one_slot", "default"),
-    Case("speculation_under_load", spec_under_load, ("gen.speculation",), "speculative", "default"),
-    Case("batch_dependent_greedy", batch_greedy, ("forward.batching",), "default", "invariant"),
+    Case("speculation_under_load", spec_under_load, ("gen.speculation",), "smol_speculative", "smol", model="smol"),
+    Case("shed_under_burst", shed_burst, ("arrival.admission",), "tiny_queue", "default"),
+    Case("batch_dependent_greedy", batch_greedy, ("forward.batching",), "smol", "smol_invariant", model="smol"),
     Case("foreign_chat_template", foreign_template, ("intake.chat_template",), "foreign_template", "default"),
-    Case("unseeded_sampling", unseeded_sampling, ("gen.sampling",)),
+    Case("unseeded_sampling", unseeded_sampling, ("gen.sampling",), "smol", model="smol"),
     Case("repetition_penalty_on_schema", penalty_on_schema, ("gen.penalties",)),
     Case("json_in_words_cut", json_in_words_cut, ("gen.stop", "safety.stop_reason")),
     Case("json_in_words_cut_full", json_in_words_cut, ("gen.stop", "safety.stop_reason"), capture="full"),
     Case("tool_call_cut_mid_args", tool_call_cut, ("gen.stop", "safety.stop_reason")),
     Case("anthropic_max_tokens", anthropic_max_tokens, ("gen.stop", "safety.stop_reason")),
     Case("zero_width_in_system", invisible_in_prompt, ("intake.normalization",)),
+    Case("nbsp_coming_and_going", nbsp_in_tools_text, ("intake.normalization",)),
     Case("injection_in_tool_output", injected_tool_result, ("safety.injection",), capture="full"),
 )

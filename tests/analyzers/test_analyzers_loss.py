@@ -41,6 +41,8 @@ def test_a_field_mid_way_through_the_tools_is_a_partial_loss(tmp_path: Path) -> 
     assert top.loss_tokens > 0 and 0 < top.affected_share <= 1
     stop = next(e for e in top.evidence if e.label == "first prompt token the cache missed")
     assert int(stop.value) > 0  # the prefix before the field still cached: a partial loss, not a cliff
+    fixed = next(e for e in top.evidence if e.label == "hit rate if fixed")
+    assert fixed.value > fixed.baseline  # what moving the field would buy, replayed on the recorded passes
 
 
 def test_distinct_templates_reused_are_not_a_volatile_field(tmp_path: Path) -> None:
