@@ -88,6 +88,8 @@ def build_report(conn: duckdb.DuckDBPyConnection, options: Options | None = None
     try:
         clock.lap("read")
         findings = _findings(data)
+        if opts.focus is not None:  # the findings that explain a failed check first, then the rest in rank
+            findings.sort(key=lambda f: not opts.focus.explains(f))  # type: ignore[union-attr]
         clock.lap("analyzers")
         render = _Charts()
         try:

@@ -28,6 +28,9 @@ class Focus:
             return None
         return (self.baseline_deploy, self.current.deploy)
 
+    def explains(self, finding: Finding) -> bool:
+        return any(v.explanation is not None and not v.ok and _same(v.explanation, finding) for v in self.verdicts)
+
     def traces(self, data: ReportData) -> list[str]:
         """The traces this page opens first: each explanation's, then the slowest of each side."""
         out = [t for v in self.verdicts if v.explanation is not None for t in v.explanation.trace_ids[:2]]
@@ -35,6 +38,10 @@ class Focus:
             if deploy is not None:
                 out += data.sample_traces(deploy)
         return out
+
+
+def _same(a: Finding, b: Finding) -> bool:
+    return (a.symptom, a.stage, a.title) == (b.symptom, b.stage, b.title)
 
 
 def _fmt(metric: str, v: float | None) -> str:
@@ -65,12 +72,12 @@ def focus_section(f: Focus, data: ReportData, findings: list[Finding], linked: s
     verdicts = ("<table><tr><th>metric</th><th>baseline</th><th>candidate</th><th>rule</th><th>result</th>"
                 f"<th>explained by</th></tr>{''.join(rows)}</table>")
     failed = sum(1 for v in f.verdicts if not v.ok)
-    cand = f.current.deploy or "the window"
+    cand = f"deploy {f.current.deploy}" if f.current.deploy else "the window"
     side = "".join(
         f'<div class="card"><h3>{page.e(title)}</h3>' + page.kpis([
             ("passes", f"{m.passes:,}"), ("hit rate", _fmt("cache_hit_rate", m.hit_rate)),
             ("TTFT p50", _fmt("ttft", m.ttft_p50_ms)), ("TTFT p95", _fmt("ttft", m.ttft_p95_ms)),
-            ("cost / 1k calls", _fmt("_usd", m.cost_per_request_usd * 1000 if m.cost_per_request_usd is not None else None))])
+            ("cost / 1k calls", "n/a" if m.cost_per_request_usd is None else f"${m.cost_per_request_usd * 1000:.4f}")])
         + "</div>"
         for title, m in ((f"baseline: {f.against}", f.baseline), (f"candidate: {cand}", f.current)))
     pairs = []

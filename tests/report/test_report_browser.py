@@ -103,7 +103,8 @@ def test_regression_report_puts_the_verdicts_first(regression_html: Path, chromi
     assert state["verdicts"] == {"cache_hit_rate": "FAIL", "ttft_p50_ms": "FAIL", "ttft_p95_ms": "FAIL",
                                  "cost_per_request_usd": "FAIL"}
     assert state["explained"] and chromium.js(f"!!document.querySelector('{state['explained']}')")
-    assert state["sides"] == ["baseline: deploy v1", "candidate: v2"]
+    assert state["sides"] == ["baseline: deploy v1", "candidate: deploy v2"]
+    assert state["explained"] == "#finding-1"  # the finding that explains the failure leads the page
     assert state["deployRows"] == ["v1", "v2"]
 
 

@@ -220,7 +220,7 @@ def test_check_html_against_a_baseline_file(support_db: Path, tmp_path: Path) ->
     assert rc == 1  # the gate's verdict does not depend on the page
     html = out.read_text()
     regression = html[html.index('id="regression"'):html.index('id="findings"')]
-    assert f"baseline: baseline {baseline}" in regression and "candidate: v2" in regression
+    assert f"baseline: baseline {baseline}" in regression and "candidate: deploy v2" in regression
     assert '<tr data-verdict="cache_hit_rate"><td>cache hit rate</td><td class="num">82.6%</td>' \
            '<td class="num">0.0%</td>' in regression
     assert 'class="fail">FAIL<' in regression
