@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .stages import Stage, V
+from .stages_model import Stage, V
 
 FRONT_STAGES: tuple[Stage, ...] = (
     # ── Arrival ────────────────────────────────────────────────────────────────────────────

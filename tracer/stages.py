@@ -1,79 +1,16 @@
-"""The stage registry: the one place the 42 stages, their phases and boundary values are defined.
+"""The stage registry: the one place the 42 stages, their phases and every value a span carries are defined.
 
 Everything else — span validation, the store's views, the analyzers, the TUI, ``llmtrace stages`` and
 ``docs/stages.md`` — reads from here. The catalog itself lives in ``catalog_front.py`` (Arrival to
-Forward pass) and ``catalog_back.py`` (Generation to Meters) so each file stays readable.
+Forward pass), ``catalog_back.py`` (Generation to Meters) and ``catalog_pass.py`` (the pass span's own
+values); the record types are in ``stages_model.py``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from .stages_model import PYTHON_TYPES, BoundaryValue, Phase, Stage, V, ValueType, Where
 
-ValueType = Literal["str", "int", "float", "bool", "str[]", "int[]", "float[]"]
-Where = Literal["B", "C", "A"]
-
-PYTHON_TYPES: dict[str, tuple[type, ...]] = {
-    "str": (str,),
-    "int": (int,),
-    "float": (float, int),
-    "bool": (bool,),
-}
-
-
-@dataclass(frozen=True, slots=True)
-class BoundaryValue:
-    """One number (or label) a stage leaves behind that says whether it is the one hurting you."""
-
-    name: str
-    type: ValueType
-    unit: str
-    meaning: str
-    semconv: bool = False  # True when the name is an OpenTelemetry GenAI semconv (v1.41) attribute
-
-    def accepts(self, value: object) -> bool:
-        if self.type.endswith("[]"):
-            return isinstance(value, (list, tuple)) and all(_scalar_ok(self.type[:-2], v) for v in value)
-        return _scalar_ok(self.type, value)
-
-
-def _scalar_ok(type_: str, value: object) -> bool:
-    if isinstance(value, bool):
-        return type_ == "bool"
-    return isinstance(value, PYTHON_TYPES[type_])
-
-
-@dataclass(frozen=True, slots=True)
-class Phase:
-    id: str
-    title: str
-    order: int
-    summary: str
-
-
-@dataclass(frozen=True, slots=True)
-class Stage:
-    number: int
-    id: str
-    phase: str
-    title: str
-    description: str
-    goes_wrong: str
-    where: tuple[Where, ...]
-    values: tuple[BoundaryValue, ...]
-    symptoms: tuple[str, ...] = ()
-
-    def value(self, name: str) -> BoundaryValue | None:
-        for v in self.values:
-            if v.name == name:
-                return v
-        return None
-
-
-def V(name: str, type_: ValueType, unit: str, meaning: str, *, semconv: bool = False) -> BoundaryValue:
-    """Short constructor so the catalog reads as a table."""
-    return BoundaryValue(name, type_, unit, meaning, semconv)
-
+__all__ = ["PYTHON_TYPES", "BoundaryValue", "Phase", "Stage", "V", "ValueType", "Where"]
 
 # Values every stage span may carry: how much of the pass's wall clock the stage itself spent. A stage span
 # can be an envelope (attention runs in every step of a pass, interleaved with the rest), so its duration is
@@ -91,6 +28,9 @@ COMMON_VALUES: tuple[BoundaryValue, ...] = (
                   "no eviction): its span has no length"),
     BoundaryValue(COUNTED_IN, "str", "", "the stage whose timed work includes this one's (KV writes happen "
                   "inside attention), when this one reports no time of its own"),
+    BoundaryValue("llmtrace.observed", "bool", "", "false when the stage happened where this side cannot see it "
+                  "(a hosted provider's forward pass)"),
+    BoundaryValue("llmtrace.unobserved_reason", "str", "", "why the stage could not be observed"),
 )
 
 PHASES: tuple[Phase, ...] = (
@@ -124,6 +64,30 @@ def _load() -> tuple[Stage, ...]:
 
 
 STAGES: tuple[Stage, ...] = _load()
+
+
+def _load_pass() -> tuple[tuple[BoundaryValue, ...], tuple[tuple[str, str], ...]]:
+    from .catalog_pass import PASS_VALUE_FAMILIES, PASS_VALUES
+
+    return PASS_VALUES, PASS_VALUE_FAMILIES
+
+
+PASS_VALUES, PASS_VALUE_FAMILIES = _load_pass()
+# every declared name -> its declaration (the first one wins where a stage and the pass span share a name)
+DECLARED: dict[str, BoundaryValue] = {}
+for _v in (*PASS_VALUES, *COMMON_VALUES, *(v for s in STAGES for v in s.values)):
+    DECLARED.setdefault(_v.name, _v)
+
+
+def declared_value(name: str) -> BoundaryValue | None:
+    """The declaration of a span value name, from any catalog (None: undeclared)."""
+    found = DECLARED.get(name)
+    if found is not None:
+        return found
+    for prefix, meaning in PASS_VALUE_FAMILIES:
+        if name.startswith(prefix):
+            return BoundaryValue(name, "str", "", meaning)
+    return None
 _BY_ID: dict[str, Stage] = {s.id: s for s in STAGES}
 _PHASE_BY_ID: dict[str, Phase] = {p.id: p for p in PHASES}
 

@@ -11,38 +11,16 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from llmtrace.tracer.stages import STAGES, BoundaryValue, Stage, get_phase, is_stage
+from llmtrace.tracer.stages import Stage, declared_value, get_phase, is_stage
 
 from .. import format as fmt
 from ..data.records import SpanRecord
 from ..theme import PASS_COLOUR, phase_colour
 from .time_bar import phase_parts, time_bar
 
-# Meanings for pass-level summary values that no single stage owns.
-PASS_VALUES: dict[str, tuple[str, str]] = {
-    "llmtrace.side": ("", "who recorded this pass: the client, the server, or the app"),
-    "llmtrace.ttft_ms": ("ms", "time from sending the request to the first output token"),
-    "llmtrace.tpot_ms": ("ms", "mean time per output token after the first"),
-    "gen_ai.operation.name": ("", "GenAI operation (chat, text_completion, ...)"),
-    "gen_ai.provider.name": ("", "who served the pass"),
-    "gen_ai.usage.output_tokens": ("tokens", "tokens generated"),
-    "llmtrace.meters.cost_usd": ("USD", "what this pass cost"),
-    "llmtrace.prompt.hash": ("", "hash of the rendered prompt (capture=hashes)"),
-    "llmtrace.output.hash": ("", "hash of the output text"),
-    "service.version": ("", "deploy this span was recorded under"),
-}
 _SKIP = {"llmtrace.stage", "llmtrace.phase", "llmtrace.prompt.segments"}
 
 
-def _value_index() -> dict[str, BoundaryValue]:
-    index: dict[str, BoundaryValue] = {}
-    for s in STAGES:
-        for v in s.values:
-            index.setdefault(v.name, v)
-    return index
-
-
-VALUE_INDEX = _value_index()
 HINT = Text("Highlight a row in the waterfall (↑/↓ or click) to see its stage, values and what goes wrong there.",
             style="dim")
 
@@ -107,7 +85,7 @@ def _explain_stage(span: SpanRecord, stage: Stage) -> RenderableType:
                                                       "gen_ai.operation.name"}
     for name, raw in sorted(span.attributes.items()):
         if name not in known:
-            bv = VALUE_INDEX.get(name)
+            bv = declared_value(name)
             table.add_row(Text(name), Text(_with_unit(raw, bv.unit if bv else ""), style="bold"),
                           Text(bv.meaning if bv else "", style="dim"))
     parts += [Text(""), table, Text(""),
@@ -134,8 +112,8 @@ def _explain_pass(span: SpanRecord, breakdown: Sequence[tuple[str | None, str, f
     for name, raw in sorted(span.attributes.items()):
         if name in _SKIP:
             continue
-        bv = VALUE_INDEX.get(name)
-        unit, meaning = (bv.unit, bv.meaning) if bv else PASS_VALUES.get(name, ("", ""))
+        bv = declared_value(name)  # the pass span's values are declared in the registry like the stages'
+        unit, meaning = (bv.unit, bv.meaning) if bv else ("", "")
         table.add_row(Text(name), Text(_with_unit(raw, unit), style="bold"), Text(meaning, style="dim"))
     parts.append(table)
     if span.is_pass:
