@@ -10,7 +10,7 @@ from dataclasses import asdict
 from rich.table import Table
 
 from .console import console
-from .stages import PHASES, STAGES, get_phase
+from .stages import COMMON_VALUES, PASS_VALUE_FAMILIES, PASS_VALUES, PHASES, STAGES, BoundaryValue, get_phase
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -76,11 +76,23 @@ def render_markdown() -> str:
                 "| value | type | unit | meaning |",
                 "|---|---|---|---|",
             ]
-            for v in s.values:
-                name = f"`{v.name}`" + (" *semconv*" if v.semconv else "")
-                out.append(f"| {name} | {v.type} | {v.unit} | {v.meaning} |")
+            out += _value_rows(s.values)
             out.append("")
+    out += ["## Values on every stage span", "",
+            "Any stage span may carry these: its own time in the pass, and whether it was seen at all.", "",
+            "| value | type | unit | meaning |", "|---|---|---|---|", *_value_rows(COMMON_VALUES), "",
+            "## The pass span's own values", "",
+            "A pass (a `chat` / `text_completion` span, client or server side) carries these beside its stages; "
+            "the `requests` and `passes` views show the ones with a column (`docs/views.md`).", "",
+            "| value | type | unit | meaning |", "|---|---|---|---|", *_value_rows(PASS_VALUES)]
+    out += [f"| `{prefix}*` | | | {meaning} |" for prefix, meaning in PASS_VALUE_FAMILIES]
+    out.append("")
     return "\n".join(out)
+
+
+def _value_rows(values: tuple[BoundaryValue, ...]) -> list[str]:
+    return [f"| `{v.name}`" + (" *semconv*" if v.semconv else "") + f" | {v.type} | {v.unit} | {v.meaning} |"
+            for v in values]
 
 
 VIEWS = ("spans", "stages", "requests", "passes", "traces", "time_breakdown", "ttft_breakdown", "deploys",
