@@ -10,6 +10,7 @@ a measurement.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 KINDS = ("uncached input", "cached input", "output")
@@ -42,7 +43,7 @@ def fit_prices(s: dict[str, object]) -> Prices | None:
     if not used:
         return None
     x = _solve([[a[i][j] for j in used] for i in used], [b[i] for i in used])
-    if x is None or any(v < -1e-15 for v in x):
+    if x is None or any(not math.isfinite(v) or v < -1e-15 for v in x):  # a price is a finite number >= 0
         return None
     p = [0.0, 0.0, 0.0]
     for i, v in zip(used, x):
