@@ -23,9 +23,9 @@ PHASE_COLOURS: dict[str, str] = {  # the explorer's eight, a shade deeper so the
 PHASE_ORDER = list(PHASE_COLOURS)
 EXTRA_PHASES = {"unobserved": "#d7dbe1", "other": "#b0b6bf"}  # time_breakdown's rows no stage claims
 TTFT_PARTS = ("queue", "routing", "intake", "cache_lookup", "prefill", "batching", "first_token",
-              "detokenizer_holdback", "delivery", "other_server", "client side")
+              "detokenizer_holdback", "delivery", "other_server", "other", "client side")
 TTFT_COLOURS = ("#4c9be8", "#8fc2f2", "#6cc16c", "#e8b931", "#ef6b6b", "#f4a6a6", "#b86ce8", "#d9b8f2",
-                "#3fbcbc", "#c9ccd1", "#8d96a3")
+                "#3fbcbc", "#c9ccd1", "#c9ccd1", "#8d96a3")
 COST_COLOURS = {"uncached input": "#ef6b6b", "cached input": "#6cc16c", "output": "#4c9be8",
                 "total (not split)": "#9a9a9a"}
 WIDTH = 1000  # full-width charts; the page scales them down on narrow screens
@@ -140,7 +140,8 @@ def ttft_parts(rows: list[dict[str, object]]) -> dict[str, Any]:
     parts = [p for p in TTFT_PARTS if p in seen] + [p for p in seen if p not in TTFT_PARTS]
     data = [{"deploy": short(r["deploy"]), "part": r["part"], "ms": float(r["ms"] or 0.0),  # type: ignore[arg-type]
              "order": parts.index(str(r["part"]))} for r in rows]
-    colours = [TTFT_COLOURS[i % len(TTFT_COLOURS)] for i in range(len(parts))]
+    # each part keeps its colour whichever others are present
+    colours = [TTFT_COLOURS[TTFT_PARTS.index(p)] if p in TTFT_PARTS else "#aab1bb" for p in parts]
     return {"width": WIDTH, "height": {"step": 26}, "data": {"values": data}, "mark": {"type": "bar"},
             "encoding": {
                 "y": {"field": "deploy", "type": "nominal", "sort": None, "title": "deploy"},
