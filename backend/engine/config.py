@@ -24,6 +24,7 @@ class EngineConfig:
     device: str = "cpu"
     max_model_len: int | None = None  # longest prompt + output; default: the model's trained context
     num_threads: int | None = None  # torch intra-op threads (process-wide); None leaves torch's default
+    stage_timing: bool = True  # per-section forward times (attention, feed_forward, ...); False: no clock reads
 
     def __post_init__(self) -> None:
         positive = {

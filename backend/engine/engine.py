@@ -105,7 +105,7 @@ class Engine:
                                    watermark_blocks=config.watermark_blocks, prefix_cache=self.prefix_cache,
                                    host_tier=host)
         self.scheduler = Scheduler(config, self.blocks)
-        self.runner = ModelRunner(model, self.kv, self.attention, config.batch_invariant)
+        self.runner = ModelRunner(model, self.kv, self.attention, config.batch_invariant, config.stage_timing)
         eos = set(getattr(tokenizer, "eos_token_ids", ()) or ())
         if cfg.eos_token_id is not None:
             eos.add(cfg.eos_token_id)

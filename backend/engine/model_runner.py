@@ -27,11 +27,14 @@ class StepInputs:
 
 
 class ModelRunner:
-    def __init__(self, model: LlamaModel, kv: KVCache, attention: BackendChoice, invariant: bool) -> None:
+    def __init__(
+        self, model: LlamaModel, kv: KVCache, attention: BackendChoice, invariant: bool, stage_timing: bool = True
+    ) -> None:
         self.model = model
         self.kv = kv
         self.attention = attention
         self.invariant = invariant
+        self.stage_timing = stage_timing  # False: the forward clock reads no clock (no per-section times)
         self.device = model.device
 
     def prepare(self, scheduled: list[ScheduledSequence]) -> StepInputs:
@@ -88,7 +91,7 @@ class ModelRunner:
     @torch.inference_mode()
     def run(self, inputs: StepInputs, num_layers: int | None = None) -> tuple[torch.Tensor, ForwardClock]:
         """Float32 logits ``[len(logits_indices), vocab]`` (on the host) and the clock of the pass."""
-        clock = ForwardClock(self.device)
+        clock = ForwardClock(self.device, enabled=self.stage_timing)
         logits = self.model.forward(
             inputs.input_ids,
             inputs.positions,

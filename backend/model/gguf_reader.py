@@ -30,6 +30,14 @@ class Q4_1Parts:
     minimum: np.ndarray  # float32 [rows, cols // 32]
 
 
+@dataclass(frozen=True, slots=True)
+class Q8_0Parts:
+    """The exact content of a Q8_0 matrix ``[rows, cols]``: ``value = codes * scale`` per block of 32."""
+
+    codes: np.ndarray  # int8 [rows, cols]
+    scale: np.ndarray  # float32 [rows, cols // 32]
+
+
 class GGUFModelFile:
     """One opened GGUF file (memory-mapped by ``gguf.GGUFReader``)."""
 
@@ -141,6 +149,19 @@ class GGUFModelFile:
             scale=self._unpermute(name, scale),
             minimum=self._unpermute(name, minimum),
         )
+
+    def q8_0_parts(self, name: str) -> Q8_0Parts | None:
+        """The exact 8-bit codes of a Q8_0 matrix (the token embedding of the default model), or None."""
+        from gguf import GGMLQuantizationType
+
+        t = self._get(name)
+        if t.tensor_type != GGMLQuantizationType.Q8_0 or len(t.shape) != 2:
+            return None
+        rows, cols = int(t.shape[1]), int(t.shape[0])
+        blocks = np.asarray(t.data, dtype=np.uint8).reshape(rows, cols // Q4_1_BLOCK, 34)  # fp16 d, 32 x int8
+        scale = blocks[:, :, 0:2].copy().view(np.float16).astype(np.float32)[..., 0]
+        codes = blocks[:, :, 2:34].copy().view(np.int8).reshape(rows, cols)
+        return Q8_0Parts(codes=self._unpermute(name, codes), scale=self._unpermute(name, scale))
 
     def _unpermute(self, name: str, rows: np.ndarray) -> np.ndarray:
         """Undo llama.cpp's row order for Q and K (pairs interleaved -> halves), on any per-row array."""

@@ -4,6 +4,9 @@
 - bfloat16: a dense bfloat16 weight for wide inputs (prefill) and, when the GGUF held Q4_1, the exact 4-bit
   codes in torch's CPU int4 packed format for narrow inputs (decode), which reads 4x fewer weight bytes.
   Q4_1's ``q * d + m`` is the int4 kernel's ``(q - 8) * scale + zero`` with ``scale = d``, ``zero = m + 8d``.
+- bfloat16 with a Q8_0 weight (the tied embedding / LM head of the default model): for narrow inputs the exact
+  8-bit codes, one ``_weight_int8pack_mm`` per 32-column block (its scale is per row, Q8_0's is per row and
+  block) summed in float32; it reads half the bytes of the bfloat16 GEMV, the largest matmul of a decode step.
 - batch-invariant mode: rows go through the matmul in fixed-size tiles (the last one padded), so the
   kernel and its reduction order seen by a row never depend on how many other rows share the step.
 """
@@ -13,10 +16,15 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from llmtrace.backend.model.gguf_reader import Q4_1_BLOCK, Q4_1Parts
+from llmtrace.backend.model.gguf_reader import Q4_1_BLOCK, Q4_1Parts, Q8_0Parts
 
 INT4_MAX_ROWS = 16  # above this many rows the dense bfloat16 GEMM is faster than the int4 kernel (measured)
+INT8_MAX_ROWS = 1  # torch's int8 weight-only kernel is a GEMV: at 2 rows it is already slower than bfloat16 (measured)
 INVARIANT_TILE = 8  # rows per matmul call in batch-invariant mode
+
+
+def int8_available() -> bool:
+    return hasattr(torch.ops.aten, "_weight_int8pack_mm")
 
 
 def int4_available() -> bool:
@@ -28,13 +36,22 @@ def int4_available() -> bool:
 class Linear:
     """``y = x @ W.T`` with ``W: [out_features, in_features]``; no bias (Llama has none)."""
 
-    __slots__ = ("weight", "int4_weight", "int4_scale_zero", "out_features", "in_features")
+    __slots__ = ("weight", "int4_weight", "int4_scale_zero", "int8_blocks", "out_features", "in_features")
 
-    def __init__(self, weight: torch.Tensor, q4: Q4_1Parts | None = None) -> None:
+    def __init__(self, weight: torch.Tensor, q4: Q4_1Parts | None = None, q8: Q8_0Parts | None = None) -> None:
         self.weight = weight.contiguous()
         self.out_features, self.in_features = weight.shape
         self.int4_weight: torch.Tensor | None = None
         self.int4_scale_zero: torch.Tensor | None = None
+        # per 32-column block: (first column, int8 codes [out, 32], bfloat16 scales [out])
+        self.int8_blocks: tuple[tuple[int, torch.Tensor, torch.Tensor], ...] | None = None
+        if q8 is not None and weight.dtype == torch.bfloat16 and weight.device.type == "cpu" and int8_available():
+            codes = torch.from_numpy(q8.codes)
+            scale = torch.from_numpy(q8.scale).to(torch.bfloat16)
+            self.int8_blocks = tuple(
+                (b * Q4_1_BLOCK, codes[:, b * Q4_1_BLOCK : (b + 1) * Q4_1_BLOCK].contiguous(), scale[:, b].contiguous())
+                for b in range(self.in_features // Q4_1_BLOCK)
+            )
         if q4 is not None and weight.dtype == torch.bfloat16 and weight.device.type == "cpu" and int4_available():
             codes = torch.from_numpy(q4.codes).to(torch.int32)
             self.int4_weight = torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes, 1)
@@ -45,6 +62,8 @@ class Linear:
 
     @property
     def kernel(self) -> str:
+        if self.int8_blocks is not None:
+            return "int8+dense"
         return "int4+dense" if self.int4_weight is not None else "dense"
 
     def __call__(self, x: torch.Tensor, invariant: bool = False) -> torch.Tensor:
@@ -52,7 +71,19 @@ class Linear:
             return self._tiled(x)
         if self.int4_weight is not None and x.shape[0] <= INT4_MAX_ROWS:
             return self._int4(x)
+        if self.int8_blocks is not None and x.shape[0] <= INT8_MAX_ROWS:
+            return self._int8(x)
         return F.linear(x, self.weight)
+
+    def _int8(self, x: torch.Tensor) -> torch.Tensor:
+        """Float32 ``[rows, out]``: each block's bfloat16 partial product accumulated in float32."""
+        mm = torch.ops.aten._weight_int8pack_mm
+        blocks = self.int8_blocks
+        assert blocks is not None
+        out = mm(x[:, : Q4_1_BLOCK].contiguous(), blocks[0][1], blocks[0][2]).float()
+        for col, codes, scale in blocks[1:]:
+            out += mm(x[:, col : col + Q4_1_BLOCK].contiguous(), codes, scale)
+        return out
 
     def _int4(self, x: torch.Tensor) -> torch.Tensor:
         return torch.ops.aten._weight_int4pack_mm_for_cpu(x, self.int4_weight, Q4_1_BLOCK, self.int4_scale_zero)

@@ -42,7 +42,7 @@ class LlamaModel:
         self._cos = torch.empty(0)
         self._sin = torch.empty(0)
         self._ensure_rope(config.max_position)
-        self.lm_head = Linear(weights.lm_head)
+        self.lm_head = Linear(weights.lm_head, q8=weights.lm_head_q8)
 
     # construction -----------------------------------------------------------------------------------------
 

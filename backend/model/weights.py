@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from llmtrace.backend.model.config import ModelConfig
-from llmtrace.backend.model.gguf_reader import GGUFModelFile
+from llmtrace.backend.model.gguf_reader import GGUFModelFile, Q8_0Parts
 from llmtrace.backend.model.linear import Linear, concat_q4
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -43,6 +43,7 @@ class LlamaWeights:
     lm_head: torch.Tensor  # [vocab, hidden]; the embedding itself when tied
     source: str  # what the weights came from, for the trace ("gguf:<path>" or "random:<seed>")
     quantization: str  # e.g. "Q4_1", "F32", "random"
+    lm_head_q8: Q8_0Parts | None = None  # the LM head's exact Q8_0 codes (bfloat16 only): its int8 decode path
 
 
 def load_gguf_weights(gguf: GGUFModelFile, dtype: torch.dtype) -> LlamaWeights:
@@ -79,6 +80,8 @@ def load_gguf_weights(gguf: GGUFModelFile, dtype: torch.dtype) -> LlamaWeights:
         lm_head=lm_head,
         source=f"gguf:{gguf.path}",
         quantization=gguf.tensor_type("blk.0.attn_q.weight"),
+        lm_head_q8=gguf.q8_0_parts("token_embd.weight" if cfg.tie_word_embeddings else "output.weight")
+        if dtype == torch.bfloat16 else None,
     )
 
 

@@ -1,0 +1,74 @@
+"""Greedy output of the real model in float32 is the same as before the decode-path speedups (issue 22).
+
+The reference tokens in ``data/greedy_reference.json`` were recorded from the engine before any of those
+changes; a faster forward pass that changes what the model says fails here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import greedy, run_all, tokens_of
+from llmtrace.backend.engine import Engine, EngineConfig, EngineRequest
+
+REFERENCE = json.loads((Path(__file__).parent / "data" / "greedy_reference.json").read_text())
+CASES = REFERENCE["cases"]["float32"]
+
+
+@pytest.fixture(scope="module")
+def engine(real_f32, tokenizer) -> Engine:  # noqa: ANN001
+    return Engine.from_model(real_f32, tokenizer, EngineConfig(dtype="float32", num_blocks=256, max_num_seqs=8))
+
+
+def test_reference_prompts_tokenize_as_recorded(tokenizer) -> None:  # noqa: ANN001
+    for case in CASES:
+        assert tokenizer.encode(case["prompt"]) == case["prompt_ids"]
+
+
+def test_greedy_tokens_unchanged_one_stream(engine: Engine) -> None:
+    case = CASES[0]
+    outs = run_all(engine, [EngineRequest("one", case["prompt_ids"], greedy(REFERENCE["max_tokens"]))])
+    assert tokens_of(outs["one"]) == case["tokens"]
+
+
+def test_greedy_tokens_unchanged_batched(engine: Engine) -> None:
+    n = REFERENCE["max_tokens"]
+    reqs = [EngineRequest(f"b{i}", c["prompt_ids"], greedy(n)) for i, c in enumerate(CASES)]
+    outs = run_all(engine, reqs)
+    for i, case in enumerate(CASES):
+        assert tokens_of(outs[f"b{i}"]) == case["tokens"], f"prompt {i} ({case['prompt'][:30]!r}) changed"
+
+
+def test_greedy_tokens_unchanged_without_stage_timing(real_f32, tokenizer) -> None:  # noqa: ANN001
+    untimed = Engine.from_model(real_f32, tokenizer, EngineConfig(dtype="float32", num_blocks=128,
+                                                                  stage_timing=False))
+    case = CASES[2]
+    outs = run_all(untimed, [EngineRequest("u", case["prompt_ids"], greedy(REFERENCE["max_tokens"]))])
+    assert tokens_of(outs["u"]) == case["tokens"]
+
+
+def test_bfloat16_int8_lm_head_matches_its_exact_weights(gguf_path) -> None:  # noqa: ANN001
+    """The bfloat16 decode path's LM head runs on the GGUF's exact Q8_0 codes: same top token as a float32
+    matmul over the exact dequantized weights, and no further from it than the dense bfloat16 head was."""
+    import torch
+
+    from llmtrace.backend.model.llama import LlamaModel
+
+    bf16 = LlamaModel.from_gguf(gguf_path, "bfloat16")
+    assert bf16.lm_head.kernel == "int8+dense"
+    q8 = bf16.weights.lm_head_q8  # bfloat16 holds Q8_0 values to 8 bits: compare with the codes themselves
+    assert q8 is not None
+    exact = torch.from_numpy(q8.codes).float().view(q8.codes.shape[0], -1, 32) * torch.from_numpy(q8.scale)[..., None]
+    exact = exact.view(bf16.weights.lm_head.shape)
+    x = torch.randn(1, bf16.config.hidden_size, generator=torch.Generator().manual_seed(3)).bfloat16()
+    with torch.inference_mode():
+        got = bf16.lm_head(x)
+        dense = torch.nn.functional.linear(x, bf16.weights.lm_head).float()
+    want = x.float() @ exact.T
+    assert got.dtype == torch.float32 and got.shape == want.shape
+    assert int(got.argmax()) == int(want.argmax())
+    assert (got - want).abs().max().item() <= 1.5 * (dense - want).abs().max().item() + 1e-3
+    assert torch.equal(bf16.lm_head(x.repeat(2, 1)), dense.repeat(2, 1).to(torch.bfloat16))  # wider: dense path
