@@ -63,6 +63,13 @@ PARTITION BY toDate(Timestamp)
 ORDER BY (ServiceName, SpanName, toDateTime(Timestamp))
 SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1"""
 
+# The spans in our shape, written once per span as the Collector inserts (a materialized view on otel_traces):
+# building the attributes' JSON from the map on every query costs more than the analyzers' own work.
+SPANS_TABLE = "llmtrace_spans"
+SPANS_TABLE_DDL = (f"CREATE TABLE IF NOT EXISTS {SPANS_TABLE} ENGINE = MergeTree PARTITION BY toDate(fromUnixTimestamp64Nano(start_ns)) "
+                   "ORDER BY (coalesce(stage, ''), trace_id, start_ns) EMPTY AS {select}")
+SPANS_MV_DDL = f"CREATE MATERIALIZED VIEW IF NOT EXISTS {SPANS_TABLE}_mv TO {SPANS_TABLE} AS {{select}}"
+
 DEPLOYS_DDL = ("CREATE TABLE IF NOT EXISTS deploys (name String, service Nullable(String), at_ns Int64, "
                "note Nullable(String)) ENGINE = MergeTree ORDER BY at_ns")
 
@@ -84,7 +91,7 @@ def _attr(m: str, key: str) -> str:
 
 
 # Our spans, read off the exporter's table (tracer/otlp_decode.py is the same mapping for OTLP we receive).
-SPANS_VIEW = f"""CREATE OR REPLACE VIEW spans AS SELECT
+SPANS_SELECT = f"""SELECT
     TraceId AS trace_id, SpanId AS span_id, nullIf(ParentSpanId, '') AS parent_span_id,
     toString(SpanName) AS name,
     transform(toString(SpanKind), ['Server', 'Client', 'Producer', 'Consumer', 'Internal'],
@@ -126,7 +133,10 @@ def insert_from_parquet_sql(path: str) -> str:
         coalesce(name, ''),
         transform(coalesce(kind, ''), ['server', 'client', 'producer', 'consumer', 'internal'],
                   ['Server', 'Client', 'Producer', 'Consumer', 'Internal'], 'Unspecified'),
-        coalesce(service, ''), {_kv_map("resource")}, 'llmtrace', '',
+        coalesce(service, ''),
+        -- the deploy travels as the resource's service.version (llmtrace.init(deploy=...) sets it so)
+        if(deploy IS NULL, {_kv_map("resource")}, mapUpdate({_kv_map("resource")}, map('service.version', assumeNotNull(deploy)))),
+        'llmtrace', '',
         {_kv_map("attributes")},
         toUInt64(greatest(toInt64(end_ns) - toInt64(start_ns), 0)),
         multiIf(status = 'error', 'Error', status = 'ok', 'Ok', 'Unset'), coalesce(status_message, ''),
@@ -144,9 +154,11 @@ _SETTINGS = {"join_use_nulls": 1, "aggregate_functions_null_for_empty": 1, "cast
              "prefer_column_name_to_alias": 1, "use_variant_as_common_type": 0}
 
 
-def views() -> list[str]:
-    """Every ClickHouse view statement: our spans over otel_traces, then schema.py's views transpiled."""
-    out = [SPANS_VIEW]
+def views(materialized: bool = True) -> list[str]:
+    """Every ClickHouse view statement: our spans (the materialized table, or computed over otel_traces on
+    each read), then schema.py's views transpiled."""
+    out = [f"CREATE OR REPLACE VIEW spans AS SELECT * FROM {SPANS_TABLE}" if materialized
+           else f"CREATE OR REPLACE VIEW spans AS {SPANS_SELECT}"]
     for stmt in views_sql("spans", "deploys"):
         out.extend(to_clickhouse(stmt))
     return out
@@ -278,12 +290,25 @@ def connect(url: str, database: str = "llmtrace") -> ClickHouseConnection:
     raise ClickHouseError(f"not a ClickHouse store URL: {url!r} (chdb://PATH or clickhouse://HOST:8123/DB)")
 
 
-def ensure_views(conn: ClickHouseConnection, create_table: bool = False) -> None:
-    """Create (or replace) the read views; with ``create_table``, the exporter's otel_traces too."""
+def ensure_views(conn: ClickHouseConnection, create_table: bool = False, materialized: bool = True) -> None:
+    """Create (or replace) the read views; with ``create_table``, the exporter's otel_traces too.
+
+    ``materialized``: our spans live in ``llmtrace_spans``, filled by a materialized view as rows reach
+    otel_traces. When the table is new, the rows otel_traces already holds are copied in once (those
+    older than the view: a span inserted in between is not lost, one with an older timestamp arriving
+    during the copy may be counted twice)."""
     if create_table:
         conn.raw(OTEL_TRACES_DDL)
     conn.raw(DEPLOYS_DDL)
-    for stmt in views():
+    if materialized:
+        exists = conn.raw(f"SELECT count() FROM system.tables WHERE database = currentDatabase() "
+                          f"AND name = '{SPANS_TABLE}'").column(0).to_pylist()[0]
+        if not exists:
+            conn.raw(SPANS_TABLE_DDL.format(select=SPANS_SELECT))
+            cutoff = conn.raw("SELECT toString(now64(9))").column(0).to_pylist()[0]
+            conn.raw(SPANS_MV_DDL.format(select=SPANS_SELECT))
+            conn.raw(f"INSERT INTO {SPANS_TABLE} {SPANS_SELECT} WHERE Timestamp < toDateTime64('{cutoff}', 9)")
+    for stmt in views(materialized):
         conn.raw(stmt)
 
 

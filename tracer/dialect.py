@@ -73,12 +73,12 @@ def _path_args(path: exp.Expression) -> tuple[list[str], bool] | None:
     return args, wildcard
 
 
-def json_text_sql(doc: str, args: Sequence[str]) -> str:
+def json_text_sql(doc: str, args: Sequence[str], array: bool = False) -> str:
     """ClickHouse SQL for DuckDB's ``json_extract_string(doc, path)``: a string's text, any other value's JSON
-    text, NULL for a missing key or JSON null."""
+    text, NULL for a missing key or JSON null (JSONExtract into Nullable(String) does exactly that, in one
+    parse); ``array``: the list of texts of ``path[*]``."""
     at = "".join(", " + a for a in args)
-    return (f"multiIf(JSONType({doc}{at}) = 'String', JSONExtractString({doc}{at}), "
-            f"JSONType({doc}{at}) = 'Null', NULL, JSONExtractRaw({doc}{at}))")
+    return f"JSONExtract({doc}{at}, '{'Array(Nullable(String))' if array else 'Nullable(String)'}')"
 
 
 def _json_text(node: exp.JSONExtractScalar) -> exp.Expression:
@@ -86,11 +86,7 @@ def _json_text(node: exp.JSONExtractScalar) -> exp.Expression:
     if parsed is None:
         raise TranspileError(f"JSON path {node.expression.sql()} has no ClickHouse form here")
     args, wildcard = parsed
-    doc = _sql(node.this)
-    if not wildcard:
-        return _ch(json_text_sql(doc, args))
-    at = "".join(", " + a for a in args)
-    return _ch(f"arrayMap(_e -> {json_text_sql('_e', [])}, JSONExtractArrayRaw({doc}{at}))")
+    return _ch(json_text_sql(_sql(node.this), args, array=wildcard))
 
 
 def _transform_tuple(call: exp.Anonymous) -> tuple[exp.Expression, dict[str, str], str]:
@@ -230,6 +226,9 @@ def _rewrite(tree: exp.Expression) -> exp.Expression:
             return _ch(acc)
         if isinstance(node, exp.Div):
             return exp.Div(this=node.this, expression=exp.Nullif(this=node.expression, expression=exp.Literal.number(0)))
+        if isinstance(node, exp.Filter) and isinstance(node.this, exp.Anonymous) and node.this.name.lower() == "histogram":
+            v, c = _sql(node.this.expressions[0]), _sql(node.expression.this)
+            return _ch(f"sumMapIf(map({v}, toUInt64(1)), ({v}) IS NOT NULL AND ({c}))")
         if isinstance(node, exp.Filter):
             agg = _aggregate(node.this)
             core, wrapper = agg if agg is not None else (node.this, "{}")
