@@ -202,7 +202,7 @@ def _body(data: ReportData, s: Summary, findings: list[Finding], opts: Options, 
 def _findings_html(findings: list[Finding], linked: set[str], s: Summary) -> str:
     if not findings:
         return page.card("No findings", f"<p>The analyzers found nothing to report in {s.passes:,} passes.</p>")
-    return "".join(page.finding_card(i + 1, f, linked) for i, f in enumerate(findings))
+    return page.findings_table(findings) + "".join(page.finding_card(i + 1, f, linked) for i, f in enumerate(findings))
 
 
 def _cache_html(data: ReportData, render: _Charts, only: Any) -> str:

@@ -49,6 +49,7 @@ th{color:var(--muted);font-weight:500;font-size:12px}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 a.tr{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;color:var(--info);text-decoration:none;margin-right:8px}
 a.tr:hover{text-decoration:underline}
+table.ranking a{color:var(--fg);text-decoration:none}table.ranking a:hover{text-decoration:underline}
 span.tr{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;color:var(--muted);margin-right:8px}
 .next{margin:8px 0 0;font-size:13px}
 .sides{display:grid;grid-template-columns:1fr 1fr;gap:12px}
@@ -113,6 +114,17 @@ def trace_links(ids: tuple[str, ...], linked: set[str]) -> str:
         else:
             out.append(f'<span class="tr" title="trace {e(t)} (no page in this report)">{e(t[:12])}…</span>')
     return "".join(out)
+
+
+def findings_table(findings: list[Finding]) -> str:
+    """The ranking at a glance, each row a link to its card."""
+    rows = "".join(
+        f'<tr><td class="num">{i + 1}</td><td><span class="sev {e(f.severity)}">{e(f.severity)}</span></td>'
+        f'<td><span class="dot" style="background:{PHASE_COLOURS.get(f.phase, "#999")}"></span>'
+        f'<span class="stage">{e(f.stage)}</span></td><td><a href="#finding-{i + 1}">{e(f.title)}</a></td>'
+        f'<td class="num">{len(f.trace_ids)}</td></tr>' for i, f in enumerate(findings))
+    return ('<div class="card"><table class="ranking"><tr><th>#</th><th>severity</th><th>stage</th><th>finding</th>'
+            f'<th>traces</th></tr>{rows}</table></div>')
 
 
 def finding_card(rank: int, f: Finding, linked: set[str]) -> str:
