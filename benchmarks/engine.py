@@ -5,11 +5,14 @@ Keys (ours, then the same prefixed ``hf_`` and ``llamacpp_`` for the peers):
 - decode_tok_s_b8_aggregate / decode_tok_s_b16_aggregate: tokens per second summed over 8 / 16 streams
   decoding together (distinct 500-token prompts), measured once every stream has its first token.
 - prefill_tok_s: 500 prompt tokens over the time to the first token, one stream, nothing cached.
+- decode_tok_s_b1_untimed: batch 1 with ``stage_timing`` off (the forward clock reads no clock), its runs
+  interleaved with decode_tok_s_b1's on the same engine; stage_timing_overhead = 1 - timed / untimed.
 - ttft_cold_ms / ttft_cached90_ms: a 1,000-token prompt cold, then a prompt sharing its first 900 tokens
   (the engine's prefix cache serves them; transformers has no cross-request cache, so it prefills again).
 
 Peers: HF transformers ``generate`` on the GGUF (dequantized by transformers, bfloat16), and llama.cpp
-through llama-cpp-python when it is installed (skipped with a note otherwise).
+through llama-cpp-python when it is installed, else through xllamacpp's prebuilt llama.cpp server with one
+slot, timed by llama.cpp's own ``timings`` (skipped with a note when neither is installed).
 
 Environment: BENCH_ENGINE_DTYPE (bfloat16), BENCH_ENGINE_TOKENS (128), BENCH_ENGINE_REPEATS (2, best
 run kept), BENCH_ENGINE_THREADS (torch's default; on an oversubscribed machine one thread is faster),
@@ -103,9 +106,21 @@ def bench_engine() -> dict[str, float]:
     run([prompt(tk, 64, 900)], 4)  # warm up
     variant = iter(range(10_000, 20_000))  # every run gets fresh prompts: nothing cached unless meant to be
     out: dict[str, float] = {}
-    ttft, dec = best(lambda: run([prompt(tk, PROMPT_LEN, next(variant))], TOKENS))
+    # batch 1 with the forward clock on (the default) and off, interleaved: the cost of stage timing
+    timed, untimed = [], []
+    for _ in range(REPEATS):
+        timed.append(run([prompt(tk, PROMPT_LEN, next(variant))], TOKENS))
+        engine.runner.stage_timing = False
+        try:
+            untimed.append(run([prompt(tk, PROMPT_LEN, next(variant))], TOKENS))
+        finally:
+            engine.runner.stage_timing = True
+    ttft, dec = min(r[0] for r in timed), max(r[1] for r in timed)
     out["prefill_tok_s"] = round(PROMPT_LEN / ttft, 1)
     out["decode_tok_s_b1"] = round(dec, 2)
+    dec_untimed = max(r[1] for r in untimed)
+    out["decode_tok_s_b1_untimed"] = round(dec_untimed, 2)
+    out["stage_timing_overhead"] = round(1 - dec / dec_untimed, 3) if dec_untimed else 0.0  # share slower when on
     for batch in (8, 16):
         _, dec = best(lambda b=batch: run([prompt(tk, PROMPT_LEN, next(variant)) for _ in range(b)], TOKENS))
         out[f"decode_tok_s_b{batch}_aggregate"] = round(dec, 2)
@@ -177,11 +192,60 @@ def bench_hf() -> dict[str, float]:
     return out
 
 
+def bench_llamacpp_native() -> dict[str, object]:
+    """llama.cpp through xllamacpp's prebuilt server (one slot, our thread count), timed by llama.cpp itself:
+    its ``timings`` (prompt and generation time inside the server) leave HTTP out of its numbers."""
+    import subprocess
+    import tempfile
+
+    import httpx
+    from server import free_port, wait_up
+
+    from llmtrace.backend.model.pull import default_model_path
+    from llmtrace.backend.model.tokenizer import Tokenizer
+
+    path = default_model_path()
+    tk = Tokenizer.from_gguf(path)
+    threads = THREADS or torch.get_num_threads()
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="llmtrace-bench-engine-") as d:
+        log = Path(d) / "llamacpp.log"
+        with log.open("wb") as fh:
+            proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve().parent / "_llamacpp_native.py"),
+                                     str(path), str(port), "1", "4096", str(threads)],
+                                    stdin=subprocess.PIPE, stdout=fh, stderr=subprocess.STDOUT)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            wait_up(proc, base, log, path="/health")
+
+            def gen(ids: list[int], n: int) -> dict[str, float]:
+                body = {"prompt": ids, "n_predict": n, "temperature": 0.0, "ignore_eos": True, "cache_prompt": False}
+                return httpx.post(f"{base}/completion", json=body, timeout=600).json()["timings"]
+
+            gen(prompt(tk, 64, 900), 4)
+            runs = [gen(prompt(tk, PROMPT_LEN, 1 + i), TOKENS) for i in range(REPEATS)]
+            colds = [gen(prompt(tk, LONG_LEN, 7 + i), 1) for i in range(REPEATS)]
+        finally:
+            proc.terminate()
+            proc.wait(60)
+    return {
+        "llamacpp_via": "xllamacpp (llama.cpp's server, 1 slot; its own timings, no HTTP)",
+        "llamacpp_threads": threads,
+        "llamacpp_prefill_tok_s": round(max(r["prompt_per_second"] for r in runs), 1),
+        "llamacpp_decode_tok_s_b1": round(max(r["predicted_per_second"] for r in runs), 2),
+        "llamacpp_ttft_cold_ms": round(min(r["prompt_ms"] for r in colds), 1),
+    }
+
+
 def bench_llamacpp() -> dict[str, object]:
     try:
         from llama_cpp import Llama
     except ImportError:
-        return {"llamacpp_skipped": "llama-cpp-python is not installed (pip install llama-cpp-python builds llama.cpp)"}
+        try:
+            import xllamacpp  # noqa: F401
+        except ImportError:
+            return {"llamacpp_skipped": "neither llama-cpp-python nor xllamacpp is installed (pip install -e '.[bench]')"}
+        return bench_llamacpp_native()
     from llmtrace.backend.model.pull import default_model_path
     from llmtrace.backend.model.tokenizer import Tokenizer
 
@@ -231,7 +295,17 @@ def main() -> None:
     hf_pf = results.get("hf_prefill_tok_s")
     if isinstance(hf_pf, float) and hf_pf > 0:
         results["prefill_over_hf"] = round(results["prefill_tok_s"] / hf_pf, 2)  # type: ignore[operator]
+    lc_b1 = results.get("llamacpp_decode_tok_s_b1")
+    if isinstance(lc_b1, float) and lc_b1 > 0:  # targets (issue 22): >= 1.0, >= 3, >= 4
+        results["decode_b1_over_llamacpp"] = round(results["decode_tok_s_b1"] / lc_b1, 2)  # type: ignore[operator]
+        results["decode_b16_aggregate_over_llamacpp_b1"] = round(
+            results["decode_tok_s_b16_aggregate"] / lc_b1, 2)  # type: ignore[operator]
+    lc_pf = results.get("llamacpp_prefill_tok_s")
+    if isinstance(lc_pf, float) and lc_pf > 0:
+        results["prefill_over_llamacpp"] = round(results["prefill_tok_s"] / lc_pf, 2)  # type: ignore[operator]
     results["load_average_at_end"] = round(os.getloadavg()[0], 2)
+    if max(results["load_average_at_start"], results["load_average_at_end"]) > (os.cpu_count() or 1) / 2:  # type: ignore[call-overload]
+        results["note"] = "measured under load: other processes shared the CPUs (see the load averages)"
     save("engine", results)
 
 
