@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from . import capture
 from .collect_conns import Conn, ConnectionTable, Timeouts
 from .collect_http import drain, export_response, status_proto
 from .collect_wal import Ticket, WriteAheadLog, replay, wal_dir
@@ -399,6 +400,9 @@ class Collector:
         db = Path(self.config.db)
         with write_connection(db, timeout_s=self.config.lock_timeout_s):
             pass  # create the schema now, and fail early on a bad path or a corrupt file
+        # foreign prompts are hashed here: with the store's key, so they match across restarts (and the
+        # apps of a fleet that share LLMTRACE_HASH_KEY), not with a key of this process
+        capture.use_store_key(db)
         if self.wal is not None:
             # what a collector killed before committing had acknowledged: in the store before we listen
             self.replayed = replay(self.wal.dir, db, self._decode_record, lock_timeout_s=self.config.lock_timeout_s,
