@@ -223,6 +223,23 @@ class ClickHouseConnection:
     def fetchone(self) -> tuple[Any, ...] | None:
         return self._cur.rows.pop(0) if self._cur.rows else None
 
+    def local_result(self, sql: str) -> tuple[Any, str]:
+        """``llmtrace sql`` over ClickHouse: the query runs inside ClickHouse, its rows land in an in-memory
+        DuckDB table, and the printers (tracer/sql_output.py) print from there as for any store."""
+        import duckdb
+
+        table = None
+        try:
+            for s in to_clickhouse(sql):
+                table = self.raw(s)
+        except TranspileError as exc:
+            raise ClickHouseError(f"cannot run on ClickHouse: {exc}") from None
+        local = duckdb.connect(":memory:")
+        if table is None:
+            return local, "SELECT 'ok' AS result"
+        local.register("llmtrace_clickhouse_result", table)
+        return local, "SELECT * FROM llmtrace_clickhouse_result"
+
     def close(self) -> None:
         if self._close is not None:
             self._close()

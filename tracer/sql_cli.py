@@ -78,9 +78,16 @@ def run_query(args: argparse.Namespace, query: str, out: TextIO, interactive: bo
     try:
         with read_store(args.db, args.parquet, span_filter=span_filter, locked=True,
                         store=getattr(args, "store", None)) as conn:
-            sql_output.register(conn)
+            remote = hasattr(conn, "local_result")  # --store ClickHouse: run there, print from a local copy
+            if not remote:
+                sql_output.register(conn)
             for st in statements:
-                code = _one(conn, st, args, out, interactive)
+                run_on, st_here = conn, st
+                if remote:
+                    run_on, text = conn.local_result(st.text)
+                    st_here = Statement(text, st.explain)
+                    sql_output.register(run_on)
+                code = _one(run_on, st_here, args, out, interactive)
                 if code:
                     return code
     except StoreError as exc:

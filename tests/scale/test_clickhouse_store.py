@@ -113,3 +113,21 @@ def test_bad_store_urls_are_clear_errors(tmp_path: Path, capsys: pytest.CaptureF
     assert "no otel_traces table" in capsys.readouterr().err
     assert main(["diagnose", "--store", "clickhouse://127.0.0.1:9/db"]) == 1
     assert "ClickHouse" in capsys.readouterr().err
+
+
+def test_sql_and_check_on_clickhouse_print_what_duckdb_prints(stores: tuple[Path, str],
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    db, url = stores
+    query = "SELECT deploy, count(*) AS n, round(median(ttft_ms), 3) AS ttft FROM passes GROUP BY ALL ORDER BY deploy"
+    outs = []
+    for where in (["--db", str(db)], ["--store", url]):
+        assert main(["sql", *where, "--json", query]) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    assert outs[0] == outs[1] and len(outs[0]) >= 2
+    assert main(["sql", "--store", url, "INSERT INTO deploys VALUES ('x', NULL, 1, NULL)"]) == 2  # read only
+    capsys.readouterr()
+    checks = []
+    for where in (["--db", str(db)], ["--store", url]):
+        code = main(["check", *where, "--baseline-deploy", "v1"])
+        checks.append((code, capsys.readouterr().out))
+    assert checks[0] == checks[1] and "against deploy v1" in checks[0][1]
