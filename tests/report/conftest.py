@@ -6,7 +6,6 @@ written once per session through the CLI and only read by the tests; one headles
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -21,17 +20,12 @@ for extra in (HERE.parent / "tui", HERE.parent / "adapters", ROOT / "benchmarks"
         sys.path.insert(0, str(extra))
 
 from cdp import Browser, find_chromium  # noqa: E402
+from report_helpers import write_report  # noqa: E402
 from synthetic_store import make_store  # noqa: E402
 from tui_store import record_support_store  # noqa: E402
 
-from llmtrace.cli import main  # noqa: E402
-
 # Screenshots are kept outside the tree for a person to look at (LLMTRACE_REPORT_SHOTS to choose where).
 SHOTS = Path(os.environ.get("LLMTRACE_REPORT_SHOTS") or tempfile.gettempdir()) / "llmtrace-report-shots"
-
-
-def write_report(args: list[str]) -> int:
-    return main(args)
 
 
 @pytest.fixture(scope="session")
@@ -84,8 +78,3 @@ def chromium() -> Iterator[Browser]:
 def shots() -> Path:
     SHOTS.mkdir(parents=True, exist_ok=True)
     return SHOTS
-
-
-def copy_store(src: Path, dst: Path) -> Path:
-    shutil.copyfile(src, dst)
-    return dst

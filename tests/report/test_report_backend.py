@@ -7,9 +7,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from report_helpers import write_report
 from testkit import start_server, stop_server
 
-from conftest import write_report
 from llmtrace.tracer.store import read_store
 
 

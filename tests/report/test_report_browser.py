@@ -4,11 +4,11 @@ shape (sections in order, links that resolve, two sides per trace, no horizontal
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from cdp import Browser
+from report_helpers import copy_store, diagnose, write_report
 
 SECTIONS = ["findings", "cache", "time", "latency", "cost", "kv-pool", "traces"]
 
@@ -85,7 +85,7 @@ def test_layout_sections_links_and_width(support_html: Path, chromium: Browser) 
     assert state["overflow"] <= 0, "the page scrolls sideways at 1280 px"
     assert state["navSticky"] == "sticky"
     # The page shows what `llmtrace diagnose` finds, no more and no fewer.
-    assert state["findings"] == len(_diagnose(support_html.with_name("support.duckdb")))
+    assert state["findings"] == len(diagnose(support_html.with_name("support.duckdb")))
     assert state["traces"] and len(set(state["traces"])) == len(state["traces"])
 
 
@@ -106,18 +106,6 @@ def test_regression_report_puts_the_verdicts_first(regression_html: Path, chromi
     assert state["sides"] == ["baseline: deploy v1", "candidate: deploy v2"]
     assert state["explained"] == "#finding-1"  # the finding that explains the failure leads the page
     assert state["deployRows"] == ["v1", "v2"]
-
-
-def _diagnose(db: Path) -> list[dict[str, object]]:
-    import contextlib
-    import io
-
-    from llmtrace.cli import main
-
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        assert main(["diagnose", "--db", str(db), "--json"]) == 0
-    return json.loads(buf.getvalue())["findings"]
 
 
 def test_layout_snapshot_cards_and_columns(support_html: Path, chromium: Browser) -> None:
@@ -152,8 +140,6 @@ def test_layout_snapshot_cards_and_columns(support_html: Path, chromium: Browser
 def test_commit_sized_deploy_names_keep_the_charts_inside_their_cards(support_db: Path, tmp_path: Path,
                                                                       chromium: Browser) -> None:
     import duckdb
-
-    from conftest import copy_store, write_report
 
     sha = "3f9c2a71be0d4e5f8a6b7c8d9e0f1a2b3c4d5e6f"  # CI marks deploys with the commit (docs/ci.md)
     db = copy_store(support_db, tmp_path / "sha.duckdb")

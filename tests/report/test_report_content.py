@@ -12,9 +12,9 @@ from pathlib import Path
 import openai
 import pytest
 from adapters_fake_provider import Script, fake_provider, sse
+from report_helpers import copy_store, diagnose, write_report
 
 import llmtrace
-from conftest import copy_store, write_report
 from llmtrace.adapters import instrument
 from llmtrace.tracer import recording as rec
 from llmtrace.tracer.store import read_store
@@ -172,10 +172,8 @@ def test_bad_arguments_are_clear_errors(support_db: Path, tmp_path: Path, capsys
 
 
 def test_findings_carry_their_evidence(support_html: Path, support_db: Path) -> None:
-    from test_report_browser import _diagnose
-
     html = support_html.read_text()
-    for i, f in enumerate(_diagnose(support_db)):
+    for i, f in enumerate(diagnose(support_db)):
         card = html[html.index(f'id="finding-{i + 1}"'):]
         card = card[:card.index("</div>")]
         assert json.dumps(f["title"])[1:-1].replace("'", "&#x27;") in card
