@@ -1,4 +1,5 @@
-"""``llmtrace export --parquet DIR``: the store's spans as hive-partitioned Parquet (date=/service=).
+"""``llmtrace export --parquet DIR``: the store's spans as hive-partitioned Parquet (date=/service=), and
+the ``passes`` view materialised beside them in ``DIR.passes`` (one row per pass, same partitions).
 
     llmtrace export --parquet traces/ [--since 7d | --since 2026-11-01] [--db store.duckdb]
     llmtrace sql --parquet 'traces/**/*.parquet' "SELECT model, avg(ttft_ms) FROM requests GROUP BY 1"
@@ -91,6 +92,40 @@ def export_parquet(db: str | Path, out_dir: str | Path, *, since_ns: int | None 
     return {"spans": rows, "days": len(days)}
 
 
+def passes_dir(out_dir: str | Path) -> Path:
+    """Where the per-pass dataset of an export to ``out_dir`` goes: beside it (``traces`` -> ``traces.passes``),
+    not inside, so the spans' glob ``traces/**/*.parquet`` never reads pass rows as spans."""
+    out = Path(out_dir)
+    return out.parent / f"{out.name}.passes"
+
+
+def export_passes(db: str | Path, out_dir: str | Path, *, since_ns: int | None = None, append: bool = False,
+                  overwrite: bool = False) -> int:
+    """The ``passes`` view (one row per logical pass, docs/sql.md) materialised as its own hive-partitioned
+    dataset, DIR.passes/date=YYYY-MM-DD/service=NAME/passes_<uuid>.parquet; returns the pass count.
+
+    One read of the store: a pass joins its client and server spans, which a time slice could split."""
+    from .schema import passes_select, requests_select
+
+    out = passes_dir(out_dir)
+    if out.exists() and any(out.iterdir()):
+        if overwrite:
+            shutil.rmtree(out)
+        elif not append:
+            raise ValueError(f"{out} is not empty; pass --overwrite to replace it or --append to add files")
+    out.mkdir(parents=True, exist_ok=True)
+    spans = "spans" if since_ns is None else f"(SELECT * FROM spans WHERE start_ns >= {int(since_ns)})"
+    rel = f"({passes_select('(' + requests_select(spans) + ')')})"
+    with read_connection(db) as conn:
+        n = conn.execute(f"SELECT count(*) FROM {rel}").fetchone()
+        if n and n[0]:
+            conn.execute(
+                f"COPY (SELECT *, strftime(ts, '%Y-%m-%d') AS date FROM {rel}) TO {_quote(str(out))} "
+                "(FORMAT parquet, COMPRESSION zstd, PARTITION_BY (date, service), WRITE_PARTITION_COLUMNS true, "
+                "FILENAME_PATTERN 'passes_{uuid}', OVERWRITE_OR_IGNORE true)")
+    return int(n[0]) if n else 0
+
+
 def run(args: argparse.Namespace) -> int:
     db = resolve_db(args.db)
     try:
@@ -101,4 +136,10 @@ def run(args: argparse.Namespace) -> int:
         return 1
     print(f"exported {result['spans']} spans over {result['days']} day(s) to {args.parquet} "
           f"(read with: llmtrace sql --parquet '{Path(args.parquet) / '**' / '*.parquet'}' ...)")
+    try:
+        n = export_passes(db, args.parquet, since_ns=since, append=args.append, overwrite=args.overwrite)
+    except (ValueError, StoreError) as exc:
+        print(f"llmtrace export: {exc}", file=sys.stderr)
+        return 1
+    print(f"exported {n} passes (one row each) to {passes_dir(args.parquet)}")
     return 0
