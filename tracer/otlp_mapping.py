@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from . import capture
 from .finish_reason import normalize_finish_reason
+from .otlp_segments import segment_attributes
 from .stages import get_stage
 
 GENAI_OPS = frozenset({"chat", "text_completion", "generate_content", "embeddings", "execute_tool",
@@ -167,6 +168,9 @@ class Mapper:
         else:
             return None
         self._common(attrs, mapped.attributes, start_ns, end_ns, events)
+        if mapped.operation in ("chat", "text_completion", "generate_content"):
+            # the same prompt segments our own spans carry, so the cache analysis works on these too
+            mapped.attributes.update(segment_attributes(attrs, self.capture_mode))
         return mapped
 
     @staticmethod

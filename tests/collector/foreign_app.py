@@ -38,6 +38,7 @@ def main() -> None:
     tp = TracerProvider(resource=Resource.create({"service.name": which}))
     tp.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint, timeout=10)))
     if which == "otel-v2":
+        os.environ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "SPAN_ONLY"  # messages on the span
         from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
     elif which == "openllmetry":
         from opentelemetry.instrumentation.openai import OpenAIInstrumentor  # type: ignore[no-redef]

@@ -112,3 +112,16 @@ def test_openllmetry_tool_span(store: Path) -> None:
     assert "Oslo" not in row[3] and "traceloop.entity.input.hash" in row[3]  # arguments follow --capture
     ((attrs,),) = query(store, "SELECT attributes FROM spans WHERE name = 'plan.workflow'")
     assert "my secret plan" not in attrs and "traceloop.entity.input.hash" in attrs
+
+
+def test_foreign_prompts_carry_the_segments_the_cache_analysis_reads(store: Path) -> None:
+    """The same user message through four instrumentations: one segment each, the same keyed hash."""
+    hashes = {}
+    for app in APPS:
+        plain = _rows(store, app)[0]
+        a = json.loads(plain["attributes"])  # type: ignore[arg-type]
+        segs = json.loads(a["llmtrace.prompt.segments"])
+        assert [(s["kind"], s["chars"]) for s in segs] == [("user", len("count to twenty"))], (app, segs)
+        assert len(segs[0]["chunk_hashes"]) == 1 and "count to twenty" not in plain["attributes"]  # type: ignore[operator]
+        hashes[app] = (segs[0]["hash"], a["llmtrace.prompt.hash"])
+    assert len(set(hashes.values())) == 1, hashes
