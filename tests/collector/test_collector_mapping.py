@@ -84,7 +84,11 @@ def test_genai_v141(collected: Path) -> None:
     # raw attributes kept; message text replaced by its hash under the default capture mode (hashes)
     assert a["gen_ai.response.time_to_first_chunk"] == 0.25 and a["llmtrace.mapped_from"] == "genai"
     assert "gen_ai.input.messages" not in a and len(a["gen_ai.input.messages.hash"]) == 16
-    assert "my secret plan" not in json.dumps(a) and r["prompt_hash"] == a["gen_ai.input.messages.hash"]
+    assert "my secret plan" not in json.dumps(a)
+    # the prompt hash is over the message segments, as on llmtrace's own pass spans
+    segs = json.loads(a["llmtrace.prompt.segments"])
+    assert [(s["kind"], s["chars"]) for s in segs] == [("user", len("my secret plan"))]
+    assert r["prompt_hash"] == a["llmtrace.prompt.hash"] != a["gen_ai.input.messages.hash"]
 
 
 def test_genai_legacy_names(collected: Path) -> None:
