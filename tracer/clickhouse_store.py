@@ -14,6 +14,7 @@ and ``clickhouse://HOST:8123/DB`` (a server over HTTP with clickhouse-connect).
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import urllib.parse
 from collections.abc import Iterator, Sequence
@@ -174,6 +175,9 @@ def _py(value: Any) -> Any:
     # Arrow maps arrive as lists of (key, value) pairs; DuckDB hands dicts
     if isinstance(value, list) and value and all(isinstance(v, tuple) and len(v) == 2 for v in value):
         return dict(value)
+    # DateTime64 arrives zone-aware (UTC); DuckDB's TIMESTAMP is naive UTC
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
     return value
 
 

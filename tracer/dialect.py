@@ -224,6 +224,9 @@ def _rewrite(tree: exp.Expression) -> exp.Expression:
                 b = _sql(a)
                 acc = f"if(({acc}) IS NULL, {b}, if(({b}) IS NULL, {acc}, {fn}({acc}, {b})))"
             return _ch(acc)
+        if isinstance(node, exp.IntDiv):  # DuckDB's //: exact on BIGINT (a float division loses ns digits)
+            a, b = _sql(node.this), _sql(node.expression)
+            return _ch(f"if(({b}) = 0, NULL, intDiv({a}, {b}))")
         if isinstance(node, exp.Div):
             return exp.Div(this=node.this, expression=exp.Nullif(this=node.expression, expression=exp.Literal.number(0)))
         if isinstance(node, exp.Filter) and isinstance(node.this, exp.Anonymous) and node.this.name.lower() == "histogram":
