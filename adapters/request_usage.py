@@ -22,6 +22,8 @@ from typing import Any
 
 from orjson import dumps, loads
 
+from llmtrace.tracer import health
+
 # `"usage": null` as a JSON member, with the comma that joins it to its neighbour (before or after).
 _NULL_USAGE = re.compile(rb'\s*,\s*"usage"\s*:\s*null(?=\s*[,}])|"usage"\s*:\s*null\s*,\s*')
 
@@ -58,14 +60,28 @@ def replace_body(request: Any, new_body: Mapping[str, object]) -> bool:
 class UsageStripper:
     """Re-frames a streamed body on event boundaries and removes what ``include_usage`` added."""
 
-    __slots__ = ("_buf", "_sep", "dropped")
+    __slots__ = ("_buf", "_sep", "dropped", "failed")
 
     def __init__(self) -> None:
         self._buf = b""
         self._sep: bytes | None = None  # b"\n\n" or b"\r\n\r\n", fixed by the first event boundary seen
         self.dropped = 0
+        self.failed = False
 
     def feed(self, chunk: bytes) -> bytes:
+        """The bytes the app may read now (possibly none yet). Never raises: on a fault of its own it hands
+        back what it holds and passes everything after through unchanged."""
+        if self.failed:
+            return chunk
+        try:
+            return self._feed(chunk)
+        except Exception as exc:
+            self.failed = True
+            health.count("adapter_error", message=f"usage chunk filter stopped: {type(exc).__name__}: {exc}")
+            held, self._buf = self._buf, b""
+            return held + chunk
+
+    def _feed(self, chunk: bytes) -> bytes:
         buf = self._buf + chunk if self._buf else chunk
         sep = self._sep
         if sep is None:

@@ -509,3 +509,22 @@ def test_prompt_memory_stays_bounded() -> None:
         h.observe(f"template-{i % 7}", [("system", f"{i:04d}" + "x" * 900), ("user", "hi")])
         assert h.kept_chars <= 5_000
     assert h.kept_chars > 0
+
+
+@pytest.mark.parametrize("nl", ["\n", "\r\n"])
+def test_usage_filter_gives_the_same_bytes_however_the_stream_is_cut(nl: str) -> None:
+    from llmtrace.adapters.request_usage import UsageStripper
+
+    def event(obj: dict[str, Any]) -> bytes:
+        return f"data: {json.dumps(obj, separators=(',', ':'))}{nl}{nl}".encode()
+
+    plain = [_chunk("Hel"), _chunk('lo, "usage":null', "stop")]
+    without = b"".join(event(c) for c in plain) + f"data: [DONE]{nl}{nl}".encode()
+    asked = b"".join(event({**c, "usage": None}) for c in plain)
+    asked += event({"id": "c1", "model": "gpt-4o-mini", "choices": [], "usage": {"prompt_tokens": 3}})
+    asked += f"data: [DONE]{nl}{nl}".encode()
+    for cut in range(1, len(asked)):
+        s = UsageStripper()
+        out = s.feed(asked[:cut]) + s.feed(asked[cut:]) + s.flush()
+        assert out == without, cut
+        assert s.dropped == 1
