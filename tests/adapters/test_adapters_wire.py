@@ -528,3 +528,23 @@ def test_usage_filter_gives_the_same_bytes_however_the_stream_is_cut(nl: str) ->
         out = s.feed(asked[:cut]) + s.feed(asked[cut:]) + s.flush()
         assert out == without, cut
         assert s.dropped == 1
+
+
+def test_anthropic_tool_round_trip_joins_the_trace(tiny_server: Any, traced: Path) -> None:
+    import anthropic
+
+    client = instrument(anthropic.Anthropic(api_key="test", base_url=tiny_server.base_url, max_retries=0))
+    tool = {"name": "get_weather", "description": "Weather for a city", "input_schema": {"type": "object"}}
+    ask = [{"role": "user", "content": "Weather in Oslo today?"}]
+    client.messages.create(model="tiny", max_tokens=3, tools=[tool], messages=ask)
+    answered = ask + [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Oslo"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "Sunny and 21 degrees in Oslo"}]},
+    ]
+    client.messages.create(model="tiny", max_tokens=3, tools=[tool], messages=answered)
+    first, second = rows(traced, "SELECT * FROM requests WHERE side='client' ORDER BY start_ns")
+    assert second["trace_id"] == first["trace_id"] and second["session_id"] == first["session_id"]
+    tool_span = rows(traced, "SELECT * FROM spans WHERE stage = 'loop.tool_dispatch'")[0]
+    assert tool_span["attributes"]["gen_ai.tool.name"] == "get_weather"
+    assert tool_span["attributes"]["gen_ai.tool.call.id"] == "toolu_1"
+    assert_no_text(traced, "Weather in Oslo today?", "Sunny and 21 degrees")
