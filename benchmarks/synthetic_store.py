@@ -58,7 +58,7 @@ STAGE_ATTRS: dict[str, str] = {
     "arrival.connection": "'server.address', '127.0.0.1', 'server.port', 8000, 'llmtrace.connection.reused', true, 'llmtrace.connection.connect_ms', 0.0",
     "arrival.admission": "'llmtrace.admission.decision', decision, 'llmtrace.admission.queue_wait_ms', queue_wait, 'llmtrace.admission.queue_depth', CASE WHEN queue_wait > 0 THEN 6 ELSE 0 END, 'llmtrace.admission.running', 8, 'llmtrace.admission.max_running', 8",
     "arrival.replica_selection": "'llmtrace.replica.id', 'r0', 'llmtrace.replica.policy', 'prefix_aware', 'llmtrace.replica.candidates', 1",
-    "arrival.stream_setup": "'gen_ai.request.stream', true, 'llmtrace.stream.protocol', 'sse', 'llmtrace.stream.first_byte_ms', ttft * 0.9",
+    "arrival.stream_setup": "'llmtrace.stream.requested', true, 'llmtrace.stream.protocol', 'sse', 'llmtrace.stream.first_byte_ms', ttft * 0.9",
     "intake.normalization": "'llmtrace.normalization.form', 'NFC', 'llmtrace.normalization.strip', invisible = 0, 'llmtrace.normalization.invisible_chars', invisible, 'llmtrace.normalization.nbsp', 0, 'llmtrace.normalization.confusables', 0, 'llmtrace.normalization.chars_changed', 0",
     "intake.chat_template": "'llmtrace.template.hash', CASE WHEN foreign_template THEN 'tmpl-foreign' ELSE 'tmpl-own' END, 'llmtrace.template.matches_model', NOT foreign_template, 'llmtrace.template.rendered_chars', prompt_tokens * 4",
     "intake.tokenization": "'gen_ai.usage.input_tokens', prompt_tokens, 'llmtrace.tokenization.chars_per_token', CASE WHEN invisible > 0 THEN 3.1 ELSE 4.0 END, 'llmtrace.tokenization.special_tokens', 6, 'llmtrace.tokenization.block_hashes', block_hashes",

@@ -65,3 +65,28 @@ def stop_server(server: RunningServer) -> None:
         server.process.wait()
 
 
+
+
+# ── the registry as the schema: what a store holds that no catalog declares ──────────────────────────
+def undeclared(db: Path, *, ours: tuple[str, ...] = ("llmtrace.", "gen_ai.")) -> set[tuple[str, str]]:
+    """(stage or operation, value name) pairs in ``db`` that the registry does not declare: a stage span's
+    values on its stage (or on every stage), anything else in the pass catalog. Only names in ``ours``."""
+    import duckdb
+
+    from llmtrace.tracer.stages import COMMON_VALUES, STAGES, declared_value
+
+    on_stage = {s.id: {v.name for v in (*s.values, *COMMON_VALUES)} for s in STAGES}
+    con = duckdb.connect(str(db), read_only=True)
+    rows = con.execute("""SELECT DISTINCT coalesce(stage, operation, name), stage IS NOT NULL, k
+                          FROM (SELECT stage, operation, name, unnest(json_keys(attributes)) AS k FROM spans)""").fetchall()
+    con.close()
+    bad = set()
+    for where, is_stage, key in rows:
+        if not key.startswith(ours) or key in ("llmtrace.stage", "llmtrace.phase"):
+            continue
+        if is_stage and where in on_stage:
+            if key not in on_stage[where]:
+                bad.add((where, key))
+        elif declared_value(key) is None:
+            bad.add((where, key))
+    return bad

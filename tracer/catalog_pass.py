@@ -54,6 +54,11 @@ PASS_VALUES: tuple[BoundaryValue, ...] = (
     V("llmtrace.adapter.fault", "str", "", "what went wrong inside the middleware (the call itself was untouched)"),
     V("llmtrace.client.retry_count", "int", "", "retries the SDK made before this answer"),
     V("llmtrace.unobserved_stages", "str[]", "", "stages that happened where this side cannot see them"),
+    # ── foreign spans (llmtrace collect) ─────────────────────────────────────────────────────
+    V("llmtrace.mapped_from", "str", "", "which instrumentation's attribute names the collector read the span from"),
+    V("llmtrace.finish_reason", "str", "", "the finish reason on the one vocabulary (stop, length, tool_calls, "
+      "content_filter, error, other), as the collector derived it"),
+    V("llmtrace.content_capture", "str", "", "the capture mode the collector applied to the span's prompt and output"),
     # ── usage: who measured it ───────────────────────────────────────────────────────────────
     V("llmtrace.usage.source", "str", "", "provider (reported), estimated (counted with a tokenizer) or none"),
     V("llmtrace.usage.requested", "bool", "", "true when the middleware asked a stream for its usage"),
