@@ -122,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"llmtrace check: {exc}", file=sys.stderr)
         return 2
     try:
-        with read_store(args.db, args.parquet, store=getattr(args, "store", None)) as conn:
+        with read_store(args.db, args.parquet, store=getattr(args, "store", None),
+                        env_store=True) as conn:
             return _check(args, Query(conn, since, args.service), baseline_file)
     except (StoreError, ValueError) as exc:  # ValueError: no baseline to compare with (see _check)
         print(f"llmtrace check: {exc}", file=sys.stderr)

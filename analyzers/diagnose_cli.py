@@ -71,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"llmtrace diagnose: {exc}", file=sys.stderr)
         return 2
     try:
-        with read_store(args.db, args.parquet, store=getattr(args, "store", None)) as conn:
+        with read_store(args.db, args.parquet, store=getattr(args, "store", None),
+                        env_store=True) as conn:
             findings = run_analyzers(conn, symptoms, since, args.service)
     except StoreError as exc:
         print(f"llmtrace diagnose: {exc}", file=sys.stderr)

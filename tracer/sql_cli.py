@@ -77,7 +77,7 @@ def run_query(args: argparse.Namespace, query: str, out: TextIO, interactive: bo
     span_filter = SpanFilter(service=args.service, since_ns=args.since)
     try:
         with read_store(args.db, args.parquet, span_filter=span_filter, locked=True,
-                        store=getattr(args, "store", None)) as conn:
+                        store=getattr(args, "store", None), env_store=True) as conn:
             remote = hasattr(conn, "local_result")  # --store ClickHouse: run there, print from a local copy
             if not remote:
                 sql_output.register(conn)

@@ -183,16 +183,17 @@ def lock_read_only(conn: duckdb.DuckDBPyConnection, allowed_files: list[str] | N
 @contextmanager
 def read_store(db: str | os.PathLike[str] | None, parquet: str | None = None, *,
                span_filter: SpanFilter | None = None, locked: bool = False,
-               store: str | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+               store: str | None = None, env_store: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
     """What the read-only commands query: a Parquet export when ``parquet`` is given, else the store at ``db``
     (default: ``LLMTRACE_DB`` or ./llmtrace.duckdb); closed on exit, StoreError when neither can be read.
 
-    ``store`` (or ``LLMTRACE_STORE`` when neither ``db`` nor ``parquet`` is given) may name ClickHouse:
+    ``store`` (or, for a command that takes ``--store`` (``env_store``), ``LLMTRACE_STORE`` when neither
+    ``db`` nor ``parquet`` is given) may name ClickHouse:
     ``clickhouse://HOST:8123/DB`` or ``chdb://PATH`` (tracer/clickhouse_store.py); any other value is a store file.
     ``span_filter`` limits spans and every view to one service / time window; ``locked`` applies
     ``lock_read_only`` (``llmtrace sql`` runs people's queries on it)."""
     active = span_filter if span_filter and span_filter.where() else None
-    url = store or (os.environ.get("LLMTRACE_STORE") if db is None and not parquet else None)
+    url = store or (os.environ.get("LLMTRACE_STORE") if env_store and db is None and not parquet else None)
     if url and url.split("://", 1)[0] in ("chdb", "clickhouse", "http", "https"):
         from .clickhouse_store import open_read
 

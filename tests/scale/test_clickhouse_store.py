@@ -108,9 +108,16 @@ def test_diagnose_with_store_url_and_env(stores: tuple[Path, str], capsys: pytes
     assert [f["symptom"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["broken_json"]
 
 
-def test_bad_store_urls_are_clear_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_store_urls_are_clear_errors(stores: tuple[Path, str], tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     assert main(["diagnose", "--store", f"chdb://{tmp_path / 'empty'}"]) == 1
     assert "no otel_traces table" in capsys.readouterr().err
+    # LLMTRACE_STORE is the default only: an explicit --db wins
+    monkeypatch.setenv("LLMTRACE_STORE", f"chdb://{tmp_path / 'empty'}")
+    assert main(["diagnose", "--db", str(stores[0]), "--symptom", "broken_json", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["findings"]
+    assert main(["diagnose"]) == 1 and "no otel_traces table" in capsys.readouterr().err
+    monkeypatch.delenv("LLMTRACE_STORE")
     assert main(["diagnose", "--store", "clickhouse://127.0.0.1:9/db"]) == 1
     assert "ClickHouse" in capsys.readouterr().err
 
