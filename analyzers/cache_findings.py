@@ -103,6 +103,9 @@ def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
             "invisible": "invisible characters", "whitespace": "changing whitespace",
             "free_text": "changing text"}.get(cls, f"{'an' if cls[:1] in 'aeio' else 'a'} {cls}")
     where = f"at char {off} of the {base}" if off >= 0 else f"in the {base}"
+    hit_deploys = {p.deploy for p in c.passes}
+    if len({p.deploy for p in passes}) > 1 and len(hit_deploys) == 1 and None not in hit_deploys:
+        where += f" since deploy {next(iter(hit_deploys))}"  # it shipped with that deploy
     title = (f"{what[0].upper() + what[1:]} {where} → the cache stops at token {tok} → "
              f"{re_share:.0%} of prompt tokens re-prefilled")
     ids = sample_ids([p.trace_id for p in reversed(c.passes)])
@@ -179,8 +182,8 @@ def _short(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss]
     return analyzer.finding(
         "cache.prefix_match", "info",
         f"{n} of {len(passes)} prompts are shorter than the minimum cacheable prefix (median {med} tokens)",
-        "These prompts are below what the engine or provider caches at all (one KV block; 1,024 tokens at the "
-        "hosted providers), so a 0% hit rate on them is expected, not a miss.",
+        "These prompts are below what the engine or provider can usefully cache (it reuses whole KV blocks; "
+        "the hosted providers nothing under 1,024 tokens), so a low hit rate on them is expected, not a miss.",
         [Evidence("prompts under the minimum cacheable prefix", n, f"of {len(passes)}", ids),
          Evidence("median prompt tokens", med, "tokens", ids)], ids,
         "Nothing to fix unless a longer shared prefix (instructions, tools) could be put first.",

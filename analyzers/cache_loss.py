@@ -318,9 +318,10 @@ def _classify(pl: PassLoss, prompt: _Prompt | None, chain: list[str] | None,
     if uncached <= block:
         pl.kind = "hit"
         return
-    # under the minimum cacheable prefix (a hosted provider's 1,024 tokens; for an engine, prompts of a block
-    # or two, whose shared part cannot fill a whole block): a 0% hit there is expected, not a miss
-    if pl.prompt_tokens < max(minimum, 2 * block) and pl.cached_tokens == 0:
+    # under the minimum cacheable prefix (a hosted provider's 1,024 tokens; for an engine that caches whole
+    # blocks, prompts of a few blocks, whose shared part rarely fills one): a low hit rate there is
+    # expected, not a miss
+    if pl.prompt_tokens < max(minimum, 4 * block):
         pl.kind, pl.lost_tokens = "short", 0.0
         return
     if chain:
@@ -368,6 +369,12 @@ def _classify(pl: PassLoss, prompt: _Prompt | None, chain: list[str] | None,
                 and cls != "free_text":
             pl.kind, pl.lost_tokens = "window", float(min(reusable, uncached))
             pl.segment = str(div.get("segment") or "prompt")
+        if pl.kind == "window" and pl.window_class == "field" and cls == "free_text" \
+                and isinstance(reusable, (int, float)) and reusable <= 2 * block:
+            # a hashes-only guess (same length, so maybe one field) that the middleware, which saw the text,
+            # contradicts: different content with nothing reusable after it is another template
+            pl.kind, pl.lost_tokens, pl.segment, pl.window_class = "new", 0.0, "", ""
+            return
         if pl.kind == "window":
             if isinstance(cls, str) and cls and pl.window_class in ("", "field", "free_text"):
                 pl.window_class = cls

@@ -63,12 +63,6 @@ class Query:
         return "spans" if not where else f"(SELECT * FROM spans WHERE {' AND '.join(where)})"
 
     @property
-    def requests(self) -> str:
-        """Pass *spans* (the ``requests`` view: client and server apart) in the window; for the few checks
-        that compare the two sides. Everything else reads :attr:`passes`."""
-        return f"({requests_select(self.spans)})"
-
-    @property
     def passes(self) -> str:
         """The logical passes in the window (see the ``passes`` view in docs/sql.md)."""
         self.materialize()

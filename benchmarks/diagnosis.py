@@ -222,8 +222,16 @@ def main() -> None:
         "false_alarms_on_twins": sum(r["false_alarm"] for r in twins),
         "twins": len(twins),
         "wall_s": round(time.perf_counter() - t0, 1),
+        "load_average_1m": round(os.getloadavg()[0], 2),
         "rows": rows,
     }
+    run_file = work / "run.json"  # the run that made the stores (a --rediagnose only re-reads them)
+    if not args.rediagnose:
+        run_file.write_text(json.dumps({"calls_and_diagnose_wall_s": results["wall_s"],
+                                        "load_average_1m": results["load_average_1m"]}))
+    elif run_file.exists():
+        results["stores_made_by"] = json.loads(run_file.read_text())
+        results["rediagnosed"] = True
     for r in rows:
         mark = ("FALSE ALARM" if r.get("false_alarm") else "ok") if r["run"] == "twin" else \
             ("top1" if r["top1"] else "any" if r["any"] else "MISS")
