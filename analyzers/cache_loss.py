@@ -107,7 +107,9 @@ def _segments(raw: object, text: object) -> _Prompt | None:
     if not isinstance(segs, list) or not segs or not all(isinstance(s, dict) for s in segs):
         return None
     texts: list[str] | None = None
-    if isinstance(text, str):
+    if text is None and all(isinstance(s.get("text"), str) for s in segs):
+        texts = [str(s["text"]) for s in segs]  # the server keeps each segment's text in its record
+    elif isinstance(text, str):
         texts, pos = [], 0
         for s in segs:  # the adapters render "\n".join(f"[{kind}]\n{text}")
             pos += len(f"[{s.get('kind')}]\n")
@@ -228,16 +230,16 @@ def load(q: Query) -> list[PassLoss]:
         ORDER BY start_ns""")
     if not passes:
         return []
-    # One scan of the spans for everything the model reads: the client pass span's prompt segments (and
-    # text with full capture), the middleware's divergence window under it, and the server's block chain,
-    # block size and prefix-cache switch under the server pass span.
+    # Two scans of the spans for everything the model reads: the pass spans' prompt segments (and text with
+    # full capture; the client's, else the server's), the middleware's divergence window under the client
+    # pass, and the server's block chain, block size and prefix-cache switch under the server pass span.
     client_ids = [r["client_span_id"] for r in passes if r["client_span_id"] is not None]
     server_ids = [r["server_span_id"] for r in passes if r["server_span_id"] is not None]
     extra = q.rows(f"""
         SELECT span_id, NULL AS parent_span_id, NULL AS stage,
                {attr('llmtrace.prompt.segments')} AS segs, {attr('llmtrace.prompt.text')} AS text
         FROM {q.spans} WHERE operation IN {PASS_OPERATIONS} AND span_id IN (SELECT unnest(?::VARCHAR[]))""",
-                   [client_ids])
+                   [client_ids + server_ids])
     extra += q.rows(f"""
         SELECT span_id, parent_span_id, stage, CASE WHEN stage = 'cache.prefix_match' THEN attributes END AS pm,
                {attr('llmtrace.blocks.block_size', 'int')} AS block_size,
@@ -256,6 +258,8 @@ def load(q: Query) -> list[PassLoss]:
     for r in passes:
         cid, sid = str(r["client_span_id"]), str(r["server_span_id"])
         cs = by_span.get(cid, {})
+        if cs.get("segs") is None:  # a foreign client, or no app instrumented: the server's view of the prompt
+            cs = by_span.get(sid, {})
         spm = under.get((sid, "cache.prefix_match"), {})
         pm = _json(spm.get("pm"))
         rows.append({**r, "segs": cs.get("segs"), "text": cs.get("text"),
