@@ -13,7 +13,7 @@ What the rewrites keep equal (DuckDB semantics, spelt in ClickHouse):
 - ``json_extract_string`` / ``->>``: the text of any value (ClickHouse's JSONExtractString gives '' for a
   number or a list), NULL for a missing key or a JSON null; ``[*]`` gives the list of texts.
 - ``json_type`` names (ARRAY, VARCHAR, BIGINT, ...), ``CAST(x AS JSON)`` (JSON text stays text).
-- ``least``/``greatest`` skip NULLs, ``a / 0`` is NULL, ``median``/``quantile_cont`` interpolate exactly,
+- ``least``/``greatest`` skip NULLs, ``//`` is exact integer division, ``median``/``quantile_cont`` interpolate exactly,
   ``list(x ORDER BY y)``, list slices ``[i:j]``, ``mode``, ``histogram``, ``bool_or``/``bool_and``,
   ``UNION ALL BY NAME`` (columns matched by name), ``MATERIALIZED`` CTEs, temporary tables (Memory tables),
   and ``?`` parameters (bound as literals: ClickHouse's HTTP and in-process paths have no ``?``).
@@ -151,7 +151,7 @@ def _aggregate(node: exp.Expression) -> tuple[exp.Expression, str] | None:
         return _ch(f"quantileExactInclusive({_sql(args[1])})({_sql(args[0])})"), "{}"
     if isinstance(node, exp.Anonymous) and node.name.lower() == "histogram":
         v = _sql(node.expressions[0])
-        return _ch(f"sumMapIf(map({v}, toUInt64(1)), {v} IS NOT NULL)"), "{}"
+        return _ch(f"sumMapIf(map(assumeNotNull({v}), toUInt64(1)), {v} IS NOT NULL)"), "{}"
     if isinstance(node, exp.LogicalOr):
         return _ch(f"max({_sql(node.this)})"), "{}"
     if isinstance(node, exp.LogicalAnd):
@@ -209,6 +209,12 @@ def _rewrite(tree: exp.Expression) -> exp.Expression:
             return node.this
         if isinstance(node, exp.JSONExtractScalar):
             return _json_text(node)
+        if isinstance(node, exp.JSONExtract) and isinstance(node.expression, exp.JSONPath):
+            parsed = _path_args(node.expression)  # json_extract / ->: the raw JSON, NULL when missing
+            if parsed is None or parsed[1]:
+                raise TranspileError(f"JSON path {node.expression.sql()} has no ClickHouse form here")
+            at = "".join(", " + a for a in parsed[0])
+            return _ch(f"nullIf(JSONExtractRaw({_sql(node.this)}{at}), '')")
         if isinstance(node, exp.JSONType):
             src = ", ".join(f"'{a}'" for a in _JSON_TYPE_NAMES)
             dst = ", ".join(f"'{b}'" for b in _JSON_TYPE_NAMES.values())
@@ -227,11 +233,9 @@ def _rewrite(tree: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.IntDiv):  # DuckDB's //: exact on BIGINT (a float division loses ns digits)
             a, b = _sql(node.this), _sql(node.expression)
             return _ch(f"if(({b}) = 0, NULL, intDiv({a}, {b}))")
-        if isinstance(node, exp.Div):
-            return exp.Div(this=node.this, expression=exp.Nullif(this=node.expression, expression=exp.Literal.number(0)))
         if isinstance(node, exp.Filter) and isinstance(node.this, exp.Anonymous) and node.this.name.lower() == "histogram":
             v, c = _sql(node.this.expressions[0]), _sql(node.expression.this)
-            return _ch(f"sumMapIf(map({v}, toUInt64(1)), ({v}) IS NOT NULL AND ({c}))")
+            return _ch(f"sumMapIf(map(assumeNotNull({v}), toUInt64(1)), ({v}) IS NOT NULL AND ({c}))")
         if isinstance(node, exp.Filter):
             agg = _aggregate(node.this)
             core, wrapper = agg if agg is not None else (node.this, "{}")
