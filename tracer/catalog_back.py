@@ -108,7 +108,8 @@ BACK_STAGES: tuple[Stage, ...] = (
            V("llmtrace.stream.first_content_ms", "float", "ms", "time to the first chunk carrying answer text"),
            V("llmtrace.stream.first_tool_call_ms", "float", "ms", "time to the first chunk carrying a tool call"),
            V("llmtrace.stream.first_byte_ms", "float", "ms", "time to the first byte of the response"),
-           V("llmtrace.stream.content_chunks", "int", "chunks", "chunks that carried answer text")),
+           V("llmtrace.stream.content_chunks", "int", "chunks", "chunks that carried answer text"),
+           V("llmtrace.stream.parse_stopped", "bool", "", "true when the middleware stopped parsing a stream too large to follow (the app still got every byte)")),
           ("slow_stream", "slow_first_token")),
     # ── Loops & tools ──────────────────────────────────────────────────────────────────────
     Stage(35, "loop.tool_dispatch", "loops", "Tool dispatch",

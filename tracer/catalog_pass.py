@@ -52,6 +52,8 @@ PASS_VALUES: tuple[BoundaryValue, ...] = (
     V("llmtrace.server.span_id", "str", "", "the server's pass span, when the server named it in a header"),
     V("llmtrace.response.undecoded_encoding", "str", "", "content encoding the middleware could not decode"),
     V("llmtrace.adapter.fault", "str", "", "what went wrong inside the middleware (the call itself was untouched)"),
+    V("llmtrace.response.unparsed_bytes", "int", "bytes", "response bytes the middleware could not parse"),
+    V("llmtrace.agent.step", "str", "", "what this pass of an agent turn was for (the app's label)"),
     V("llmtrace.client.retry_count", "int", "", "retries the SDK made before this answer"),
     V("llmtrace.unobserved_stages", "str[]", "", "stages that happened where this side cannot see them"),
     # ── foreign spans (llmtrace collect) ─────────────────────────────────────────────────────
@@ -59,6 +61,7 @@ PASS_VALUES: tuple[BoundaryValue, ...] = (
     V("llmtrace.finish_reason", "str", "", "the finish reason on the one vocabulary (stop, length, tool_calls, "
       "content_filter, error, other), as the collector derived it"),
     V("llmtrace.content_capture", "str", "", "the capture mode the collector applied to the span's prompt and output"),
+    V("llmtrace.finish_reasons.raw", "str", "", "the finish reasons exactly as the foreign instrumentation stored them"),
     # ── usage: who measured it ───────────────────────────────────────────────────────────────
     V("llmtrace.usage.source", "str", "", "provider (reported), estimated (counted with a tokenizer) or none"),
     V("llmtrace.usage.requested", "bool", "", "true when the middleware asked a stream for its usage"),

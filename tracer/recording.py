@@ -21,7 +21,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from . import health
 from . import light_span as light
 from . import semconv as sc
-from .stages import COMMON_VALUES, STAGES, BoundaryValue, UnknownStageError
+from .stages import COMMON_VALUES, STAGES, BoundaryValue, UnknownStageError, declared_value
 
 Side = Literal["client", "server", "app"]
 SpanStatus = Literal["ok", "error", "cancelled"]
@@ -88,13 +88,38 @@ def checked_values(stage_id: str, values: Mapping[str, object] | None) -> dict[s
                 continue
             bv = specs.get(name)
             if bv is not None and not bv.accepts(value):
+                if _state["strict"]:
+                    raise UndeclaredValueError(f"{stage_id}: {name}={value!r} is not {bv.type} as the registry says")
                 health.count(
                     "wrong_value_type",
                     message=f"{stage_id}: {name}={value!r} is not {bv.type}; value dropped",
                 )
                 continue
+            if bv is None and name.startswith(_OURS):
+                _undeclared(f"{stage_id}: {name}")
             attrs[name] = _clean(value)
     return attrs
+
+
+class UndeclaredValueError(ValueError):
+    """Strict mode (the test suite): a value in llmtrace's namespaces that the registry does not declare,
+    or one of the wrong type. Declare it once in the registry (tracer/catalog_*.py)."""
+
+
+_OURS = ("llmtrace.", "gen_ai.")  # names outside these are the app's own: recorded, never checked
+
+
+def _undeclared(what: str) -> None:
+    """Recorded anyway (nothing is lost); strict mode fails, otherwise it is counted."""
+    if _state["strict"]:
+        raise UndeclaredValueError(f"{what} is not declared in the registry (tracer/catalog_*.py)")
+    health.count("undeclared_value")
+
+
+def _check_pass_values(values: Mapping[str, object]) -> None:
+    for name in values:
+        if name.startswith(_OURS) and declared_value(name) is None:
+            _undeclared(f"pass span: {name}")
 
 
 class StageSpan:
@@ -149,6 +174,8 @@ class PassSpan:
 
     def set(self, key: str, value: object) -> None:
         if value is not None:
+            if key.startswith(_OURS) and declared_value(key) is None:
+                _undeclared(f"pass span: {key}")
             self._span.set_attribute(key, _clean(value))  # type: ignore[arg-type]
 
     def set_many(self, values: Mapping[str, object]) -> None:
@@ -209,6 +236,7 @@ def start_pass(
     if provider:
         attrs[sc.GEN_AI_PROVIDER_NAME] = provider
     if attributes:
+        _check_pass_values(attributes)
         attrs.update({k: _clean(v) for k, v in attributes.items() if v is not None})
     span = _tracer().start_span(
         f"{operation} {model}",

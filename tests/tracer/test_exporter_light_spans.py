@@ -73,7 +73,7 @@ def test_other_exporters_get_readable_spans_like_the_sdk_ones(store_path: Path) 
     mem = InMemorySpanExporter()
     llmtrace.init(db=store_path, service_name="svc", exporters=[mem])
     with rec.start_pass("m") as p, rec.stage("gen.stop", {"gen_ai.usage.output_tokens": 3}, parent=p) as s:
-        s.set("llmtrace.stop.reason", "eos")
+        s.set("llmtrace.stop.matched", "eos")
     with rec.start_pass("m2") as p2, pytest.raises(ValueError), rec.tool_span("t", parent=p2):
         raise ValueError("bad")
     llmtrace.shutdown()

@@ -56,16 +56,37 @@ def test_pass_with_stages_lands_in_the_store(store_path: Path) -> None:
     assert tool == [("execute_tool", "loop.tool_dispatch")]
 
 
-def test_wrong_value_type_is_dropped_and_counted_not_raised(store_path: Path) -> None:
-    llmtrace.init(db=store_path, strict=True)
+def test_wrong_value_type_is_dropped_and_counted_when_not_strict(store_path: Path) -> None:
+    llmtrace.init(db=store_path, strict=False)
     before = health.counters().get("wrong_value_type", 0)
+    undeclared = health.counters().get("undeclared_value", 0)
     with rec.start_pass("m") as p, rec.stage("cache.prefix_match", {"llmtrace.prefix.hit_tokens": "lots"}, parent=p) as s:
         s.set("llmtrace.prefix.first_miss_token", 3.5)  # int expected
         s.set("llmtrace.prefix.key", "abc")
+        s.set("llmtrace.prefix.made_up", 1)  # undeclared: kept (nothing is lost) and counted
     llmtrace.shutdown()
     assert health.counters()["wrong_value_type"] == before + 2
+    assert health.counters()["undeclared_value"] == undeclared + 1
     attrs = json.loads(rows(store_path, "SELECT attributes FROM spans WHERE stage IS NOT NULL")[0][0])
     assert "llmtrace.prefix.hit_tokens" not in attrs and attrs["llmtrace.prefix.key"] == "abc"
+    assert attrs["llmtrace.prefix.made_up"] == 1
+
+
+def test_strict_mode_fails_on_a_wrong_type_or_an_undeclared_name(store_path: Path) -> None:
+    llmtrace.init(db=store_path, strict=True)
+    try:
+        with rec.start_pass("m") as p:
+            with pytest.raises(rec.UndeclaredValueError, match="is not int"):
+                rec.record_stage("cache.prefix_match", start_ns=1, end_ns=2, parent=p,
+                                 values={"llmtrace.prefix.hit_tokens": "lots"})
+            with pytest.raises(rec.UndeclaredValueError, match="not declared"):
+                rec.record_stage("cache.prefix_match", start_ns=1, end_ns=2, parent=p,
+                                 values={"llmtrace.prefix.made_up": 1})
+            with pytest.raises(rec.UndeclaredValueError, match="pass span: llmtrace.made_up"):
+                p.set("llmtrace.made_up", 1)
+            p.set("app.own_value", 1)  # outside llmtrace's namespaces: the app's own, never checked
+    finally:
+        llmtrace.shutdown()
 
 
 def test_unknown_stage_raises_in_strict_mode_and_is_counted_otherwise(store_path: Path) -> None:
