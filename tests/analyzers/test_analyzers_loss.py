@@ -126,3 +126,18 @@ def test_check_explains_one_cause_once_under_p50_and_p95() -> None:
     out = text(v, "h")
     assert out.count("A timestamp at char 9") == 1 and "explained by the same cause as TTFT p50" in out
     assert github(v, "h").count("Explained by cache.prefix_match") == 1
+
+
+def test_a_server_only_store_still_finds_the_volatile_window(tmp_path: Path) -> None:
+    """No instrumented client (a foreign app): the server's own record of the prompt is enough."""
+    import openai
+
+    srv = server()
+    with store(tmp_path / "t.duckdb", capture="hashes") as db:
+        plain = openai.OpenAI(base_url=srv.base_url + "/v1", api_key="unused", max_retries=0)
+        for i in range(6):
+            _ask(plain, srv, [{"role": "system", "content": f"Shift log 2026-12-01 0{i}:2{i}:0{i}. " + RULES},
+                              {"role": "user", "content": f"case {i}"}])
+    found = all_findings(db)
+    top = found[0]
+    assert top.stage == "cache.prefix_match" and top.loss_tokens > 0, [(f.stage, f.title) for f in found]
