@@ -23,6 +23,26 @@ INT8_MAX_ROWS = 1  # torch's int8 weight-only kernel is a GEMV: at 2 rows it is 
 INVARIANT_TILE = 8  # rows per matmul call in batch-invariant mode
 
 
+def row_bucket(rows: int) -> int:
+    """The row count a CPU bfloat16 GEMM of ``rows`` rows runs at. oneDNN keeps per-shape state (primitive
+    cache entries, JIT-compiled kernels) for every distinct row count it sees and never gives it back: a
+    server whose steps batch 1..2048 tokens grew by ~0.35 MB per new shape, 470 -> 880 MB over 5,000
+    requests. Rounding up to a few dozen buckets bounds that, for at most 15, 63 or 127 padded rows
+    (exact up to 16 rows, where decode batches live; float32 and the int4/int8 paths are not affected)."""
+    if rows <= 16:
+        return rows
+    step = 16 if rows <= 128 else 64 if rows <= 512 else 128
+    return -(-rows // step) * step
+
+
+def _bucketed_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    rows = x.shape[0]
+    padded = row_bucket(rows)
+    if padded == rows:
+        return F.linear(x, weight)
+    return F.linear(F.pad(x, (0, 0, 0, padded - rows)), weight)[:rows]
+
+
 def int8_available() -> bool:
     return hasattr(torch.ops.aten, "_weight_int8pack_mm")
 
@@ -73,6 +93,8 @@ class Linear:
             return self._int4(x)
         if self.int8_blocks is not None and x.shape[0] <= INT8_MAX_ROWS:
             return self._int8(x)
+        if x.dtype == torch.bfloat16 and x.device.type == "cpu" and x.dim() == 2:
+            return _bucketed_linear(x, self.weight)
         return F.linear(x, self.weight)
 
     def _int8(self, x: torch.Tensor) -> torch.Tensor:
