@@ -33,7 +33,8 @@ fastest repetition of each is kept, so load from other processes on a shared mac
 
     python benchmarks/server.py     # BENCH_MAX_TOKENS (64), BENCH_SKIP_LLAMACPP=1, BENCH_LEVELS=1,4,16,
                                     # BENCH_REPS (5), BENCH_LOAD_S (30; 0 skips the load run),
-                                    # BENCH_SKIP_NATIVE=1, BENCH_NATIVE_PARALLEL (16)
+                                    # BENCH_SKIP_NATIVE=1, BENCH_NATIVE_PARALLEL (16),
+                                    # BENCH_SERVER_THREADS (the core count)
 
 The clients (ours and llama.cpp's alike) run on uvloop when it is installed and parse chunks with orjson: on 2
 cores the client shares the CPU with the server it measures, so a heavier client reads as server overhead.
@@ -69,7 +70,9 @@ LEVELS = tuple(int(x) for x in os.environ.get("BENCH_LEVELS", "1,4,16").split(",
 ROUNDS = {1: 3, 4: 2, 16: 2}  # requests per client at each level
 DTYPE = "bfloat16"  # the server's default; the direct engine is configured the same
 REPS = int(os.environ.get("BENCH_REPS", "5"))  # repetitions per level, interleaved; the best is kept
-THREADS = os.cpu_count() or 2  # llama.cpp's threads; torch's default on this machine is the same
+# compute threads of every server (ours through OMP_NUM_THREADS, llama.cpp's n_threads): on a machine shared with
+# other work, BENCH_SERVER_THREADS=1 keeps OpenMP from spin-waiting on a core another process holds
+THREADS = int(os.environ.get("BENCH_SERVER_THREADS", "0")) or os.cpu_count() or 2
 LLAMACPP_VERSION = "0.3.36"
 NATIVE_PARALLEL = int(os.environ.get("BENCH_NATIVE_PARALLEL", "16"))
 BENCH_CACHE = Path(os.environ.get("LLMTRACE_CACHE", Path.home() / ".cache" / "llmtrace")) / "bench"
@@ -167,7 +170,7 @@ class DirectEngine:
         from llmtrace.backend.generation.params import SamplingParams
 
         llmtrace.init(db=store, service_name="bench-direct")
-        self.engine = Engine(model_path, EngineConfig(dtype=DTYPE))
+        self.engine = Engine(model_path, EngineConfig(dtype=DTYPE, num_threads=THREADS))
         self.ae = AsyncEngine(self.engine, background=False)
         self.loop = new_client_loop()
         threading.Thread(target=self.loop.run_forever, name="bench-clients", daemon=True).start()
@@ -258,7 +261,7 @@ def start_llmtrace(model_path: str, tmp: Path) -> tuple[subprocess.Popen, str]:
     cmd = [sys.executable, "-m", "llmtrace.cli", "serve", "--model", model_path, "--port", str(port),
            "--db", str(tmp / "bench.duckdb"), "--served-model-name", "smol", "--dtype", DTYPE]
     with log.open("wb") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": str(THREADS)})
     base = f"http://127.0.0.1:{port}"
     wait_up(proc, base, log)
     return proc, base
@@ -483,7 +486,7 @@ def main() -> None:
     model = default_model_path()
     if not model.exists():
         raise SystemExit(f"default model missing at {model}; run `llmtrace model pull`")
-    results: dict[str, object] = {"max_tokens": MAX_TOKENS, "model": model.name,
+    results: dict[str, object] = {"max_tokens": MAX_TOKENS, "model": model.name, "threads": THREADS,
                                   "load_average_at_start": round(os.getloadavg()[0], 2)}
     with tempfile.TemporaryDirectory(prefix="llmtrace-bench-server-") as d:
         tmp = Path(d)
