@@ -123,7 +123,7 @@ def test_spans_through_the_real_otlp_exporter_read_back_as_the_store_holds_them(
                     "gen_ai.usage.cache_read.input_tokens": 64, "llmtrace.ttft_ms": 12.5 + i,
                     "gen_ai.response.finish_reasons": ["length" if i % 3 == 0 else "stop"],
                     "gen_ai.request.temperature": 0.0, "session.id": f"s{i % 2}"}) as p:
-                with rec.stage("gen.stop", {"llmtrace.stop.reason": "max_tokens" if i % 3 == 0 else "eos"}, parent=p):
+                with rec.stage("gen.stop", {"llmtrace.stop.matched": "max_tokens" if i % 3 == 0 else "eos"}, parent=p):
                     pass
     finally:
         llmtrace.shutdown()  # flushes both the store and the OTLP exporter
