@@ -48,8 +48,9 @@ def tool_output_findings(q: Query) -> Untrusted | None:
     rows = q.rows(f"""
         SELECT trace_id, {attr('llmtrace.prompt.segments')} AS segs, {attr('llmtrace.prompt.text')} AS text
         FROM {q.spans} WHERE operation IN {PASS_OPERATIONS}
-          AND attributes LIKE '%history:tool%' AND attributes LIKE '%"llmtrace.prompt.text"%'
-        ORDER BY start_ns DESC LIMIT {SAMPLE}""")
+          AND span_id IN (SELECT client_span_id FROM {q.passes} WHERE client_span_id IS NOT NULL
+                          ORDER BY start_ns DESC LIMIT {SAMPLE})
+          AND attributes LIKE '%history:tool%' AND attributes LIKE '%"llmtrace.prompt.text"%'""")
     scanned = hit = orders = hidden = 0
     ids: list[str] = []
     example = ""
