@@ -7,12 +7,19 @@ scrubbed text is kept as well. With ``none`` nothing of the prompt is kept.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from llmtrace.tracer import capture
+from llmtrace.tracer.prompt_segments import (
+    CHUNK_CHARS,
+    canonical,
+    prompt_attributes,
+    rendered,
+    segment_records,
+)
 
-CHUNK_CHARS = 64
+__all__ = ["CHUNK_CHARS", "canonical", "capture_attributes", "part_text", "rendered", "segment_records",
+           "turn_segments"]
 
 
 def part_text(content: object) -> str:
@@ -72,50 +79,18 @@ def turn_segments(
     return segments, system
 
 
-def canonical(value: object) -> str:
-    """Stable JSON text (sorted keys, no spaces) so equal structures hash equal."""
-    try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    except (TypeError, ValueError):
-        return str(value)
-
-
-def segment_records(segments: Iterable[tuple[str, str]]) -> list[dict[str, object]]:
-    """One record per segment: {kind, hash, chars, chunk_hashes} (the store's llmtrace.prompt.segments)."""
-    return [
-        {
-            "kind": kind,
-            "hash": capture.hash_text(text),
-            "chars": len(text),
-            "chunk_hashes": capture.chunk_hash_chain(text, CHUNK_CHARS),
-        }
-        for kind, text in segments
-    ]
-
-
-def rendered(segments: Iterable[tuple[str, str]]) -> str:
-    """The prompt as one readable text, each segment under its kind (for ``full`` capture)."""
-    return "\n".join(f"[{kind}]\n{text}" for kind, text in segments)
-
-
 def capture_attributes(segments: list[tuple[str, str]], output_text: str | None) -> dict[str, object]:
-    """Pass-span attributes for the prompt and output under the current capture mode.
-
-    Each segment is scrubbed once, first, so its ``chars``, its hashes and its place in the full-capture
-    text all describe the same string (the divergence finder maps offsets between them)."""
+    """Pass-span attributes for the prompt and output under the current capture mode."""
     mode = capture.mode()
     if mode == "none":
         return {}
-    segments = [(kind, capture.scrub(text)) for kind, text in segments]
-    records = segment_records(segments)
-    attrs: dict[str, object] = {
-        "llmtrace.prompt.segments": json.dumps(records, separators=(",", ":")),
-        "llmtrace.prompt.hash": capture.hash_text("".join(str(r["hash"]) for r in records)),
-    }
+    attrs = prompt_attributes(segments, mode)
+    if not attrs:  # no segment: the prompt hash still names the (empty) prompt
+        attrs = {"llmtrace.prompt.segments": "[]", "llmtrace.prompt.hash": capture.hash_text("")}
+        if mode == "full":
+            attrs["llmtrace.prompt.text"] = ""
     if output_text is not None:
         attrs["llmtrace.output.hash"] = capture.hash_text(output_text)
-    if mode == "full":
-        attrs["llmtrace.prompt.text"] = rendered(segments)
-        if output_text is not None:
+        if mode == "full":
             attrs["llmtrace.output.text"] = capture.scrub(output_text)
     return attrs

@@ -39,7 +39,7 @@ BACK_STAGES: tuple[Stage, ...] = (
            V("llmtrace.sampling.effective_top_p", "float", "", "top-p actually applied"),
            V("llmtrace.sampling.effective_top_k", "int", "", "top-k actually applied (0: off)"),
            V("llmtrace.sampling.effective_seed", "int", "", "seed the sampler actually used (one is drawn when none was asked)"),
-           V("llmtrace.sampling.clamped", "bool", "", "true when a requested value was out of range and clamped"),
+           V("llmtrace.sampling.clamped", "str[]", "", "requested parameters that were out of range and clamped"),
            V("llmtrace.requested_only", "bool", "", "true when the values are what the client asked for, not what ran")),
           ("different_answer",)),
     Stage(29, "gen.constrained", "generation", "Constrained decoding",

@@ -4,8 +4,8 @@ hash chain over 64-character chunks), so the cache analysis can say where two fo
 
 Read, in this order: OTel GenAI ``gen_ai.system_instructions`` + ``gen_ai.input.messages`` (parts with
 ``content``, as openai-v2, OpenLLMetry and LiteLLM write them), OpenInference ``llm.input_messages.N.*``,
-the older ``gen_ai.prompt.N.role/content``. Text is scrubbed first, as the app side does; the mirror of
-``adapters/segments.py`` (which tracer cannot import).
+the older ``gen_ai.prompt.N.role/content``. The records are ``prompt_segments``' own, as the client
+middleware writes them.
 """
 
 from __future__ import annotations
@@ -14,18 +14,11 @@ import json
 import re
 from collections.abc import Mapping
 
-from . import capture
+from .prompt_segments import canonical as _canonical
+from .prompt_segments import prompt_attributes
 
-CHUNK_CHARS = 64
 _SYSTEM_ROLES = ("system", "developer")
 _INDEXED = re.compile(r"^(?:llm\.input_messages|gen_ai\.prompt)\.(\d+)\.(?:message\.)?(role|content)$")
-
-
-def _canonical(value: object) -> str:
-    try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    except (TypeError, ValueError):
-        return str(value)
 
 
 def _text(content: object) -> str:
@@ -82,14 +75,6 @@ def segment_attributes(attrs: Mapping[str, object], mode: str) -> dict[str, obje
     if mode == "none" or not msgs:
         return {}
     last_user = max((i for i, (role, _) in enumerate(msgs) if role == "user"), default=-1)
-    segments = [("system" if role in _SYSTEM_ROLES else "user" if i == last_user else f"history:{role}",
-                 capture.scrub(text)) for i, (role, text) in enumerate(msgs)]
-    records = [{"kind": kind, "hash": capture.hash_text(text), "chars": len(text),
-                "chunk_hashes": capture.chunk_hash_chain(text, CHUNK_CHARS)} for kind, text in segments]
-    out: dict[str, object] = {
-        "llmtrace.prompt.segments": json.dumps(records, separators=(",", ":")),
-        "llmtrace.prompt.hash": capture.hash_text("".join(str(r["hash"]) for r in records)),
-    }
-    if mode == "full":
-        out["llmtrace.prompt.text"] = "\n".join(f"[{kind}]\n{text}" for kind, text in segments)
-    return out
+    segments = [("system" if role in _SYSTEM_ROLES else "user" if i == last_user else f"history:{role}", text)
+                for i, (role, text) in enumerate(msgs)]
+    return prompt_attributes(segments, mode)
