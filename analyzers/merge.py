@@ -35,9 +35,11 @@ def merge_findings(findings: list[Finding]) -> list[Finding]:
 
 
 def _merge(group: list[Finding]) -> Finding:
-    best = group[0]
     if len(group) == 1:
-        return best
+        return group[0]
+    # the finding that measured what the cause lost leads (its title says where and how much); the others
+    # contribute their stages and evidence
+    best = min(group, key=lambda f: (f.loss_tokens <= 0 and f.loss_ms <= 0, f.sort_key()))
     stages = sorted({s for f in group for s in (f.stages or (f.stage,))}, key=lambda s: get_stage(s).number)
     seen: set[tuple[str, str]] = set()
     evidence: list[Evidence] = []
@@ -51,6 +53,7 @@ def _merge(group: list[Finding]) -> Finding:
     for f in group:
         ids += [t for t in f.trace_ids if t not in ids]
     severity = max((f.severity for f in group), key=lambda s: SEVERITY_RANK[s])
+    evidence.sort(key=lambda e: not any(e is x for x in best.evidence))  # the lead's own evidence first
     return replace(best, stages=tuple(stages), evidence=tuple(evidence), trace_ids=tuple(ids[:5]),
                    severity=severity, score=max(f.score for f in group),
                    symptoms=tuple(dict.fromkeys(s for f in group for s in (f.symptoms or (f.symptom,)))))
