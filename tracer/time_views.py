@@ -106,15 +106,17 @@ def ttft_breakdown_select(source: str = "spans") -> str:
                           {_num("llmtrace.engine.ttft_ms")} AS engine_ttft_ms
                    FROM {source} WHERE operation IN {PASS_OPERATIONS}
                      AND json_extract_string(attributes, '$."llmtrace.side"') = 'server'),
-             kids AS (SELECT parent_span_id, stage, start_ns, duration_ms, {_num(SELF_MS)} AS self_ms,
+             kids AS (SELECT parent_span_id, stage, start_ns, end_ns, duration_ms, {_num(SELF_MS)} AS self_ms,
                              {_num(TTFT_MS)} AS ttft_part, {_num("llmtrace.batch.queue_ms")} AS queue_ms,
                              {_num("llmtrace.detok.first_text_delay_ms")} AS holdback_ms
                       FROM {source} WHERE stage IS NOT NULL),
              before AS (
                  SELECT p.trace_id, p.span_id AS pass_span_id, p.ttft_ms, p.engine_ttft_ms, k.*,
                         CASE WHEN k.ttft_part IS NOT NULL THEN k.ttft_part  -- the engine's own split
-                             WHEN k.start_ns < p.start_ns + p.ttft_ms * 1e6 THEN k.duration_ms  -- a step before it
-                             ELSE 0 END AS ms
+                             -- a span of its own (the server's sequential steps): the part of it before the
+                             -- first token, never more (a span without a split that runs past it is cut there)
+                             ELSE greatest(least(k.end_ns, p.start_ns + p.ttft_ms * 1e6) - k.start_ns, 0) / 1e6
+                             END AS ms
                  FROM p JOIN kids k ON k.parent_span_id = p.span_id WHERE p.ttft_ms IS NOT NULL),
              parts AS (
                  SELECT trace_id, pass_span_id, ttft_ms,
