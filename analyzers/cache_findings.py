@@ -47,9 +47,9 @@ def cache_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
         if len(c.passes) < MIN_PASSES and c.kind != "short":
             continue
         share = c.lost_tokens / total_tokens if total_tokens else 0.0
-        if c.kind != "short" and share < MIN_SHARE:
+        if c.kind not in ("short", "off") and share < MIN_SHARE:
             continue
-        builder = {"window": _window, "engine": _engine, "short": _short}[c.kind]
+        builder = {"window": _window, "engine": _engine, "short": _short, "off": _off}[c.kind]
         f = builder(analyzer, q, c, passes, share, mspt, usdpt)
         if f is not None:
             out.append(f)
@@ -159,17 +159,27 @@ def _engine(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
             ev, ids, "Route by prefix (prefix_aware replica selection) or pin a session to one replica.",
             min(1.0, 0.45 + share), cause="engine:replica", stages=("arrival.replica_selection", "cache.prefix_match"),
             **common)  # type: ignore[arg-type]
-    off = any(p.token_offset == 0 for p in c.passes) and all(p.cached_tokens == 0 for p in c.passes)
     ev.insert(0, Evidence("passes that missed a prefix an earlier prompt on the same replica had", len(c.passes), "", ids))
     return analyzer.finding(
-        "cache.eviction" if not off else "cache.prefix_match", _severity(share),
-        "The engine did not reuse a prefix it had served before" + (" (nothing is ever cached)" if off else
-                                                                      " (evicted before reuse)"),
+        "cache.eviction", _severity(share), "The engine did not reuse a prefix it had served before (evicted before reuse)",
         f"{len(c.passes)} passes repeated a prefix that an earlier pass on the same replica had, yet it was not in "
         "the cache when they arrived.",
         ev, ids, "Compare cache.eviction (blocks evicted, pressure) and the KV pool size; check the prefix cache is on.",
         min(1.0, 0.35 + share), cause="engine:evicted", stages=("cache.prefix_match", "cache.eviction"),
         **common)  # type: ignore[arg-type]
+
+
+def _off(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss], share: float, mspt: float,
+         usdpt: float) -> Finding | None:
+    ids = sample_ids([p.trace_id for p in reversed(c.passes)])
+    return analyzer.finding(
+        "cache.prefix_match", _severity(share), f"The prefix cache is off: {len(c.passes)} passes prefilled every token",
+        "The engine reports its prefix cache disabled, so no prompt reuses what an earlier one computed.",
+        [Evidence("passes with the prefix cache off", len(c.passes), f"of {len(passes)}", ids),
+         *_loss_evidence(c, passes, share, mspt, usdpt)[1:]], ids,
+        "Turn prefix caching on in the engine (it is on by default in llmtrace serve).", min(1.0, 0.4 + share),
+        cause="engine:off", loss_tokens=c.lost_tokens, loss_ms=mspt * c.lost_tokens, loss_usd=usdpt * c.lost_tokens,
+        affected_share=len(c.passes) / len(passes))
 
 
 def _short(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss], share: float, mspt: float,

@@ -322,6 +322,9 @@ def _classify(pl: PassLoss, prompt: _Prompt | None, chain: list[str] | None,
     if uncached <= block:
         pl.kind = "hit"
         return
+    if minimum >= 1 << 30:  # the engine said its prefix cache is off: every prompt token is prefilled
+        pl.kind, pl.lost_tokens = "off", float(uncached)
+        return
     # under the minimum cacheable prefix (a hosted provider's 1,024 tokens; for an engine that caches whole
     # blocks, prompts of a few blocks, whose shared part rarely fills one): a low hit rate there is
     # expected, not a miss
@@ -411,8 +414,8 @@ def causes(passes: list[PassLoss]) -> list[Cause]:
             key = f"window:{p.segment.split(':')[0]}:{p.window_class}"
         elif p.kind == "engine":
             key = "engine:replica" if p.reuse_replica is not None and p.reuse_replica != p.replica else "engine:same"
-        elif p.kind == "short":
-            key = "short"
+        elif p.kind in ("short", "off"):
+            key = p.kind
         else:
             continue
         groups.setdefault(key, Cause(p.kind, key)).passes.append(p)

@@ -124,7 +124,7 @@ class SlowStream(SymptomAnalyzer):
             # control before blame: the two groups' values must differ beyond noise (a rank test over the
             # passes), not just in their medians
             p_value = mann_whitney_p(slow_g[f"{alias}_vals"] or [], normal_g[f"{alias}_vals"] or [])  # type: ignore[arg-type]
-            if ratio < 1.5 or p_value >= 0.01:
+            if ratio < 1.5 or p_value >= 0.05:
                 continue
             score = min(1.0, share * 0.5 + min(1.0, (ratio - 1) / 3) * 0.5)
             out.append(self.finding(
