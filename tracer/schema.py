@@ -82,7 +82,10 @@ def normalized_finish_reason_sql(expr: str) -> str:
     w = f"regexp_replace(regexp_replace(replace(replace({w}, '-', '_'), ' ', '_'), '^.*[.]', ''), " \
         f"'^(finish_reason_|stop_reason_)(.)', '\\2')"
     arms = " ".join(f"WHEN '{word}' THEN '{canon}'" for word, canon in _TABLE.items())
-    return f"(CASE WHEN {expr} IS NULL OR trim({expr}) = '' THEN NULL ELSE (CASE {w} {arms} ELSE 'other' END) END)"
+    # plain lower-case words (nearly every stored value) take the direct lookup; only odd spellings pay for
+    # the regular expressions
+    return (f"(CASE WHEN {expr} IS NULL OR trim({expr}) = '' THEN NULL ELSE (CASE {expr} {arms} ELSE "
+            f"(CASE {w} {arms} ELSE 'other' END) END) END)")
 
 
 def _request_spec() -> str:
