@@ -5,8 +5,10 @@
   codes in torch's CPU int4 packed format for narrow inputs (decode), which reads 4x fewer weight bytes.
   Q4_1's ``q * d + m`` is the int4 kernel's ``(q - 8) * scale + zero`` with ``scale = d``, ``zero = m + 8d``.
 - bfloat16 with a Q8_0 weight (the tied embedding / LM head of the default model): for narrow inputs the exact
-  8-bit codes, one ``_weight_int8pack_mm`` per 32-column block (its scale is per row, Q8_0's is per row and
-  block) summed in float32; it reads half the bytes of the bfloat16 GEMV, the largest matmul of a decode step.
+  8-bit codes through the same int4 kernel, each code split as ``q = 16 * hi + lo`` (``hi`` in -8..7, ``lo`` in
+  0..15): ``W = W_hi + W_lo`` with both halves int4 in 32-column groups (scales ``16 d`` and ``d``, zeros ``0`` and
+  ``8 d``), one matmul of ``[x, x]`` against ``[W_hi | W_lo]``. It reads half the bytes of the bfloat16 GEMV, the
+  largest matmul of a decode step.
 - batch-invariant mode: rows go through the matmul in fixed-size tiles (the last one padded), so the
   kernel and its reduction order seen by a row never depend on how many other rows share the step.
 """
@@ -19,7 +21,6 @@ import torch.nn.functional as F
 from llmtrace.backend.model.gguf_reader import Q4_1_BLOCK, Q4_1Parts, Q8_0Parts
 
 INT4_MAX_ROWS = 16  # above this many rows the dense bfloat16 GEMM is faster than the int4 kernel (measured)
-INT8_MAX_ROWS = 1  # torch's int8 weight-only kernel is a GEMV: at 2 rows it is already slower than bfloat16 (measured)
 INVARIANT_TILE = 8  # rows per matmul call in batch-invariant mode
 
 
@@ -43,10 +44,6 @@ def _bucketed_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return F.linear(F.pad(x, (0, 0, 0, padded - rows)), weight)[:rows]
 
 
-def int8_available() -> bool:
-    return hasattr(torch.ops.aten, "_weight_int8pack_mm")
-
-
 def int4_available() -> bool:
     return hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu") and hasattr(
         torch.ops.aten, "_convert_weight_to_int4pack_for_cpu"
@@ -56,22 +53,23 @@ def int4_available() -> bool:
 class Linear:
     """``y = x @ W.T`` with ``W: [out_features, in_features]``; no bias (Llama has none)."""
 
-    __slots__ = ("weight", "int4_weight", "int4_scale_zero", "int8_blocks", "out_features", "in_features")
+    __slots__ = ("weight", "int4_weight", "int4_scale_zero", "split_q8", "out_features", "in_features")
 
     def __init__(self, weight: torch.Tensor, q4: Q4_1Parts | None = None, q8: Q8_0Parts | None = None) -> None:
         self.weight = weight.contiguous()
         self.out_features, self.in_features = weight.shape
         self.int4_weight: torch.Tensor | None = None
         self.int4_scale_zero: torch.Tensor | None = None
-        # per 32-column block: (first column, int8 codes [out, 32], bfloat16 scales [out])
-        self.int8_blocks: tuple[tuple[int, torch.Tensor, torch.Tensor], ...] | None = None
-        if q8 is not None and weight.dtype == torch.bfloat16 and weight.device.type == "cpu" and int8_available():
-            codes = torch.from_numpy(q8.codes)
-            scale = torch.from_numpy(q8.scale).to(torch.bfloat16)
-            self.int8_blocks = tuple(
-                (b * Q4_1_BLOCK, codes[:, b * Q4_1_BLOCK : (b + 1) * Q4_1_BLOCK].contiguous(), scale[:, b].contiguous())
-                for b in range(self.in_features // Q4_1_BLOCK)
-            )
+        self.split_q8 = False  # int4_weight holds a Q8_0 matrix split in two int4 halves (input fed twice)
+        if q8 is not None and weight.dtype == torch.bfloat16 and weight.device.type == "cpu" and int4_available():
+            q = torch.from_numpy(q8.codes).to(torch.int32)
+            d = torch.from_numpy(q8.scale)
+            codes = torch.cat([(q >> 4) + 8, q & 15], dim=1)  # arithmetic shift: hi = floor(q / 16)
+            self.int4_weight = torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes, 1)
+            scale = torch.cat([16.0 * d, d], dim=1)
+            zero = torch.cat([torch.zeros_like(d), 8.0 * d], dim=1)
+            self.int4_scale_zero = torch.stack([scale, zero], dim=-1).transpose(0, 1).contiguous().to(weight.dtype)
+            self.split_q8 = True
         if q4 is not None and weight.dtype == torch.bfloat16 and weight.device.type == "cpu" and int4_available():
             codes = torch.from_numpy(q4.codes).to(torch.int32)
             self.int4_weight = torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes, 1)
@@ -82,8 +80,8 @@ class Linear:
 
     @property
     def kernel(self) -> str:
-        if self.int8_blocks is not None:
-            return "int8+dense"
+        if self.split_q8:
+            return "q8_as_2xint4+dense"
         return "int4+dense" if self.int4_weight is not None else "dense"
 
     def __call__(self, x: torch.Tensor, invariant: bool = False) -> torch.Tensor:
@@ -91,23 +89,13 @@ class Linear:
             return self._tiled(x)
         if self.int4_weight is not None and x.shape[0] <= INT4_MAX_ROWS:
             return self._int4(x)
-        if self.int8_blocks is not None and x.shape[0] <= INT8_MAX_ROWS:
-            return self._int8(x)
         if x.dtype == torch.bfloat16 and x.device.type == "cpu" and x.dim() == 2:
             return _bucketed_linear(x, self.weight)
         return F.linear(x, self.weight)
 
-    def _int8(self, x: torch.Tensor) -> torch.Tensor:
-        """Float32 ``[rows, out]``: each block's bfloat16 partial product accumulated in float32."""
-        mm = torch.ops.aten._weight_int8pack_mm
-        blocks = self.int8_blocks
-        assert blocks is not None
-        out = mm(x[:, : Q4_1_BLOCK].contiguous(), blocks[0][1], blocks[0][2]).float()
-        for col, codes, scale in blocks[1:]:
-            out += mm(x[:, col : col + Q4_1_BLOCK].contiguous(), codes, scale)
-        return out
-
     def _int4(self, x: torch.Tensor) -> torch.Tensor:
+        if self.split_q8:
+            x = torch.cat([x, x], dim=1)
         return torch.ops.aten._weight_int4pack_mm_for_cpu(x, self.int4_weight, Q4_1_BLOCK, self.int4_scale_zero)
 
     def _tiled(self, x: torch.Tensor) -> torch.Tensor:
@@ -115,7 +103,8 @@ class Linear:
         pad = (-rows) % INVARIANT_TILE
         if pad:
             x = torch.cat([x, x.new_zeros(pad, x.shape[1])])
-        op = self._int4 if self.int4_weight is not None else (lambda t: F.linear(t, self.weight))
+        # the split Q8_0 head stays dense here, as batch-invariant runs have always computed it
+        op = self._int4 if self.int4_weight is not None and not self.split_q8 else (lambda t: F.linear(t, self.weight))
         out = torch.cat([op(tile) for tile in x.split(INVARIANT_TILE)])
         return out[:rows]
 

@@ -50,25 +50,26 @@ def test_greedy_tokens_unchanged_without_stage_timing(real_f32, tokenizer) -> No
     assert tokens_of(outs["u"]) == case["tokens"]
 
 
-def test_bfloat16_int8_lm_head_matches_its_exact_weights(gguf_path) -> None:  # noqa: ANN001
-    """The bfloat16 decode path's LM head runs on the GGUF's exact Q8_0 codes: same top token as a float32
-    matmul over the exact dequantized weights, and no further from it than the dense bfloat16 head was."""
+def test_bfloat16_lm_head_runs_on_the_exact_q8_codes(gguf_path) -> None:  # noqa: ANN001
+    """The bfloat16 decode path's LM head runs on the GGUF's exact Q8_0 codes (split in two int4 halves): same
+    top token as a float32 matmul over the exact dequantized weights, no further from it than the dense
+    bfloat16 head, at 1 row and at 16."""
     import torch
 
     from llmtrace.backend.model.llama import LlamaModel
 
     bf16 = LlamaModel.from_gguf(gguf_path, "bfloat16")
-    assert bf16.lm_head.kernel == "int8+dense"
+    assert bf16.lm_head.kernel == "q8_as_2xint4+dense"
     q8 = bf16.weights.lm_head_q8  # bfloat16 holds Q8_0 values to 8 bits: compare with the codes themselves
     assert q8 is not None
     exact = torch.from_numpy(q8.codes).float().view(q8.codes.shape[0], -1, 32) * torch.from_numpy(q8.scale)[..., None]
     exact = exact.view(bf16.weights.lm_head.shape)
-    x = torch.randn(1, bf16.config.hidden_size, generator=torch.Generator().manual_seed(3)).bfloat16()
-    with torch.inference_mode():
-        got = bf16.lm_head(x)
-        dense = torch.nn.functional.linear(x, bf16.weights.lm_head).float()
-    want = x.float() @ exact.T
-    assert got.dtype == torch.float32 and got.shape == want.shape
-    assert int(got.argmax()) == int(want.argmax())
-    assert (got - want).abs().max().item() <= 1.5 * (dense - want).abs().max().item() + 1e-3
-    assert torch.equal(bf16.lm_head(x.repeat(2, 1)), dense.repeat(2, 1).to(torch.bfloat16))  # wider: dense path
+    for rows in (1, 16):
+        x = torch.randn(rows, bf16.config.hidden_size, generator=torch.Generator().manual_seed(rows)).bfloat16()
+        with torch.inference_mode():
+            got = bf16.lm_head(x).float()
+            dense = torch.nn.functional.linear(x, bf16.weights.lm_head).float()
+        want = x.float() @ exact.T
+        assert got.shape == want.shape
+        assert torch.equal(got.argmax(dim=1), want.argmax(dim=1))
+        assert (got - want).abs().max().item() <= 1.5 * (dense - want).abs().max().item() + 1e-3
