@@ -49,18 +49,18 @@ def time_breakdown_select(source: str = "spans") -> str:
                       FROM {source} s WHERE s.stage IS NOT NULL AND s.parent_span_id IS NOT NULL),
              server_parts AS (
                  SELECT p.trace_id, p.span_id AS pass_span_id, p.side, k.phase, k.stage,
-                        sum(CASE WHEN k.idle THEN 0 ELSE coalesce(k.self_ms, k.duration_ms) END) AS exclusive_ms
+                        sum(CASE WHEN k.idle THEN 0.0 ELSE coalesce(k.self_ms, k.duration_ms) END) AS exclusive_ms
                  FROM p JOIN kids k ON k.pass_span_id = p.span_id
                  WHERE p.side IS DISTINCT FROM 'client'
                  GROUP BY ALL),
              client_marks AS (
                  SELECT p.trace_id, p.span_id AS pass_span_id, p.wall_ms, p.ttft_ms,
-                        coalesce(max(k.connect_ms) FILTER (WHERE k.stage = 'arrival.connection'), 0) AS connect_ms,
+                        coalesce(max(k.connect_ms) FILTER (WHERE k.stage = 'arrival.connection'), 0.0) AS connect_ms,
                         max(k.first_byte_ms) AS first_byte_ms, max(k.first_content_ms) AS first_content_ms
                  FROM p LEFT JOIN kids k ON k.pass_span_id = p.span_id
                  WHERE p.side = 'client' GROUP BY ALL),
              client_points AS (
-                 SELECT *, least(greatest(connect_ms, 0), wall_ms) AS t_connect,
+                 SELECT *, least(greatest(connect_ms, 0.0), wall_ms) AS t_connect,
                         least(greatest(coalesce(first_byte_ms, first_content_ms, ttft_ms, wall_ms), connect_ms),
                               wall_ms) AS t_byte,
                         least(greatest(coalesce(first_content_ms, ttft_ms, first_byte_ms, wall_ms),
@@ -78,7 +78,7 @@ def time_breakdown_select(source: str = "spans") -> str:
              parts AS (SELECT * FROM server_parts UNION ALL SELECT * FROM client_parts),
              other AS (SELECT p.trace_id, p.span_id AS pass_span_id, coalesce(p.side, 'server') AS side,
                               NULL AS phase, 'other' AS stage,
-                              greatest(any_value(p.wall_ms) - coalesce(sum(x.exclusive_ms), 0), 0) AS exclusive_ms
+                              greatest(any_value(p.wall_ms) - coalesce(sum(x.exclusive_ms), 0.0), 0.0) AS exclusive_ms
                        FROM p LEFT JOIN parts x ON x.pass_span_id = p.span_id
                        GROUP BY p.trace_id, p.span_id, p.side)
         SELECT a.trace_id, a.pass_span_id, a.side, a.phase, a.stage, a.exclusive_ms,
@@ -115,7 +115,7 @@ def ttft_breakdown_select(source: str = "spans") -> str:
                         CASE WHEN k.ttft_part IS NOT NULL THEN k.ttft_part  -- the engine's own split
                              -- a span of its own (the server's sequential steps): the part of it before the
                              -- first token, never more (a span without a split that runs past it is cut there)
-                             ELSE greatest(least(k.end_ns, p.start_ns + p.ttft_ms * 1e6) - k.start_ns, 0) / 1e6
+                             ELSE greatest(least(CAST(k.end_ns AS DOUBLE), p.start_ns + p.ttft_ms * 1e6) - k.start_ns, 0.0) / 1e6
                              END AS ms
                  FROM p JOIN kids k ON k.parent_span_id = p.span_id WHERE p.ttft_ms IS NOT NULL),
              parts AS (
@@ -125,7 +125,7 @@ def ttft_breakdown_select(source: str = "spans") -> str:
                              {arms}
                              WHEN stage LIKE 'gen.%' THEN 'first_token'
                              ELSE 'other' END AS component,
-                        CASE WHEN stage = 'forward.batching' THEN ms - coalesce(queue_ms, 0) ELSE ms END AS ms
+                        CASE WHEN stage = 'forward.batching' THEN ms - coalesce(queue_ms, 0.0) ELSE ms END AS ms
                  FROM before
                  UNION ALL SELECT trace_id, pass_span_id, ttft_ms, 'queue', queue_ms FROM before
                  WHERE stage = 'forward.batching' AND queue_ms IS NOT NULL),
@@ -134,11 +134,11 @@ def ttft_breakdown_select(source: str = "spans") -> str:
              -- delivery is measured where the engine says when its first-token step ended (the HTTP side
              -- saw the token later by this much); what no part claims is 'other', never folded into a part
              delivery AS (SELECT s.trace_id, s.pass_span_id, s.ttft_ms, 'delivery' AS component,
-                                 greatest(coalesce(s.ttft_ms - any_value(e.engine_ttft_ms), 0), 0) AS ms
+                                 greatest(coalesce(s.ttft_ms - any_value(e.engine_ttft_ms), 0.0), 0.0) AS ms
                           FROM summed s LEFT JOIN engine e ON e.pass_span_id = s.pass_span_id
                           GROUP BY s.trace_id, s.pass_span_id, s.ttft_ms),
              unclaimed AS (SELECT s.trace_id, s.pass_span_id, s.ttft_ms, 'other' AS component,
-                                  greatest(s.ttft_ms - sum(s.ms) - any_value(d.ms), 0) AS ms
+                                  greatest(s.ttft_ms - sum(s.ms) - any_value(d.ms), 0.0) AS ms
                            FROM summed s JOIN delivery d ON d.pass_span_id = s.pass_span_id
                            WHERE s.component != 'other'
                            GROUP BY s.trace_id, s.pass_span_id, s.ttft_ms),

@@ -55,5 +55,10 @@ def read_findings(reader: StoreReader, symptoms: Sequence[str] | None = None,
                     failures.append(f"{symptom}: {type(exc).__name__}: {first}")
         except duckdb.Error as exc:
             raise StoreError(f"the analyzers could not read {reader.path}: {str(exc).splitlines()[0]}") from None
+    # each analyzer ran on its own (one that fails costs only its findings); findings of one root cause
+    # are merged afterwards, as diagnose and check show them
+    from llmtrace.analyzers.merge import merge_findings
+
+    found = merge_findings(found)
     found.sort(key=lambda f: f.sort_key())
     return FindingsResult(tuple(found), tuple(failures))
