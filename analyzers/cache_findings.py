@@ -6,11 +6,13 @@ window, the engine's first missed token and the loss in tokens, TTFT and money, 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from llmtrace.analyzers.cache_loss import Cause, PassLoss, causes, load, ms_per_token, usd_per_token
 from llmtrace.analyzers.finding import Evidence, Finding, Severity
 from llmtrace.analyzers.query import Query, attr, percentile, sample_ids
+from llmtrace.analyzers.ttft_evidence import ttft_share
 
 if TYPE_CHECKING:
     from llmtrace.analyzers.base import SymptomAnalyzer
@@ -52,8 +54,14 @@ def cache_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
         builder = {"window": _window, "engine": _engine, "short": _short, "off": _off}[c.kind]
         f = builder(analyzer, q, c, passes, share, mspt, usdpt)
         if f is not None:
-            out.append(f)
+            out.append(_with_ttft_split(q, f))
     return out
+
+
+def _with_ttft_split(q: Query, f: Finding) -> Finding:
+    """The finding with where its passes' first-token time went, when the store's time views can say."""
+    line = ttft_share(q, f.trace_ids)
+    return f if line is None else dataclasses.replace(f, evidence=(*f.evidence, line))
 
 
 def _loss_evidence(c: Cause, passes: list[PassLoss], share: float, mspt: float, usdpt: float) -> list[Evidence]:

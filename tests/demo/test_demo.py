@@ -31,6 +31,9 @@ def test_demo_names_the_right_stage_for_each_complaint(tmp_path: Path) -> None:
         assert f["trace_ids"] and f["evidence"]
     slow = out["complaints"]["The first token is slow since the last deploy"]
     assert "v2" in slow["title"] and "system" in slow["title"]
+    # where the slow first tokens' time went, from the time breakdown of the server passes behind it
+    split = next(e for e in slow["evidence"] if e["label"].startswith("time to first token spent in prefill"))
+    assert "of TTFT" in split["value"] and "uncached tokens" in split["value"]
     # one cause, one finding: the system prompt's timestamp is the cache finding's, crossing both stages
     stages_found = {s for f in out["findings"] if f["symptom"] == "slow_first_token"
                     for s in (f["stage"], *f.get("stages", ()))}

@@ -1,0 +1,40 @@
+"""Where the first token's time went, as evidence: the ``ttft_breakdown`` view read for a finding's passes
+("62% of TTFT was prefill of 3,900 uncached tokens"). Stores without the view (or without server passes of
+an engine that splits its time) simply give no such line."""
+
+from __future__ import annotations
+
+import statistics
+
+import duckdb
+
+from llmtrace.analyzers.finding import Evidence
+from llmtrace.analyzers.query import Query
+from llmtrace.tracer.store import StoreError
+
+MAX_IDS = 200
+
+
+def ttft_share(q: Query, trace_ids: tuple[str, ...] | list[str], component: str = "prefill") -> Evidence | None:
+    """The median share of TTFT ``component`` held across the server passes of ``trace_ids``, with the
+    median uncached prompt tokens of those passes; None when the store cannot say."""
+    ids = list(dict.fromkeys(trace_ids))[:MAX_IDS]
+    if not ids:
+        return None
+    marks = ", ".join("?" for _ in ids)
+    try:
+        rows = q.rows(f"""
+            SELECT t.share, t.ms, p.prompt_tokens - coalesce(p.cached_tokens, 0) AS uncached
+            FROM ttft_breakdown t JOIN passes p ON p.server_span_id = t.pass_span_id
+            WHERE t.component = ? AND t.trace_id IN ({marks}) AND t.share IS NOT NULL""", [component, *ids])
+    except (duckdb.Error, StoreError):  # an older store without the view, or another engine's refusal
+        return None
+    if not rows:
+        return None
+    share = statistics.median(float(r["share"]) for r in rows)
+    ms = statistics.median(float(r["ms"]) for r in rows)
+    uncached = statistics.median(float(r["uncached"] or 0) for r in rows)
+    what = f"{share:.0%} of TTFT ({ms:,.0f} ms)" + (f", prefill of {uncached:,.0f} uncached tokens"
+                                                  if component == "prefill" else "")
+    return Evidence(f"time to first token spent in {component} (median of {len(rows)} server passes)", what,
+                    "", tuple(ids[:5]))
