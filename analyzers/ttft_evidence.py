@@ -11,6 +11,7 @@ import duckdb
 from llmtrace.analyzers.finding import Evidence
 from llmtrace.analyzers.query import Query
 from llmtrace.tracer.store import StoreError
+from llmtrace.tracer.time_views import ttft_breakdown_select
 
 MAX_IDS = 200
 
@@ -22,11 +23,14 @@ def ttft_share(q: Query, trace_ids: tuple[str, ...] | list[str], component: str 
     if not ids:
         return None
     marks = ", ".join("?" for _ in ids)
+    # the view's own definition over just these traces' spans (filtering the view afterwards would make
+    # DuckDB split every stage span of the store first: seconds on 100k passes instead of milliseconds)
+    breakdown = ttft_breakdown_select(f"(SELECT * FROM {q.spans} WHERE trace_id IN ({marks}))")
     try:
         rows = q.rows(f"""
             SELECT t.share, t.ms, p.prompt_tokens - coalesce(p.cached_tokens, 0) AS uncached
-            FROM ttft_breakdown t JOIN passes p ON p.server_span_id = t.pass_span_id
-            WHERE t.component = ? AND t.trace_id IN ({marks}) AND t.share IS NOT NULL""", [component, *ids])
+            FROM ({breakdown}) t JOIN passes p ON p.server_span_id = t.pass_span_id
+            WHERE t.component = ? AND t.share IS NOT NULL""", [*ids, component])
     except (duckdb.Error, StoreError):  # an older store without the view, or another engine's refusal
         return None
     if not rows:

@@ -35,7 +35,7 @@ def time_breakdown_select(source: str = "spans") -> str:
                           json_extract_string(attributes, '$."llmtrace.side"') AS side,
                           {_num("llmtrace.ttft_ms")} AS ttft_ms
                    FROM {source} WHERE operation IN {PASS_OPERATIONS}),
-             kids AS (SELECT s.parent_span_id AS pass_span_id, s.phase, s.stage, s.duration_ms,
+             kids AS (SELECT s.trace_id, s.parent_span_id AS pass_span_id, s.phase, s.stage, s.duration_ms,
                              {_num(SELF_MS)} AS self_ms,
                              coalesce(TRY_CAST(json_extract_string(s.attributes, '$."{IDLE}"') AS BOOLEAN), false)
                                  AS idle,
@@ -50,14 +50,14 @@ def time_breakdown_select(source: str = "spans") -> str:
              server_parts AS (
                  SELECT p.trace_id, p.span_id AS pass_span_id, p.side, k.phase, k.stage,
                         sum(CASE WHEN k.idle THEN 0.0 ELSE coalesce(k.self_ms, k.duration_ms) END) AS exclusive_ms
-                 FROM p JOIN kids k ON k.pass_span_id = p.span_id
+                 FROM p JOIN kids k ON k.trace_id = p.trace_id AND k.pass_span_id = p.span_id
                  WHERE p.side IS DISTINCT FROM 'client'
                  GROUP BY ALL),
              client_marks AS (
                  SELECT p.trace_id, p.span_id AS pass_span_id, p.wall_ms, p.ttft_ms,
                         coalesce(max(k.connect_ms) FILTER (WHERE k.stage = 'arrival.connection'), 0.0) AS connect_ms,
                         max(k.first_byte_ms) AS first_byte_ms, max(k.first_content_ms) AS first_content_ms
-                 FROM p LEFT JOIN kids k ON k.pass_span_id = p.span_id
+                 FROM p LEFT JOIN kids k ON k.trace_id = p.trace_id AND k.pass_span_id = p.span_id
                  WHERE p.side = 'client' GROUP BY ALL),
              client_points AS (
                  SELECT *, least(greatest(connect_ms, 0.0), wall_ms) AS t_connect,
@@ -106,7 +106,8 @@ def ttft_breakdown_select(source: str = "spans") -> str:
                           {_num("llmtrace.engine.ttft_ms")} AS engine_ttft_ms
                    FROM {source} WHERE operation IN {PASS_OPERATIONS}
                      AND json_extract_string(attributes, '$."llmtrace.side"') = 'server'),
-             kids AS (SELECT parent_span_id, stage, start_ns, end_ns, duration_ms, {_num(SELF_MS)} AS self_ms,
+             kids AS (SELECT trace_id AS kid_trace_id, parent_span_id, stage, start_ns, end_ns, duration_ms,
+                             {_num(SELF_MS)} AS self_ms,
                              {_num(TTFT_MS)} AS ttft_part, {_num("llmtrace.batch.queue_ms")} AS queue_ms,
                              {_num("llmtrace.detok.first_text_delay_ms")} AS holdback_ms
                       FROM {source} WHERE stage IS NOT NULL),
@@ -117,7 +118,8 @@ def ttft_breakdown_select(source: str = "spans") -> str:
                              -- first token, never more (a span without a split that runs past it is cut there)
                              ELSE greatest(least(CAST(k.end_ns AS DOUBLE), p.start_ns + p.ttft_ms * 1e6) - k.start_ns, 0.0) / 1e6
                              END AS ms
-                 FROM p JOIN kids k ON k.parent_span_id = p.span_id WHERE p.ttft_ms IS NOT NULL),
+                 FROM p JOIN kids k ON k.kid_trace_id = p.trace_id AND k.parent_span_id = p.span_id
+                 WHERE p.ttft_ms IS NOT NULL),
              parts AS (
                  SELECT trace_id, pass_span_id, ttft_ms,
                         CASE WHEN stage = 'arrival.admission' THEN 'queue'
