@@ -22,6 +22,7 @@ Run: ``python benchmarks/engine.py`` (or ``make bench ONLY=engine``).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import time
@@ -66,7 +67,7 @@ def prompt(tokenizer, n: int, variant: int) -> list[int]:  # noqa: ANN001
 # ---------------------------------------------------------------------------------------------------- ours
 
 
-def bench_engine() -> dict[str, float]:
+def bench_engine(peer: NativePeer | None = None) -> dict[str, float]:
     from llmtrace.backend.engine import Engine, EngineConfig, EngineRequest
     from llmtrace.backend.generation.params import SamplingParams
 
@@ -74,6 +75,8 @@ def bench_engine() -> dict[str, float]:
                                        max_prefill_chunk=1024))
     tk = engine.tokenizer
     counter = [0]
+    sections: dict[str, float] = {}  # forward sections summed over batch-1 decode steps (the engine's own clock)
+    section_steps = [0]
 
     def params(n: int) -> SamplingParams:
         return SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True)
@@ -96,6 +99,10 @@ def bench_engine() -> dict[str, float]:
                 else:
                     have_first.add(o.request_id)
                     decoded += len(o.new_token_ids) - 1
+            if first_done is not None and len(prompts) == 1 and engine.last_step.sections_ms:  # timed runs only
+                for name, ms in engine.last_step.sections_ms.items():
+                    sections[name] = sections.get(name, 0.0) + ms
+                section_steps[0] += 1
             if first_done is None and len(have_first) == len(prompts):
                 first_done = now
                 decoded = 0
@@ -110,6 +117,8 @@ def bench_engine() -> dict[str, float]:
     timed, untimed = [], []
     for _ in range(REPEATS):
         timed.append(run([prompt(tk, PROMPT_LEN, next(variant))], TOKENS))
+        if peer is not None:
+            peer.b1(next(variant))
         engine.runner.stage_timing = False
         try:
             untimed.append(run([prompt(tk, PROMPT_LEN, next(variant))], TOKENS))
@@ -118,6 +127,10 @@ def bench_engine() -> dict[str, float]:
     ttft, dec = min(r[0] for r in timed), max(r[1] for r in timed)
     out["prefill_tok_s"] = round(PROMPT_LEN / ttft, 1)
     out["decode_tok_s_b1"] = round(dec, 2)
+    # where a batch-1 decode step goes: per-section milliseconds per token (attention covers the layer's norm,
+    # QKV, rotary, cache write, attention and output projection; feed_forward its norm and MLP)
+    for name, total in sections.items():
+        out[f"decode_b1_ms_per_token_{name}"] = round(total / max(section_steps[0], 1), 3)
     dec_untimed = max(r[1] for r in untimed)
     out["decode_tok_s_b1_untimed"] = round(dec_untimed, 2)
     out["stage_timing_overhead"] = round(1 - dec / dec_untimed, 3) if dec_untimed else 0.0  # share slower when on
@@ -192,60 +205,65 @@ def bench_hf() -> dict[str, float]:
     return out
 
 
-def bench_llamacpp_native() -> dict[str, object]:
+class NativePeer:
     """llama.cpp through xllamacpp's prebuilt server (one slot, our thread count), timed by llama.cpp itself:
-    its ``timings`` (prompt and generation time inside the server) leave HTTP out of its numbers."""
-    import subprocess
-    import tempfile
+    its ``timings`` (prompt and generation time inside the server) leave HTTP out of its numbers. Its batch-1
+    runs are interleaved with ours (``bench_engine`` calls ``b1`` after each of its own)."""
 
-    import httpx
-    from server import free_port, wait_up
+    def __init__(self) -> None:
+        import subprocess
+        import tempfile
 
-    from llmtrace.backend.model.pull import default_model_path
-    from llmtrace.backend.model.tokenizer import Tokenizer
+        from server import free_port, wait_up
 
-    path = default_model_path()
-    tk = Tokenizer.from_gguf(path)
-    threads = THREADS or torch.get_num_threads()
-    port = free_port()
-    with tempfile.TemporaryDirectory(prefix="llmtrace-bench-engine-") as d:
-        log = Path(d) / "llamacpp.log"
+        from llmtrace.backend.model.pull import default_model_path
+        from llmtrace.backend.model.tokenizer import Tokenizer
+
+        path = default_model_path()
+        self.tk = Tokenizer.from_gguf(path)
+        self.threads = THREADS or torch.get_num_threads()
+        self._dir = tempfile.TemporaryDirectory(prefix="llmtrace-bench-engine-")
+        log = Path(self._dir.name) / "llamacpp.log"
+        port = free_port()
         with log.open("wb") as fh:
-            proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve().parent / "_llamacpp_native.py"),
-                                     str(path), str(port), "1", "4096", str(threads)],
-                                    stdin=subprocess.PIPE, stdout=fh, stderr=subprocess.STDOUT)
-        base = f"http://127.0.0.1:{port}"
-        try:
-            wait_up(proc, base, log, path="/health")
+            self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve().parent / "_llamacpp_native.py"),
+                                          str(path), str(port), "1", "4096", str(self.threads)],
+                                         stdin=subprocess.PIPE, stdout=fh, stderr=subprocess.STDOUT)
+        self.base = f"http://127.0.0.1:{port}"
+        wait_up(self.proc, self.base, log, path="/health")
+        self.runs: list[dict[str, float]] = []
+        self.gen(prompt(self.tk, 64, 900), 4)  # warm up
 
-            def gen(ids: list[int], n: int) -> dict[str, float]:
-                body = {"prompt": ids, "n_predict": n, "temperature": 0.0, "ignore_eos": True, "cache_prompt": False}
-                return httpx.post(f"{base}/completion", json=body, timeout=600).json()["timings"]
+    def gen(self, ids: list[int], n: int) -> dict[str, float]:
+        import httpx
 
-            gen(prompt(tk, 64, 900), 4)
-            runs = [gen(prompt(tk, PROMPT_LEN, 1 + i), TOKENS) for i in range(REPEATS)]
-            colds = [gen(prompt(tk, LONG_LEN, 7 + i), 1) for i in range(REPEATS)]
-        finally:
-            proc.terminate()
-            proc.wait(60)
-    return {
-        "llamacpp_via": "xllamacpp (llama.cpp's server, 1 slot; its own timings, no HTTP)",
-        "llamacpp_threads": threads,
-        "llamacpp_prefill_tok_s": round(max(r["prompt_per_second"] for r in runs), 1),
-        "llamacpp_decode_tok_s_b1": round(max(r["predicted_per_second"] for r in runs), 2),
-        "llamacpp_ttft_cold_ms": round(min(r["prompt_ms"] for r in colds), 1),
-    }
+        body = {"prompt": ids, "n_predict": n, "temperature": 0.0, "ignore_eos": True, "cache_prompt": False}
+        return httpx.post(f"{self.base}/completion", json=body, timeout=600).json()["timings"]
+
+    def b1(self, variant: int) -> None:
+        self.runs.append(self.gen(prompt(self.tk, PROMPT_LEN, variant), TOKENS))
+
+    def results(self) -> dict[str, object]:
+        colds = [self.gen(prompt(self.tk, LONG_LEN, 7 + i), 1) for i in range(REPEATS)]
+        return {
+            "llamacpp_via": "xllamacpp (llama.cpp's server, 1 slot; its own timings, no HTTP; b1 runs interleaved with ours)",
+            "llamacpp_threads": self.threads,
+            "llamacpp_prefill_tok_s": round(max(r["prompt_per_second"] for r in self.runs), 1),
+            "llamacpp_decode_tok_s_b1": round(max(r["predicted_per_second"] for r in self.runs), 2),
+            "llamacpp_ttft_cold_ms": round(min(r["prompt_ms"] for r in colds), 1),
+        }
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(60)
+        self._dir.cleanup()
 
 
 def bench_llamacpp() -> dict[str, object]:
     try:
         from llama_cpp import Llama
     except ImportError:
-        try:
-            import xllamacpp  # noqa: F401
-        except ImportError:
-            return {"llamacpp_skipped": "neither llama-cpp-python nor xllamacpp is installed (pip install -e '.[bench]')"}
-        return bench_llamacpp_native()
+        return {"llamacpp_skipped": "neither llama-cpp-python nor xllamacpp is installed (pip install -e '.[bench]')"}
     from llmtrace.backend.model.pull import default_model_path
     from llmtrace.backend.model.tokenizer import Tokenizer
 
@@ -281,13 +299,23 @@ def main() -> None:
         "threads": torch.get_num_threads(),
         "load_average_at_start": round(os.getloadavg()[0], 2),
     }
-    results.update(bench_engine())
+    peer = None
+    if "llamacpp" in PEERS and importlib.util.find_spec("llama_cpp") is None \
+            and importlib.util.find_spec("xllamacpp") is not None:
+        peer = NativePeer()  # llama.cpp's own server, started before ours runs so the two interleave
+    try:
+        results.update(bench_engine(peer))
+        if peer is not None:
+            results.update(peer.results())
+    finally:
+        if peer is not None:
+            peer.close()
     if "hf" in PEERS:
         try:
             results.update(bench_hf())
         except Exception as exc:  # a peer that cannot run is reported, not fatal
             results["hf_skipped"] = f"{type(exc).__name__}: {exc}"
-    if "llamacpp" in PEERS:
+    if "llamacpp" in PEERS and peer is None:
         results.update(bench_llamacpp())
     hf_b1 = results.get("hf_decode_tok_s_b1")
     if isinstance(hf_b1, float) and hf_b1 > 0:
@@ -304,7 +332,7 @@ def main() -> None:
     if isinstance(lc_pf, float) and lc_pf > 0:
         results["prefill_over_llamacpp"] = round(results["prefill_tok_s"] / lc_pf, 2)  # type: ignore[operator]
     results["load_average_at_end"] = round(os.getloadavg()[0], 2)
-    if max(results["load_average_at_start"], results["load_average_at_end"]) > (os.cpu_count() or 1) / 2:  # type: ignore[call-overload]
+    if max(results["load_average_at_start"], results["load_average_at_end"]) > (os.cpu_count() or 1):  # type: ignore[call-overload]
         results["note"] = "measured under load: other processes shared the CPUs (see the load averages)"
     save("engine", results)
 
