@@ -225,6 +225,9 @@ def _rewrite(tree: exp.Expression) -> exp.Expression:
         if isinstance(node, (exp.Least, exp.Greatest)):
             fn = "least" if isinstance(node, exp.Least) else "greatest"
             args = [node.this, *node.expressions]
+            if any(_floaty(x) for x in args):
+                # DuckDB's least(BIGINT, DOUBLE) is a DOUBLE; ClickHouse has no supertype of Int64 and Float64
+                args = [_ch(f"toFloat64({_sql(x)})") for x in args]
             acc = _sql(args[0])
             for a in args[1:]:
                 b = _sql(a)
@@ -265,6 +268,17 @@ def _rewrite(tree: exp.Expression) -> exp.Expression:
         return node
 
     return _postorder(tree, post)
+
+
+def _floaty(node: exp.Expression) -> bool:
+    """Whether an expression is a DOUBLE in DuckDB by its look: a decimal or exponent literal, a division,
+    or a toFloat64 already made by a rewrite below it."""
+    for n in node.walk():
+        if isinstance(n, exp.Literal) and not n.is_string and any(c in n.this for c in ".eE"):
+            return True
+        if isinstance(n, exp.Div) or (isinstance(n, exp.Anonymous) and n.name.lower() == "tofloat64"):
+            return True
+    return False
 
 
 def _postorder(node: exp.Expression, fn: object) -> exp.Expression:

@@ -20,6 +20,7 @@ T = ("(SELECT * FROM (VALUES (1, 10, 'a', '{\"n\": 5, \"l\": [\"x\", \"y\"], \"s
 
 CASES = [
     f"SELECT least(v, 15) AS a, greatest(NULL, v) AS b, v / 0 AS c, k // 2 AS d FROM {T} ORDER BY k",
+    f"SELECT greatest(least(k * 1000, v * 1e2) - k, 0) / 1e3 AS mixed FROM {T} ORDER BY k",
     f"SELECT median(v) AS m, quantile_cont(v, 0.25) AS q, count(*) FILTER (WHERE v > 10) AS n, "
     f"sum(v) FILTER (WHERE v > 100) AS none FROM {T}",
     f"SELECT (list(k ORDER BY v DESC) FILTER (WHERE v IS NOT NULL))[1:2] AS top, mode(g) AS g, "
