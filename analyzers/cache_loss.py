@@ -237,7 +237,8 @@ def load(q: Query) -> list[PassLoss]:
     server_ids = [r["server_span_id"] for r in passes if r["server_span_id"] is not None]
     extra = q.rows(f"""
         SELECT span_id, NULL AS parent_span_id, NULL AS stage,
-               {attr('llmtrace.prompt.segments')} AS segs, {attr('llmtrace.prompt.text')} AS text
+               {attr('llmtrace.prompt.segments')} AS segs, {attr('llmtrace.prompt.text')} AS text,
+               {attr('server.address')} AS host, {attr('llmtrace.server.span_id')} AS llmtrace_server
         FROM {q.spans} WHERE operation IN {PASS_OPERATIONS} AND span_id IN (SELECT unnest(?::VARCHAR[]))""",
                    [client_ids + server_ids])
     extra += q.rows(f"""
@@ -258,11 +259,12 @@ def load(q: Query) -> list[PassLoss]:
     for r in passes:
         cid, sid = str(r["client_span_id"]), str(r["server_span_id"])
         cs = by_span.get(cid, {})
+        hosted = _hosted(cs)
         if cs.get("segs") is None:  # a foreign client, or no app instrumented: the server's view of the prompt
             cs = by_span.get(sid, {})
         spm = under.get((sid, "cache.prefix_match"), {})
         pm = _json(spm.get("pm"))
-        rows.append({**r, "segs": cs.get("segs"), "text": cs.get("text"),
+        rows.append({**r, "segs": cs.get("segs"), "text": cs.get("text"), "hosted": hosted,
                      "div": under.get((cid, "cache.prefix_match"), {}).get("pm"),
                      "first_miss": pm.get("llmtrace.prefix.first_miss_token"),
                      "enabled": pm.get("llmtrace.prefix.enabled"),
@@ -276,8 +278,12 @@ def load(q: Query) -> list[PassLoss]:
         out.append(pl)
         prompt = _segments(r["segs"], r["text"])
         server = r["observed_by"] in ("both", "server")
-        block = int(r["block_size"] or (16 if server else 128))  # type: ignore[call-overload]
-        minimum = block if server else PROVIDER_MIN_PREFIX.get(str(r["provider"]), block)
+        # cache granularity: what the engine reported, else 16-token blocks for a self-hosted engine (vLLM,
+        # llmtrace serve) and 128-token increments for a hosted provider
+        block = int(r["block_size"] or (16 if server or not r["hosted"] else 128))  # type: ignore[call-overload]
+        # a hosted provider's minimum cacheable prefix applies only when the call went to that provider;
+        # the same SDK pointed at vLLM, llama.cpp or llmtrace serve caches whole blocks from the first one
+        minimum = block if server or not r["hosted"] else PROVIDER_MIN_PREFIX.get(str(r["provider"]), block)
         if r["enabled"] is False:
             minimum = 1 << 30
         tpc = pl.prompt_tokens / prompt.chars if prompt is not None and prompt.chars else 0.25
@@ -289,6 +295,21 @@ def load(q: Query) -> list[PassLoss]:
             past.append((prompt, pl, chain))
             del past[:-CANDIDATES]
     return out
+
+
+# Hosts of the providers whose prompt caches start at a minimum prefix (PROVIDER_MIN_PREFIX)
+HOSTED_SUFFIXES = ("api.openai.com", ".openai.azure.com", "api.anthropic.com", ".amazonaws.com",
+                   "generativelanguage.googleapis.com", "aiplatform.googleapis.com")
+
+
+def _hosted(client_pass: dict[str, object]) -> bool:
+    """Whether a client pass went to a hosted provider: its host is one of theirs, and the server did not
+    name an llmtrace pass span of its own (then it is ``llmtrace serve``, whatever SDK called it). A pass
+    without a recorded host (a foreign instrumentation) is taken at its provider's word."""
+    if client_pass.get("llmtrace_server"):
+        return False
+    host = str(client_pass.get("host") or "").lower()
+    return not host or host.endswith(HOSTED_SUFFIXES)
 
 
 def _chain_lcp(a: list[str], b: list[str]) -> int:
