@@ -142,3 +142,17 @@ def test_sql_and_check_on_clickhouse_print_what_duckdb_prints(stores: tuple[Path
         code = main(["check", *where, "--baseline-deploy", "v1"])
         checks.append((code, capsys.readouterr().out))
     assert checks[0] == checks[1] and "against deploy v1" in checks[0][1]
+
+
+@pytest.mark.parametrize("view,value", [("time_breakdown", "exclusive_ms"), ("ttft_breakdown", "ms"),
+                                        ("traces", "duration_ms"), ("requests", "ttft_ms")])
+def test_views_hold_the_same_numbers_on_both_engines(stores: tuple[Path, str], view: str, value: str) -> None:
+    db, url = stores
+    key = {"time_breakdown": "stage", "ttft_breakdown": "component"}.get(view, "1")
+    sql = (f"SELECT {key} AS k, count(*) AS n, round(sum({value}), 3) AS total FROM {view} "
+           f"GROUP BY ALL ORDER BY k")
+    with read_connection(db) as conn:
+        want = conn.execute(sql).fetchall()
+    with connect(url) as ch:
+        got = ch.execute(sql).fetchall()
+    assert want and got == want
