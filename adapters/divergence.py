@@ -5,7 +5,7 @@ the middle of the tool list, a user id in the system prompt, shuffled few-shot e
 top. The middleware keeps the last few prompts of each template (same model, same leading segments) in
 process memory only, compares each new prompt with the closest of them, and records the first divergent
 window: its segment, offsets, length, a class (uuid, hex_id, base64_id, timestamp, date, epoch, counter,
-number, email, reordered, whitespace, invisible, free_text), and how much of the prompt after the window is
+number, email, id (a short id of any other shape), reordered, whitespace, invisible, free_text), and how much of the prompt after the window is
 identical to the earlier one (what moving that field to the end would make cacheable). Only these
 classes, offsets and counts leave this module; the texts stay in memory and are bounded.
 """
@@ -34,6 +34,7 @@ _HEX = re.compile(r"(?:0x)?[0-9a-fA-F]{8,}")
 _EPOCH = re.compile(r"1[5-9]\d{8}(?:\d{3})?")
 _NUMBER = re.compile(r"[+-]?\d+(?:[.,]\d+)*")
 _B64 = re.compile(r"[A-Za-z0-9+/_-]{12,}={0,2}")
+_SHORT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{3,}")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}/\d{1,2}/\d{2,4}")
 _TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]?\d{1,2}:\d{2}.*|\d{1,2}:\d{2}(?::\d{2})?")
 _WS = re.compile(r"\s+")
@@ -124,6 +125,8 @@ def _classify_id(tok: str) -> str | None:
         return "hex_id"
     if _B64.fullmatch(tok) and any(c.isdigit() for c in tok) and any(c.isalpha() for c in tok):
         return "base64_id"
+    if _SHORT_ID.fullmatch(tok) and any(c.isdigit() for c in tok) and any(c.isalpha() for c in tok):
+        return "id"  # a short id of any shape: u-7f3a, CUS-4F2A, acct_9Hq2
     return None
 
 

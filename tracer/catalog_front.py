@@ -130,7 +130,7 @@ FRONT_STAGES: tuple[Stage, ...] = (
            V("llmtrace.divergence.segment_offset", "int", "chars", "start of the divergent window inside its segment"),
            V("llmtrace.divergence.token_offset", "int", "tokens", "approximate token position of the divergent window"),
            V("llmtrace.divergence.length", "int", "chars", "length of the divergent window"),
-           V("llmtrace.divergence.class", "str", "", "what differs: uuid, hex_id, base64_id, timestamp, date, epoch, counter, number, email, reordered, whitespace, invisible or free_text"),
+           V("llmtrace.divergence.class", "str", "", "what differs: uuid, hex_id, base64_id, timestamp, date, epoch, counter, number, email, id (a short id of another shape), reordered, whitespace, invisible or free_text"),
            V("llmtrace.divergence.shared_prefix_tokens", "int", "tokens", "approximate tokens before the window, identical to the previous prompt"),
            V("llmtrace.divergence.reusable_after_tokens", "int", "tokens", "approximate tokens after the window identical to the previous prompt (cacheable if the field moved to the end)"),
            V("llmtrace.cache.miss_reason", "str", "", "the provider's own reason for a cache miss (its diagnostics)"),

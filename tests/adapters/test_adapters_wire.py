@@ -169,6 +169,7 @@ def test_divergence_classes_for_ids_counters_emails_and_invisible_text(tiny_serv
     client = instrument(_openai(tiny_server))
     cases = {
         "hex_id": ("Trace a1b2c3d4e5f60718 is open.", "Trace 0f9e8d7c6b5a4321 is open."),
+        "id": ("Customer u-7f3a asks.", "Customer u-19c2 asks."),  # a short id of no other shape
         "counter": ("This is turn 4 of the chat.", "This is turn 5 of the chat."),
         "email": ("Customer alice@example.com asks.", "Customer bob.smith@corp.org asks."),
         "invisible": ("Answer the question.", "Answer the\u200b question."),
