@@ -343,7 +343,8 @@ def llamacpp_python() -> tuple[Path | None, float | None, str]:
     record = json.loads(stamp.read_text()) if stamp.exists() else {}
     if ok:
         return py, record.get("build_s"), ""
-    here = subprocess.run([sys.executable, "-c", "import llama_cpp.server"], capture_output=True).returncode == 0
+    # llama_cpp.server imports without its extra; the app module needs fastapi and the rest of [server]
+    here = subprocess.run([sys.executable, "-c", "import llama_cpp.server.app"], capture_output=True).returncode == 0
     if here:  # installed next to us (pip install 'llama-cpp-python[server]')
         return Path(sys.executable), None, ""
     if os.environ.get("BENCH_LLAMACPP_BUILD") != "1" and os.environ.get("BENCH_LLAMACPP_REBUILD") != "1":
@@ -494,7 +495,10 @@ def main() -> None:
         if os.environ.get("BENCH_LOAD_S") != "0":
             results.update(load_run(tmp))
         if os.environ.get("BENCH_SKIP_LLAMACPP") != "1":
-            results.update(llamacpp_levels(str(model), tmp))
+            try:  # the second peer failing must not lose the rest of the run
+                results.update(llamacpp_levels(str(model), tmp))
+            except Exception as exc:  # noqa: BLE001
+                results["llamacpp_skipped"] = f"{type(exc).__name__}: {str(exc)[:300]}"
         else:
             results["llamacpp_skipped"] = "BENCH_SKIP_LLAMACPP=1"
     top = max(LEVELS)
