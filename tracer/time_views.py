@@ -23,6 +23,15 @@ from __future__ import annotations
 from .schema import PASS_OPERATIONS
 from .stages import IDLE, SELF_MS, TTFT_MS
 
+# The latest end among the stage spans of the same pass that started before this one: a stage of the
+# server's own (no self time: connection, routing, intake, the response) counts from there, so the server's
+# glue between two of its steps (parsing the body, scheduling the next coroutine) is the next step's time,
+# not nobody's. An engine envelope that is still running when a stage starts leaves that stage its span.
+_PREV_END = ("max(end_ns) OVER (PARTITION BY {trace}, {parent} ORDER BY start_ns, end_ns "
+             "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end_ns")
+_OWN_SPAN = ("({end} - least(k.start_ns, greatest(coalesce(k.prev_end_ns, p.pass_start_ns), p.pass_start_ns)))"
+             " / 1e6")
+
 
 def _num(name: str) -> str:
     return f"TRY_CAST(json_extract_string(attributes, '$.\"{name}\"') AS DOUBLE)"
@@ -31,7 +40,7 @@ def _num(name: str) -> str:
 def time_breakdown_select(source: str = "spans") -> str:
     """One row per pass and stage: trace_id, pass_span_id, side, phase, stage, exclusive_ms, share."""
     return f"""
-        WITH p AS (SELECT trace_id, span_id, duration_ms AS wall_ms,
+        WITH p AS (SELECT trace_id, span_id, start_ns AS pass_start_ns, duration_ms AS wall_ms,
                           json_extract_string(attributes, '$."llmtrace.side"') AS side,
                           {_num("llmtrace.ttft_ms")} AS ttft_ms
                    FROM {source} WHERE operation IN {PASS_OPERATIONS}),
@@ -45,11 +54,12 @@ def time_breakdown_select(source: str = "spans") -> str:
                                  AS first_byte_ms,
                              {_num("llmtrace.stream.first_content_ms").replace("attributes", "s.attributes")}
                                  AS first_content_ms,
-                             s.end_ns
+                             s.start_ns, s.end_ns, {_PREV_END.format(trace="s.trace_id", parent="s.parent_span_id")}
                       FROM {source} s WHERE s.stage IS NOT NULL AND s.parent_span_id IS NOT NULL),
              server_parts AS (
                  SELECT p.trace_id, p.span_id AS pass_span_id, p.side, k.phase, k.stage,
-                        sum(CASE WHEN k.idle THEN 0.0 ELSE coalesce(k.self_ms, k.duration_ms) END) AS exclusive_ms
+                        sum(CASE WHEN k.idle THEN 0.0 WHEN k.self_ms IS NOT NULL THEN k.self_ms
+                                 ELSE {_OWN_SPAN.format(end="k.end_ns")} END) AS exclusive_ms
                  FROM p JOIN kids k ON k.trace_id = p.trace_id AND k.pass_span_id = p.span_id
                  WHERE p.side IS DISTINCT FROM 'client'
                  GROUP BY ALL),
@@ -102,11 +112,12 @@ def ttft_breakdown_select(source: str = "spans") -> str:
     arms = " ".join(f"WHEN stage IN ({', '.join(repr(s) for s in stages)}) THEN '{name}'"
                     for name, stages in _TTFT_COMPONENTS.items())
     return f"""
-        WITH p AS (SELECT trace_id, span_id, start_ns, {_num("llmtrace.ttft_ms")} AS ttft_ms,
+        WITH p AS (SELECT trace_id, span_id, start_ns AS pass_start_ns, {_num("llmtrace.ttft_ms")} AS ttft_ms,
                           {_num("llmtrace.engine.ttft_ms")} AS engine_ttft_ms
                    FROM {source} WHERE operation IN {PASS_OPERATIONS}
                      AND json_extract_string(attributes, '$."llmtrace.side"') = 'server'),
              kids AS (SELECT trace_id AS kid_trace_id, parent_span_id, stage, start_ns, end_ns, duration_ms,
+                             {_PREV_END.format(trace="trace_id", parent="parent_span_id")},
                              {_num(SELF_MS)} AS self_ms,
                              {_num(TTFT_MS)} AS ttft_part, {_num("llmtrace.batch.queue_ms")} AS queue_ms,
                              {_num("llmtrace.detok.first_text_delay_ms")} AS holdback_ms
@@ -116,7 +127,7 @@ def ttft_breakdown_select(source: str = "spans") -> str:
                         CASE WHEN k.ttft_part IS NOT NULL THEN k.ttft_part  -- the engine's own split
                              -- a span of its own (the server's sequential steps): the part of it before the
                              -- first token, never more (a span without a split that runs past it is cut there)
-                             ELSE greatest(least(CAST(k.end_ns AS DOUBLE), p.start_ns + p.ttft_ms * 1e6) - k.start_ns, 0.0) / 1e6
+                             ELSE greatest({_OWN_SPAN.format(end="least(CAST(k.end_ns AS DOUBLE), p.pass_start_ns + p.ttft_ms * 1e6)")}, 0.0)
                              END AS ms
                  FROM p JOIN kids k ON k.kid_trace_id = p.trace_id AND k.parent_span_id = p.span_id
                  WHERE p.ttft_ms IS NOT NULL),

@@ -121,6 +121,9 @@ def charge_step(seq: Sequence, t: StepTimes, *, is_prefill: bool, drafted: bool)
     st.post_ns += max(0, t.post_end - t.run_end)
     st.accounted_until = t.post_end
     st.steps += 1
+    # the forward envelope covers whole steps, postprocess included: a server step recorded after the pass's
+    # last step (sending a buffered response) then starts where the engine's own time ended
+    seq.stats.window("forward", t.sched_start, t.post_end)
 
 
 def exclusive(seq: Sequence, pipeline: Any) -> dict[str, int]:
