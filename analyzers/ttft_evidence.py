@@ -4,6 +4,7 @@ an engine that splits its time) simply give no such line."""
 
 from __future__ import annotations
 
+import re
 import statistics
 
 import duckdb
@@ -14,23 +15,26 @@ from llmtrace.tracer.store import StoreError
 from llmtrace.tracer.time_views import ttft_breakdown_select
 
 MAX_IDS = 200
+_TRACE_ID = re.compile(r"[0-9a-f]{32}")
 
 
 def ttft_share(q: Query, trace_ids: tuple[str, ...] | list[str], component: str = "prefill") -> Evidence | None:
     """The median share of TTFT ``component`` held across the server passes of ``trace_ids``, with the
     median uncached prompt tokens of those passes; None when the store cannot say."""
-    ids = list(dict.fromkeys(trace_ids))[:MAX_IDS]
+    # trace ids go into the SQL as literals (the source appears more than once in the view's definition);
+    # only ids of the W3C shape are taken, so nothing else can reach the statement
+    ids = [t for t in dict.fromkeys(trace_ids) if _TRACE_ID.fullmatch(t)][:MAX_IDS]
     if not ids:
         return None
-    marks = ", ".join("?" for _ in ids)
+    literals = ", ".join(f"'{t}'" for t in ids)
     # the view's own definition over just these traces' spans (filtering the view afterwards would make
     # DuckDB split every stage span of the store first: seconds on 100k passes instead of milliseconds)
-    breakdown = ttft_breakdown_select(f"(SELECT * FROM {q.spans} WHERE trace_id IN ({marks}))")
+    breakdown = ttft_breakdown_select(f"(SELECT * FROM {q.spans} WHERE trace_id IN ({literals}))")
     try:
         rows = q.rows(f"""
             SELECT t.share, t.ms, p.prompt_tokens - coalesce(p.cached_tokens, 0) AS uncached
             FROM ({breakdown}) t JOIN passes p ON p.server_span_id = t.pass_span_id
-            WHERE t.component = ? AND t.share IS NOT NULL""", [*ids, component])
+            WHERE t.component = ? AND t.share IS NOT NULL""", [component])
     except (duckdb.Error, StoreError):  # an older store without the view, or another engine's refusal
         return None
     if not rows:

@@ -23,7 +23,7 @@ MODULE = "llmtrace.backend.kernels.triton_attention"
 def test_import_without_triton_says_how_to_get_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "triton", None)  # makes `import triton` raise ImportError
     monkeypatch.delitem(sys.modules, MODULE, raising=False)
-    with pytest.raises(ImportError, match=r"llmtrace\[gpu\]"):
+    with pytest.raises(ImportError, match=r"llmtrace-stages\[gpu\]"):
         importlib.import_module(MODULE)
 
 
