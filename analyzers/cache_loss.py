@@ -23,7 +23,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from llmtrace.analyzers.query import Query, attr
+from llmtrace.analyzers.query import Query, as_float, as_int, attr
 from llmtrace.tracer.schema import PASS_OPERATIONS
 
 MAX_PASSES = 2000  # recent passes examined: divergence is a property of a template, not of history
@@ -96,7 +96,7 @@ class _Prompt:
 
     def __post_init__(self) -> None:
         self.hashes = [str(s.get("hash")) for s in self.segs]
-        self.stable_chars = sum(int(s.get("chars") or 0) for s in self.segs if not _is_tail(str(s.get("kind"))))  # type: ignore[call-overload]
+        self.stable_chars = sum(as_int(s.get("chars")) for s in self.segs if not _is_tail(str(s.get("kind"))))
 
 
 def _segments(raw: object, text: object) -> _Prompt | None:
@@ -113,12 +113,12 @@ def _segments(raw: object, text: object) -> _Prompt | None:
         texts, pos = [], 0
         for s in segs:  # the adapters render "\n".join(f"[{kind}]\n{text}")
             pos += len(f"[{s.get('kind')}]\n")
-            n = int(s.get("chars") or 0)  # type: ignore[call-overload]
+            n = as_int(s.get("chars"))
             texts.append(text[pos:pos + n])
             pos += n + 1
-        if any(len(t) != int(s.get("chars") or 0) for t, s in zip(texts, segs, strict=False)):  # type: ignore[call-overload]
+        if any(len(t) != as_int(s.get("chars")) for t, s in zip(texts, segs, strict=False)):
             texts = None
-    return _Prompt(segs, texts, sum(int(s.get("chars") or 0) for s in segs))  # type: ignore[call-overload]
+    return _Prompt(segs, texts, sum(as_int(s.get("chars")) for s in segs))
 
 
 def _lcp(a: str, b: str) -> int:
@@ -163,13 +163,13 @@ def _compare(cur: _Prompt, prev: _Prompt) -> _Compare:
     a, b = cur.segs, prev.segs
     ha, hb = cur.hashes, prev.hashes
     si = next((i for i, (x, y) in enumerate(zip(ha, hb, strict=False)) if x != y), min(len(a), len(b)))
-    before = sum(int(s.get("chars") or 0) for s in a[:si])  # type: ignore[call-overload]
+    before = sum(as_int(s.get("chars")) for s in a[:si])
     if si >= len(a) or si >= len(b):  # one extends the other: a growing conversation
         return _Compare(before, before)
     kind = str(a[si].get("kind"))
     # everything after the first differing segment that appears, unchanged, in the earlier prompt
     rest_prev = set(hb[si + 1:])
-    later = sum(int(s.get("chars") or 0) for s, h in zip(a[si + 1:], ha[si + 1:], strict=False)  # type: ignore[call-overload]
+    later = sum(as_int(s.get("chars")) for s, h in zip(a[si + 1:], ha[si + 1:], strict=False)
                 if h in rest_prev and not _is_tail(str(s.get("kind"))))
     if _is_tail(kind):
         return _Compare(before, before)  # the user's own turn: new by nature
@@ -177,10 +177,10 @@ def _compare(cur: _Prompt, prev: _Prompt) -> _Compare:
     tail_a = [h for s, h in zip(a[si:], ha[si:], strict=False) if not _is_tail(str(s.get("kind")))]
     tail_b = [h for s, h in zip(b[si:], hb[si:], strict=False) if not _is_tail(str(s.get("kind")))]
     if len(tail_a) > 1 and sorted(tail_a) == sorted(tail_b):
-        moved = sum(int(s.get("chars") or 0) for s in a[si:] if not _is_tail(str(s.get("kind"))))  # type: ignore[call-overload]
+        moved = sum(as_int(s.get("chars")) for s in a[si:] if not _is_tail(str(s.get("kind"))))
         return _Compare(before, before + moved, kind, 0, "reordered")
     sa, sb = a[si], b[si]
-    ca, cb = int(sa.get("chars") or 0), int(sb.get("chars") or 0)  # type: ignore[call-overload]
+    ca, cb = as_int(sa.get("chars")), as_int(sb.get("chars"))
     if cur.texts is not None and prev.texts is not None:
         ta, tb = cur.texts[si], prev.texts[si]
         p = _lcp(ta, tb)
@@ -192,7 +192,7 @@ def _compare(cur: _Prompt, prev: _Prompt) -> _Compare:
             return _Compare(before + p, before + p + s + later, kind, at, cls, ta[at:max(len(ta) - s, at + 1)][:48])
         return _Compare(before + p, before + p, kind, p, "free_text", window[:48], distinct=True)
     # hashes only: the chunk chain gives the offset to 64 chars; equal lengths suggest a fixed-width field
-    chain_a, chain_b = list(sa.get("chunk_hashes") or []), list(sb.get("chunk_hashes") or [])  # type: ignore[call-overload]
+    chain_a, chain_b = _strs(sa.get("chunk_hashes")), _strs(sb.get("chunk_hashes"))
     ci = next((i for i, (x, y) in enumerate(zip(chain_a, chain_b, strict=False)) if x != y), min(len(chain_a), len(chain_b)))
     p = min(ci * CHUNK_CHARS, ca)
     if ca == cb and ca - p > CHUNK_CHARS:
@@ -273,14 +273,15 @@ def load(q: Query) -> list[PassLoss]:
     out: list[PassLoss] = []
     history: dict[tuple[object, object], list[tuple[_Prompt | None, PassLoss, list[str] | None]]] = {}
     for r in rows:
-        pl = PassLoss(str(r["trace_id"]), int(r["start_ns"]), r["service"], r["model"], r["deploy"],  # type: ignore[arg-type]
-                      r["replica"], int(r["prompt_tokens"]), int(r["cached_tokens"]), r["ttft_ms"], r["cost_usd"])  # type: ignore[arg-type,call-overload]
+        pl = PassLoss(str(r["trace_id"]), as_int(r["start_ns"]), _opt(r["service"]), _opt(r["model"]), _opt(r["deploy"]),
+                      _opt(r["replica"]), as_int(r["prompt_tokens"]), as_int(r["cached_tokens"]),
+                      _opt_float(r["ttft_ms"]), _opt_float(r["cost_usd"]))
         out.append(pl)
         prompt = _segments(r["segs"], r["text"])
         server = r["observed_by"] in ("both", "server")
         # cache granularity: what the engine reported, else 16-token blocks for a self-hosted engine (vLLM,
         # llmtrace serve) and 128-token increments for a hosted provider
-        block = int(r["block_size"] or (16 if server or not r["hosted"] else 128))  # type: ignore[call-overload]
+        block = as_int(r["block_size"]) or (16 if server or not r["hosted"] else 128)
         # a hosted provider's minimum cacheable prefix applies only when the call went to that provider;
         # the same SDK pointed at vLLM, llama.cpp or llmtrace serve caches whole blocks from the first one
         minimum = block if server or not r["hosted"] else PROVIDER_MIN_PREFIX.get(str(r["provider"]), block)
@@ -289,7 +290,7 @@ def load(q: Query) -> list[PassLoss]:
         tpc = pl.prompt_tokens / prompt.chars if prompt is not None and prompt.chars else 0.25
         key = (r["service"], r["model"])
         past = history.setdefault(key, [])
-        chain = list(r["chain"]) if r["chain"] else None  # type: ignore[call-overload]
+        chain = _strs(r["chain"]) or None
         _classify(pl, prompt, chain, past, tpc, block, minimum, _div_attrs(r["div"]), r["first_miss"])
         if prompt is not None or chain is not None:
             past.append((prompt, pl, chain))
@@ -462,3 +463,15 @@ def usd_per_token(passes: list[PassLoss]) -> float:
     the median price per prompt token, of which a cache read saves ~90% at the big providers."""
     xs = sorted(float(p.cost_usd) / p.prompt_tokens for p in passes if p.cost_usd and p.prompt_tokens)
     return 0.9 * xs[len(xs) // 2] if xs else 0.0
+
+
+def _strs(value: object) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, (list, tuple)) else []
+
+
+def _opt(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _opt_float(value: object) -> float | None:
+    return None if value is None else as_float(value)

@@ -25,10 +25,11 @@ class Verdict:
         state = "SKIP" if self.skipped else "PASS" if self.ok else "FAIL"
         if self.skipped:
             return f"{state} {self.label}: {self.skipped}"
-        return f"{state} {self.label}: {_fmt(self.metric, self.current)} (baseline {_fmt(self.metric, self.baseline)}; {self.limit})"
+        return f"{state} {self.label}: {format_metric(self.metric, self.current)} (baseline {format_metric(self.metric, self.baseline)}; {self.limit})"
 
 
-def _fmt(metric: str, v: float | None) -> str:
+def format_metric(metric: str, v: float | None) -> str:
+    """A gate metric as people read it (hit rate as a percentage, USD, milliseconds)."""
     if v is None:
         return "n/a"
     if metric == "cache_hit_rate":

@@ -146,3 +146,29 @@ def sample_ids(ids: Sequence[object], n: int = 5) -> tuple[str, ...]:
             if len(out) >= n:
                 break
     return tuple(out)
+
+
+def as_int(value: object, default: int = 0) -> int:
+    """A row value (typed ``object`` by the driver) as an int; ``default`` for NULL or what is not a number."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)):
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(float(value))
+        except ValueError:
+            return default
+    return default
+
+
+def as_float(value: object, default: float = 0.0) -> float:
+    """A row value as a float; ``default`` for NULL or what is not a number."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return default
+    return default

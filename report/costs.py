@@ -11,7 +11,10 @@ a measurement.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from llmtrace.analyzers.query import as_float, as_int
 
 KINDS = ("uncached input", "cached input", "output")
 
@@ -31,7 +34,7 @@ class DeployCost:
     split: bool  # False when no fit was possible: the total is shown unsplit
 
 
-def fit_prices(s: dict[str, object]) -> Prices | None:
+def fit_prices(s: Mapping[str, object]) -> Prices | None:
     """Least-squares unit prices from the sums of one model's passes (see ``ReportData.cost_sums``);
     None when nothing was priced or the fit is degenerate."""
     if not s.get("costed"):
@@ -53,38 +56,45 @@ def fit_prices(s: dict[str, object]) -> Prices | None:
     return Prices((p[0], p[1], p[2]), r2)
 
 
+@dataclass
+class _DeploySum:
+    passes: int = 0
+    kinds: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])  # uncached, cached, output USD
+    cost: float = 0.0
+    costed: int = 0
+    split: bool = True  # every model of the deploy had fitted prices
+
+
 def by_deploy(sums: list[dict[str, object]]) -> tuple[list[DeployCost], float | None]:
     """Cost per 1,000 calls per deploy, split where each model's prices could be fitted; and the worst R²."""
     models: dict[str, dict[str, float]] = {}
     for s in sums:  # one fit per model over every deploy: a deploy changes prompts, not the price list
         m = models.setdefault(str(s["model"]), {})
         for k in ("costed", "uu", "uc", "uo", "cc", "co", "oo", "uy", "cy", "oy", "yy"):
-            m[k] = m.get(k, 0.0) + float(s.get(k) or 0.0)  # type: ignore[arg-type]
-    prices = {name: fit_prices(m) for name, m in models.items()}  # type: ignore[arg-type]
+            m[k] = m.get(k, 0.0) + as_float(s.get(k))
+    prices = {name: fit_prices(m) for name, m in models.items()}
     r2s = [p.r2 for p in prices.values() if p is not None and p.r2 is not None]
-    out: dict[str, dict[str, object]] = {}
+    out: dict[str, _DeploySum] = {}
     for s in sums:
-        d = out.setdefault(str(s["deploy"]), {"passes": 0, "kinds": [0.0, 0.0, 0.0], "cost": 0.0, "costed": 0,
-                                              "split": True})
-        d["passes"] = int(d["passes"]) + int(s["passes"])  # type: ignore[call-overload]
-        d["cost"] = float(d["cost"]) + float(s.get("cost") or 0.0)  # type: ignore[arg-type]
-        d["costed"] = int(d["costed"]) + int(s.get("costed") or 0)  # type: ignore[call-overload]
+        d = out.setdefault(str(s["deploy"]), _DeploySum())
+        d.passes += as_int(s["passes"])
+        d.cost += as_float(s.get("cost"))
+        d.costed += as_int(s.get("costed"))
         p = prices.get(str(s["model"]))
-        kinds = d["kinds"]
         if p is None:
-            d["split"] = False
+            d.split = False
             continue
         for i, k in enumerate(("u", "c", "o")):
-            kinds[i] += p.per_token[i] * float(s.get(k) or 0.0)  # type: ignore[index, arg-type]
+            d.kinds[i] += p.per_token[i] * as_float(s.get(k))
     rows = []
     for deploy, d in out.items():
-        n = max(1, int(d["passes"]))  # type: ignore[call-overload]
-        recorded = 1000 * float(d["cost"]) / int(d["costed"]) if d["costed"] else None  # type: ignore[arg-type, call-overload]
-        if d["split"] and d["costed"]:
-            per = {KINDS[i]: 1000 * v / n for i, v in enumerate(d["kinds"])}  # type: ignore[arg-type]
+        n = max(1, d.passes)
+        recorded = 1000 * d.cost / d.costed if d.costed else None
+        if d.split and d.costed:
+            per = {KINDS[i]: 1000 * v / n for i, v in enumerate(d.kinds)}
         else:
             per = {"total (not split)": recorded or 0.0}
-        rows.append(DeployCost(deploy, int(d["passes"]), per, recorded, bool(d["split"] and d["costed"])))  # type: ignore[call-overload]
+        rows.append(DeployCost(deploy, d.passes, per, recorded, bool(d.split and d.costed)))
     return rows, (min(r2s) if r2s else None)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from llmtrace.analyzers.baseline import Metrics
-from llmtrace.analyzers.check_report import Verdict
+from llmtrace.analyzers.check_report import Verdict, format_metric
 from llmtrace.analyzers.finding import Finding
 
 from . import page
@@ -44,16 +44,6 @@ def _same(a: Finding, b: Finding) -> bool:
     return (a.symptom, a.stage, a.title) == (b.symptom, b.stage, b.title)
 
 
-def _fmt(metric: str, v: float | None) -> str:
-    if v is None:
-        return "n/a"
-    if metric == "cache_hit_rate":
-        return f"{v:.1%}"
-    if metric.endswith("_usd"):
-        return f"${v:.6f}"
-    return f"{v:,.1f} ms"
-
-
 def focus_section(f: Focus, data: ReportData, findings: list[Finding], linked: set[str]) -> str:
     rank = {(x.symptom, x.stage, x.title): i + 1 for i, x in enumerate(findings)}
     rows = []
@@ -67,7 +57,7 @@ def focus_section(f: Focus, data: ReportData, findings: list[Finding], linked: s
             why += " " + page.trace_links(v.explanation.trace_ids[:3], linked)
         rule = page.e(v.skipped or v.limit)
         rows.append(f'<tr data-verdict="{page.e(v.metric)}"><td>{page.e(v.label)}</td>'
-                    f'<td class="num">{_fmt(v.metric, v.baseline)}</td><td class="num">{_fmt(v.metric, v.current)}</td>'
+                    f'<td class="num">{format_metric(v.metric, v.baseline)}</td><td class="num">{format_metric(v.metric, v.current)}</td>'
                     f'<td>{rule}</td><td class="{state}">{state.upper()}</td><td>{why}</td></tr>')
     verdicts = ("<table><tr><th>metric</th><th>baseline</th><th>candidate</th><th>rule</th><th>result</th>"
                 f"<th>explained by</th></tr>{''.join(rows)}</table>")
@@ -75,8 +65,8 @@ def focus_section(f: Focus, data: ReportData, findings: list[Finding], linked: s
     cand = f"deploy {f.current.deploy}" if f.current.deploy else "the window"
     side = "".join(
         f'<div class="card"><h3>{page.e(title)}</h3>' + page.kpis([
-            ("passes", f"{m.passes:,}"), ("hit rate", _fmt("cache_hit_rate", m.hit_rate)),
-            ("TTFT p50", _fmt("ttft", m.ttft_p50_ms)), ("TTFT p95", _fmt("ttft", m.ttft_p95_ms)),
+            ("passes", f"{m.passes:,}"), ("hit rate", format_metric("cache_hit_rate", m.hit_rate)),
+            ("TTFT p50", format_metric("ttft", m.ttft_p50_ms)), ("TTFT p95", format_metric("ttft", m.ttft_p95_ms)),
             ("cost / 1k calls", "n/a" if m.cost_per_request_usd is None else f"${m.cost_per_request_usd * 1000:.4f}")])
         + "</div>"
         for title, m in ((f"baseline: {f.against}", f.baseline), (f"candidate: {cand}", f.current)))
