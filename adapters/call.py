@@ -2,7 +2,7 @@
 reads them, finished once (end of stream, close, or error).
 
 Everything here runs inside the app's own request path, so each entry point is guarded: a failure in
-recording is counted in ``llmtrace.tracer.health`` and the app's call goes on untouched.
+recording is counted in ``llmtrace.tracer.record.health`` and the app's call goes on untouched.
 """
 
 from __future__ import annotations

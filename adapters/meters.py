@@ -216,7 +216,7 @@ trace_costs = TraceCosts()
 
 def current_deploy() -> str | None:
     """The deploy given to ``llmtrace.init`` (also on every span as the ``service.version`` resource)."""
-    from llmtrace.tracer.setup import current_settings
+    from llmtrace.tracer.record.lifecycle import current_settings
 
     s = current_settings()
     return s.deploy if s is not None else None
@@ -254,7 +254,7 @@ def record_accounting(
 # ── reading the store (short read connections; never held open) ──────────────────────────────
 def trace_cost(db: str | os.PathLike[str], trace_id: str) -> float:
     """Sum of pass costs of one trace in the store (client passes only, so nothing counts twice)."""
-    from llmtrace.tracer.store import read_connection
+    from llmtrace.tracer.storage.store import read_connection
 
     with read_connection(db) as conn:
         row = conn.execute(
@@ -269,7 +269,7 @@ def cache_hit_rate(
     db: str | os.PathLike[str], deploy: str | None = None, side: str = "client"
 ) -> float | None:
     """Cached over all prompt tokens across passes (optionally of one deploy); None when nothing counted."""
-    from llmtrace.tracer.store import read_connection
+    from llmtrace.tracer.storage.store import read_connection
 
     sql = (
         "SELECT sum(cached_tokens), sum(prompt_tokens) FROM requests "
@@ -290,6 +290,6 @@ def mark_deploy(
     db: str | os.PathLike[str], name: str, note: str | None = None, service: str | None = None
 ) -> None:
     """Add a deploy marker to the store (what ``llmtrace deploy mark`` does)."""
-    from llmtrace.tracer.store import mark_deploy as _mark
+    from llmtrace.tracer.storage.store import mark_deploy as _mark
 
     _mark(db, name, note, service)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from llmtrace.tracer import capture
-from llmtrace.tracer.prompt_segments import (
+from llmtrace.tracer.record.prompt_segments import (
     CHUNK_CHARS,
     canonical,
     prompt_attributes,

@@ -1,12 +1,12 @@
 """Analyzers: each symptom of the table in STAGES.md as SQL over the store's views plus a little Python.
 
-    from llmtrace.tracer.store import read_connection
+    from llmtrace.tracer.storage.store import read_connection
     from llmtrace.analyzers import run_analyzers
     with read_connection("llmtrace.duckdb") as conn:
         for finding in run_analyzers(conn):
             print(finding.stage, finding.title)
 
-``ANALYZERS`` maps a symptom id (see ``llmtrace.tracer.symptoms``) to an object with
+``ANALYZERS`` maps a symptom id (see ``llmtrace.tracer.registry.symptoms``) to an object with
 ``analyze(conn) -> list[Finding]``.
 """
 

@@ -7,7 +7,7 @@ import duckdb
 
 from llmtrace.analyzers.finding import Evidence, Finding, Severity
 from llmtrace.analyzers.query import Query
-from llmtrace.tracer.stages import get_stage
+from llmtrace.tracer.registry.stages import get_stage
 
 
 class SymptomAnalyzer:

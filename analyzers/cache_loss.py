@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 
 from llmtrace.analyzers.query import Query, as_float, as_int, attr
-from llmtrace.tracer.schema import PASS_OPERATIONS
+from llmtrace.tracer.storage.views import PASS_OPERATIONS
 
 MAX_PASSES = 2000  # recent passes examined: divergence is a property of a template, not of history
 CANDIDATES = 16  # earlier passes of the same service and model compared with each pass

@@ -24,7 +24,7 @@ def build_analyzers() -> dict[str, Analyzer]:
     from llmtrace.analyzers.slow_first_token import SlowFirstToken
     from llmtrace.analyzers.slow_stream import SlowStream
     from llmtrace.analyzers.wrong_source import WrongSource
-    from llmtrace.tracer.symptoms import SYMPTOMS
+    from llmtrace.tracer.registry.symptoms import SYMPTOMS
 
     table: dict[str, Analyzer] = {a.symptom: a for a in (
         SlowFirstToken(), SlowStream(), DifferentAnswer(), BrokenJson(), SessionForgets(), WrongSource(),

@@ -19,7 +19,7 @@ from llmtrace.analyzers.baseline import Metrics, deploys, latest_deploy, load_ba
 from llmtrace.analyzers.check_report import FORMATS, Verdict
 from llmtrace.analyzers.finding import Finding
 from llmtrace.analyzers.query import Query
-from llmtrace.tracer.store import StoreError
+from llmtrace.tracer.storage.store import StoreError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -113,7 +113,7 @@ def explain(q: Query, verdicts: list[Verdict]) -> list[Verdict]:
 
 def run(args: argparse.Namespace) -> int:
     from llmtrace.analyzers.diagnose_cli import parse_since
-    from llmtrace.tracer.store import read_store
+    from llmtrace.tracer.storage.store import read_store
 
     try:
         since = parse_since(args.since)

@@ -17,7 +17,7 @@ from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.query import Query, attr, sample_ids
 from llmtrace.analyzers.stats import bootstrap_drop
 from llmtrace.analyzers.usage_invariants import usage_problems
-from llmtrace.tracer.schema import PASS_OPERATIONS
+from llmtrace.tracer.storage.views import PASS_OPERATIONS
 
 MIN_PASSES = 3  # per deploy
 DROP = 0.05  # absolute fall in hit rate worth a finding, when it is also beyond resampling noise

@@ -12,9 +12,9 @@ import argparse
 import json
 import sys
 
-from llmtrace.tracer import timewindow
-from llmtrace.tracer.store import StoreError, read_store
-from llmtrace.tracer.symptoms import SYMPTOMS, search_symptoms
+from llmtrace.tracer.cli import timewindow
+from llmtrace.tracer.registry.symptoms import SYMPTOMS, search_symptoms
+from llmtrace.tracer.storage.store import StoreError, read_store
 
 
 def parse_since(text: str | None, now_ns: int | None = None) -> int | None:

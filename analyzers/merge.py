@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from llmtrace.analyzers.finding import SEVERITY_RANK, Evidence, Finding
-from llmtrace.tracer.stages import get_stage
+from llmtrace.tracer.registry.stages import get_stage
 
 
 def _evidence_key(e: Evidence) -> tuple[str, str]:

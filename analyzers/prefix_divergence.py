@@ -18,7 +18,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from llmtrace.analyzers.query import Query, attr, sample_ids
-from llmtrace.tracer.schema import PASS_OPERATIONS
+from llmtrace.tracer.storage.views import PASS_OPERATIONS
 
 CHUNK_CHARS = 64  # the chunk size capture.chunk_hash_chain uses by default
 MAX_PASSES = 2000  # the finder samples the most recent passes; divergence is a per-template property

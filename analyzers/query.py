@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from llmtrace.tracer.schema import passes_select, requests_select
+from llmtrace.tracer.storage.views import passes_select, requests_select
 
 _TYPES = {"int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "str": "VARCHAR", "str[]": "VARCHAR[]"}
 

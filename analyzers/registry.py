@@ -33,7 +33,7 @@ def run_analyzers(conn: duckdb.DuckDBPyConnection, symptoms: list[str] | None = 
     listing the stages it crosses).
     """
     from llmtrace.analyzers.merge import merge_findings
-    from llmtrace.tracer.symptoms import get_symptom
+    from llmtrace.tracer.registry.symptoms import get_symptom
 
     chosen = list(ANALYZERS) if symptoms is None else symptoms
     for s in chosen:

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from llmtrace.analyzers.finding import Finding
-from llmtrace.tracer.stages import get_phase, get_stage
+from llmtrace.tracer.registry.stages import get_phase, get_stage
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.query import Query, attr, percentile, sample_ids
-from llmtrace.tracer.schema import PASS_OPERATIONS
+from llmtrace.tracer.storage.views import PASS_OPERATIONS
 
 if TYPE_CHECKING:
     from llmtrace.analyzers.base import SymptomAnalyzer

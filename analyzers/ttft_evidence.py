@@ -11,8 +11,8 @@ import duckdb
 
 from llmtrace.analyzers.finding import Evidence
 from llmtrace.analyzers.query import Query
-from llmtrace.tracer.store import StoreError
-from llmtrace.tracer.time_views import ttft_breakdown_select
+from llmtrace.tracer.storage.store import StoreError
+from llmtrace.tracer.storage.time_views import ttft_breakdown_select
 
 MAX_IDS = 200
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")

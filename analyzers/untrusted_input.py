@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from llmtrace.analyzers.query import Query, attr, sample_ids
-from llmtrace.tracer.schema import PASS_OPERATIONS
+from llmtrace.tracer.storage.views import PASS_OPERATIONS
 
 SAMPLE = 2000
 _HIDDEN = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u202a-\u202e\u2066-\u2069\U000e0000-\U000e007f]")

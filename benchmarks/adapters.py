@@ -47,7 +47,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import llmtrace  # noqa: E402
 from common import save  # noqa: E402
 from llmtrace.adapters import instrument  # noqa: E402
-from llmtrace.tracer.processor import QueueingSpanProcessor  # noqa: E402
+from llmtrace.tracer.record.processor import QueueingSpanProcessor  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "15"))
 MAX_TOKENS = int(os.environ.get("BENCH_MAX_TOKENS", "300"))

@@ -33,7 +33,7 @@ def main() -> None:
 
     from llmtrace.analyzers import ANALYZERS, run_analyzers
     from llmtrace.analyzers.query import Query
-    from llmtrace.tracer.store import read_connection
+    from llmtrace.tracer.storage.store import read_connection
 
     tmp = tempfile.TemporaryDirectory()
     path = Path(args.store) if args.store else Path(tmp.name) / "synthetic.duckdb"

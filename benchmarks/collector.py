@@ -204,7 +204,7 @@ def bench_collector(bodies: list[bytes], senders: int, tmp: Path) -> dict[str, o
     cpu = cpu_seconds(proc.pid) - cpu0
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=120)
-    from llmtrace.tracer.store import read_connection
+    from llmtrace.tracer.storage.store import read_connection
 
     with read_connection(db) as conn:
         in_store, distinct = conn.execute("SELECT count(*), count(DISTINCT span_id) FROM spans").fetchone()
@@ -261,7 +261,7 @@ def bench_kill9(bodies: list[bytes], senders: int, tmp: Path, kill_after_s: floa
             batches.add(acked.get(timeout=0.5))
         except Exception:  # queue.Empty
             break
-    from llmtrace.tracer.store import read_connection
+    from llmtrace.tracer.storage.store import read_connection
 
     with read_connection(db) as conn:
         committed_at_kill = int(conn.execute("SELECT count(*) FROM spans").fetchone()[0])
@@ -349,8 +349,8 @@ def bench_diagnose_parquet(passes: int, tmp: Path) -> dict[str, object]:
         from llmtrace.analyzers.registry import ANALYZERS, run_analyzers
     except ImportError as exc:
         return {"diagnose_parquet_note": f"not measured: {exc}"}
-    from llmtrace.tracer.export_cli import export_parquet
-    from llmtrace.tracer.store import parquet_connection
+    from llmtrace.tracer.cli.export import export_parquet
+    from llmtrace.tracer.storage.store import parquet_connection
 
     db = tmp / "synthetic.duckdb"
     t = time.perf_counter()

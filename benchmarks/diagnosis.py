@@ -107,7 +107,7 @@ class Server:
 def _wait_for_server_spans(db: Path, service: str, timeout_s: float = 30.0) -> int:
     """The server flushes its spans on its own schedule: wait until every pass the app made has the
     server's side too (or the timeout), so diagnose sees whole passes."""
-    from llmtrace.tracer.store import StoreError, read_connection
+    from llmtrace.tracer.storage.store import StoreError, read_connection
 
     deadline = time.monotonic() + timeout_s
     n_client = n_joined = 0

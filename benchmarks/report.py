@@ -77,7 +77,7 @@ def main() -> None:
 
     from llmtrace.analyzers import run_analyzers
     from llmtrace.report import Options, build_report
-    from llmtrace.tracer.store import read_connection
+    from llmtrace.tracer.storage.store import read_connection
 
     tmp = tempfile.TemporaryDirectory()
     path = Path(args.store) if args.store else Path(tmp.name) / "synthetic.duckdb"

@@ -6,7 +6,7 @@
 
 ClickHouse part: a synthetic store (benchmarks/synthetic_store.py, planted causes) is exported to Parquet,
 inserted into the OpenTelemetry Collector exporter's ``otel_traces`` table the way the exporter writes OTLP
-spans (tracer/clickhouse_store.py), and all 15 analyzers run on both engines. The findings must match on
+spans (tracer/storage/clickhouse.py), and all 15 analyzers run on both engines. The findings must match on
 symptom, stage, title, summary, every evidence value and the number of traces quoted (which traces an
 unordered query quotes first is engine-dependent). Parquet part: ``llmtrace export --parquet`` of a store
 with ``--parquet-passes`` passes and the analyzers over the hive glob through ``parquet_connection``.
@@ -40,8 +40,8 @@ def clickhouse_vs_duckdb(passes: int, tmp: Path) -> dict[str, object]:
     import chdb
 
     from llmtrace.analyzers import run_analyzers
-    from llmtrace.tracer.clickhouse_store import connect, ensure_views, insert_from_parquet_sql
-    from llmtrace.tracer.store import read_connection
+    from llmtrace.tracer.storage.clickhouse import connect, ensure_views, insert_from_parquet_sql
+    from llmtrace.tracer.storage.store import read_connection
 
     tmp.mkdir(parents=True, exist_ok=True)
     out: dict[str, object] = {"clickhouse_passes": passes, "clickhouse_spans": passes * 40,
@@ -78,8 +78,8 @@ def clickhouse_vs_duckdb(passes: int, tmp: Path) -> dict[str, object]:
 
 def parquet_diagnose(passes: int, tmp: Path) -> dict[str, object]:
     from llmtrace.analyzers import run_analyzers
-    from llmtrace.tracer.export_cli import export_parquet
-    from llmtrace.tracer.store import parquet_connection
+    from llmtrace.tracer.cli.export import export_parquet
+    from llmtrace.tracer.storage.store import parquet_connection
 
     tmp.mkdir(parents=True, exist_ok=True)
     out: dict[str, object] = {"diagnose_parquet_passes": passes, "diagnose_parquet_spans": passes * 40}

@@ -432,7 +432,7 @@ async def load_client(http: httpx.AsyncClient, k: int, stop_at: float, tally: di
 
 def load_run(tmp: Path) -> dict[str, object]:
     """64 streaming clients against 2 tiny-model replicas for BENCH_LOAD_S seconds, shedding past the limits."""
-    from llmtrace.tracer.store import read_connection
+    from llmtrace.tracer.storage.store import read_connection
 
     seconds = float(os.environ.get("BENCH_LOAD_S", "30"))
     port = free_port()

@@ -148,8 +148,8 @@ def _passes_sql(passes: int, seed: int, t0: int) -> str:
 def make_store(path: str | os.PathLike[str], passes: int = 100_000, seed: int = 0) -> Path:
     """Write a store of ``passes`` passes (≈40 spans each) with the causes of ``PLANTED``; returns the path.
     An existing file at ``path`` is replaced."""
-    from llmtrace.tracer.store import write_connection
-    from llmtrace.tracer.symptoms import SYMPTOMS  # noqa: F401  (fail early if the tracer is missing)
+    from llmtrace.tracer.registry.symptoms import SYMPTOMS  # noqa: F401  (fail early if the tracer is missing)
+    from llmtrace.tracer.storage.store import write_connection
 
     if passes < 1:
         raise ValueError("passes must be >= 1")
@@ -193,7 +193,7 @@ def make_store(path: str | os.PathLike[str], passes: int = 100_000, seed: int = 
                                'llmtrace.batch.composition_hash', composition)::VARCHAR,
                    '{{"service.name":"llmtrace-server"}}', NULL
             FROM p""")
-        from llmtrace.tracer.stages import get_stage
+        from llmtrace.tracer.registry.stages import get_stage
 
         cases = " ".join(f"WHEN '{s}' THEN json_object('llmtrace.stage', '{s}', 'llmtrace.phase', '{get_stage(s).phase}', {a})"
                          for s, a in STAGE_ATTRS.items())

@@ -30,8 +30,8 @@ from opentelemetry.trace import set_span_in_context  # noqa: E402
 import llmtrace  # noqa: E402
 from common import save  # noqa: E402
 from llmtrace.tracer import recording as rec  # noqa: E402
-from llmtrace.tracer.exporter import DuckDBSpanExporter  # noqa: E402
-from llmtrace.tracer.store import read_connection  # noqa: E402
+from llmtrace.tracer.record.exporter import DuckDBSpanExporter  # noqa: E402
+from llmtrace.tracer.storage.store import read_connection  # noqa: E402
 
 N_RECORD = int(os.environ.get("BENCH_SPANS", "100000"))
 VALUES = {

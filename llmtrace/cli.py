@@ -13,15 +13,15 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("llmtrace.demo", "run the support-agent demo on the bundled backend and diagnose it"),
     "serve": ("llmtrace.backend.server.cli", "serve the bundled backend over OpenAI/Anthropic-compatible HTTP"),
-    "collect": ("llmtrace.tracer.collect_cli", "receive OTLP/HTTP spans from other processes into the store"),
+    "collect": ("llmtrace.tracer.cli.collect", "receive OTLP/HTTP spans from other processes into the store"),
     "explore": ("llmtrace.tui.cli", "open the terminal UI over a store"),
-    "sql": ("llmtrace.tracer.sql_cli", "run read-only SQL over the store and print a table"),
+    "sql": ("llmtrace.tracer.cli.sql", "run read-only SQL over the store and print a table"),
     "diagnose": ("llmtrace.analyzers.diagnose_cli", "run the analyzers and print findings"),
     "check": ("llmtrace.analyzers.check_cli", "CI gate: fail when cache hit rate (or TTFT, cost) regresses"),
     "report": ("llmtrace.report.cli", "write a self-contained HTML report (findings, charts, trace pages)"),
-    "stages": ("llmtrace.tracer.stages_cli", "print the stage registry"),
-    "export": ("llmtrace.tracer.export_cli", "export the store as hive-partitioned Parquet"),
-    "deploy": ("llmtrace.tracer.deploy_cli", "annotate the store with a deploy (llmtrace deploy mark NAME)"),
+    "stages": ("llmtrace.tracer.cli.stages", "print the stage registry"),
+    "export": ("llmtrace.tracer.cli.export", "export the store as hive-partitioned Parquet"),
+    "deploy": ("llmtrace.tracer.cli.deploy", "annotate the store with a deploy (llmtrace deploy mark NAME)"),
     "model": ("llmtrace.backend.model.pull", "manage the bundled model (llmtrace model pull)"),
 }
 

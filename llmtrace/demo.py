@@ -131,14 +131,14 @@ def run_demo(db: Path, model: str | None, console: Any, keep: bool = False) -> D
 
 def diagnose(db: Path) -> list[Any]:
     from llmtrace.analyzers import run_analyzers
-    from llmtrace.tracer.store import read_connection
+    from llmtrace.tracer.storage.store import read_connection
 
     with read_connection(db) as conn:
         return run_analyzers(conn)
 
 
 def count_passes(db: Path) -> int:
-    from llmtrace.tracer.store import read_connection
+    from llmtrace.tracer.storage.store import read_connection
 
     with read_connection(db) as conn:
         row = conn.execute("SELECT count(*) FROM requests WHERE side = 'client'").fetchone()
@@ -194,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from llmtrace.tracer.store import StoreError
+    from llmtrace.tracer.storage.store import StoreError
 
     console = Console(stderr=args.json)
     db = Path(args.db)

@@ -17,7 +17,7 @@ from types import MappingProxyType
 import duckdb
 
 from llmtrace.analyzers.query import Query
-from llmtrace.tracer.schema import PASS_OPERATIONS
+from llmtrace.tracer.storage.views import PASS_OPERATIONS
 
 PASSES = "_llmtrace_report_passes"
 SAMPLE = "_llmtrace_report_sample"
@@ -386,7 +386,7 @@ class ReportData:
 def _time_view(name: str) -> Callable[[str], str] | None:
     """The SELECT of a time view over a given span relation, from the tracer (None in a version without it)."""
     try:
-        from llmtrace.tracer import time_views
+        from llmtrace.tracer.storage import time_views
     except ImportError:
         return None
     return getattr(time_views, name, None)

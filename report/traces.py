@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmtrace.tracer.stages import stage_order
+from llmtrace.tracer.registry.stages import stage_order
 
 from .data import Span
 

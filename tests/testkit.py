@@ -73,7 +73,7 @@ def undeclared(db: Path, *, ours: tuple[str, ...] = ("llmtrace.", "gen_ai.")) ->
     values on its stage (or on every stage), anything else in the pass catalog. Only names in ``ours``."""
     import duckdb
 
-    from llmtrace.tracer.stages import COMMON_VALUES, STAGES, declared_value
+    from llmtrace.tracer.registry.stages import COMMON_VALUES, STAGES, declared_value
 
     on_stage = {s.id: {v.name for v in (*s.values, *COMMON_VALUES)} for s in STAGES}
     con = duckdb.connect(str(db), read_only=True)

@@ -1,10 +1,16 @@
 """llmtrace.tracer — the floor: stage registry, recording API, exporters, the DuckDB store.
 
+Sub-packages by concern: ``registry`` (the stages and every value a span may carry), ``record`` (the in-app
+recording path: spans, capture mode, exporter, health counters), ``storage`` (the store, its views, SQL
+dialects, ClickHouse, retention), ``collect`` (the OTLP receiver and its mapping) and ``cli`` (the
+tracer's commands). This module is the small public API over them.
+
 It imports nothing from the other llmtrace packages, and never torch or textual.
 """
 
-from . import capture, health, recording, semconv
-from .recording import (
+from .record import capture, health, recording
+from .record.lifecycle import force_flush, init, shutdown
+from .record.recording import (
     PassSpan,
     StageSpan,
     mark_unobserved,
@@ -14,9 +20,18 @@ from .recording import (
     start_pass,
     tool_span,
 )
-from .setup import force_flush, init, shutdown
-from .stages import PHASES, STAGES, BoundaryValue, Phase, Stage, UnknownStageError, get_phase, get_stage
-from .symptoms import SYMPTOMS, Symptom, get_symptom, search_symptoms
+from .registry import semconv
+from .registry.stages import (
+    PHASES,
+    STAGES,
+    BoundaryValue,
+    Phase,
+    Stage,
+    UnknownStageError,
+    get_phase,
+    get_stage,
+)
+from .registry.symptoms import SYMPTOMS, Symptom, get_symptom, search_symptoms
 
 __all__ = [
     "PHASES", "STAGES", "SYMPTOMS", "BoundaryValue", "PassSpan", "Phase", "Stage", "StageSpan", "Symptom",

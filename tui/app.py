@@ -17,7 +17,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import DataTable, Footer, Input, OptionList, Static, TabbedContent, TabPane
 
-from llmtrace.tracer.store import StoreError
+from llmtrace.tracer.storage.store import StoreError
 
 from .components.cache_view import CacheView
 from .components.findings_pane import FindingsPane

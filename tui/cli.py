@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from llmtrace.tracer.store import StoreError
+    from llmtrace.tracer.storage.store import StoreError
 
     from .data.store_reader import StoreReader
 

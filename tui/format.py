@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 
-from llmtrace.tracer.console import printable
+from llmtrace.tracer.cli.console import printable
 
 NONE = "—"
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from textual.binding import Binding
 
-from llmtrace.tracer.stages import PHASES
+from llmtrace.tracer.registry.stages import PHASES
 
 
 @dataclass(frozen=True, slots=True)

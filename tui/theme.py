@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from llmtrace.tracer.stages import PHASES
+from llmtrace.tracer.registry.stages import PHASES
 
 PHASE_COLOURS: dict[str, str] = {
     "arrival": "#5fafff",

@@ -9,7 +9,7 @@ from llmtrace.backend.generation.params import InvalidRequestError, SamplingPara
 
 if TYPE_CHECKING:
     from llmtrace.backend.generation.pipeline import TokenLogprob
-    from llmtrace.tracer.recording import PassSpan
+    from llmtrace.tracer.record.recording import PassSpan
 
 
 @dataclass(frozen=True, slots=True)

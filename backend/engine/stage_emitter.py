@@ -9,8 +9,8 @@ from typing import Any
 
 from llmtrace.backend.engine.self_time import COUNTED_IN, exclusive
 from llmtrace.backend.engine.sequence import Sequence
-from llmtrace.tracer.stages import COUNTED_IN as COUNTED_IN_VALUE
-from llmtrace.tracer.stages import IDLE, SELF_MS, TTFT_MS
+from llmtrace.tracer.registry.stages import COUNTED_IN as COUNTED_IN_VALUE
+from llmtrace.tracer.registry.stages import IDLE, SELF_MS, TTFT_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +46,7 @@ def _ms(ns: int) -> float:
 
 
 def timing_values(stage_id: str, self_ns: int, before_first_ns: int) -> dict[str, object]:
-    """The uniform timing values of one stage span (tracer/stages.py COMMON_VALUES)."""
+    """The uniform timing values of one stage span (tracer/registry/stages.py COMMON_VALUES)."""
     counted_in = COUNTED_IN.get(stage_id) if self_ns == 0 else None
     return {SELF_MS: round(_ms(self_ns), 3), TTFT_MS: round(_ms(before_first_ns), 3),
             IDLE: self_ns == 0 and counted_in is None, COUNTED_IN_VALUE: counted_in}

@@ -17,7 +17,7 @@ from llmtrace.backend.server.errors import bad_request
 from llmtrace.backend.server.fields import get_bool, get_dict, get_number, get_str
 from llmtrace.backend.server.job import Job, Outcome
 from llmtrace.backend.server.openai_protocol import NO_SPECULATION, sampling_params
-from llmtrace.tracer.finish_reason import normalize_finish_reason
+from llmtrace.tracer.registry.finish_reason import normalize_finish_reason
 
 # Canonical finish reasons (tracer.finish_reason) in Anthropic's words. The natural end (the model's
 # end-of-turn token, a finished grammar) is end_turn; stop_sequence is only for a stop string the user sent.

@@ -27,7 +27,7 @@ from llmtrace.backend.server.errors import APIError, bad_request
 from llmtrace.backend.server.fields import get_bool, get_dict, get_number, get_str
 from llmtrace.backend.server.job import Job, Outcome
 from llmtrace.backend.server.responses_store import ResponsesStore
-from llmtrace.tracer.finish_reason import normalize_finish_reason
+from llmtrace.tracer.registry.finish_reason import normalize_finish_reason
 
 ID_PREFIX = "resp_"
 # Fields of a Responses body that are not chat-completions fields (converted or only echoed); everything

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import llmtrace
-from llmtrace.tracer.store import read_connection
+from llmtrace.tracer.storage.store import read_connection
 
 
 def rows(db: Path, sql: str, params: list[object] | None = None) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import llmtrace
 from llmtrace.analyzers import ANALYZERS, Finding, run_analyzers
-from llmtrace.tracer.store import read_connection
+from llmtrace.tracer.storage.store import read_connection
 
 _servers: dict[str, Any] = {}
 

@@ -16,7 +16,7 @@ from llmtrace.analyzers.baseline import Metrics
 from llmtrace.analyzers.check_cli import compare
 from llmtrace.analyzers.diagnose_cli import choose_symptoms, parse_since
 from llmtrace.cli import main
-from llmtrace.tracer.store import parquet_connection, read_connection, write_connection
+from llmtrace.tracer.storage.store import parquet_connection, read_connection, write_connection
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from synthetic_store import PLANTED, make_store  # noqa: E402
@@ -28,7 +28,7 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_every_symptom_row_has_an_analyzer() -> None:
-    from llmtrace.tracer.symptoms import SYMPTOMS
+    from llmtrace.tracer.registry.symptoms import SYMPTOMS
 
     assert list(ANALYZERS) == [s.id for s in SYMPTOMS] and len(ANALYZERS) == 15
 
@@ -167,7 +167,7 @@ def test_check_reports_escape_and_parse() -> None:
 def test_duckdb_views_match_passes_materialization(synthetic: Path) -> None:
     """The shared passes table an analyzer run builds has the same rows as the documented view."""
     from llmtrace.analyzers.query import Query
-    from llmtrace.tracer.schema import PASS_COLUMNS
+    from llmtrace.tracer.storage.views import PASS_COLUMNS
 
     cols = ", ".join(PASS_COLUMNS)
     with read_connection(synthetic) as conn:

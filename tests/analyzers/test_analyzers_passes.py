@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from llmtrace.cli import main
-from llmtrace.tracer.store import read_connection, write_connection
+from llmtrace.tracer.storage.store import read_connection, write_connection
 
 T0 = 1_780_000_000_000_000_000
 

@@ -13,7 +13,7 @@ import llmtrace
 from conftest import greedy, random_prompt, run_all
 from llmtrace.backend.engine import EngineRequest
 from llmtrace.tracer import recording as rec
-from llmtrace.tracer.stages import STAGES
+from llmtrace.tracer.registry.stages import STAGES
 
 ENGINE_STAGES = [s.id for s in STAGES if 12 <= s.number <= 25] + ["gen.lm_head", "gen.speculation"]
 

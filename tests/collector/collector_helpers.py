@@ -93,7 +93,7 @@ def otlp_provider(endpoint: str, service: str = "app", *, gzip: bool = False, he
 
 def query(db: Path, sql: str, params: list[object] | None = None) -> list[tuple[object, ...]]:
     """Read the store the way another process would: a short read-only connection."""
-    from llmtrace.tracer.store import read_connection
+    from llmtrace.tracer.storage.store import read_connection
 
     with read_connection(db) as conn:
         return conn.execute(sql, params or []).fetchall()

@@ -9,9 +9,9 @@ import zlib
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from llmtrace.tracer.otlp_decode import PayloadError, PayloadTooLarge, decode, decompress
-from llmtrace.tracer.otlp_mapping import Mapper
-from llmtrace.tracer.schema import SPAN_COLUMNS
+from llmtrace.tracer.collect.otlp_decode import PayloadError, PayloadTooLarge, decode, decompress
+from llmtrace.tracer.collect.otlp_mapping import Mapper
+from llmtrace.tracer.storage.views import SPAN_COLUMNS
 
 
 def _req() -> ExportTraceServiceRequest:

@@ -13,8 +13,8 @@ import pytest
 
 import llmtrace
 from llmtrace.tracer import recording as rec
-from llmtrace.tracer.export_cli import export_parquet, parse_since
-from llmtrace.tracer.store import parquet_connection, read_connection
+from llmtrace.tracer.cli.export import export_parquet, parse_since
+from llmtrace.tracer.storage.store import parquet_connection, read_connection
 
 DAY1 = int(dt.datetime(2026, 3, 1, 12, tzinfo=dt.timezone.utc).timestamp() * 1e9)
 DAY2 = int(dt.datetime(2026, 3, 2, 12, tzinfo=dt.timezone.utc).timestamp() * 1e9)
@@ -81,7 +81,7 @@ def test_since_append_and_overwrite(store: Path, tmp_path: Path) -> None:
 
 
 def test_big_days_go_in_slices(store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import llmtrace.tracer.export_cli as export_cli
+    import llmtrace.tracer.cli.export as export_cli
 
     monkeypatch.setattr(export_cli, "CHUNK_SPANS", 4)  # 10 and 20 spans a day: several slices each
     out = tmp_path / "sliced"

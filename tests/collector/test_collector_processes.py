@@ -37,7 +37,7 @@ APP = textwrap.dedent("""
 
 READER = textwrap.dedent("""
     import os, sys, time
-    from llmtrace.tracer.store import read_connection
+    from llmtrace.tracer.storage.store import read_connection
     db, stop_file = sys.argv[1], sys.argv[2]
     seen = []
     while not os.path.exists(stop_file):

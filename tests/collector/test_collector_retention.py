@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 from collector_helpers import query, start_collector
 
-from llmtrace.tracer.exporter import ARROW_SCHEMA, insert_arrow
-from llmtrace.tracer.retention import RetentionPolicy, enforce, parse_age, parse_size, used_bytes
-from llmtrace.tracer.store import write_connection
+from llmtrace.tracer.record.exporter import ARROW_SCHEMA, insert_arrow
+from llmtrace.tracer.storage.retention import RetentionPolicy, enforce, parse_age, parse_size, used_bytes
+from llmtrace.tracer.storage.store import write_connection
 
 HOUR = 3600 * 10**9
 

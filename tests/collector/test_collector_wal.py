@@ -14,7 +14,7 @@ from test_collector_bad_input import _request
 CRASHER = textwrap.dedent("""
     import os, sys
     from pathlib import Path
-    from llmtrace.tracer.collect_wal import WriteAheadLog
+    from llmtrace.tracer.collect.wal import WriteAheadLog
     wal = WriteAheadLog(Path(sys.argv[1]))
     wal.open()
     for path in sys.argv[2:]:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pyarrow as pa
 from collector_helpers import count_spans
 
-from llmtrace.tracer.collect_writer import SpanWriter
-from llmtrace.tracer.exporter import ARROW_SCHEMA
-from llmtrace.tracer.retention import RetentionPolicy
+from llmtrace.tracer.collect.writer import SpanWriter
+from llmtrace.tracer.record.exporter import ARROW_SCHEMA
+from llmtrace.tracer.storage.retention import RetentionPolicy
 
 
 def _table(n: int, seed: int, attributes: str = "{}") -> pa.Table:

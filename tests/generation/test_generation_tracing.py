@@ -12,7 +12,7 @@ import llmtrace
 from llmtrace.backend.generation.params import Constraint, ReasoningConfig, SamplingParams
 from llmtrace.backend.generation.tool_calls import tool_call_constraint
 from llmtrace.tracer import recording as rec
-from llmtrace.tracer.stages import STAGES
+from llmtrace.tracer.registry.stages import STAGES
 
 GENERATION = [s.id for s in STAGES if s.phase == "generation"]
 TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {

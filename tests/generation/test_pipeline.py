@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from llmtrace.backend.generation.params import Constraint, ReasoningConfig, SamplingParams
-from llmtrace.tracer.stages import get_stage
+from llmtrace.tracer.registry.stages import get_stage
 
 OWN_STAGES = ["gen.penalties", "gen.sampling", "gen.constrained", "gen.reasoning_budget", "gen.stop",
               "gen.detokenization", "gen.streaming"]

@@ -10,7 +10,7 @@ import pytest
 from report_helpers import write_report
 from testkit import start_server, stop_server
 
-from llmtrace.tracer.store import read_store
+from llmtrace.tracer.storage.store import read_store
 
 
 @pytest.mark.slow

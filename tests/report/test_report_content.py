@@ -17,7 +17,7 @@ from report_helpers import copy_store, diagnose, write_report
 import llmtrace
 from llmtrace.adapters import instrument
 from llmtrace.tracer import recording as rec
-from llmtrace.tracer.store import read_store
+from llmtrace.tracer.storage.store import read_store
 
 SECRET_PROMPT = "Ticket 5521: the PURPLE-ELEPHANT invoice is wrong"
 SECRET_OUTPUT = "Refund MAGENTA-TIGER issued"
@@ -202,7 +202,7 @@ def test_the_time_views_are_used_where_the_store_has_them(support_html: Path, su
     with read_store(support_db) as conn:
         views = {r[0] for r in conn.execute("SELECT table_name FROM information_schema.tables").fetchall()}
     if "time_breakdown" not in views:
-        pytest.skip("this version's stores have no time_breakdown view (tracer/time_views.py)")
+        pytest.skip("this version's stores have no time_breakdown view (tracer/storage/time_views.py)")
     html = support_html.read_text()
     time_section = html[html.index('id="time"'):html.index('id="latency"')]
     assert "Source: time_breakdown view, server passes" in time_section

@@ -20,8 +20,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 import llmtrace  # noqa: E402
 from llmtrace.tracer import recording as rec  # noqa: E402
-from llmtrace.tracer.clickhouse_store import ClickHouseConnection, connect, ensure_views  # noqa: E402
-from llmtrace.tracer.store import read_connection  # noqa: E402
+from llmtrace.tracer.storage.clickhouse import ClickHouseConnection, connect, ensure_views  # noqa: E402
+from llmtrace.tracer.storage.store import read_connection  # noqa: E402
 
 _KINDS = ["Unspecified", "Internal", "Server", "Client", "Producer", "Consumer"]  # Go traceutil.SpanKindStr
 _STATUS = ["Unset", "Ok", "Error"]

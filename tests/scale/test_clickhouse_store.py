@@ -1,4 +1,4 @@
-"""ClickHouse as a store: the analyzers' DuckDB SQL transpiled (tracer/dialect.py) and run inside ClickHouse's
+"""ClickHouse as a store: the analyzers' DuckDB SQL transpiled (tracer/storage/dialect.py) and run inside ClickHouse's
 engine in-process (chdb), over the OpenTelemetry Collector exporter's ``otel_traces`` table filled from the same
 spans as a DuckDB store, must give the same findings; and ``diagnose --store chdb://`` is the public face."""
 
@@ -14,8 +14,8 @@ pytest.importorskip("chdb")  # in the dev extra; a checkout without it cannot ru
 
 from llmtrace.analyzers import run_analyzers  # noqa: E402
 from llmtrace.cli import main  # noqa: E402
-from llmtrace.tracer.clickhouse_store import connect, ensure_views, insert_from_parquet_sql  # noqa: E402
-from llmtrace.tracer.store import read_connection  # noqa: E402
+from llmtrace.tracer.storage.clickhouse import connect, ensure_views, insert_from_parquet_sql  # noqa: E402
+from llmtrace.tracer.storage.store import read_connection  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from synthetic_store import PLANTED, make_store  # noqa: E402

@@ -1,4 +1,4 @@
-"""tracer/dialect.py: each DuckDB construct the views and analyzers use gives the same value when the
+"""tracer/storage/dialect.py: each DuckDB construct the views and analyzers use gives the same value when the
 transpiled statement runs inside ClickHouse (chdb) as when DuckDB runs the original."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("chdb")
 
-from llmtrace.tracer.clickhouse_store import ClickHouseConnection, connect  # noqa: E402
-from llmtrace.tracer.dialect import to_clickhouse  # noqa: E402
+from llmtrace.tracer.storage.clickhouse import ClickHouseConnection, connect  # noqa: E402
+from llmtrace.tracer.storage.dialect import to_clickhouse  # noqa: E402
 
 T = ("(SELECT * FROM (VALUES (1, 10, 'a', '{\"n\": 5, \"l\": [\"x\", \"y\"], \"s\": \"t\", \"f\": 1.5}'), "
      "(2, 20, 'b', '{\"n\": \"7\", \"b\": true}'), (3, NULL, 'a', '{}'), (4, 40, NULL, '{\"l\": []}')) "

@@ -10,8 +10,8 @@ import duckdb
 import pytest
 
 from llmtrace.cli import main
-from llmtrace.tracer.export_cli import passes_dir
-from llmtrace.tracer.store import read_connection
+from llmtrace.tracer.cli.export import passes_dir
+from llmtrace.tracer.storage.store import read_connection
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from synthetic_store import make_store  # noqa: E402

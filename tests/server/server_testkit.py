@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from llmtrace.tracer.store import StoreError, read_connection
+from llmtrace.tracer.storage.store import StoreError, read_connection
 
 
 def query(db: Path, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:

@@ -165,7 +165,7 @@ def test_idle_stages_claim_no_time_and_no_length(server: RunningServer) -> None:
 def test_time_views_exist_on_an_empty_store(tmp_path: Path) -> None:
     import duckdb
 
-    from llmtrace.tracer.store import write_connection
+    from llmtrace.tracer.storage.store import write_connection
 
     db = tmp_path / "empty.duckdb"
     with write_connection(db):

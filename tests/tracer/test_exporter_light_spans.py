@@ -1,4 +1,4 @@
-"""Stage spans recorded on the light path (tracer/light_span.py) are the spans the SDK would have made:
+"""Stage spans recorded on the light path (tracer/record/light_span.py) are the spans the SDK would have made:
 the same rows in the store, the same ReadableSpans for any exporter, the sampler's decision kept."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import enum
 
 import pytest
 
-from llmtrace.tracer.finish_reason import (
+from llmtrace.tracer.registry.finish_reason import (
     CANONICAL,
     is_truncated,
     normalize_finish_reason,

@@ -12,8 +12,8 @@ import pytest
 import llmtrace
 from llmtrace.cli import main
 from llmtrace.tracer import recording as rec
-from llmtrace.tracer.store import mark_deploy, write_connection
-from llmtrace.tracer.timewindow import parse_since
+from llmtrace.tracer.cli.timewindow import parse_since
+from llmtrace.tracer.storage.store import mark_deploy, write_connection
 
 DAY_NS = 86_400 * 1_000_000_000
 

@@ -22,7 +22,7 @@ import pytest
 
 import llmtrace
 from llmtrace.tracer import recording as rec
-from llmtrace.tracer.console import printable
+from llmtrace.tracer.cli.console import printable
 
 EVIL = "\x1b]0;evil\x07\x9b31m\u202eabc"
 RAW = ("\x1b", "\x07", "\x9b", "\u202e")

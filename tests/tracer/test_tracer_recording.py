@@ -14,7 +14,7 @@ import pytest
 import llmtrace
 from llmtrace.tracer import capture, health
 from llmtrace.tracer import recording as rec
-from llmtrace.tracer.stages import UnknownStageError
+from llmtrace.tracer.registry.stages import UnknownStageError
 
 
 def rows(db: Path, sql: str) -> list[tuple]:

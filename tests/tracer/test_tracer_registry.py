@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from llmtrace.tracer import PHASES, STAGES, SYMPTOMS, get_stage, search_symptoms
-from llmtrace.tracer.stages import UnknownStageError, stages_in_phase
-from llmtrace.tracer.stages_cli import render_markdown
+from llmtrace.tracer.cli.stages import render_markdown
+from llmtrace.tracer.registry.stages import UnknownStageError, stages_in_phase
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,8 +14,8 @@ import pytest
 import llmtrace
 from llmtrace.tracer import health
 from llmtrace.tracer import recording as rec
-from llmtrace.tracer.exporter import DuckDBSpanExporter
-from llmtrace.tracer.store import StoreError, read_connection, write_connection
+from llmtrace.tracer.record.exporter import DuckDBSpanExporter
+from llmtrace.tracer.storage.store import StoreError, read_connection, write_connection
 
 WRITER = textwrap.dedent("""
     import sys, time
@@ -40,7 +40,7 @@ WRITER = textwrap.dedent("""
 
 READER = textwrap.dedent("""
     import sys, time
-    from llmtrace.tracer.store import read_connection
+    from llmtrace.tracer.storage.store import read_connection
     db, seconds = sys.argv[1], float(sys.argv[2])
     seen, reads, errors = [], 0, 0
     end = time.monotonic() + seconds

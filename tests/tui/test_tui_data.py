@@ -7,7 +7,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from llmtrace.tracer.store import StoreError
+from llmtrace.tracer.storage.store import StoreError
 from llmtrace.tui.data.filter_expr import FilterError, compile_filter
 from llmtrace.tui.data.store_reader import SORT_COLUMNS, StoreReader
 from llmtrace.tui.data.waterfall_model import build_rows
@@ -122,7 +122,7 @@ def test_empty_store_reads_as_empty(empty_store_path: Path) -> None:
 
 
 def test_finish_filter_matches_every_providers_spelling_of_the_length_cap(support_store: Path) -> None:
-    from llmtrace.tracer.store import write_connection
+    from llmtrace.tracer.storage.store import write_connection
 
     with write_connection(support_store) as conn:  # two of the four cut passes as Anthropic spells them
         conn.execute("""UPDATE spans SET attributes = json_merge_patch(attributes,

@@ -492,7 +492,7 @@ async def test_columns_share_a_wide_terminal_so_ids_and_models_are_whole(support
 async def test_terminal_escapes_in_the_store_are_shown_not_obeyed(support_store: Path) -> None:
     # Any OTLP sender names its own spans and services: an OSC title change or a cursor move in one must
     # reach the screen as visible text, never as a control sequence.
-    from llmtrace.tracer.store import write_connection
+    from llmtrace.tracer.storage.store import write_connection
 
     evil = "app\x1b]0;pwned\x07\x1b[2J"
     with write_connection(support_store) as conn:

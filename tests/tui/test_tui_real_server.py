@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 from textual.widgets import Static, TabbedContent
 
-from llmtrace.tracer.store import StoreError
+from llmtrace.tracer.storage.store import StoreError
 from llmtrace.tui.app import ExplorerApp
 from llmtrace.tui.data.filter_expr import compile_filter
 from llmtrace.tui.data.store_reader import StoreReader

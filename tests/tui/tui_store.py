@@ -14,7 +14,7 @@ from opentelemetry.trace import SpanKind
 
 import llmtrace
 from llmtrace.tracer import recording as rec
-from llmtrace.tracer.store import write_connection
+from llmtrace.tracer.storage.store import write_connection
 
 BASE_NS = 1_795_000_000_000_000_000  # 2026-11-18 08:26:40 UTC
 MS = 1_000_000

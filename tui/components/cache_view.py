@@ -9,7 +9,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
-from llmtrace.tracer.store import StoreError
+from llmtrace.tracer.storage.store import StoreError
 
 from .. import format as fmt
 from ..data.records import CacheReport

@@ -14,10 +14,10 @@ from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from llmtrace.tracer.console import printable
-from llmtrace.tracer.stages import get_phase, is_stage
-from llmtrace.tracer.store import StoreError
-from llmtrace.tracer.symptoms import Symptom, get_symptom
+from llmtrace.tracer.cli.console import printable
+from llmtrace.tracer.registry.stages import get_phase, is_stage
+from llmtrace.tracer.registry.symptoms import Symptom, get_symptom
+from llmtrace.tracer.storage.store import StoreError
 
 from ..data.findings_source import AnalyzersUnavailable, read_findings
 from ..data.store_reader import StoreReader

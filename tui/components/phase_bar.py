@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.events import Click
 from textual.widgets import Static
 
-from llmtrace.tracer.stages import PHASES
+from llmtrace.tracer.registry.stages import PHASES
 
 from ..messages import PhaseToggled
 from ..theme import phase_colour

@@ -10,7 +10,7 @@ from textual.message import Message
 from textual.timer import Timer
 from textual.widgets import DataTable, Input, Static
 
-from llmtrace.tracer.store import StoreError
+from llmtrace.tracer.storage.store import StoreError
 
 from ..data.filter_expr import CompiledFilter, FilterError, compile_filter
 from ..data.records import RequestPage, RequestRow

@@ -11,7 +11,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from llmtrace.tracer.stages import Stage, declared_value, get_phase, is_stage
+from llmtrace.tracer.registry.stages import Stage, declared_value, get_phase, is_stage
 
 from .. import format as fmt
 from ..data.records import SpanRecord
@@ -49,7 +49,7 @@ def explain(span: SpanRecord, breakdown: Sequence[tuple[str | None, str, float]]
     if span.is_tool:
         stage_id = "loop.tool_dispatch"
     if stage_id is not None and not span.is_pass:
-        from llmtrace.tracer.stages import get_stage
+        from llmtrace.tracer.registry.stages import get_stage
 
         return _explain_stage(span, get_stage(stage_id))
     return _explain_pass(span, breakdown, width)

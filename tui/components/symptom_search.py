@@ -11,8 +11,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from llmtrace.tracer.stages import get_phase
-from llmtrace.tracer.symptoms import SYMPTOMS, Symptom, search_symptoms
+from llmtrace.tracer.registry.stages import get_phase
+from llmtrace.tracer.registry.symptoms import SYMPTOMS, Symptom, search_symptoms
 
 
 def _option(s: Symptom) -> Option:

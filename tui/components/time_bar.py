@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
-from llmtrace.tracer.stages import get_phase
+from llmtrace.tracer.registry.stages import get_phase
 
 from ..theme import OTHER_COLOUR, phase_colour
 

@@ -9,8 +9,8 @@ from textual.containers import Container, Vertical
 from textual.message import Message
 from textual.widgets import Static
 
-from llmtrace.tracer.stages import PHASES, get_phase
-from llmtrace.tracer.store import StoreError
+from llmtrace.tracer.registry.stages import PHASES, get_phase
+from llmtrace.tracer.storage.store import StoreError
 
 from .. import format as fmt
 from ..data.records import TraceRecord

@@ -8,7 +8,7 @@ from textual.message import Message
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from llmtrace.tracer.stages import IDLE, SELF_MS
+from llmtrace.tracer.registry.stages import IDLE, SELF_MS
 
 from .. import format as fmt
 from ..data.records import SpanRecord, TraceRecord

@@ -14,9 +14,9 @@ import shlex
 from dataclasses import dataclass
 from typing import Literal
 
-from llmtrace.tracer.finish_reason import normalize_finish_reason
-from llmtrace.tracer.schema import normalized_finish_reason_sql
-from llmtrace.tracer.timewindow import parse_since
+from llmtrace.tracer.cli.timewindow import parse_since
+from llmtrace.tracer.registry.finish_reason import normalize_finish_reason
+from llmtrace.tracer.storage.views import normalized_finish_reason_sql
 
 Kind = Literal["duration", "count", "ratio", "money", "text", "id", "since", "finish"]
 
@@ -109,7 +109,7 @@ def _compile_term(field: Field, op: str, raw: str, term: str) -> tuple[str, list
             return f"{col} >= ?", [parse_since(raw)]
         except ValueError as exc:
             raise FilterError(str(exc)) from None
-    if field.kind == "finish":  # compared on the one vocabulary of tracer/finish_reason.py
+    if field.kind == "finish":  # compared on the one vocabulary of tracer/registry/finish_reason.py
         if op not in ("=", "!="):
             raise FilterError(f"{term!r}: finish takes = or !=, e.g. finish=length")
         wanted = sorted({normalize_finish_reason(v.strip()) or v.strip().lower() for v in raw.split(",") if v.strip()})

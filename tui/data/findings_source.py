@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from llmtrace.tracer.store import StoreError, read_connection
+from llmtrace.tracer.storage.store import StoreError, read_connection
 
 from .store_reader import StoreReader, quiet
 

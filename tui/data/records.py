@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from llmtrace.tracer.schema import PASS_OPERATION_NAMES
+from llmtrace.tracer.storage.views import PASS_OPERATION_NAMES
 
 TOOL_OPERATION = "execute_tool"
 

@@ -17,9 +17,9 @@ from typing import TypeVar
 
 import duckdb
 
-from llmtrace.tracer.console import printable
-from llmtrace.tracer.schema import PASS_OPERATIONS, passes_select, requests_select
-from llmtrace.tracer.store import StoreError, read_connection
+from llmtrace.tracer.cli.console import printable
+from llmtrace.tracer.storage.store import StoreError, read_connection
+from llmtrace.tracer.storage.views import PASS_OPERATIONS, passes_select, requests_select
 
 from .filter_expr import CompiledFilter
 from .records import (

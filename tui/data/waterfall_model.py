@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from llmtrace.tracer.stages import stage_order
+from llmtrace.tracer.registry.stages import stage_order
 
 from .records import SpanRecord, TraceRecord
 

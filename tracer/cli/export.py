@@ -1,0 +1,145 @@
+"""``llmtrace export --parquet DIR``: the store's spans as hive-partitioned Parquet (date=/service=), and
+the ``passes`` view materialised beside them in ``DIR.passes`` (one row per pass, same partitions).
+
+    llmtrace export --parquet traces/ [--since 7d | --since 2026-11-01] [--db store.duckdb]
+    llmtrace sql --parquet 'traces/**/*.parquet' "SELECT model, avg(ttft_ms) FROM requests GROUP BY 1"
+
+Each file keeps the ``spans`` columns (``service`` included, so the files also read correctly without
+hive partitioning) plus ``date``. The export runs in time slices of about two million spans, each
+in its own short read connection, so a collector writing the same store is held up only briefly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from llmtrace.tracer.settings import resolve_db
+from llmtrace.tracer.storage.retention import parse_age
+from llmtrace.tracer.storage.store import StoreError, read_connection
+
+_DATE_SQL = "strftime(make_timestamp(start_ns // 1000), '%Y-%m-%d')"
+CHUNK_SPANS = 2_000_000  # spans per COPY (one short read connection each)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--parquet", required=True, metavar="DIR", help="directory to write the Parquet files into")
+    parser.add_argument("--db", help="store file (default $LLMTRACE_DB or ./llmtrace.duckdb)")
+    parser.add_argument("--since", default=None,
+                        help="only spans that started after this: an age (7d, 12h) or a date/time (2026-11-01)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--overwrite", action="store_true", help="empty DIR first")
+    mode.add_argument("--append", action="store_true", help="add files next to those already in DIR")
+
+
+def parse_since(text: str, now_ns: int | None = None) -> int:
+    """An age ('7d') or an ISO date/time ('2026-11-01', '2026-11-01T12:00+00:00') -> start_ns cutoff."""
+    now = time.time_ns() if now_ns is None else now_ns
+    try:
+        return now - int(parse_age(text) * 1e9)
+    except ValueError:
+        pass
+    try:
+        when = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f"cannot read --since {text!r}; write an age (7d, 12h) or a date (2026-11-01)") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return int(when.timestamp() * 1e9)
+
+
+def _quote(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def export_parquet(db: str | Path, out_dir: str | Path, *, since_ns: int | None = None, append: bool = False,
+                   overwrite: bool = False) -> dict[str, int]:
+    """Write the spans as DIR/date=YYYY-MM-DD/service=NAME/spans_<uuid>.parquet; returns counts."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out} exists and is not a directory")
+    if out.exists() and any(out.iterdir()):
+        if overwrite:
+            shutil.rmtree(out)
+        elif not append:
+            raise ValueError(f"{out} is not empty; pass --overwrite to replace it or --append to add files")
+    out.mkdir(parents=True, exist_ok=True)
+    where = "WHERE start_ns >= ?" if since_ns is not None else ""
+    params: list[object] = [since_ns] if since_ns is not None else []
+    with read_connection(db) as conn:
+        days = conn.execute(
+            f"SELECT {_DATE_SQL} AS d, count(*), min(start_ns), max(start_ns) FROM spans {where} GROUP BY d ORDER BY d",
+            params).fetchall()
+    rows = 0
+    for _day, n, lo, hi in days:
+        # A big day goes in several time slices, so no single read holds the store for long.
+        slices = max(1, -(-int(n) // CHUNK_SPANS))
+        step = (int(hi) - int(lo)) // slices + 1
+        for k in range(slices):
+            a, b = int(lo) + k * step, min(int(lo) + (k + 1) * step, int(hi) + 1)
+            with read_connection(db) as conn:
+                conn.execute(
+                    f"COPY (SELECT *, {_DATE_SQL} AS date FROM spans WHERE start_ns >= ? AND start_ns < ?) "
+                    f"TO {_quote(str(out))} (FORMAT parquet, COMPRESSION zstd, PARTITION_BY (date, service), "
+                    "WRITE_PARTITION_COLUMNS true, FILENAME_PATTERN 'spans_{uuid}', OVERWRITE_OR_IGNORE true)",
+                    [a, b],
+                )
+        rows += int(n)
+    return {"spans": rows, "days": len(days)}
+
+
+def passes_dir(out_dir: str | Path) -> Path:
+    """Where the per-pass dataset of an export to ``out_dir`` goes: beside it (``traces`` -> ``traces.passes``),
+    not inside, so the spans' glob ``traces/**/*.parquet`` never reads pass rows as spans."""
+    out = Path(out_dir)
+    return out.parent / f"{out.name}.passes"
+
+
+def export_passes(db: str | Path, out_dir: str | Path, *, since_ns: int | None = None, append: bool = False,
+                  overwrite: bool = False) -> int:
+    """The ``passes`` view (one row per logical pass, docs/sql.md) materialised as its own hive-partitioned
+    dataset, DIR.passes/date=YYYY-MM-DD/service=NAME/passes_<uuid>.parquet; returns the pass count.
+
+    One read of the store: a pass joins its client and server spans, which a time slice could split."""
+    from llmtrace.tracer.storage.views import passes_select, requests_select
+
+    out = passes_dir(out_dir)
+    if out.exists() and any(out.iterdir()):
+        if overwrite:
+            shutil.rmtree(out)
+        elif not append:
+            raise ValueError(f"{out} is not empty; pass --overwrite to replace it or --append to add files")
+    out.mkdir(parents=True, exist_ok=True)
+    spans = "spans" if since_ns is None else f"(SELECT * FROM spans WHERE start_ns >= {int(since_ns)})"
+    rel = f"({passes_select('(' + requests_select(spans) + ')')})"
+    with read_connection(db) as conn:
+        n = conn.execute(f"SELECT count(*) FROM {rel}").fetchone()
+        if n and n[0]:
+            conn.execute(
+                f"COPY (SELECT *, strftime(ts, '%Y-%m-%d') AS date FROM {rel}) TO {_quote(str(out))} "
+                "(FORMAT parquet, COMPRESSION zstd, PARTITION_BY (date, service), WRITE_PARTITION_COLUMNS true, "
+                "FILENAME_PATTERN 'passes_{uuid}', OVERWRITE_OR_IGNORE true)")
+    return int(n[0]) if n else 0
+
+
+def run(args: argparse.Namespace) -> int:
+    db = resolve_db(args.db)
+    try:
+        since = parse_since(args.since) if args.since else None
+        result = export_parquet(db, args.parquet, since_ns=since, append=args.append, overwrite=args.overwrite)
+    except (ValueError, StoreError) as exc:
+        print(f"llmtrace export: {exc}", file=sys.stderr)
+        return 1
+    print(f"exported {result['spans']} spans over {result['days']} day(s) to {args.parquet} "
+          f"(read with: llmtrace sql --parquet '{Path(args.parquet) / '**' / '*.parquet'}' ...)")
+    try:
+        n = export_passes(db, args.parquet, since_ns=since, append=args.append, overwrite=args.overwrite)
+    except (ValueError, StoreError) as exc:
+        print(f"llmtrace export: {exc}", file=sys.stderr)
+        return 1
+    print(f"exported {n} passes (one row each) to {passes_dir(args.parquet)}")
+    return 0

@@ -1,0 +1,424 @@
+"""OTLP/HTTP trace payloads (protobuf or JSON, optionally gzip) straight into the store's Arrow columns.
+
+The protobuf is parsed once by the C (upb) runtime and walked span by span into column lists; there is
+no intermediate SDK span object. Spans from other instrumentations are mapped onto the stage model on
+the way (``otlp_mapping``); the raw attributes always stay in the ``attributes`` JSON.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from dataclasses import dataclass
+
+import orjson
+import pyarrow as pa
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from llmtrace.tracer.collect import scrub as scrub
+from llmtrace.tracer.collect.otlp_mapping import Mapper
+from llmtrace.tracer.record.exporter import ARROW_SCHEMA
+from llmtrace.tracer.storage.views import SPAN_COLUMNS
+
+_KINDS = ("internal", "internal", "server", "client", "producer", "consumer")  # index = OTLP SpanKind enum
+_json_fallback = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
+
+
+def _dumps(obj: object) -> bytes:
+    """Compact JSON as UTF-8 bytes (Arrow takes them for a string column as they are): orjson, several
+    times faster and this runs for every span; the stdlib for what orjson refuses (ints past 64 bits)."""
+    try:
+        return orjson.dumps(obj, default=str)
+    except TypeError:
+        return _json_fallback(obj).encode("utf-8", "replace")
+_COLUMN_NAMES = tuple(n for n, _ in SPAN_COLUMNS)
+
+
+class PayloadError(ValueError):
+    """The request body cannot be read as an OTLP trace export; the message is sent back with a 400."""
+
+
+class PayloadTooLarge(PayloadError):
+    """The body (after decompression) is over the limit; answered with a 413."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    table: pa.Table
+    received: int  # spans in the request
+    rejected: int  # spans dropped as invalid (reported back through OTLP partial success)
+    reason: str | None
+    dropped_values: int = 0  # attribute values left out of stored spans (NaN, inf)
+
+
+def decompress(body: bytes, encoding: str | None, max_bytes: int) -> bytes:
+    """Undo Content-Encoding, refusing to inflate past ``max_bytes`` (a small gzip bomb stays small)."""
+    enc = (encoding or "identity").strip().lower()
+    if enc in ("", "identity"):
+        return body
+    if enc not in ("gzip", "deflate"):
+        raise PayloadError(f"unsupported Content-Encoding {encoding!r} (use gzip or none)")
+    wbits = 16 + zlib.MAX_WBITS if enc == "gzip" else zlib.MAX_WBITS
+    d = zlib.decompressobj(wbits)
+    try:
+        out = d.decompress(body, max_bytes + 1)
+    except zlib.error as exc:
+        raise PayloadError(f"body is not valid {enc}: {exc}") from None
+    if len(out) > max_bytes:
+        raise PayloadTooLarge(f"decompressed body is over the {max_bytes} byte limit")
+    if not d.eof:
+        raise PayloadError(f"truncated {enc} body")
+    return out
+
+
+@dataclass(slots=True)
+class Parsed:
+    """A request and what was rejected while reading it (JSON bodies are read span by span)."""
+
+    request: ExportTraceServiceRequest
+    rejected: int = 0
+    reason: str | None = None
+    from_protobuf: bool = False
+
+
+def parse_request(body: bytes, content_type: str | None) -> Parsed:
+    ctype = (content_type or "application/x-protobuf").split(";")[0].strip().lower()
+    req = ExportTraceServiceRequest()
+    if ctype in ("application/x-protobuf", "application/protobuf", "application/octet-stream"):
+        try:
+            req.ParseFromString(body)
+        except DecodeError as exc:
+            raise PayloadError(f"malformed protobuf ExportTraceServiceRequest: {exc}") from None
+        return Parsed(req, from_protobuf=True)
+    if ctype == "application/json":
+        return _parse_json(body)
+    raise PayloadError(f"unsupported Content-Type {content_type!r} (use application/x-protobuf or application/json)")
+
+
+def _json_int(text: str) -> object:
+    # Python refuses int() of more than 4,300 digits (a ValueError out of json.loads); no OTLP field holds
+    # one, so it becomes a value the field parser refuses: that span is rejected, not the request.
+    return int(text) if len(text) <= 40 else "Infinity"
+
+
+def _json_float(text: str) -> object:
+    f = float(text)
+    # protobuf's JSON parser refuses a bare inf; the quoted form parses and the attribute is then dropped
+    return f if f - f == 0.0 else ("NaN" if f != f else "Infinity" if f > 0 else "-Infinity")
+
+
+def _loads(body: bytes) -> object:
+    try:
+        return json.loads(body, parse_int=_json_int, parse_float=_json_float, parse_constant=lambda c: c)
+    except RecursionError:
+        raise PayloadError("malformed JSON: nested too deep") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise PayloadError(f"malformed JSON: {str(exc)[:200]}") from None
+
+
+def _list(obj: dict[str, object], *keys: str) -> list[object]:
+    for k in keys:
+        v = obj.get(k)
+        if v is not None:
+            if not isinstance(v, list):
+                raise PayloadError(f"JSON is not an OTLP ExportTraceServiceRequest: {k} must be a list")
+            return v
+    return []
+
+
+def _parse_json(body: bytes) -> Parsed:
+    """OTLP/JSON, span by span: one span that does not parse (bad hex id, out-of-range number, unpaired
+    surrogate, nesting past protobuf's limit) is rejected and counted; the others are kept."""
+    doc = _loads(body)
+    if not isinstance(doc, dict):
+        raise PayloadError("JSON body must be an object with resourceSpans")
+    out = Parsed(ExportTraceServiceRequest())
+    for rs in _list(doc, "resourceSpans", "resource_spans"):
+        if not isinstance(rs, dict):
+            raise PayloadError("JSON is not an OTLP ExportTraceServiceRequest: resourceSpans holds a non-object")
+        scope_lists = _list(rs, "scopeSpans", "scope_spans")
+        target = out.request.resource_spans.add()
+        try:
+            if rs.get("resource") is not None:
+                json_format.ParseDict(rs["resource"], target.resource, ignore_unknown_fields=True)
+        except (json_format.ParseError, AttributeError, TypeError, ValueError, RecursionError) as exc:
+            n = sum(len(_list(ss, "spans")) for ss in scope_lists if isinstance(ss, dict))
+            _reject(out, n, f"resource: {_first_line(exc)}")
+            del out.request.resource_spans[-1]
+            continue
+        for ss in scope_lists:
+            if not isinstance(ss, dict):
+                raise PayloadError("JSON is not an OTLP ExportTraceServiceRequest: scopeSpans holds a non-object")
+            scope = target.scope_spans.add()
+            for span in _list(ss, "spans"):
+                msg = scope.spans.add()
+                try:
+                    if not isinstance(span, dict):
+                        raise TypeError("a span must be an object")
+                    span = dict(span)
+                    _hex_ids_to_b64(span)
+                    links = span.get("links")
+                    if isinstance(links, list):
+                        span["links"] = [_hex_ids_to_b64(dict(lk)) if isinstance(lk, dict) else lk for lk in links]
+                    json_format.ParseDict(span, msg, ignore_unknown_fields=True)
+                except (json_format.ParseError, AttributeError, TypeError, ValueError, RecursionError) as exc:
+                    del scope.spans[-1]
+                    _reject(out, 1, _first_line(exc))
+    return out
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+
+
+def _reject(out: Parsed, n: int, reason: str) -> None:
+    out.rejected += n
+    out.reason = out.reason or f"span rejected: {reason}"
+
+
+def _hex_ids_to_b64(obj: dict[str, object]) -> dict[str, object]:
+    # OTLP/JSON writes trace and span ids as hex, where protobuf's JSON mapping expects base64.
+    for key in ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id"):
+        v = obj.get(key)
+        if isinstance(v, str) and v:
+            try:
+                obj[key] = base64.b64encode(bytes.fromhex(v)).decode()
+            except ValueError:
+                raise ValueError(f"{key} {v[:40]!r} is not hex") from None
+    return obj
+
+
+_DROP = object()  # a value that cannot be stored (a NaN or infinite double): the attribute is left out
+
+
+def any_value(v: object, drops: list[int] | None = None) -> object:
+    which = v.WhichOneof("value")  # type: ignore[attr-defined]
+    if which is None:
+        return None
+    if which == "double_value":
+        d = v.double_value  # type: ignore[attr-defined]
+        if d - d == 0.0:  # finite: inf - inf and nan - nan are nan
+            return d
+        if drops is not None:
+            drops[0] += 1
+        return _DROP
+    if which == "array_value":
+        items = (any_value(x, drops) for x in v.array_value.values)  # type: ignore[attr-defined]
+        return [x for x in items if x is not _DROP]
+    if which == "kvlist_value":
+        out: dict[str, object] = {}
+        for kv in v.kvlist_value.values:  # type: ignore[attr-defined]
+            x = any_value(kv.value, drops)
+            if x is not _DROP:
+                out[kv.key] = x
+        return out
+    if which == "bytes_value":
+        return base64.b64encode(v.bytes_value).decode()  # type: ignore[attr-defined]
+    return getattr(v, which)
+
+
+def attributes(kvs: object, drops: list[int] | None = None) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for kv in kvs:  # type: ignore[attr-defined]
+        v = kv.value
+        which = v.WhichOneof("value")
+        if which == "string_value":
+            out[kv.key] = v.string_value
+        elif which == "int_value":
+            out[kv.key] = v.int_value
+        elif which == "bool_value":
+            out[kv.key] = v.bool_value
+        elif which is not None:
+            x = any_value(v, drops)
+            if x is not _DROP:
+                out[kv.key] = x
+    return out
+
+
+_ZERO16 = b"\0" * 16
+_ZERO8 = b"\0" * 8
+_MAX_NS = (1 << 63) - 1  # the store's BIGINT; OTLP's fixed64 goes past it
+
+
+def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = None, *, rejected: int = 0,
+                     reason: str | None = None, check_secrets: bool = True) -> Decoded:
+    """Walk the request into one Arrow table in SPAN_COLUMNS order.
+
+    A value that cannot be stored (a NaN or infinite number) is left out of its span's attributes and
+    counted; a span that cannot be stored at all (bad ids, a time past the store's range, anything its
+    mapping trips on) is rejected and counted, never the request. Every value of a span is computed
+    before any column is appended to, so a span that fails midway leaves no partial row.
+
+    This loop is the collector's hot path (a few microseconds a span): locals only, no per-span calls
+    beyond what the protobuf runtime needs.
+    """
+    cols: dict[str, list[object]] = {n: [] for n in _COLUMN_NAMES}
+    trace_a, span_a, parent_a, name_a, kind_a = (cols["trace_id"].append, cols["span_id"].append,
+                                                  cols["parent_span_id"].append, cols["name"].append,
+                                                  cols["kind"].append)
+    op_a, stage_a, phase_a, service_a, deploy_a = (cols["operation"].append, cols["stage"].append,
+                                                    cols["phase"].append, cols["service"].append,
+                                                    cols["deploy"].append)
+    start_a, end_a, dur_a, status_a, msg_a = (cols["start_ns"].append, cols["end_ns"].append,
+                                               cols["duration_ms"].append, cols["status"].append,
+                                               cols["status_message"].append)
+    attr_a, res_a, ev_a = cols["attributes"].append, cols["resource"].append, cols["events"].append
+    received = rejected  # spans already rejected while parsing were in the request too
+    drops = [0]
+    dumps = _dumps
+    kinds = _KINDS
+    suspect = scrub.suspect_bytes
+    for rs in req.resource_spans:
+        res_attrs = attributes(rs.resource.attributes, drops)
+        res_json = dumps(res_attrs)
+        if check_secrets and suspect(res_json):
+            res_json = dumps(scrub.scrub_attributes(res_attrs))
+        service = res_attrs.get("service.name")
+        service = str(service) if service is not None else None
+        res_version = res_attrs.get("service.version")
+        res_version = str(res_version) if res_version is not None else None
+        for ss in rs.scope_spans:
+            spans = ss.spans
+            received += len(spans)
+            for s in spans:
+                tid = s.trace_id
+                sid = s.span_id
+                if len(tid) != 16 or len(sid) != 8 or tid == _ZERO16 or sid == _ZERO8:
+                    rejected += 1
+                    reason = reason or "span with an invalid trace_id or span_id (need 16 and 8 non-zero bytes)"
+                    continue
+                start = s.start_time_unix_nano
+                end = s.end_time_unix_nano
+                if start > _MAX_NS or end > _MAX_NS:
+                    rejected += 1
+                    reason = reason or "span with a timestamp past the year 2262"
+                    continue
+                try:
+                    # attributes(), inlined on purpose to spare a call per span on this hot loop; keep the
+                    # two in step.
+                    attrs: dict[str, object] = {}
+                    for kv in s.attributes:
+                        v = kv.value
+                        which = v.WhichOneof("value")
+                        if which == "string_value":
+                            attrs[kv.key] = v.string_value
+                        elif which == "int_value":
+                            attrs[kv.key] = v.int_value
+                        elif which == "double_value":
+                            d = v.double_value
+                            if d - d == 0.0:
+                                attrs[kv.key] = d
+                            else:
+                                drops[0] += 1
+                        elif which == "bool_value":
+                            attrs[kv.key] = v.bool_value
+                        elif which is not None:
+                            x = any_value(v, drops)
+                            if x is not _DROP:
+                                attrs[kv.key] = x
+                    if end < start:
+                        end = start
+                    trace_hex = tid.hex()
+                    span_hex = sid.hex()
+                    name = s.name
+                    k = s.kind
+                    kind = kinds[k] if 0 <= k < 6 else "internal"
+                    st = s.status
+                    mapped = None
+                    if mapper is not None and "llmtrace.side" not in attrs and "llmtrace.stage" not in attrs:
+                        mapped = mapper.map(name, kind, attrs, trace_hex, span_hex, start, end, s.events)
+                    if mapped is not None:
+                        attrs = mapped.attributes
+                        op, stage, phase = mapped.operation, mapped.stage, mapped.phase
+                    else:
+                        op = attrs.get("gen_ai.operation.name")
+                        stage, phase = attrs.get("llmtrace.stage"), attrs.get("llmtrace.phase")
+                    status = ("cancelled" if attrs.get("llmtrace.status") == "cancelled"
+                              else "error" if st.code == 2 else "ok")
+                    pid = s.parent_span_id
+                    dv = attrs.get("service.version", res_version)
+                    deploy = str(dv) if dv is not None else None
+                    attrs_json = dumps(attrs)
+                    message = st.message or None
+                    if check_secrets and (suspect(attrs_json) or (message and scrub.suspect(message))
+                                          or scrub.suspect(name)):
+                        # credentials in any capture mode: header attributes, api keys, bearer tokens
+                        attrs_json = dumps(scrub.scrub_attributes(attrs))
+                        message = scrub.scrub_text(message) if message else None
+                        name = scrub.scrub_text(name)
+                    events = s.events
+                    events_json = None
+                    if len(events):
+                        events_json = dumps([{"name": e.name, "ts": e.time_unix_nano,
+                                              "attributes": attributes(e.attributes, drops)} for e in events])
+                        if check_secrets and suspect(events_json):
+                            events_json = dumps(scrub.scrub_attributes(json.loads(events_json)))
+                    extra = []
+                    if mapped is not None:
+                        extra = [(row, dumps(row.attributes), (row.end_ns - row.start_ns) / 1e6)
+                                 for row in mapped.extra]
+                except Exception as exc:  # noqa: BLE001 - one odd span is rejected, never the request
+                    rejected += 1
+                    reason = reason or f"span {s.name[:60]!r} rejected: {type(exc).__name__}: {str(exc)[:120]}"
+                    continue
+                trace_a(trace_hex)
+                span_a(span_hex)
+                parent_a(pid.hex() if len(pid) == 8 and pid != _ZERO8 else None)
+                name_a(name)
+                kind_a(kind)
+                op_a(op)
+                stage_a(stage)
+                phase_a(phase)
+                service_a(service)
+                deploy_a(deploy)
+                start_a(start)
+                end_a(end)
+                dur_a((end - start) / 1e6)
+                status_a(status)
+                msg_a(message)
+                attr_a(attrs_json)
+                res_a(res_json)
+                ev_a(events_json)
+                for row, row_json, row_ms in extra:
+                    trace_a(trace_hex)
+                    span_a(row.span_id)
+                    parent_a(span_hex)
+                    name_a(row.stage)
+                    kind_a("internal")
+                    op_a(None)
+                    stage_a(row.stage)
+                    phase_a(row.phase)
+                    service_a(service)
+                    deploy_a(deploy)
+                    start_a(row.start_ns)
+                    end_a(row.end_ns)
+                    dur_a(row_ms)
+                    status_a("ok")
+                    msg_a(None)
+                    attr_a(row_json)
+                    res_a(res_json)
+                    ev_a(None)
+    try:
+        table = pa.Table.from_pydict(cols, schema=ARROW_SCHEMA)
+    except (pa.ArrowException, OverflowError, UnicodeError) as exc:
+        raise PayloadError(f"span values out of range: {exc}") from None
+    if drops[0]:
+        note = f"{drops[0]} attribute value(s) dropped (NaN or infinite numbers cannot be stored)"
+        reason = f"{reason}; {note}" if reason else note
+    return Decoded(table, received, rejected, reason, drops[0])
+
+
+def decode(body: bytes, content_type: str | None, content_encoding: str | None, *,
+           max_bytes: int, mapper: Mapper | None = None) -> Decoded:
+    """One HTTP body to one Arrow table (raises PayloadError / PayloadTooLarge)."""
+    raw = decompress(body, content_encoding, max_bytes)
+    parsed = parse_request(raw, content_type)
+    # protobuf keeps keys and strings verbatim: one substring pass over the body says whether any span
+    # can hold a credential (JSON may escape characters, so its spans are always looked at)
+    check = not parsed.from_protobuf or scrub.suspect_protobuf(raw)
+    return request_to_table(parsed.request, mapper, rejected=parsed.rejected, reason=parsed.reason,
+                            check_secrets=check)
+

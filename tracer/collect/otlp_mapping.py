@@ -1,0 +1,366 @@
+"""Spans from other instrumentations, mapped onto llmtrace's stage model where their data allows.
+
+The raw attributes are always kept; mapping only *adds* the names the store's views read
+(``gen_ai.usage.input_tokens``, ``llmtrace.ttft_ms``, ...), sets the operation/stage/phase columns, and for
+vLLM's request span synthesizes the observed stage rows its latency breakdown implies. Shapes handled:
+
+- OpenTelemetry GenAI semantic conventions v1.41 (``gen_ai.provider.name``, ``gen_ai.usage.input_tokens``)
+  and the older names (``gen_ai.system``, ``gen_ai.usage.prompt_tokens`` / ``completion_tokens``,
+  OpenLLMetry's ``llm.request.type``);
+- OpenInference (``openinference.span.kind``, ``llm.model_name``, ``llm.token_count.*``);
+- vLLM's ``llm_request`` span (``gen_ai.latency.time_in_queue`` / ``time_to_first_token`` /
+  ``time_in_model_prefill`` / ``time_in_model_decode``, all in seconds).
+
+Prompt and output text in foreign spans follows the collector's capture mode, as the app's own spans do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+
+from llmtrace.tracer.collect.otlp_segments import segment_attributes
+from llmtrace.tracer.record import capture
+from llmtrace.tracer.registry.finish_reason import normalize_finish_reason
+from llmtrace.tracer.registry.stages import get_stage
+
+GENAI_OPS = frozenset({"chat", "text_completion", "generate_content", "embeddings", "execute_tool",
+                       "create_agent", "invoke_agent", "retrieval"})
+# Attribute keys (or key prefixes) that carry prompt/output text in other instrumentations.
+CONTENT_PREFIXES = ("gen_ai.prompt", "gen_ai.completion", "gen_ai.input.messages", "gen_ai.output.messages",
+                    "gen_ai.system_instructions", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result",
+                    "input.value", "output.value", "traceloop.entity.input", "traceloop.entity.output",
+                    "llm.input_messages", "llm.output_messages", "llm.prompts", "llm.prompt_template.variables",
+                    "retrieval.documents", "gen_ai.content.")
+_INPUT_KEYS = ("gen_ai.input.messages", "input.value", "gen_ai.prompt", "gen_ai.prompt.0.content")
+_OUTPUT_KEYS = ("gen_ai.output.messages", "output.value", "gen_ai.completion", "gen_ai.completion.0.content")
+_OI_KIND_OPS = {"LLM": "chat", "TOOL": "execute_tool", "EMBEDDING": "embeddings", "RETRIEVER": "retrieval",
+                "AGENT": "invoke_agent"}
+_TRACELOOP_OPS = {"tool": "execute_tool", "agent": "invoke_agent"}  # traceloop.span.kind
+_OPENLLMETRY_OPS = {"chat": "chat", "completion": "text_completion", "embedding": "embeddings",
+                    "rerank": None, "unknown": None}
+_TOOL_STAGE = "loop.tool_dispatch"
+# Where instrumentations put the finish reason(s): OTel GenAI (a list), OpenInference (``llm.finish_reason``),
+# OpenLLMetry's older per-choice names, LiteLLM (a list serialised into a string).
+_FINISH_KEYS = ("gen_ai.response.finish_reasons", "llm.finish_reason", "gen_ai.response.finish_reason",
+                "llm.response.finish_reason", "gen_ai.completion.0.finish_reason",
+                "llm.output_messages.0.message.finish_reason")
+# Time to first token as an attribute, in seconds (names seen across instrumentations and versions).
+_TTFT_KEYS = ("gen_ai.response.time_to_first_chunk", "gen_ai.response.time_to_first_token",
+              "gen_ai.server.time_to_first_token", "gen_ai.client.time_to_first_token", "llm.time_to_first_token")
+# Span events that mark the first streamed token: OpenInference's, OpenLLMetry's per-chunk events.
+_FIRST_TOKEN_EVENTS = frozenset({"First Token Stream Event", "gen_ai.content.completion.chunk",
+                                 "llm.content.completion.chunk", "first_token", "gen_ai.first_token"})
+
+
+@dataclass(slots=True)
+class ExtraRow:
+    """A stage span synthesized from a foreign span's numbers (a child of that span)."""
+
+    span_id: str
+    stage: str
+    phase: str
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, object]
+
+
+@dataclass(slots=True)
+class Mapped:
+    operation: str | None
+    stage: str | None
+    phase: str | None
+    attributes: dict[str, object]
+    extra: list[ExtraRow] = field(default_factory=list)
+
+
+def _put(attrs: dict[str, object], key: str, value: object) -> None:
+    """Add a normalized name without overwriting what the span already says."""
+    if value is not None and key not in attrs:
+        attrs[key] = value
+
+
+def _num(value: object) -> float | None:
+    """A finite number, or None: NaN, inf and "1e400" (which float() reads as inf) are not numbers here."""
+    if isinstance(value, bool):
+        return None
+    try:
+        if isinstance(value, (int, float)):
+            f = float(value)
+        elif isinstance(value, str) and len(value) <= 64:
+            f = float(value)
+        else:
+            return None
+    except (ValueError, OverflowError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _int(value: object) -> int | None:
+    n = _num(value)
+    return int(n) if n is not None and abs(n) < 2**63 else None
+
+
+def _seconds(value: object) -> float | None:
+    """A duration in seconds that fits a span (0 to ~115 days), or None: the value is then left unmapped."""
+    n = _num(value)
+    return n if n is not None and 0.0 <= n <= 1e7 else None
+
+
+def _reasons(value: object) -> list[str] | None:
+    """A finish reason in any shape as a list of strings: ``["length"]``, ``"length"``, ``'["length"]'``."""
+    if value is None or value == "" or value == []:
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                return [text]
+        else:
+            return [text]
+    if isinstance(value, (list, tuple)):
+        out = [str(v) for v in value if v is not None and str(v).strip()]
+        return out or None
+    return [str(value)]
+
+
+def _first_token_ns(events: object) -> int | None:
+    for e in events or ():  # type: ignore[attr-defined]
+        if e.name in _FIRST_TOKEN_EVENTS:
+            return int(e.time_unix_nano)
+    return None
+
+
+def _child_id(span_hex: str, stage_id: str) -> str:
+    return hashlib.blake2b(f"{span_hex}/{stage_id}".encode(), digest_size=8).hexdigest()
+
+
+class Mapper:
+    """Maps one decoded span; returns None for llmtrace's own spans and for spans it does not recognise."""
+
+    def __init__(self, capture_mode: str = "hashes") -> None:
+        if capture_mode not in ("none", "hashes", "full"):
+            raise ValueError(f"capture mode must be none, hashes or full, got {capture_mode!r}")
+        self.capture_mode = capture_mode
+
+    def map(self, name: str, kind: str, attrs: dict[str, object], trace_hex: str, span_hex: str,
+            start_ns: int, end_ns: int, events: object = ()) -> Mapped | None:
+        if "llmtrace.side" in attrs or "llmtrace.stage" in attrs:
+            return None  # llmtrace's own spans already speak the stage model
+        if "openinference.span.kind" in attrs:
+            mapped = self._openinference(attrs)
+        elif ("gen_ai.latency.time_in_queue" in attrs or "gen_ai.latency.time_to_first_token" in attrs
+                or "gen_ai.latency.e2e" in attrs):
+            mapped = self._vllm(attrs, span_hex, start_ns, end_ns)
+        elif ("gen_ai.operation.name" in attrs or "gen_ai.system" in attrs or "gen_ai.provider.name" in attrs
+                or "gen_ai.request.model" in attrs or "llm.request.type" in attrs):
+            mapped = self._genai(name, kind, attrs, start_ns, end_ns)
+        elif attrs.get("traceloop.span.kind") in _TRACELOOP_OPS:
+            mapped = self._traceloop(attrs)
+        elif any(k.startswith(CONTENT_PREFIXES) for k in attrs):
+            # a shape we do not map (an OpenLLMetry workflow, a framework's chain span) still carries
+            # prompt or output text: it follows the capture mode like every other span's
+            return Mapped(None, None, None, self._protect(attrs))
+        else:
+            return None
+        self._common(attrs, mapped.attributes, start_ns, end_ns, events)
+        if mapped.operation in ("chat", "text_completion", "generate_content"):
+            # the same prompt segments our own spans carry, so the cache analysis works on these too
+            mapped.attributes.update(segment_attributes(attrs, self.capture_mode))
+        return mapped
+
+    @staticmethod
+    def _common(raw: dict[str, object], a: dict[str, object], start_ns: int, end_ns: int, events: object) -> None:
+        """What every shape may carry under any of several names: finish reasons, TTFT."""
+        for key in _FINISH_KEYS:
+            reasons = _reasons(raw.get(key))
+            if reasons is not None:
+                original = raw.get("gen_ai.response.finish_reasons")
+                if original is not None and not isinstance(original, list):
+                    a["llmtrace.finish_reasons.raw"] = original  # e.g. LiteLLM's '["length"]', as sent
+                a["gen_ai.response.finish_reasons"] = reasons
+                a["llmtrace.finish_reason"] = normalize_finish_reason(reasons)
+                break
+        if "llmtrace.ttft_ms" not in a:
+            ttft_ms = None
+            for key in _TTFT_KEYS:
+                ttft_s = _seconds(raw.get(key))
+                if ttft_s is not None:
+                    ttft_ms = ttft_s * 1000.0
+                    break
+            if ttft_ms is None:
+                first = _first_token_ns(events)
+                if first is not None and start_ns <= first <= max(end_ns, start_ns):
+                    ttft_ms = (first - start_ns) / 1e6
+            if ttft_ms is not None:
+                a["llmtrace.ttft_ms"] = ttft_ms
+                out = _int(a.get("gen_ai.usage.output_tokens"))
+                if "llmtrace.tpot_ms" not in a and out is not None and out > 1 and end_ns > start_ns:
+                    tpot = ((end_ns - start_ns) / 1e6 - ttft_ms) / (out - 1)
+                    if tpot >= 0:
+                        a["llmtrace.tpot_ms"] = tpot
+
+    # -- content -----------------------------------------------------------------------------------
+    def _protect(self, attrs: dict[str, object]) -> dict[str, object]:
+        """A copy whose prompt/output text follows the capture mode; adds prompt/output hashes."""
+        out: dict[str, object] = {}
+        texts: dict[str, str] = {}
+        for key, value in attrs.items():
+            if not key.startswith(CONTENT_PREFIXES):
+                out[key] = value
+                continue
+            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+            texts[key] = text
+            if self.capture_mode == "full":
+                out[key] = capture.scrub(text)
+            elif self.capture_mode == "hashes":
+                out[key + ".hash"] = capture.hash_text(text)
+        for keys, target in ((_INPUT_KEYS, "llmtrace.prompt.hash"), (_OUTPUT_KEYS, "llmtrace.output.hash")):
+            if self.capture_mode == "none":
+                break
+            for k in keys:
+                if k in texts:
+                    _put(out, target, capture.hash_text(texts[k]))
+                    break
+        out["llmtrace.content_capture"] = self.capture_mode
+        return out
+
+    # -- shapes --------------------------------------------------------------------------------------
+    def _genai(self, name: str, kind: str, attrs: dict[str, object], start_ns: int, end_ns: int) -> Mapped:
+        a = self._protect(attrs)
+        legacy = "gen_ai.system" in attrs or "gen_ai.usage.prompt_tokens" in attrs
+        op = attrs.get("gen_ai.operation.name")
+        if not isinstance(op, str):
+            req_type = attrs.get("llm.request.type")
+            op = _OPENLLMETRY_OPS.get(req_type) if isinstance(req_type, str) else None
+            if op is None:
+                head = name.split(" ", 1)[0]
+                op = head if head in GENAI_OPS else ("chat" if "gen_ai.request.model" in attrs else None)
+        if op is not None:
+            a["gen_ai.operation.name"] = op
+        _put(a, "gen_ai.provider.name", attrs.get("gen_ai.system"))
+        _put(a, "gen_ai.usage.input_tokens", _int(attrs.get("gen_ai.usage.prompt_tokens",
+                                                            attrs.get("llm.usage.prompt_tokens"))))
+        _put(a, "gen_ai.usage.output_tokens", _int(attrs.get("gen_ai.usage.completion_tokens",
+                                                             attrs.get("llm.usage.completion_tokens"))))
+        _put(a, "gen_ai.usage.cache_read.input_tokens", _int(attrs.get("gen_ai.usage.cache_read_input_tokens",
+                                                                       attrs.get("llm.usage.cache_read_input_tokens"))))
+        ttft_s = _num(attrs.get("gen_ai.response.time_to_first_chunk",
+                                attrs.get("gen_ai.response.time_to_first_token")))
+        if ttft_s is not None:
+            _put(a, "llmtrace.ttft_ms", ttft_s * 1000.0)
+            out = _int(a.get("gen_ai.usage.output_tokens"))
+            if out is not None and out > 1 and end_ns > start_ns:
+                _put(a, "llmtrace.tpot_ms", ((end_ns - start_ns) / 1e6 - ttft_s * 1000.0) / (out - 1))
+        a["llmtrace.side"] = "server" if kind == "server" else "client"
+        a["llmtrace.mapped_from"] = "genai-legacy" if legacy else "genai"
+        return self._finish(op, a)
+
+    def _traceloop(self, attrs: dict[str, object]) -> Mapped:
+        """OpenLLMetry's own spans around the model calls: @tool and @agent functions."""
+        a = self._protect(attrs)
+        op = _TRACELOOP_OPS[str(attrs["traceloop.span.kind"])]
+        a["gen_ai.operation.name"] = op
+        if op == "execute_tool":
+            _put(a, "gen_ai.tool.name", attrs.get("traceloop.entity.name"))
+        else:
+            _put(a, "gen_ai.agent.name", attrs.get("traceloop.entity.name"))
+        a["llmtrace.side"] = "client"
+        a["llmtrace.mapped_from"] = "openllmetry"
+        return self._finish(op, a)
+
+    def _openinference(self, attrs: dict[str, object]) -> Mapped:
+        a = self._protect(attrs)
+        oi_kind = str(attrs.get("openinference.span.kind", "")).upper()
+        op = _OI_KIND_OPS.get(oi_kind)
+        if op == "chat" and "llm.prompts" in attrs and "llm.input_messages.0.message.role" not in attrs:
+            op = "text_completion"
+        if op is not None:
+            _put(a, "gen_ai.operation.name", op)
+        _put(a, "gen_ai.request.model", attrs.get("llm.model_name") or attrs.get("embedding.model_name"))
+        _put(a, "gen_ai.provider.name", attrs.get("llm.provider") or attrs.get("llm.system"))
+        _put(a, "gen_ai.usage.input_tokens", _int(attrs.get("llm.token_count.prompt")))
+        _put(a, "gen_ai.usage.output_tokens", _int(attrs.get("llm.token_count.completion")))
+        _put(a, "gen_ai.usage.cache_read.input_tokens",
+             _int(attrs.get("llm.token_count.prompt_details.cache_read")))
+        _put(a, "gen_ai.usage.reasoning.output_tokens",
+             _int(attrs.get("llm.token_count.completion_details.reasoning")))
+        _put(a, "gen_ai.tool.name", attrs.get("tool.name"))
+        _put(a, "gen_ai.conversation.id", attrs.get("session.id"))
+        params = attrs.get("llm.invocation_parameters")
+        if isinstance(params, str):
+            try:
+                params = json.loads(params)
+            except ValueError:
+                params = None
+        if isinstance(params, dict):
+            _put(a, "gen_ai.request.temperature", _num(params.get("temperature")))
+            _put(a, "gen_ai.request.top_p", _num(params.get("top_p")))
+            _put(a, "gen_ai.request.seed", _int(params.get("seed")))
+            _put(a, "gen_ai.request.max_tokens", _int(params.get("max_tokens", params.get("max_completion_tokens"))))
+        a["llmtrace.side"] = "client"
+        a["llmtrace.mapped_from"] = "openinference"
+        return self._finish(op, a)
+
+    def _vllm(self, attrs: dict[str, object], span_hex: str, start_ns: int, end_ns: int) -> Mapped:
+        a = self._protect(attrs)
+        op = attrs.get("gen_ai.operation.name")
+        op = op if isinstance(op, str) else "text_completion"  # the engine span does not say chat or not
+        a["gen_ai.operation.name"] = op
+        _put(a, "gen_ai.request.model", attrs.get("gen_ai.response.model"))
+        _put(a, "gen_ai.provider.name", "vllm")
+        prompt = _int(attrs.get("gen_ai.usage.prompt_tokens", attrs.get("gen_ai.usage.input_tokens")))
+        output = _int(attrs.get("gen_ai.usage.completion_tokens", attrs.get("gen_ai.usage.output_tokens")))
+        _put(a, "gen_ai.usage.input_tokens", prompt)
+        _put(a, "gen_ai.usage.output_tokens", output)
+        queue_s = _seconds(attrs.get("gen_ai.latency.time_in_queue"))
+        ttft_s = _seconds(attrs.get("gen_ai.latency.time_to_first_token"))
+        prefill_s = _seconds(attrs.get("gen_ai.latency.time_in_model_prefill"))
+        decode_s = _seconds(attrs.get("gen_ai.latency.time_in_model_decode"))
+        tpot_ms = decode_s * 1000.0 / (output - 1) if decode_s is not None and output and output > 1 else None
+        _put(a, "llmtrace.ttft_ms", ttft_s * 1000.0 if ttft_s is not None else None)
+        _put(a, "llmtrace.tpot_ms", tpot_ms)
+        _put(a, "llmtrace.admission.queue_wait_ms", queue_s * 1000.0 if queue_s is not None else None)
+        a["llmtrace.side"] = "server"
+        a["llmtrace.mapped_from"] = "vllm"
+        mapped = self._finish(op, a)
+        # vLLM's span starts at arrival; queue, then prefill, then decode follow one another.
+        t = start_ns
+        src = {"llmtrace.observed": True, "llmtrace.mapped_from": "vllm"}
+        if queue_s is not None:
+            t_end = min(t + int(queue_s * 1e9), end_ns) if end_ns >= t else t
+            mapped.extra.append(self._row(span_hex, "arrival.admission", t, t_end, {
+                **src, "llmtrace.admission.queue_wait_ms": queue_s * 1000.0,
+                "llmtrace.admission.decision": "queued" if queue_s > 0 else "admitted"}))
+            t = t_end
+        if prefill_s is not None:
+            t_end = min(t + int(prefill_s * 1e9), max(end_ns, t))
+            values: dict[str, object] = {**src, "llmtrace.prefill.ms": prefill_s * 1000.0}
+            mapped.extra.append(self._row(span_hex, "forward.prefill", t, t_end, values))
+            t = t_end
+        if decode_s is not None:
+            t_end = min(t + int(decode_s * 1e9), max(end_ns, t))
+            values = {**src, "llmtrace.decode.ms": decode_s * 1000.0}
+            if output is not None and output > 0:
+                values["llmtrace.decode.steps"] = output - 1  # the first token comes out of prefill
+            if tpot_ms is not None:
+                values["llmtrace.decode.tpot_ms"] = tpot_ms
+            mapped.extra.append(self._row(span_hex, "forward.decode", t, t_end, values))
+        return mapped
+
+    # -- helpers -------------------------------------------------------------------------------------
+    @staticmethod
+    def _finish(op: object, a: dict[str, object]) -> Mapped:
+        if op == "execute_tool":
+            return Mapped("execute_tool", _TOOL_STAGE, get_stage(_TOOL_STAGE).phase, a)
+        return Mapped(op if isinstance(op, str) else None, None, None, a)
+
+    @staticmethod
+    def _row(span_hex: str, stage_id: str, start: int, end: int, values: dict[str, object]) -> ExtraRow:
+        phase = get_stage(stage_id).phase
+        attrs = {"llmtrace.stage": stage_id, "llmtrace.phase": phase, **values}
+        return ExtraRow(_child_id(span_hex, stage_id), stage_id, phase, start, end, attrs)

@@ -1,0 +1,79 @@
+"""Credentials out of every span the collector stores, in every capture mode.
+
+Apps send what their HTTP instrumentation saw: ``http.request.header.authorization: ["Bearer sk-…"]``,
+``openai.api_key``, a key pasted into a prompt. Values under credential-looking keys are replaced
+whole; any other string goes through the app side's own scrubber (``capture.scrub``: API keys, bearer
+tokens, AWS/GitHub/Slack tokens, JWTs, ``password=…``).
+
+The collector's hot path checks each span's attribute JSON against cheap substring tests (``suspect``,
+a superset of everything below); only spans that match are scrubbed value by value.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from llmtrace.tracer.record.capture import scrub as scrub_text
+
+REDACTED = "[REDACTED]"
+
+# Keys whose whole value is a credential: HTTP auth/cookie headers (OTel semconv
+# http.request.header.<name>, any case), and names that say key, secret, password or token.
+_SENSITIVE_KEY = re.compile(
+    r"(?i)(?:authorization|cookie|api[_-]?key|passw(?:or)?d|secret|private[_-]?key"
+    r"|(?:^|[._-])(?:x[_-]auth[_-]|access[_-]|auth[_-]|refresh[_-]|id[_-]|bearer[_-]|session[_-]|api[_-])?token)$"
+    r"|(?i:api[_-]?key)")
+
+# Lower-case pieces, one of which is in any text the scrubbers below could change: a superset test,
+# false positives only cost the slow path. A few ``in`` tests on a lowered string are much faster than one
+# regex alternation here (measured 13-50 us for an alternation over a 500-byte attribute JSON), and each
+# piece covers several patterns ("key": api_key, api-key, apikey, private_key; "auth": authorization,
+# auth_token).
+# Three bytes at least: a protobuf request is mostly random trace and span ids, where any given two-byte
+# piece turns up in about one request in four (measured), and each hit costs the slow path for the request.
+_PIECES = ("sk-", "pk-", "rk-", "key", "auth", "bearer", "secret", "passw", "cookie", "akia", "xox", "eyj")
+# The rest need a look at the next character: "gh?_" GitHub tokens, and "token" as a key's end or before
+# ":"/"=" (not input_tokens). In protobuf bytes a key is followed by its value's tag, 0x12.
+# (Two regexes with a literal prefix each: an alternation of the two is ten times slower.)
+_REST = (re.compile(r"gh[pousr]_"), re.compile(r"token(?:[\s:=\"\x12]|$)"))
+_PIECES_PB = tuple(x.encode() for x in _PIECES)
+_REST_PB = tuple(re.compile(r.pattern.encode()) for r in _REST)
+
+
+def suspect(text: str) -> bool:
+    low = text.lower()
+    for piece in _PIECES:
+        if piece in low:
+            return True
+    return any(r.search(low) is not None for r in _REST)
+
+
+def suspect_bytes(raw: bytes) -> bool:
+    """``suspect`` over UTF-8 bytes: a span's attribute JSON, or a whole protobuf request (keys and
+    strings are stored verbatim there), where False means no span of the request needs looking at."""
+    low = raw.lower()
+    for piece in _PIECES_PB:
+        if piece in low:
+            return True
+    return any(r.search(low) is not None for r in _REST_PB)
+
+
+suspect_protobuf = suspect_bytes
+
+
+@lru_cache(maxsize=4096)
+def sensitive_key(key: str) -> bool:
+    return _SENSITIVE_KEY.search(key) is not None
+
+
+def scrub_attributes(value: object) -> object:
+    """A copy of an attribute value (dict, list, str, ...) with every credential replaced."""
+    if isinstance(value, dict):
+        return {k: (REDACTED if sensitive_key(str(k)) and v not in (None, "", [])
+                    else scrub_attributes(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub_attributes(v) for v in value]
+    if isinstance(value, str):
+        return scrub_text(value)
+    return value

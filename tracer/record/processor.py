@@ -1,0 +1,127 @@
+"""QueueingSpanProcessor: hands finished spans to an exporter on a background thread, in batches.
+
+Unlike a silent drop, a full queue is counted (``health.counters()['dropped_spans']``) and warned about
+once. ``force_flush`` and ``shutdown`` drain the queue, so a short script loses nothing. ``shutdown`` is
+bounded by ``shutdown_timeout_s`` (or a deadline set before it): what is still queued then is dropped and
+counted, and the export thread has ended when it returns.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.sdk.trace.export import SpanExporter
+
+from llmtrace.tracer.record import health
+
+
+class QueueingSpanProcessor(SpanProcessor):
+    def __init__(
+        self,
+        exporter: SpanExporter,
+        *,
+        max_queue: int = 200_000,
+        batch_size: int = 20_000,
+        interval_s: float = 0.5,
+        name: str = "store",
+        shutdown_timeout_s: float = 5.0,
+    ) -> None:
+        self.exporter = exporter
+        self.max_queue = max_queue
+        self.batch_size = batch_size
+        self.interval_s = interval_s
+        self.name = name
+        self.shutdown_timeout_s = shutdown_timeout_s
+        self.dropped = 0
+        self._deadline: float | None = None
+        self._queue: deque[ReadableSpan] = deque()
+        self._wake = threading.Event()
+        self._drain_lock = threading.Lock()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name=f"llmtrace-{name}-export", daemon=True)
+        self._thread.start()
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        pass
+
+    def set_deadline(self, deadline: float) -> None:
+        """Nothing waits past ``deadline`` (``time.monotonic()``); passed on to the exporter when it can take it."""
+        self._deadline = deadline if self._deadline is None else min(self._deadline, deadline)
+        set_exporter_deadline = getattr(self.exporter, "set_deadline", None)
+        if callable(set_exporter_deadline):
+            set_exporter_deadline(self._deadline)
+
+    def _drop(self, n: int, message: str | None) -> None:
+        self.dropped += n
+        health.count("dropped_spans", n, message)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self._stopped:
+            self._drop(1, None)  # ended after shutdown: counted, reported with the shutdown total
+            return
+        if len(self._queue) >= self.max_queue:
+            self._drop(1, f"{self.name} export queue full ({self.max_queue}); spans dropped")
+            return
+        self._queue.append(span)
+        if len(self._queue) >= self.batch_size:
+            self._wake.set()
+
+    def _drain_once(self) -> int:
+        batch: list[ReadableSpan] = []
+        q = self._queue
+        while q and len(batch) < self.batch_size:
+            batch.append(q.popleft())
+        if batch:
+            if self._deadline is not None and time.monotonic() >= self._deadline:
+                self._drop(len(batch), None)  # past the shutdown deadline: counted, reported by shutdown
+                return len(batch)
+            try:
+                self.exporter.export(batch)
+            except Exception as exc:  # exporters should not raise; if one does, count and go on
+                self._drop(len(batch), f"{self.name} exporter raised {exc!r}")
+        return len(batch)
+
+    def _run(self) -> None:
+        while not self._stopped:
+            self._wake.wait(self.interval_s)
+            self._wake.clear()
+            with self._drain_lock:
+                while self._drain_once():
+                    pass
+
+    def _remaining(self, timeout_s: float) -> float:
+        if self._deadline is None:
+            return timeout_s
+        return max(0.0, min(timeout_s, self._deadline - time.monotonic()))
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        if not self._drain_lock.acquire(timeout=self._remaining(timeout_millis / 1000)):
+            return False
+        try:
+            while self._drain_once():
+                pass
+        finally:
+            self._drain_lock.release()
+        return bool(self.exporter.force_flush(int(self._remaining(timeout_millis / 1000) * 1000)))
+
+    def shutdown(self) -> None:
+        if self._stopped:
+            return
+        if self._deadline is None:
+            self.set_deadline(time.monotonic() + self.shutdown_timeout_s)
+        self.force_flush()
+        self._stopped = True
+        self._wake.set()
+        # The thread ends within one batch once the deadline has passed (late batches are dropped, not sent).
+        self._thread.join(timeout=self._remaining(1e9) + 2.0)
+        if self._drain_lock.acquire(timeout=2.0):
+            try:
+                while self._drain_once():
+                    pass
+            finally:
+                self._drain_lock.release()
+        self.exporter.shutdown()

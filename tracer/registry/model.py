@@ -1,0 +1,73 @@
+"""The registry's record types: a stage, a phase, a boundary value. The catalogs (``catalog/<phase>.py``,
+``pass_values.py``) are tables of these; ``stages.py`` loads and indexes them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+ValueType = Literal["str", "int", "float", "bool", "str[]", "int[]", "float[]"]
+Where = Literal["B", "C", "A"]
+
+PYTHON_TYPES: dict[str, tuple[type, ...]] = {
+    "str": (str,),
+    "int": (int,),
+    "float": (float, int),
+    "bool": (bool,),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class BoundaryValue:
+    """One number (or label) a stage leaves behind that says whether it is the one hurting you."""
+
+    name: str
+    type: ValueType
+    unit: str
+    meaning: str
+    semconv: bool = False  # True when the name is an OpenTelemetry GenAI semconv (v1.41) attribute
+    column: str | None = None  # the requests/passes view column that shows it, where one does
+
+    def accepts(self, value: object) -> bool:
+        if self.type.endswith("[]"):
+            return isinstance(value, (list, tuple)) and all(_scalar_ok(self.type[:-2], v) for v in value)
+        return _scalar_ok(self.type, value)
+
+
+def _scalar_ok(type_: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return type_ == "bool"
+    return isinstance(value, PYTHON_TYPES[type_])
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    id: str
+    title: str
+    order: int
+    summary: str
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    number: int
+    id: str
+    phase: str
+    title: str
+    description: str
+    goes_wrong: str
+    where: tuple[Where, ...]
+    values: tuple[BoundaryValue, ...]
+    symptoms: tuple[str, ...] = ()
+
+    def value(self, name: str) -> BoundaryValue | None:
+        for v in self.values:
+            if v.name == name:
+                return v
+        return None
+
+
+def V(name: str, type_: ValueType, unit: str, meaning: str, *, semconv: bool = False,
+      column: str | None = None) -> BoundaryValue:
+    """Short constructor so the catalog reads as a table."""
+    return BoundaryValue(name, type_, unit, meaning, semconv, column)

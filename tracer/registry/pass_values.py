@@ -1,0 +1,149 @@
+"""The pass span's own values: what one inference pass (a ``chat``/``text_completion`` GenAI span, client or
+server side) carries beside its stage spans. Part of the registry (see ``stages.py``): declared once, with
+type, unit and meaning, and the column of the ``requests``/``passes`` views that shows it, where one does.
+"""
+
+from __future__ import annotations
+
+from llmtrace.tracer.registry.model import BoundaryValue, V
+
+PASS_VALUES: tuple[BoundaryValue, ...] = (
+    # ── what was asked ───────────────────────────────────────────────────────────────────────
+    V("gen_ai.operation.name", "str", "", "GenAI operation: chat, text_completion, invoke_agent, ...", semconv=True,
+      column="operation"),
+    V("gen_ai.provider.name", "str", "", "who served the pass (openai, anthropic, llmtrace, ...)", semconv=True,
+      column="provider"),
+    V("gen_ai.request.model", "str", "", "model name the caller asked for", semconv=True, column="model"),
+    V("gen_ai.request.temperature", "float", "", "sampling temperature asked for", semconv=True,
+      column="temperature"),
+    V("gen_ai.request.top_p", "float", "", "nucleus sampling mass asked for", semconv=True, column="top_p"),
+    V("gen_ai.request.top_k", "int", "", "top-k asked for", semconv=True),
+    V("gen_ai.request.seed", "int", "", "sampling seed asked for", semconv=True, column="seed"),
+    V("gen_ai.request.max_tokens", "int", "tokens", "output cap asked for", semconv=True, column="max_tokens"),
+    V("gen_ai.request.frequency_penalty", "float", "", "frequency penalty asked for", semconv=True),
+    V("gen_ai.request.presence_penalty", "float", "", "presence penalty asked for", semconv=True),
+    V("gen_ai.output.type", "str", "", "output asked for: text, json (response_format), ...", semconv=True),
+    V("gen_ai.conversation.id", "str", "", "conversation the pass belongs to (a Responses chain's first id)",
+      semconv=True),
+    V("gen_ai.agent.name", "str", "", "agent whose turn this is (on the app's invoke_agent span)", semconv=True),
+    V("session.id", "str", "", "session of the call: llmtrace.session(), provider fields, or inferred",
+      column="session_id"),
+    V("user.id", "str", "", "end user of the call, when the app or the provider fields say", column="user_id"),
+    V("llmtrace.session.inferred", "bool", "", "true when the session was inferred from the prompts' prefix chain"),
+    V("llmtrace.stream.requested", "bool", "", "whether the caller asked for a stream"),
+    V("llmtrace.api", "str", "", "wire protocol of the call (chat_completions, responses, messages, completions)"),
+    V("llmtrace.side", "str", "", "who recorded this span: client, server or app", column="side"),
+    # ── what came back ───────────────────────────────────────────────────────────────────────
+    V("gen_ai.response.model", "str", "", "model that answered", semconv=True, column="response_model"),
+    V("gen_ai.response.id", "str", "", "the provider's id of the response", semconv=True),
+    V("gen_ai.response.finish_reasons", "str[]", "", "why generation ended, as the provider spelt it "
+      "(the views normalise it)", semconv=True, column="finish_reason"),
+    V("gen_ai.usage.input_tokens", "int", "tokens", "prompt tokens (cached ones included)", semconv=True,
+      column="prompt_tokens"),
+    V("gen_ai.usage.output_tokens", "int", "tokens", "tokens generated", semconv=True, column="output_tokens"),
+    V("gen_ai.usage.cache_read.input_tokens", "int", "tokens", "prompt tokens served from a cache", semconv=True,
+      column="cached_tokens"),
+    V("gen_ai.usage.cache_creation.input_tokens", "int", "tokens", "prompt tokens written to a provider cache",
+      semconv=True),
+    V("gen_ai.usage.reasoning.output_tokens", "int", "tokens", "output tokens spent reasoning", semconv=True),
+    V("llmtrace.ttft_ms", "float", "ms", "time from the request to the first output token", column="ttft_ms"),
+    V("llmtrace.tpot_ms", "float", "ms", "mean time per output token after the first", column="tpot_ms"),
+    V("llmtrace.status", "str", "", "ok, error or cancelled, and why, as the side that recorded it saw it"),
+    V("llmtrace.server.span_id", "str", "", "the server's pass span, when the server named it in a header"),
+    V("llmtrace.response.undecoded_encoding", "str", "", "content encoding the middleware could not decode"),
+    V("llmtrace.adapter.fault", "str", "", "what went wrong inside the middleware (the call itself was untouched)"),
+    V("llmtrace.response.unparsed_bytes", "int", "bytes", "response bytes the middleware could not parse"),
+    V("llmtrace.agent.step", "str", "", "what this pass of an agent turn was for (the app's label)"),
+    V("llmtrace.client.retry_count", "int", "", "retries the SDK made before this answer"),
+    V("llmtrace.unobserved_stages", "str[]", "", "stages that happened where this side cannot see them"),
+    # ── foreign spans (llmtrace collect) ─────────────────────────────────────────────────────
+    V("llmtrace.mapped_from", "str", "", "which instrumentation's attribute names the collector read the span from"),
+    V("llmtrace.finish_reason", "str", "", "the finish reason on the one vocabulary (stop, length, tool_calls, "
+      "content_filter, error, other), as the collector derived it"),
+    V("llmtrace.content_capture", "str", "", "the capture mode the collector applied to the span's prompt and output"),
+    V("llmtrace.finish_reasons.raw", "str", "", "the finish reasons exactly as the foreign instrumentation stored them"),
+    # ── usage: who measured it ───────────────────────────────────────────────────────────────
+    V("llmtrace.usage.source", "str", "", "provider (reported), estimated (counted with a tokenizer) or none"),
+    V("llmtrace.usage.requested", "bool", "", "true when the middleware asked a stream for its usage"),
+    V("llmtrace.usage.reported", "bool", "", "true when the provider reported usage"),
+    V("llmtrace.usage.estimated", "bool", "", "true when the token counts are estimates"),
+    V("llmtrace.usage.estimated_input_tokens", "int", "tokens", "prompt tokens counted by the middleware"),
+    V("llmtrace.usage.estimated_output_tokens", "int", "tokens", "output tokens counted by the middleware"),
+    V("llmtrace.usage.estimator", "str", "", "how the estimate was made (which tokenizer)"),
+    V("llmtrace.usage.problems", "str[]", "", "impossible or inconsistent usage totals the provider reported"),
+    # ── server / engine ──────────────────────────────────────────────────────────────────────
+    V("llmtrace.replica.id", "str", "", "replica that served the pass", column="replica"),
+    V("llmtrace.admission.queue_wait_ms", "float", "ms", "time waiting for a running slot", column="queue_wait_ms"),
+    V("llmtrace.engine.queue_wait_ms", "float", "ms", "time from the engine's arrival to its prefix lookup"),
+    V("llmtrace.engine.status", "str", "", "how the engine ended the pass: ok, cancelled, error"),
+    V("llmtrace.engine.ttft_ms", "float", "ms", "when the engine's first-token step ended, from the pass's start "
+      "(with llmtrace.ttft_ms: the delivery part of the TTFT)"),
+    V("llmtrace.batch.composition_hash", "str", "", "hash of the batch sizes the pass ran at",
+      column="composition_hash"),
+    V("llmtrace.routing.model_differs", "bool", "", "true when the model that answered is not the one asked for"),
+    # ── meters and content ───────────────────────────────────────────────────────────────────
+    V("llmtrace.meters.cost_usd", "float", "USD", "what this pass cost", column="cost_usd"),
+    V("llmtrace.meters.trace_cost_usd", "float", "USD", "what the trace cost so far"),
+    V("llmtrace.meters.usage_consistent", "bool", "", "false when the reported usage cannot add up"),
+    V("llmtrace.prompt.hash", "str", "", "keyed hash of the rendered prompt (capture=hashes)", column="prompt_hash"),
+    V("llmtrace.output.hash", "str", "", "keyed hash of the output text", column="output_hash"),
+    V("llmtrace.prompt.segments", "str", "", "JSON list of the prompt's segments: kind, keyed hash, chars, chunk hashes"),
+    V("llmtrace.prompt.text", "str", "", "the rendered prompt (capture=full only, scrubbed)"),
+    V("llmtrace.output.text", "str", "", "the output (capture=full only, scrubbed)"),
+    V("llmtrace.output.shape", "str", "", "what the output looks like: json, fenced, xml or text"),
+    V("llmtrace.output.parses", "bool", "", "whether a structured-looking output parses"),
+    V("llmtrace.output.structured_guess", "bool", "", "true when the output looks structured though no format was asked"),
+)
+
+# Families of names copied through as the provider sent them (the suffix is the provider's own field)
+PASS_VALUE_FAMILIES: tuple[tuple[str, str], ...] = (
+    ("llmtrace.usage.raw.", "the provider's usage fields exactly as reported (the suffix is its own name)"),
+)
+
+# Columns of the views that are not a span value of their own: ids, times, and what the views derive.
+# (A column that shows a declared value takes its meaning from that value's ``column``.)
+VIEW_COLUMNS: dict[str, str] = {
+    "trace_id": "trace id, 32 lowercase hex characters as in a W3C traceparent",
+    "span_id": "span id, 16 lowercase hex characters",
+    "parent_span_id": "the parent span's id (NULL for a root span)",
+    "pass_span_id": "span id of the pass the row belongs to",
+    "client_span_id": "the client's pass span of this logical pass (NULL when only the server saw it)",
+    "server_span_id": "the server's pass span of this logical pass (NULL when the server is not ours)",
+    "observed_by": "which sides recorded the pass: both, client or server",
+    "name": "span name (a stage id, chat {model}, execute_tool {name}, ...)",
+    "kind": "OpenTelemetry span kind",
+    "stage": "stage id from the registry (NULL for spans that are not stages)",
+    "phase": "phase of the stage",
+    "stage_number": "the stage's position in the pipeline, 1-42",
+    "title": "the stage's title",
+    "service": "service.name of the process that recorded the span",
+    "deploy": "deploy (service.version) the span was recorded under; on passes, the trace's",
+    "ts": "start time as a timestamp (UTC)",
+    "start_ns": "start, nanoseconds since the epoch",
+    "end_ns": "end, nanoseconds since the epoch",
+    "duration_ms": "span length in milliseconds (for an envelope stage, not its own time: see time_breakdown)",
+    "status": "ok, error or cancelled",
+    "status_message": "why the span ended in error or was cancelled",
+    "attributes": "every span value, as JSON",
+    "resource": "the recording process's resource attributes, as JSON",
+    "events": "span events, as JSON",
+    "boundary_values": "the stage's values (its attributes), as JSON",
+    "hit_ratio": "cached_tokens / prompt_tokens",
+    "finish_reason_raw": "the finish reason as the provider spelt it (finish_reason is normalised)",
+    "client_prompt_tokens": "prompt tokens as the client counted them, beside the server's count",
+    "spans": "spans in the trace",
+    "passes": "inference passes in the trace",
+    "tool_calls": "tool calls in the trace",
+    "services": "services that took part in the trace",
+    "has_error": "true when any span of the trace ended in error",
+    "root_name": "name of the trace's root span",
+    "exclusive_ms": "the stage's own time in the pass (llmtrace.stage.self_ms), or the part's time on a client pass",
+    "share": "exclusive_ms (or ms) as a share of the pass's wall clock (or its TTFT); a pass's shares sum to 1",
+    "component": "part of the time to first token: queue, routing, intake, cache_lookup, prefill, first_token, "
+                 "batching, delivery, other, detokenizer_holdback",
+    "ms": "milliseconds of the TTFT spent in the component",
+    "at_ns": "when the deploy was marked, nanoseconds since the epoch",
+    "note": "free text given with the deploy mark",
+    "key": "setting name",
+    "value": "setting value",
+}

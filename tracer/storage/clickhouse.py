@@ -1,0 +1,357 @@
+"""ClickHouse as a store: the table the OpenTelemetry Collector's ClickHouse exporter writes, read as ours.
+
+A team that runs the stock Collector (otlp receiver -> batch -> ``clickhouse`` exporter) has every span in
+``otel_traces`` (the exporter's layout: ``OTEL_TRACES_DDL``). This module lays a ``spans`` view over that
+table in the shape of our store (tracer/storage/views.py SPAN_COLUMNS: attributes as JSON text built from the
+``SpanAttributes`` map, stage/phase/operation from their attributes, deploy from ``service.version``),
+then the documented views (``requests``, ``passes``, ...) transpiled from schema.py's DuckDB definitions
+by tracer/storage/dialect.py, and hands the analyzers a connection with DuckDB's surface (``execute``,
+``fetchall``, ``fetchone``, ``description``) whose statements are transpiled and run inside ClickHouse.
+
+Two ways to reach ClickHouse, one SQL: ``chdb://PATH`` (ClickHouse's engine in-process, used by the tests)
+and ``clickhouse://HOST:8123/DB`` (a server over HTTP with clickhouse-connect).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import urllib.parse
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmtrace.tracer.storage.dialect import TranspileError, to_clickhouse
+from llmtrace.tracer.storage.store import SpanFilter, StoreError
+from llmtrace.tracer.storage.views import views_sql
+
+
+class ClickHouseError(StoreError):
+    """ClickHouse refused a statement or cannot be reached (message for people, statement attached)."""
+
+
+# The exporter's table (opentelemetry-collector-contrib exporter/clickhouseexporter traces_table.sql),
+# with its codecs and indexes; TTL is the exporter's `ttl` setting (docs/scale.md).
+OTEL_TRACES_DDL = """CREATE TABLE IF NOT EXISTS otel_traces (
+    Timestamp DateTime64(9) CODEC(Delta, ZSTD(1)),
+    TraceId String CODEC(ZSTD(1)),
+    SpanId String CODEC(ZSTD(1)),
+    ParentSpanId String CODEC(ZSTD(1)),
+    TraceState String CODEC(ZSTD(1)),
+    SpanName LowCardinality(String) CODEC(ZSTD(1)),
+    SpanKind LowCardinality(String) CODEC(ZSTD(1)),
+    ServiceName LowCardinality(String) CODEC(ZSTD(1)),
+    ResourceAttributes Map(LowCardinality(String), String) CODEC(ZSTD(1)),
+    ScopeName String CODEC(ZSTD(1)),
+    ScopeVersion String CODEC(ZSTD(1)),
+    SpanAttributes Map(LowCardinality(String), String) CODEC(ZSTD(1)),
+    Duration UInt64 CODEC(ZSTD(1)),
+    StatusCode LowCardinality(String) CODEC(ZSTD(1)),
+    StatusMessage String CODEC(ZSTD(1)),
+    Events Nested (Timestamp DateTime64(9), Name LowCardinality(String),
+                   Attributes Map(LowCardinality(String), String)) CODEC(ZSTD(1)),
+    Links Nested (TraceId String, SpanId String, TraceState String,
+                  Attributes Map(LowCardinality(String), String)) CODEC(ZSTD(1)),
+    INDEX idx_trace_id TraceId TYPE bloom_filter(0.001) GRANULARITY 1,
+    INDEX idx_res_attr_key mapKeys(ResourceAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_res_attr_value mapValues(ResourceAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_span_attr_key mapKeys(SpanAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_span_attr_value mapValues(SpanAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_duration Duration TYPE minmax GRANULARITY 1
+) ENGINE = MergeTree
+PARTITION BY toDate(Timestamp)
+ORDER BY (ServiceName, SpanName, toDateTime(Timestamp))
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1"""
+
+# The spans in our shape, written once per span as the Collector inserts (a materialized view on otel_traces):
+# building the attributes' JSON from the map on every query costs more than the analyzers' own work.
+SPANS_TABLE = "llmtrace_spans"
+SPANS_TABLE_DDL = (f"CREATE TABLE IF NOT EXISTS {SPANS_TABLE} ENGINE = MergeTree PARTITION BY toDate(fromUnixTimestamp64Nano(start_ns)) "
+                   "ORDER BY (coalesce(stage, ''), trace_id, start_ns) EMPTY AS {select}")
+SPANS_MV_DDL = f"CREATE MATERIALIZED VIEW IF NOT EXISTS {SPANS_TABLE}_mv TO {SPANS_TABLE} AS {{select}}"
+
+DEPLOYS_DDL = ("CREATE TABLE IF NOT EXISTS deploys (name String, service Nullable(String), at_ns Int64, "
+               "note Nullable(String)) ENGINE = MergeTree ORDER BY at_ns")
+
+# A map value the exporter wrote with pcommon's AsString: numbers, booleans and lists/maps (JSON text)
+# go back to typed JSON, so attributes read as our store's JSON; any other text stays a string.
+_TYPED = r"^(-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?|true|false)$"
+
+
+def map_json_sql(m: str) -> str:
+    """ClickHouse SQL: a Map(String, String) of OTLP attributes as a JSON object text."""
+    value = (f"if(match(_v, '{_TYPED}') OR ((startsWith(_v, '[') OR startsWith(_v, '{{')) AND isValidJSON(_v)), "
+             f"_v, toJSONString(_v))")
+    return (f"concat('{{', arrayStringConcat(arrayMap((_k, _v) -> concat(toJSONString(toString(_k)), ':', {value}), "
+            f"mapKeys({m}), mapValues({m})), ','), '}}')")
+
+
+def _attr(m: str, key: str) -> str:
+    return f"if(mapContains({m}, '{key}'), {m}['{key}'], NULL)"
+
+
+# Our spans, read off the exporter's table (tracer/collect/otlp_decode.py is the same mapping for OTLP we receive).
+SPANS_SELECT = f"""SELECT
+    TraceId AS trace_id, SpanId AS span_id, nullIf(ParentSpanId, '') AS parent_span_id,
+    toString(SpanName) AS name,
+    transform(toString(SpanKind), ['Server', 'Client', 'Producer', 'Consumer', 'Internal'],
+              ['server', 'client', 'producer', 'consumer', 'internal'], 'internal') AS kind,
+    {_attr("SpanAttributes", "gen_ai.operation.name")} AS operation,
+    {_attr("SpanAttributes", "llmtrace.stage")} AS stage, {_attr("SpanAttributes", "llmtrace.phase")} AS phase,
+    nullIf(toString(ServiceName), '') AS service,
+    coalesce({_attr("SpanAttributes", "service.version")}, {_attr("ResourceAttributes", "service.version")}) AS deploy,
+    toInt64(toUnixTimestamp64Nano(Timestamp)) AS start_ns, toInt64(toUnixTimestamp64Nano(Timestamp) + Duration) AS end_ns,
+    Duration / 1e6 AS duration_ms,
+    multiIf(SpanAttributes['llmtrace.status'] = 'cancelled', 'cancelled', toString(StatusCode) = 'Error', 'error', 'ok')
+        AS status,
+    nullIf(StatusMessage, '') AS status_message,
+    {map_json_sql("SpanAttributes")} AS attributes,
+    {map_json_sql("ResourceAttributes")} AS resource,
+    if(empty(`Events.Name`), NULL, concat('[', arrayStringConcat(arrayMap((_n, _t, _a) -> concat(
+        '{{"name":', toJSONString(toString(_n)), ',"ts":', toString(toUnixTimestamp64Nano(_t)), ',"attributes":',
+        {map_json_sql("_a")}, '}}'), `Events.Name`, `Events.Timestamp`, `Events.Attributes`), ','), ']')) AS events
+FROM otel_traces"""
+
+
+def _kv_map(doc: str) -> str:
+    """ClickHouse SQL: a JSON object text as the exporter's Map(String, String) (AsString of each value)."""
+    kv = f"JSONExtractKeysAndValuesRaw(coalesce(toString({doc}), '{{}}'))"
+    return (f"mapFromArrays(arrayMap(_p -> _p.1, {kv}), "
+            f"arrayMap(_p -> if(JSONType(_p.2) = 'String', JSONExtractString(_p.2), _p.2), {kv}))")
+
+
+def insert_from_parquet_sql(path: str) -> str:
+    """INSERT of our spans (a Parquet export, tracer/storage/views.py columns) into otel_traces, each row as the
+    Collector's exporter would write the OTLP span: attribute values as strings, ns timestamps, Events."""
+    ev = "JSONExtractArrayRaw(coalesce(toString(events), '[]'))"  # a JSON column reads as JSON: as text
+    src = "'" + path.replace("'", "\\'") + "'"
+    return f"""INSERT INTO otel_traces (Timestamp, TraceId, SpanId, ParentSpanId, TraceState, SpanName, SpanKind,
+        ServiceName, ResourceAttributes, ScopeName, ScopeVersion, SpanAttributes, Duration, StatusCode, StatusMessage,
+        `Events.Timestamp`, `Events.Name`, `Events.Attributes`, `Links.TraceId`, `Links.SpanId`, `Links.TraceState`,
+        `Links.Attributes`)
+    SELECT fromUnixTimestamp64Nano(toInt64(start_ns)), trace_id, span_id, coalesce(parent_span_id, ''), '',
+        coalesce(name, ''),
+        transform(coalesce(kind, ''), ['server', 'client', 'producer', 'consumer', 'internal'],
+                  ['Server', 'Client', 'Producer', 'Consumer', 'Internal'], 'Unspecified'),
+        coalesce(service, ''),
+        -- the deploy travels as the resource's service.version (llmtrace.init(deploy=...) sets it so)
+        if(deploy IS NULL, {_kv_map("resource")}, mapUpdate({_kv_map("resource")}, map('service.version', assumeNotNull(deploy)))),
+        'llmtrace', '',
+        {_kv_map("attributes")},
+        toUInt64(greatest(toInt64(end_ns) - toInt64(start_ns), 0)),
+        multiIf(status = 'error', 'Error', status = 'ok', 'Ok', 'Unset'), coalesce(status_message, ''),
+        arrayMap(_e -> fromUnixTimestamp64Nano(JSONExtractInt(_e, 'ts')), {ev}),
+        arrayMap(_e -> JSONExtractString(_e, 'name'), {ev}),
+        arrayMap(_e -> {_kv_map("JSONExtractRaw(_e, 'attributes')")}, {ev}),
+        [], [], [], []
+    FROM file({src}, Parquet) SETTINGS input_format_parquet_enable_json_parsing = 0"""
+
+
+# DuckDB semantics the transpiled SQL relies on: a LEFT JOIN miss is NULL (not the type's default),
+# an aggregate over no rows is NULL, and ORDER BY / joins on Nullable keys behave as in DuckDB.
+# A column name wins over a same-named alias (DuckDB's `arg_min(deploy, ..) AS deploy ... WHERE deploy ..`).
+_SETTINGS = {"join_use_nulls": 1, "aggregate_functions_null_for_empty": 1, "cast_keep_nullable": 1,
+             "prefer_column_name_to_alias": 1, "use_variant_as_common_type": 0}
+
+
+def views(materialized: bool = True) -> list[str]:
+    """Every ClickHouse view statement: our spans (the materialized table, or computed over otel_traces on
+    each read), then schema.py's views transpiled."""
+    out = [f"CREATE OR REPLACE VIEW spans AS SELECT * FROM {SPANS_TABLE}" if materialized
+           else f"CREATE OR REPLACE VIEW spans AS {SPANS_SELECT}"]
+    for stmt in views_sql("spans", "deploys"):
+        out.extend(to_clickhouse(stmt))
+    return out
+
+
+@dataclass
+class _Cursor:
+    description: list[tuple[str, ...]] = field(default_factory=list)
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+
+
+def _py(value: Any) -> Any:
+    # Arrow maps arrive as lists of (key, value) pairs; DuckDB hands dicts
+    if isinstance(value, list) and value and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+        return dict(value)
+    # DateTime64 arrives zone-aware (UTC); DuckDB's TIMESTAMP is naive UTC
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return value
+
+
+class ClickHouseConnection:
+    """What the analyzers use of a DuckDB connection, over ClickHouse: each statement transpiled (dialect.py),
+    run inside ClickHouse, rows back as tuples. ``execute`` returns self (DuckDB returns the connection too)."""
+
+    def __init__(self, send: Any, close: Any = None, url: str = "") -> None:
+        self._send = send  # (sql) -> pyarrow.Table | None
+        self._close = close
+        self.url = url
+        self._cur = _Cursor()
+        self.statements = 0
+
+    def execute(self, sql: str, params: Sequence[object] | None = None) -> ClickHouseConnection:
+        try:
+            stmts = to_clickhouse(sql, params)
+        except TranspileError as exc:
+            raise ClickHouseError(f"cannot run on ClickHouse: {exc}") from None
+        table = None
+        for s in stmts:
+            table = self.raw(s)
+        self._cur = _Cursor()
+        if table is not None:
+            self._cur.description = [(n, str(t)) for n, t in zip(table.column_names, table.schema.types, strict=True)]
+            cols = [[_py(v) for v in c.to_pylist()] for c in table.columns]
+            self._cur.rows = list(zip(*cols, strict=True)) if cols else []
+        return self
+
+    def raw(self, sql: str) -> Any:
+        """Run one ClickHouse statement as it is; a pyarrow Table for a query."""
+        self.statements += 1
+        try:
+            return self._send(sql)
+        except Exception as exc:  # chdb and clickhouse-connect raise their own types
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ClickHouseError(f"ClickHouse: {first[:400]}") from None
+
+    @property
+    def description(self) -> list[tuple[str, ...]]:
+        return self._cur.description
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        rows, self._cur.rows = self._cur.rows, []
+        return rows
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        return self._cur.rows.pop(0) if self._cur.rows else None
+
+    def local_result(self, sql: str) -> tuple[Any, str]:
+        """``llmtrace sql`` over ClickHouse: the query runs inside ClickHouse, its rows land in an in-memory
+        DuckDB table, and the printers (tracer/cli/sql_output.py) print from there as for any store."""
+        import duckdb
+
+        table = None
+        try:
+            for s in to_clickhouse(sql):
+                table = self.raw(s)
+        except TranspileError as exc:
+            raise ClickHouseError(f"cannot run on ClickHouse: {exc}") from None
+        local = duckdb.connect(":memory:")
+        if table is None:
+            return local, "SELECT 'ok' AS result"
+        local.register("llmtrace_clickhouse_result", table)
+        return local, "SELECT * FROM llmtrace_clickhouse_result"
+
+    def close(self) -> None:
+        if self._close is not None:
+            self._close()
+            self._close = None
+
+    def __enter__(self) -> ClickHouseConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _is_query(sql: str) -> bool:
+    return bool(re.match(r"\s*(\(|SELECT|WITH|SHOW|DESCRIBE|EXPLAIN)\b", sql, re.IGNORECASE))
+
+
+def connect(url: str, database: str = "llmtrace") -> ClickHouseConnection:
+    """``chdb://PATH`` (in-process, data under PATH) or ``clickhouse://[user[:password]@]HOST[:8123]/DB``."""
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme == "chdb":
+        try:
+            from chdb import session
+        except ImportError:
+            raise ClickHouseError("chdb:// needs chdb: pip install 'llmtrace[fleet]'") from None
+
+        path = (parsed.netloc + parsed.path) or None
+        sess = session.Session(path) if path else session.Session()
+        sess.query(f"CREATE DATABASE IF NOT EXISTS {database}")
+        sess.query(f"USE {database}")
+        for k, v in _SETTINGS.items():  # a session's SET holds for its later queries
+            sess.query(f"SET {k} = {v}")
+
+        def send_chdb(sql: str) -> Any:
+            if _is_query(sql):
+                return sess.query(sql, "ArrowTable")
+            sess.query(sql)
+            return None
+
+        return ClickHouseConnection(send_chdb, sess.close, url)
+    if parsed.scheme in ("clickhouse", "http", "https"):
+        try:
+            import clickhouse_connect
+        except ImportError:
+            raise ClickHouseError("clickhouse:// needs clickhouse-connect: pip install 'llmtrace[fleet]'") from None
+        db = parsed.path.strip("/") or database
+        try:
+            client = clickhouse_connect.get_client(
+            host=parsed.hostname or "127.0.0.1", port=parsed.port or 8123, username=parsed.username or "default",
+                password=urllib.parse.unquote(parsed.password or ""), database=db, secure=parsed.scheme == "https",
+                settings=dict(_SETTINGS))
+        except Exception as exc:  # noqa: BLE001 - connection refused, auth, unknown database: one clear line
+            raise ClickHouseError(f"cannot reach ClickHouse at {url}: {str(exc).splitlines()[0][:300]}") from None
+
+        def send_http(sql: str) -> Any:
+            setting = re.fullmatch(r"SET (\w+) = (\w+)", sql.strip())
+            if setting:  # each HTTP request is its own session: a SET holds as a client setting
+                client.set_client_setting(setting.group(1), setting.group(2))
+                return None
+            if _is_query(sql):
+                return client.query_arrow(sql)
+            client.command(sql)
+            return None
+
+        return ClickHouseConnection(send_http, client.close, url)
+    raise ClickHouseError(f"not a ClickHouse store URL: {url!r} (chdb://PATH or clickhouse://HOST:8123/DB)")
+
+
+def ensure_views(conn: ClickHouseConnection, create_table: bool = False, materialized: bool = True) -> None:
+    """Create (or replace) the read views; with ``create_table``, the exporter's otel_traces too.
+
+    ``materialized``: our spans live in ``llmtrace_spans``, filled by a materialized view as rows reach
+    otel_traces. When the table is new, the rows otel_traces already holds are copied in once (those
+    older than the view: a span inserted in between is not lost, one with an older timestamp arriving
+    during the copy may be counted twice)."""
+    if create_table:
+        conn.raw(OTEL_TRACES_DDL)
+    conn.raw(DEPLOYS_DDL)
+    if materialized:
+        exists = conn.raw(f"SELECT count() FROM system.tables WHERE database = currentDatabase() "
+                          f"AND name = '{SPANS_TABLE}'").column(0).to_pylist()[0]
+        if not exists:
+            conn.raw(SPANS_TABLE_DDL.format(select=SPANS_SELECT))
+            cutoff = conn.raw("SELECT toString(now64(9))").column(0).to_pylist()[0]
+            conn.raw(SPANS_MV_DDL.format(select=SPANS_SELECT))
+            conn.raw(f"INSERT INTO {SPANS_TABLE} {SPANS_SELECT} WHERE Timestamp < toDateTime64('{cutoff}', 9)")
+    for stmt in views(materialized):
+        conn.raw(stmt)
+
+
+def is_clickhouse_url(text: str | None) -> bool:
+    return bool(text) and str(text).split("://", 1)[0] in ("chdb", "clickhouse", "http", "https")
+
+
+@contextmanager
+def open_read(url: str, span_filter: SpanFilter | None = None, locked: bool = False) -> Iterator[ClickHouseConnection]:
+    """The read commands' connection to a ClickHouse store: views in place (over the exporter's otel_traces),
+    closed on exit. ``locked`` (``llmtrace sql``) makes the session read-only for the statements that follow."""
+    if span_filter is not None and span_filter.where():
+        raise ClickHouseError("--service/--since on `llmtrace sql` over ClickHouse is not supported yet: "
+                              "filter in the query (WHERE service = ..., start_ns >= ...)")
+    conn = connect(url)
+    try:
+        if not conn.execute("SELECT count() FROM system.tables WHERE database = currentDatabase() "
+                            "AND name = 'otel_traces'").fetchone()[0]:  # type: ignore[index]
+            raise ClickHouseError(f"no otel_traces table at {url} (the Collector's clickhouse exporter creates it)")
+        ensure_views(conn)
+        if locked:
+            conn.raw("SET readonly = 2")
+        yield conn
+    finally:
+        conn.close()

@@ -1,0 +1,230 @@
+"""Opening the DuckDB store: schema on first write, short connections, retry while another process holds it.
+
+DuckDB lets one process hold a file at a time (a second cannot open it, even read-only), so every
+llmtrace process — app exporters, the collector, ``llmtrace sql`` and ``explore`` — opens the store for
+a short moment and closes it again, retrying with jittered backoff while the file is busy.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from llmtrace.tracer.storage.views import SCHEMA_VERSION, TABLES_SQL, views_sql
+
+
+class StoreError(RuntimeError):
+    """The store cannot be used: a clear message for people, never a DuckDB traceback."""
+
+
+class StoreBusy(StoreError):
+    """Another process kept the store locked for longer than we were willing to wait."""
+
+
+def _is_lock_error(exc: Exception) -> bool:
+    text = str(exc).lower()
+    # Across processes DuckDB reports a file lock; inside one process a read-only and a read-write
+    # connection to the same file conflict as "different configuration" until the other one closes.
+    return ("lock" in text or "conflicting" in text or "resource temporarily unavailable" in text
+            or "different configuration" in text)
+
+
+def _open(path: Path, read_only: bool, timeout_s: float) -> duckdb.DuckDBPyConnection:
+    deadline = time.monotonic() + timeout_s
+    delay = 0.002
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.Error as exc:
+            if not _is_lock_error(exc):
+                raise StoreError(_explain(path, exc)) from None
+            if time.monotonic() >= deadline:
+                raise StoreBusy(f"store {path} is locked by another process (waited {timeout_s:.0f}s)") from None
+        time.sleep(delay * (0.5 + random.random()))
+        delay = min(delay * 2, 0.1)
+
+
+def _explain(path: Path, exc: Exception) -> str:
+    text = str(exc)
+    if "not a valid DuckDB database" in text or "Corrupt" in text or "corrupt" in text or "magic" in text.lower():
+        return f"{path} is not a readable llmtrace store (corrupt or not a DuckDB file): {text.splitlines()[0]}"
+    return f"cannot open store {path}: {text.splitlines()[0]}"
+
+
+def ensure_schema(conn: duckdb.DuckDBPyConnection) -> None:
+    conn.execute(TABLES_SQL)
+    rows = conn.execute("SELECT value FROM llmtrace_meta WHERE key = 'schema_version'").fetchall()
+    if not rows or rows[0][0] != str(SCHEMA_VERSION):
+        for stmt in views_sql():
+            conn.execute(stmt)
+        conn.execute(
+            "INSERT OR REPLACE INTO llmtrace_meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
+        )
+
+
+@contextmanager
+def write_connection(path: str | os.PathLike[str], timeout_s: float = 30.0) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A short read-write connection with the schema in place; closed (lock released) on exit."""
+    p = Path(path)
+    if not p.parent.exists():
+        raise StoreError(f"directory {p.parent} does not exist")
+    conn = _open(p, read_only=False, timeout_s=timeout_s)
+    try:
+        ensure_schema(conn)
+        yield conn
+    finally:
+        conn.close()
+
+
+@contextmanager
+def read_connection(path: str | os.PathLike[str], timeout_s: float = 30.0) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A short read-only connection. A missing store is a clear error, not an empty new file."""
+    p = Path(path)
+    if not p.exists():
+        raise StoreError(f"no store at {p} (run your app with llmtrace.init(), `llmtrace demo`, or pass --db)")
+    conn = _open(p, read_only=True, timeout_s=timeout_s)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+@dataclass(frozen=True, slots=True)
+class SpanFilter:
+    """Which spans the read views show: one service, spans that started at or after ``since_ns``."""
+
+    service: str | None = None
+    since_ns: int | None = None
+
+    def where(self) -> str:
+        parts = []
+        if self.service is not None:
+            parts.append(f"service = {_quote(self.service)}")
+        if self.since_ns is not None:
+            parts.append(f"start_ns >= {int(self.since_ns)}")
+        return " WHERE " + " AND ".join(parts) if parts else ""
+
+    def deploys_where(self) -> str:
+        # Deploy marks without a service apply to every service, so they stay.
+        return f" WHERE service IS NULL OR service = {_quote(self.service)}" if self.service is not None else ""
+
+
+def parquet_files(glob: str) -> list[str]:
+    """The files a Parquet glob names now (expanded once, so a locked connection can be allowed exactly these)."""
+    conn = duckdb.connect(":memory:")
+    try:
+        files = [r[0] for r in conn.execute("SELECT file FROM glob(?) ORDER BY file", [glob]).fetchall()]
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot read Parquet {glob}: {str(exc).splitlines()[0]}") from None
+    finally:
+        conn.close()
+    if not files:
+        raise StoreError(f"no Parquet files match {glob}")
+    return files
+
+
+def parquet_connection(glob: str, span_filter: SpanFilter | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory connection whose ``spans`` and views read a Parquet export (local or object storage).
+
+    Every object is a view (``deploys`` too), so the connection holds no table a query could change."""
+    return _parquet(glob, span_filter)[0]
+
+
+def _parquet(glob: str, span_filter: SpanFilter | None) -> tuple[duckdb.DuckDBPyConnection, list[str]]:
+    files = parquet_files(glob)
+    where = span_filter.where() if span_filter else ""
+    conn = duckdb.connect(":memory:")
+    try:
+        listed = "[" + ", ".join(_quote(f) for f in files) + "]"
+        conn.execute(f"CREATE VIEW spans AS SELECT * FROM read_parquet({listed}, hive_partitioning = true, "
+                     f"hive_types_autocast = false, union_by_name = true){where}")
+        conn.execute("SELECT * FROM spans LIMIT 0")  # a broken file is a StoreError now, not at the first query
+    except duckdb.Error as exc:
+        conn.close()
+        raise StoreError(f"cannot read Parquet {glob}: {str(exc).splitlines()[0]}") from None
+    conn.execute("CREATE VIEW deploys AS SELECT CAST(NULL AS VARCHAR) AS name, CAST(NULL AS VARCHAR) AS service, "
+                 "CAST(NULL AS BIGINT) AS at_ns, CAST(NULL AS VARCHAR) AS note WHERE false")
+    for stmt in views_sql():
+        conn.execute(stmt)
+    return conn, files
+
+
+def _filter_store(conn: duckdb.DuckDBPyConnection, span_filter: SpanFilter) -> None:
+    """Temporary views over the read-only store that show only the filtered spans; they shadow the store's
+    own ``spans``, ``deploys`` and views for this connection (the temp schema is searched first)."""
+    row = conn.execute("SELECT current_database()").fetchone()
+    catalog = '"' + str(row[0] if row else "").replace('"', '""') + '"'
+    conn.execute(f"CREATE TEMP VIEW spans AS SELECT * FROM {catalog}.main.spans{span_filter.where()}")
+    conn.execute(f"CREATE TEMP VIEW deploys AS SELECT * FROM {catalog}.main.deploys{span_filter.deploys_where()}")
+    for stmt in views_sql():
+        conn.execute(stmt.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMP VIEW", 1))
+
+
+def lock_read_only(conn: duckdb.DuckDBPyConnection, allowed_files: list[str] | None = None) -> None:
+    """Lock a read connection inside DuckDB: no file, extension or network access except ``allowed_files``
+    (the Parquet files the user named; the opened store stays readable), no spilling to a temp directory,
+    and no configuration change after this (``SET``/``RESET`` fail)."""
+    if allowed_files:
+        conn.execute("SET allowed_paths = ?", [allowed_files])
+    conn.execute("SET temp_directory = ''")  # a big sort fails instead of writing beside the store
+    conn.execute("SET autoinstall_known_extensions = false")
+    conn.execute("SET autoload_known_extensions = false")
+    conn.execute("SET enable_external_access = false")
+    conn.execute("SET lock_configuration = true")
+
+
+@contextmanager
+def read_store(db: str | os.PathLike[str] | None, parquet: str | None = None, *,
+               span_filter: SpanFilter | None = None, locked: bool = False,
+               store: str | None = None, env_store: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    """What the read-only commands query: a Parquet export when ``parquet`` is given, else the store at ``db``
+    (default: ``LLMTRACE_DB`` or ./llmtrace.duckdb); closed on exit, StoreError when neither can be read.
+
+    ``store`` (or, for a command that takes ``--store`` (``env_store``), ``LLMTRACE_STORE`` when neither
+    ``db`` nor ``parquet`` is given) may name ClickHouse:
+    ``clickhouse://HOST:8123/DB`` or ``chdb://PATH`` (tracer/storage/clickhouse.py); any other value is a store file.
+    ``span_filter`` limits spans and every view to one service / time window; ``locked`` applies
+    ``lock_read_only`` (``llmtrace sql`` runs people's queries on it)."""
+    active = span_filter if span_filter and span_filter.where() else None
+    url = store or (os.environ.get("LLMTRACE_STORE") if env_store and db is None and not parquet else None)
+    if url and url.split("://", 1)[0] in ("chdb", "clickhouse", "http", "https"):
+        from llmtrace.tracer.storage.clickhouse import open_read
+
+        with open_read(url, span_filter=active, locked=locked) as ch:
+            yield ch  # type: ignore[misc]  # DuckDB's connection surface, over ClickHouse
+        return
+    if url and db is None:
+        db = url
+    if parquet:
+        conn, files = _parquet(parquet, active)
+        try:
+            if locked:
+                lock_read_only(conn, files)
+            yield conn
+        finally:
+            conn.close()
+    else:
+        from llmtrace.tracer.settings import resolve_db
+
+        with read_connection(resolve_db(db)) as conn:
+            if active:
+                _filter_store(conn, active)
+            if locked:
+                lock_read_only(conn)
+            yield conn
+
+
+def _quote(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def mark_deploy(path: str | os.PathLike[str], name: str, note: str | None = None, service: str | None = None) -> None:
+    with write_connection(path) as conn:
+        conn.execute("INSERT INTO deploys VALUES (?, ?, ?, ?)", [name, service, time.time_ns(), note])

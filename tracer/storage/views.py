@@ -1,0 +1,211 @@
+"""The store's tables and views. The views are the documented SQL surface (docs/sql.md): keep them stable.
+
+Views are generated from a *source* relation so the same definitions run over the DuckDB file
+(``spans``) and over Parquet exports (``read_parquet(...)``).
+"""
+
+from __future__ import annotations
+
+import json
+
+from llmtrace.tracer.registry.stages import STAGES
+
+SCHEMA_VERSION = 4  # bump when a view changes: writers recreate the views
+
+SPAN_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("trace_id", "VARCHAR"),
+    ("span_id", "VARCHAR"),
+    ("parent_span_id", "VARCHAR"),
+    ("name", "VARCHAR"),
+    ("kind", "VARCHAR"),
+    ("operation", "VARCHAR"),  # gen_ai.operation.name: chat, text_completion, execute_tool, ...
+    ("stage", "VARCHAR"),
+    ("phase", "VARCHAR"),
+    ("service", "VARCHAR"),
+    ("deploy", "VARCHAR"),
+    ("start_ns", "BIGINT"),
+    ("end_ns", "BIGINT"),
+    ("duration_ms", "DOUBLE"),
+    ("status", "VARCHAR"),
+    ("status_message", "VARCHAR"),
+    ("attributes", "JSON"),
+    ("resource", "JSON"),
+    ("events", "JSON"),
+)
+
+TABLES_SQL = f"""
+CREATE TABLE IF NOT EXISTS spans ({", ".join(f"{n} {t}" for n, t in SPAN_COLUMNS)});
+CREATE TABLE IF NOT EXISTS deploys (name VARCHAR, service VARCHAR, at_ns BIGINT, note VARCHAR);
+CREATE TABLE IF NOT EXISTS llmtrace_meta (key VARCHAR PRIMARY KEY, value VARCHAR);
+"""
+
+# The GenAI operations that are one model pass (the `requests` view, the explorer, the analyzers all use these)
+PASS_OPERATION_NAMES = ("chat", "text_completion", "generate_content")
+PASS_OPERATIONS = "(" + ", ".join(f"'{op}'" for op in PASS_OPERATION_NAMES) + ")"  # as an SQL list
+
+
+def stage_catalog_sql() -> str:
+    rows = ", ".join(f"({s.number}, '{s.id}', '{s.phase}', '{s.title.replace(chr(39), chr(39) * 2)}')" for s in STAGES)
+    return f"SELECT * FROM (VALUES {rows}) AS t(stage_number, stage, phase, title)"
+
+
+# The pass-summary attributes the `requests` view types, parsed once per row with json_transform
+# (one parse instead of one json_extract per column: this is what keeps the view fast on big stores).
+REQUEST_ATTRIBUTES: dict[str, str] = {
+    "llmtrace.side": "VARCHAR", "gen_ai.request.model": "VARCHAR", "gen_ai.response.model": "VARCHAR",
+    "gen_ai.provider.name": "VARCHAR", "llmtrace.replica.id": "VARCHAR", "gen_ai.usage.input_tokens": "BIGINT",
+    "gen_ai.usage.cache_read.input_tokens": "BIGINT", "llmtrace.ttft_ms": "DOUBLE", "llmtrace.tpot_ms": "DOUBLE",
+    "gen_ai.usage.output_tokens": "BIGINT", "gen_ai.response.finish_reasons": "JSON",
+    "gen_ai.request.temperature": "DOUBLE", "gen_ai.request.top_p": "DOUBLE", "gen_ai.request.seed": "BIGINT",
+    "gen_ai.request.max_tokens": "BIGINT", "llmtrace.admission.queue_wait_ms": "DOUBLE",
+    "llmtrace.batch.composition_hash": "VARCHAR", "llmtrace.meters.cost_usd": "DOUBLE",
+    "llmtrace.prompt.hash": "VARCHAR", "llmtrace.output.hash": "VARCHAR",
+    "session.id": "VARCHAR", "user.id": "VARCHAR", "gen_ai.conversation.id": "VARCHAR",
+}
+
+# The first finish reason as stored: a JSON list (our spans), a bare string, or a list serialised into a
+# string (LiteLLM writes '["length"]'); each becomes its first element's text.
+_FR = 'v."gen_ai.response.finish_reasons"'
+FIRST_FINISH_REASON = f"""CASE json_type({_FR})
+    WHEN 'ARRAY' THEN {_FR} ->> '$[0]'
+    WHEN 'VARCHAR' THEN CASE WHEN ({_FR} ->> '$') LIKE '[%'
+                             THEN TRY(CAST({_FR} ->> '$' AS JSON) ->> '$[0]') ELSE {_FR} ->> '$' END END"""
+
+
+def normalized_finish_reason_sql(expr: str) -> str:
+    """SQL mapping a stored finish reason onto stop, length, tool_calls, content_filter, error or other, with
+    the table of tracer/registry/finish_reason.py (OpenAI ``length``, Anthropic ``max_tokens``, Gemini ``MAX_TOKENS``
+    and ``FinishReason.MAX_TOKENS`` all are the length cap). NULL and empty stay NULL."""
+    from llmtrace.tracer.registry.finish_reason import (
+        _TABLE,  # the one vocabulary; spelt in SQL here so 100k rows stay fast
+    )
+
+    w = f"lower(trim(trim({expr}), '\"'''))"
+    w = f"regexp_replace(regexp_replace(replace(replace({w}, '-', '_'), ' ', '_'), '^.*[.]', ''), " \
+        f"'^(finish_reason_|stop_reason_)(.)', '\\2')"
+    arms = " ".join(f"WHEN '{word}' THEN '{canon}'" for word, canon in _TABLE.items())
+    # plain lower-case words (nearly every stored value) take the direct lookup; only odd spellings pay for
+    # the regular expressions
+    return (f"(CASE WHEN {expr} IS NULL OR trim({expr}) = '' THEN NULL ELSE (CASE {expr} {arms} ELSE "
+            f"(CASE {w} {arms} ELSE 'other' END) END) END)")
+
+
+def _request_spec() -> str:
+    return json.dumps(REQUEST_ATTRIBUTES).replace("'", "''")
+
+
+def requests_select(source: str = "spans") -> str:
+    """The ``requests`` view's SELECT over ``source``: one row per pass span (client and server apart)."""
+    return f"""
+            SELECT trace_id, span_id, parent_span_id, service, deploy,
+                   make_timestamp(start_ns // 1000) AS ts, start_ns, end_ns, duration_ms, status, operation,
+                   v."llmtrace.side" AS side, v."gen_ai.request.model" AS model,
+                   v."gen_ai.response.model" AS response_model, v."gen_ai.provider.name" AS provider,
+                   v."llmtrace.replica.id" AS replica, v."gen_ai.usage.input_tokens" AS prompt_tokens,
+                   v."gen_ai.usage.cache_read.input_tokens" AS cached_tokens,
+                   CASE WHEN v."gen_ai.usage.input_tokens" > 0
+                        THEN v."gen_ai.usage.cache_read.input_tokens" / v."gen_ai.usage.input_tokens" END AS hit_ratio,
+                   v."llmtrace.ttft_ms" AS ttft_ms, v."llmtrace.tpot_ms" AS tpot_ms,
+                   v."gen_ai.usage.output_tokens" AS output_tokens,
+                   {FIRST_FINISH_REASON} AS finish_reason,
+                   v."gen_ai.request.temperature" AS temperature, v."gen_ai.request.top_p" AS top_p,
+                   v."gen_ai.request.seed" AS seed, v."gen_ai.request.max_tokens" AS max_tokens,
+                   v."llmtrace.admission.queue_wait_ms" AS queue_wait_ms,
+                   v."llmtrace.batch.composition_hash" AS composition_hash,
+                   v."llmtrace.meters.cost_usd" AS cost_usd, v."llmtrace.prompt.hash" AS prompt_hash,
+                   v."llmtrace.output.hash" AS output_hash,
+                   coalesce(v."session.id", v."gen_ai.conversation.id") AS session_id, v."user.id" AS user_id,
+                   attributes
+            FROM (SELECT *, TRY(json_transform(attributes, '{_request_spec()}')) AS v FROM {source}
+                  WHERE operation IN {PASS_OPERATIONS})"""
+
+
+# passes: which side's value a logical pass takes. "server": the server's where it reported one (it sees
+# the engine: real prompt and cached tokens, engine TTFT), else the client's. "client": the app's view
+# first (its service, its clock for the call, the price its meter computed).
+_SERVER_FIRST = ("model", "response_model", "replica", "prompt_tokens", "cached_tokens", "ttft_ms", "tpot_ms",
+                 "output_tokens", "finish_reason_raw", "temperature", "top_p", "seed", "max_tokens",
+                 "queue_wait_ms", "composition_hash", "cost_usd", "prompt_hash", "output_hash")
+_CLIENT_FIRST = ("trace_id", "service", "start_ns", "end_ns", "duration_ms", "status", "operation", "provider",
+                 "session_id", "user_id")
+PASS_COLUMNS: tuple[str, ...] = (
+    "trace_id", "span_id", "client_span_id", "server_span_id", "observed_by", "service", "deploy", "ts",
+    *_CLIENT_FIRST[2:], "model", "response_model", "replica", "prompt_tokens", "cached_tokens", "hit_ratio",
+    "ttft_ms", "tpot_ms", "output_tokens", "finish_reason", "finish_reason_raw", "temperature", "top_p", "seed",
+    "max_tokens", "queue_wait_ms", "composition_hash", "cost_usd", "prompt_hash", "output_hash",
+    "client_prompt_tokens")
+
+
+def passes_select(requests: str = "requests") -> str:
+    """The ``passes`` view's SELECT over a relation shaped like ``requests``: one row per logical inference
+    pass. A server pass span and the client pass span it hangs under are one pass; a span of either side
+    without the other is a pass of its own. The deploy is the trace's (the app's, from its client pass
+    spans; a trace the app did not record keeps the server's). This view is read on every `diagnose` and
+    `check`, so it is one left join and one anti join over the pass spans."""
+    server = ", ".join(f"coalesce(s.{c}, c.{c}) AS {c}" for c in _SERVER_FIRST)
+    client = ", ".join(f"coalesce(c.{c}, s.{c}) AS {c}" for c in _CLIENT_FIRST)
+    only_client = ", ".join(f"c.{c}" for c in (*_SERVER_FIRST, *_CLIENT_FIRST))
+    cols = ("trace_id, span_id, parent_span_id, service, deploy, start_ns, end_ns, duration_ms, status, "
+            "operation, side, model, response_model, provider, replica, prompt_tokens, cached_tokens, ttft_ms, "
+            "tpot_ms, output_tokens, finish_reason AS finish_reason_raw, temperature, top_p, seed, max_tokens, "
+            "queue_wait_ms, composition_hash, cost_usd, prompt_hash, output_hash, session_id, user_id")
+    return f"""
+        WITH r AS MATERIALIZED (SELECT {cols} FROM {requests}),
+             c AS (SELECT * FROM r WHERE side IS DISTINCT FROM 'server'),
+             s AS (SELECT * FROM r WHERE side = 'server'),
+             td AS (SELECT trace_id, arg_min(deploy, start_ns) AS deploy FROM c WHERE deploy IS NOT NULL
+                    GROUP BY trace_id),
+             j AS (SELECT c.span_id AS client_span_id, s.span_id AS server_span_id,
+                          CASE WHEN c.span_id IS NULL THEN 'server' ELSE 'both' END AS observed_by,
+                          coalesce(c.deploy, td.deploy, s.deploy) AS deploy, c.prompt_tokens AS client_prompt_tokens,
+                          {client}, {server}
+                   FROM s LEFT JOIN c ON c.span_id = s.parent_span_id AND c.trace_id = s.trace_id
+                   LEFT JOIN td ON td.trace_id = s.trace_id AND c.span_id IS NULL
+                   UNION ALL BY NAME
+                   SELECT c.span_id AS client_span_id, NULL AS server_span_id, 'client' AS observed_by,
+                          coalesce(c.deploy, td.deploy) AS deploy, c.prompt_tokens AS client_prompt_tokens,
+                          {only_client}
+                   FROM c LEFT JOIN td ON td.trace_id = c.trace_id AND c.deploy IS NULL
+                   WHERE NOT EXISTS (SELECT 1 FROM s WHERE s.parent_span_id = c.span_id AND s.trace_id = c.trace_id))
+        SELECT trace_id, coalesce(client_span_id, server_span_id) AS span_id, client_span_id, server_span_id,
+               observed_by, service, deploy, make_timestamp(start_ns // 1000) AS ts,
+               {", ".join(_CLIENT_FIRST[2:])}, model, response_model, replica,
+               prompt_tokens, cached_tokens,
+               CASE WHEN prompt_tokens > 0 THEN least(coalesce(cached_tokens, 0), prompt_tokens) / prompt_tokens
+                    END AS hit_ratio,
+               ttft_ms, tpot_ms, output_tokens, {normalized_finish_reason_sql("finish_reason_raw")} AS finish_reason,
+               finish_reason_raw, temperature, top_p, seed, max_tokens, queue_wait_ms, composition_hash, cost_usd,
+               prompt_hash, output_hash, client_prompt_tokens
+        FROM j"""
+
+
+def views_sql(source: str = "spans", deploys: str = "deploys") -> list[str]:
+    """CREATE VIEW statements for the people-facing views over ``source``."""
+    return [
+        f"CREATE OR REPLACE VIEW stage_catalog AS {stage_catalog_sql()}",
+        f"""CREATE OR REPLACE VIEW stages AS
+            SELECT c.stage_number, s.*, s.attributes AS boundary_values
+            FROM {source} s JOIN stage_catalog c ON c.stage = s.stage""",
+        f"CREATE OR REPLACE VIEW requests AS {requests_select(source)}",
+        f"CREATE OR REPLACE VIEW passes AS {passes_select('requests')}",
+        f"""CREATE OR REPLACE VIEW traces AS
+            SELECT trace_id,
+                   make_timestamp(min(start_ns) // 1000) AS ts,
+                   min(start_ns) AS start_ns, max(end_ns) AS end_ns,
+                   (max(end_ns) - min(start_ns)) / 1e6 AS duration_ms,
+                   count(*) AS spans,
+                   count(*) FILTER (WHERE operation IN {PASS_OPERATIONS}) AS passes,
+                   count(*) FILTER (WHERE operation = 'execute_tool') AS tool_calls,
+                   string_agg(DISTINCT service, ',') AS services,
+                   any_value(deploy) AS deploy,
+                   bool_or(status = 'error') AS has_error,
+                   arg_min(name, start_ns) FILTER (WHERE parent_span_id IS NULL) AS root_name
+            FROM {source} GROUP BY trace_id""",
+        *_time_views_sql(source),
+    ]
+
+
+def _time_views_sql(source: str) -> list[str]:
+    from llmtrace.tracer.storage.time_views import time_views_sql  # it reads this module's pass operations
+
+    return time_views_sql(source)
