@@ -8,10 +8,15 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 
 from llmtrace.tracer.storage.views import passes_select, requests_select
+
+# One result row, column name -> value. The driver types values Any (a column is whatever the SQL made
+# it); as_int/as_float read one defensively where NULL or a string may come back.
+Row = dict[str, Any]
 
 _TYPES = {"int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "str": "VARCHAR", "str[]": "VARCHAR[]"}
 
@@ -86,24 +91,24 @@ class Query:
             finally:
                 self._pass_table = None
 
-    def rows(self, sql: str, params: Sequence[object] | None = None) -> list[dict[str, object]]:
+    def rows(self, sql: str, params: Sequence[object] | None = None) -> list[Row]:
         cur = self.conn.execute(sql, list(params) if params else None)
         names = [d[0] for d in cur.description]
         return [dict(zip(names, r, strict=False)) for r in cur.fetchall()]
 
-    def one(self, sql: str, params: Sequence[object] | None = None) -> dict[str, object]:
+    def one(self, sql: str, params: Sequence[object] | None = None) -> Row:
         rows = self.rows(sql, params)
         return rows[0] if rows else {}
 
     def stage(self, stage_id: str, values: dict[str, tuple[str, str]], where: str = "",
-              extra: str = "") -> list[dict[str, object]]:
+              extra: str = "") -> list[Row]:
         """Rows of one stage's spans: trace/span/parent ids, start, duration, deploy, plus ``values``
         (alias -> (boundary-value name, type)); ``where`` filters on those aliases."""
         sql = f"SELECT * FROM {self.stage_sql(stage_id, values, extra)} {('WHERE ' + where) if where else ''}"
         return self.rows(sql)
 
     def flagged(self, stage_id: str, values: dict[str, tuple[str, str]], where: str,
-                aggs: str = "") -> tuple[dict[str, object], tuple[str, ...]] | None:
+                aggs: str = "") -> tuple[Row, tuple[str, ...]] | None:
         """The "count the flagged spans, quote a few" check many analyzers make: over a stage's spans that
         match ``where``, one row with ``n`` and the ``aggs`` (SQL select items over the ``values`` aliases),
         and up to five of their trace ids; None when no span matches."""
@@ -111,7 +116,7 @@ class Query:
                        f"FROM {self.stage_sql(stage_id, values)} WHERE {where}")
         if not row.get("n"):
             return None
-        return row, tuple(row.pop("ids"))  # type: ignore[call-overload]
+        return row, tuple(row.pop("ids"))
 
     def count(self, stage_id: str) -> int:
         """How many spans of a stage are in the window."""
@@ -149,7 +154,7 @@ def sample_ids(ids: Sequence[object], n: int = 5) -> tuple[str, ...]:
 
 
 def as_int(value: object, default: int = 0) -> int:
-    """A row value (typed ``object`` by the driver) as an int; ``default`` for NULL or what is not a number."""
+    """A row value as an int; ``default`` for NULL or what is not a number."""
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, (int, float)):
