@@ -8,6 +8,7 @@ provider hides are marked unobserved, never filled with guesses.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from llmtrace.tracer import capture
@@ -19,6 +20,7 @@ from . import usage as usage_mod
 
 if TYPE_CHECKING:
     from .call import Call
+    from .observation import Observation
 
 _TRUNCATING = frozenset({"length", "max_tokens", "model_context_window_exceeded"})
 
@@ -33,20 +35,54 @@ def _percentile(sorted_vals: list[int], q: float) -> int:
     return sorted_vals[idx]
 
 
-def emit_stages(call: Call, end: int) -> None:
-    obs, span, t0, parent = call.obs, call.pass_span, call.t0, call.pass_span
-    wall = call.wall
-    t0w = call.t0_wall
+@dataclass(slots=True)
+class _Emit:
+    """What every part of one call's emission reads: the call, its usage, its output text and its clocks."""
 
-    def at_request(stage_id: str, values: dict[str, object]) -> None:
+    call: Call
+    end: int
+    usage: usage_mod.Usage | None
+    out_text: str | None
+
+    @property
+    def obs(self) -> Observation:
+        return self.call.obs
+
+    def wall(self, ns: int) -> int:
+        return self.call.wall(ns)
+
+    def stage(self, stage_id: str, start: int, end: int, values: dict[str, object]) -> None:
+        """A stage span between two monotonic instants of this call, under its pass span."""
+        rec.record_stage(stage_id, start_ns=self.wall(start), end_ns=self.wall(end), values=values,
+                         parent=self.call.pass_span)
+
+    def at_request(self, stage_id: str, values: dict[str, object]) -> None:
         # What the request alone shows has no duration of its own: a point stage at the call's start.
-        rec.record_stage(stage_id, start_ns=t0w, end_ns=t0w, parent=parent, values=values)
+        self.stage(stage_id, self.call.t0, self.call.t0, values)
 
-    usage = None
-    if obs.usage_raw is not None:
-        usage = usage_mod.normalise(call.parser.usage_style, obs.usage_raw)
 
-    # ── the pass span's summary ─────────────────────────────────────────────────────────────
+def emit_stages(call: Call, end: int) -> None:
+    """Everything the wire showed about one finished call, phase by phase in pipeline order."""
+    obs = call.obs
+    usage = usage_mod.normalise(call.parser.usage_style, obs.usage_raw) if obs.usage_raw is not None else None
+    e = _Emit(call, end, usage, obs.output_text if (obs.output_parts or obs.done) else None)
+    hidden = _summary(e)
+    _arrival(e)
+    _intake(e)
+    _requested_generation(e)
+    _cache(e)
+    _streaming(e)
+    _stop(e)
+    _meters(e)
+    wire.conversation_stages(call, e.wall(end))
+    for stage_id in hidden:
+        rec.mark_unobserved(stage_id, reason="the provider does not expose this stage to a client",
+                            parent=call.pass_span)
+
+
+def _summary(e: _Emit) -> tuple[str, ...]:
+    """The pass span's own values; returns the stages the provider hides (marked unobserved at the end)."""
+    call, obs, usage, t0, out_text = e.call, e.obs, e.usage, e.call.t0, e.out_text
     summary: dict[str, object] = {
         sc.GEN_AI_REQUEST_TEMPERATURE: obs.temperature,
         sc.GEN_AI_REQUEST_TOP_P: obs.top_p,
@@ -106,9 +142,13 @@ def emit_stages(call: Call, end: int) -> None:
         summary["llmtrace.server.span_id"] = call.server_span
     if hidden:
         summary["llmtrace.unobserved_stages"] = list(hidden)
-    span.set_many(summary)
+    call.pass_span.set_many(summary)
+    return tuple(hidden)
 
-    # ── arrival ─────────────────────────────────────────────────────────────────────────────
+
+def _arrival(e: _Emit) -> None:
+    """The connection (opened or reused) and the stream's first byte."""
+    call, obs, t0, t0w, wall, parent = e.call, e.obs, e.call.t0, e.call.t0_wall, e.wall, e.call.pass_span
     conn = call.conn
     cvals: dict[str, object] = {sc.SERVER_ADDRESS: call.host, sc.SERVER_PORT: call.port}
     c_end = t0
@@ -133,7 +173,10 @@ def emit_stages(call: Call, end: int) -> None:
             },
         )
 
-    # ── intake: what the request itself shows ───────────────────────────────────────────────
+
+def _intake(e: _Emit) -> None:
+    """What the request itself shows: the system prompt's volatile field, characters that normalise away."""
+    obs, at_request = e.obs, e.at_request
     if obs.system_text is not None:
         off, kind = volatile.first_volatile(obs.system_text)
         at_request(
@@ -162,7 +205,10 @@ def emit_stages(call: Call, end: int) -> None:
             },
         )
 
-    # ── generation: requested values ────────────────────────────────────────────────────────
+
+def _requested_generation(e: _Emit) -> None:
+    """The sampling, penalty and reasoning values the request asked for (the provider's own are hidden)."""
+    obs, usage, at_request = e.obs, e.usage, e.at_request
     at_request(
         "gen.sampling",
         {
@@ -196,7 +242,10 @@ def emit_stages(call: Call, end: int) -> None:
             },
         )
 
-    # ── cache: what the provider reported, and where this prompt parts from the last of its template
+
+def _cache(e: _Emit) -> None:
+    """What the provider reported of its cache, and where this prompt parts from the last of its template."""
+    call, obs, usage, t0, t0w, wall, parent = e.call, e.obs, e.usage, e.call.t0, e.call.t0_wall, e.wall, e.call.pass_span
     prefix = wire.prefix_values(call)
     prefix.update(cache_diagnostics.values(obs.cache_diagnosis))
     if usage is not None and usage.cache_read_tokens is not None:
@@ -208,7 +257,10 @@ def emit_stages(call: Call, end: int) -> None:
             "cache.prefix_match", start_ns=t0w, end_ns=wall(call.t_headers or t0), parent=parent, values=prefix
         )
 
-    # ── streaming ───────────────────────────────────────────────────────────────────────────
+
+def _streaming(e: _Emit) -> None:
+    """Chunk timing as the app saw it: first chunk, content and tool call, inter-chunk gaps."""
+    call, obs, t0, wall, parent = e.call, e.obs, e.call.t0, e.wall, e.call.pass_span
     times = call.times
     if call.sse is not None and len(times):
         gaps = sorted(times[i] - times[i - 1] for i in range(1, len(times)))
@@ -231,7 +283,10 @@ def emit_stages(call: Call, end: int) -> None:
             "gen.streaming", start_ns=wall(times[0]), end_ns=wall(times[-1]), values=svals, parent=parent
         )
 
-    # ── stop and what it means ──────────────────────────────────────────────────────────────
+
+def _stop(e: _Emit) -> None:
+    """How the output ended: finish reason, the length cap, whether structured output parses."""
+    obs, usage, out_text, span, wall, end, parent = e.obs, e.usage, e.out_text, e.call.pass_span, e.wall, e.end, e.call.pass_span
     # Whether the output was cut and whether it parses go on gen.stop. safety.stop_reason is left to
     # the app (stop_reason.check_stop): only the app knows whether it read the reason, and the
     # broken-JSON analyzer takes a safety.stop_reason span as proof that it did.
@@ -262,24 +317,21 @@ def emit_stages(call: Call, end: int) -> None:
             },
         )
 
-    # ── meters ──────────────────────────────────────────────────────────────────────────────
-    if usage is not None:
-        values = meters.accounting_values(
-            obs.response_model, usage, obs.model, call.opts.provider or call.parser.provider
-        )
-        values["llmtrace.usage.source"] = usage_source.PROVIDER
-        values["llmtrace.usage.estimated"] = False
-        rec.record_stage(
-            "meters.cache_accounting", start_ns=wall(end), end_ns=wall(end), values=values, parent=parent
-        )
-        cost = values["llmtrace.meters.cost_usd"]
-        if isinstance(cost, float):
-            span.set(sc.LLMTRACE_COST_USD, cost)
-            span.set("llmtrace.meters.trace_cost_usd", meters.trace_costs.add(span.trace_id, cost))
 
-    wire.conversation_stages(call, wall(end))
-
-    for stage_id in hidden:
-        rec.mark_unobserved(
-            stage_id, reason="the provider does not expose this stage to a client", parent=parent
-        )
+def _meters(e: _Emit) -> None:
+    """Cache accounting and cost from the provider's usage."""
+    call, obs, usage, span, wall, end, parent = e.call, e.obs, e.usage, e.call.pass_span, e.wall, e.end, e.call.pass_span
+    if usage is None:
+        return
+    values = meters.accounting_values(
+        obs.response_model, usage, obs.model, call.opts.provider or call.parser.provider
+    )
+    values["llmtrace.usage.source"] = usage_source.PROVIDER
+    values["llmtrace.usage.estimated"] = False
+    rec.record_stage(
+        "meters.cache_accounting", start_ns=wall(end), end_ns=wall(end), values=values, parent=parent
+    )
+    cost = values["llmtrace.meters.cost_usd"]
+    if isinstance(cost, float):
+        span.set(sc.LLMTRACE_COST_USD, cost)
+        span.set("llmtrace.meters.trace_cost_usd", meters.trace_costs.add(span.trace_id, cost))
