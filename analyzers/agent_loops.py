@@ -31,21 +31,21 @@ class AgentLoops(SymptomAnalyzer):
                    count(*) FILTER (WHERE {uncapped}) AS uncapped, max(steps) FILTER (WHERE {uncapped}) AS most,
                    (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE {uncapped}))[1:5] AS uncapped_ids
             FROM {budget}""")
-        n_budgets = int(a.get("n") or 0)  # type: ignore[call-overload]
+        n_budgets = int(a.get("n") or 0)
         if a.get("looped"):
-            ids = tuple(a["looped_ids"])  # type: ignore[arg-type]
+            ids = tuple(a["looped_ids"])
             out.append(self.finding(
                 "loop.budget", "warning", f"{a['looped']} agent runs were stopped by a budget or looped",
                 "The loop reached a cap or repeated the same call; each extra step re-sent the growing context.",
                 [Evidence("runs stopped or looping", a["looped"], f"of {n_budgets}", ids),
-                 Evidence("stopped by", dict(a["caps"] or {}), "", ids),  # type: ignore[call-overload]
+                 Evidence("stopped by", dict(a["caps"] or {}), "", ids),
                  Evidence("median steps", a["steps"], "steps", ids),
                  Evidence("median spend", a["spend"], "USD", ids)],
                 ids, "Open loop.tool_dispatch on these traces: which call repeats, and why its result did not "
                 "satisfy the model.", 0.7,
             ))
         if a.get("uncapped"):
-            ids = tuple(a["uncapped_ids"])  # type: ignore[arg-type]
+            ids = tuple(a["uncapped_ids"])
             out.append(self.finding(
                 "loop.budget", "critical", f"{a['uncapped']} agent runs took {MANY_PASSES}+ steps with no step cap",
                 "Nothing bounds these loops: a confused model can run until the wall clock or the bill stops it.",

@@ -86,7 +86,7 @@ def measure(q: Query, deploy: str | None = None, side: str | None = None) -> Met
                quantile_cont(ttft_ms, 0.5) AS p50, quantile_cont(ttft_ms, 0.95) AS p95,
                avg(cost_usd) AS cost
         FROM {q.passes}{dep}""", params)
-    return Metrics(deploy=deploy, passes=int(row.get("passes") or 0),  # type: ignore[call-overload]
+    return Metrics(deploy=deploy, passes=int(row.get("passes") or 0),
                    hit_rate=_f(row.get("hit_rate")), ttft_p50_ms=_f(row.get("p50")), ttft_p95_ms=_f(row.get("p95")),
                    cost_per_request_usd=_f(row.get("cost")), side=None)
 

@@ -19,11 +19,11 @@ class BelowModelCard(SymptomAnalyzer):
                              any_value(hash) FILTER (WHERE matches) AS own,
                              (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE matches = false))[1:5] AS ids
                       FROM {rel}""")
-        n, bad = int(a.get("n") or 0), int(a.get("bad") or 0)  # type: ignore[call-overload]
+        n, bad = int(a.get("n") or 0), int(a.get("bad") or 0)
         if not bad:
             return []
         share = bad / n
-        ids = tuple(a["ids"])  # type: ignore[arg-type]
+        ids = tuple(a["ids"])
         return [self.finding(
             "intake.chat_template", "critical" if share >= 0.5 else "warning",
             f"{share:.0%} of passes used a chat template that is not the model's own",

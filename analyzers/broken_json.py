@@ -115,10 +115,10 @@ class BrokenJson(SymptomAnalyzer):
         row = q.one(f"""SELECT count(*) FILTER (WHERE structured) AS n, count(*) AS total, median(rep) FILTER (WHERE structured) AS rep,
                                median(freq) FILTER (WHERE structured) AS freq, median(pres) FILTER (WHERE structured) AS pres,
                                (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE structured))[1:5] AS ids FROM {rel}""")
-        n = int(row.get("n") or 0)  # type: ignore[call-overload]
+        n = int(row.get("n") or 0)
         if n < 2:
             return []
-        ids = tuple(row["ids"] or ())  # type: ignore[arg-type]
+        ids = tuple(row["ids"] or ())
         return [self.finding(
             "gen.penalties", "warning", f"{n} structured outputs were generated under repetition penalties",
             "Penalties push down tokens JSON must repeat (quotes, braces, keys), so the structure bends or breaks.",
@@ -126,7 +126,7 @@ class BrokenJson(SymptomAnalyzer):
              Evidence("repetition penalty", row["rep"], "", ids, baseline=1.0),
              Evidence("frequency / presence penalty", f"{row['freq'] or 0:g} / {row['pres'] or 0:g}", "", ids)],
             ids, "Turn repetition/frequency/presence penalties off for structured output.", 0.6,
-            cause="penalty-on-structure", affected_share=n / max(1, int(row["total"] or 1)))]  # type: ignore[call-overload]
+            cause="penalty-on-structure", affected_share=n / max(1, int(row["total"] or 1)))]
 
     def _stop_causes(self, q: Query, stopped: list[dict[str, object]], n: int) -> list[Finding]:
         """Parse failures that stopped normally: look for penalties on structure or a dead-ended constraint."""

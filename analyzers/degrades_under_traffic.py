@@ -32,14 +32,14 @@ class DegradesUnderTraffic(SymptomAnalyzer):
                    (list(j.trace_id ORDER BY j.start_ns DESC) FILTER (WHERE j.decision = 'shed'))[1:5] AS shed_ids,
                    (list(j.trace_id ORDER BY j.wait DESC) FILTER (WHERE {queued.replace('a.', 'j.')}))[1:5] AS queued_ids
             FROM j CROSS JOIN calm""")
-        n = int(s.get("n") or 0)  # type: ignore[call-overload]
+        n = int(s.get("n") or 0)
         if n >= 3:
-            shed, n_queued = int(s["shed"] or 0), int(s["queued"] or 0)  # type: ignore[call-overload]
-            timed, slo = int(s["timed"] or 0), s["slo"]  # type: ignore[call-overload]
-            goodput = int(s["good"] or 0) / timed if timed and slo else None  # type: ignore[call-overload]
+            shed, n_queued = int(s["shed"] or 0), int(s["queued"] or 0)
+            timed, slo = int(s["timed"] or 0), s["slo"]
+            goodput = int(s["good"] or 0) / timed if timed and slo else None
             bad_share = (shed + n_queued) / n
             if (shed or (n_queued and goodput is not None and goodput < 0.8)) and bad_share >= 0.1:
-                shed_ids, queued_ids = tuple(s["shed_ids"] or ()), tuple(s["queued_ids"] or ())  # type: ignore[arg-type]
+                shed_ids, queued_ids = tuple(s["shed_ids"] or ()), tuple(s["queued_ids"] or ())
                 ids = (shed_ids + queued_ids)[:5]
                 ev = [Evidence("requests shed", shed, f"of {n}", shed_ids),
                       Evidence("requests queued", n_queued, f"of {n}", queued_ids),
@@ -48,7 +48,7 @@ class DegradesUnderTraffic(SymptomAnalyzer):
                       Evidence("running limit", s["max_running"], "requests", ids)]
                 if goodput is not None:
                     ev.append(Evidence("goodput (TTFT within objective)", round(goodput, 3), "", baseline=1.0))
-                    ev.append(Evidence("TTFT objective used", round(float(slo), 1), "ms"))  # type: ignore[arg-type]
+                    ev.append(Evidence("TTFT objective used", round(float(slo), 1), "ms"))
                 out.append(self.finding(
                     "arrival.admission", severity_for(bad_share, 0.2, 0.5),
                     f"Under load {bad_share:.0%} of requests were queued or shed",

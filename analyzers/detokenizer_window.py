@@ -32,9 +32,9 @@ class DetokenizerWindow(SymptomAnalyzer):
                    (list(d.trace_id ORDER BY d.start_ns DESC) FILTER (WHERE {narrow}))[1:5] AS narrow_ids
             FROM {detok} d LEFT JOIN {stop} s ON s.parent_span_id = d.parent_span_id""")
         out: list[Finding] = []
-        n = int(a.get("n") or 0)  # type: ignore[call-overload]
+        n = int(a.get("n") or 0)
         if a.get("chopped"):
-            ids = tuple(a["chopped_ids"])  # type: ignore[arg-type]
+            ids = tuple(a["chopped_ids"])
             out.append(self.finding(
                 "gen.detokenization", "warning", f"{a['chopped']} streams may have shown part of a stop string",
                 "The stop-string hold-back is shorter than the stop string that matched, so its first characters "
@@ -45,7 +45,7 @@ class DetokenizerWindow(SymptomAnalyzer):
                 ids, "Hold back at least len(longest stop string) - 1 characters while streaming.", 0.5,
             ))
         if a.get("narrow"):
-            ids = tuple(a["narrow_ids"])  # type: ignore[arg-type]
+            ids = tuple(a["narrow_ids"])
             out.append(self.finding(
                 "gen.detokenization", "warning", f"{a['narrow']} streams decoded without holding back partial characters",
                 "UTF-8 characters take up to 4 bytes; a decoder that holds none back emits replacement characters that a "

@@ -33,18 +33,18 @@ class DifferentAnswer(SymptomAnalyzer):
                                   GROUP BY prompt_hash HAVING count(DISTINCT output_hash) > 1)
               AND output_hash IS NOT NULL
             GROUP BY prompt_hash HAVING count(DISTINCT output_hash) > 1""")
-        invariant = self._invariant_spans(q, [sid for g in groups for sid in g["span_ids"]])  # type: ignore[attr-defined]
+        invariant = self._invariant_spans(q, [sid for g in groups for sid in g["span_ids"]])
         for g in groups:
-            g["any_invariant"] = any(sid in invariant for sid in g["span_ids"])  # type: ignore[attr-defined]
+            g["any_invariant"] = any(sid in invariant for sid in g["span_ids"])
         if not groups:
             return []
         buckets: dict[str, list[dict[str, object]]] = {"routing": [], "sampling": [], "batching": [], "other": []}
         for g in groups:
-            if int(g["models"]) > 1:  # type: ignore[call-overload]
+            if int(g["models"]) > 1:
                 buckets["routing"].append(g)
-            elif float(g["max_temp"]) > 0 and (int(g["unseeded"]) > 0 or int(g["seeds"]) > 1):  # type: ignore[arg-type,call-overload]
+            elif float(g["max_temp"]) > 0 and (int(g["unseeded"]) > 0 or int(g["seeds"]) > 1):
                 buckets["sampling"].append(g)
-            elif (int(g["compositions"]) > 1 or int(g["cache_shapes"]) > 1) and not g["any_invariant"]:  # type: ignore[call-overload]
+            elif (int(g["compositions"]) > 1 or int(g["cache_shapes"]) > 1) and not g["any_invariant"]:
                 # Different batches, or the same prompt computed from a different cached prefix: either way
                 # the arithmetic ran in other shapes, which moves greedy logits without invariant kernels.
                 buckets["batching"].append(g)

@@ -46,9 +46,9 @@ class InvisibleCharacters(SymptomAnalyzer):
                    median(t.cpt) FILTER (WHERE {dirty}) AS cpt_dirty, median(t.cpt) FILTER (WHERE NOT ({dirty})) AS cpt_clean,
                    (list(n.trace_id ORDER BY n.start_ns DESC) FILTER (WHERE {dirty}))[1:5] AS ids
             FROM {norm} n LEFT JOIN {tok} t ON t.parent_span_id = n.parent_span_id""")
-        n, n_dirty, kept = (int(a.get(k) or 0) for k in ("n", "dirty", "kept"))  # type: ignore[call-overload]
+        n, n_dirty, kept = (int(a.get(k) or 0) for k in ("n", "dirty", "kept"))
         if n_dirty:
-            ids = tuple(a["ids"])  # type: ignore[arg-type]
+            ids = tuple(a["ids"])
             ev = [Evidence("prompts with invisible or look-alike characters", n_dirty, f"of {n}", ids),
                   Evidence("invisible characters", a["invisible"], "chars", ids),
                   Evidence("non-breaking spaces", a["nbsp"], "chars", ids),
@@ -74,15 +74,15 @@ class InvisibleCharacters(SymptomAnalyzer):
                              (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE coalesce(action, 'allow') = 'allow'))[1:5] AS allowed_ids
                       FROM {inj} WHERE invisible > 0 OR patterns > 0""")
         if b.get("n"):
-            ids = tuple(b["ids"])  # type: ignore[arg-type]
-            allowed = int(b["allowed"] or 0)  # type: ignore[call-overload]
+            ids = tuple(b["ids"])
+            allowed = int(b["allowed"] or 0)
             out.append(self.finding(
                 "safety.injection", "critical" if allowed else "warning",
                 f"{b['n']} untrusted inputs carried hidden characters or instructions",
                 "Tool output or retrieved text contained invisible characters or instruction-like phrases"
                 + (f"; {allowed} were let through." if allowed else ", and they were flagged or blocked."),
                 [Evidence("untrusted spans with hidden content", b["n"], "", ids),
-                 Evidence("allowed through", allowed, "", tuple(b["allowed_ids"] or ()))],  # type: ignore[arg-type]
+                 Evidence("allowed through", allowed, "", tuple(b["allowed_ids"] or ()))],
                 ids, "Strip invisible characters from untrusted text and keep it delimited as data.",
                 0.55 if allowed else 0.3,
             ))

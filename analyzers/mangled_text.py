@@ -19,12 +19,12 @@ class MangledText(SymptomAnalyzer):
                              any_value(skip) FILTER (WHERE repl > 0) AS skip,
                              (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE repl > 0))[1:5] AS ids
                       FROM {rel}""")
-        n, bad = int(a.get("n") or 0), int(a.get("bad") or 0)  # type: ignore[call-overload]
+        n, bad = int(a.get("n") or 0), int(a.get("bad") or 0)
         if not bad:
             return []
         share = bad / n
-        ids = tuple(a["ids"])  # type: ignore[arg-type]
-        held = float(a["held"] or 0)  # type: ignore[arg-type]
+        ids = tuple(a["ids"])
+        held = float(a["held"] or 0)
         return [self.finding(
             "gen.detokenization", severity_for(share, 0.05, 0.3),
             f"{bad} outputs carried replacement characters (U+FFFD)",

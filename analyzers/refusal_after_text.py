@@ -21,11 +21,11 @@ class RefusalAfterText(SymptomAnalyzer):
                              median(retracted) FILTER (WHERE {cut}) AS retracted,
                              (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE {cut}))[1:5] AS ids
                       FROM {rel}""")
-        n, n_cut = int(a.get("n") or 0), int(a.get("cut") or 0)  # type: ignore[call-overload]
+        n, n_cut = int(a.get("n") or 0), int(a.get("cut") or 0)
         if not n_cut:
             return []
-        ids = tuple(a["ids"])  # type: ignore[arg-type]
-        lag = float(a["lag"] or 0)  # type: ignore[arg-type]
+        ids = tuple(a["ids"])
+        lag = float(a["lag"] or 0)
         return [self.finding(
             "safety.moderation", "warning" if n_cut / n < 0.2 else "critical",
             f"{n_cut} streams showed text and then retracted it",

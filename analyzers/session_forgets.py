@@ -34,12 +34,12 @@ class SessionForgets(SymptomAnalyzer):
                    (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE len(lost) > 0))[1:5] AS ids,
                    (list(lost ORDER BY start_ns DESC) FILTER (WHERE len(lost) > 0))[1:200] AS lost
             FROM {comp}""")
-        lossy = int(a.get("lossy") or 0)  # type: ignore[call-overload]
+        lossy = int(a.get("lossy") or 0)
         if lossy:
-            n = int(a["n"])  # type: ignore[call-overload]
-            ids = tuple(a["ids"])  # type: ignore[arg-type]
-            facts = Counter(f for lst in a["lost"] for f in lst)  # type: ignore[union-attr]
-            unpinned = int(a["unpinned"] or 0)  # type: ignore[call-overload]
+            n = int(a["n"])
+            ids = tuple(a["ids"])
+            facts = Counter(f for lst in a["lost"] for f in lst)
+            unpinned = int(a["unpinned"] or 0)
             share = lossy / n
             out.append(self.finding(
                 "loop.compaction", "critical" if share >= 0.5 else "warning",

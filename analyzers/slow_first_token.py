@@ -22,7 +22,7 @@ class SlowFirstToken(SymptomAnalyzer):
         out: list[Finding] = cache_findings(self, q)  # cache losses need token counts, not a TTFT
         src = f"(SELECT * FROM {q.passes} WHERE ttft_ms IS NOT NULL)"
         n = q.one(f"SELECT count(*) AS n FROM {src}")["n"]
-        if int(n) >= 3:  # type: ignore[call-overload]
+        if int(n) >= 3:
             out += self._queue(q, src)
         out += self._connection(q)
         out += self._fan_out(q)
@@ -36,12 +36,12 @@ class SlowFirstToken(SymptomAnalyzer):
                    median(queue_wait_ms) FILTER (WHERE queue_wait_ms > 0) AS wait,
                    (list(trace_id ORDER BY queue_wait_ms DESC) FILTER (WHERE queue_wait_ms > 0))[1:5] AS ids
             FROM {src}""")
-        waited = int(a["waited"] or 0)  # type: ignore[call-overload]
-        share = float(a["share"] or 0)  # type: ignore[arg-type]
-        wait = float(a["wait"] or 0)  # type: ignore[arg-type]
+        waited = int(a["waited"] or 0)
+        share = float(a["share"] or 0)
+        wait = float(a["wait"] or 0)
         if not waited or share < 0.2 or wait < 10:
             return []
-        ids = tuple(a["ids"] or ())  # type: ignore[arg-type]
+        ids = tuple(a["ids"] or ())
         return [self.finding(
             "arrival.admission", severity_for(share, 0.3, 0.5), f"{share:.0%} of time to first token is queueing",
             f"{waited} of {a['n']} passes waited for a running slot (median {wait:.0f} ms) before "
@@ -60,12 +60,12 @@ class SlowFirstToken(SymptomAnalyzer):
         a = q.one(f"""SELECT count(*) AS n, count(*) FILTER (WHERE reused = false) AS fresh,
                              median(ms) FILTER (WHERE reused = false) AS ms,
                              (list(trace_id) FILTER (WHERE reused = false))[1:5] AS ids FROM {rel}""")
-        n, fresh = int(a["n"] or 0), int(a["fresh"] or 0)  # type: ignore[call-overload]
-        ms = float(a["ms"] or 0)  # type: ignore[arg-type]
+        n, fresh = int(a["n"] or 0), int(a["fresh"] or 0)
+        ms = float(a["ms"] or 0)
         if n < 3 or fresh / n < 0.5 or ms < 20:
             return []
         share = fresh / n
-        ids = tuple(a["ids"] or ())  # type: ignore[arg-type]
+        ids = tuple(a["ids"] or ())
         return [self.finding(
             "arrival.connection", "warning", f"{share:.0%} of calls open a new connection ({ms:.0f} ms each)",
             "The client does not reuse pooled connections, so each call pays the connect (and TLS) time.",
@@ -97,7 +97,7 @@ class SlowFirstToken(SymptomAnalyzer):
                    (list(trace_id))[1:5] AS ids FROM turns WHERE reprefill > 0""")
         if not a.get("n"):
             return []
-        ids = tuple(a["ids"])  # type: ignore[arg-type]
+        ids = tuple(a["ids"])
         return [self.finding(
             "loop.fan_out", "info", f"{a['n']} agent turns ran tool calls one after another",
             "Each sequential tool call adds an inference pass that prefills the tokens appended since the last.",

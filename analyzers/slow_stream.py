@@ -49,15 +49,15 @@ class SlowStream(SymptomAnalyzer):
                              median(batch) FILTER (WHERE drafted > 0) AS batch, any_value(method) FILTER (WHERE drafted > 0) AS how,
                              (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE drafted > 0))[1:5] AS ids
                       FROM {rel}""")
-        n, spec = int(a.get("n") or 0), int(a.get("spec") or 0)  # type: ignore[call-overload]
-        drafted, accepted = int(a.get("drafted") or 0), int(a.get("accepted") or 0)  # type: ignore[call-overload]
-        batch = float(a.get("batch") or 0)  # type: ignore[arg-type]
+        n, spec = int(a.get("n") or 0), int(a.get("spec") or 0)
+        drafted, accepted = int(a.get("drafted") or 0), int(a.get("accepted") or 0)
+        batch = float(a.get("batch") or 0)
         if n < MIN_PASSES or spec < 0.5 * n or drafted < 20:
             return []
         rate = accepted / drafted
         if rate >= 0.5 or batch < 2:
             return []
-        ids = tuple(a["ids"] or ())  # type: ignore[arg-type]
+        ids = tuple(a["ids"] or ())
         wasted = drafted - accepted
         return [self.finding(
             "gen.speculation", "warning" if rate < 0.3 else "info",
@@ -102,28 +102,28 @@ class SlowStream(SymptomAnalyzer):
             SELECT counts.*, vals.* EXCLUDE (slow), (SELECT any_value(total) FROM cls) AS total
             FROM counts JOIN vals USING (slow)""")
         by = {bool(g["slow"]): g for g in groups}
-        if True not in by or False not in by or int(by[True]["total"]) < MIN_PASSES:  # type: ignore[call-overload]
+        if True not in by or False not in by or int(by[True]["total"]) < MIN_PASSES:
             return []
         slow_g, normal_g = by[True], by[False]
-        n_slow, total = int(slow_g["n"]), int(slow_g["total"])  # type: ignore[call-overload]
+        n_slow, total = int(slow_g["n"]), int(slow_g["total"])
         share = n_slow / total
-        slow_tpot = float(slow_g["tpot"])  # type: ignore[arg-type]
-        ids = tuple(slow_g["ids"])  # type: ignore[arg-type]
-        mid = float(normal_g["tpot"])  # type: ignore[arg-type]
+        slow_tpot = float(slow_g["tpot"])
+        ids = tuple(slow_g["ids"])
+        mid = float(normal_g["tpot"])
         base_ev = Evidence("median TPOT of slow-stream passes", slow_tpot, "ms", ids, baseline=mid)
         out: list[Finding] = []
         for stage, alias, name, _, why in CANDIDATES:
             a, b = slow_g[alias], normal_g[alias]
             if a is None or b is None:
                 continue
-            a, b = float(a), float(b)  # type: ignore[arg-type]
+            a, b = float(a), float(b)
             if a == b or (alias == "spec_accept" and b == 0):
                 continue  # no difference, or no speculation on the normal passes to compare with
             # acceptance explains slowness when it is *lower*; the others when higher
             ratio = (b / a if a > 0 else 10.0) if alias == "spec_accept" else (a / b if b > 0 else (10.0 if a > 0 else 1.0))
             # control before blame: the two groups' values must differ beyond noise (a rank test over the
             # passes), not just in their medians
-            p_value = mann_whitney_p(slow_g[f"{alias}_vals"] or [], normal_g[f"{alias}_vals"] or [])  # type: ignore[arg-type]
+            p_value = mann_whitney_p(slow_g[f"{alias}_vals"] or [], normal_g[f"{alias}_vals"] or [])
             if ratio < 1.5 or p_value >= 0.05:
                 continue
             score = min(1.0, share * 0.5 + min(1.0, (ratio - 1) / 3) * 0.5)
@@ -137,9 +137,9 @@ class SlowStream(SymptomAnalyzer):
                  Evidence("control group", f"the {total - n_slow} passes at normal speed")], ids,
                 f"Open {stage} on the listed traces and compare {name} with a normal pass.", score,
             ))
-        fallbacks = int(slow_g["fallbacks"] or 0)  # type: ignore[call-overload]
-        if fallbacks and fallbacks / int(slow_g["sampled"]) >= 0.5:  # type: ignore[call-overload]
-            fids = tuple(slow_g["fallback_ids"])  # type: ignore[arg-type]
+        fallbacks = int(slow_g["fallbacks"] or 0)
+        if fallbacks and fallbacks / int(slow_g["sampled"]) >= 0.5:
+            fids = tuple(slow_g["fallback_ids"])
             out.append(self.finding(
                 "forward.attention", "warning", "Slow-stream passes fell back to another attention kernel",
                 f"{fallbacks} of {slow_g['sampled']} sampled slow-stream passes ran attention on a fallback path "

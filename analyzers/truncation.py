@@ -25,7 +25,7 @@ _JSON_WORDS = re.compile(r"\bjson\b|\{\s*\"", re.I)
 
 
 def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
-    total = int(q.one(f"SELECT count(*) AS n FROM {q.passes} WHERE finish_reason IS NOT NULL").get("n") or 0)  # type: ignore[call-overload]
+    total = int(q.one(f"SELECT count(*) AS n FROM {q.passes} WHERE finish_reason IS NOT NULL").get("n") or 0)
     rows = q.rows(f"""
         WITH cut AS (SELECT * FROM {q.passes} WHERE finish_reason = 'length' ORDER BY start_ns DESC LIMIT {SAMPLE}),
              ps AS (SELECT span_id, attributes FROM {q.spans} WHERE operation IN {PASS_OPERATIONS}
@@ -72,8 +72,8 @@ def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
     continued = [r for r in structured + tools if r["continued"] and not r["checked"]]
     spellings = sorted({str(r["finish_reason_raw"]) for r in rows if r["finish_reason_raw"]})
     ids = sample_ids([r["trace_id"] for r in (tools + structured or rows)])
-    outs = [float(r["output_tokens"]) for r in rows if r["output_tokens"] is not None]  # type: ignore[arg-type]
-    caps = [float(r["max_tokens"]) for r in rows if r["max_tokens"] is not None]  # type: ignore[arg-type]
+    outs = [float(r["output_tokens"]) for r in rows if r["output_tokens"] is not None]
+    caps = [float(r["max_tokens"]) for r in rows if r["max_tokens"] is not None]
     cap = percentile(caps, 0.5)
     share = n / max(1, total)
     ev = [Evidence("passes that ended on the length cap", n, f"of {total}", ids),
@@ -122,5 +122,5 @@ def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
         "finish_reason 'length' (Anthropic 'max_tokens') as a failure before parsing.",
         score, cause=CAUSE, stages=stages, affected_share=share,
         # what the cap wasted: the decode time of answers that cannot be used as they are
-        loss_ms=sum(float(r["tpot_ms"] or 0) * float(r["output_tokens"] or 0) for r in structured + tools),  # type: ignore[arg-type]
-        loss_tokens=sum(float(r["output_tokens"] or 0) for r in structured + tools))]  # type: ignore[arg-type]
+        loss_ms=sum(float(r["tpot_ms"] or 0) * float(r["output_tokens"] or 0) for r in structured + tools),
+        loss_tokens=sum(float(r["output_tokens"] or 0) for r in structured + tools))]

@@ -32,15 +32,15 @@ def usage_problems(q: Query) -> list[UsageProblem]:
                list(trace_id) FILTER (WHERE max_tokens > 0 AND output_tokens > max_tokens) AS over_ids
         FROM {q.passes}""")
     if row.get("cached_over"):
-        out.append(UsageProblem("cached_over_input", int(row["cached_over"]),  # type: ignore[call-overload]
+        out.append(UsageProblem("cached_over_input", int(row["cached_over"]),
                                 "cached tokens exceed input tokens (cache counted on top of input, not inside it)",
-                                sample_ids(row["cached_ids"] or [])))  # type: ignore[arg-type]
+                                sample_ids(row["cached_ids"] or [])))
     if row.get("negative"):
-        out.append(UsageProblem("negative", int(row["negative"]), "negative token counts",  # type: ignore[call-overload]
-                                sample_ids(row["negative_ids"] or [])))  # type: ignore[arg-type]
+        out.append(UsageProblem("negative", int(row["negative"]), "negative token counts",
+                                sample_ids(row["negative_ids"] or [])))
     if row.get("over_cap"):
-        out.append(UsageProblem("output_over_cap", int(row["over_cap"]), "more output tokens than max_tokens allows",  # type: ignore[call-overload]
-                                sample_ids(row["over_ids"] or [])))  # type: ignore[arg-type]
+        out.append(UsageProblem("output_over_cap", int(row["over_cap"]), "more output tokens than max_tokens allows",
+                                sample_ids(row["over_ids"] or [])))
     flagged = q.rows(f"""SELECT trace_id FROM {q.spans} WHERE stage = 'meters.cache_accounting'
                          AND {attr('llmtrace.meters.usage_consistent', 'bool')} = false""")
     if flagged:

@@ -21,11 +21,11 @@ class WrongSource(SymptomAnalyzer):
                              median(chunks_out) FILTER (WHERE {unl} OR {und}) AS chunks,
                              (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE {unl} OR {und}))[1:5] AS ids
                       FROM {rel} WHERE chunks_out > 1""")
-        n, bad = int(a.get("n") or 0), int(a.get("bad") or 0)  # type: ignore[call-overload]
+        n, bad = int(a.get("n") or 0), int(a.get("bad") or 0)
         if not bad:
             return []
         share = bad / n
-        ids = tuple(a["ids"])  # type: ignore[arg-type]
+        ids = tuple(a["ids"])
         return [self.finding(
             "intake.evidence_formatting", "critical" if share >= 0.5 else "warning",
             f"{bad} prompts mixed several retrieved chunks without labels or delimiters",
