@@ -42,13 +42,13 @@ def _one(name: str) -> Decoder | None:
             import brotli  # optional, as in httpx
         except ImportError:
             return None
-        return brotli.Decompressor().process  # type: ignore[no-any-return]
+        return brotli.Decompressor().process
     if name == "zstd":
         try:
             import zstandard  # optional, as in httpx
         except ImportError:
             return None
-        return zstandard.ZstdDecompressor().decompressobj().decompress  # type: ignore[no-any-return]
+        return zstandard.ZstdDecompressor().decompressobj().decompress
     return None
 
 

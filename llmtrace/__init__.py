@@ -27,7 +27,7 @@ def instrument(client: object, **kwargs: object) -> object:
     """Instrument an OpenAI / Anthropic / httpx client (see ``llmtrace.adapters.instrument``)."""
     from llmtrace.adapters import instrument as _instrument
 
-    return _instrument(client, **kwargs)  # type: ignore[no-any-return]
+    return _instrument(client, **kwargs)
 
 
 def session(session_id: str, user: str | None = None) -> object:

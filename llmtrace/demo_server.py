@@ -56,7 +56,7 @@ class InProcessServer:
         config = uvicorn.Config(build_app(self.service), log_level="warning", lifespan="off",
                                 timeout_keep_alive=30, access_log=False)
         server = uvicorn.Server(config)
-        server.install_signal_handlers = lambda: None  # type: ignore[method-assign]  # not the main thread
+        server.install_signal_handlers = lambda: None  # not the main thread
         self._server = server
         self._thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="llmtrace-serve",
                                         daemon=True)

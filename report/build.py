@@ -216,7 +216,7 @@ def _cache_html(data: ReportData, render: _Charts, only: Any) -> str:
                                                                       "hit-rate-timeline"),
                          "Cached prompt tokens over prompt tokens per time bucket; dashed lines are deploys.")
     table = "".join(
-        f"<tr><td>{page.e(d['deploy'])}</td><td class=\"num\">{int(d['passes']):,}</td>"  # type: ignore[call-overload]
+        f"<tr><td>{page.e(d['deploy'])}</td><td class=\"num\">{int(d['passes']):,}</td>"
         f"<td class=\"num\">{_pct(d['hit_rate'])}</td><td class=\"num\">{_num(d['cached_per_call'])}</td>"
         f"<td class=\"num\">{_num(d['uncached_per_call'])}</td></tr>" for d in deploys)
     by = page.card("By deploy", page.chart(render(charts.hit_by_deploy(deploys)), "hit-rate-by-deploy") +
@@ -231,7 +231,7 @@ def _time_html(data: ReportData, render: _Charts, only: Any) -> str:
     if len({r["deploy"] for r in rows}) > 1:  # the selection as a whole on top, then each deploy
         total: dict[str, float] = {}
         for r in rows:
-            total[str(r["phase"])] = total.get(str(r["phase"]), 0.0) + float(r["ms"] or 0.0)  # type: ignore[arg-type]
+            total[str(r["phase"])] = total.get(str(r["phase"]), 0.0) + float(r["ms"] or 0.0)
         rows = [{"phase": p, "deploy": "all deploys", "ms": v} for p, v in total.items()] + rows
     share = (page.chart(render(charts.phase_share(rows)), "phase-share") if rows
              else page.absent("phase-share", "No stage spans in the selection."))
@@ -247,7 +247,7 @@ def _time_html(data: ReportData, render: _Charts, only: Any) -> str:
     sums: dict[str, float] = {}
     for p in parts:
         if p["part"] != "client side":
-            sums[str(p["deploy"])] = sums.get(str(p["deploy"]), 0.0) + float(p["ms"] or 0.0)  # type: ignore[arg-type]
+            sums[str(p["deploy"])] = sums.get(str(p["deploy"]), 0.0) + float(p["ms"] or 0.0)
     check = "; ".join(f"{d}: parts {v:,.0f} ms, mean server TTFT {mean[d]:,.0f} ms" for d, v in sums.items() if d in mean)
     return (page.card("Time share per phase", share, f"Source: {source}.") +
             page.card("TTFT decomposed", ttft, f"Source: {psource}. 'client side' is the client's TTFT beyond "

@@ -139,7 +139,7 @@ class ReportData:
         lo_hi = self.query.one(f"SELECT min(start_ns) AS lo, max(start_ns) AS hi FROM {PASSES} WHERE prompt_tokens > 0")
         if lo_hi.get("lo") is None:
             return []
-        lo, hi = int(lo_hi["lo"]), int(lo_hi["hi"])  # type: ignore[call-overload]
+        lo, hi = int(lo_hi["lo"]), int(lo_hi["hi"])
         width = max(1, -(-(hi - lo + 1) // buckets))
         return self.rows(f"""
             SELECT {lo} + ((start_ns - {lo}) // {width}) * {width} + {width // 2} AS t_ns, deploy, count(*) AS passes,
@@ -317,7 +317,7 @@ class ReportData:
         # Only the newest passes can fit the replay's budget (a chain has at least one block): parse those alone.
         cut = self.query.one(f"""SELECT min(start_ns) AS lo FROM (SELECT start_ns FROM {PASSES}
             WHERE server_span_id IS NOT NULL ORDER BY start_ns DESC LIMIT {REPLAY_BLOCK_VISITS // 3})""").get("lo")
-        extra = f"AND start_ns >= {int(cut)}" if cut is not None else ""  # type: ignore[call-overload]
+        extra = f"AND start_ns >= {int(cut)}" if cut is not None else ""
         tok = self.query.stage_sql("intake.tokenization", {"chain": ("llmtrace.tokenization.block_hashes", "str[]")},
                                    extra)
         rows = self.conn.execute(f"""

@@ -38,7 +38,7 @@ class ConnectionLimits:
             raise ValueError(f"limit_concurrency must be >= 1, got {self.limit_concurrency}")
 
 
-class _HeaderGuard(HttpToolsProtocol):  # type: ignore[misc]
+class _HeaderGuard(HttpToolsProtocol):
     limits = ConnectionLimits()
     closed_stalled = 0  # connections closed for sending no complete headers in time (all instances)
 

@@ -31,7 +31,7 @@ class ReplicaSet:
         self.load_slack = load_slack
         self._next = 0
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self):
         return iter(self.replicas)
 
     def __len__(self) -> int:

@@ -32,7 +32,7 @@ class StagePane(VerticalScroll):
         super().__init__(id=id)
         self.span: SpanRecord | None = None
 
-    def compose(self):  # type: ignore[no-untyped-def]
+    def compose(self):
         yield Static(HINT, id="stage-body")
 
     def show(self, span: SpanRecord | None,
