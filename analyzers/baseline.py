@@ -41,12 +41,12 @@ class Metrics:
                 raise ValueError(f"baseline field {key} must be a number, got {v!r}")
             return float(v)
 
-        passes = data.get("passes", 0)
-        return cls(deploy=data.get("deploy") if isinstance(data.get("deploy"), str) else None,  # type: ignore[arg-type]
+        passes, deploy, side = data.get("passes", 0), data.get("deploy"), data.get("side")
+        return cls(deploy=deploy if isinstance(deploy, str) else None,
                    passes=int(passes) if isinstance(passes, int) else 0, hit_rate=num("hit_rate"),
                    ttft_p50_ms=num("ttft_p50_ms"), ttft_p95_ms=num("ttft_p95_ms"),
                    cost_per_request_usd=num("cost_per_request_usd"),
-                   side=data.get("side") if isinstance(data.get("side"), str) else None)  # type: ignore[arg-type]
+                   side=side if isinstance(side, str) else None)
 
 
 def load_baseline(path: str | os.PathLike[str]) -> Metrics:
@@ -91,5 +91,5 @@ def measure(q: Query, deploy: str | None = None, side: str | None = None) -> Met
                    cost_per_request_usd=_f(row.get("cost")), side=None)
 
 
-def _f(v: object) -> float | None:
-    return None if v is None else float(v)  # type: ignore[arg-type]
+def _f(v: float | None) -> float | None:
+    return None if v is None else float(v)

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from llmtrace.analyzers.base import SymptomAnalyzer, severity_for
 from llmtrace.analyzers.finding import Evidence, Finding, Severity
-from llmtrace.analyzers.query import Query, attr, percentile, sample_ids
+from llmtrace.analyzers.query import Query, Row, attr, percentile, sample_ids
 from llmtrace.analyzers.truncation import CAUSE, truncation_findings
 
 
@@ -55,11 +55,11 @@ class BrokenJson(SymptomAnalyzer):
         out += self._penalised_structure(q)
         return out
 
-    def _explain_failures(self, q: Query, failed: list[dict[str, object]], checked: int) -> list[Finding]:
+    def _explain_failures(self, q: Query, failed: list[Row], checked: int) -> list[Finding]:
         out: list[Finding] = []
         n = len(failed)
         ids = sample_ids([c["trace_id"] for c in failed])
-        by_reason: dict[str, list[dict[str, object]]] = {}
+        by_reason: dict[str, list[Row]] = {}
         for c in failed:
             reason = c["finish_reason"] or ("length" if c["truncated"] else "unknown")
             by_reason.setdefault(str(reason), []).append(c)
@@ -67,8 +67,8 @@ class BrokenJson(SymptomAnalyzer):
         if length:
             share = len(length) / n
             lids = sample_ids([c["trace_id"] for c in length])
-            outs = [float(c["output_tokens"]) for c in length if c["output_tokens"] is not None]  # type: ignore[arg-type]
-            caps = [float(c["max_tokens"]) for c in length if c["max_tokens"] is not None]  # type: ignore[arg-type]
+            outs = [float(c["output_tokens"]) for c in length if c["output_tokens"] is not None]
+            caps = [float(c["max_tokens"]) for c in length if c["max_tokens"] is not None]
             p95 = percentile(outs, 0.95)
             cap = percentile(caps, 0.5)
             unread = sum(1 for c in length if c["read"] is False)
@@ -128,7 +128,7 @@ class BrokenJson(SymptomAnalyzer):
             ids, "Turn repetition/frequency/presence penalties off for structured output.", 0.6,
             cause="penalty-on-structure", affected_share=n / max(1, int(row["total"] or 1)))]
 
-    def _stop_causes(self, q: Query, stopped: list[dict[str, object]], n: int) -> list[Finding]:
+    def _stop_causes(self, q: Query, stopped: list[Row], n: int) -> list[Finding]:
         """Parse failures that stopped normally: look for penalties on structure or a dead-ended constraint."""
         ids = [str(c["trace_id"]) for c in stopped]
         placeholders = ", ".join("?" for _ in ids)
@@ -160,7 +160,7 @@ class BrokenJson(SymptomAnalyzer):
             ))
         return out
 
-    def _counted(self, stage: str, severity: Severity, rows: list[dict[str, object]], n: int, title: str,
+    def _counted(self, stage: str, severity: Severity, rows: list[Row], n: int, title: str,
                  summary: str, label: str, next_check: str, weight: float) -> Finding:
         """A finding whose one piece of evidence is how many of the ``n`` parse failures ``rows`` are; its
         score is ``weight`` times that share."""

@@ -14,7 +14,7 @@ from collections import defaultdict
 from llmtrace.analyzers.base import SymptomAnalyzer
 from llmtrace.analyzers.cache_findings import window_cause
 from llmtrace.analyzers.finding import Evidence, Finding
-from llmtrace.analyzers.query import Query, attr, sample_ids
+from llmtrace.analyzers.query import Query, Row, attr, sample_ids
 from llmtrace.analyzers.stats import bootstrap_drop
 from llmtrace.analyzers.usage_invariants import usage_problems
 from llmtrace.tracer.storage.views import PASS_OPERATIONS
@@ -25,7 +25,7 @@ BOOT_SAMPLE = 400  # recent passes per deploy the bootstrap resamples
 SAMPLE = 2000  # passes per deploy read for segment volatility
 
 
-def hit_rates_by_deploy(q: Query) -> list[dict[str, object]]:
+def hit_rates_by_deploy(q: Query) -> list[Row]:
     """Rows of deploy, passes, hit_rate, cost_per_request, first_ns, trace_ids over the logical passes,
     oldest deploy first."""
     return q.rows(f"""
@@ -48,30 +48,30 @@ class CostAfterDeploy(SymptomAnalyzer):
 
     def _deploys(self, q: Query) -> list[Finding]:
         deploys = hit_rates_by_deploy(q)
-        deploys = [d for d in deploys if int(d["passes"]) >= MIN_PASSES and d["hit_rate"] is not None]  # type: ignore[call-overload]
-        worst: tuple[float, dict[str, object], dict[str, object]] | None = None
+        deploys = [d for d in deploys if int(d["passes"]) >= MIN_PASSES and d["hit_rate"] is not None]
+        worst: tuple[float, Row, Row] | None = None
         for before, after in zip(deploys, deploys[1:], strict=False):
-            drop = float(before["hit_rate"]) - float(after["hit_rate"])  # type: ignore[arg-type]
+            drop = float(before["hit_rate"]) - float(after["hit_rate"])
             if drop < DROP or (worst is not None and drop <= worst[0]):
                 continue
             # control before blame: the earlier deploy is the control group, and the fall must hold when
             # the passes of both are resampled (a bootstrap), not just in the two point estimates
-            _, low = bootstrap_drop([(float(c), float(t)) for c, t in before["tokens"]],  # type: ignore[attr-defined]
-                                    [(float(c), float(t)) for c, t in after["tokens"]])  # type: ignore[attr-defined]
+            _, low = bootstrap_drop([(float(c), float(t)) for c, t in before["tokens"]],
+                                    [(float(c), float(t)) for c, t in after["tokens"]])
             if low > 0.5 * DROP:
                 worst = (drop, before, after)
         if worst is None:
             return []
         drop, before, after = worst
-        ids = tuple(after["trace_ids"])  # type: ignore[arg-type]
-        ev = [Evidence(f"hit rate at {d['deploy']}", round(float(d["hit_rate"]), 3), "", tuple(d["trace_ids"]))  # type: ignore[arg-type]
+        ids = tuple(after["trace_ids"])
+        ev = [Evidence(f"hit rate at {d['deploy']}", round(float(d["hit_rate"]), 3), "", tuple(d["trace_ids"]))
               for d in deploys]
         ev.append(Evidence("deploy where it fell", after["deploy"], "", ids, baseline=before["deploy"]))
         ev.append(Evidence("control group", f"the {before['passes']} passes of deploy {before['deploy']}"))
         if after["cost_per_request"] is not None and before["cost_per_request"] is not None \
                 and (after["cost_per_request"] or before["cost_per_request"]):  # no price known: both zero
-            ev.append(Evidence("cost per request", round(float(after["cost_per_request"]), 6), "USD", ids,  # type: ignore[arg-type]
-                               baseline=round(float(before["cost_per_request"]), 6)))  # type: ignore[arg-type]
+            ev.append(Evidence("cost per request", round(float(after["cost_per_request"]), 6), "USD", ids,
+                               baseline=round(float(before["cost_per_request"]), 6)))
         moved = self._segment_that_moved(q, str(before["deploy"]), str(after["deploy"]))
         because, cause = "", f"deploy-drop:{after['deploy']}"
         if moved is not None:
@@ -87,7 +87,7 @@ class CostAfterDeploy(SymptomAnalyzer):
             cause = cause if moved is not None else window_cause("system")
         return [self.finding(
             "cache.prefix_match", "critical" if drop >= 0.3 else "warning",
-            f"Cache hit rate fell from {float(before['hit_rate']):.0%} to {float(after['hit_rate']):.0%} "  # type: ignore[arg-type]
+            f"Cache hit rate fell from {float(before['hit_rate']):.0%} to {float(after['hit_rate']):.0%} "
             f"at deploy {after['deploy']}{because}",
             f"Passes after deploy {after['deploy']} reuse far less of their prompts from the prefix cache than "
             f"under {before['deploy']}, so every call pays for more uncached prompt tokens.",
@@ -95,7 +95,7 @@ class CostAfterDeploy(SymptomAnalyzer):
             "Diff the prompt assembly between the two deploys at the segment named here; run `llmtrace check "
             f"--baseline-deploy {before['deploy']}` in CI to catch it next time.",
             min(1.0, 0.5 + drop), cause=cause, stages=("cache.prefix_match", "meters.cache_accounting"),
-            affected_share=int(after["passes"]) / max(1, sum(int(d["passes"]) for d in deploys)),  # type: ignore[call-overload]
+            affected_share=int(after["passes"]) / max(1, sum(int(d["passes"]) for d in deploys)),
         )]
 
     def _segment_that_moved(self, q: Query, before: str, after: str

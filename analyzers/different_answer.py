@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from llmtrace.analyzers.base import SymptomAnalyzer
 from llmtrace.analyzers.finding import Evidence, Finding
-from llmtrace.analyzers.query import Query, attr, sample_ids
+from llmtrace.analyzers.query import Query, Row, attr, sample_ids
 
 
 class DifferentAnswer(SymptomAnalyzer):
@@ -38,7 +38,7 @@ class DifferentAnswer(SymptomAnalyzer):
             g["any_invariant"] = any(sid in invariant for sid in g["span_ids"])
         if not groups:
             return []
-        buckets: dict[str, list[dict[str, object]]] = {"routing": [], "sampling": [], "batching": [], "other": []}
+        buckets: dict[str, list[Row]] = {"routing": [], "sampling": [], "batching": [], "other": []}
         for g in groups:
             if int(g["models"]) > 1:
                 buckets["routing"].append(g)
@@ -54,23 +54,23 @@ class DifferentAnswer(SymptomAnalyzer):
         out: list[Finding] = []
         if buckets["sampling"]:
             gs = buckets["sampling"]
-            ids = sample_ids([t for g in gs for t in g["trace_ids"]])  # type: ignore[attr-defined]
+            ids = sample_ids([t for g in gs for t in g["trace_ids"]])
             out.append(self.finding(
                 "gen.sampling", "warning",
                 f"{len(gs)} prompts were answered differently because sampling was random",
                 "Identical prompts ran at temperature above zero without a fixed seed, so different answers are "
                 "expected by design.",
                 [Evidence("prompts with more than one answer", len(gs), f"of {total} such prompts", ids),
-                 Evidence("temperature", max(float(g["max_temp"]) for g in gs), "", ids),  # type: ignore[arg-type]
-                 Evidence("passes without a seed", sum(int(g["unseeded"]) for g in gs), "", ids)],  # type: ignore[call-overload]
+                 Evidence("temperature", max(float(g["max_temp"]) for g in gs), "", ids),
+                 Evidence("passes without a seed", sum(int(g["unseeded"]) for g in gs), "", ids)],
                 ids, "Set temperature 0 (or a fixed seed) where answers must repeat; open gen.sampling for the "
                 "effective values.", 0.5 + 0.5 * len(gs) / total,
             ))
         if buckets["batching"]:
             gs = buckets["batching"]
-            ids = sample_ids([t for g in gs for t in g["trace_ids"]])  # type: ignore[attr-defined]
-            comps = sorted({c for g in gs for c in (g["composition_list"] or [])})  # type: ignore[attr-defined]
-            cached = sorted({int(c) for g in gs for c in (g["cached_list"] or [])})  # type: ignore[attr-defined]
+            ids = sample_ids([t for g in gs for t in g["trace_ids"]])
+            comps = sorted({c for g in gs for c in (g["composition_list"] or [])})
+            cached = sorted({int(c) for g in gs for c in (g["cached_list"] or [])})
             out.append(self.finding(
                 "forward.batching", "warning",
                 f"{len(gs)} prompts at temperature 0 gave different answers in different batches",
@@ -87,8 +87,8 @@ class DifferentAnswer(SymptomAnalyzer):
             ))
         if buckets["routing"]:
             gs = buckets["routing"]
-            ids = sample_ids([t for g in gs for t in g["trace_ids"]])  # type: ignore[attr-defined]
-            models = sorted({m for g in gs for m in (g["model_list"] or []) if m})  # type: ignore[attr-defined]
+            ids = sample_ids([t for g in gs for t in g["trace_ids"]])
+            models = sorted({m for g in gs for m in (g["model_list"] or []) if m})
             out.append(self.finding(
                 "arrival.model_routing", "critical", f"{len(gs)} prompts were answered by different models",
                 "The same prompt reached different weights, so different answers are no surprise.",
@@ -98,8 +98,8 @@ class DifferentAnswer(SymptomAnalyzer):
             ))
         if buckets["other"]:
             gs = buckets["other"]
-            ids = sample_ids([t for g in gs for t in g["trace_ids"]])  # type: ignore[attr-defined]
-            replicas = sorted({r for g in gs for r in (g["replica_list"] or [])})  # type: ignore[attr-defined]
+            ids = sample_ids([t for g in gs for t in g["trace_ids"]])
+            replicas = sorted({r for g in gs for r in (g["replica_list"] or [])})
             out.append(self.finding(
                 "gen.sampling", "info", f"{len(gs)} prompts gave different answers with no recorded cause",
                 "Same model, greedy or seeded sampling, same batch composition (or invariant kernels).",

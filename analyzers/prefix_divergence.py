@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 from llmtrace.analyzers.query import Query, attr, sample_ids
 from llmtrace.tracer.storage.views import PASS_OPERATIONS
@@ -74,14 +75,14 @@ def _snippet(text: str, at: int, width: int = 40) -> str:
     return text[at:at + width]
 
 
-def _segment_starts(segs: list[dict[str, object]]) -> list[int]:
+def _segment_starts(segs: list[dict[str, Any]]) -> list[int]:
     """Where each segment's text starts in the full-capture prompt text, which the adapters render as
     ``"\n".join(f"[{kind}]\n{text}")``."""
     starts, pos = [], 0
     for s in segs:
         pos += len(f"[{s.get('kind')}]\n")
         starts.append(pos)
-        pos += int(s.get("chars") or 0) + 1  # type: ignore[call-overload]
+        pos += int(s.get("chars") or 0) + 1
     return starts
 
 
@@ -97,7 +98,8 @@ def client_divergences(q: Query, min_pairs: int = 2, traces: list[str] | None = 
               ORDER BY start_ns DESC LIMIT {2 * MAX_PASSES})
         WHERE {attr('llmtrace.prompt.segments')} IS NOT NULL
         ORDER BY start_ns DESC LIMIT {MAX_PASSES}""", None if traces is None else [traces])
-    groups: dict[str, list[tuple[str, list[dict[str, object]], str | None]]] = defaultdict(list)
+    # (trace id, segments as decoded JSON objects, prompt text)
+    groups: dict[str, list[tuple[str, list[dict[str, Any]], str | None]]] = defaultdict(list)
     for r in reversed(rows):
         try:
             segs = json.loads(str(r["segments"]))
@@ -129,12 +131,12 @@ def client_divergences(q: Query, min_pairs: int = 2, traces: list[str] | None = 
                 at = start + max(0, off - 12)  # a little context before the first differing character
                 snippet_a, snippet_b = _snippet(text_a, at), _snippet(text_b, at)
             else:
-                ci = _first_diff(list(sa.get("chunk_hashes") or []), list(sb.get("chunk_hashes") or []))  # type: ignore[call-overload]
+                ci = _first_diff(list(sa.get("chunk_hashes") or []), list(sb.get("chunk_hashes") or []))
                 off, exact = ci * CHUNK_CHARS, False
             spot = (si, off)
             spots[spot] += 1
             ids[spot].append(tid_b)
-            examples.setdefault(spot, (str(sa.get("kind")), tid_a, sum(int(s.get("chars") or 0) for s in a[:si]),  # type: ignore[call-overload]
+            examples.setdefault(spot, (str(sa.get("kind")), tid_a, sum(int(s.get("chars") or 0) for s in a[:si]),
                                        exact, snippet_a, snippet_b))
         if not spots:
             continue

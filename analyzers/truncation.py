@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from llmtrace.analyzers.finding import Evidence, Finding
+from llmtrace.analyzers.finding import Evidence, Finding, Severity
 from llmtrace.analyzers.query import Query, attr, percentile, sample_ids
 from llmtrace.tracer.storage.views import PASS_OPERATIONS
 
@@ -99,7 +99,7 @@ def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
     harmed = len(broken) + len(continued)
     if hurt and harmed:
         what = ("tool calls" if len(tools) >= len(structured) else "structured answers")
-        severity = "warning"
+        severity: Severity = "warning"
         title = f"{hurt} {what} were cut at max_tokens ({hurt / max(1, total):.0%} of passes)"
         summary = (f"{n} of {total} passes stopped on the length cap; {hurt} of them were {what} that cannot be "
                    "complete" + (f", {len(broken)} do not parse" if broken else "")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from llmtrace.analyzers.query import Query, attr, sample_ids
 from llmtrace.tracer.storage.views import PASS_OPERATIONS
@@ -34,11 +35,11 @@ class Untrusted:
     example: str
 
 
-def _segments(text: str, segs: list[dict[str, object]]) -> list[tuple[str, str]]:
+def _segments(text: str, segs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     out, pos = [], 0
     for s in segs:  # the adapters render "\n".join(f"[{kind}]\n{text}")
         pos += len(f"[{s.get('kind')}]\n")
-        n = int(s.get("chars") or 0)  # type: ignore[call-overload]
+        n = int(s.get("chars") or 0)
         out.append((str(s.get("kind")), text[pos:pos + n]))
         pos += n + 1
     return out
