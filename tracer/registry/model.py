@@ -27,6 +27,9 @@ class BoundaryValue:
     meaning: str
     semconv: bool = False  # True when the name is an OpenTelemetry GenAI semconv (v1.41) attribute
     column: str | None = None  # the requests/passes view column that shows it, where one does
+    # which side's value a logical pass (the passes view) takes where the client's and the server's pass spans
+    # both carry it: the server's by default (it sees the engine), the client's for what only the app knows
+    prefer: Literal["server", "client"] = "server"
 
     def accepts(self, value: object) -> bool:
         if self.type.endswith("[]"):
@@ -68,6 +71,6 @@ class Stage:
 
 
 def V(name: str, type_: ValueType, unit: str, meaning: str, *, semconv: bool = False,
-      column: str | None = None) -> BoundaryValue:
+      column: str | None = None, prefer: Literal["server", "client"] = "server") -> BoundaryValue:
     """Short constructor so the catalog reads as a table."""
-    return BoundaryValue(name, type_, unit, meaning, semconv, column)
+    return BoundaryValue(name, type_, unit, meaning, semconv, column, prefer)

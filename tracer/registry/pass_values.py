@@ -9,10 +9,11 @@ from llmtrace.tracer.registry.model import BoundaryValue, V
 
 PASS_VALUES: tuple[BoundaryValue, ...] = (
     # ── what was asked ───────────────────────────────────────────────────────────────────────
+    V("llmtrace.side", "str", "", "who recorded this span: client, server or app", column="side"),
     V("gen_ai.operation.name", "str", "", "GenAI operation: chat, text_completion, invoke_agent, ...", semconv=True,
       column="operation"),
     V("gen_ai.provider.name", "str", "", "who served the pass (openai, anthropic, llmtrace, ...)", semconv=True,
-      column="provider"),
+      column="provider", prefer="client"),
     V("gen_ai.request.model", "str", "", "model name the caller asked for", semconv=True, column="model"),
     V("gen_ai.request.temperature", "float", "", "sampling temperature asked for", semconv=True,
       column="temperature"),
@@ -27,12 +28,11 @@ PASS_VALUES: tuple[BoundaryValue, ...] = (
       semconv=True),
     V("gen_ai.agent.name", "str", "", "agent whose turn this is (on the app's invoke_agent span)", semconv=True),
     V("session.id", "str", "", "session of the call: llmtrace.session(), provider fields, or inferred",
-      column="session_id"),
-    V("user.id", "str", "", "end user of the call, when the app or the provider fields say", column="user_id"),
+      column="session_id", prefer="client"),
+    V("user.id", "str", "", "end user of the call, when the app or the provider fields say", column="user_id", prefer="client"),
     V("llmtrace.session.inferred", "bool", "", "true when the session was inferred from the prompts' prefix chain"),
     V("llmtrace.stream.requested", "bool", "", "whether the caller asked for a stream"),
     V("llmtrace.api", "str", "", "wire protocol of the call (chat_completions, responses, messages, completions)"),
-    V("llmtrace.side", "str", "", "who recorded this span: client, server or app", column="side"),
     # ── what came back ───────────────────────────────────────────────────────────────────────
     V("gen_ai.response.model", "str", "", "model that answered", semconv=True, column="response_model"),
     V("gen_ai.response.id", "str", "", "the provider's id of the response", semconv=True),

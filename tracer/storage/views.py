@@ -6,9 +6,11 @@ Views are generated from a *source* relation so the same definitions run over th
 
 from __future__ import annotations
 
+import functools
 import json
 
-from llmtrace.tracer.registry.stages import STAGES
+from llmtrace.tracer.registry.model import BoundaryValue
+from llmtrace.tracer.registry.stages import PASS_VALUES, STAGES
 
 SCHEMA_VERSION = 4  # bump when a view changes: writers recreate the views
 
@@ -49,18 +51,16 @@ def stage_catalog_sql() -> str:
     return f"SELECT * FROM (VALUES {rows}) AS t(stage_number, stage, phase, title)"
 
 
+# The pass-span values a view column shows, in the registry's order (tracer/registry/pass_values.py: a value
+# with ``column=``). Values whose column is one of the span table's own (``operation``) come from the table.
+_SQL_TYPES = {"int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "str": "VARCHAR", "str[]": "JSON"}
+REQUEST_VALUES = tuple(v for v in PASS_VALUES if v.column and v.column not in {n for n, _ in SPAN_COLUMNS})
+# a column read from a second value where the first is missing
+_FALLBACK = {"session.id": "gen_ai.conversation.id"}
 # The pass-summary attributes the `requests` view types, parsed once per row with json_transform
 # (one parse instead of one json_extract per column: this is what keeps the view fast on big stores).
 REQUEST_ATTRIBUTES: dict[str, str] = {
-    "llmtrace.side": "VARCHAR", "gen_ai.request.model": "VARCHAR", "gen_ai.response.model": "VARCHAR",
-    "gen_ai.provider.name": "VARCHAR", "llmtrace.replica.id": "VARCHAR", "gen_ai.usage.input_tokens": "BIGINT",
-    "gen_ai.usage.cache_read.input_tokens": "BIGINT", "llmtrace.ttft_ms": "DOUBLE", "llmtrace.tpot_ms": "DOUBLE",
-    "gen_ai.usage.output_tokens": "BIGINT", "gen_ai.response.finish_reasons": "JSON",
-    "gen_ai.request.temperature": "DOUBLE", "gen_ai.request.top_p": "DOUBLE", "gen_ai.request.seed": "BIGINT",
-    "gen_ai.request.max_tokens": "BIGINT", "llmtrace.admission.queue_wait_ms": "DOUBLE",
-    "llmtrace.batch.composition_hash": "VARCHAR", "llmtrace.meters.cost_usd": "DOUBLE",
-    "llmtrace.prompt.hash": "VARCHAR", "llmtrace.output.hash": "VARCHAR",
-    "session.id": "VARCHAR", "user.id": "VARCHAR", "gen_ai.conversation.id": "VARCHAR",
+    **{v.name: _SQL_TYPES[v.type] for v in REQUEST_VALUES}, **{f: "VARCHAR" for f in _FALLBACK.values()},
 }
 
 # The first finish reason as stored: a JSON list (our spans), a bare string, or a list serialised into a
@@ -94,46 +94,56 @@ def _request_spec() -> str:
     return json.dumps(REQUEST_ATTRIBUTES).replace("'", "''")
 
 
+def _request_column(v: BoundaryValue) -> str:
+    if v.column == "finish_reason":
+        return f"{FIRST_FINISH_REASON} AS finish_reason"
+    expr = f'v."{v.name}"'
+    if v.name in _FALLBACK:
+        expr = f'coalesce({expr}, v."{_FALLBACK[v.name]}")'
+    sql = f"{expr} AS {v.column}"
+    if v.column == "cached_tokens":  # the ratio sits beside the tokens it divides
+        sql += (', CASE WHEN v."gen_ai.usage.input_tokens" > 0 THEN v."gen_ai.usage.cache_read.input_tokens"'
+                ' / v."gen_ai.usage.input_tokens" END AS hit_ratio')
+    return sql
+
+
 def requests_select(source: str = "spans") -> str:
-    """The ``requests`` view's SELECT over ``source``: one row per pass span (client and server apart)."""
+    """The ``requests`` view's SELECT over ``source``: one row per pass span (client and server apart), a
+    column for every pass value the registry gives one."""
+    values = ",\n                   ".join(_request_column(v) for v in REQUEST_VALUES)
     return f"""
             SELECT trace_id, span_id, parent_span_id, service, deploy,
                    make_timestamp(start_ns // 1000) AS ts, start_ns, end_ns, duration_ms, status, operation,
-                   v."llmtrace.side" AS side, v."gen_ai.request.model" AS model,
-                   v."gen_ai.response.model" AS response_model, v."gen_ai.provider.name" AS provider,
-                   v."llmtrace.replica.id" AS replica, v."gen_ai.usage.input_tokens" AS prompt_tokens,
-                   v."gen_ai.usage.cache_read.input_tokens" AS cached_tokens,
-                   CASE WHEN v."gen_ai.usage.input_tokens" > 0
-                        THEN v."gen_ai.usage.cache_read.input_tokens" / v."gen_ai.usage.input_tokens" END AS hit_ratio,
-                   v."llmtrace.ttft_ms" AS ttft_ms, v."llmtrace.tpot_ms" AS tpot_ms,
-                   v."gen_ai.usage.output_tokens" AS output_tokens,
-                   {FIRST_FINISH_REASON} AS finish_reason,
-                   v."gen_ai.request.temperature" AS temperature, v."gen_ai.request.top_p" AS top_p,
-                   v."gen_ai.request.seed" AS seed, v."gen_ai.request.max_tokens" AS max_tokens,
-                   v."llmtrace.admission.queue_wait_ms" AS queue_wait_ms,
-                   v."llmtrace.batch.composition_hash" AS composition_hash,
-                   v."llmtrace.meters.cost_usd" AS cost_usd, v."llmtrace.prompt.hash" AS prompt_hash,
-                   v."llmtrace.output.hash" AS output_hash,
-                   coalesce(v."session.id", v."gen_ai.conversation.id") AS session_id, v."user.id" AS user_id,
+                   {values},
                    attributes
             FROM (SELECT *, TRY(json_transform(attributes, '{_request_spec()}')) AS v FROM {source}
                   WHERE operation IN {PASS_OPERATIONS})"""
 
 
-# passes: which side's value a logical pass takes. "server": the server's where it reported one (it sees
-# the engine: real prompt and cached tokens, engine TTFT), else the client's. "client": the app's view
-# first (its service, its clock for the call, the price its meter computed).
-_SERVER_FIRST = ("model", "response_model", "replica", "prompt_tokens", "cached_tokens", "ttft_ms", "tpot_ms",
-                 "output_tokens", "finish_reason_raw", "temperature", "top_p", "seed", "max_tokens",
-                 "queue_wait_ms", "composition_hash", "cost_usd", "prompt_hash", "output_hash")
-_CLIENT_FIRST = ("trace_id", "service", "start_ns", "end_ns", "duration_ms", "status", "operation", "provider",
-                 "session_id", "user_id")
+# passes: which side's value a logical pass takes. The span's own columns are the client's (the app's
+# service, its clock for the call); each value column takes the side its registry entry prefers (``prefer``):
+# the server's where it reported one (it sees the engine: real prompt and cached tokens, engine TTFT), else
+# the client's.
+_CLIENT_FIRST = ("trace_id", "service", "start_ns", "end_ns", "duration_ms", "status", "operation")
+_VALUE_COLUMNS = tuple("finish_reason_raw" if v.column == "finish_reason" else v.column
+                       for v in REQUEST_VALUES if v.column != "side")
+_PREFER_CLIENT = {v.column for v in REQUEST_VALUES if v.prefer == "client"}
+
+
+def _pass_column(c: str) -> str:
+    if c == "cached_tokens":
+        return ("cached_tokens, CASE WHEN prompt_tokens > 0 THEN least(coalesce(cached_tokens, 0), prompt_tokens)"
+                " / prompt_tokens END AS hit_ratio")
+    if c == "finish_reason_raw":
+        return f"{normalized_finish_reason_sql('finish_reason_raw')} AS finish_reason, finish_reason_raw"
+    return c
+
+
+_DERIVED_BESIDE = {"cached_tokens": ("cached_tokens", "hit_ratio"),
+                   "finish_reason_raw": ("finish_reason", "finish_reason_raw")}
 PASS_COLUMNS: tuple[str, ...] = (
     "trace_id", "span_id", "client_span_id", "server_span_id", "observed_by", "service", "deploy", "ts",
-    *_CLIENT_FIRST[2:], "model", "response_model", "replica", "prompt_tokens", "cached_tokens", "hit_ratio",
-    "ttft_ms", "tpot_ms", "output_tokens", "finish_reason", "finish_reason_raw", "temperature", "top_p", "seed",
-    "max_tokens", "queue_wait_ms", "composition_hash", "cost_usd", "prompt_hash", "output_hash",
-    "client_prompt_tokens")
+    *_CLIENT_FIRST[2:], *(n for c in _VALUE_COLUMNS for n in _DERIVED_BESIDE.get(c, (c,))), "client_prompt_tokens")
 
 
 def passes_select(requests: str = "requests") -> str:
@@ -142,13 +152,14 @@ def passes_select(requests: str = "requests") -> str:
     without the other is a pass of its own. The deploy is the trace's (the app's, from its client pass
     spans; a trace the app did not record keeps the server's). This view is read on every `diagnose` and
     `check`, so it is one left join and one anti join over the pass spans."""
-    server = ", ".join(f"coalesce(s.{c}, c.{c}) AS {c}" for c in _SERVER_FIRST)
-    client = ", ".join(f"coalesce(c.{c}, s.{c}) AS {c}" for c in _CLIENT_FIRST)
-    only_client = ", ".join(f"c.{c}" for c in (*_SERVER_FIRST, *_CLIENT_FIRST))
-    cols = ("trace_id, span_id, parent_span_id, service, deploy, start_ns, end_ns, duration_ms, status, "
-            "operation, side, model, response_model, provider, replica, prompt_tokens, cached_tokens, ttft_ms, "
-            "tpot_ms, output_tokens, finish_reason AS finish_reason_raw, temperature, top_p, seed, max_tokens, "
-            "queue_wait_ms, composition_hash, cost_usd, prompt_hash, output_hash, session_id, user_id")
+    client_first = (*_CLIENT_FIRST, *(c for c in _VALUE_COLUMNS if c in _PREFER_CLIENT))
+    server_first = tuple(c for c in _VALUE_COLUMNS if c not in _PREFER_CLIENT)
+    server = ", ".join(f"coalesce(s.{c}, c.{c}) AS {c}" for c in server_first)
+    client = ", ".join(f"coalesce(c.{c}, s.{c}) AS {c}" for c in client_first)
+    only_client = ", ".join(f"c.{c}" for c in (*server_first, *client_first))
+    cols = ", ".join(("span_id", "parent_span_id", "deploy", "side", *_CLIENT_FIRST,
+                      *("finish_reason AS finish_reason_raw" if c == "finish_reason_raw" else c
+                        for c in _VALUE_COLUMNS)))
     return f"""
         WITH r AS MATERIALIZED (SELECT {cols} FROM {requests}),
              c AS (SELECT * FROM r WHERE side IS DISTINCT FROM 'server'),
@@ -169,13 +180,8 @@ def passes_select(requests: str = "requests") -> str:
                    WHERE NOT EXISTS (SELECT 1 FROM s WHERE s.parent_span_id = c.span_id AND s.trace_id = c.trace_id))
         SELECT trace_id, coalesce(client_span_id, server_span_id) AS span_id, client_span_id, server_span_id,
                observed_by, service, deploy, make_timestamp(start_ns // 1000) AS ts,
-               {", ".join(_CLIENT_FIRST[2:])}, model, response_model, replica,
-               prompt_tokens, cached_tokens,
-               CASE WHEN prompt_tokens > 0 THEN least(coalesce(cached_tokens, 0), prompt_tokens) / prompt_tokens
-                    END AS hit_ratio,
-               ttft_ms, tpot_ms, output_tokens, {normalized_finish_reason_sql("finish_reason_raw")} AS finish_reason,
-               finish_reason_raw, temperature, top_p, seed, max_tokens, queue_wait_ms, composition_hash, cost_usd,
-               prompt_hash, output_hash, client_prompt_tokens
+               {", ".join(_CLIENT_FIRST[2:])},
+               {", ".join(_pass_column(c) for c in _VALUE_COLUMNS)}, client_prompt_tokens
         FROM j"""
 
 
@@ -209,3 +215,39 @@ def _time_views_sql(source: str) -> list[str]:
     from llmtrace.tracer.storage.time_views import time_views_sql  # it reads this module's pass operations
 
     return time_views_sql(source)
+
+
+# ── the per-stage dataset `llmtrace export --parquet` writes beside the spans (DIR.stages) ──────────────
+# One row per stage span, its declared values (every stage's, from the registry) as typed columns instead of
+# JSON: what the analyzers read from stage spans over a whole fleet, without parsing 40 JSON documents a pass.
+_SQL_TYPES = {"str": "VARCHAR", "int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "str[]": "VARCHAR[]",
+              "int[]": "BIGINT[]", "float[]": "DOUBLE[]"}
+STAGE_ROW_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("trace_id", "VARCHAR"), ("span_id", "VARCHAR"), ("parent_span_id", "VARCHAR"), ("stage", "VARCHAR"),
+    ("service", "VARCHAR"), ("deploy", "VARCHAR"), ("start_ns", "BIGINT"), ("end_ns", "BIGINT"),
+    ("duration_ms", "DOUBLE"), ("status", "VARCHAR"))
+
+
+@functools.cache
+def stage_value_types(stage_id: str) -> dict[str, str]:
+    """A stage's declared values (its own and the values common to every stage) -> SQL type: the value
+    columns of that stage's rows in the per-stage dataset, named as the attribute is."""
+    from llmtrace.tracer.registry.stages import COMMON_VALUES, get_stage
+
+    out: dict[str, str] = {}
+    for v in (*get_stage(stage_id).values, *COMMON_VALUES):
+        out.setdefault(v.name, _SQL_TYPES[v.type])
+    return out
+
+
+def stage_values_select(stage_id: str, source: str = "spans") -> str:
+    """One row per span of stage ``stage_id`` in ``source``: ids, times, and each of the stage's declared values
+    typed (NULL where the span does not carry it), parsed with one json_transform a span as the analyzers'
+    stage reads do (a spec of one stage's values: the union of every stage's is ten times slower)."""
+    types = stage_value_types(stage_id)
+    spec = json.dumps(types).replace("'", "''")
+    ids = ", ".join(n for n, _ in STAGE_ROW_COLUMNS)
+    cols = ", ".join('v."{0}" AS "{0}"'.format(n.replace('"', '""')) for n in types)
+    sid = stage_id.replace("'", "''")
+    return (f"SELECT {ids}, {cols} FROM (SELECT *, TRY(json_transform(attributes, '{spec}')) AS v "
+            f"FROM {source} WHERE stage = '{sid}')")
