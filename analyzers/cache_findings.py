@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from llmtrace.analyzers import kv_replay
+from llmtrace.analyzers import what_if as replay_what_if
 from llmtrace.analyzers.cache_loss import Cause, PassLoss, causes, load, ms_per_token, usd_per_token
 from llmtrace.analyzers.finding import Evidence, Finding, Severity
 from llmtrace.analyzers.query import Query, attr, percentile, sample_ids
@@ -45,6 +47,9 @@ def cache_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
     total_tokens = sum(p.prompt_tokens for p in passes)
     mspt, usdpt = ms_per_token(passes), usd_per_token(passes)
     out: list[Finding] = []
+    # the bundled backend's block chains and pool size: the what-if and the pool-size curve are replays
+    pool = kv_replay.pool(q) if any(p.chain for p in passes) else None
+    curve: list[Evidence] | None = None
     for c in causes(passes):
         if len(c.passes) < MIN_PASSES and c.kind != "short":
             continue
@@ -52,7 +57,11 @@ def cache_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
         if c.kind not in ("short", "off") and share < MIN_SHARE:
             continue
         builder = {"window": _window, "engine": _engine, "short": _short, "off": _off}[c.kind]
-        f = builder(analyzer, q, c, passes, share, mspt, usdpt)
+        f = builder(analyzer, q, c, passes, share, mspt, usdpt, pool)
+        if f is not None and pool is not None and c.kind in ("window", "engine"):
+            if curve is None:  # one replay per size for all findings
+                curve = replay_what_if.curve_evidence(replay_what_if.passes_curve(passes, pool))
+            f = dataclasses.replace(f, evidence=(*f.evidence, *curve))
         if f is not None:
             out.append(_with_ttft_split(q, f))
     return out
@@ -76,28 +85,15 @@ def _loss_evidence(c: Cause, passes: list[PassLoss], share: float, mspt: float, 
     return ev
 
 
-def what_if(c: Cause, passes: list[PassLoss], mspt: float, usdpt: float) -> list[Evidence]:
-    """What the fix would buy, replayed on the recorded passes: every token this cause kept out of the cache
-    served from it instead (the volatile window moved after the stable part, or the prefix kept)."""
-    prompt = sum(p.prompt_tokens for p in passes)
-    cached = sum(min(p.cached_tokens, p.prompt_tokens) for p in passes)
-    lost = c.lost_tokens
-    n = len(passes)
-    ev = [Evidence("hit rate if fixed", round((cached + lost) / prompt, 3) if prompt else None, "",
-                   baseline=round(cached / prompt, 3) if prompt else None),
-          Evidence("prefill tokens per 1,000 calls if fixed", round(1000 * (prompt - cached - lost) / n), "tokens",
-                   baseline=round(1000 * (prompt - cached) / n))]
-    ttfts = sorted(float(p.ttft_ms) for p in passes if p.ttft_ms is not None)
-    if ttfts and mspt > 0:
-        now = ttfts[len(ttfts) // 2]
-        ev.append(Evidence("median TTFT if fixed", round(max(0.0, now - mspt * lost / n), 1), "ms", baseline=round(now, 1)))
-    if usdpt > 0:
-        ev.append(Evidence("cost per 1,000 calls saved if fixed", round(1000 * usdpt * lost / n, 4), "USD"))
-    return ev
+def what_if(c: Cause, passes: list[PassLoss], mspt: float, usdpt: float,
+            pool: kv_replay.Pool | None = None) -> list[Evidence]:
+    """What the fix would buy (the volatile window moved after the stable part, or the prefix kept): replayed
+    over the recorded block chains where the engine recorded them (analyzers/what_if.py), else estimated."""
+    return replay_what_if.what_if(c, passes, mspt, usdpt, pool)
 
 
 def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss], share: float, mspt: float,
-            usdpt: float) -> Finding:
+            usdpt: float, pool: kv_replay.Pool | None = None) -> Finding:
     seg = c.passes[0].segment
     base = segment_base(seg)
     cls = max({p.window_class for p in c.passes}, key=lambda k: sum(1 for p in c.passes if p.window_class == k))
@@ -114,7 +110,8 @@ def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
     hit_deploys = {p.deploy for p in c.passes}
     if len({p.deploy for p in passes}) > 1 and len(hit_deploys) == 1 and None not in hit_deploys:
         where += f" since deploy {next(iter(hit_deploys))}"  # it shipped with that deploy
-    title = (f"{what[0].upper() + what[1:]} {where} → the cache stops at token {tok} → "
+    estimated = not all(p.cached_known for p in c.passes)  # no cached tokens recorded: from the prompts alone
+    title = (f"{what[0].upper() + what[1:]} {where} → the cache stops at token {'~' if estimated else ''}{tok} → "
              f"{re_share:.0%} of prompt tokens re-prefilled")
     ids = sample_ids([p.trace_id for p in reversed(c.passes)])
     ev = _loss_evidence(c, passes, share, mspt, usdpt)
@@ -122,12 +119,15 @@ def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
     if gl:
         ev.insert(1, Evidence("its offset from the start of the prompt", int(_median([float(x) for x in gl])), "chars", ids))
     ev.insert(2, Evidence("first prompt token the cache missed", tok, "tokens", ids))
+    if estimated:
+        ev.append(Evidence("cached tokens", "not recorded by the instrumentation: the first missed token and the "
+                           "loss are estimated from the prompts", "", ids))
     sample = next((p.window_text for p in reversed(c.passes) if p.window_text), None)
     if sample is not None:
         ev.append(Evidence("text in the window (one pass)", repr(sample), "", ids[:1]))
     if distinct > 1:
         ev.append(Evidence("distinct values seen in the window", distinct, "", ids))
-    ev += what_if(c, passes, mspt, usdpt)
+    ev += what_if(c, passes, mspt, usdpt, pool)
     stages = ("intake.system_prompt", "cache.prefix_match") if base == "system" else \
         ("intake.context_ordering", "cache.prefix_match") if cls == "reordered" else ("cache.prefix_match",)
     stage, cause = "cache.prefix_match", window_cause(seg)
@@ -147,7 +147,7 @@ def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
 
 
 def _engine(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss], share: float, mspt: float,
-            usdpt: float) -> Finding | None:
+            usdpt: float, pool: kv_replay.Pool | None = None) -> Finding | None:
     ids = sample_ids([p.trace_id for p in reversed(c.passes)])
     ev = _loss_evidence(c, passes, share, mspt, usdpt)
     common = dict(loss_tokens=c.lost_tokens, loss_ms=mspt * c.lost_tokens, loss_usd=usdpt * c.lost_tokens,
@@ -158,7 +158,7 @@ def _engine(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
         policy = pol.get("policy") or "unknown"
         ev.insert(0, Evidence("passes whose shared prefix was cached on another replica", len(c.passes), "", ids))
         ev.append(Evidence("replica policy", policy, "", ids))
-        ev += what_if(c, passes, mspt, usdpt)
+        ev += what_if(c, passes, mspt, usdpt, pool)
         return analyzer.finding(
             "arrival.replica_selection", _severity(share),
             f"Replica routing ({policy}) sends prompts away from the replica that caches their prefix",
@@ -178,7 +178,7 @@ def _engine(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
 
 
 def _off(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss], share: float, mspt: float,
-         usdpt: float) -> Finding | None:
+         usdpt: float, pool: kv_replay.Pool | None = None) -> Finding | None:
     ids = sample_ids([p.trace_id for p in reversed(c.passes)])
     return analyzer.finding(
         "cache.prefix_match", _severity(share), f"The prefix cache is off: {len(c.passes)} passes prefilled every token",
@@ -191,7 +191,7 @@ def _off(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss], 
 
 
 def _short(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss], share: float, mspt: float,
-           usdpt: float) -> Finding | None:
+           usdpt: float, pool: kv_replay.Pool | None = None) -> Finding | None:
     n = len(c.passes)
     if n < max(MIN_PASSES, 0.5 * len(passes)):
         return None

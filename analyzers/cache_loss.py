@@ -84,6 +84,13 @@ class PassLoss:
     window_text: str | None = None
     lost_tokens: float = 0.0
     reuse_replica: str | None = None  # the replica that held the shared prefix (engine losses)
+    # whether the cached tokens were reported (openai-v2 records none): when not, nothing is blamed on the
+    # engine and the window's loss and first missed token are estimated from the prompts alone
+    cached_known: bool = True
+    chain: list[str] | None = None  # the engine's block-hash chain (the what-if replays it: kv_replay.py)
+    partner: PassLoss | None = None  # the earlier pass it shared text with beyond its window
+    shared_chars: int = 0  # chars of the prompt a cache could serve with the window at the end
+    prompt_chars: int = 0
 
 
 @dataclass(slots=True)
@@ -195,9 +202,31 @@ def _compare(cur: _Prompt, prev: _Prompt) -> _Compare:
     chain_a, chain_b = _strs(sa.get("chunk_hashes")), _strs(sb.get("chunk_hashes"))
     ci = next((i for i, (x, y) in enumerate(zip(chain_a, chain_b, strict=False)) if x != y), min(len(chain_a), len(chain_b)))
     p = min(ci * CHUNK_CHARS, ca)
+    fld = _recorded_field(sa, sb, p)
+    if fld is not None:  # the collector listed the value and proved the text around it unchanged
+        at, width, cls = fld
+        return _Compare(before + at, before + ca - width + later, kind, at, cls)
     if ca == cb and ca - p > CHUNK_CHARS:
         return _Compare(before + p, before + ca - CHUNK_CHARS + later, kind, p, "field")
     return _Compare(before + p, before + p, kind, p, "free_text", distinct=True)
+
+
+def _recorded_field(sa: dict[str, object], sb: dict[str, object], p: int) -> tuple[int, int, str] | None:
+    """A volatile-looking value both segments list (``fields``: class, offset, length, hash of what follows,
+    as the collector records them for hashed foreign prompts) that ends past the first differing chunk
+    (starting at ``p``) with the same text before it and after it in both: (offset, width, class)."""
+    fa, fb = sa.get("fields"), sb.get("fields")
+    if not isinstance(fa, list) or not isinstance(fb, list):
+        return None
+    theirs = {(f.get("class"), f.get("at"), f.get("before"), f.get("after")) for f in fb if isinstance(f, dict)}
+    for f in fa:
+        if not isinstance(f, dict) or as_int(f.get("at")) + as_int(f.get("chars")) <= p:
+            continue
+        if as_int(f.get("at")) >= p + CHUNK_CHARS:
+            return None  # the chunk that differs holds no listed value: something else changed there
+        if (f.get("class"), f.get("at"), f.get("before"), f.get("after")) in theirs:
+            return as_int(f.get("at")), as_int(f.get("chars")), str(f.get("class"))
+    return None
 
 
 def _json(raw: object) -> dict[str, object]:
@@ -225,7 +254,8 @@ def load(q: Query) -> list[PassLoss]:
     """Every recent pass with prompt tokens, classified, oldest first."""
     passes = q.rows(f"""
         SELECT trace_id, start_ns, service, model, deploy, replica, provider, observed_by, client_span_id,
-               server_span_id, prompt_tokens, coalesce(cached_tokens, 0) AS cached_tokens, ttft_ms, cost_usd
+               server_span_id, prompt_tokens, coalesce(cached_tokens, 0) AS cached_tokens, ttft_ms, cost_usd,
+               cached_tokens IS NOT NULL AS cached_known
         FROM (SELECT * FROM {q.passes} WHERE prompt_tokens > 0 ORDER BY start_ns DESC LIMIT {MAX_PASSES})
         ORDER BY start_ns""")
     if not passes:
@@ -275,7 +305,7 @@ def load(q: Query) -> list[PassLoss]:
     for r in rows:
         pl = PassLoss(str(r["trace_id"]), as_int(r["start_ns"]), _opt(r["service"]), _opt(r["model"]), _opt(r["deploy"]),
                       _opt(r["replica"]), as_int(r["prompt_tokens"]), as_int(r["cached_tokens"]),
-                      _opt_float(r["ttft_ms"]), _opt_float(r["cost_usd"]))
+                      _opt_float(r["ttft_ms"]), _opt_float(r["cost_usd"]), cached_known=bool(r["cached_known"]))
         out.append(pl)
         prompt = _segments(r["segs"], r["text"])
         server = r["observed_by"] in ("both", "server")
@@ -291,6 +321,7 @@ def load(q: Query) -> list[PassLoss]:
         key = (r["service"], r["model"])
         past = history.setdefault(key, [])
         chain = _strs(r["chain"]) or None
+        pl.chain = chain
         _classify(pl, prompt, chain, past, tpc, block, minimum, _div_attrs(r["div"]), r["first_miss"])
         if prompt is not None or chain is not None:
             past.append((prompt, pl, chain))
@@ -306,11 +337,13 @@ HOSTED_SUFFIXES = ("api.openai.com", ".openai.azure.com", "api.anthropic.com", "
 def _hosted(client_pass: dict[str, object]) -> bool:
     """Whether a client pass went to a hosted provider: its host is one of theirs, and the server did not
     name an llmtrace pass span of its own (then it is ``llmtrace serve``, whatever SDK called it). A pass
-    without a recorded host (a foreign instrumentation) is taken at its provider's word."""
+    without a recorded host (OpenInference and openai-v2 record none) is not taken as hosted: every
+    instrumentation of the openai SDK says provider ``openai`` whatever its base URL, so the provider's name
+    is no evidence, and calling such prompts too short to cache would hide the field that splits them."""
     if client_pass.get("llmtrace_server"):
         return False
     host = str(client_pass.get("host") or "").lower()
-    return not host or host.endswith(HOSTED_SUFFIXES)
+    return bool(host) and host.endswith(HOSTED_SUFFIXES)
 
 
 def _chain_lcp(a: list[str], b: list[str]) -> int:
@@ -377,7 +410,7 @@ def _classify(pl: PassLoss, prompt: _Prompt | None, chain: list[str] | None,
     # without the engine's chains (a hosted provider) the prefix is estimated from characters: only a gap
     # far beyond that estimate's error is the engine's
     engine_gap = prefix_tokens - pl.cached_tokens
-    if not chain and engine_gap > max(4 * block, 0.4 * prefix_tokens) and prefix_tokens >= minimum:
+    if not chain and pl.cached_known and engine_gap > max(4 * block, 0.4 * prefix_tokens) and prefix_tokens >= minimum:
         pl.kind, pl.lost_tokens = "engine", engine_gap
         pl.reuse_replica = prev_pl.replica
         pl.token_offset = pl.cached_tokens
@@ -389,7 +422,9 @@ def _classify(pl: PassLoss, prompt: _Prompt | None, chain: list[str] | None,
         pl.kind, pl.lost_tokens = "window", window_gap
         pl.segment, pl.char_offset, pl.window_class, pl.window_text = c.segment, c.seg_offset, c.window_class, c.window_text
         pl.global_offset = c.prefix
-        pl.token_offset = int(first_miss) if isinstance(first_miss, int) and first_miss >= 0 else pl.cached_tokens  # type: ignore[unreachable]
+        pl.partner, pl.shared_chars, pl.prompt_chars = prev_pl, c.shared, prompt.chars if prompt is not None else 0
+        pl.token_offset = int(first_miss) if isinstance(first_miss, int) and first_miss >= 0 else \
+            pl.cached_tokens if pl.cached_known else int(prefix_tokens)  # type: ignore[unreachable]
     # the middleware's own divergence window, when it recorded one, is token-exact and names the class
     if div and pl.kind in ("window", "new"):
         reusable = div.get("reusable_after_tokens")

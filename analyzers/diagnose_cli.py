@@ -42,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                           "(a collector's store holds many apps)")
     parser.add_argument("--json", action="store_true", help="print findings as JSON")
     parser.add_argument("--limit", type=int, default=None, help="print at most N findings")
+    parser.add_argument("--what-if-log", metavar="FILE", help="write the recorded requests (capture=full) as JSONL "
+                        "with each volatile window moved after the stable part, to replay and measure the fix")
 
 
 def choose_symptoms(symptom: list[str] | None, search: str | None) -> list[str] | None:
@@ -73,6 +75,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         with read_store(args.db, args.parquet, store=getattr(args, "store", None),
                         env_store=True) as conn:
+            if getattr(args, "what_if_log", None):
+                from llmtrace.analyzers.what_if_log import run_log
+
+                return run_log(conn, args.what_if_log, since, args.service)
             findings = run_analyzers(conn, symptoms, since, args.service)
     except StoreError as exc:
         print(f"llmtrace diagnose: {exc}", file=sys.stderr)

@@ -136,6 +136,7 @@ class Engine:
             invariant=config.batch_invariant,
             prefix_cache=config.enable_prefix_cache,
             host_tier_blocks=config.host_tier_blocks,
+            num_blocks=config.num_blocks,
         )
         self._lock = threading.Lock()
         self._inbox: list[tuple[str, Any]] = []

@@ -39,6 +39,7 @@ class EngineFacts:
     invariant: bool
     prefix_cache: bool
     host_tier_blocks: int
+    num_blocks: int = 0  # KV blocks in the device pool (the pool-size replay in diagnose starts from it)
 
 
 def _ms(ns: int) -> float:
@@ -74,6 +75,7 @@ def stage_values(seq: Sequence, facts: EngineFacts, free_blocks: int) -> dict[st
         "cache.block_allocation": {
             "llmtrace.blocks.allocated": s.blocks_allocated,
             "llmtrace.blocks.block_size": facts.block_size,
+            "llmtrace.blocks.pool_blocks": facts.num_blocks,
             "llmtrace.blocks.free_after": free_blocks,
             "llmtrace.blocks.utilization": round(s.peak_utilization, 4),
             "llmtrace.blocks.preemptions": s.preemptions,

@@ -43,6 +43,7 @@ STAGES: tuple[Stage, ...] = (
           (V("llmtrace.blocks.allocated", "int", "blocks", "blocks this pass took"),
            V("llmtrace.blocks.block_size", "int", "tokens", "tokens per block"),
            V("llmtrace.blocks.free_after", "int", "blocks", "free blocks when the pass finished"),
+           V("llmtrace.blocks.pool_blocks", "int", "blocks", "KV blocks in the engine's device pool"),
            V("llmtrace.blocks.utilization", "float", "0..1", "share of the pool in use at the pass's peak"),
            V("llmtrace.blocks.preemptions", "int", "", "times this pass was preempted")),
           ("degrades_under_traffic", "eviction_under_load")),
