@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmtrace.tracer.storage.dialect import TranspileError, to_clickhouse
+from llmtrace.tracer.storage.fetch import scalar
 from llmtrace.tracer.storage.store import SpanFilter, StoreError
 from llmtrace.tracer.storage.views import views_sql
 
@@ -346,8 +347,8 @@ def open_read(url: str, span_filter: SpanFilter | None = None, locked: bool = Fa
                               "filter in the query (WHERE service = ..., start_ns >= ...)")
     conn = connect(url)
     try:
-        if not conn.execute("SELECT count() FROM system.tables WHERE database = currentDatabase() "
-                            "AND name = 'otel_traces'").fetchone()[0]:  # type: ignore[index]
+        if not scalar(conn.execute("SELECT count() FROM system.tables WHERE database = currentDatabase() "
+                                   "AND name = 'otel_traces'")):
             raise ClickHouseError(f"no otel_traces table at {url} (the Collector's clickhouse exporter creates it)")
         ensure_views(conn)
         if locked:

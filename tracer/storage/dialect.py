@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import sqlglot
 from sqlglot import exp
@@ -40,11 +40,11 @@ class TranspileError(ValueError):
     """A DuckDB statement that has no ClickHouse form here (the message names the construct)."""
 
 
-def _ch(sql: str) -> exp.Expression:
+def _ch(sql: str) -> exp.Expr:
     return sqlglot.parse_one(sql, read="clickhouse")
 
 
-def _sql(node: exp.Expression) -> str:
+def _sql(node: exp.Expr) -> str:
     return node.sql(dialect="clickhouse")
 
 
@@ -52,7 +52,7 @@ def _quote(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _path_args(path: exp.Expression) -> tuple[list[str], bool] | None:
+def _path_args(path: exp.Expr) -> tuple[list[str], bool] | None:
     """A DuckDB JSON path as ClickHouse JSON-function path arguments (keys quoted, indices 1-based), and
     whether it ends in ``[*]``; None for a path this does not handle."""
     if not isinstance(path, exp.JSONPath):
@@ -81,7 +81,7 @@ def json_text_sql(doc: str, args: Sequence[str], array: bool = False) -> str:
     return f"JSONExtract({doc}{at}, '{'Array(Nullable(String))' if array else 'Nullable(String)'}')"
 
 
-def _json_text(node: exp.JSONExtractScalar) -> exp.Expression:
+def _json_text(node: exp.JSONExtractScalar) -> exp.Expr:
     parsed = _path_args(node.expression)
     if parsed is None:
         raise TranspileError(f"JSON path {node.expression.sql()} has no ClickHouse form here")
@@ -89,7 +89,7 @@ def _json_text(node: exp.JSONExtractScalar) -> exp.Expression:
     return _ch(json_text_sql(_sql(node.this), args, array=wildcard))
 
 
-def _transform_tuple(call: exp.Anonymous) -> tuple[exp.Expression, dict[str, str], str]:
+def _transform_tuple(call: exp.Anonymous) -> tuple[exp.Expr, dict[str, str], str]:
     """``json_transform(doc, spec)``: the JSONExtract tuple, the spec's key -> DuckDB type, and doc's SQL."""
     doc, spec_lit = call.expressions
     spec = json.loads(spec_lit.this)
@@ -128,7 +128,7 @@ def bind(sql: str, params: Sequence[object] | None) -> str:
     return "".join(parts)
 
 
-def _aggregate(node: exp.Expression) -> tuple[exp.Expression, str] | None:
+def _aggregate(node: exp.Expr) -> tuple[exp.Expr, str] | None:
     """An aggregate that needs a ClickHouse spelling: (the core aggregate, a wrapper around it with ``{}``).
     The wrapper stays outside a FILTER clause, so ``mode(x) FILTER (WHERE c)`` keeps its filter on topK."""
     if isinstance(node, exp.ArrayAgg):
@@ -159,7 +159,7 @@ def _aggregate(node: exp.Expression) -> tuple[exp.Expression, str] | None:
     return None
 
 
-def _if_combinator(agg: exp.Expression, cond: exp.Expression) -> exp.Expression:
+def _if_combinator(agg: exp.Expr, cond: exp.Expr) -> exp.Expr:
     """``agg(args) FILTER (WHERE cond)`` as ClickHouse's ``aggIf(args, cond)`` (parametric ones too)."""
     text, c = _sql(agg), _sql(cond)
     if text.endswith(" IGNORE NULLS"):  # any() skips NULLs in ClickHouse already
@@ -177,17 +177,17 @@ def _if_combinator(agg: exp.Expression, cond: exp.Expression) -> exp.Expression:
     return _ch(f"{name}If{params}({args}, {c})")
 
 
-def _wrap(core: exp.Expression, wrapper: str) -> exp.Expression:
+def _wrap(core: exp.Expr, wrapper: str) -> exp.Expr:
     if wrapper == "{}":
         return core
     return _ch(wrapper.replace("{}", "__CORE__")).transform(
         lambda n: core.copy() if isinstance(n, exp.Column) and n.name == "__CORE__" else n)
 
 
-def _rewrite(tree: exp.Expression) -> exp.Expression:
+def _rewrite(tree: exp.Expr) -> exp.Expr:
     transforms: dict[str, tuple[dict[str, str], str]] = {}  # json_transform alias -> (spec, doc SQL)
 
-    def pre(node: exp.Expression) -> exp.Expression:
+    def pre(node: exp.Expr) -> exp.Expr:
         # json_transform first, so the columns that read its alias know the spec
         if isinstance(node, exp.Alias) and isinstance(node.this, exp.Try) and isinstance(
                 node.this.this, exp.Anonymous) and node.this.this.name.lower() == "json_transform":
@@ -198,7 +198,7 @@ def _rewrite(tree: exp.Expression) -> exp.Expression:
 
     tree = tree.transform(pre)
 
-    def post(node: exp.Expression) -> exp.Expression:
+    def post(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Column) and node.table in transforms and isinstance(node.this, exp.Identifier):
             spec, doc = transforms[node.table]
             key = node.name
@@ -270,7 +270,7 @@ def _rewrite(tree: exp.Expression) -> exp.Expression:
     return _postorder(tree, post)
 
 
-def _floaty(node: exp.Expression) -> bool:
+def _floaty(node: exp.Expr) -> bool:
     """Whether an expression is a DOUBLE in DuckDB by its look: a decimal or exponent literal, a division,
     or a toFloat64 already made by a rewrite below it."""
     for n in node.walk():
@@ -281,14 +281,14 @@ def _floaty(node: exp.Expression) -> bool:
     return False
 
 
-def _postorder(node: exp.Expression, fn: object) -> exp.Expression:
+def _postorder(node: exp.Expr, fn: Callable[[exp.Expr], exp.Expr]) -> exp.Expr:
     """Children first, then the node: a rewrite sees its arguments already in ClickHouse form."""
     for key, value in list(node.args.items()):
         if isinstance(value, exp.Expression):
             node.set(key, _postorder(value, fn))
         elif isinstance(value, list):
             node.set(key, [_postorder(v, fn) if isinstance(v, exp.Expression) else v for v in value])
-    return fn(node)  # type: ignore[operator]
+    return fn(node)
 
 
 def _asof_key(select: exp.Select, join: exp.Join) -> None:
@@ -308,7 +308,7 @@ def _asof_key(select: exp.Select, join: exp.Join) -> None:
     join.set("on", _ch(f"{left.alias_or_name}._asof = {right.alias_or_name}._asof AND ({_sql(on)})"))
 
 
-def _union_by_name(node: exp.Union) -> exp.Expression:
+def _union_by_name(node: exp.Union) -> exp.Expr:
     left, right = node.this, node.expression
     if not isinstance(left, exp.Select) or not isinstance(right, exp.Select):
         raise TranspileError("UNION BY NAME over something other than two SELECTs")

@@ -15,6 +15,9 @@ import re
 import time
 from dataclasses import dataclass
 
+import duckdb
+
+from llmtrace.tracer.storage.fetch import scalar
 from llmtrace.tracer.storage.store import write_connection
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
@@ -71,14 +74,14 @@ class RetentionResult:
     reason: str = ""
 
 
-def used_bytes(conn: object) -> int:
+def used_bytes(conn: duckdb.DuckDBPyConnection) -> int:
     """Bytes in use in the DuckDB file (blocks in use plus the write-ahead log)."""
-    row = conn.execute(  # type: ignore[attr-defined]
+    row = conn.execute(
         "SELECT block_size * used_blocks FROM pragma_database_size() WHERE database_name = current_database()"
     ).fetchone()
     wal = 0
     try:
-        db = conn.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()  # type: ignore[attr-defined]
+        db = conn.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
         if db and db[0]:
             wal = os.path.getsize(db[0] + ".wal") if os.path.exists(db[0] + ".wal") else 0
     except Exception:  # the WAL is a refinement; the block count is what matters
@@ -86,22 +89,22 @@ def used_bytes(conn: object) -> int:
     return int(row[0] if row and row[0] is not None else 0) + wal
 
 
-def _delete_traces_before(conn: object, cutoff_sql: str, params: list[object]) -> tuple[int, int]:
+def _delete_traces_before(conn: duckdb.DuckDBPyConnection, cutoff_sql: str, params: list[object]) -> tuple[int, int]:
     c = conn
-    c.execute(  # type: ignore[attr-defined]
+    c.execute(
         f"CREATE OR REPLACE TEMP TABLE _llmtrace_drop AS SELECT trace_id FROM spans GROUP BY trace_id HAVING {cutoff_sql}",
         params,
     )
-    traces = c.execute("SELECT count(*) FROM _llmtrace_drop").fetchone()[0]  # type: ignore[attr-defined]
+    traces = scalar(c.execute("SELECT count(*) FROM _llmtrace_drop"))
     if not traces:
-        c.execute("DROP TABLE _llmtrace_drop")  # type: ignore[attr-defined]
+        c.execute("DROP TABLE _llmtrace_drop")
         return 0, 0
-    spans = c.execute("DELETE FROM spans WHERE trace_id IN (SELECT trace_id FROM _llmtrace_drop)").fetchone()[0]  # type: ignore[attr-defined]
-    c.execute("DROP TABLE _llmtrace_drop")  # type: ignore[attr-defined]
+    spans = scalar(c.execute("DELETE FROM spans WHERE trace_id IN (SELECT trace_id FROM _llmtrace_drop)"))
+    c.execute("DROP TABLE _llmtrace_drop")
     return int(spans), int(traces)
 
 
-def apply_retention(conn: object, policy: RetentionPolicy, *, now_ns: int | None = None) -> RetentionResult:
+def apply_retention(conn: duckdb.DuckDBPyConnection, policy: RetentionPolicy, *, now_ns: int | None = None) -> RetentionResult:
     """Enforce ``policy`` on an open read-write connection (the caller keeps the transaction short)."""
     if not policy.active:
         return RetentionResult()
@@ -117,14 +120,14 @@ def apply_retention(conn: object, policy: RetentionPolicy, *, now_ns: int | None
         deleted_traces += t
     used = used_bytes(conn)
     if policy.max_bytes is not None and used > policy.max_bytes:
-        total = conn.execute("SELECT count(*) FROM spans").fetchone()[0]  # type: ignore[attr-defined]
-        row = conn.execute("SELECT value FROM llmtrace_meta WHERE key = ?", [_META_KEPT]).fetchone()  # type: ignore[attr-defined]
+        total = scalar(conn.execute("SELECT count(*) FROM spans"))
+        row = conn.execute("SELECT value FROM llmtrace_meta WHERE key = ?", [_META_KEPT]).fetchone()
         # Freed blocks show up only after DuckDB rewrites the row groups; until the store has grown past
         # what the last run kept, a still-high block count is that lag, not new data: do not cascade.
         if total and (row is None or total > int(row[0])):
             keep = int(total * policy.max_bytes * HEADROOM / used)
             s, t = _drop_oldest_keeping(conn, keep)
-            conn.execute("INSERT OR REPLACE INTO llmtrace_meta VALUES (?, ?)", [_META_KEPT, str(total - s)])  # type: ignore[attr-defined]
+            conn.execute("INSERT OR REPLACE INTO llmtrace_meta VALUES (?, ?)", [_META_KEPT, str(total - s)])
             if t:
                 reasons.append(f"{t} oldest traces to keep {used} bytes under {policy.max_bytes}")
             deleted_spans += s
@@ -132,7 +135,7 @@ def apply_retention(conn: object, policy: RetentionPolicy, *, now_ns: int | None
     return RetentionResult(deleted_spans, deleted_traces, used, "; ".join(reasons))
 
 
-def _drop_oldest_keeping(conn: object, keep_spans: int) -> tuple[int, int]:
+def _drop_oldest_keeping(conn: duckdb.DuckDBPyConnection, keep_spans: int) -> tuple[int, int]:
     """Delete the oldest whole traces so that at most ``keep_spans`` spans remain."""
     return _delete_traces_before(
         conn,
