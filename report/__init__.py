@@ -12,15 +12,20 @@ package imports without it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .build import Options, Report, build_report
 from .charts import ChartsUnavailable
 from .data import Selection
 from .focus import Focus
 
+if TYPE_CHECKING:
+    import duckdb
+
 __all__ = ["ChartsUnavailable", "Focus", "Options", "Report", "Selection", "build_report", "write_regression_report"]
 
 
-def write_regression_report(path: str, conn: object, focus: Focus, since_ns: int | None = None,
+def write_regression_report(path: str, conn: duckdb.DuckDBPyConnection, focus: Focus, since_ns: int | None = None,
                             service: str | None = None, source: str = "") -> Report | None:
     """What ``llmtrace check --html FILE`` calls: the report over ``conn`` with the regression first. The gate's
     verdict stands without it, so a missing charting extra is said on stderr, not raised."""
@@ -28,7 +33,7 @@ def write_regression_report(path: str, conn: object, focus: Focus, since_ns: int
     from pathlib import Path
 
     try:
-        report = build_report(conn, Options(selection=Selection(since_ns, service), source=source,  # type: ignore[arg-type]
+        report = build_report(conn, Options(selection=Selection(since_ns, service), source=source,
                                             title="llmtrace check: regression report", focus=focus))
     except ChartsUnavailable as exc:
         print(f"llmtrace check: no HTML report: {exc}", file=sys.stderr)

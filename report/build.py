@@ -88,8 +88,9 @@ def build_report(conn: duckdb.DuckDBPyConnection, options: Options | None = None
     try:
         clock.lap("read")
         findings = _findings(data)
-        if opts.focus is not None:  # the findings that explain a failed check first, then the rest in rank
-            findings.sort(key=lambda f: not opts.focus.explains(f))  # type: ignore[union-attr]
+        focus = opts.focus
+        if focus is not None:  # the findings that explain a failed check first, then the rest in rank
+            findings.sort(key=lambda f: not focus.explains(f))
         clock.lap("analyzers")
         render = _Charts()
         try:
@@ -324,9 +325,9 @@ def _traces_html(data: ReportData, reasons: dict[str, str], render: _Charts, s: 
     return "".join(out)
 
 
-def _pct(v: object) -> str:
-    return "n/a" if v is None else f"{float(v):.1%}"  # type: ignore[arg-type]
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{float(v):.1%}"
 
 
-def _num(v: object) -> str:
-    return "n/a" if v is None else f"{float(v):,.0f}"  # type: ignore[arg-type]
+def _num(v: float | None) -> str:
+    return "n/a" if v is None else f"{float(v):,.0f}"

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from llmtrace.analyzers.query import Row
 
 PHASE_COLOURS: dict[str, str] = {  # the explorer's eight, a shade deeper so they read on white
     "arrival": "#4c9be8", "intake": "#6cc16c", "cache": "#e8b931", "forward": "#ef6b6b",
@@ -84,8 +87,8 @@ def _cut(text: str, n: int = 40) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def hit_rate_timeline(rows: list[dict[str, object]], marks: list[dict[str, object]]) -> dict[str, Any]:
-    points = [{"t": int(r["t_ns"]) // 1_000_000, "deploy": short(r["deploy"]), "hit": r["hit_rate"], "passes": r["passes"]}  # type: ignore[call-overload]
+def hit_rate_timeline(rows: list[Row], marks: list[Row]) -> dict[str, Any]:
+    points = [{"t": int(r["t_ns"]) // 1_000_000, "deploy": short(r["deploy"]), "hit": r["hit_rate"], "passes": r["passes"]}
               for r in rows]
     layers: list[dict[str, Any]] = [{
         "data": {"values": points},
@@ -97,7 +100,7 @@ def hit_rate_timeline(rows: list[dict[str, object]], marks: list[dict[str, objec
                   "scale": {"domain": [0, 1]}},
             "color": {"field": "deploy", "type": "nominal", "title": "deploy"}}}]
     if marks:
-        ms = [{"t": int(m["at_ns"]) // 1_000_000, "label": f"deploy {short(m['deploy'])}"} for m in marks]  # type: ignore[call-overload]
+        ms = [{"t": int(m["at_ns"]) // 1_000_000, "label": f"deploy {short(m['deploy'])}"} for m in marks]
         layers.append({"data": {"values": ms}, "mark": {"type": "rule", "strokeDash": [4, 3], "color": "#444"},
                        "encoding": {"x": {"field": "t", "type": "temporal"}}})
         layers.append({"data": {"values": ms}, "mark": {"type": "text", "align": "left", "dx": 4, "dy": -4,
@@ -107,7 +110,7 @@ def hit_rate_timeline(rows: list[dict[str, object]], marks: list[dict[str, objec
     return {"width": WIDTH, "height": 220, "layer": layers}
 
 
-def hit_by_deploy(rows: list[dict[str, object]]) -> dict[str, Any]:
+def hit_by_deploy(rows: list[Row]) -> dict[str, Any]:
     data = [{"deploy": short(r["deploy"]), "hit": r["hit_rate"] or 0.0, "passes": r["passes"]} for r in rows]
     enc = {"x": {"field": "deploy", "type": "nominal", "sort": None, "title": "deploy", "axis": {"labelAngle": 0}},
            "y": {"field": "hit", "type": "quantitative", "title": "cache hit rate", "axis": {"format": "%"},
@@ -117,8 +120,8 @@ def hit_by_deploy(rows: list[dict[str, object]]) -> dict[str, Any]:
         {"mark": {"type": "text", "dy": -6, "fontSize": 11}, "encoding": {"text": {"field": "hit", "format": ".1%"}}}]}
 
 
-def phase_share(rows: list[dict[str, object]]) -> dict[str, Any]:
-    data = [{"phase": r["phase"], "deploy": short(r["deploy"]), "ms": float(r["ms"] or 0.0)} for r in rows]  # type: ignore[arg-type]
+def phase_share(rows: list[Row]) -> dict[str, Any]:
+    data = [{"phase": r["phase"], "deploy": short(r["deploy"]), "ms": float(r["ms"] or 0.0)} for r in rows]
     return {"width": WIDTH, "height": {"step": 26}, "data": {"values": data},
             "transform": [{"joinaggregate": [{"op": "sum", "field": "ms", "as": "total"}], "groupby": ["deploy"]},
                           {"calculate": "datum.ms / datum.total", "as": "share"},
@@ -134,11 +137,11 @@ def phase_share(rows: list[dict[str, object]]) -> dict[str, Any]:
                                     "range": [*PHASE_COLOURS.values(), *EXTRA_PHASES.values()]}}}}
 
 
-def ttft_parts(rows: list[dict[str, object]]) -> dict[str, Any]:
+def ttft_parts(rows: list[Row]) -> dict[str, Any]:
     """Rows: deploy, part, ms (mean per pass). Parts in pipeline order, unknown ones after them."""
     seen = list(dict.fromkeys(str(r["part"]) for r in rows))
     parts = [p for p in TTFT_PARTS if p in seen] + [p for p in seen if p not in TTFT_PARTS]
-    data = [{"deploy": short(r["deploy"]), "part": r["part"], "ms": float(r["ms"] or 0.0),  # type: ignore[arg-type]
+    data = [{"deploy": short(r["deploy"]), "part": r["part"], "ms": float(r["ms"] or 0.0),
              "order": parts.index(str(r["part"]))} for r in rows]
     # each part keeps its colour whichever others are present
     colours = [TTFT_COLOURS[TTFT_PARTS.index(p)] if p in TTFT_PARTS else "#aab1bb" for p in parts]
@@ -151,7 +154,7 @@ def ttft_parts(rows: list[dict[str, object]]) -> dict[str, Any]:
                           "scale": {"domain": parts, "range": colours}}}}
 
 
-def latency_box(rows: list[dict[str, object]], title: str) -> dict[str, Any]:
+def latency_box(rows: list[Row], title: str) -> dict[str, Any]:
     data = [{**{k: r[k] for k in ("p5", "p25", "p50", "p75", "p95", "n")}, "group": _cut(f"{r['model']} · {short(r['deploy'])}"),
              "deploy": r["deploy"]} for r in rows]
     y = {"field": "group", "type": "nominal", "sort": None, "title": None}
@@ -165,7 +168,7 @@ def latency_box(rows: list[dict[str, object]], title: str) -> dict[str, Any]:
          "encoding": {"y": y, "x": {"field": "p50", "type": "quantitative"}}}]}
 
 
-def cost_split(rows: list[dict[str, object]]) -> dict[str, Any]:
+def cost_split(rows: list[Row]) -> dict[str, Any]:
     kinds = [k for k in COST_COLOURS if any(r["kind"] == k for r in rows)]
     return {"width": 300, "height": 220, "data": {"values": rows}, "mark": {"type": "bar", "width": {"band": 0.6}},
             "transform": [{"calculate": f"indexof({kinds!r}, datum.kind)", "as": "order"}],
@@ -177,7 +180,7 @@ def cost_split(rows: list[dict[str, object]]) -> dict[str, Any]:
                           "scale": {"domain": kinds, "range": [COST_COLOURS[k] for k in kinds]}}}}
 
 
-def pool_curve(points: list[dict[str, object]], measured: float | None) -> dict[str, Any]:
+def pool_curve(points: Sequence[Mapping[str, object]], measured: float | None) -> dict[str, Any]:
     layers: list[dict[str, Any]] = [{
         "data": {"values": points}, "mark": {"type": "line", "point": True, "color": "#e8b931", "strokeWidth": 2},
         "encoding": {"x": {"field": "blocks", "type": "quantitative", "scale": {"type": "log"},

@@ -39,7 +39,7 @@ def fit_prices(s: Mapping[str, object]) -> Prices | None:
     None when nothing was priced or the fit is degenerate."""
     if not s.get("costed"):
         return None
-    g = {k: float(s.get(k) or 0.0) for k in ("uu", "uc", "uo", "cc", "co", "oo", "uy", "cy", "oy", "yy")}
+    g = {k: as_float(s.get(k)) for k in ("uu", "uc", "uo", "cc", "co", "oo", "uy", "cy", "oy", "yy")}
     a = [[g["uu"], g["uc"], g["uo"]], [g["uc"], g["cc"], g["co"]], [g["uo"], g["co"], g["oo"]]]
     b = [g["uy"], g["cy"], g["oy"]]
     used = [i for i in range(3) if a[i][i] > 0]  # a kind of token never seen has no price to find

@@ -16,7 +16,8 @@ from types import MappingProxyType
 
 import duckdb
 
-from llmtrace.analyzers.query import Query
+from llmtrace.analyzers.query import Query, Row
+from llmtrace.tracer.storage.fetch import first_row, scalar
 from llmtrace.tracer.storage.views import PASS_OPERATIONS
 
 PASSES = "_llmtrace_report_passes"
@@ -111,12 +112,12 @@ class ReportData:
         finally:
             self.query.release()
 
-    def rows(self, sql: str, params: Sequence[object] | None = None) -> list[dict[str, object]]:
+    def rows(self, sql: str, params: Sequence[object] | None = None) -> list[Row]:
         return self.query.rows(sql, params)
 
     def _has_view(self, name: str) -> bool:
-        return bool(self.conn.execute(
-            "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]).fetchone()[0])
+        return bool(scalar(self.conn.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name])))
 
     # ── overview ─────────────────────────────────────────────────────────────────────────────────
     def summary(self) -> Summary:
@@ -134,7 +135,7 @@ class ReportData:
         return Summary(int(row.get("n") or 0), int(row.get("t") or 0), _int(row.get("lo")), _int(row.get("hi")),
                        tuple(str(d) for d in deploys), services, models, bool(text.get("n")))
 
-    def hit_rate_timeline(self, buckets: int = 48) -> list[dict[str, object]]:
+    def hit_rate_timeline(self, buckets: int = 48) -> list[Row]:
         """Cache hit rate (cached over prompt tokens) per time bucket and deploy."""
         lo_hi = self.query.one(f"SELECT min(start_ns) AS lo, max(start_ns) AS hi FROM {PASSES} WHERE prompt_tokens > 0")
         if lo_hi.get("lo") is None:
@@ -146,7 +147,7 @@ class ReportData:
                    sum(coalesce(cached_tokens, 0)) / sum(prompt_tokens) AS hit_rate
             FROM {PASSES} WHERE prompt_tokens > 0 GROUP BY 1, 2 ORDER BY 1, 2""")
 
-    def deploy_marks(self) -> list[dict[str, object]]:
+    def deploy_marks(self) -> list[Row]:
         """Deploys marked with ``llmtrace deploy mark`` inside the window, and, for a deploy nobody marked,
         where its first pass appeared."""
         lo_hi = self.query.one(f"SELECT min(start_ns) AS lo, max(start_ns) AS hi FROM {PASSES}")
@@ -161,9 +162,9 @@ class ReportData:
                           "GROUP BY deploy ORDER BY 2")
         marks += [{"deploy": f["deploy"], "at_ns": f["at_ns"], "note": "first pass"} for f in first[1:]
                   if f["deploy"] not in named]
-        return sorted(marks, key=lambda m: int(m["at_ns"]))  # type: ignore[call-overload]
+        return sorted(marks, key=lambda m: int(m["at_ns"]))
 
-    def by_deploy(self) -> list[dict[str, object]]:
+    def by_deploy(self) -> list[Row]:
         return self.rows(f"""
             SELECT deploy, count(*) AS passes,
                    sum(coalesce(cached_tokens, 0)) FILTER (WHERE prompt_tokens > 0)
@@ -174,7 +175,7 @@ class ReportData:
                      AS uncached_per_call, avg(output_tokens) AS output_per_call, min(start_ns) AS first_ns
             FROM {PASSES} GROUP BY deploy ORDER BY first_ns""")
 
-    def latency_quantiles(self, column: str) -> list[dict[str, object]]:
+    def latency_quantiles(self, column: str) -> list[Row]:
         """p5/p25/p50/p75/p95 of ``column`` (ttft_ms or tpot_ms) per model and deploy."""
         if column not in ("ttft_ms", "tpot_ms"):
             raise ValueError(f"not a latency column: {column}")
@@ -183,7 +184,7 @@ class ReportData:
             FROM {PASSES} WHERE {column} IS NOT NULL GROUP BY model, deploy ORDER BY first_ns, model""")
 
     # ── cost ─────────────────────────────────────────────────────────────────────────────────────
-    def cost_sums(self) -> list[dict[str, object]]:
+    def cost_sums(self) -> list[Row]:
         """Per model and deploy: the token sums and the sums the price fit needs (see ``costs.fit_prices``)."""
         return self.rows(f"""
             SELECT model, deploy, count(*) AS passes, count(cost_usd) AS costed, sum(cost_usd) AS cost,
@@ -199,7 +200,7 @@ class ReportData:
             GROUP BY model, deploy ORDER BY first_ns""")
 
     # ── where the time goes ──────────────────────────────────────────────────────────────────────
-    def phase_time(self) -> tuple[list[dict[str, object]], str]:
+    def phase_time(self) -> tuple[list[Row], str]:
         """Milliseconds per phase and deploy, and where they come from: the ``time_breakdown`` view (each
         stage's exclusive time, the server's passes where the engine is traced, else the client's), or, in a
         store without it, stage self time or span durations (which overlap where a stage span is an envelope)."""
@@ -224,7 +225,7 @@ class ReportData:
             JOIN {trace_deploy} d USING (trace_id) WHERE s.stage IS NOT NULL AND s.phase IS NOT NULL GROUP BY 1, 2""")
         return self._in_deploy_order(rows), source
 
-    def ttft_parts(self) -> tuple[list[dict[str, object]], str]:
+    def ttft_parts(self) -> tuple[list[Row], str]:
         """Mean milliseconds of each part of the time to first token per deploy (means, so the parts add up to
         the mean TTFT): the ``ttft_breakdown`` view's components where the store has it, else what the
         server's stages record (queue wait, intake, prefix lookup, prefill, the rest); plus ``client side``,
@@ -288,23 +289,23 @@ class ReportData:
         return SAMPLE_SPANS
 
     def _sample_note(self) -> str:
-        n = int(self.conn.execute(f"SELECT count(*) FROM {SAMPLE}").fetchone()[0])  # type: ignore[index]
-        total = int(self.conn.execute(f"SELECT count(DISTINCT trace_id) FROM {PASSES}").fetchone()[0])  # type: ignore[index]
+        n = int(scalar(self.conn.execute(f"SELECT count(*) FROM {SAMPLE}")))
+        total = int(scalar(self.conn.execute(f"SELECT count(DISTINCT trace_id) FROM {PASSES}")))
         return "all traces" if n >= total else f"a uniform sample of {n:,} of {total:,} traces, ≤ {SAMPLE_PER_DEPLOY:,} per deploy"
 
     def mean_ttft(self) -> dict[str, float]:
         """Mean TTFT per deploy of the passes the server traced (what the TTFT parts should add up to)."""
-        return {str(r["deploy"]): float(r["ms"]) for r in self.rows(  # type: ignore[arg-type]
+        return {str(r["deploy"]): float(r["ms"]) for r in self.rows(
             f"SELECT deploy, avg(ttft_ms) AS ms FROM {PASSES} WHERE server_span_id IS NOT NULL AND ttft_ms IS NOT NULL "
             "GROUP BY 1")}
 
-    def _in_deploy_order(self, rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    def _in_deploy_order(self, rows: list[Row]) -> list[Row]:
         order = {str(r["deploy"]): i for i, r in enumerate(self.rows(
             f"SELECT deploy FROM {PASSES} GROUP BY deploy ORDER BY min(start_ns)"))}
         return sorted(rows, key=lambda r: order.get(str(r["deploy"]), 1 << 30))
 
     # ── KV pool ──────────────────────────────────────────────────────────────────────────────────
-    def eviction_summary(self) -> dict[str, object]:
+    def eviction_summary(self) -> Row:
         ev = self.query.stage_sql("cache.eviction", {"evicted": ("llmtrace.eviction.blocks_evicted", "int"),
                                                      "pressure": ("llmtrace.eviction.pressure", "float"),
                                                      "policy": ("llmtrace.eviction.policy", "str")})
@@ -353,8 +354,8 @@ class ReportData:
         marks = ", ".join("?" for _ in trace_ids)
         # The store is written in time order, so a time range lets DuckDB skip most of it; an hour either side
         # of the traces' passes holds their agent spans and tools (a trace without a pass gets no range).
-        lo, hi, n = self.conn.execute(f"SELECT min(start_ns), max(start_ns), count(DISTINCT trace_id) FROM {PASSES} "
-                                      f"WHERE trace_id IN ({marks})", list(trace_ids)).fetchone()  # type: ignore[misc]
+        lo, hi, n = first_row(self.conn.execute(f"SELECT min(start_ns), max(start_ns), count(DISTINCT trace_id) "
+                                                f"FROM {PASSES} WHERE trace_id IN ({marks})", list(trace_ids)))
         near = (f" AND start_ns BETWEEN {int(lo) - HOUR_NS} AND {int(hi) + HOUR_NS}"
                 if lo is not None and n == len(set(trace_ids)) else "")
         rows = self.conn.execute(
@@ -363,12 +364,13 @@ class ReportData:
             f"QUALIFY row_number() OVER (PARTITION BY trace_id ORDER BY start_ns, span_id) <= {MAX_TRACE_SPANS} "
             "ORDER BY trace_id, start_ns, span_id", list(trace_ids)).fetchall()
         out: dict[str, list[Span]] = {t: [] for t in trace_ids}
-        for r in rows:
-            out[str(r[0])].append(Span(*r[1:11], attributes=MappingProxyType(_decode(r[11]))))  # type: ignore[misc]
+        for tid, sid, parent, name, op, stage, phase, service, start, end, status, attrs in rows:
+            out[str(tid)].append(Span(sid, parent, name, op, stage, phase, service, start, end, status,
+                                      MappingProxyType(_decode(attrs))))
         return out
 
-    def pass_rows(self, trace_ids: Sequence[str]) -> dict[str, list[dict[str, object]]]:
-        out: dict[str, list[dict[str, object]]] = {t: [] for t in trace_ids}
+    def pass_rows(self, trace_ids: Sequence[str]) -> dict[str, list[Row]]:
+        out: dict[str, list[Row]] = {t: [] for t in trace_ids}
         if trace_ids:
             marks = ", ".join("?" for _ in trace_ids)
             for r in self.rows(f"SELECT * FROM {PASSES} WHERE trace_id IN ({marks}) ORDER BY start_ns", list(trace_ids)):
@@ -392,8 +394,8 @@ def _time_view(name: str) -> Callable[[str], str] | None:
     return getattr(time_views, name, None)
 
 
-def _int(v: object) -> int | None:
-    return None if v is None else int(v)  # type: ignore[call-overload]
+def _int(v: int | None) -> int | None:
+    return None if v is None else int(v)
 
 
 def _decode(text: str | None) -> dict[str, object]:

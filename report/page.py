@@ -8,6 +8,7 @@ import datetime as dt
 from html import escape
 
 from llmtrace.analyzers.finding import Finding
+from llmtrace.analyzers.query import as_float
 
 from .charts import PHASE_COLOURS
 from .traces import Row, TraceView, boundary_values
@@ -182,7 +183,7 @@ def trace_section(view: TraceView, svg: str, passes: list[dict[str, object]], ca
 
 
 def _ms(v: object) -> str:
-    return "n/a" if v is None else f"{float(v):,.1f} ms"  # type: ignore[arg-type]
+    return "n/a" if v is None else f"{as_float(v):,.1f} ms"
 
 
 def when(ns: int | None) -> str:
