@@ -3,8 +3,10 @@ alarm on the same app with the cause removed (its clean twin).
 
 Public faces only: `llmtrace serve` processes started with flags (each writes the server's spans to its own
 store), the official OpenAI and Anthropic SDKs wrapped by `llmtrace.adapters.instrument()` in this process
-(each run traced as its own service into the server's store), and `llmtrace diagnose --service NAME --json`
-as a subprocess. The cases are in benchmarks/diagnosis_corpus.py.
+(each run traced as its own service into the server's store), foreign instrumentations in apps of their own
+exporting through the stock OTLP exporter to `llmtrace collect` (one per capture mode, its own store: only
+what those packages recorded), and `llmtrace diagnose --service NAME --json` as a subprocess. The cases are
+in benchmarks/diagnosis_corpus.py and benchmarks/diagnosis_foreign_corpus.py.
 
     python benchmarks/diagnosis.py [--only CASE ...] [--keep DIR]
 
@@ -31,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from diagnosis_corpus import CASES, Case, Ctx  # noqa: E402
+from diagnosis_foreign_corpus import FOREIGN_CASES  # noqa: E402
 
 TEMPLATE = """{%- for m in messages -%}<<{{ m['role'] }}>> {{ m['content'] }}
 {% endfor -%}{%- if add_generation_prompt -%}<<assistant>> {% endif -%}"""
@@ -125,6 +128,71 @@ def _wait_for_server_spans(db: Path, service: str, timeout_s: float = 30.0) -> i
     return int(n_joined)
 
 
+class Collector:
+    """One `llmtrace collect` process (its own store, one capture mode) for the foreign cases."""
+
+    def __init__(self, capture: str, workdir: Path) -> None:
+        self.db = workdir / f"collected-{capture}.duckdb"
+        self.port = _free_port()
+        self.proc = subprocess.Popen(
+            [*LLMTRACE, "collect", "--db", str(self.db), "--port", str(self.port), "--capture", capture, "--quiet"],
+            stdout=subprocess.DEVNULL, stderr=open(workdir / f"collect-{capture}.log", "wb"))  # noqa: SIM115
+        self.endpoint = f"http://127.0.0.1:{self.port}/v1/traces"
+
+    def wait(self, timeout_s: float = 60.0) -> Collector:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llmtrace collect exited with {self.proc.returncode}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats", timeout=2):
+                    return self
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError("llmtrace collect did not come up")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def _run_foreign(case: Case, srv: Server, col: Collector, service: str, twin: bool, work: Path) -> float:
+    """The case's calls in an app of their own under the case's instrumentation (diagnosis_foreign.py)."""
+    import random
+
+    assert case.calls is not None and case.via is not None
+    spec = work / f"{service}.calls.json"
+    spec.write_text(json.dumps({"model": srv.model(), "calls": case.calls(twin, random.Random(service))}))
+    t = time.perf_counter()
+    out = subprocess.run([sys.executable, str(Path(__file__).resolve().parent / "diagnosis_foreign.py"), case.via,
+                          str(spec), col.endpoint, srv.url + "/v1", service], capture_output=True, text=True,
+                         timeout=300)
+    if out.returncode != 0:
+        raise RuntimeError(f"{service}: the {case.via} app failed:\n{out.stderr[-2000:]}")
+    return time.perf_counter() - t
+
+
+def _wait_for_foreign_passes(db: Path, service: str, n: int, timeout_s: float = 30.0) -> int:
+    """The collector writes on its own schedule: wait until every call the app made is a pass."""
+    from llmtrace.tracer.storage.store import read_connection
+
+    deadline = time.monotonic() + timeout_s
+    got = 0
+    while time.monotonic() < deadline:
+        try:
+            with read_connection(db, timeout_s=5) as conn:
+                got = int(conn.execute("SELECT count(*) FROM passes WHERE service = ?", [service]).fetchone()[0])  # type: ignore[index]
+        except Exception:  # noqa: BLE001  (the views exist after the first write)
+            got = 0
+        if got >= n:
+            break
+        time.sleep(0.25)
+    return got
+
+
 def _run_app(case: Case, srv: Server, service: str, twin: bool) -> float:
     import anthropic
     import openai
@@ -163,6 +231,8 @@ def _score(case: Case, twin: bool, result: dict[str, Any]) -> dict[str, Any]:
         "top": None if top is None else {"stage": top["stage"], "severity": top["severity"], "title": top["title"]},
         "findings": [(f["severity"], f["stage"]) for f in found[:6]],
     }
+    if case.via:
+        row["via"] = case.via  # spans from this instrumentation, through llmtrace collect
     if "error" in result:
         row["error"] = result["error"]
     if twin:
@@ -183,11 +253,13 @@ def main() -> None:
     ap.add_argument("--rediagnose", action="store_true",
                     help="with --keep DIR of an earlier run: diagnose its stores again without making calls")
     args = ap.parse_args()
-    cases = [c for c in CASES if (not args.only or c.id in args.only) and (args.real_model or c.model == "tiny")]
+    cases = [c for c in CASES + FOREIGN_CASES
+             if (not args.only or c.id in args.only) and (args.real_model or c.model == "tiny")]
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="llmtrace-diagnosis-"))
     work.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("LLMTRACE_STRICT", "0")
     servers: dict[str, Server] = {}
+    collectors: dict[str, Collector] = {}
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     pool = cf.ThreadPoolExecutor(max_workers=2)  # diagnose the last run while the next one runs
@@ -198,11 +270,22 @@ def main() -> None:
                 name = (case.twin_server or case.server) if twin else case.server
                 service = f"{case.id}-{'twin' if twin else 'cause'}"
                 if args.rediagnose:
-                    pending.append((case, twin, pool.submit(_diagnose, work / f"{name}.duckdb", service)))
+                    db = work / (f"collected-{case.capture}.duckdb" if case.via else f"{name}.duckdb")
+                    pending.append((case, twin, pool.submit(_diagnose, db, service)))
                     continue
                 if name not in servers:
                     servers[name] = Server(name, work).wait()
                 srv = servers[name]
+                if case.via:
+                    if case.capture not in collectors:
+                        collectors[case.capture] = Collector(case.capture, work).wait()
+                    col = collectors[case.capture]
+                    app_s = _run_foreign(case, srv, col, service, twin, work)
+                    n = _wait_for_foreign_passes(col.db, service, len(json.loads(
+                        (work / f"{service}.calls.json").read_text())["calls"]))
+                    print(f"{service:<44} app {app_s:5.1f}s  passes {n} ({case.via})", flush=True)
+                    pending.append((case, twin, pool.submit(_diagnose, col.db, service)))
+                    continue
                 app_s = _run_app(case, srv, service, twin)
                 joined = _wait_for_server_spans(srv.db, service)
                 print(f"{service:<44} app {app_s:5.1f}s  passes {joined}", flush=True)
@@ -213,6 +296,8 @@ def main() -> None:
         pool.shutdown(wait=True)
         for s in servers.values():
             s.stop()
+        for col in collectors.values():
+            col.stop()
     causes = [r for r in rows if r["run"] == "cause"]
     twins = [r for r in rows if r["run"] == "twin"]
     results: dict[str, object] = {
@@ -221,6 +306,10 @@ def main() -> None:
         "any_accuracy": round(sum(r["any"] for r in causes) / max(1, len(causes)), 3),
         "false_alarms_on_twins": sum(r["false_alarm"] for r in twins),
         "twins": len(twins),
+        "foreign_cases": sum(1 for r in causes if "via" in r),
+        "foreign_top1_accuracy": round(sum(r["top1"] for r in causes if "via" in r)
+                                       / max(1, sum(1 for r in causes if "via" in r)), 3),
+        "foreign_false_alarms_on_twins": sum(r["false_alarm"] for r in twins if "via" in r),
         "wall_s": round(time.perf_counter() - t0, 1),
         "load_average_1m": round(os.getloadavg()[0], 2),
         "rows": rows,

@@ -312,6 +312,9 @@ class Case:
     twin_server: str | None = None  # for the twin, when the cause is a server flag
     capture: str = "hashes"  # the app's capture mode
     model: str = "tiny"  # "smol": needs the bundled SmolLM2-135M (--real-model), whose answers vary
+    # a foreign case (diagnosis_foreign_corpus.py): the instrumentation, and the calls its app makes
+    via: str | None = None
+    calls: Callable[[bool, random.Random], list[dict[str, Any]]] | None = None
 
 
 CACHE = ("cache.prefix_match", "intake.system_prompt")

@@ -19,7 +19,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from llmtrace.tracer.collect.otlp_segments import segment_attributes
 from llmtrace.tracer.record import capture
@@ -34,6 +36,12 @@ CONTENT_PREFIXES = ("gen_ai.prompt", "gen_ai.completion", "gen_ai.input.messages
                     "input.value", "output.value", "traceloop.entity.input", "traceloop.entity.output",
                     "llm.input_messages", "llm.output_messages", "llm.prompts", "llm.prompt_template.variables",
                     "retrieval.documents", "gen_ai.content.")
+# LiteLLM's ``raw_gen_ai_request`` span writes the provider's request and response bodies field by field as
+# ``llm.<provider>.<field>``: every text-bearing value there (messages, system, choices, content, tools,
+# the stringified response) is prompt or output, whatever the field is called.
+_RAW_PAYLOAD_SPANS = frozenset({"raw_gen_ai_request"})
+_RAW_CONTENT_FIELDS = frozenset({"messages", "system", "prompt", "input", "contents", "content", "choices",
+                                 "tools", "stringified_raw_response", "candidates", "output", "instructions"})
 _INPUT_KEYS = ("gen_ai.input.messages", "input.value", "gen_ai.prompt", "gen_ai.prompt.0.content")
 _OUTPUT_KEYS = ("gen_ai.output.messages", "output.value", "gen_ai.completion", "gen_ai.completion.0.content")
 _OI_KIND_OPS = {"LLM": "chat", "TOOL": "execute_tool", "EMBEDDING": "embeddings", "RETRIEVER": "retrieval",
@@ -128,6 +136,67 @@ def _reasons(value: object) -> list[str] | None:
     return [str(value)]
 
 
+def is_content(key: str, value: object, raw_payload: bool = False) -> bool:
+    """Whether an attribute holds prompt or output text (then it follows the capture mode)."""
+    if key.startswith(CONTENT_PREFIXES):
+        return True
+    if isinstance(value, (bool, int, float)) or value is None:
+        return False  # counts and settings: llm.token_count.prompt, llm.openai.max_tokens
+    parts = key.split(".")
+    if len(parts) == 3 and parts[0] == "llm" and parts[1] != "token_count":
+        return parts[2] in _RAW_CONTENT_FIELDS or (raw_payload and parts[2] == "extra_body")
+    return False
+
+
+# Where the endpoint's URL is (the cache analysis tells a hosted provider from a self-hosted server by it):
+# OpenLLMetry's api_base, HTTP conventions, LiteLLM's hidden_params JSON.
+_URL_KEYS = ("gen_ai.openai.api_base", "url.full", "http.url", "llm.api_base")
+# Cached prompt tokens under the names instrumentations use; LiteLLM only has them inside its usage object,
+# written as a Python repr ({'prompt_tokens_details': {'cached_tokens': 176}}).
+_CACHED_KEYS = ("gen_ai.usage.cache_read_input_tokens", "llm.usage.cache_read_input_tokens",
+                "gen_ai.usage.prompt_tokens_details.cached_tokens", "gen_ai.usage.input_tokens_details.cached_tokens",
+                "llm.token_count.prompt_details.cache_read")
+_REPR_CACHED = re.compile(r"""['"](?:cached_tokens|cache_read_input_tokens)['"]\s*:\s*(\d+)""")
+
+
+def _host(raw: dict[str, object]) -> str | None:
+    try:
+        return _host_of(raw)
+    except ValueError:  # a URL urlsplit refuses ('http://[::1'): no host, the span is still stored
+        return None
+
+
+def _host_of(raw: dict[str, object]) -> str | None:
+    for key in _URL_KEYS:
+        v = raw.get(key)
+        if isinstance(v, str) and v:
+            host = urlsplit(v if "//" in v else "//" + v).hostname
+            if host:
+                return host
+    hidden = raw.get("hidden_params")
+    if isinstance(hidden, str) and '"api_base"' in hidden:
+        try:
+            base = json.loads(hidden).get("api_base")
+        except (ValueError, AttributeError):
+            return None
+        if isinstance(base, str) and base:
+            return urlsplit(base).hostname
+    return None
+
+
+def _cached(raw: dict[str, object]) -> int | None:
+    for key in _CACHED_KEYS:
+        n = _int(raw.get(key))
+        if n is not None:
+            return n
+    usage = raw.get("metadata.usage_object")
+    if isinstance(usage, str):
+        m = _REPR_CACHED.search(usage)
+        if m:
+            return int(m.group(1))
+    return None
+
+
 def _first_token_ns(events: object) -> int | None:
     for e in events or ():  # type: ignore[attr-defined]
         if e.name in _FIRST_TOKEN_EVENTS:
@@ -146,11 +215,13 @@ class Mapper:
         if capture_mode not in ("none", "hashes", "full"):
             raise ValueError(f"capture mode must be none, hashes or full, got {capture_mode!r}")
         self.capture_mode = capture_mode
+        self._raw_payload = False  # the span being mapped is a raw provider payload (LiteLLM's)
 
     def map(self, name: str, kind: str, attrs: dict[str, object], trace_hex: str, span_hex: str,
             start_ns: int, end_ns: int, events: object = ()) -> Mapped | None:
         if "llmtrace.side" in attrs or "llmtrace.stage" in attrs:
             return None  # llmtrace's own spans already speak the stage model
+        self._raw_payload = name in _RAW_PAYLOAD_SPANS
         if "openinference.span.kind" in attrs:
             mapped = self._openinference(attrs)
         elif ("gen_ai.latency.time_in_queue" in attrs or "gen_ai.latency.time_to_first_token" in attrs
@@ -161,7 +232,7 @@ class Mapper:
             mapped = self._genai(name, kind, attrs, start_ns, end_ns)
         elif attrs.get("traceloop.span.kind") in _TRACELOOP_OPS:
             mapped = self._traceloop(attrs)
-        elif any(k.startswith(CONTENT_PREFIXES) for k in attrs):
+        elif any(is_content(k, v, self._raw_payload) for k, v in attrs.items()):
             # a shape we do not map (an OpenLLMetry workflow, a framework's chain span) still carries
             # prompt or output text: it follows the capture mode like every other span's
             return Mapped(None, None, None, self._protect(attrs))
@@ -175,7 +246,11 @@ class Mapper:
 
     @staticmethod
     def _common(raw: dict[str, object], a: dict[str, object], start_ns: int, end_ns: int, events: object) -> None:
-        """What every shape may carry under any of several names: finish reasons, TTFT."""
+        """What every shape may carry under any of several names: finish reasons, TTFT, cached tokens, the
+        endpoint's host."""
+        _put(a, "server.address", _host(raw) if "server.address" not in raw else None)
+        if "gen_ai.usage.cache_read.input_tokens" not in raw:
+            _put(a, "gen_ai.usage.cache_read.input_tokens", _cached(raw))
         for key in _FINISH_KEYS:
             reasons = _reasons(raw.get(key))
             if reasons is not None:
@@ -209,8 +284,9 @@ class Mapper:
         """A copy whose prompt/output text follows the capture mode; adds prompt/output hashes."""
         out: dict[str, object] = {}
         texts: dict[str, str] = {}
+        raw = self._raw_payload
         for key, value in attrs.items():
-            if not key.startswith(CONTENT_PREFIXES):
+            if not is_content(key, value, raw):
                 out[key] = value
                 continue
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)

@@ -1,0 +1,125 @@
+"""The foreign half of the diagnosis corpus: apps instrumented by other projects (opentelemetry-
+instrumentation-openai-v2, OpenLLMetry, OpenInference, LiteLLM's ``otel`` callback, langchain-openai under
+OpenInference), calling ``llmtrace serve`` and exporting through the stock OTLP exporter to
+``llmtrace collect``; ``diagnose`` reads the collector's store, which holds only what those packages
+recorded (no llmtrace middleware, no server spans).
+
+Each case is a list of calls (run by ``diagnosis_foreign.py`` in a process of its own). Other domains,
+wording, id kinds and positions than the SDK half, the unit tests and the demo: a clinic's booking line,
+a hotel concierge, a tax helpdesk; a request uuid, an ISO time with milliseconds, a user handle, epoch
+milliseconds, a spelt-out date, streamed and buffered calls mixed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import uuid
+from typing import Any
+
+from diagnosis_corpus import Case
+
+CLINIC = ("You book appointments for the Moorfield Physiotherapy clinic. Offer the earliest free slot first, "
+          "ask for the patient's date of birth before confirming, never give medical advice, and remind new "
+          "patients to bring their referral letter. Sessions last forty-five minutes. ") * 3
+HOTEL = ("You are the concierge desk of the Harbour Lantern hotel. Recommend restaurants within walking distance, "
+         "quote opening hours only from the list you were given, offer to book a table, and mention that the "
+         "spa closes at nine. Answer in two sentences at most. ") * 3
+TAX = ("You help residents of Kellbridge with council tax questions. Name the band the resident gives, explain "
+       "discounts for single occupants and students, point to the online form for direct debits, and never "
+       "quote an amount you were not given. ") * 3
+ASKS = ["Can I come in on {d}?", "Is there anything free after {d}?", "What about {d} in the afternoon?",
+        "Could you move me to {d}?", "Do you have a slot on {d}?"]
+DAYS = ["Monday", "the 14th", "next Friday", "Thursday morning", "the weekend", "the 3rd", "tomorrow", "Wednesday"]
+
+
+def _ask(i: int) -> dict[str, str]:
+    return {"role": "user", "content": ASKS[i % len(ASKS)].format(d=DAYS[i % len(DAYS)])}
+
+
+def _call(messages: list[dict[str, Any]], i: int, max_tokens: int = 6, **kw: Any) -> dict[str, Any]:
+    # every other call streamed: both paths of each instrumentation, in one run
+    return {"messages": messages, "max_tokens": max_tokens, "stream": i % 2 == 1, **kw}
+
+
+def request_uuid_top(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
+    out = []
+    for i in range(8):
+        head = "" if twin else f"request_id: {uuid.UUID(int=rng.getrandbits(128))}\n"
+        out.append(_call([{"role": "system", "content": head + CLINIC}, _ask(i)], i))
+    return out
+
+
+def iso_millis_mid(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
+    t0 = dt.datetime(2026, 5, 19, 7, 42, 3, 125000)
+    half = len(HOTEL) // 2
+    out = []
+    for i in range(8):
+        stamp = "" if twin else f" [generated {(t0 + dt.timedelta(milliseconds=7919 * i)).isoformat(timespec='milliseconds')}Z]"
+        out.append(_call([{"role": "system", "content": HOTEL[:half] + stamp + HOTEL[half:]}, _ask(i + 3)], i))
+    return out
+
+
+def user_handle_top(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
+    users = [f"@u_{rng.getrandbits(32):08x}" for _ in range(3)]
+    out = []
+    for i in range(12):
+        who = users[i % 3]
+        if twin:  # the handle where it belongs: in the user's own turn
+            out.append(_call([{"role": "system", "content": TAX}, {"role": "user", "content": f"{who}: band C, "
+                                                                   f"single occupant, question {i}"}], i))
+        else:
+            out.append(_call([{"role": "system", "content": f"Signed-in user {who}. " + TAX},
+                              {"role": "user", "content": f"Band C, single occupant, question {i}"}], i))
+    return out
+
+
+def epoch_millis_top(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
+    out = []
+    for i in range(8):
+        head = "" if twin else f"ctx.ts={1779000000000 + 104729 * i} "
+        out.append(_call([{"role": "system", "content": head + TAX.replace("Kellbridge", "Oakhurst")}, _ask(i)], i))
+    return out
+
+
+def spelt_date_mid(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
+    t0 = dt.datetime(2026, 3, 3, 14, 5, 9)
+    text = CLINIC.replace("Moorfield", "Eastgate")
+    cut = text.index("Sessions")
+    out = []
+    for i in range(8):
+        when = "" if twin else f"Today is {(t0 + dt.timedelta(seconds=613 * i)):%A %d %B %Y, %H:%M:%S}. "
+        out.append(_call([{"role": "system", "content": text[:cut] + when + text[cut:]}, _ask(i + 1)], i))
+    return out
+
+
+def json_words_cut(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
+    ask = ('Answer only with JSON of the form {"restaurant": "...", "opens": "HH:MM", "walk_minutes": 0} '
+           "for a place to eat near the pier, request {n}.")
+    return [_call([{"role": "user", "content": ask.replace("{n}", str(i))}], i, max_tokens=9,
+                  **({"stop": ["\n"]} if twin else {})) for i in range(8)]
+
+
+# (id, instrumentation, calls, stages that name the cause, collector capture mode)
+FOREIGN: tuple[tuple[str, str, Any, tuple[str, ...], str], ...] = (
+    ("otelv2_request_uuid_top", "otel-v2", request_uuid_top, ("cache.prefix_match", "intake.system_prompt"), "hashes"),
+    ("openllmetry_iso_millis_mid", "openllmetry", iso_millis_mid, ("cache.prefix_match", "intake.system_prompt"),
+     "hashes"),
+    ("openinference_user_handle_top", "openinference", user_handle_top,
+     ("cache.prefix_match", "intake.system_prompt"), "hashes"),
+    ("litellm_epoch_millis_top", "litellm", epoch_millis_top, ("cache.prefix_match", "intake.system_prompt"),
+     "hashes"),
+    ("langchain_spelt_date_mid", "langchain", spelt_date_mid, ("cache.prefix_match", "intake.system_prompt"),
+     "hashes"),
+    ("openllmetry_json_in_words_cut", "openllmetry", json_words_cut, ("gen.stop", "safety.stop_reason"), "full"),
+    ("litellm_json_in_words_cut", "litellm", json_words_cut, ("gen.stop", "safety.stop_reason"), "hashes"),
+    ("otelv2_json_in_words_cut", "otel-v2", json_words_cut, ("gen.stop", "safety.stop_reason"), "full"),
+)
+
+
+def _no_app(ctx: Any, twin: bool) -> None:
+    raise RuntimeError("a foreign case runs its calls through diagnosis_foreign.py")
+
+
+FOREIGN_CASES: tuple[Case, ...] = tuple(
+    Case(cid, _no_app, expect, capture=capture, via=via, calls=calls) for cid, via, calls, expect, capture in FOREIGN)
