@@ -31,6 +31,26 @@ def test_filter_errors_say_what_is_wrong(text: str, message: str) -> None:
         compile_filter(text)
 
 
+def test_every_registry_view_column_is_a_filter_field_that_runs(support_store: Path) -> None:
+    # the filter fields come from the registry: each declared view column is one, and each compiles to SQL
+    # that runs on a real store's requests view
+    from llmtrace.tracer.storage.views import REQUEST_VALUES
+    from llmtrace.tui.data.filter_expr import FIELDS
+
+    columns = {f.column for f in FIELDS.values()}
+    assert {v.column for v in REQUEST_VALUES} <= columns
+    samples = {"duration": "1s", "count": "1", "ratio": "50%", "money": "0.01", "text": "x", "id": "ab",
+               "finish": "length", "since": "2h"}
+    conn = duckdb.connect(str(support_store), read_only=True)
+    try:
+        for name, field in FIELDS.items():
+            op = "=" if field.kind in ("text", "id", "finish", "since") else ">"
+            f = compile_filter(f"{name}{op}{samples[field.kind]}")
+            conn.execute(f"SELECT count(*) FROM requests WHERE {f.where}", list(f.params)).fetchone()
+    finally:
+        conn.close()
+
+
 def test_filters_select_the_right_passes(support_store: Path) -> None:
     reader = StoreReader(support_store)
     everything = reader.request_page(compile_filter(""), limit=500)

@@ -16,7 +16,9 @@ from typing import Literal
 
 from llmtrace.tracer.cli.timewindow import parse_since
 from llmtrace.tracer.registry.finish_reason import normalize_finish_reason
-from llmtrace.tracer.storage.views import normalized_finish_reason_sql
+from llmtrace.tracer.registry.model import BoundaryValue
+from llmtrace.tracer.registry.pass_values import VIEW_COLUMNS
+from llmtrace.tracer.storage.views import REQUEST_VALUES, normalized_finish_reason_sql
 
 Kind = Literal["duration", "count", "ratio", "money", "text", "id", "since", "finish"]
 
@@ -32,28 +34,44 @@ class Field:
     help: str
 
 
-FIELDS: dict[str, Field] = {
-    "ttft": Field("ttft_ms", "duration", "time to first token"),
-    "tpot": Field("tpot_ms", "duration", "time per output token"),
-    "duration": Field("duration_ms", "duration", "pass wall time"),
-    "queue": Field("queue_wait_ms", "duration", "admission queue wait"),
-    "prompt": Field("prompt_tokens", "count", "prompt tokens"),
-    "cached": Field("cached_tokens", "count", "prompt tokens read from the prefix cache"),
-    "output": Field("output_tokens", "count", "output tokens"),
-    "hit": Field("hit_ratio", "ratio", "cached / prompt tokens"),
-    "cost": Field("cost_usd", "money", "cost of the pass in USD"),
-    "finish": Field("finish_reason", "finish",
-                    "finish reason, any provider's spelling (length also matches Anthropic max_tokens)"),
-    "deploy": Field("deploy", "text", "deploy (service.version)"),
-    "model": Field("model", "text", "requested model"),
-    "replica": Field("replica", "text", "replica id"),
-    "service": Field("service", "text", "service name"),
-    "side": Field("side", "text", "client, server or app"),
-    "status": Field("status", "text", "ok, error or cancelled"),
-    "trace": Field("trace_id", "id", "trace id (prefix)"),
-    "since": Field("start_ns", "since", "passes from this window: since=30m, since=7d, since=2026-11-30"),
-}
-ALIASES = {"out": "output", "dur": "duration", "finish_reason": "finish", "hit_ratio": "hit", "version": "deploy"}
+# Every column of the ``requests`` view is a filter field, named by its column less the unit suffix
+# (ttft_ms -> ttft, prompt_tokens -> prompt, cost_usd -> cost), its kind and help from the registry: a value
+# declared with a view column there is filterable here with no further edit.
+_SUFFIXES = ("_wait_ms", "_ms", "_tokens", "_usd", "_ratio", "_reason", "_id")
+_SPAN_COLUMNS = ("duration_ms", "deploy", "service", "status", "trace_id")
+
+
+def _short(column: str) -> str:
+    return next((column[: -len(x)] for x in _SUFFIXES if column.endswith(x)), column)
+
+
+def _kind(column: str, value: BoundaryValue | None) -> Kind:
+    special: dict[str, Kind] = {"hit_ratio": "ratio", "finish_reason": "finish", "trace_id": "id"}
+    if column in special:
+        return special[column]
+    unit, type_ = (value.unit, value.type) if value is not None else ("ms" if column.endswith("_ms") else "", "str")
+    if unit == "ms":
+        return "duration"
+    if unit == "USD":
+        return "money"
+    return "count" if type_ in ("int", "float") else "text"
+
+
+def _fields() -> dict[str, Field]:
+    by_column = {v.column: v for v in REQUEST_VALUES if v.column}
+    columns = [*(v.column for v in REQUEST_VALUES if v.column), "hit_ratio", *_SPAN_COLUMNS]
+    out: dict[str, Field] = {}
+    for column in columns:
+        value = by_column.get(column)
+        meaning = value.meaning if value is not None else VIEW_COLUMNS[column]
+        out[_short(column)] = Field(column, _kind(column, value), meaning)
+    out["since"] = Field("start_ns", "since", "passes from this window: since=30m, since=7d, since=2026-11-30")
+    return out
+
+
+FIELDS: dict[str, Field] = _fields()
+ALIASES = {"out": "output", "dur": "duration", "hit_ratio": "hit", "version": "deploy",
+           **{c: _short(c) for c in (f.column for f in FIELDS.values()) if _short(c) != c}}
 FREE_TEXT_COLUMNS = ("model", "deploy", "replica", "finish_reason", "service", "trace_id")
 
 _TERM = re.compile(r"^(?P<field>[A-Za-z_]+)\s*(?P<op>>=|<=|!=|=|>|<|~)\s*(?P<value>.*)$")
