@@ -18,7 +18,7 @@ imports them.
 
 App-side helpers, each usable alone, each emitting its stage span:
 
-    intake      SystemPromptAssembler / assemble_system_prompt, format_evidence, order_context
+    prompt_assembly  SystemPromptAssembler / assemble_system_prompt, format_evidence, order_context
     loops       agent, Tools / dispatch, fan_out / afan_out
     budget      Budget, BudgetExceeded
     compaction  compact, record_compaction

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmtrace.adapters.compaction import compact
-from llmtrace.adapters.intake import SystemPromptAssembler
 from llmtrace.adapters.loops import ToolCall, dispatch, fan_out
+from llmtrace.adapters.prompt_assembly import SystemPromptAssembler
 from llmtrace.adapters.stop_reason import check_stop
 
 TOOLS: list[dict[str, Any]] = [

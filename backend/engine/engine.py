@@ -16,7 +16,6 @@ from typing import Any
 
 import torch
 
-from llmtrace.backend.engine.allocator import keep_freed_memory
 from llmtrace.backend.engine.block_manager import BlockManager
 from llmtrace.backend.engine.block_pool import BlockPool
 from llmtrace.backend.engine.config import EngineConfig
@@ -24,6 +23,7 @@ from llmtrace.backend.engine.drafting import Drafting
 from llmtrace.backend.engine.eviction import make_policy
 from llmtrace.backend.engine.host_tier import HostTier
 from llmtrace.backend.engine.kv_cache import KVCache
+from llmtrace.backend.engine.malloc_tuning import keep_freed_memory
 from llmtrace.backend.engine.model_runner import ModelRunner
 from llmtrace.backend.engine.prefix_cache import PrefixCache
 from llmtrace.backend.engine.request import EngineRequest, RequestOutput

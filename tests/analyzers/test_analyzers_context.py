@@ -10,8 +10,8 @@ from analyzers_live import client, expect_first, findings, server, store
 
 from llmtrace.adapters.budget import Budget, BudgetExceeded
 from llmtrace.adapters.compaction import compact
-from llmtrace.adapters.intake import format_evidence
 from llmtrace.adapters.loops import ToolCall, dispatch
+from llmtrace.adapters.prompt_assembly import format_evidence
 
 pytestmark = pytest.mark.slow
 

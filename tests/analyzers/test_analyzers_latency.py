@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from analyzers_live import client, expect_first, findings, server, store
 
-from llmtrace.adapters.intake import SystemPromptAssembler
+from llmtrace.adapters.prompt_assembly import SystemPromptAssembler
 
 pytestmark = pytest.mark.slow
 
