@@ -121,7 +121,7 @@ class ExplorerApp(App[None]):
         self.query_one("#topbar", Static).update(text)
 
     def watch_follow(self, follow: bool) -> None:
-        if self.is_mounted:
+        if self.is_running:  # (App.is_mounted is a method taking a widget: as a test it was always true)
             self._update_topbar()
             if follow:
                 self._tick()
@@ -211,7 +211,7 @@ class ExplorerApp(App[None]):
 
     # -- phases --------------------------------------------------------------------------------------
     def watch_phases(self, phases: frozenset[str]) -> None:
-        if not self.is_mounted:
+        if not self.is_running:
             return
         self.query_one(PhaseBar).set_phases(phases)
         self.trace_pane.set_phases(phases)
@@ -297,7 +297,7 @@ class ExplorerApp(App[None]):
         row = self.requests.current()
         return row.trace_id if row is not None else None
 
-    def action_back(self) -> None:
+    async def action_back(self) -> None:  # App's own action_back is a coroutine; Esc calls this one
         tabs = self.query_one(TabbedContent)
         focused = self.focused
         if isinstance(focused, Input) and focused.id == "filter":

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 from llmtrace.tracer.registry.stages import PHASES
 
@@ -69,7 +69,7 @@ SCOPE_TITLES = {
 }
 
 
-def bindings(scope: str) -> list[Binding]:
+def bindings(scope: str) -> list[BindingType]:
     """Textual bindings for one scope, built from the table above."""
     return [Binding(k.key, k.action, k.description, show=k.show, key_display=k.display)
             for k in KEYS if k.scope == scope]

@@ -31,7 +31,7 @@ class FindingsResult:
 
 
 def read_findings(reader: StoreReader, symptoms: Sequence[str] | None = None,
-                  progress: Callable[[int, int, str], None] | None = None) -> FindingsResult:
+                  progress: Callable[[int, int, str], object] | None = None) -> FindingsResult:
     """Run the analyzers of ``symptoms`` (all when None); ``progress(done, total, symptom)`` before each."""
     try:
         from llmtrace.analyzers import ANALYZERS, run_analyzers

@@ -13,11 +13,12 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import MappingProxyType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import duckdb
 
 from llmtrace.tracer.cli.console import printable
+from llmtrace.tracer.storage.fetch import first_row, scalar
 from llmtrace.tracer.storage.store import StoreError, read_connection
 from llmtrace.tracer.storage.views import PASS_OPERATIONS, passes_select, requests_select
 
@@ -108,7 +109,7 @@ class StoreReader:
         order = f"{SORT_COLUMNS[sort]} {direction} NULLS LAST, start_ns DESC, span_id"
 
         def run(conn: duckdb.DuckDBPyConnection) -> RequestPage:
-            store_passes = int(conn.execute(f"SELECT count(*) FROM spans WHERE operation IN {PASS_OPERATIONS}").fetchone()[0])
+            store_passes = int(scalar(conn.execute(f"SELECT count(*) FROM spans WHERE operation IN {PASS_OPERATIONS}")))
             # Two steps so only the sort and filter columns are pulled out of the JSON attributes for every
             # pass (DuckDB prunes the view's other columns); the full rows are read for this page alone.
             # With a filter, the match count rides along as a window so the passes are scanned once.
@@ -124,7 +125,7 @@ class StoreReader:
             elif offset == 0:
                 total = 0
             else:
-                total = int(conn.execute(f"SELECT count(*) FROM requests {where}", list(flt.params)).fetchone()[0])
+                total = int(scalar(conn.execute(f"SELECT count(*) FROM requests {where}", list(flt.params))))
             if not keys:
                 return RequestPage((), total, offset, store_passes)
             lo, hi = min(k[1] for k in keys), max(k[1] for k in keys)
@@ -179,10 +180,7 @@ class StoreReader:
                 f"ORDER BY start_ns, span_id LIMIT {MAX_TRACE_SPANS}",
                 [trace_id],
             ).fetchall()
-            spans = tuple(
-                SpanRecord(*map(_printable, r[:12]), attributes=MappingProxyType(_decode(r[12])))  # type: ignore[misc]
-                for r in rows
-            )
+            spans = tuple(_span_record(r) for r in rows)
             return TraceRecord(trace_id, spans, _breakdown(conn, [s.span_id for s in spans if s.is_pass]))
 
         return self._read(run)
@@ -212,10 +210,9 @@ def quiet(conn: duckdb.DuckDBPyConnection) -> None:
 
 
 def _stamp(conn: duckdb.DuckDBPyConnection) -> StoreStamp:
-    passes, latest = conn.execute(
-        f"SELECT count(*), coalesce(max(start_ns), 0) FROM spans WHERE operation IN {PASS_OPERATIONS}"
-    ).fetchone()
-    deploys = conn.execute("SELECT count(*) FROM deploys").fetchone()[0]
+    passes, latest = first_row(conn.execute(
+        f"SELECT count(*), coalesce(max(start_ns), 0) FROM spans WHERE operation IN {PASS_OPERATIONS}"))
+    deploys = scalar(conn.execute("SELECT count(*) FROM deploys"))
     return StoreStamp(int(passes), int(latest), int(deploys))
 
 
@@ -228,7 +225,7 @@ def _cache_report(conn: duckdb.DuckDBPyConnection, n: int) -> CacheReport:
                least(cached_tokens, prompt_tokens) AS cached, ttft_ms AS ttft, cost_usd AS cost
         FROM ({passes_select('(' + requests_select('spans') + ')')})""")
     side = "TRUE"
-    lo, hi = conn.execute(f"SELECT min(start_ns), max(start_ns) FROM tui_passes WHERE {side}").fetchone()
+    lo, hi = first_row(conn.execute(f"SELECT min(start_ns), max(start_ns) FROM tui_passes WHERE {side}"))
     buckets: list[CacheBucket] = []
     if lo is not None:
         span = max(1, int(hi) - int(lo) + 1)
@@ -278,8 +275,8 @@ def _cache_report(conn: duckdb.DuckDBPyConnection, n: int) -> CacheReport:
     )
 
 
-def _f(value: object) -> float | None:
-    return None if value is None else float(value)  # type: ignore[arg-type]
+def _f(value: float | None) -> float | None:
+    return None if value is None else float(value)
 
 
 def _breakdown(conn: duckdb.DuckDBPyConnection,
@@ -299,15 +296,23 @@ def _breakdown(conn: duckdb.DuckDBPyConnection,
     return {k: tuple(v) for k, v in out.items()}
 
 
-def _printable(value: T) -> T:
+def _span_record(row: tuple[Any, ...]) -> SpanRecord:
+    """A row of the trace query: SpanRecord's fields in order, the attributes' JSON last."""
+    sid, parent, name, op, stage, phase, service, deploy, start, end, status, message = map(_printable, row[:12])
+    return SpanRecord(sid, parent, name, op, stage, phase, service, deploy, start, end, status, message,
+                      MappingProxyType(_decode(row[12])))
+
+
+def _printable(value: Any) -> Any:
     """Strings from the store with control characters shown as escapes: any OTLP sender can put a
-    terminal escape in a span name or a value, and the explorer draws straight onto the terminal."""
+    terminal escape in a span name or a value, and the explorer draws straight onto the terminal. A driver
+    value in, the same shape back (str, list, dict; anything else as it is)."""
     if isinstance(value, str):
-        return printable(value)  # type: ignore[return-value]
+        return printable(value)
     if isinstance(value, list):
-        return [_printable(v) for v in value]  # type: ignore[return-value]
+        return [_printable(v) for v in value]
     if isinstance(value, dict):
-        return {printable(str(k)): _printable(v) for k, v in value.items()}  # type: ignore[return-value]
+        return {printable(str(k)): _printable(v) for k, v in value.items()}
     return value
 
 
