@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
-from llmtrace.backend.engine import Engine, EngineConfig, EngineRequest, RequestOutput
-from llmtrace.backend.generation.params import SamplingParams
+from llmtrace.backend.engine import Engine, EngineConfig
 from llmtrace.backend.model.llama import LlamaModel
 from llmtrace.backend.model.pull import default_model_path
 
@@ -58,41 +56,3 @@ def make_engine(tiny: LlamaModel, tokenizer) -> Callable[..., Engine]:  # noqa: 
         return Engine.from_model(model or tiny, tokenizer, EngineConfig(**config))  # type: ignore[arg-type]
 
     return make
-
-
-def greedy(max_tokens: int = 8, **kw: object) -> SamplingParams:
-    return SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True, **kw)  # type: ignore[arg-type]
-
-
-def random_prompt(rng: random.Random, length: int) -> list[int]:
-    return [rng.randrange(300, 40000) for _ in range(length)]
-
-
-def run_all(engine: Engine, requests: list[EngineRequest], max_steps: int = 10_000) -> dict[str, list[RequestOutput]]:
-    """Add the requests, step until done, return every output per request id."""
-    for r in requests:
-        engine.add_request(r)
-    outs: dict[str, list[RequestOutput]] = {r.request_id: [] for r in requests}
-    for _ in range(max_steps):
-        if not engine.has_unfinished():
-            break
-        for o in engine.step():
-            outs[o.request_id].append(o)
-    else:
-        raise AssertionError("engine did not finish")
-    return outs
-
-
-def tokens_of(outputs: list[RequestOutput]) -> list[int]:
-    return [t for o in outputs for t in o.new_token_ids]
-
-
-def dense_greedy(model: LlamaModel, prompt: list[int], n: int) -> tuple[list[int], list[torch.Tensor]]:
-    """Greedy continuation with the dense reference: tokens and the logits row that chose each."""
-    ids = list(prompt)
-    rows = []
-    for _ in range(n):
-        row = model.forward_dense(ids, last_only=True)[0]
-        rows.append(row)
-        ids.append(int(row.argmax()))
-    return ids[len(prompt):], rows

@@ -7,8 +7,8 @@ import asyncio
 import random
 
 import pytest
+from engine_helpers import dense_greedy, greedy, random_prompt
 
-from conftest import dense_greedy, greedy, random_prompt
 from llmtrace.backend.engine import AsyncEngine, EngineRequest
 from llmtrace.backend.generation.params import InvalidRequestError
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 
 import torch
+from engine_helpers import greedy, random_prompt, run_all, tokens_of
 
-from conftest import greedy, random_prompt, run_all, tokens_of
 from llmtrace.backend.engine import EngineRequest
 
 

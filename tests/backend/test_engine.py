@@ -7,8 +7,8 @@ import random
 
 import pytest
 import torch
+from engine_helpers import dense_greedy, greedy, random_prompt, run_all, tokens_of
 
-from conftest import dense_greedy, greedy, random_prompt, run_all, tokens_of
 from llmtrace.backend.engine import EngineRequest
 from llmtrace.backend.generation.params import InvalidRequestError
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from engine_helpers import dense_greedy, greedy, random_prompt, run_all, tokens_of
 
-from conftest import dense_greedy, greedy, random_prompt, run_all, tokens_of
 from llmtrace.backend.engine import EngineRequest
 from llmtrace.backend.engine.block_pool import Block
 from llmtrace.backend.engine.eviction import make_policy

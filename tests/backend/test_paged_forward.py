@@ -6,9 +6,9 @@ import random
 
 import pytest
 import torch
+from engine_helpers import random_prompt
 from paged_helpers import PagedHarness
 
-from conftest import random_prompt
 from llmtrace.backend.model.llama import LlamaModel
 
 ATOL = 2e-4

@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from engine_helpers import dense_greedy, greedy, run_all, tokens_of
 
-from conftest import dense_greedy, greedy, run_all, tokens_of
 from llmtrace.backend.engine import EngineRequest
 from llmtrace.backend.generation.params import SamplingParams, SpeculationConfig
 

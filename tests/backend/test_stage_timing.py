@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from engine_helpers import greedy, random_prompt, run_all, tokens_of
 
-from conftest import greedy, random_prompt, run_all, tokens_of
 from llmtrace.backend.engine import EngineConfig, EngineRequest
 from llmtrace.backend.model import forward_clock
 

@@ -8,9 +8,9 @@ import random
 from pathlib import Path
 
 import duckdb
+from engine_helpers import greedy, random_prompt, run_all
 
 import llmtrace
-from conftest import greedy, random_prompt, run_all
 from llmtrace.backend.engine import EngineRequest
 from llmtrace.tracer import recording as rec
 from llmtrace.tracer.registry.stages import STAGES
