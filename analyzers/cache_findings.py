@@ -48,8 +48,10 @@ def cache_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
     mspt, usdpt = ms_per_token(passes), usd_per_token(passes)
     out: list[Finding] = []
     # the bundled backend's block chains and pool size: the what-if and the pool-size curve are replays
-    pool = kv_replay.pool(q) if any(p.chain for p in passes) else None
-    curve: list[Evidence] | None = None
+    chains = any(p.chain for p in passes)
+    pool: kv_replay.Pool | None = None
+    curve: kv_replay.SizeCurve | None = None
+    curve_lines: list[Evidence] | None = None
     for c in causes(passes):
         if len(c.passes) < MIN_PASSES and c.kind != "short":
             continue
@@ -57,11 +59,16 @@ def cache_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
         if c.kind not in ("short", "off") and share < MIN_SHARE:
             continue
         builder = {"window": _window, "engine": _engine, "short": _short, "off": _off}[c.kind]
+        if pool is None and chains and c.kind in ("window", "engine"):
+            pool = kv_replay.pool(q)  # read once, and only for a finding that replays
         f = builder(analyzer, q, c, passes, share, mspt, usdpt, pool)
         if f is not None and pool is not None and c.kind in ("window", "engine"):
-            if curve is None:  # one replay per size for all findings
-                curve = replay_what_if.curve_evidence(replay_what_if.passes_curve(passes, pool))
-            f = dataclasses.replace(f, evidence=(*f.evidence, *curve))
+            if curve_lines is None:  # one replay per size for all findings
+                curve = replay_what_if.passes_curve(passes, pool)
+                curve_lines = replay_what_if.curve_evidence(curve)
+            f = dataclasses.replace(f, evidence=(*f.evidence, *curve_lines))
+            if c.key == "engine:same" and curve is not None and curve.memory_bound:
+                f = dataclasses.replace(f, next_check=replay_what_if.GROW_POOL.format(hint=replay_what_if.grow_hint(curve)))
         if f is not None:
             out.append(_with_ttft_split(q, f))
     return out

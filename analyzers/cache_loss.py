@@ -114,8 +114,10 @@ def _segments(raw: object, text: object) -> _Prompt | None:
     if not isinstance(segs, list) or not segs or not all(isinstance(s, dict) for s in segs):
         return None
     texts: list[str] | None = None
-    if text is None and all(isinstance(s.get("text"), str) for s in segs):
-        texts = [str(s["text"]) for s in segs]  # the server keeps each segment's text in its record
+    if all(isinstance(s.get("text"), str) for s in segs):
+        # the server keeps each segment's text in its record (its prompt text is the rendered template,
+        # not the "[kind]" layout the adapters write)
+        texts = [str(s["text"]) for s in segs]
     elif isinstance(text, str):
         texts, pos = [], 0
         for s in segs:  # the adapters render "\n".join(f"[{kind}]\n{text}")

@@ -12,7 +12,7 @@ from llmtrace.analyzers import kv_replay
 from llmtrace.analyzers.base import SymptomAnalyzer
 from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.query import Query
-from llmtrace.analyzers.what_if import curve_evidence
+from llmtrace.analyzers.what_if import GROW_POOL, curve_evidence, grow_hint
 
 
 class EvictionUnderLoad(SymptomAnalyzer):
@@ -52,10 +52,6 @@ class EvictionUnderLoad(SymptomAnalyzer):
         share = remiss / n
         # the same traffic replayed through pools of other sizes: how much of the loss memory would buy back
         curve = kv_replay.curve_of(q)
-        grow = ""
-        if curve is not None and (two := curve.at(2.0)) is not None:
-            grow = f" (replayed, a pool twice the size would have served {two:.0%} of prompt tokens, against " \
-                   f"{curve.measured:.0%} measured)"
         return [self.finding(
             "cache.eviction", "critical" if share >= 0.3 else "warning",
             f"{remiss} passes re-computed prefixes the cache had held and evicted",
@@ -67,8 +63,7 @@ class EvictionUnderLoad(SymptomAnalyzer):
              Evidence("blocks evicted in the window", evicted, "blocks"),
              Evidence("pool pressure on those passes", a["p_remiss"], "0..1", ids, baseline=a["p_ok"]),
              Evidence("eviction policy", a["policy"], ""), *curve_evidence(curve)],
-            ids, f"Grow the KV pool{grow} (or add a host tier, cache.host_offload), lower max_running, or use an "
-            "eviction policy that keeps shared prefixes (leaf_first); then re-check the hit rate with `llmtrace check`.",
+            ids, GROW_POOL.format(hint=grow_hint(curve)),
             min(1.0, 0.5 + share), cause="engine:evicted", stages=("cache.prefix_match", "cache.eviction"),
             affected_share=share,
         )]

@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from llmtrace.analyzers.query import Query, as_int
+from llmtrace.analyzers.query import Query, as_int, attr
 
 # (replica, block hashes, prompt tokens, cached tokens), oldest first: one recorded prompt
 Chain = tuple[str, Sequence[str], int, int]
@@ -114,16 +114,17 @@ class Pool:
 
     blocks: int
     block_size: int
-    evicted: int  # blocks evicted over the window
 
 
 def pool(q: Query) -> Pool:
-    alloc = q.stage_sql("cache.block_allocation", {"pool": ("llmtrace.blocks.pool_blocks", "int"),
-                                                   "block_size": ("llmtrace.blocks.block_size", "int")})
-    ev = q.stage_sql("cache.eviction", {"evicted": ("llmtrace.eviction.blocks_evicted", "int")})
-    a = q.one(f"SELECT max(pool) AS pool, mode(block_size) AS block_size FROM {alloc}")
-    e = q.one(f"SELECT sum(evicted) AS evicted FROM {ev}")
-    return Pool(as_int(a.get("pool")), as_int(a.get("block_size")) or 16, as_int(e.get("evicted")))
+    """The pool size and block size from the newest block-allocation records (an engine constant: a few
+    hundred records say it, and parsing only those keeps diagnose fast on a large store)."""
+    a = q.one(f"""
+        SELECT max({attr('llmtrace.blocks.pool_blocks', 'int')}) AS pool,
+               mode({attr('llmtrace.blocks.block_size', 'int')}) AS block_size
+        FROM (SELECT attributes FROM {q.spans} WHERE stage = 'cache.block_allocation'
+              ORDER BY start_ns DESC LIMIT 500)""")
+    return Pool(as_int(a.get("pool")), as_int(a.get("block_size")) or 16)
 
 
 def recorded_chains(q: Query, visits: int = REPLAY_BLOCK_VISITS) -> list[Chain]:

@@ -43,19 +43,22 @@ def _newest(passes: Sequence[PassLoss], budget: int = kv_replay.REPLAY_BLOCK_VIS
     return out[::-1]
 
 
-# Tokens per char of a window's value: ids and digits split into far more tokens than prose (a uuid is ~30
-# tokens of a small BPE vocabulary, prose ~4 chars a token), so the prompt's average ratio would overstate
-# the stable text's tokens.
-_WINDOW_DENSITY = {"uuid": 0.8, "hex_id": 0.7, "base64_id": 0.7, "id": 0.6, "epoch": 0.6, "number": 0.6,
-                   "timestamp": 0.6, "date": 0.5, "email": 0.4}
+def _window_tokens(text: str, cls: str, average: float) -> float:
+    """Tokens of a window's value: ids and digits split into far more tokens than prose (common tokenizers
+    give each digit and each separator its own token, and cut hex or base64 ids into short pieces), so the
+    prompt's average ratio would understate the window and overstate the stable text after it."""
+    if cls in ("free_text", "field", "whitespace", "invisible", "reordered", ""):
+        return len(text) * average
+    return float(sum(1.0 if not ch.isalpha() else 0.6 for ch in text))
 
 
 def _stable_tokens(p: PassLoss, head_tokens: int) -> float:
     """Tokens of the prompt a cache serves once the window sits after the stable part: the shared chars at
     the density of the prompt's text without the window (the window's own tokens taken out first)."""
     if p.shared_chars > 0 and p.prompt_chars > p.shared_chars:
-        w = min(len(p.window_text or ""), p.prompt_chars - p.shared_chars)
-        density = max(0.0, p.prompt_tokens - _WINDOW_DENSITY.get(p.window_class, 0.3) * w) / (p.prompt_chars - w)
+        text = (p.window_text or "")[: p.prompt_chars - p.shared_chars]
+        w = _window_tokens(text, p.window_class, p.prompt_tokens / p.prompt_chars)
+        density = max(0.0, p.prompt_tokens - w) / max(1, p.prompt_chars - len(text))
         return min(p.prompt_tokens - 1.0, max(float(head_tokens), p.shared_chars * density))
     return max(p.cached_tokens, head_tokens) + p.lost_tokens
 
@@ -189,3 +192,16 @@ def passes_curve(passes: Sequence[PassLoss], pool: kv_replay.Pool) -> kv_replay.
     recent = _newest(passes)
     return kv_replay.size_curve([(p.replica or "", p.chain or [], p.prompt_tokens, p.cached_tokens)
                                  for p in recent], pool)
+
+
+def grow_hint(curve: kv_replay.SizeCurve | None) -> str:
+    """" (replayed, a pool twice the size would have served N% ...)" for a fix that grows the pool."""
+    two = curve.at(2.0) if curve is not None else None
+    if curve is None or two is None:
+        return ""
+    return f" (replayed, a pool twice the size would have served {two:.0%} of prompt tokens, against " \
+           f"{curve.measured:.0%} measured)"
+
+
+GROW_POOL = ("Grow the KV pool{hint} (or add a host tier, cache.host_offload), lower max_running, or use an "
+             "eviction policy that keeps shared prefixes (leaf_first); then re-check the hit rate with `llmtrace check`.")

@@ -140,7 +140,7 @@ def write_log(q: Query, out: IO[str]) -> LogResult:
     rows = _pass_rows(q)
     ids = [str(r[k]) for r in rows for k in ("client_span_id", "server_span_id") if r[k] is not None]
     own, under = _attributes(q, ids)
-    prompts: list[tuple[dict[str, object], str, list[tuple[str, str]]]] = []
+    prompts: list[tuple[dict[str, object], str, list[tuple[str, str]], bool]] = []
     for r in rows:
         sid = str(r["client_span_id"] if r["client_span_id"] is not None else r["server_span_id"])
         a = own.get(sid, {})
@@ -153,16 +153,20 @@ def write_log(q: Query, out: IO[str]) -> LogResult:
             res.no_text += 1
             continue
         segs = [(str(s.get("kind")), t) for s, t in zip(p.segs, p.texts, strict=True)]
-        prompts.append((r, sid, segs))
+        # the server's record: each message's share of the *rendered* prompt (template markers included)
+        prompts.append((r, sid, segs, sid == str(r["server_span_id"])))
     # one cut per (service, model, segment kind) a window cause named, from every prompt that has it
     cuts: dict[tuple[object, object, str], _Cut] = {}
     for key in targets:
-        texts = [t for r, _, segs in prompts if (r["service"], r["model"]) == key[:2] for k, t in segs if k == key[2]]
+        texts = [t for r, _, segs, _ in prompts if (r["service"], r["model"]) == key[:2] for k, t in segs if k == key[2]]
         cut = _cuts(texts) if texts else None
         if cut is not None:
             cuts[key] = cut
     res.segments = sorted({k[2] for k in cuts})
-    for r, sid, segs in prompts:
+    # where a rendered turn's own words end: before the end-of-turn marker every rendered turn ends with
+    ends = [t for _, _, segs, rendered in prompts if rendered for k, t in segs if k != "generation_prompt"]
+    user_suffix = _common_suffix(ends, min(len(t) for t in ends) - 1) if ends else 0
+    for r, sid, segs, rendered in prompts:
         moved: list[tuple[str, str]] = []
         new: list[tuple[str, str]] = []
         for kind, text in segs:
@@ -174,7 +178,8 @@ def write_log(q: Query, out: IO[str]) -> LogResult:
                     moved.append((kind, text[cut.start:end]))
                     text = stable
             new.append((kind, text))
-        body = _body(r, new, moved, [own.get(sid, {}), *under.get(sid, [])])
+        spans = [own.get(sid, {}), *under.get(sid, [])]
+        body = _rendered_body(r, new, moved, user_suffix, spans) if rendered else _body(r, new, moved, spans)
         if body is None:
             res.no_text += 1
             continue
@@ -193,6 +198,23 @@ def _parses(text: str) -> bool:
         return isinstance(json.loads(text), list)
     except ValueError:
         return False
+
+
+def _rendered_body(r: dict[str, object], segs: list[tuple[str, str]], moved: list[tuple[str, str]], suffix: int,
+                  spans: list[dict[str, object]]) -> dict[str, object]:
+    """A server-side record as a completions request: the rendered prompt as the engine saw it, the windows
+    put at the end of the last user turn's words (before its end-of-turn marker). The server records each
+    message's rendered share, not the message, so the template is already applied: /v1/completions takes
+    the prompt as given."""
+    pieces = [t for _, t in segs]
+    last = next((i for i in range(len(segs) - 1, -1, -1) if segs[i][0] == "user"), len(segs) - 1)
+    if moved and pieces:
+        t = pieces[last]
+        cut = len(t) - min(suffix, len(t))
+        pieces[last] = t[:cut] + "".join(f"\n{w}" for _, w in moved) + t[cut:]
+    body: dict[str, object] = {"model": r["model"], "prompt": "".join(pieces)}
+    body.update(_params(spans))
+    return body
 
 
 def _body(r: dict[str, object], segs: list[tuple[str, str]], moved: list[tuple[str, str]],
