@@ -93,6 +93,28 @@ def spelt_date_mid(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
     return out
 
 
+HOTEL_TOOLS = [{"type": "function", "function": {
+    "name": name, "description": desc,
+    "parameters": {"type": "object", "properties": {"venue": {"type": "string"}, "guests": {"type": "integer"}},
+                   "required": ["venue"]}}}
+    for name, desc in (("table_booking", "Reserve a table at a partner restaurant for a number of guests tonight."),
+                       ("opening_hours", "Look up today's opening hours of a venue from the concierge list."),
+                       ("taxi_quote", "Ask the partner taxi firm for a fare estimate to a venue."),
+                       ("spa_slots", "List the free treatment slots in the hotel spa this evening."))]
+
+
+def trace_id_in_tools(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
+    """A per-call trace id written into the third tool's description (the tools render before the system)."""
+    out = []
+    for i in range(8):
+        tools = [dict(t, function=dict(t["function"])) for t in HOTEL_TOOLS]
+        if not twin:
+            tools[2]["function"]["description"] += f" (trace {rng.getrandbits(64):016x})"
+        out.append(_call([{"role": "system", "content": HOTEL.replace("Harbour", "Quay")}, _ask(i + 2)], i,
+                         tools=tools))
+    return out
+
+
 def json_words_cut(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
     ask = ('Answer only with JSON of the form {"restaurant": "...", "opens": "HH:MM", "walk_minutes": 0} '
            "for a place to eat near the pier, request {n}.")
@@ -111,6 +133,9 @@ FOREIGN: tuple[tuple[str, str, Any, tuple[str, ...], str], ...] = (
      "hashes"),
     ("langchain_spelt_date_mid", "langchain", spelt_date_mid, ("cache.prefix_match", "intake.system_prompt"),
      "hashes"),
+    ("openinference_trace_id_in_tools", "openinference", trace_id_in_tools, ("cache.prefix_match",), "hashes"),
+    ("openllmetry_trace_id_in_tools", "openllmetry", trace_id_in_tools, ("cache.prefix_match",), "hashes"),
+    ("otelv2_trace_id_in_tools", "otel-v2", trace_id_in_tools, ("cache.prefix_match",), "hashes"),
     ("openllmetry_json_in_words_cut", "openllmetry", json_words_cut, ("gen.stop", "safety.stop_reason"), "full"),
     ("litellm_json_in_words_cut", "litellm", json_words_cut, ("gen.stop", "safety.stop_reason"), "hashes"),
     ("otelv2_json_in_words_cut", "otel-v2", json_words_cut, ("gen.stop", "safety.stop_reason"), "full"),
