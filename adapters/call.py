@@ -219,7 +219,9 @@ class Call:
             self._fault(exc)
 
     def _feed_sse(self, chunk: bytes) -> None:
-        events = self.sse.feed(chunk)  # type: ignore[union-attr]
+        sse = self.sse
+        assert sse is not None  # _feed is this method only once the SSE parser is made
+        events = sse.feed(chunk)
         if events:
             t = time.perf_counter_ns()
             on_chunk = self.parser.on_chunk
@@ -294,7 +296,7 @@ class Call:
         except Exception as inner:
             self._fault(inner)
 
-    def _end(self, status: str, message: str | None, error_type: str | None = None) -> None:
+    def _end(self, status: rec.SpanStatus, message: str | None, error_type: str | None = None) -> None:
         self.finished = True
         end = time.perf_counter_ns()
         span = self.pass_span
@@ -303,7 +305,7 @@ class Call:
         try:
             emit_stages(self, end)
         finally:
-            span.end(status, message, end_ns=self.wall(end))  # type: ignore[arg-type]
+            span.end(status, message, end_ns=self.wall(end))
 
     def _fault(self, exc: Exception) -> None:
         health.count("adapter_error", message=f"adapter recording failed: {type(exc).__name__}: {exc}")

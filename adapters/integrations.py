@@ -39,7 +39,8 @@ def inner_clients(obj: object, framework: str) -> list[tuple[Any, str | None]]:
     if framework == "langchain_anthropic":
         return [(getattr(obj, a), "anthropic") for a in _LANGCHAIN_ANTHROPIC if getattr(obj, a, None) is not None]
     if framework == "litellm":
-        return [(c, None) for c in (obj.client_session, obj.aclient_session) if c is not None]  # type: ignore[attr-defined]
+        sessions = (getattr(obj, "client_session", None), getattr(obj, "aclient_session", None))
+        return [(c, None) for c in sessions if c is not None]
     return []
 
 

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from orjson import loads  # ~3x faster than json.loads on small events; a core dependency
 
 from .segments import canonical
+
+# A provider's decoded JSON object: values are whatever it sent, so readers check what they rely on.
+Message = dict[str, Any]
 
 
 def number(v: object) -> float | None:
@@ -98,18 +102,18 @@ class Observation:
             return [("tools", canonical(tools))]
         return []
 
-    def stream_event(self, data: bytes, t_ns: int) -> dict[str, object] | None:
+    def stream_event(self, data: bytes, t_ns: int) -> Message | None:
         """Count one streamed chunk and parse its JSON; None (noted once as malformed) if not an object."""
         if not self.first_chunk_ns:
             self.first_chunk_ns = t_ns
         self.chunks += 1
         return self._parse(data, "malformed_event")
 
-    def body(self, data: bytes) -> dict[str, object] | None:
+    def body(self, data: bytes) -> Message | None:
         """Parse a buffered response body; None (noted as malformed) if it is not a JSON object."""
         return self._parse(data, "malformed_body")
 
-    def _parse(self, data: bytes, malformed: str) -> dict[str, object] | None:
+    def _parse(self, data: bytes, malformed: str) -> Message | None:
         try:
             msg = loads(data)
         except ValueError:
@@ -117,7 +121,7 @@ class Observation:
             return None
         return msg if isinstance(msg, dict) else None
 
-    def answered(self, msg: Mapping[str, object]) -> None:
+    def answered(self, msg: Mapping[str, Any]) -> None:
         """A whole buffered answer arrived: its end marker, id, model and usage."""
         self.done = True
         self.response_id = msg.get("id")

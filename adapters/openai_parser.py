@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .observation import Observation, format_type, integer, number
+from .observation import Message, Observation, format_type, integer, number
 from .segments import canonical, part_text, turn_segments
 
 
@@ -83,7 +83,7 @@ class OpenAIParser:
         for choice in msg.get("choices") or ():
             self._choice_delta(choice, t_ns)
 
-    def _choice_delta(self, choice: dict[str, object], t_ns: int) -> None:
+    def _choice_delta(self, choice: Message, t_ns: int) -> None:
         o = self.obs
         delta = choice.get("delta")
         if isinstance(delta, dict):

@@ -106,11 +106,12 @@ def _usd(tokens: int | None, per_token: Decimal | None) -> float | None:
 
 def from_genai_prices(model: str, usage: Usage, provider: str | None) -> PassPrice | None:
     """The pass priced by ``genai-prices``; None when it is not installed or does not know the model."""
-    gp = _lib() if usage.input_tokens is not None and usage.output_tokens is not None else None
-    if gp is None:
+    inp, out = usage.input_tokens, usage.output_tokens
+    gp = _lib() if inp is not None and out is not None else None
+    if gp is None or inp is None or out is None:
         return None
     w1h = usage.cache_write_1h_tokens or 0
-    counts: dict[str, int] = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+    counts: dict[str, int] = {"input_tokens": inp, "output_tokens": out}
     if usage.cache_read_tokens:
         counts["cache_read_tokens"] = usage.cache_read_tokens
     if usage.cache_write_tokens:

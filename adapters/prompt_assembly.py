@@ -108,6 +108,7 @@ def _record(
 ) -> AssembledPrompt:
     changed = volatile.first_difference(previous, text) if previous is not None else -1
     shape_off, shape_kind = volatile.first_volatile(text)
+    kind: str | None
     if changed >= 0 and (shape_off < 0 or changed <= shape_off):
         off, kind = changed, volatile.kind_at(text, changed)
     else:
@@ -166,6 +167,11 @@ def _label(chunk: Evidence, i: int, scheme: str) -> str | None:
     return None
 
 
+def _str_or_none(value: object) -> str | None:
+    """A chunk's source or id as text; None when absent or empty (every reader treats both alike)."""
+    return str(value) if value else None
+
+
 def format_evidence(
     chunks: Iterable[Evidence | str | Mapping[str, object]],
     *,
@@ -188,7 +194,7 @@ def format_evidence(
         elif isinstance(c, Mapping):
             items.append(
                 Evidence(
-                    str(c.get("text", "")), c.get("source") and str(c["source"]), c.get("id") and str(c["id"])
+                    str(c.get("text", "")), _str_or_none(c.get("source")), _str_or_none(c.get("id"))
                 )
             )
         else:

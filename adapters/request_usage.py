@@ -47,7 +47,7 @@ def replace_body(request: Any, new_body: Mapping[str, object]) -> bool:
 
     Only a request whose body is held in memory (``ByteStream``, as every SDK builds it) is rewritten; a
     streamed upload is left alone."""
-    stream = getattr(request, "stream", None)
+    stream: Any = getattr(request, "stream", None)  # an httpx ByteStream, rebuilt with the new bytes below
     if type(stream).__name__ != "ByteStream" or not hasattr(request, "_content"):
         return False
     content = dumps(new_body)

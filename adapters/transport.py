@@ -39,7 +39,7 @@ def _open_call(request: Any, opts: Options) -> Call | None:
 
 # ── stream wrappers ──────────────────────────────────────────────────────────────────────────
 class _StreamMixin:
-    __slots__ = ()
+    # No __slots__ here: the class it is mixed into (httpx's byte stream) has a __dict__ anyway.
 
     def __init__(self, inner: Any, call: Call) -> None:
         self._inner = inner
@@ -78,13 +78,14 @@ class _SyncStripMixin(_StreamMixin):
     def __iter__(self) -> Iterator[bytes]:
         call = self._call
         strip = call.strip
+        assert strip is not None  # _wrap_stream picks this wrapper only for a call that strips usage
         try:
             for chunk in self._inner:
                 call.feed(chunk)
-                out = strip.feed(chunk)  # type: ignore[union-attr]
+                out = strip.feed(chunk)
                 if out:
                     yield out
-            tail = strip.flush()  # type: ignore[union-attr]
+            tail = strip.flush()
             if tail:
                 yield tail
         except GeneratorExit:
@@ -107,13 +108,14 @@ class _AsyncStripMixin(_StreamMixin):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         call = self._call
         strip = call.strip
+        assert strip is not None  # _wrap_stream picks this wrapper only for a call that strips usage
         try:
             async for chunk in self._inner:
                 call.feed(chunk)
-                out = strip.feed(chunk)  # type: ignore[union-attr]
+                out = strip.feed(chunk)
                 if out:
                     yield out
-            tail = strip.flush()  # type: ignore[union-attr]
+            tail = strip.flush()
             if tail:
                 yield tail
         except GeneratorExit:
