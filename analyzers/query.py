@@ -12,7 +12,9 @@ from typing import Any
 
 import duckdb
 
-from llmtrace.tracer.storage.views import passes_select, requests_select
+from llmtrace.tracer.registry.stages import is_stage
+from llmtrace.tracer.storage.store import EXPORT_DATASETS_VIEW, STAGE_VIEW_PREFIX, stage_view, trace_spans_sql
+from llmtrace.tracer.storage.views import passes_select, requests_select, stage_value_types
 
 # One result row, column name -> value. The driver types values Any (a column is whatever the SQL made
 # it); as_int/as_float read one defensively where NULL or a string may come back.
@@ -56,6 +58,10 @@ class Query:
     since_ns: int | None = None
     service: str | None = None
     _pass_table: str | None = None
+    # A Parquet export with its per-pass datasets bound (tracer/storage/store.py): the stages that have a
+    # typed view; None until looked up, empty when the connection has none (then everything reads spans).
+    _stage_views: frozenset[str] | None = None
+    _exported: bool = False
 
     @property
     def spans(self) -> str:
@@ -73,8 +79,36 @@ class Query:
         self.materialize()
         return str(self._pass_table)
 
+    @property
+    def exported(self) -> bool:
+        """True when the connection reads an export's per-pass datasets (``passes`` is DIR.passes, stage
+        values come from DIR.stages), so the analyzers need not build passes from the spans."""
+        if self._stage_views is None:
+            self._stage_views, self._exported = frozenset(), False
+            if isinstance(self.conn, duckdb.DuckDBPyConnection):  # only a Parquet connection binds them
+                names = [r[0] for r in self.conn.execute(
+                    "SELECT view_name FROM duckdb_views() WHERE view_name = ? OR starts_with(view_name, ?)",
+                    [EXPORT_DATASETS_VIEW, STAGE_VIEW_PREFIX]).fetchall()]
+                if EXPORT_DATASETS_VIEW in names:
+                    self._exported = True
+                    self._stage_views = frozenset(n for n in names if n.startswith(STAGE_VIEW_PREFIX))
+        return self._exported
+
+    def _pass_window(self) -> str:
+        where = []
+        if self.since_ns is not None:
+            where.append(f"start_ns >= {int(self.since_ns)}")
+        if self.service is not None:
+            where.append(f"service = {_quote(self.service)}")
+        return (" WHERE " + " AND ".join(where)) if where else ""
+
     def materialize(self) -> None:
         if self._pass_table is not None:
+            return
+        if self.exported:
+            # the export's pass rows, in the window (a pass is in it when it started in it); read where
+            # used, a few columns at a time, rather than copied into memory (10M passes are gigabytes)
+            self._pass_table = f"(SELECT * FROM passes{self._pass_window()})"
             return
         name = f"_llmtrace_passes_{id(self):x}"
         # The same SELECT the view is made of, over the windowed spans (the view itself may be missing
@@ -85,6 +119,8 @@ class Query:
         self._pass_table = name
 
     def release(self) -> None:
+        if self._pass_table is not None and self._pass_table.startswith("("):
+            self._pass_table = None
         if self._pass_table is not None:
             try:
                 self.conn.execute(f"DROP TABLE IF EXISTS {self._pass_table}")
@@ -118,17 +154,58 @@ class Query:
             return None
         return row, tuple(row.pop("ids"))
 
+    def trace_spans(self, trace_ids: Sequence[str]) -> str:
+        """The spans of a few traces in the window, as SQL (``trace_ids`` must be checked ids: they go in as
+        literals). Over an export's datasets each trace's time window narrows the read to a few row groups."""
+        ids = list(dict.fromkeys(trace_ids))
+        if self.exported:
+            return trace_spans_sql(self.conn, self.spans, ids)
+        return f"(SELECT * FROM {self.spans} WHERE trace_id IN ({', '.join(_quote(t) for t in ids)}))"
+
     def count(self, stage_id: str) -> int:
         """How many spans of a stage are in the window."""
+        if self.exported:
+            row = self.conn.execute(f"SELECT count(*) FROM {self.stage_sql(stage_id, {})}").fetchone()
+            return int(row[0]) if row else 0
         row = self.conn.execute(f"SELECT count(*) FROM {self.spans} WHERE stage = '{stage_id}'").fetchone()
         return int(row[0]) if row else 0
 
     def stage_sql(self, stage_id: str, values: dict[str, tuple[str, str]], extra: str = "") -> str:
         """The same relation as :meth:`stage`, as SQL to build on. Each span's JSON is parsed once."""
+        if self.exported:
+            typed = self._exported_stage_sql(stage_id, values, extra)
+            if typed is not None:
+                return typed
         cols = ", ".join(f'v."{n}" AS {alias}' for alias, (n, _) in values.items())
         return (f"(SELECT trace_id, span_id, parent_span_id, start_ns, duration_ms, deploy, service"
                 f"{', ' + cols if cols else ''} FROM (SELECT *, TRY(json_transform(attributes, '{struct_spec(values)}')) AS v "
                 f"FROM {self.spans} WHERE stage = '{stage_id}'{' ' + extra if extra else ''}))")
+
+
+    def _exported_stage_sql(self, stage_id: str, values: dict[str, tuple[str, str]], extra: str) -> str | None:
+        """:meth:`stage_sql` over the export's per-stage dataset: the declared values are columns there, typed
+        as the registry declares them (the same json_transform the spans path runs). None when a value is not
+        declared (or asked as another type), or ``extra`` reads the JSON: then the spans answer."""
+        if not is_stage(stage_id):
+            return None
+        types = stage_value_types(stage_id)
+        if "attributes" in extra or any(_TYPES.get(t) != types.get(n) for n, t in values.values()):
+            return None
+        cols = "".join(', "{}" AS {}'.format(n.replace('"', '""'), alias) for alias, (n, _) in values.items())
+        base = "trace_id, span_id, parent_span_id, start_ns, duration_ms, deploy, service"
+        view = stage_view(stage_id)
+        if view not in (self._stage_views or ()):  # no span of this stage was exported: no rows, same columns
+            nulls = "".join(f", CAST(NULL AS {_TYPES[t]}) AS {alias}" for alias, (_, t) in values.items())
+            return (f"(SELECT CAST(NULL AS VARCHAR) AS trace_id, CAST(NULL AS VARCHAR) AS span_id, CAST(NULL AS "
+                    f"VARCHAR) AS parent_span_id, CAST(NULL AS BIGINT) AS start_ns, CAST(NULL AS DOUBLE) AS "
+                    f"duration_ms, CAST(NULL AS VARCHAR) AS deploy, CAST(NULL AS VARCHAR) AS service{nulls} "
+                    "WHERE false)")
+        where = ["true"]
+        if self.since_ns is not None:
+            where.append(f"start_ns >= {int(self.since_ns)}")
+        if self.service is not None:
+            where.append(f"trace_id IN (SELECT trace_id FROM passes WHERE service = {_quote(self.service)})")
+        return f"(SELECT {base}{cols} FROM {view} WHERE {' AND '.join(where)}{' ' + extra if extra else ''})"
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

@@ -26,10 +26,9 @@ def ttft_share(q: Query, trace_ids: tuple[str, ...] | list[str], component: str 
     ids = [t for t in dict.fromkeys(trace_ids) if _TRACE_ID.fullmatch(t)][:MAX_IDS]
     if not ids:
         return None
-    literals = ", ".join(f"'{t}'" for t in ids)
     # the view's own definition over just these traces' spans (filtering the view afterwards would make
     # DuckDB split every stage span of the store first: seconds on 100k passes instead of milliseconds)
-    breakdown = ttft_breakdown_select(f"(SELECT * FROM {q.spans} WHERE trace_id IN ({literals}))")
+    breakdown = ttft_breakdown_select(q.trace_spans(ids))
     try:
         rows = q.rows(f"""
             SELECT t.share, t.ms, p.prompt_tokens - coalesce(p.cached_tokens, 0) AS uncached

@@ -1,5 +1,7 @@
-"""``llmtrace export --parquet DIR``: the store's spans as hive-partitioned Parquet (date=/service=), and
-the ``passes`` view materialised beside them in ``DIR.passes`` (one row per pass, same partitions).
+"""``llmtrace export --parquet DIR``: the store's spans as hive-partitioned Parquet (date=/service=), the
+``passes`` view materialised beside them in ``DIR.passes`` (one row per pass, same partitions), and the stage
+spans with their declared values as typed columns in ``DIR.stages`` (stage=/date=/service=). ``diagnose
+--parquet 'DIR/**/*.parquet'`` reads the last two instead of building every pass from the spans' JSON.
 
     llmtrace export --parquet traces/ [--since 7d | --since 2026-11-01] [--db store.duckdb]
     llmtrace sql --parquet 'traces/**/*.parquet' "SELECT model, avg(ttft_ms) FROM requests GROUP BY 1"
@@ -24,6 +26,11 @@ from llmtrace.tracer.storage.store import StoreError, read_connection
 
 _DATE_SQL = "strftime(make_timestamp(start_ns // 1000), '%Y-%m-%d')"
 CHUNK_SPANS = 2_000_000  # spans per COPY (one short read connection each)
+# Spans are written clustered by stage (pass spans and other non-stage spans first), then by time, in small
+# row groups: a reader's `stage = '...'` / `operation IN (...)` filter skips the row groups whose min/max cannot
+# match, so `diagnose --parquet` decodes the JSON of the stage it asks for only (a few percent of the files).
+SPAN_ORDER = "stage NULLS FIRST, operation NULLS FIRST, start_ns"
+ROW_GROUP_SPANS = 16_384
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -76,20 +83,73 @@ def export_parquet(db: str | Path, out_dir: str | Path, *, since_ns: int | None 
             params).fetchall()
     rows = 0
     for _day, n, lo, hi in days:
-        # A big day goes in several time slices, so no single read holds the store for long.
-        slices = max(1, -(-int(n) // CHUNK_SPANS))
-        step = (int(hi) - int(lo)) // slices + 1
-        for k in range(slices):
-            a, b = int(lo) + k * step, min(int(lo) + (k + 1) * step, int(hi) + 1)
+        for a, b in _slices(int(n), int(lo), int(hi)):
             with read_connection(db) as conn:
                 conn.execute(
-                    f"COPY (SELECT *, {_DATE_SQL} AS date FROM spans WHERE start_ns >= ? AND start_ns < ?) "
-                    f"TO {_quote(str(out))} (FORMAT parquet, COMPRESSION zstd, PARTITION_BY (date, service), "
-                    "WRITE_PARTITION_COLUMNS true, FILENAME_PATTERN 'spans_{uuid}', OVERWRITE_OR_IGNORE true)",
+                    f"COPY (SELECT *, {_DATE_SQL} AS date FROM spans WHERE start_ns >= ? AND start_ns < ? "
+                    f"ORDER BY {SPAN_ORDER}) TO {_quote(str(out))} (FORMAT parquet, COMPRESSION zstd, "
+                    f"ROW_GROUP_SIZE {ROW_GROUP_SPANS}, PARTITION_BY (date, service), WRITE_PARTITION_COLUMNS true, "
+                    "FILENAME_PATTERN 'spans_{uuid}', OVERWRITE_OR_IGNORE true)",
                     [a, b],
                 )
         rows += int(n)
     return {"spans": rows, "days": len(days)}
+
+
+def _slices(n: int, lo: int, hi: int) -> list[tuple[int, int]]:
+    """A big day goes in several time slices of about CHUNK_SPANS spans, so no single read holds the store
+    for long: [a, b) start_ns ranges covering lo..hi."""
+    slices = max(1, -(-n // CHUNK_SPANS))
+    step = (hi - lo) // slices + 1
+    return [(lo + k * step, min(lo + (k + 1) * step, hi + 1)) for k in range(slices)]
+
+
+def _prepare(out: Path, append: bool, overwrite: bool) -> None:
+    if out.exists() and any(out.iterdir()):
+        if overwrite:
+            shutil.rmtree(out)
+        elif not append:
+            raise ValueError(f"{out} is not empty; pass --overwrite to replace it or --append to add files")
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def stages_dir(out_dir: str | Path) -> Path:
+    """Where the per-stage dataset of an export to ``out_dir`` goes: beside it, as DIR.passes does."""
+    out = Path(out_dir)
+    return out.parent / f"{out.name}.stages"
+
+
+def export_stages(db: str | Path, out_dir: str | Path, *, since_ns: int | None = None, append: bool = False,
+                  overwrite: bool = False) -> int:
+    """The stage spans with their declared values as typed columns (tracer/storage/views.py
+    ``stage_values_select``), DIR.stages/stage=ID/date=YYYY-MM-DD/service=NAME/stages_<uuid>.parquet; returns
+    the row count. ``diagnose --parquet`` reads a stage's values from here (its own files, a few typed
+    columns) instead of parsing every span's JSON. In time slices, as the spans are."""
+    from llmtrace.tracer.registry.stages import is_stage
+    from llmtrace.tracer.storage.views import stage_values_select
+
+    out = stages_dir(out_dir)
+    _prepare(out, append, overwrite)
+    where = "AND start_ns >= ?" if since_ns is not None else ""
+    params: list[object] = [since_ns] if since_ns is not None else []
+    with read_connection(db) as conn:
+        groups = conn.execute(
+            f"SELECT stage, {_DATE_SQL} AS d, count(*), min(start_ns), max(start_ns) FROM spans "
+            f"WHERE stage IS NOT NULL {where} GROUP BY ALL ORDER BY ALL", params).fetchall()
+    rows = 0
+    for stage, _day, n, lo, hi in groups:
+        if not is_stage(stage):  # a name outside the registry has no declared columns; its spans stay in spans
+            continue
+        target = out / f"stage={stage}"  # one schema a stage: its own declared values
+        for a, b in _slices(int(n), int(lo), int(hi)):
+            rel = stage_values_select(stage, f"(SELECT * FROM spans WHERE start_ns >= {a} AND start_ns < {b})")
+            with read_connection(db) as conn:
+                conn.execute(
+                    f"COPY (SELECT *, {_DATE_SQL} AS date FROM ({rel})) TO {_quote(str(target))} "
+                    "(FORMAT parquet, COMPRESSION zstd, PARTITION_BY (date, service), WRITE_PARTITION_COLUMNS true, "
+                    "FILENAME_PATTERN 'stages_{uuid}', OVERWRITE_OR_IGNORE true)")
+        rows += int(n)
+    return rows
 
 
 def passes_dir(out_dir: str | Path) -> Path:
@@ -108,12 +168,7 @@ def export_passes(db: str | Path, out_dir: str | Path, *, since_ns: int | None =
     from llmtrace.tracer.storage.views import passes_select, requests_select
 
     out = passes_dir(out_dir)
-    if out.exists() and any(out.iterdir()):
-        if overwrite:
-            shutil.rmtree(out)
-        elif not append:
-            raise ValueError(f"{out} is not empty; pass --overwrite to replace it or --append to add files")
-    out.mkdir(parents=True, exist_ok=True)
+    _prepare(out, append, overwrite)
     spans = "spans" if since_ns is None else f"(SELECT * FROM spans WHERE start_ns >= {int(since_ns)})"
     rel = f"({passes_select('(' + requests_select(spans) + ')')})"
     with read_connection(db) as conn:
@@ -142,4 +197,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"llmtrace export: {exc}", file=sys.stderr)
         return 1
     print(f"exported {n} passes (one row each) to {passes_dir(args.parquet)}")
+    try:
+        k = export_stages(db, args.parquet, since_ns=since, append=args.append, overwrite=args.overwrite)
+    except (ValueError, StoreError) as exc:
+        print(f"llmtrace export: {exc}", file=sys.stderr)
+        return 1
+    print(f"exported {k} stage spans (declared values as columns) to {stages_dir(args.parquet)}")
     return 0

@@ -153,7 +153,84 @@ def _parquet(glob: str, span_filter: SpanFilter | None) -> tuple[duckdb.DuckDBPy
                  "CAST(NULL AS BIGINT) AS at_ns, CAST(NULL AS VARCHAR) AS note WHERE false")
     for stmt in views_sql():
         conn.execute(stmt)
+    if not where:  # a span filter changes which spans make a pass: then the passes come from the spans
+        files += _bind_export_datasets(conn, glob)
     return conn, files
+
+
+# The view that says which per-pass datasets of an export a Parquet connection reads (analyzers/query.py).
+EXPORT_DATASETS_VIEW = "llmtrace_export_datasets"
+STAGE_VIEW_PREFIX = "stage_values__"
+
+
+def stage_view(stage_id: str) -> str:
+    """The view over one stage's rows of an export's per-stage dataset (``gen.stop`` -> stage_values__gen__stop)."""
+    return STAGE_VIEW_PREFIX + stage_id.replace(".", "__")
+
+
+def export_root(glob: str) -> str | None:
+    """The directory an export's spans glob starts at (``traces/**/*.parquet`` -> ``traces``); None for a
+    pattern without a directory of its own."""
+    keep: list[str] = []
+    for part in glob.replace("\\", "/").split("/"):
+        if any(ch in part for ch in "*?[{"):
+            root = "/".join(keep).rstrip("/")
+            return root or None
+        keep.append(part)
+    return None
+
+
+def _glob(conn: duckdb.DuckDBPyConnection, pattern: str) -> list[str]:
+    try:
+        return [r[0] for r in conn.execute("SELECT file FROM glob(?) ORDER BY file", [pattern]).fetchall()]
+    except duckdb.Error:
+        return []
+
+
+def _bind_export_datasets(conn: duckdb.DuckDBPyConnection, glob: str) -> list[str]:
+    """Where ``llmtrace export --parquet DIR`` also wrote DIR.passes (the ``passes`` view, one row a pass) and
+    DIR.stages (stage spans, declared values as typed columns), read those: ``passes`` becomes the pass
+    dataset and each stage gets a view over its own files, so the analyzers read a few typed columns
+    instead of building every pass from the spans' JSON. Returns the files bound (none: nothing changes)."""
+    from llmtrace.tracer.storage.views import PASS_COLUMNS
+
+    root = export_root(glob)
+    if root is None:
+        return []
+    pass_files = _glob(conn, f"{root}.passes/**/*.parquet")
+    stage_files = _glob(conn, f"{root}.stages/**/*.parquet")
+    if not pass_files or not stage_files:
+        return []
+    by_stage: dict[str, list[str]] = {}
+    for f in stage_files:
+        part = next((p for p in f.replace("\\", "/").split("/") if p.startswith("stage=")), None)
+        if part is not None:
+            by_stage.setdefault(part[len("stage="):], []).append(f)
+    try:
+        conn.execute("SET parquet_metadata_cache = true")  # the same files are opened by many queries
+        listed = "[" + ", ".join(_quote(f) for f in pass_files) + "]"
+        conn.execute(f"CREATE OR REPLACE VIEW passes AS SELECT {', '.join(PASS_COLUMNS)} FROM read_parquet({listed}, "
+                     "hive_partitioning = false, union_by_name = true)")
+        for stage_id, fs in by_stage.items():
+            listed = "[" + ", ".join(_quote(f) for f in fs) + "]"
+            conn.execute(f"CREATE VIEW {stage_view(stage_id)} AS SELECT * FROM read_parquet({listed}, "
+                         "hive_partitioning = false, union_by_name = true)")
+        conn.execute(f"CREATE VIEW {EXPORT_DATASETS_VIEW} AS SELECT * FROM (VALUES ('passes', {len(pass_files)}), "
+                     f"('stages', {len(stage_files)})) AS t(dataset, files)")
+        conn.execute("SELECT * FROM passes LIMIT 0")
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot read the per-pass datasets beside {root}: {str(exc).splitlines()[0]}") from None
+    return pass_files + stage_files
+
+
+def trace_spans_sql(conn: duckdb.DuckDBPyConnection, spans: str, trace_ids: list[str]) -> str:
+    """The spans of ``trace_ids`` (32-hex ids, checked by the caller) in ``spans``, read once into a temporary
+    table and named: a view such as ``ttft_breakdown`` names its source several times, and over Parquet
+    each would be a scan of every file's trace ids."""
+    literals = ", ".join(_quote(t) for t in trace_ids)
+    name = f"_llmtrace_trace_spans_{abs(hash(tuple(trace_ids))):x}"
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {spans} WHERE trace_id IN ({literals})")
+    return name
 
 
 def _filter_store(conn: duckdb.DuckDBPyConnection, span_filter: SpanFilter) -> None:

@@ -1,0 +1,85 @@
+"""``llmtrace diagnose --parquet`` over an export reads the per-pass datasets export writes beside the spans
+(DIR.passes: one row a pass; DIR.stages: stage spans with their declared values as typed columns) and gives
+the findings ``diagnose`` gives on the store the export came from."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from llmtrace.analyzers.query import Query
+from llmtrace.cli import main
+from llmtrace.tracer.cli.export import passes_dir, stages_dir
+from llmtrace.tracer.storage.store import parquet_connection, stage_view
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from synthetic_store import PLANTED, make_store  # noqa: E402
+
+
+def _diagnose(capsys: pytest.CaptureFixture[str], *args: str) -> list[dict[str, object]]:
+    capsys.readouterr()
+    assert main(["diagnose", "--json", *args]) == 0
+    return json.loads(capsys.readouterr().out)["findings"]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    tmp = tmp_path_factory.mktemp("pq")
+    db = make_store(tmp / "s.duckdb", passes=600, seed=5)
+    assert main(["export", "--parquet", str(tmp / "traces"), "--db", str(db)]) == 0
+    return db, tmp / "traces"
+
+
+def test_diagnose_parquet_gives_the_store_findings(exported: tuple[Path, Path],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    db, out = exported
+    on_store = _diagnose(capsys, "--db", str(db))
+    on_parquet = _diagnose(capsys, "--parquet", str(out / "**" / "*.parquet"))
+    # the planted causes are found, so the comparison means something
+    assert len(on_store) >= 10 and {"broken_json", "slow_stream", "different_answer"} <= {
+        str(f["symptom"]) for f in on_store} and set(PLANTED) >= {str(f["symptom"]) for f in on_store}
+    assert on_parquet == on_store
+
+
+def test_the_analyzers_read_the_datasets_not_the_spans(exported: tuple[Path, Path]) -> None:
+    _db, out = exported
+    assert any(stages_dir(out).glob("stage=gen.stop/date=*/service=*/stages_*.parquet"))
+    conn = parquet_connection(str(out / "**" / "*.parquet"))
+    try:
+        q = Query(conn)
+        assert q.exported
+        assert "FROM (SELECT * FROM passes)" in f"FROM {q.passes}" and "spans" not in q.passes
+        rel = q.stage_sql("gen.stop", {"matched": ("llmtrace.stop.matched", "str")})
+        assert stage_view("gen.stop") in rel and "json" not in rel
+        # the typed column holds what the span's JSON holds
+        typed = conn.execute(f"SELECT span_id, matched FROM {rel} ORDER BY span_id").fetchall()
+        raw = conn.execute("SELECT span_id, json_extract_string(attributes, '$.\"llmtrace.stop.matched\"') "
+                           "FROM spans WHERE stage = 'gen.stop' ORDER BY span_id").fetchall()
+        assert typed == raw and len(typed) == 600
+        # a value the registry does not declare for the stage is still read, from the spans' JSON
+        rel = q.stage_sql("gen.stop", {"x": ("llmtrace.not.declared", "int")})
+        assert stage_view("gen.stop") not in rel
+        assert conn.execute(f"SELECT count(*) FROM {rel}").fetchone() == (600,)
+        # the pass rows are the store's pass rows
+        assert conn.execute("SELECT count(*), count(DISTINCT trace_id) FROM passes").fetchone() == (600, 600)
+    finally:
+        conn.close()
+
+
+def test_an_export_without_the_datasets_reads_the_spans(exported: tuple[Path, Path], tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """An export an earlier version wrote (spans only) still answers, from the spans, the same findings."""
+    db, out = exported
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    assert not passes_dir(old).exists()
+    conn = parquet_connection(str(old / "**" / "*.parquet"))
+    try:
+        assert not Query(conn).exported
+    finally:
+        conn.close()
+    assert _diagnose(capsys, "--parquet", str(old / "**" / "*.parquet")) == _diagnose(capsys, "--db", str(db))
