@@ -19,6 +19,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from llmtrace.tracer import recording as rec
+from llmtrace.tracer import semconv as sc
+
+# One writer per value of a served pass span. The server owns what the request asked for (it parsed it and
+# fitted max_tokens to the context), the model it routed to, and the times the client saw (TTFT and TPOT from
+# when tokens left the HTTP side); the engine owns what only it computed (tokens, cached tokens, finish
+# reason, batch composition, its own llmtrace.engine.* times). An engine run alone (no server) writes all of
+# its summary; under the server its copies of the server's values are dropped here, not overwritten later.
+SERVER_OWNED = frozenset({
+    sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_REQUEST_TEMPERATURE, sc.GEN_AI_REQUEST_TOP_P, sc.GEN_AI_REQUEST_SEED,
+    sc.GEN_AI_REQUEST_MAX_TOKENS, sc.LLMTRACE_TTFT_MS, sc.LLMTRACE_TPOT_MS,
+})
 
 
 class EngineSpanView:
@@ -47,7 +58,7 @@ class EngineSpanView:
         with self._lock:
             if self._ended:
                 return  # too late (the wait ran out): dropped rather than written to an ended span
-            self._ps.set_many(values)
+            self._ps.set_many({k: v for k, v in values.items() if k not in SERVER_OWNED})
             self.released = True
             pending, self._pending = self._pending, None
             if pending is not None:

@@ -193,10 +193,10 @@ class GenerationService:
                                 pass_span=ex.view, arrival_ns=ex.arrival_ns)  # type: ignore[arg-type]
             ex.view.submitted = True
             if job.stream:
-                outcome = await self._stream(ex, job, sel, req, route_model, send)
+                await self._stream(ex, job, sel, req, route_model, send)
             else:
-                outcome = await self._buffered(ex, job, sel, req, route_model, intake, send)
-            self._set_outcome_values(ps, outcome, route_model)
+                await self._buffered(ex, job, sel, req, route_model, intake, send)
+            ps.set(sc.GEN_AI_RESPONSE_MODEL, route_model)  # the engine's summary carries its tokens
             ps.end("ok")
             self.counts[f"{ex.endpoint}:200"] += 1
         except APIError as err:
@@ -427,17 +427,6 @@ class GenerationService:
             ps.set(sc.LLMTRACE_TTFT_MS, round((clock.first_ns - arrival_ns) / 1e6, 3))
             if o.output_tokens > 1 and clock.last_ns is not None:
                 ps.set(sc.LLMTRACE_TPOT_MS, round((clock.last_ns - clock.first_ns) / 1e6 / (o.output_tokens - 1), 3))
-
-    @staticmethod
-    def _set_outcome_values(ps: rec.PassSpan, o: Outcome, model: str) -> None:
-        ps.set_many({
-            sc.GEN_AI_RESPONSE_MODEL: model,
-            sc.GEN_AI_USAGE_INPUT_TOKENS: o.prompt_tokens,
-            sc.GEN_AI_USAGE_OUTPUT_TOKENS: o.output_tokens,
-            sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: o.cached_tokens,
-            sc.GEN_AI_RESPONSE_FINISH_REASONS: [o.finish_reason],
-        })
-
 
 def _end_pass(ex: Exchange, status: rec.SpanStatus, message: str, values: dict[str, object] | None = None) -> None:
     """End a pass the server gave up on: after the engine's last write to it when the engine has the request

@@ -70,3 +70,24 @@ def test_every_stage_once_with_summary_values(tiny_server) -> None:  # type: ign
                     "temperature, ttft_ms, queue_wait_ms, prompt_hash, output_hash FROM requests WHERE trace_id = ?", [t1])[0]
     assert row[:8] == ("tiny", "tiny", "replica-0", n, 4, "length", 11, 0.5)
     assert row[8] > 0 and row[9] == 0.0 and len(row[10]) == 16 and len(row[11]) == 16
+
+
+def test_a_served_pass_value_has_one_writer(traced: Path) -> None:
+    # the engine's summary of a served pass leaves the server's values (what was asked, the routed model, the
+    # client-side TTFT) to the server: the engine's copies are dropped, not written first and overwritten
+    import llmtrace
+    from llmtrace.backend.server.engine_span import SERVER_OWNED, EngineSpanView
+
+    ps = rec.start_pass("tiny", side="server", attributes={"gen_ai.request.temperature": 0.5})
+    view = EngineSpanView(ps)
+    view.submitted = True
+    view.set_many({"gen_ai.request.temperature": 0.0, "llmtrace.ttft_ms": 1.0, "gen_ai.usage.output_tokens": 3,
+                   "gen_ai.response.model": "engine-name", "llmtrace.engine.ttft_ms": 0.5})
+    ps.set("llmtrace.ttft_ms", 2.0)
+    ps.end("ok")
+    llmtrace.force_flush()
+    attrs = json.loads(query(traced, "SELECT attributes FROM spans WHERE span_id = ?", [ps.span_id])[0][0])
+    assert {"llmtrace.ttft_ms", "gen_ai.response.model", "gen_ai.request.temperature"} <= SERVER_OWNED
+    assert attrs["gen_ai.request.temperature"] == 0.5 and attrs["llmtrace.ttft_ms"] == 2.0
+    assert "gen_ai.response.model" not in attrs  # the server writes it when it answers
+    assert attrs["gen_ai.usage.output_tokens"] == 3 and attrs["llmtrace.engine.ttft_ms"] == 0.5
