@@ -1,7 +1,10 @@
 """The reference attention backend: plain torch over the paged KV cache (runs anywhere).
 
 Three paths, picked per step from host-side lengths (no device sync):
-- decode (one query token per sequence): all sequences at once — gather their blocks into a padded
+- decode (one query token per sequence): with a bfloat16 cache on a CPU with AVX-512, the native kernel
+  (``backend/model/cpu_native``) reads each sequence's pages in place and does scores, softmax and the
+  weighted sum in float32 in one call (~6x faster at batch 1 than the matmul path: no gather, no
+  transposed copies). Otherwise all sequences at once — gather their blocks into a padded
   ``[batch, kv_len, kv_heads, head_dim]`` view and use grouped batched matmuls with a float32 softmax.
   For one-token queries this beats torch's fused SDPA on CPU by a wide margin.
 - prefill chunks: one sequence at a time through ``scaled_dot_product_attention`` with a causal mask
@@ -20,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from llmtrace.backend.kernels.interface import AttentionMetadata
+from llmtrace.backend.model import cpu_native
 
 QUERY_TILE = 8
 KEY_CHUNK = 128
@@ -40,10 +44,13 @@ class TorchPagedAttention:
 
     def __init__(self, invariant: bool = False) -> None:
         self.invariant = invariant
+        # the native decode kernel serves bfloat16 caches where it builds (None: the matmul path everywhere)
+        self.native = None if invariant or cpu_native.load() is None else cpu_native
         # which code path serves which kind of query (recorded on forward.attention)
+        native = "decode_bfloat16=native_paged," if self.native is not None else ""
         self.kernel_path = (
             "all=invariant_tiles" if invariant
-            else "decode=grouped_matmul,prefill=sdpa_causal,prefill_after_cache=grouped_matmul"
+            else f"{native}decode=grouped_matmul,prefill=sdpa_causal,prefill_after_cache=grouped_matmul"
         )
         self._plan_key: tuple[int, tuple[int, ...]] | None = None
         self._plan: _Plan | None = None
@@ -89,7 +96,15 @@ class TorchPagedAttention:
         scale: float,
         rows: list[int],
     ) -> torch.Tensor:
-        """One query token for each sequence in ``rows``: batched gather + grouped matmuls."""
+        """One query token for each sequence in ``rows``: the native kernel, else batched gather + grouped
+        matmuls."""
+        if self.native is not None and k_cache.dtype == torch.bfloat16:
+            index = None if len(rows) == meta.block_tables.shape[0] else self._rows_index(rows)
+            max_len = max(meta.seq_lens_list[i] for i in rows)
+            out = self.native.paged_decode(q, k_cache, v_cache, meta.block_tables, meta.seq_lens, index, max_len,
+                                           scale)
+            if out is not None:
+                return out
         batch, heads, dim = q.shape
         kv_heads = k_cache.shape[2]
         group = heads // kv_heads
@@ -107,6 +122,9 @@ class TorchPagedAttention:
             scores = scores + plan.mask  # -inf past each sequence's end (float32)
         probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(v.dtype)
         return torch.matmul(probs, v).view(batch, heads, dim)
+
+    def _rows_index(self, rows: list[int]) -> torch.Tensor:
+        return torch.tensor(rows, dtype=torch.long)
 
     def _decode_plan(self, meta: AttentionMetadata, rows: list[int], block_size: int, device: torch.device) -> _Plan:
         """Gather indices and padding mask of a decode batch, built once per step and reused by every layer."""

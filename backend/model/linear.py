@@ -9,6 +9,9 @@
   0..15): ``W = W_hi + W_lo`` with both halves int4 in 32-column groups (scales ``16 d`` and ``d``, zeros ``0`` and
   ``8 d``), one matmul of ``[x, x]`` against ``[W_hi | W_lo]``. It reads half the bytes of the bfloat16 GEMV, the
   largest matmul of a decode step.
+- native (bfloat16, CPU with AVX-512 VNNI, ``cpu_native``): for up to ``NATIVE_MAX_ROWS`` rows the exact Q4_1
+  / Q8_0 codes through the C GEMV kernel (x as int16 codes, integer block dot products, float32 scales), which
+  skips the int4 kernel's dequantization; the Q8_0 head then returns float32 logits (no bfloat16 rounding).
 - batch-invariant mode: rows go through the matmul in fixed-size tiles (the last one padded), so the
   kernel and its reduction order seen by a row never depend on how many other rows share the step.
 """
@@ -18,10 +21,12 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from llmtrace.backend.model import cpu_native
 from llmtrace.backend.model.gguf_reader import Q4_1_BLOCK, Q4_1Parts, Q8_0Parts
 
 INT4_MAX_ROWS = 16  # above this many rows the dense bfloat16 GEMM is faster than the int4 kernel (measured)
 INVARIANT_TILE = 8  # rows per matmul call in batch-invariant mode
+NATIVE_MAX_ROWS = 16  # rows the native GEMV serves (it streams the weights once per 8 rows)
 
 
 def row_bucket(rows: int) -> int:
@@ -53,7 +58,8 @@ def int4_available() -> bool:
 class Linear:
     """``y = x @ W.T`` with ``W: [out_features, in_features]``; no bias (Llama has none)."""
 
-    __slots__ = ("weight", "int4_weight", "int4_scale_zero", "split_q8", "out_features", "in_features")
+    __slots__ = ("weight", "int4_weight", "int4_scale_zero", "split_q8", "out_features", "in_features", "native",
+                 "native_dtype")
 
     def __init__(self, weight: torch.Tensor, q4: Q4_1Parts | None = None, q8: Q8_0Parts | None = None) -> None:
         self.weight = weight.contiguous()
@@ -61,6 +67,14 @@ class Linear:
         self.int4_weight: torch.Tensor | None = None
         self.int4_scale_zero: torch.Tensor | None = None
         self.split_q8 = False  # int4_weight holds a Q8_0 matrix split in two int4 halves (input fed twice)
+        self.native: cpu_native.QuantWeight | None = None  # the codes in the native GEMV's layout
+        self.native_dtype = weight.dtype  # what the native path returns (float32 for the Q8_0 head)
+        on_cpu_bf16 = weight.dtype == torch.bfloat16 and weight.device.type == "cpu"
+        if on_cpu_bf16 and q8 is not None:
+            self.native = cpu_native.q8_0_weight(q8.codes, q8.scale)
+            self.native_dtype = torch.float32
+        if on_cpu_bf16 and q4 is not None:
+            self.native = cpu_native.q4_1_weight(q4.codes, q4.scale, q4.minimum)
         if q8 is not None and weight.dtype == torch.bfloat16 and weight.device.type == "cpu" and int4_available():
             q = torch.from_numpy(q8.codes).to(torch.int32)
             d = torch.from_numpy(q8.scale)
@@ -80,6 +94,8 @@ class Linear:
 
     @property
     def kernel(self) -> str:
+        if self.native is not None:
+            return f"native_q{self.native.kind}+" + ("q8_as_2xint4+dense" if self.split_q8 else "int4+dense")
         if self.split_q8:
             return "q8_as_2xint4+dense"
         return "int4+dense" if self.int4_weight is not None else "dense"
@@ -87,6 +103,10 @@ class Linear:
     def __call__(self, x: torch.Tensor, invariant: bool = False) -> torch.Tensor:
         if invariant:
             return self._tiled(x)
+        if self.native is not None and x.shape[0] <= NATIVE_MAX_ROWS:
+            y = cpu_native.quant_matmul(self.native, x, self.native_dtype)
+            if y is not None:
+                return y
         if self.int4_weight is not None and x.shape[0] <= INT4_MAX_ROWS:
             return self._int4(x)
         if x.dtype == torch.bfloat16 and x.device.type == "cpu" and x.dim() == 2:

@@ -17,6 +17,7 @@ from llmtrace.backend.model.config import ModelConfig, tiny_config
 from llmtrace.backend.model.forward_clock import ForwardClock
 from llmtrace.backend.model.gguf_reader import GGUFModelFile
 from llmtrace.backend.model.linear import INVARIANT_TILE, Linear
+from llmtrace.backend.model.native_decode import NativeDecode
 from llmtrace.backend.model.weights import (
     LayerWeights,
     LlamaWeights,
@@ -43,6 +44,8 @@ class LlamaModel:
         self._sin = torch.empty(0)
         self._ensure_rope(config.max_position)
         self.lm_head = Linear(weights.lm_head, q8=weights.lm_head_q8)
+        # the fused native decode layers (bfloat16 on a CPU with the native library), else None
+        self.native_decode = NativeDecode.build(config, weights.layers, dtype) if self.device.type == "cpu" else None
 
     # construction -----------------------------------------------------------------------------------------
 
@@ -153,12 +156,30 @@ class LlamaModel:
         t = clock.mark()
         hidden = self.embed(input_ids)
         clock.add("embedding", t)
+        n = input_ids.shape[0]
+        native = self.native_decode
+        if native is not None and not native.applies(n, meta, attention, invariant, kv_caches[0][0].dtype):
+            native = None
         t = clock.mark()
         self._ensure_rope(meta.max_seq_len)
+        if native is not None:  # the fused layers read the float32 tables at each row's position
+            step = native.step(hidden, positions, meta, self._cos, self._sin)
+            clock.add("positional", t)
+            for index, (k_cache, v_cache) in enumerate(kv_caches[: len(layers)]):
+                t = clock.mark()
+                step.attention(index, k_cache, v_cache)
+                clock.add("attention", t)
+                t = clock.mark()
+                step.mlp(index)
+                clock.add("feed_forward", t)
+            hidden = step.hidden
+            t = clock.mark()
+            logits = self.lm_head_logits(hidden.index_select(0, logits_indices), invariant)
+            clock.add("lm_head", t)
+            return logits
         cos2, sin2 = self._rope_tables(positions)
         clock.add("positional", t)
         norm = self._rms_norm_tiled if invariant else self._rms_norm
-        n = input_ids.shape[0]
         scale = cfg.head_dim**-0.5
         heads_qk = cfg.num_heads + cfg.num_kv_heads
         for layer, (k_cache, v_cache) in zip(layers, kv_caches, strict=False):

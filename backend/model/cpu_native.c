@@ -1,0 +1,365 @@
+/* Native CPU kernels for the bfloat16 decode path (built at first use by cpu_native.py; see there).
+ *
+ * paged_decode_bf16: one query token per sequence against the paged KV cache, read in place through the
+ *   block table (no gather, no transposes), float32 scores, softmax and accumulation, bfloat16 out.
+ * q4_gemv / q8_gemv: y = x @ W.T for a few rows of x against Q4_1 / Q8_0 weight codes, the way llama.cpp
+ *   computes them: x quantized per 32-block to int8, integer dot products (AVX-512 VNNI), float scales.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#if !(defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__F16C__))
+#error "the native kernels need AVX-512 (F, BW, VNNI) and F16C; the torch path serves this CPU"
+#endif
+#include <immintrin.h>
+
+static inline float bf2f(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline uint16_t f2bf(float f) { /* round to nearest even, as torch does */
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+int lt_has_vnni(void) { return 1; }
+
+static inline __m512 load_bf16x16(const uint16_t *p) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
+
+/* e^x for x <= 0 (softmax after subtracting the peak): Cephes' expf polynomial, within 2 ulp of expf */
+static inline __m512 exp_ps(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500E-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+#define DIM 64   /* head size the kernel is specialised for (SmolLM2, Llama 3.2 1B...) */
+#define MAXG 4   /* query heads per KV head it holds in registers */
+#define MAXHD 4096 /* query heads x head size */
+
+/* One query token (q: [H, 64] float32, already scaled) against one sequence's L cached tokens, read in place
+ * through its block table; out: [H, 64] float32. scratch: float [G * (L + 16)]. */
+static void attend_row(const float *q, const uint16_t *kc, const uint16_t *vc, const int32_t *tab, int64_t L,
+                       int64_t H, int64_t KVH, int64_t BS, float *scratch, float *out) {
+    const int64_t G = H / KVH, stride = (L + 15) & ~15L;
+    for (int64_t h = 0; h < KVH; h++) {
+        __m512 qv[MAXG][4];
+        float peak[MAXG];
+        for (int64_t g = 0; g < MAXG; g++) {
+            peak[g] = -INFINITY;
+            for (int c = 0; c < 4; c++)
+                qv[g][c] = g < G ? _mm512_loadu_ps(q + (h * G + g) * DIM + 16 * c) : _mm512_setzero_ps();
+        }
+        for (int64_t t0 = 0; t0 < L; t0 += BS) {
+            const int64_t blk = tab[t0 / BS];
+            const int64_t n = L - t0 < BS ? L - t0 : BS;
+            for (int64_t o = 0; o < n; o++) {
+                const uint16_t *kp = kc + ((blk * BS + o) * KVH + h) * DIM;
+                const __m512 k0 = load_bf16x16(kp), k1 = load_bf16x16(kp + 16);
+                const __m512 k2 = load_bf16x16(kp + 32), k3 = load_bf16x16(kp + 48);
+                for (int64_t g = 0; g < G; g++) {
+                    __m512 s = _mm512_mul_ps(qv[g][0], k0);
+                    s = _mm512_fmadd_ps(qv[g][1], k1, s);
+                    s = _mm512_fmadd_ps(qv[g][2], k2, s);
+                    s = _mm512_fmadd_ps(qv[g][3], k3, s);
+                    const float v = _mm512_reduce_add_ps(s);
+                    scratch[g * stride + t0 + o] = v;
+                    if (v > peak[g]) peak[g] = v;
+                }
+            }
+        }
+        float inv[MAXG];
+        for (int64_t g = 0; g < G; g++) {
+            float *sg = scratch + g * stride;
+            const __m512 m = _mm512_set1_ps(peak[g]);
+            __m512 sum = _mm512_setzero_ps();
+            int64_t t = 0;
+            for (; t + 16 <= L; t += 16) {
+                const __m512 e = exp_ps(_mm512_sub_ps(_mm512_loadu_ps(sg + t), m));
+                _mm512_storeu_ps(sg + t, e);
+                sum = _mm512_add_ps(sum, e);
+            }
+            if (t < L) {
+                const __mmask16 tail = (__mmask16)((1u << (L - t)) - 1u);
+                const __m512 e = _mm512_maskz_mov_ps(tail, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, sg + t), m)));
+                _mm512_mask_storeu_ps(sg + t, tail, e);
+                sum = _mm512_add_ps(sum, e);
+            }
+            inv[g] = 1.0f / _mm512_reduce_add_ps(sum);
+        }
+        __m512 acc[MAXG][4];
+        for (int64_t g = 0; g < MAXG; g++)
+            for (int c = 0; c < 4; c++) acc[g][c] = _mm512_setzero_ps();
+        for (int64_t t0 = 0; t0 < L; t0 += BS) {
+            const int64_t blk = tab[t0 / BS];
+            const int64_t n = L - t0 < BS ? L - t0 : BS;
+            for (int64_t o = 0; o < n; o++) {
+                const uint16_t *vp = vc + ((blk * BS + o) * KVH + h) * DIM;
+                const __m512 v0 = load_bf16x16(vp), v1 = load_bf16x16(vp + 16);
+                const __m512 v2 = load_bf16x16(vp + 32), v3 = load_bf16x16(vp + 48);
+                for (int64_t g = 0; g < G; g++) {
+                    const __m512 p = _mm512_set1_ps(scratch[g * stride + t0 + o]);
+                    acc[g][0] = _mm512_fmadd_ps(p, v0, acc[g][0]);
+                    acc[g][1] = _mm512_fmadd_ps(p, v1, acc[g][1]);
+                    acc[g][2] = _mm512_fmadd_ps(p, v2, acc[g][2]);
+                    acc[g][3] = _mm512_fmadd_ps(p, v3, acc[g][3]);
+                }
+            }
+        }
+        for (int64_t g = 0; g < G; g++)
+            for (int c = 0; c < 4; c++)
+                _mm512_storeu_ps(out + (h * G + g) * DIM + 16 * c, _mm512_mul_ps(acc[g][c], _mm512_set1_ps(inv[g])));
+    }
+}
+
+static int attention_shape_ok(int64_t H, int64_t KVH, int64_t D) {
+    return KVH > 0 && H % KVH == 0 && D == DIM && H / KVH <= MAXG && H * DIM <= MAXHD;
+}
+
+/* q [nq, H, 64] bfloat16; caches [NB, BS, KVH, 64] bfloat16; tables int32 [*, W]; seq_lens int32 [*]; rows int64
+ * [nq] (table row of each query row) or NULL (row i); out [nq, H, 64] bfloat16; scratch float [G * (max seq_len
+ * + 16)]. Returns 0, or -1 for shapes it does not handle (the caller then runs the torch path). */
+int paged_decode_bf16(const uint16_t *q, const uint16_t *kc, const uint16_t *vc, const int32_t *tables,
+                      int64_t W, const int32_t *seq_lens, const int64_t *rows, int64_t nq, int64_t H,
+                      int64_t KVH, int64_t D, int64_t BS, float scale, uint16_t *out, float *scratch) {
+    if (!attention_shape_ok(H, KVH, D)) return -1;
+    float qf[MAXHD], of[MAXHD];
+    for (int64_t i = 0; i < nq; i++) {
+        const int64_t r = rows ? rows[i] : i;
+        for (int64_t j = 0; j < H * DIM; j++) qf[j] = bf2f(q[i * H * DIM + j]) * scale;
+        attend_row(qf, kc, vc, tables + r * W, seq_lens[r], H, KVH, BS, scratch, of);
+        for (int64_t j = 0; j < H * DIM; j++) out[i * H * DIM + j] = f2bf(of[j]);
+    }
+    return 0;
+}
+
+/* ---- weight-only quantized GEMV: y[m, n] = sum_k x[m, k] * W[n, k] ------------------------------------- */
+
+#define MAXK 8192
+#define TILE 16  /* output rows per tile: one float32 lane each */
+#define MAXM 8   /* x rows computed together against one pass over the weights */
+
+/* x (float32 [K]) -> int16 codes with one scale for the row (dx = max|x| / 32767: a step 128x finer than
+ * bfloat16's own rounding of x, so the products are as exact as the float path's), and per 32-block sums of x
+ * (Q4_1's minimum term). */
+static float quantize_x(const float *x, int64_t K, int16_t *xq, float *sx) {
+    __m512 amax = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; k += 16) amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_loadu_ps(x + k)));
+    const float a = _mm512_reduce_max_ps(amax);
+    const float dx = a / 32767.0f, id = a > 0.0f ? 32767.0f / a : 0.0f;
+    const __m512 vid = _mm512_set1_ps(id);
+    for (int64_t k = 0; k < K; k += 32) {
+        const __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
+        const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, vid)); /* round to nearest even */
+        const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, vid));
+        _mm256_storeu_si256((__m256i *)(xq + k), _mm512_cvtsepi32_epi16(q0));
+        _mm256_storeu_si256((__m256i *)(xq + k + 16), _mm512_cvtsepi32_epi16(q1));
+        sx[k / 32] = _mm512_reduce_add_ps(_mm512_add_ps(x0, x1));
+    }
+    return dx;
+}
+
+/* Weight layout, tile by tile (16 output rows), block by block (32 columns), one memory stream:
+ * Q4_1: 8 x 32 bytes of nibbles, then 16 fp16 scales, then 16 fp16 minimums (320 bytes). In chunk c (columns
+ *   4c .. 4c+3) byte i holds row i/2: low nibble column 4c + i%2, high nibble column 4c + 2 + i%2, so the
+ *   widened low (high) nibbles are the row-major int16 pairs one vpdpwssd multiplies with two x codes.
+ * Q8_0: 16 x 32 bytes of int8 codes (chunk c: byte i = row i/2, column 2c + i%2), then 16 fp16 scales (544 B).
+ */
+static inline int64_t block_bytes(int kind) { return kind == 4 ? 320 : 544; }
+
+static inline __m512i bcast_pair(const int16_t *x) {
+    int32_t v;
+    memcpy(&v, x, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* one tile against M quantized x rows: acc[m] (lanes = rows of the tile) */
+static inline void tile_q4(const uint8_t *t, int64_t NB, const int16_t *xq, int64_t K, const float *sx,
+                           const float *dx, int M, float *out, int64_t ldo) {
+    const __m256i low = _mm256_set1_epi8(0x0F);
+    __m512 acc[MAXM], macc[MAXM];
+    for (int m = 0; m < M; m++) acc[m] = macc[m] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < NB; b++, t += 320) {
+        __m512i ia[MAXM], ib[MAXM];
+        for (int m = 0; m < M; m++) ia[m] = ib[m] = _mm512_setzero_si512();
+        for (int c = 0; c < 8; c++) {
+            const __m256i raw = _mm256_loadu_si256((const __m256i *)(t + 32 * c));
+            const __m512i w0 = _mm512_cvtepu8_epi16(_mm256_and_si256(raw, low));
+            const __m512i w1 = _mm512_cvtepu8_epi16(_mm256_and_si256(_mm256_srli_epi16(raw, 4), low));
+            for (int m = 0; m < M; m++) {
+                const int16_t *xk = xq + m * K + 32 * b + 4 * c;
+                ia[m] = _mm512_dpwssd_epi32(ia[m], w0, bcast_pair(xk));
+                ib[m] = _mm512_dpwssd_epi32(ib[m], w1, bcast_pair(xk + 2));
+            }
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(t + 256)));
+        const __m512 mn = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(t + 288)));
+        for (int m = 0; m < M; m++) {
+            acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(ia[m], ib[m])), d, acc[m]);
+            macc[m] = _mm512_fmadd_ps(mn, _mm512_set1_ps(sx[m * (K / 32) + b]), macc[m]);
+        }
+    }
+    for (int m = 0; m < M; m++)
+        _mm512_storeu_ps(out + m * ldo, _mm512_fmadd_ps(acc[m], _mm512_set1_ps(dx[m]), macc[m]));
+}
+
+static inline void tile_q8(const uint8_t *t, int64_t NB, const int16_t *xq, int64_t K, const float *dx, int M,
+                           float *out, int64_t ldo) {
+    __m512 acc[MAXM];
+    for (int m = 0; m < M; m++) acc[m] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < NB; b++, t += 544) {
+        __m512i ia[MAXM], ib[MAXM];
+        for (int m = 0; m < M; m++) ia[m] = ib[m] = _mm512_setzero_si512();
+        for (int c = 0; c < 16; c += 2) {
+            const __m512i w0 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(t + 32 * c)));
+            const __m512i w1 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(t + 32 * c + 32)));
+            for (int m = 0; m < M; m++) {
+                const int16_t *xk = xq + m * K + 32 * b + 2 * c;
+                ia[m] = _mm512_dpwssd_epi32(ia[m], w0, bcast_pair(xk));
+                ib[m] = _mm512_dpwssd_epi32(ib[m], w1, bcast_pair(xk + 2));
+            }
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(t + 512)));
+        for (int m = 0; m < M; m++)
+            acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(ia[m], ib[m])), d, acc[m]);
+    }
+    for (int m = 0; m < M; m++) _mm512_storeu_ps(out + m * ldo, _mm512_mul_ps(acc[m], _mm512_set1_ps(dx[m])));
+}
+
+/* y [M, N] float32 = x [M, K] float32 @ W.T, W in the tiled layout above (N % 16 == 0, K % 32 == 0, K <= MAXK) */
+static void gemv_core(int kind, const uint8_t *w, int64_t N, int64_t K, const float *x, int64_t M, float *y) {
+    const int64_t NB = K / 32, tile_bytes = NB * block_bytes(kind);
+    static _Thread_local int16_t xq[MAXM * MAXK] __attribute__((aligned(64)));
+    static _Thread_local float sx[MAXM * MAXK / 32];
+    float dx[MAXM];
+    for (int64_t m0 = 0; m0 < M; m0 += MAXM) {
+        const int mm = M - m0 < MAXM ? (int)(M - m0) : MAXM;
+        for (int m = 0; m < mm; m++) dx[m] = quantize_x(x + (m0 + m) * K, K, xq + m * K, sx + m * NB);
+        for (int64_t n0 = 0; n0 < N; n0 += TILE) {
+            const uint8_t *t = w + (n0 / TILE) * tile_bytes;
+            if (kind == 4)
+                tile_q4(t, NB, xq, K, sx, dx, mm, y + m0 * N + n0, N);
+            else
+                tile_q8(t, NB, xq, K, dx, mm, y + m0 * N + n0, N);
+        }
+    }
+}
+
+static int gemv_shape_ok(int kind, int64_t N, int64_t K) {
+    return K % 32 == 0 && K <= MAXK && N % TILE == 0 && (kind == 4 || kind == 8);
+}
+
+/* One weight matrix (kind 4: Q4_1, 8: Q8_0) in the tiled layout. x: M rows, bfloat16 (xbf) or float32 (xf)
+ * [M, K]; y: bfloat16 (ybf) or float32 (yf) [M, N]; work: float [M * (K + N)] when x or y is bfloat16.
+ * Returns 0, or -1 for shapes it does not handle. */
+int quant_gemv(int kind, const uint8_t *w, int64_t N, int64_t K, const uint16_t *xbf, const float *xf, int64_t M,
+               uint16_t *ybf, float *yf, float *work) {
+    if (!gemv_shape_ok(kind, N, K)) return -1;
+    float *x = (float *)xf, *y = yf;
+    if (!xf) {
+        x = work;
+        for (int64_t j = 0; j < M * K; j++) x[j] = bf2f(xbf[j]);
+    }
+    if (!yf) y = work + M * K;
+    gemv_core(kind, w, N, K, x, M, y);
+    if (!yf)
+        for (int64_t j = 0; j < M * N; j++) ybf[j] = f2bf(y[j]);
+    return 0;
+}
+
+/* ---- fused decode layer halves (one query token per sequence, row i = table row i) ---------------------- */
+
+static void rms_norm_rows(const uint16_t *hidden, int64_t M, int64_t hid, const float *w, float eps, float *h,
+                          float *xn) {
+    for (int64_t m = 0; m < M; m++) {
+        float *hm = h + m * hid, *xm = xn + m * hid;
+        for (int64_t j = 0; j < hid; j++) hm[j] = bf2f(hidden[m * hid + j]);
+        float ss = 0.0f;
+        for (int64_t j = 0; j < hid; j++) ss += hm[j] * hm[j];
+        const float r = 1.0f / sqrtf(ss / (float)hid + eps);
+        for (int64_t j = 0; j < hid; j++) xm[j] = hm[j] * r * w[j];
+    }
+}
+
+/* hidden [M, hid] bfloat16 (updated in place: hidden += o(attention(rope(qkv(norm(hidden)))))); the new keys and
+ * values go to their cache slots before attention reads them. cos/sin: the model's float32 tables [*, 32] at
+ * row positions[m]. work: float [M * (2 hid + qkv_n + 2 H D) + G * (max seq_len + 16)]. */
+int decode_attention_block(uint16_t *hidden, int64_t M, int64_t hid, const float *norm_w, float eps,
+                           const uint8_t *wqkv, const uint8_t *wo, const float *cos_t, const float *sin_t,
+                           const int64_t *positions, const int64_t *slots, uint16_t *kc, uint16_t *vc,
+                           const int32_t *tables, int64_t W, const int32_t *seq_lens, int64_t H, int64_t KVH,
+                           int64_t D, int64_t BS, float scale, float *work) {
+    const int64_t qn = H * D, kvn = KVH * D, qkv_n = qn + 2 * kvn, half = D / 2;
+    if (!attention_shape_ok(H, KVH, D) || !gemv_shape_ok(4, qkv_n, hid) || !gemv_shape_ok(4, hid, qn)) return -1;
+    float *h = work, *xn = h + M * hid, *qkv = xn + M * hid, *att = qkv + M * qkv_n, *o = att + M * qn;
+    float *scratch = o + M * hid;
+    rms_norm_rows(hidden, M, hid, norm_w, eps, h, xn);
+    gemv_core(4, wqkv, qkv_n, hid, xn, M, qkv);
+    for (int64_t m = 0; m < M; m++) {
+        float *row = qkv + m * qkv_n;
+        const float *c = cos_t + positions[m] * half, *sn = sin_t + positions[m] * half;
+        for (int64_t head = 0; head < H + KVH; head++) { /* half-split rotary on the query and key heads */
+            float *x = row + head * D;
+            for (int64_t j = 0; j < half; j++) {
+                const float a = x[j], b = x[j + half];
+                x[j] = a * c[j] - b * sn[j];
+                x[j + half] = b * c[j] + a * sn[j];
+            }
+        }
+        uint16_t *kd = kc + slots[m] * kvn, *vd = vc + slots[m] * kvn;
+        for (int64_t j = 0; j < kvn; j++) {
+            kd[j] = f2bf(row[qn + j]);
+            vd[j] = f2bf(row[qn + kvn + j]);
+        }
+    }
+    for (int64_t m = 0; m < M; m++) {
+        float *qrow = qkv + m * qkv_n;
+        for (int64_t j = 0; j < qn; j++) qrow[j] *= scale;
+        attend_row(qrow, kc, vc, tables + m * W, seq_lens[m], H, KVH, BS, scratch, att + m * qn);
+    }
+    gemv_core(4, wo, hid, qn, att, M, o);
+    for (int64_t j = 0; j < M * hid; j++) hidden[j] = f2bf(h[j] + o[j]);
+    return 0;
+}
+
+/* hidden [M, hid] bfloat16 += down(silu(gate) * up), gate|up = gate_up(norm(hidden)).
+ * work: float [M * (2 hid + 3 inter + hid)]. */
+int decode_mlp_block(uint16_t *hidden, int64_t M, int64_t hid, const float *norm_w, float eps,
+                     const uint8_t *wgu, const uint8_t *wdown, int64_t inter, float *work) {
+    if (!gemv_shape_ok(4, 2 * inter, hid) || !gemv_shape_ok(4, hid, inter)) return -1;
+    float *h = work, *xn = h + M * hid, *gu = xn + M * hid, *a = gu + M * 2 * inter, *d = a + M * inter;
+    rms_norm_rows(hidden, M, hid, norm_w, eps, h, xn);
+    gemv_core(4, wgu, 2 * inter, hid, xn, M, gu);
+    for (int64_t m = 0; m < M; m++) {
+        const float *g = gu + m * 2 * inter, *u = g + inter;
+        float *am = a + m * inter;
+        int64_t j = 0;
+        for (; j + 16 <= inter; j += 16) {
+            const __m512 gv = _mm512_loadu_ps(g + j);
+            const __m512 sig = _mm512_div_ps(gv, _mm512_add_ps(_mm512_set1_ps(1.0f), exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), gv))));
+            _mm512_storeu_ps(am + j, _mm512_mul_ps(sig, _mm512_loadu_ps(u + j)));
+        }
+        for (; j < inter; j++) am[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+    }
+    gemv_core(4, wdown, hid, inter, a, M, d);
+    for (int64_t j = 0; j < M * hid; j++) hidden[j] = f2bf(h[j] + d[j]);
+    return 0;
+}

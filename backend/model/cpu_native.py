@@ -1,0 +1,216 @@
+"""Native CPU kernels for the bfloat16 decode path, compiled from ``cpu_native.c`` at first use.
+
+Why: a batch-1 decode step of a small model is hundreds of tiny ops; at this size the time goes to dispatch
+and to copies (gathering KV pages, transposing them for a batched matmul), not to arithmetic. The C kernels
+read the paged cache in place and fuse the step's attention into one call per layer.
+
+The library is built once per machine with the system C compiler (``-O3 -march=native``) into the user's
+cache directory and loaded with ctypes; no compiler, a failed build or ``LLMTRACE_NATIVE=0`` leaves
+``load()`` returning None and every caller on its torch path.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+SOURCE = Path(__file__).with_name("cpu_native.c")
+FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-shared", "-fPIC", "-std=c11"]
+
+_lock = threading.Lock()
+_lib: ctypes.CDLL | None = None
+_tried = False
+load_error = ""  # why the library is not in use (for the trace and for tests)
+
+_p = ctypes.c_void_p
+_i = ctypes.c_int64
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "llmtrace" / "native"
+
+
+def _machine_key() -> str:
+    """The build depends on the source, the flags and (with -march=native) the CPU it ran on."""
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "model name")):
+                cpu += line
+            if line.startswith("flags"):
+                break
+    except OSError:
+        cpu = platform.processor()
+    h = hashlib.sha256(SOURCE.read_bytes() + " ".join(FLAGS).encode() + cpu.encode() + platform.machine().encode())
+    return h.hexdigest()[:16]
+
+
+def _build() -> ctypes.CDLL:
+    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        raise RuntimeError("no C compiler (gcc/cc) on PATH")
+    target = _cache_dir() / f"cpu_native-{_machine_key()}.so"
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+        os.close(fd)
+        try:
+            run = subprocess.run([cc, *FLAGS, "-o", tmp, str(SOURCE), "-lm"], capture_output=True, text=True,
+                                 timeout=120)
+            if run.returncode != 0:
+                raise RuntimeError(f"{cc} failed: {run.stderr.strip()[:500]}")
+            os.replace(tmp, target)  # atomic: a concurrent process sees the old state or the whole library
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    lib = ctypes.CDLL(str(target))
+    lib.paged_decode_bf16.restype = ctypes.c_int
+    lib.paged_decode_bf16.argtypes = [_p, _p, _p, _p, _i, _p, _p, _i, _i, _i, _i, _i, ctypes.c_float, _p, _p]
+    lib.lt_has_vnni.restype = ctypes.c_int
+    lib.quant_gemv.restype = ctypes.c_int
+    lib.quant_gemv.argtypes = [ctypes.c_int, _p, _i, _i, _p, _p, _i, _p, _p, _p]
+    lib.decode_attention_block.restype = ctypes.c_int
+    lib.decode_attention_block.argtypes = [_p, _i, _i, _p, ctypes.c_float, _p, _p, _p, _p, _p, _p, _p, _p, _p, _i, _p,
+                                           _i, _i, _i, _i, ctypes.c_float, _p]
+    lib.decode_mlp_block.restype = ctypes.c_int
+    lib.decode_mlp_block.argtypes = [_p, _i, _i, _p, ctypes.c_float, _p, _p, _i, _p]
+    if not lib.lt_has_vnni():
+        raise RuntimeError("this CPU lacks AVX-512 VNNI (the kernels' only implementation)")
+    return lib
+
+
+def load() -> ctypes.CDLL | None:
+    """The native library, built on first call; None where it cannot be used (see ``load_error``)."""
+    global _lib, _tried, load_error
+    if _tried:
+        return _lib
+    with _lock:
+        if _tried:
+            return _lib
+        if os.environ.get("LLMTRACE_NATIVE", "1") == "0":
+            load_error = "disabled by LLMTRACE_NATIVE=0"
+        elif platform.system() != "Linux":
+            load_error = f"native kernels are built on Linux only (this is {platform.system()})"
+        else:
+            try:
+                _lib = _build()
+            except Exception as exc:  # no compiler, a build error, a loader error: the torch path serves
+                load_error = f"{type(exc).__name__}: {exc}"
+        _tried = True
+    return _lib
+
+
+def paged_decode(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    rows: torch.Tensor | None,
+    max_len: int,
+    scale: float,
+) -> torch.Tensor | None:
+    """Decode attention of ``q: [n, H, D]`` (bfloat16) over the paged bfloat16 cache, or None when the native
+    kernel cannot take these inputs. ``rows``: int64 table row of each query row (None: row i)."""
+    lib = load()
+    if lib is None or q.dtype != torch.bfloat16 or k_cache.dtype != torch.bfloat16 or q.device.type != "cpu":
+        return None
+    if block_tables.dtype != torch.int32 or seq_lens.dtype != torch.int32:
+        return None
+    q = q.contiguous()
+    tables = block_tables.contiguous()
+    lens = seq_lens.contiguous()
+    n, heads, dim = q.shape
+    num_blocks, block_size, kv_heads, _ = k_cache.shape
+    out = torch.empty_like(q)
+    group = heads // kv_heads
+    scratch = torch.empty(group * (max_len + 16), dtype=torch.float32)
+    rc = lib.paged_decode_bf16(
+        q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), tables.data_ptr(), tables.shape[1],
+        lens.data_ptr(), None if rows is None else rows.data_ptr(), n, heads, kv_heads, dim, block_size,
+        scale, out.data_ptr(), scratch.data_ptr(),
+    )
+    return out if rc == 0 else None
+
+
+MAX_K = 8192  # the longest row the GEMV kernel holds (its buffers)
+
+
+@dataclass(frozen=True, slots=True)
+class QuantWeight:
+    """A weight matrix ``[n, k]`` in the GEMV kernel's tiled layout (see ``cpu_native.c``): the GGUF's exact
+    codes and fp16 block scales, 16 output rows by 32 columns at a time, one memory stream. kind 4: Q4_1
+    (320 bytes per tile block), kind 8: Q8_0 (544 bytes)."""
+
+    kind: int
+    records: torch.Tensor  # uint8, n / 16 tiles of k / 32 blocks
+    n: int
+    k: int
+
+
+def _fp16_bytes(values: np.ndarray) -> np.ndarray:
+    """GGUF keeps block scales in fp16 (the parts hold them widened to float32): narrowing back is exact.
+    ``[n, k/32]`` -> bytes ``[n/16, k/32, 32]`` (a tile's 16 scales of one block side by side)."""
+    n, nb = values.shape
+    half = np.ascontiguousarray(values, np.float32).astype(np.float16).reshape(n // 16, 16, nb)
+    return np.ascontiguousarray(half.transpose(0, 2, 1)).view(np.uint8).reshape(n // 16, nb, 32)
+
+
+def _usable(n: int, k: int) -> bool:
+    return load() is not None and n % 16 == 0 and k % 32 == 0 and k <= MAX_K
+
+
+def q4_1_weight(codes: np.ndarray, scale: np.ndarray, minimum: np.ndarray) -> QuantWeight | None:
+    """The kernel's copy of exact Q4_1 codes (uint8 ``[n, k]`` in 0..15), or None where it does not apply."""
+    n, k = codes.shape
+    if not _usable(n, k):
+        return None
+    # [tile, row, block, chunk, col-in-chunk] -> byte i of chunk c = row i // 2, columns 4c + i % 2 (+2)
+    c = codes.astype(np.uint8).reshape(n // 16, 16, k // 32, 8, 4).transpose(0, 2, 3, 1, 4)
+    packed = (c[..., 0:2] | (c[..., 2:4] << 4)).reshape(n // 16, k // 32, 256)
+    records = np.concatenate([packed, _fp16_bytes(scale), _fp16_bytes(minimum)], axis=2)
+    return QuantWeight(4, torch.from_numpy(np.ascontiguousarray(records).reshape(-1)), n, k)
+
+
+def q8_0_weight(codes: np.ndarray, scale: np.ndarray) -> QuantWeight | None:
+    """The kernel's copy of exact Q8_0 codes (int8 ``[n, k]``), or None where it does not apply."""
+    n, k = codes.shape
+    if not _usable(n, k):
+        return None
+    # [tile, row, block, pair, 2] -> chunk c of a block: byte i = row i // 2, column 2c + i % 2
+    c = np.ascontiguousarray(codes, np.int8).view(np.uint8).reshape(n // 16, 16, k // 32, 16, 2)
+    packed = c.transpose(0, 2, 3, 1, 4).reshape(n // 16, k // 32, 512)
+    records = np.concatenate([packed, _fp16_bytes(scale)], axis=2)
+    return QuantWeight(8, torch.from_numpy(np.ascontiguousarray(records).reshape(-1)), n, k)
+
+
+def quant_matmul(weight: QuantWeight, x: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor | None:
+    """``x @ W.T`` for ``x: [m, k]`` (bfloat16 or float32) as ``out_dtype`` (bfloat16 or float32), with x
+    held as int16 codes of one scale per row (128x finer than bfloat16's rounding), integer dot products per
+    32-block scaled in float32; None when the kernel cannot take these inputs."""
+    lib = load()
+    if lib is None or x.dim() != 2 or x.shape[1] != weight.k or x.device.type != "cpu":
+        return None
+    if x.dtype not in (torch.bfloat16, torch.float32) or out_dtype not in (torch.bfloat16, torch.float32):
+        return None
+    x = x.contiguous()
+    rows = x.shape[0]
+    y = torch.empty(rows, weight.n, dtype=out_dtype)
+    xbf, xf = (x.data_ptr(), None) if x.dtype == torch.bfloat16 else (None, x.data_ptr())
+    ybf, yf = (y.data_ptr(), None) if out_dtype == torch.bfloat16 else (None, y.data_ptr())
+    work = torch.empty(rows * (weight.k + weight.n), dtype=torch.float32) if xf is None or yf is None else None
+    rc = lib.quant_gemv(weight.kind, weight.records.data_ptr(), weight.n, weight.k, xbf, xf, rows, ybf, yf,
+                        None if work is None else work.data_ptr())
+    return y if rc == 0 else None
