@@ -5,13 +5,18 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar, cast
 
 CaptureMode = Literal["none", "hashes", "full"]
 CAPTURE_MODES: tuple[str, ...] = ("none", "hashes", "full")
 
 
-def resolve(arg: object | None, env: str, default: object) -> object:
+A = TypeVar("A")
+D = TypeVar("D")
+
+
+def resolve(arg: A | None, env: str, default: D) -> A | D | str:
+    """The argument if given, else the environment variable (a string) if set and not empty, else the default."""
     if arg is not None:
         return arg
     value = os.environ.get(env)
@@ -54,7 +59,7 @@ class Settings:
         db_value = resolve(db, "LLMTRACE_DB", "llmtrace.duckdb")
         strict_value = resolve(strict, "LLMTRACE_STRICT", False)
         try:
-            timeout = float(resolve(shutdown_timeout_s, "LLMTRACE_SHUTDOWN_TIMEOUT_S", 5.0))  # type: ignore[arg-type]
+            timeout = float(resolve(shutdown_timeout_s, "LLMTRACE_SHUTDOWN_TIMEOUT_S", 5.0))
         except ValueError:
             raise ValueError("LLMTRACE_SHUTDOWN_TIMEOUT_S must be a number of seconds") from None
         if not timeout >= 0:
@@ -64,7 +69,7 @@ class Settings:
             otlp_endpoint=str(endpoint) if endpoint else None,
             service_name=str(resolve(service_name, "OTEL_SERVICE_NAME", "llmtrace-app")),
             deploy=(str(d) if (d := resolve(deploy, "LLMTRACE_DEPLOY", None)) else None),
-            capture=mode,  # type: ignore[arg-type]
+            capture=cast(CaptureMode, mode),  # one of CAPTURE_MODES, checked above
             strict=strict_value in (True, "1", "true", "yes"),
             shutdown_timeout_s=timeout,
         )

@@ -141,9 +141,9 @@ def run(args: argparse.Namespace) -> int:
         pass
     stats = collector.stats()
     lost = collector.stop()
-    written = collector.stats()["rows_written"]
+    rows = collector.stats()["rows_written"]
     if not args.quiet:
-        print(f"llmtrace collect: stopped; {stats['spans_accepted']} spans accepted, {written} rows written"
+        print(f"llmtrace collect: stopped; {stats['spans_accepted']} spans accepted, {rows} rows written"
               f"{f', {lost} NOT written (store unusable: {collector.writer.last_error})' if lost else ''}"
               f"{'; they stay in the write-ahead log and the next start on this store writes them' if lost and collector.wal else ''}",
               flush=True)

@@ -58,8 +58,8 @@ def print_rows(columns: Sequence[str], rows: Sequence[Sequence[object]], fmt: st
         w.writerows([[jsonable(v) for v in row] for row in rows])
         return
     table = Table(title=title, show_lines=False, header_style="bold")
-    for c in columns:
-        table.add_column(printable(c), overflow="fold")
+    for col in columns:
+        table.add_column(printable(col), overflow="fold")
     for row in rows:
         table.add_row(*["NULL" if v is None else printable(str(jsonable(v))) for v in row])
     c = console()

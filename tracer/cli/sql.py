@@ -78,13 +78,13 @@ def run_query(args: argparse.Namespace, query: str, out: TextIO, interactive: bo
     try:
         with read_store(args.db, args.parquet, span_filter=span_filter, locked=True,
                         store=getattr(args, "store", None), env_store=True) as conn:
-            remote = hasattr(conn, "local_result")  # --store ClickHouse: run there, print from a local copy
-            if not remote:
+            local_result = getattr(conn, "local_result", None)  # --store ClickHouse: run there, print a local copy
+            if local_result is None:
                 sql_output.register(conn)
             for st in statements:
                 run_on, st_here = conn, st
-                if remote:
-                    run_on, text = conn.local_result(st.text)
+                if local_result is not None:
+                    run_on, text = local_result(st.text)
                     st_here = Statement(text, st.explain)
                     sql_output.register(run_on)
                 code = _one(run_on, st_here, args, out, interactive)

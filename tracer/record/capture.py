@@ -130,7 +130,7 @@ def _current_key() -> bytes:
     return key
 
 
-def hasher() -> hashlib._Hash:
+def hasher() -> hashlib.blake2b:
     """A fresh keyed 64-bit BLAKE2b, for hashes of prompt content other than text (e.g. token-id blocks)."""
     return hashlib.blake2b(key=_current_key(), digest_size=8)
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import Token
 from typing import Any, Literal
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.util.types import AttributeValue
 
 from llmtrace.tracer.record import health
 from llmtrace.tracer.record import light_span as light
@@ -42,7 +44,6 @@ _FAST_TYPES: dict[str, frozenset[type]] = {"str": frozenset({str}), "int": froze
                                            "float": frozenset({float, int}), "bool": frozenset({bool})}
 _FAST: dict[str, dict[str, frozenset[type]]] = {
     sid: {n: _FAST_TYPES.get(bv.type, frozenset()) for n, bv in specs.items()} for sid, (_, specs) in _SPECS.items()}
-_PLAIN = frozenset({str, bool, int, float})
 _OK_STATUS = Status(StatusCode.UNSET)
 
 
@@ -63,26 +64,26 @@ def now_ns() -> int:
     return time.time_ns()
 
 
-def _clean(value: object) -> object:
+def _clean(value: object) -> AttributeValue:
     """OpenTelemetry attributes take scalars and homogeneous sequences; tuples become lists on export."""
-    if type(value) in _PLAIN or isinstance(value, (str, bool, int, float)):
+    if isinstance(value, (str, bool, int, float)):
         return value
     if isinstance(value, (list, tuple)):
         return list(value)
     return str(value)
 
 
-def checked_values(stage_id: str, values: Mapping[str, object] | None) -> dict[str, object]:
-    """Attributes for a stage span: stage/phase plus the values whose types match the registry."""
+def checked_values(stage_id: str, values: Mapping[str, object] | None) -> dict[str, Any]:
+    """Attributes for a stage span: stage/phase plus the values whose types match the registry (checked here,
+    at run time, so the dict is typed Any: each value is an OpenTelemetry attribute value)."""
     spec = _SPECS.get(stage_id)
     if spec is None:
         if _state["strict"]:
             raise UnknownStageError(f"unknown stage id {stage_id!r}; see `llmtrace stages`")
         health.count("unknown_stage", message=f"unknown stage id {stage_id!r} recorded without a phase")
-        phase, specs = "unknown", {}
-    else:
-        phase, specs = spec
-    attrs: dict[str, object] = {sc.LLMTRACE_STAGE: stage_id, sc.LLMTRACE_PHASE: phase}
+        spec = ("unknown", {})
+    phase, specs = spec
+    attrs: dict[str, Any] = {sc.LLMTRACE_STAGE: stage_id, sc.LLMTRACE_PHASE: phase}
     if values:
         fast = _FAST.get(stage_id, {})
         for name, value in values.items():
@@ -140,7 +141,7 @@ class StageSpan:
     def set(self, name: str, value: object) -> None:
         for k, v in checked_values(self.stage_id, {name: value}).items():
             if k not in (sc.LLMTRACE_STAGE, sc.LLMTRACE_PHASE):
-                self._span.set_attribute(k, v)  # type: ignore[arg-type]
+                self._span.set_attribute(k, v)
 
     def set_many(self, values: Mapping[str, object]) -> None:
         for name, value in values.items():
@@ -155,7 +156,7 @@ class PassSpan:
     def __init__(self, span: trace.Span) -> None:
         self._span = span
         self._ctx = trace.set_span_in_context(span)
-        self._token: object | None = None
+        self._token: Token[otel_context.Context] | None = None
         self._ended = False
 
     @property
@@ -182,7 +183,7 @@ class PassSpan:
         if value is not None:
             if key.startswith(_OURS) and declared_value(key) is None:
                 _undeclared(f"pass span: {key}")
-            self._span.set_attribute(key, _clean(value))  # type: ignore[arg-type]
+            self._span.set_attribute(key, _clean(value))
 
     def set_many(self, values: Mapping[str, object]) -> None:
         for k, v in values.items():
@@ -205,7 +206,7 @@ class PassSpan:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         if self._token is not None:
-            otel_context.detach(self._token)  # type: ignore[arg-type]
+            otel_context.detach(self._token)
             self._token = None
         if exc is not None:
             self._span.record_exception(exc)
@@ -234,7 +235,7 @@ def start_pass(
     start_ns: int | None = None,
     attributes: Mapping[str, object] | None = None,
 ) -> PassSpan:
-    attrs: dict[str, object] = {
+    attrs: dict[str, AttributeValue] = {
         sc.GEN_AI_OPERATION_NAME: operation,
         sc.GEN_AI_REQUEST_MODEL: model,
         sc.LLMTRACE_SIDE: side,
@@ -248,7 +249,7 @@ def start_pass(
         f"{operation} {model}",
         context=_parent_context(traceparent, parent),
         kind=_KIND.get(side, SpanKind.INTERNAL),
-        attributes=attrs,  # type: ignore[arg-type]
+        attributes=attrs,
         start_time=start_ns,
     )
     return PassSpan(span)
@@ -260,7 +261,7 @@ def _parent_span_context(parent: PassSpan | None) -> trace.SpanContext:
     return trace.get_current_span(parent.context if parent is not None else None).get_span_context()
 
 
-def _start_child(name: str, attrs: dict[str, object], parent: PassSpan | None,
+def _start_child(name: str, attrs: dict[str, Any], parent: PassSpan | None,
                  kind: SpanKind = SpanKind.INTERNAL) -> trace.Span:
     """A child span of ``parent`` (or of the current span): light when llmtrace's provider records it."""
     sink = _state["sink"]
@@ -273,7 +274,7 @@ def _start_child(name: str, attrs: dict[str, object], parent: PassSpan | None,
             return light.LightSpan(sink, name, ctx, pctx, attrs, kind)
     return _tracer().start_span(
         name, context=parent.context if parent is not None else None, kind=kind,
-        attributes=attrs,  # type: ignore[arg-type]
+        attributes=attrs,
     )
 
 
@@ -330,7 +331,7 @@ def record_stage(
     span = _tracer().start_span(
         stage_id,
         context=parent.context if parent is not None else None,
-        attributes=attrs,  # type: ignore[arg-type]
+        attributes=attrs,
         start_time=start_ns,
     )
     if status != "ok":
