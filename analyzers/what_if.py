@@ -8,7 +8,7 @@ template. The replay rewrites each pass of the template that way, in hash space:
 - the blocks before the window stay as recorded (the engine already shared them);
 - the blocks from the window to the end of the stable part (what the cache-loss model says a cache could
   have served: ``cached + lost`` tokens) become one shared run per template;
-- the rest (the window itself, now at the end, and the user's turn) stays the pass's own.
+- the rest (the user's turn, then the window) stays the pass's own.
 
 The template's passes are the cause's passes, the earlier pass each shared its text with (the template's
 cold start) and repeats that recorded the same chain through a member's stable part (the same value again).
@@ -93,9 +93,12 @@ def _plans(c: Cause, passes: Sequence[PassLoss], block: int) -> dict[int, _Plan]
     return plans
 
 
-def _rewrite(chain: Sequence[str], plan: _Plan) -> list[str]:
+def _rewrite(chain: Sequence[str], plan: _Plan, own: str) -> list[str]:
+    """The chain with the window moved: what follows the stable part (the user's turn, then the window) is
+    the pass's own (the recorded chain cannot say whether two prompts agree there: the user's words may sit
+    in the last, partial block, which is never hashed)."""
     head, stable, key = plan
-    return [*chain[:head], *(f"{key}/{i}" for i in range(head, stable)), *(f"~{h}" for h in chain[stable:])]
+    return [*chain[:head], *(f"{key}/{i}" for i in range(head, stable)), *(f"~{own}/{i}" for i in range(stable, len(chain)))]
 
 
 def fixed_chains(c: Cause, passes: Sequence[PassLoss], block: int) -> list[kv_replay.Chain]:
@@ -103,7 +106,7 @@ def fixed_chains(c: Cause, passes: Sequence[PassLoss], block: int) -> list[kv_re
     if c.key == "engine:replica":  # prefix-aware routing: one pool for all replicas, keyed by prefix
         return [("", p.chain or [], p.prompt_tokens, p.cached_tokens) for p in passes]
     plans = _plans(c, passes, block)
-    return [(p.replica or "", _rewrite(p.chain or [], plans[id(p)]) if id(p) in plans else p.chain or [],
+    return [(p.replica or "", _rewrite(p.chain or [], plans[id(p)], f"{p.trace_id}:{p.start_ns}") if id(p) in plans else p.chain or [],
              p.prompt_tokens, p.cached_tokens) for p in passes]
 
 
@@ -115,7 +118,7 @@ def replay_fixed(fixes: Sequence[Cause], passes: Sequence[PassLoss], pool: kv_re
     for c in fixes:
         for k, v in _plans(c, recent, pool.block_size).items():
             plans.setdefault(k, v)
-    chains = [(p.replica or "", _rewrite(p.chain or [], plans[id(p)]) if id(p) in plans else p.chain or [],
+    chains = [(p.replica or "", _rewrite(p.chain or [], plans[id(p)], f"{p.trace_id}:{p.start_ns}") if id(p) in plans else p.chain or [],
                p.prompt_tokens, p.cached_tokens) for p in recent]
     return kv_replay.simulate(chains, pool.blocks or None, pool.block_size)
 

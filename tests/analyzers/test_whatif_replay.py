@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -37,7 +39,7 @@ def _hit_rate(db: Path) -> float:
 
 
 def test_moved_window_predicted_by_replay_and_measured_on_the_server(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        fresh: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     srv = server()
     with store(tmp_path / "t.duckdb", capture="full") as db:
         c = client(srv)
@@ -72,15 +74,78 @@ def test_moved_window_predicted_by_replay_and_measured_on_the_server(
     assert system["role"] == "system" and system["content"] == "Request .\n" + RULES  # the stable part
     assert user["content"].startswith("when does boat 3 leave?\n") and len(user["content"].split("\n")[-1]) == 36
 
-    # measure: the rewritten log sent to the server, into a fresh store
-    llmtrace.init(db=tmp_path / "m.duckdb", service_name="what-if-measure", capture="hashes", strict=True)
+    measured = _measure(fresh, lines, tmp_path / "m.duckdb")
+    print(f"what-if uuid: predicted {fixed['value']:.3f}, measured {measured:.3f}")  # shown with -s
+    assert abs(measured - fixed["value"]) <= 0.05, (measured, fixed["value"])
+
+
+@pytest.fixture(scope="module")
+def fresh() -> Iterator[Any]:
+    """A second server the recorded traffic never reached, to measure on: its cache holds none of the
+    recorded prefixes (the docs say: measure on a freshly started server)."""
+    from llmtrace.demo_server import InProcessServer
+
+    srv = InProcessServer("tiny").start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def _measure(srv: Any, lines: list[dict], db: Path) -> float:
+    """The rewritten log sent to the server, into a fresh store: the hit rate the fix really gets."""
+    llmtrace.init(db=db, service_name="what-if-measure", capture="hashes", strict=True)
     try:
         for x in lines:
             assert httpx.post(srv.base_url + x["endpoint"], json=x["body"], timeout=60).status_code == 200
     finally:
         llmtrace.shutdown()
-    measured = _hit_rate(tmp_path / "m.duckdb")
-    assert abs(measured - fixed["value"]) <= 0.05, (measured, fixed["value"])
+    return _hit_rate(db)
+
+
+ORCHARD = ("You keep the orchard ledger for Pell farm. Count crates by variety, flag bruised fruit, and never "
+           "promise a delivery date the driver has not confirmed. ") * 3
+TOOLS = [{"type": "function", "function": {"name": n, "description": d, "parameters": {
+    "type": "object", "properties": {"crate": {"type": "string"}}}}}
+    for n, d in (("crate_count", "Crates of one variety in the barn."), ("bruise_flag", "Mark a crate as bruised."),
+                 ("driver_eta", "Ask the driver for a confirmed arrival time."))]
+
+
+def _tools() -> list[dict]:
+    tools = json.loads(json.dumps(TOOLS))
+    tools[1]["function"]["description"] += f" ref {uuid.uuid4().hex[:24]}"
+    return tools
+
+
+@pytest.mark.parametrize("case", ["per-user", "tools"])
+def test_per_user_value_and_tools_field_measure_close_to_the_replay(
+        case: str, fresh: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    srv = server()
+    users = ["acct_7Hq2Lx", "acct_Pm04Zr", "acct_x9Ty3B"]
+    with store(tmp_path / "t.duckdb", capture="full") as db:
+        c = client(srv)
+        for i in range(9):
+            if case == "per-user":  # one cold miss per user, the rest hit: the fix shares one prefix for all
+                kw = {"messages": [{"role": "system", "content": f"Signed in as {users[i % 3]}.\n" + ORCHARD},
+                                   {"role": "user", "content": f"crates of pear {i}"}]}
+            else:  # a reference mid-way through the tool list: the prefix before it caches, the rest not
+                kw = {"messages": [{"role": "system", "content": ORCHARD.upper()},
+                                   {"role": "user", "content": f"crate {i} bruised?"}], "tools": _tools()}
+            c.chat.completions.create(model=srv.model_id, max_tokens=3, temperature=0, **kw)
+    top = _diagnose(db, capsys)[0]
+    assert ("the tools" if case == "tools" else "the system") in top["title"], top["title"]
+    assert _ev(top, "what-if computed by")["value"].startswith("replaying 9 recorded block-hash chains")
+    fixed = _ev(top, "hit rate if fixed")
+    log = tmp_path / "fixed.jsonl"
+    assert main(["diagnose", "--db", str(db), "--what-if-log", str(log)]) == 0
+    capsys.readouterr()
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    if case == "tools":  # the tools still parse, without the reference; it sits after the user's words
+        assert all(len(x["body"]["tools"]) == 3 and " ref " in json.dumps(x["body"]["tools"]) for x in lines)
+        assert all(x["body"]["messages"][-1]["content"].split("\n")[-1].isalnum() for x in lines)
+    measured = _measure(fresh, lines, tmp_path / "m.duckdb")
+    print(f"what-if {case}: recorded {fixed['baseline']:.3f}, predicted {fixed['value']:.3f}, measured {measured:.3f}")
+    assert measured > fixed["baseline"] and abs(measured - fixed["value"]) <= 0.05, (measured, fixed)
 
 
 def test_hit_rate_against_pool_size_names_memory_pressure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -103,3 +168,8 @@ def test_hit_rate_against_pool_size_names_memory_pressure(tmp_path: Path, capsys
     assert abs(one - measured) <= 0.1, (one, measured)  # the replay reproduces what the engine measured
     assert _ev(ev, "what limits the hit rate (replayed pool sizes)")["value"].startswith("memory pressure")
     assert "a pool twice the size would have served" in ev["next_check"]
+    # no prompt text in a hashes store: no log, and the error says what to record
+    assert main(["diagnose", "--db", str(db), "--what-if-log", str(tmp_path / "x.jsonl")]) == 1
+    assert "capture='full'" in capsys.readouterr().err and not (tmp_path / "x.jsonl").exists()
+    assert main(["diagnose", "--db", str(db), "--what-if-log", str(tmp_path / "no" / "x.jsonl")]) == 2
+    assert "cannot write the what-if log" in capsys.readouterr().err

@@ -147,4 +147,5 @@ def test_middleware_store_estimates_and_server_store_replays_and_measures(
         assert time.monotonic() < deadline + 30
         time.sleep(0.25)
     measured = got[1]
+    print(f"what-if timestamp (llmtrace serve process): predicted {predicted:.3f}, measured {measured:.3f}")
     assert measured > 0.4 and abs(measured - predicted) <= 0.05, (measured, predicted)
