@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -63,7 +64,7 @@ class GGUFModelFile:
 
     # metadata ---------------------------------------------------------------------------------------------
 
-    def field(self, key: str, default: object = None) -> object:
+    def field(self, key: str, default: object = None) -> Any:  # a GGUF value: int, float, str, list
         """A metadata value as a Python object (str, int, float, bool or list), or ``default``."""
         f = self._reader.fields.get(key)
         if f is None:
@@ -73,15 +74,15 @@ class GGUFModelFile:
     def _read_config(self) -> ModelConfig:
         arch = self.architecture
 
-        def need(key: str) -> object:
+        def need(key: str) -> Any:
             value = self.field(f"{arch}.{key}")
             if value is None:
                 raise ValueError(f"{self.path}: metadata {arch}.{key} is missing")
             return value
 
-        hidden = int(need("embedding_length"))  # type: ignore[arg-type]
-        heads = int(need("attention.head_count"))  # type: ignore[arg-type]
-        kv_heads = int(self.field(f"{arch}.attention.head_count_kv", heads))  # type: ignore[arg-type]
+        hidden = int(need("embedding_length"))
+        heads = int(need("attention.head_count"))
+        kv_heads = int(self.field(f"{arch}.attention.head_count_kv", heads))
         tokens = self.field("tokenizer.ggml.tokens")
         vocab = self.field(f"{arch}.vocab_size")
         if vocab is None:
@@ -90,19 +91,19 @@ class GGUFModelFile:
         bos = self.field("tokenizer.ggml.bos_token_id")
         return ModelConfig(
             name=str(self.field("general.name", self.path.stem)),
-            vocab_size=int(vocab),  # type: ignore[arg-type]
+            vocab_size=int(vocab),
             hidden_size=hidden,
-            intermediate_size=int(need("feed_forward_length")),  # type: ignore[arg-type]
-            num_layers=int(need("block_count")),  # type: ignore[arg-type]
+            intermediate_size=int(need("feed_forward_length")),
+            num_layers=int(need("block_count")),
             num_heads=heads,
             num_kv_heads=kv_heads,
-            head_dim=int(self.field(f"{arch}.rope.dimension_count", hidden // heads)),  # type: ignore[arg-type]
-            rope_theta=float(self.field(f"{arch}.rope.freq_base", 10000.0)),  # type: ignore[arg-type]
-            max_position=int(self.field(f"{arch}.context_length", 2048)),  # type: ignore[arg-type]
-            rms_eps=float(self.field(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5)),  # type: ignore[arg-type]
+            head_dim=int(self.field(f"{arch}.rope.dimension_count", hidden // heads)),
+            rope_theta=float(self.field(f"{arch}.rope.freq_base", 10000.0)),
+            max_position=int(self.field(f"{arch}.context_length", 2048)),
+            rms_eps=float(self.field(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5)),
             tie_word_embeddings="output.weight" not in self._tensors,
-            bos_token_id=None if bos is None else int(bos),  # type: ignore[arg-type]
-            eos_token_id=None if eos is None else int(eos),  # type: ignore[arg-type]
+            bos_token_id=None if bos is None else int(bos),
+            eos_token_id=None if eos is None else int(eos),
         )
 
     # tensors ----------------------------------------------------------------------------------------------
