@@ -173,7 +173,7 @@ def _engine(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
             "they prefilled it again on theirs.",
             ev, ids, "Route by prefix (prefix_aware replica selection) or pin a session to one replica.",
             min(1.0, 0.45 + share), cause="engine:replica", stages=("arrival.replica_selection", "cache.prefix_match"),
-            **common)  # type: ignore[arg-type]
+            **common)
     ev.insert(0, Evidence("passes that missed a prefix an earlier prompt on the same replica had", len(c.passes), "", ids))
     return analyzer.finding(
         "cache.eviction", _severity(share), "The engine did not reuse a prefix it had served before (evicted before reuse)",
@@ -181,7 +181,7 @@ def _engine(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
         "the cache when they arrived.",
         ev, ids, "Compare cache.eviction (blocks evicted, pressure) and the KV pool size; check the prefix cache is on.",
         min(1.0, 0.35 + share), cause="engine:evicted", stages=("cache.prefix_match", "cache.eviction"),
-        **common)  # type: ignore[arg-type]
+        **common)
 
 
 def _off(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss], share: float, mspt: float,

@@ -426,7 +426,7 @@ def _classify(pl: PassLoss, prompt: _Prompt | None, chain: list[str] | None,
         pl.global_offset = c.prefix
         pl.partner, pl.shared_chars, pl.prompt_chars = prev_pl, c.shared, prompt.chars if prompt is not None else 0
         pl.token_offset = int(first_miss) if isinstance(first_miss, int) and first_miss >= 0 else \
-            pl.cached_tokens if pl.cached_known else int(prefix_tokens)  # type: ignore[unreachable]
+            pl.cached_tokens if pl.cached_known else int(prefix_tokens)
     # the middleware's own divergence window, when it recorded one, is token-exact and names the class
     if div and pl.kind in ("window", "new"):
         reusable = div.get("reusable_after_tokens")

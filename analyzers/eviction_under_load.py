@@ -45,10 +45,10 @@ class EvictionUnderLoad(SymptomAnalyzer):
                    median(pressure) FILTER (WHERE remiss) AS p_remiss, median(pressure) FILTER (WHERE NOT remiss) AS p_ok,
                    mode(policy) AS policy, (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE remiss))[1:5] AS ids
             FROM m""")
-        n, remiss, evicted = (int(a.get(k) or 0) for k in ("n", "remiss", "evicted"))  # type: ignore[call-overload]
+        n, remiss, evicted = (int(a.get(k) or 0) for k in ("n", "remiss", "evicted"))
         if n < 3 or not remiss or not evicted:
             return []
-        ids = tuple(a["ids"])  # type: ignore[arg-type]
+        ids = tuple(a["ids"])
         share = remiss / n
         # the same traffic replayed through pools of other sizes: how much of the loss memory would buy back
         curve = kv_replay.curve_of(q)
