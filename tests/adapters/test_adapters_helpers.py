@@ -12,7 +12,8 @@ import pytest
 from adapters_store import rows
 
 from llmtrace.adapters import budget as budget_mod
-from llmtrace.adapters import compaction, intake, loops, meters, moderation, safety, stop_reason, volatile
+from llmtrace.adapters import compaction, loops, meters, moderation, safety, stop_reason, volatile
+from llmtrace.adapters import prompt_assembly as assembly
 from llmtrace.adapters.usage import Usage
 from llmtrace.tracer import recording as rec
 
@@ -44,12 +45,12 @@ def test_volatile_field_shapes(text: str, kind: str | None, offset: int) -> None
 
 
 def test_system_prompt_assembler_finds_the_first_field_that_moves(traced: Path) -> None:
-    asm = intake.SystemPromptAssembler("You help {customer}. Ticket opened {opened}. Policy v{version}.")
+    asm = assembly.SystemPromptAssembler("You help {customer}. Ticket opened {opened}. Policy v{version}.")
     first = asm.assemble(customer="Acme", opened="2026-11-29 10:00", version=3)
     assert (first.volatile_kind, first.volatile_field) == ("timestamp", "opened")
     assert first.volatile_offset == first.text.index("2026") and first.changed_offset == -1
     # A field with no volatile shape still shows up when it changes between calls.
-    asm2 = intake.SystemPromptAssembler("Hello {name}, you are on plan {plan}.")
+    asm2 = assembly.SystemPromptAssembler("Hello {name}, you are on plan {plan}.")
     asm2.assemble(name="Ann", plan="gold")
     moved = asm2.assemble(name="Bob", plan="gold")
     assert (moved.volatile_offset, moved.volatile_kind, moved.volatile_field) == (6, "changed", "name")
@@ -59,13 +60,13 @@ def test_system_prompt_assembler_finds_the_first_field_that_moves(traced: Path) 
         "llmtrace.system.chars"
     ] == len(moved.text)
     with pytest.raises(ValueError, match="named fields"):
-        intake.assemble_system_prompt("positional {}", {})
+        assembly.assemble_system_prompt("positional {}", {})
 
 
 def test_evidence_formatting_dedupes_labels_and_delimits(traced: Path) -> None:
-    out = intake.format_evidence(
+    out = assembly.format_evidence(
         [
-            intake.Evidence("Refunds take 5 days.", source="policy.md", id="p1"),
+            assembly.Evidence("Refunds take 5 days.", source="policy.md", id="p1"),
             {"text": "refunds  take 5 days.", "source": "copy.md"},
             "Shipping is free.",
         ],
@@ -77,25 +78,25 @@ def test_evidence_formatting_dedupes_labels_and_delimits(traced: Path) -> None:
     v = stage(traced, "intake.evidence_formatting")[0]
     assert (v["llmtrace.evidence.chunks_in"], v["llmtrace.evidence.chunks_out"]) == (3, 2)
     assert (v["llmtrace.evidence.id_scheme"], v["llmtrace.evidence.delimiter"]) == ("source_id", "xml")
-    md = intake.format_evidence(["a", "b"], id_scheme="index", delimiter="markdown")
+    md = assembly.format_evidence(["a", "b"], id_scheme="index", delimiter="markdown")
     assert md.text.startswith("### [1]\na")
     with pytest.raises(ValueError):
-        intake.format_evidence(["a"], delimiter="html")
+        assembly.format_evidence(["a"], delimiter="html")
 
 
 def test_context_ordering_strategies_record_where_key_items_land(traced: Path) -> None:
-    items = [intake.ContextItem(f"item {i} " * 10, relevance=float(i), key=(i == 9)) for i in range(10)]
-    as_given = intake.order_context(items, "as_given")
-    last = intake.order_context(list(reversed(items)), "relevance_last")
-    u = intake.order_context(items, "ends_first")
+    items = [assembly.ContextItem(f"item {i} " * 10, relevance=float(i), key=(i == 9)) for i in range(10)]
+    as_given = assembly.order_context(items, "as_given")
+    last = assembly.order_context(list(reversed(items)), "relevance_last")
+    u = assembly.order_context(items, "ends_first")
     assert as_given == items and last[-1].key and u[0].key
     assert [round(x.relevance) for x in u] == [9, 7, 5, 3, 1, 0, 2, 4, 6, 8]
     middle = [
-        intake.ContextItem("x" * 10),
-        intake.ContextItem("key" * 10, key=True),
-        intake.ContextItem("y" * 10),
+        assembly.ContextItem("x" * 10),
+        assembly.ContextItem("key" * 10, key=True),
+        assembly.ContextItem("y" * 10),
     ]
-    intake.order_context(middle, "as_given")
+    assembly.order_context(middle, "as_given")
     recs = stage(traced, "intake.context_ordering")
     assert (
         recs[1]["llmtrace.ordering.key_positions"][0] > 0.9
