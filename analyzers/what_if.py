@@ -150,8 +150,11 @@ def what_if(c: Cause, passes: list[PassLoss], mspt: float, usdpt: float, pool: k
         n = len(recent)
         where = (f"an LRU prefix cache of {pool.blocks} blocks per replica (the engine's pool)" if pool.blocks
                  else "an unbounded LRU prefix cache (no pool size recorded)")
-        route = " routed by prefix (one pool over the replicas)" if c.key == "engine:replica" else \
-            " with the volatile window moved after the stable part"
+        route = " with the volatile window moved after the stable part"
+        if c.key == "engine:replica":
+            route = " routed by prefix"
+            where = (f"one LRU prefix cache of {cap} blocks (the {replicas} replicas' pools together)" if cap
+                     else "one unbounded LRU prefix cache for all replicas")
         method = f"replaying {n} recorded block-hash chains{route} through {where}"
         check = Evidence("replayed hit rate as recorded (the replay's own check)", round(as_recorded.token_rate, 3), "",
                          baseline=round(cached / prompt, 3) if prompt else None)

@@ -148,6 +148,33 @@ def test_per_user_value_and_tools_field_measure_close_to_the_replay(
     assert measured > fixed["baseline"] and abs(measured - fixed["value"]) <= 0.05, (measured, fixed)
 
 
+def test_routing_what_if_replays_one_pool_and_prefix_routing_measures_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from llmtrace.demo_server import InProcessServer
+
+    depot = ("You route parcels for the Oster depot. Weigh each parcel, print the zone label, and hold anything "
+             "over thirty kilos for the freight desk. ") * 3
+    with InProcessServer("tiny", "--replicas", "3", "--routing", "round_robin") as rr, \
+            store(tmp_path / "t.duckdb", capture="full") as db:
+        c = client(rr)
+        for i in range(9):
+            c.chat.completions.create(model=rr.model_id, max_tokens=3, temperature=0, messages=[
+                {"role": "system", "content": depot}, {"role": "user", "content": f"parcel {i} to zone {i % 4}?"}])
+    top = next(f for f in _diagnose(db, capsys) if f["stage"] == "arrival.replica_selection")
+    method = _ev(top, "what-if computed by")["value"]
+    assert method.startswith("replaying 9 recorded block-hash chains routed by prefix through one LRU prefix "
+                             "cache of 3072 blocks (the 3 replicas' pools together)"), method
+    fixed = _ev(top, "hit rate if fixed")
+    log = tmp_path / "asis.jsonl"
+    assert main(["diagnose", "--db", str(db), "--what-if-log", str(log)]) == 0
+    assert "0 rewritten (no volatile window found" in capsys.readouterr().out
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    with InProcessServer("tiny", "--replicas", "3", "--routing", "prefix_aware") as pa:
+        measured = _measure(pa, lines, tmp_path / "m.duckdb")
+    print(f"what-if routing: recorded {fixed['baseline']:.3f}, predicted {fixed['value']:.3f}, measured {measured:.3f}")
+    assert measured > fixed["baseline"] and abs(measured - fixed["value"]) <= 0.05, (measured, fixed)
+
+
 def test_hit_rate_against_pool_size_names_memory_pressure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     srv = server("odd", tmp_path)  # a 48-block pool: five prompts of ~12 blocks each do not fit
     topics = ("tides", "lanterns", "harvests", "glaciers", "orchards")
