@@ -209,7 +209,7 @@ class AnthropicStream:
         self._started = True
         usage = {"input_tokens": prompt_tokens - cached_tokens, "output_tokens": 0,
                  "cache_read_input_tokens": cached_tokens, "cache_creation_input_tokens": 0}
-        msg = {"id": self.rid, "type": "message", "role": "assistant", "model": self.model, "content": [],
+        msg: dict[str, object] = {"id": self.rid, "type": "message", "role": "assistant", "model": self.model, "content": [],
                "stop_reason": None, "stop_sequence": None, "usage": usage}
         return [event("message_start", {"type": "message_start", "message": msg}),
                 event("ping", {"type": "ping"})]

@@ -13,7 +13,7 @@ from starlette.routing import Route
 
 from llmtrace.backend.server import metrics, responses_routes, token_count
 from llmtrace.backend.server.asgi_io import Receive, Scope, Send
-from llmtrace.backend.server.errors import APIError, internal_error, render_error
+from llmtrace.backend.server.errors import Api, APIError, internal_error, render_error
 from llmtrace.backend.server.service import GenerationService
 
 
@@ -82,7 +82,7 @@ def build_app(service: GenerationService) -> Starlette:
 
     async def http_error(request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
-        api = "anthropic" if request.url.path.startswith("/v1/messages") else "openai"
+        api: Api = "anthropic" if request.url.path.startswith("/v1/messages") else "openai"
         message = "no such route" if status == 404 else "method not allowed" if status == 405 else str(exc)
         r = render_error(APIError(status, f"{message}: {request.method} {request.url.path}"), api)
         return Response(r.body, r.status, headers=dict(r.headers))
@@ -103,7 +103,7 @@ def build_app(service: GenerationService) -> Starlette:
     ]
     async def server_error(request: Request, exc: Exception) -> Response:
         # Whatever escaped a handler: a generic 500 in the API's shape; the detail stays in the log.
-        api = "anthropic" if request.url.path.startswith("/v1/messages") else "openai"
+        api: Api = "anthropic" if request.url.path.startswith("/v1/messages") else "openai"
         r = render_error(internal_error(), api)
         return Response(r.body, r.status, headers=dict(r.headers))
 

@@ -148,9 +148,9 @@ def build_service(args: argparse.Namespace, first_steps_here: bool = False) -> A
             raise SystemExit(f"llmtrace serve: cannot read --chat-template: {exc}") from None
     replicas = Replica.load_all(cfg.replicas, model, engine_config, first_steps_here)
     router = ModelRouter([served], cfg.aliases)
-    intake = Intake(replicas[0].tokenizer, NormalizationPolicy(cfg.normalize, cfg.strip_invisible),  # type: ignore[arg-type]
+    intake = Intake(replicas[0].tokenizer, NormalizationPolicy(cfg.normalize, cfg.strip_invisible),
                     block_size=replicas[0].block_size, template_override=template)
-    return GenerationService(cfg, router, ReplicaSet(replicas, cfg.routing), intake,  # type: ignore[arg-type]
+    return GenerationService(cfg, router, ReplicaSet(replicas, cfg.routing), intake,
                              Admission(cfg.max_running, cfg.max_queued), _limits(args))
 
 

@@ -3,7 +3,7 @@ and the generator that feeds them and aborts the engine request when it is left 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any
 
@@ -78,7 +78,7 @@ class Collected:
                        else None)
 
 
-async def generate(sel: Selection, req: EngineRequest, got: Collected) -> AsyncIterator[RequestOutput]:
+async def generate(sel: Selection, req: EngineRequest, got: Collected) -> AsyncGenerator[RequestOutput, None]:
     """The request's outputs, each added to ``got`` first; a request left unfinished (the client went away,
     the response failed) is aborted so its KV blocks return to the pool."""
     try:

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # replica_set pulls in the engine; config stays light
+    from llmtrace.backend.server.normalization import Form
+    from llmtrace.backend.server.replica_set import Policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -10,10 +15,10 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 8000
     replicas: int = 1
-    routing: str = "prefix_aware"
+    routing: Policy = "prefix_aware"
     max_running: int = 32  # across all replicas
     max_queued: int = 64
-    normalize: str = "nfc"
+    normalize: Form = "nfc"
     strip_invisible: bool = False
     aliases: dict[str, str] = field(default_factory=dict)
     served_model_name: str | None = None

@@ -42,7 +42,7 @@ class _HeaderGuard(HttpToolsProtocol):
     limits = ConnectionLimits()
     closed_stalled = 0  # connections closed for sending no complete headers in time (all instances)
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # uvicorn's own signature
         self._guard_timer: asyncio.TimerHandle | None = None
         self._header_bytes = 0
         super().connection_made(transport)

@@ -115,7 +115,7 @@ class Intake:
     def _prepare_for_template(self, job: Job, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Flatten content parts, write earlier tool calls back as the JSON the model produces, and show
         the tools in the system prompt when the template has no tool support of its own."""
-        prepared = []
+        prepared: list[dict[str, Any]] = []
         for m in messages:
             msg = dict(m)
             content = msg.get("content")

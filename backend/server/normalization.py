@@ -58,7 +58,7 @@ class NormalizationPolicy:
             out = "".join(ch for ch in out if not _is_invisible(ch))
             counts.chars_changed += len(text) - len(out)
         if self.form != "none":
-            form = "NFC" if self.form == "nfc" else "NFKC"
+            form: Literal["NFC", "NFKC"] = "NFC" if self.form == "nfc" else "NFKC"
             if not unicodedata.is_normalized(form, out):
                 normalized = unicodedata.normalize(form, out)
                 # Per-character changes plus what composition merged away: exact for the common cases

@@ -7,7 +7,7 @@ stop_token_ids, skip_special_tokens) so benchmark clients written for vLLM can d
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -35,7 +35,7 @@ DEFAULT_MAX_TOKENS = 256
 
 # Public names of the engine's speculation methods (``llmtrace serve --speculative`` and the per-request
 # ``speculative`` field), vLLM-style: "draft" drafts with the model's own first layers.
-SPECULATIVE = {"off": "none", "none": "none", "ngram": "ngram", "draft": "self_draft", "self_draft": "self_draft"}
+SPECULATIVE: dict[str, Literal["none", "ngram", "self_draft"]] = {"off": "none", "none": "none", "ngram": "ngram", "draft": "self_draft", "self_draft": "self_draft"}
 MAX_SPECULATIVE_K = 16
 NO_SPECULATION = SpeculationConfig()
 
@@ -50,7 +50,7 @@ def speculation_config(method: str, k: int = 4, *, ngram_max: int = 3, draft_lay
     for name, value, top in limits:
         if not 1 <= value <= top:
             raise bad_request(f"'{where}.{name}' must be in 1..{top}, got {value}", where)
-    return SpeculationConfig(method=engine_method, k=k, ngram_max=ngram_max,  # type: ignore[arg-type]
+    return SpeculationConfig(method=engine_method, k=k, ngram_max=ngram_max,
                              draft_layers=draft_layers)
 
 

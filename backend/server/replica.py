@@ -6,7 +6,7 @@ engine internals.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any
 
@@ -56,7 +56,7 @@ class Replica:
         except Exception:  # a lookup racing the engine thread is only a hint; never fail the request on it
             return 0
 
-    async def generate(self, request: EngineRequest) -> AsyncIterator[RequestOutput]:
+    async def generate(self, request: EngineRequest) -> AsyncGenerator[RequestOutput, None]:
         self.in_flight += 1
         try:
             async with aclosing(self.async_engine.generate(request)) as outputs:

@@ -44,7 +44,7 @@ from llmtrace.backend.server.asgi_io import (
 from llmtrace.backend.server.collected import Collected, TokenClock, generate
 from llmtrace.backend.server.config import ServerConfig
 from llmtrace.backend.server.engine_span import EngineSpanView
-from llmtrace.backend.server.errors import APIError, bad_request, internal_error, render_error
+from llmtrace.backend.server.errors import Api, APIError, bad_request, internal_error, render_error
 from llmtrace.backend.server.http_guard import ConnectionLimits
 from llmtrace.backend.server.intake import Intake, IntakeResult, context_exceeded
 from llmtrace.backend.server.job import Job, Outcome
@@ -78,7 +78,7 @@ class Exchange:
     view: EngineSpanView | None = None  # the pass span as handed to the engine, once it is
 
     @property
-    def api(self) -> str:
+    def api(self) -> Api:
         return "anthropic" if self.endpoint == "messages" else "openai"
 
 
@@ -106,14 +106,14 @@ class GenerationService:
     async def handle(self, endpoint: str, scope: Scope, receive: Receive, send: Send) -> None:
         arrival = rec.now_ns()
         reused = self.connections.note(scope)
-        api = "anthropic" if endpoint == "messages" else "openai"
+        api: Api = "anthropic" if endpoint == "messages" else "openai"
         try:
             raw = await read_body(receive, self.cfg.max_body_bytes, self.limits.body_timeout_s)
         except ClientGone:
             return
         except APIError as err:
             self.counts[f"{endpoint}:{err.status}"] += 1
-            rendered = render_error(err, api)  # type: ignore[arg-type]
+            rendered = render_error(err, api)
             await _send_rendered(send, rendered, [("connection", "close")])
             return
         body_done = rec.now_ns()
@@ -204,13 +204,13 @@ class GenerationService:
             ps.set(sc.ERROR_TYPE, str(err.status))
             ps.end("error", err.message)
             if not ex.started:
-                await _send_rendered(send, render_error(err, ex.api), ex.headers)  # type: ignore[arg-type]
+                await _send_rendered(send, render_error(err, ex.api), ex.headers)
         except InvalidRequestError as exc:  # the engine refused the request before any work
             self.counts[f"{ex.endpoint}:400"] += 1
             ps.end("error", str(exc))
             if not ex.started:
-                err = bad_request(str(exc), exc.param)
-                await _send_rendered(send, render_error(err, ex.api), ex.headers)  # type: ignore[arg-type]
+                bad = bad_request(str(exc), exc.param)
+                await _send_rendered(send, render_error(bad, ex.api), ex.headers)
         except asyncio.CancelledError:
             if ex.cut:
                 await self._end_cut(ex, send)
@@ -224,7 +224,7 @@ class GenerationService:
             self.counts[f"{ex.endpoint}:500"] += 1
             _end_pass(ex, "error", f"{type(exc).__name__}: {exc}", {sc.ERROR_TYPE: type(exc).__qualname__})
             if not ex.started:
-                await _send_rendered(send, render_error(internal_error(ps.trace_id), ex.api),  # type: ignore[arg-type]
+                await _send_rendered(send, render_error(internal_error(ps.trace_id), ex.api),
                                      ex.headers)
         finally:
             if admitted:
@@ -236,7 +236,7 @@ class GenerationService:
                   {sc.ERROR_TYPE: "server_shutdown", sc.GEN_AI_RESPONSE_FINISH_REASONS: ["error"]})
         if not ex.started:
             err = APIError(503, SHUTDOWN_MESSAGE, retry_after_s=5)
-            await _send_rendered(send, render_error(err, ex.api), [*ex.headers, ("connection", "close")])  # type: ignore[arg-type]
+            await _send_rendered(send, render_error(err, ex.api), [*ex.headers, ("connection", "close")])
 
     def _parse(self, endpoint: str, body: dict[str, Any]) -> Job:
         spec = oai.speculation_config(self.cfg.speculative, self.cfg.speculative_k)  # the server's default
