@@ -6,6 +6,8 @@
     client = instrument(openai.OpenAI())
 """
 
+from typing import Any
+
 from llmtrace.tracer import (
     force_flush,
     init,
@@ -23,7 +25,7 @@ __all__ = ["__version__", "force_flush", "init", "instrument", "mark_unobserved"
            "shutdown", "stage", "start_pass", "tool_span"]
 
 
-def instrument(client: object, **kwargs: object) -> object:
+def instrument(client: object, **kwargs: Any) -> object:  # kwargs: those of llmtrace.adapters.instrument
     """Instrument an OpenAI / Anthropic / httpx client (see ``llmtrace.adapters.instrument``)."""
     from llmtrace.adapters import instrument as _instrument
 

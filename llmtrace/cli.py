@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from types import ModuleType
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("llmtrace.demo", "run the support-agent demo on the bundled backend and diagnose it"),
@@ -59,7 +60,7 @@ def missing_extra_message(exc: ImportError) -> str:
     return f"llmtrace: this command needs {missing}, which is not installed{hint}"
 
 
-def _load(module: str) -> object:
+def _load(module: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     module = _load(COMMANDS[args.command][0])
     try:
-        return int(module.run(args) or 0)  # type: ignore[attr-defined]
+        return int(module.run(args) or 0)
     except KeyboardInterrupt:
         return 130
     except ModuleNotFoundError as exc:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,7 +73,7 @@ ACCOUNTS = {t.customer: {"customer_id": t.customer, "tier": "plus", "since": "20
 ORDERS = {t.order: {"order_id": t.order, "status": "delivered", "eta_days": 0} for t in TICKETS}
 
 
-def get_account(customer_id: str) -> dict[str, object]:
+def get_account(customer_id: str) -> dict[str, str]:
     return ACCOUNTS.get(customer_id, {"customer_id": customer_id, "tier": "standard"})
 
 
@@ -211,7 +211,7 @@ class SupportAgent:
             ]
             messages = [{"role": "system", "content": self.system_prompt()}] + [{"role": r, "content": c} for r, c in turns]
 
-            def summarize(old: list[dict[str, Any]]) -> str:
+            def summarize(old: list[Mapping[str, Any]]) -> str:
                 text = "\n".join(f"{m['role']}: {m['content']}" for m in old)
                 r = self.client.chat.completions.create(
                     model=self.model, max_tokens=40, temperature=0,

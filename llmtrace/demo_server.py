@@ -55,8 +55,7 @@ class InProcessServer:
         self.port = int(sock.getsockname()[1])
         config = uvicorn.Config(build_app(self.service), log_level="warning", lifespan="off",
                                 timeout_keep_alive=30, access_log=False)
-        server = uvicorn.Server(config)
-        server.install_signal_handlers = lambda: None  # not the main thread
+        server = uvicorn.Server(config)  # off the main thread it installs no signal handlers
         self._server = server
         self._thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="llmtrace-serve",
                                         daemon=True)
