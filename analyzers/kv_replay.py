@@ -130,7 +130,11 @@ def pool(q: Query) -> Pool:
 def recorded_chains(q: Query, visits: int = REPLAY_BLOCK_VISITS) -> list[Chain]:
     """(replica, chain, prompt tokens, cached tokens) of the server passes, oldest first: the newest
     ``visits`` blocks' worth."""
-    tok = q.stage_sql("intake.tokenization", {"chain": ("llmtrace.tokenization.block_hashes", "str[]")})
+    # only the newest passes can fit the budget (a chain has at least one block): parse those alone
+    cut = q.one(f"""SELECT min(start_ns) AS lo FROM (SELECT start_ns FROM {q.passes}
+                    WHERE server_span_id IS NOT NULL ORDER BY start_ns DESC LIMIT {int(visits) // 3})""").get("lo")
+    tok = q.stage_sql("intake.tokenization", {"chain": ("llmtrace.tokenization.block_hashes", "str[]")},
+                      f"AND start_ns >= {as_int(cut)}" if cut is not None else "")
     rows = q.rows(f"""
         SELECT replica, chain, prompt_tokens, cached_tokens FROM (
             SELECT coalesce(r.replica, '') AS replica, t.chain, coalesce(r.prompt_tokens, 0) AS prompt_tokens,
