@@ -42,7 +42,7 @@ def _pass(root: rec.PassSpan, t: int, *, prompt: int, cached: int, out: int, ttf
         "gen_ai.response.model": MODEL, "gen_ai.usage.input_tokens": prompt, "gen_ai.usage.output_tokens": out,
         "gen_ai.usage.cache_read.input_tokens": cached, "gen_ai.response.finish_reasons": [finish],
         "gen_ai.request.temperature": 0.0, "gen_ai.request.max_tokens": 256, "llmtrace.ttft_ms": ttft_ms,
-        "llmtrace.tpot_ms": tpot_ms, "llmtrace.replica.id": replica, "llmtrace.agent.step": purpose,
+        "llmtrace.tpot_ms": tpot_ms, "llmtrace.replica.id": replica,
     }
     client = rec.start_pass(MODEL, side="client", parent=root, start_ns=t, provider="llmtrace",
                             attributes={**summary, "llmtrace.meters.cost_usd": (prompt - cached) * 2e-7 + out * 8e-7})

@@ -30,6 +30,9 @@ class BoundaryValue:
     # which side's value a logical pass (the passes view) takes where the client's and the server's pass spans
     # both carry it: the server's by default (it sees the engine), the client's for what only the app knows
     prefer: Literal["server", "client"] = "server"
+    # when the value is written, for one that the ordinary runs of the server, the SDKs and the app helpers
+    # do not write (a fault, a foreign span, full capture, ...); empty: every such run writes it
+    when: str = ""
 
     def accepts(self, value: object) -> bool:
         if self.type.endswith("[]"):
@@ -71,6 +74,6 @@ class Stage:
 
 
 def V(name: str, type_: ValueType, unit: str, meaning: str, *, semconv: bool = False,
-      column: str | None = None, prefer: Literal["server", "client"] = "server") -> BoundaryValue:
+      column: str | None = None, prefer: Literal["server", "client"] = "server", when: str = "") -> BoundaryValue:
     """Short constructor so the catalog reads as a table."""
-    return BoundaryValue(name, type_, unit, meaning, semconv, column, prefer)
+    return BoundaryValue(name, type_, unit, meaning, semconv, column, prefer, when)

@@ -26,7 +26,7 @@ STAGES: tuple[Stage, ...] = (
            V("llmtrace.system.volatile_kind", "str", "", "what that field looks like: timestamp, date, uuid, counter, request_id"),
            V("llmtrace.system.volatile_field", "str", "", "template field that holds the volatile value, when known"),
            V("llmtrace.system.changed_offset", "int", "chars", "where this prompt first differs from the previous one (-1: same)"),
-           V("llmtrace.system.volatile_text", "str", "", "the volatile text itself (full capture only, scrubbed)")),
+           V("llmtrace.system.volatile_text", "str", "", "the volatile text itself (full capture only, scrubbed)", when="capture=full, when the system prompt has a volatile field")),
           ("slow_first_token", "cost_after_deploy")),
     Stage(8, "intake.context_ordering", "intake", "Context ordering",
           "Decides the order of history turns and retrieved items in the prompt.",
