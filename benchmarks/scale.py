@@ -76,30 +76,125 @@ def clickhouse_vs_duckdb(passes: int, tmp: Path) -> dict[str, object]:
     return out
 
 
-def parquet_diagnose(passes: int, tmp: Path) -> dict[str, object]:
+def _cpu_s() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def parquet_diagnose(passes: int, tmp: Path, *, compare_store: bool = False) -> dict[str, object]:
+    """``llmtrace export --parquet`` of a synthetic store (spans, DIR.passes, DIR.stages), then all analyzers
+    through ``parquet_connection`` as ``diagnose --parquet`` runs them. An export already in ``tmp`` (same
+    pass count) is reused, so the 1M run can be measured again without 15 minutes of building."""
     from llmtrace.analyzers import run_analyzers
-    from llmtrace.tracer.cli.export import export_parquet
-    from llmtrace.tracer.storage.store import parquet_connection
+    from llmtrace.tracer.cli.export import export_parquet, export_passes, export_stages, stages_dir
+    from llmtrace.tracer.storage.store import read_connection
 
     tmp.mkdir(parents=True, exist_ok=True)
     out: dict[str, object] = {"diagnose_parquet_passes": passes, "diagnose_parquet_spans": passes * 40}
-    t = time.perf_counter()
-    db = make_store(tmp / "big.duckdb", passes=passes, seed=0)
-    out["parquet_make_store_s"] = round(time.perf_counter() - t, 1)
-    t = time.perf_counter()
-    export_parquet(db, tmp / "export")
-    out["parquet_export_s"] = round(time.perf_counter() - t, 1)
-    out["parquet_gb"] = round(sum(f.stat().st_size for f in (tmp / "export").rglob("*.parquet")) / 1e9, 3)
-    os.remove(db)
-    t = time.perf_counter()
-    conn = parquet_connection(str(tmp / "export" / "**" / "*.parquet"))
+    export = tmp / "export"
+    done = tmp / f"built-{passes}"
+    db = tmp / "big.duckdb"
+    if not done.exists():
+        t = time.perf_counter()
+        make_store(db, passes=passes, seed=0)
+        out["parquet_make_store_s"] = round(time.perf_counter() - t, 1)
+        t = time.perf_counter()
+        export_parquet(db, export, overwrite=True)
+        out["parquet_export_s"] = round(time.perf_counter() - t, 1)
+        t = time.perf_counter()
+        export_passes(db, export, overwrite=True)
+        export_stages(db, export, overwrite=True)
+        out["parquet_export_datasets_s"] = round(time.perf_counter() - t, 1)
+        done.write_text("ok\n")
+    out["parquet_gb"] = _gb(export)
+    out["parquet_datasets_gb"] = round(_gb(Path(f"{export}.passes")) + _gb(stages_dir(export)), 3)
+    found, wall, cpu = _diagnose(str(export / "**" / "*.parquet"))
+    key = "diagnose_parquet_s_1m" if passes == 1_000_000 else f"diagnose_parquet_s_{passes}"
+    out[key] = wall
+    out[key.replace("_s_", "_cpu_s_")] = cpu
+    out["diagnose_parquet_findings"] = len(found)
+    if compare_store and db.exists():
+        with read_connection(db) as conn:
+            t = time.perf_counter()
+            on_store = run_analyzers(conn)
+            out[f"diagnose_store_s_{passes}"] = round(time.perf_counter() - t, 1)
+        out["diagnose_parquet_findings_match_store"] = comparable(on_store) == comparable(found)
+        out["diagnose_parquet_findings_identical_to_store"] = ([f.to_dict() for f in on_store]
+                                                              == [f.to_dict() for f in found])
+    return out
+
+
+def _gb(path: Path) -> float:
+    return round(sum(f.stat().st_size for f in path.rglob("*.parquet")) / 1e9, 3) if path.exists() else 0.0
+
+
+def _diagnose(glob: str) -> tuple[list, float, float]:
+    from llmtrace.analyzers import run_analyzers
+    from llmtrace.tracer.storage.store import parquet_connection
+
+    t, c = time.perf_counter(), _cpu_s()
+    conn = parquet_connection(glob)
     try:
         found = run_analyzers(conn)
     finally:
         conn.close()
-    key = "diagnose_parquet_s_1m" if passes == 1_000_000 else f"diagnose_parquet_s_{passes}"
-    out[key] = round(time.perf_counter() - t, 1)
-    out["diagnose_parquet_findings"] = len(found)
+    return found, round(time.perf_counter() - t, 1), round(_cpu_s() - c, 1)
+
+
+# replica k of an id: its first byte plus k (mod 256), the rest as it was: the same length and hex, never the
+# original id or another replica's (a shift has no fixed point), and a span's parent id moves with it
+def _fresh(col: str) -> str:
+    return (f"CASE WHEN {col} IS NULL THEN NULL ELSE printf('%02x', (CAST('0x' || substr({col}, 1, 2) AS INTEGER) "
+            f"+ k) % 256) || substr({col}, 3) END")
+
+
+def replicate_datasets(src: Path, dst: Path, factor: int) -> dict[str, object]:
+    """A ``factor``-times-larger per-pass export from ``src`` (an export with DIR.passes and DIR.stages):
+    replica 0 is the original, replicas 1.. are its pass and stage rows again with fresh trace and span ids
+    (DuckDB COPY). The spans are the original's only (hard links): 400M spans cannot be made here."""
+    import duckdb
+
+    from llmtrace.tracer.cli.export import passes_dir, stages_dir
+
+    if dst.exists():
+        shutil.rmtree(dst)
+    dst.mkdir(parents=True)
+    t = time.perf_counter()
+    shutil.copytree(src, dst / "export", copy_function=os.link)  # the original 1M passes' spans only
+    conn = duckdb.connect()
+    ids = {"trace_id", "span_id", "parent_span_id", "client_span_id", "server_span_id"}
+    for d_src, d_dst, prefix in ((passes_dir(src), passes_dir(dst / "export"), "passes"),
+                                 (stages_dir(src), stages_dir(dst / "export"), "stages")):
+        shutil.copytree(d_src, d_dst, copy_function=os.link)  # replica 0
+        for part in sorted({f.parent for f in d_src.rglob("*.parquet")}):
+            rel = part.relative_to(d_src)
+            files = sorted(str(f) for f in part.glob("*.parquet"))
+            cols = [r[0] for r in conn.execute(f"DESCRIBE SELECT * FROM read_parquet({files!r})").fetchall()]
+            sel = ", ".join(f"{_fresh(c)} AS {c}" if c in ids else f'"{c}"' for c in cols)
+            conn.execute(f"COPY (SELECT {sel} FROM read_parquet({files!r}), range(1, {factor}) r(k)) "
+                         f"TO '{d_dst / rel / (prefix + '_replicas.parquet')}' (FORMAT parquet, COMPRESSION zstd)")
+    conn.close()
+    return {"replicate_s": round(time.perf_counter() - t, 1)}
+
+
+def parquet_diagnose_replicated(tmp: Path, factor: int) -> dict[str, object]:
+    src = tmp / "pq" / "export"
+    n = 1_000_000 * factor if (tmp / "pq" / "built-1000000").exists() else None
+    if n is None:
+        raise SystemExit("--replicate needs the 1M export first: --parquet-passes 1000000 --tmp DIR")
+    dst = tmp / f"pq{factor}x"
+    out = {"diagnose_parquet_10m_passes": n}
+    if not (dst / "built").exists():
+        out.update(replicate_datasets(src, dst, factor))
+        (dst / "built").write_text("ok\n")
+    found, wall, cpu = _diagnose(str(dst / "export" / "**" / "*.parquet"))
+    key = "diagnose_parquet_s_10m" if n == 10_000_000 else f"diagnose_parquet_s_{n}"
+    out[key] = wall
+    out[key.replace("_s_", "_cpu_s_")] = cpu
+    out["diagnose_parquet_10m_findings"] = len(found)
+    out["parquet_10m_datasets_gb"] = round(_gb(dst / "export.passes") + _gb(dst / "export.stages"), 3)
     return out
 
 
@@ -107,6 +202,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--passes", type=int, default=10_000, help="passes for the ClickHouse vs DuckDB run (0: skip)")
     ap.add_argument("--parquet-passes", type=int, default=0, help="passes for diagnose --parquet (1000000: the 1M)")
+    ap.add_argument("--compare-store", action="store_true", help="also diagnose the store the export came from")
+    ap.add_argument("--replicate", type=int, default=0,
+                    help="then diagnose a per-pass export this many times the 1M (10: the 10M; needs --tmp)")
+    ap.add_argument("--note", default=None, help="replace the notes recorded with the results")
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--tmp", default=None, help="scratch directory (default: a new temporary one)")
     args = ap.parse_args()
@@ -122,11 +221,15 @@ def main() -> int:
         if args.passes:
             result.update(clickhouse_vs_duckdb(args.passes, tmp / "ch"))
         if args.parquet_passes:
-            result.update(parquet_diagnose(args.parquet_passes, tmp / "pq"))
+            result.update(parquet_diagnose(args.parquet_passes, tmp / "pq", compare_store=args.compare_store))
+        if args.replicate:
+            result.update(parquet_diagnose_replicated(tmp, args.replicate))
     finally:
         if not args.tmp:
             shutil.rmtree(tmp, ignore_errors=True)
     result["load_average_at_end"] = [round(x, 1) for x in os.getloadavg()]
+    if args.note:
+        result["notes"] = args.note
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

@@ -83,3 +83,18 @@ def test_an_export_without_the_datasets_reads_the_spans(exported: tuple[Path, Pa
     finally:
         conn.close()
     assert _diagnose(capsys, "--parquet", str(old / "**" / "*.parquet")) == _diagnose(capsys, "--db", str(db))
+
+
+def test_check_parquet_measures_what_check_measures_on_the_store(exported: tuple[Path, Path], tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    db, out = exported
+    assert main(["check", "--db", str(db), "--save-baseline", str(tmp_path / "store.json")]) == 0
+    assert main(["check", "--parquet", str(out / "**" / "*.parquet"),
+                 "--save-baseline", str(tmp_path / "parquet.json")]) == 0
+    store = json.loads((tmp_path / "store.json").read_text())
+    parquet = json.loads((tmp_path / "parquet.json").read_text())
+    assert store.pop("created") and parquet.pop("created")
+    assert store["passes"] == 600 and parquet == store
+    # the gate itself over the export: the planted v2 regression fails it, as on the store
+    assert main(["check", "--parquet", str(out / "**" / "*.parquet"), "--baseline-deploy", "previous"]) == 1
+    assert main(["check", "--db", str(db), "--baseline-deploy", "previous"]) == 1
