@@ -56,9 +56,9 @@ def cache_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
         if len(c.passes) < MIN_PASSES and c.kind != "short":
             continue
         share = c.lost_tokens / total_tokens if total_tokens else 0.0
-        if c.kind not in ("short", "off") and share < MIN_SHARE:
+        if c.kind not in ("short", "off", "blind") and share < MIN_SHARE:
             continue
-        builder = {"window": _window, "engine": _engine, "short": _short, "off": _off}[c.kind]
+        builder = {"window": _window, "engine": _engine, "short": _short, "off": _off, "blind": _blind}[c.kind]
         if pool is None and chains and c.kind in ("window", "engine"):
             pool = kv_replay.pool(q)  # read once, and only for a finding that replays
         f = builder(analyzer, q, c, passes, share, mspt, usdpt, pool)
@@ -213,6 +213,29 @@ def _short(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss]
          Evidence("median prompt tokens", med, "tokens", ids)], ids,
         "Nothing to fix unless a longer shared prefix (instructions, tools) could be put first.",
         0.35, cause="short-prompts", affected_share=n / len(passes))
+
+
+def _blind(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss], share: float, mspt: float,
+           usdpt: float, pool: kv_replay.Pool | None = None) -> Finding | None:
+    """Prompts prefilled again with no prompt content on record: reported, not blamed (info)."""
+    n = len(c.passes)
+    if n < max(MIN_PASSES, 0.5 * len(passes)):
+        return None
+    ids = sample_ids([p.trace_id for p in reversed(c.passes)])
+    uncached = sum(p.prompt_tokens - p.cached_tokens for p in c.passes)
+    prompt = sum(p.prompt_tokens for p in c.passes)
+    return analyzer.finding(
+        "cache.prefix_match", "info",
+        f"{n} of {len(passes)} prompts prefilled {uncached / max(1, prompt):.0%} of their tokens again; "
+        "no prompt content on record to say why",
+        "The instrumentation recorded token counts but no prompt text or segments, so the cache analysis cannot "
+        "tell a volatile field (a timestamp, an id) from prompts that simply differ.",
+        [Evidence("passes that reused little of an earlier prompt's prefix", n, f"of {len(passes)}", ids),
+         Evidence("prompt tokens prefilled on them", uncached, "tokens", ids, baseline=float(prompt))], ids,
+        "Turn on the instrumentation's prompt capture (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY "
+        "for openai-v2, TRACELOOP_TRACE_CONTENT=true for OpenLLMetry, OPENINFERENCE_HIDE_INPUTS unset, LiteLLM's "
+        "message logging on); the collector keeps only keyed hashes of it unless --capture full, and diagnose then "
+        "names the field.", 0.4, cause="blind-prefill", affected_share=n / len(passes))
 
 
 def _attr_policy() -> str:

@@ -75,7 +75,7 @@ class PassLoss:
     cached_tokens: int
     ttft_ms: float | None
     cost_usd: float | None
-    kind: str = "new"  # window, engine, short, new, hit
+    kind: str = "new"  # window, engine, short, blind, new, hit
     segment: str = ""  # the segment the window is in
     char_offset: int = -1  # offset of the window inside that segment
     global_offset: int = -1  # offset of the window from the start of the prompt (chars)
@@ -304,6 +304,7 @@ def load(q: Query) -> list[PassLoss]:
                      "chain": under.get((sid, "intake.tokenization"), {}).get("chain")})
     out: list[PassLoss] = []
     history: dict[tuple[object, object], list[tuple[_Prompt | None, PassLoss, list[str] | None]]] = {}
+    blind: dict[tuple[object, object], int] = {}  # passes seen per service and model with no prompt on record
     for r in rows:
         pl = PassLoss(str(r["trace_id"]), as_int(r["start_ns"]), _opt(r["service"]), _opt(r["model"]), _opt(r["deploy"]),
                       _opt(r["replica"]), as_int(r["prompt_tokens"]), as_int(r["cached_tokens"]),
@@ -325,6 +326,8 @@ def load(q: Query) -> list[PassLoss]:
         chain = _strs(r["chain"]) or None
         pl.chain = chain
         _classify(pl, prompt, chain, past, tpc, block, minimum, _div_attrs(r["div"]), r["first_miss"])
+        if prompt is None and chain is None:
+            _blind(pl, block, blind, key)
         if prompt is not None or chain is not None:
             past.append((prompt, pl, chain))
             del past[:-CANDIDATES]
@@ -370,6 +373,17 @@ def _engine_gap(pl: PassLoss, chain: list[str], past: list[tuple[_Prompt | None,
     if same * block >= reusable - block:
         where = pl.replica  # the same replica held (almost) as much: not a routing loss
     return max(0.0, reusable - pl.cached_tokens), where
+
+
+def _blind(pl: PassLoss, block: int, seen: dict[tuple[object, object], int], key: tuple[object, object]) -> None:
+    """No prompt on record (an instrumentation with its content capture off, openai-v2's default): a pass that
+    prefilled most of its prompt again after an earlier pass of the same service and model is a reuse the
+    cache may have lost, but where the prompts part cannot be told, so no loss is claimed for it."""
+    before = seen.get(key, 0)
+    seen[key] = before + 1
+    uncached = pl.prompt_tokens - pl.cached_tokens
+    if pl.kind == "new" and pl.cached_known and before and uncached > max(2 * block, 0.5 * pl.prompt_tokens):
+        pl.kind = "blind"
 
 
 def _classify(pl: PassLoss, prompt: _Prompt | None, chain: list[str] | None,
@@ -473,7 +487,7 @@ def causes(passes: list[PassLoss]) -> list[Cause]:
             key = f"window:{p.segment.split(':')[0]}:{p.window_class}"
         elif p.kind == "engine":
             key = "engine:replica" if p.reuse_replica is not None and p.reuse_replica != p.replica else "engine:same"
-        elif p.kind in ("short", "off"):
+        elif p.kind in ("short", "off", "blind"):
             key = p.kind
         else:
             continue

@@ -4,11 +4,13 @@ langchain-openai's ChatOpenAI) wrapped by another project's OpenTelemetry instru
 
     python benchmarks/diagnosis_foreign.py INSTRUMENTATION CALLS_JSON OTLP_ENDPOINT BASE_URL SERVICE
 
-INSTRUMENTATION: otel-v2 (opentelemetry-instrumentation-openai-v2), openllmetry (opentelemetry-instrumentation-
-openai), openinference (openinference-instrumentation-openai), litellm (LiteLLM's ``otel`` callback),
-langchain (langchain-openai's ChatOpenAI under openinference's openai instrumentor). CALLS_JSON is a file
-holding ``{"model": ..., "calls": [{"messages": [...], "max_tokens": N, "stream": bool, "tools"?, "stop"?}]}``. Each
-package's own content-capture switch is turned on, as a user who wants prompt analysis would.
+INSTRUMENTATION: otel-v2 (opentelemetry-instrumentation-openai-v2), openllmetry (opentelemetry-
+instrumentation-openai), openinference (openinference-instrumentation-openai), litellm (LiteLLM's ``otel``
+callback; litellm-anthropic: the same against the server's Anthropic Messages API), langchain (langchain-
+openai's ChatOpenAI under openinference's openai instrumentor). CALLS_JSON is a file holding
+``{"model": ..., "calls": [{"messages": [...], "max_tokens": N, "stream": bool, "tools"?, "stop"?}],
+"content": bool?}``. Each package's own content-capture switch is turned on, as a user who wants prompt
+analysis would, unless ``content`` is false (then no prompt text leaves the app).
 
 A separate process per app: instrumentations patch the SDK module-wide.
 """
@@ -49,15 +51,19 @@ def _openai_calls(client: Any, model: str, calls: list[dict[str, Any]]) -> None:
             client.chat.completions.create(**kw)
 
 
-def _litellm(endpoint: str, base_url: str, service: str, model: str, calls: list[dict[str, Any]]) -> None:
+def _litellm(endpoint: str, base_url: str, service: str, model: str, calls: list[dict[str, Any]],
+             provider: str = "openai", content: bool = True) -> None:
     os.environ.update(OTEL_EXPORTER="otlp_http", OTEL_ENDPOINT=endpoint, OTEL_SERVICE_NAME=service,
                       LITELLM_LOCAL_MODEL_COST_MAP="True")  # no fetch of its price map
     import litellm
     from opentelemetry import trace
 
     litellm.callbacks = ["otel"]
+    litellm.turn_off_message_logging = not content
     for c in calls:
-        kw: dict[str, Any] = {"model": f"openai/{model}", "api_base": base_url, "api_key": API_KEY,
+        # Anthropic's Messages API lives at the server's root (/v1/messages), OpenAI's under /v1
+        api_base = base_url.removesuffix("/v1") if provider == "anthropic" else base_url
+        kw: dict[str, Any] = {"model": f"{provider}/{model}", "api_base": api_base, "api_key": API_KEY,
                               "messages": c["messages"], "max_tokens": c["max_tokens"], "temperature": 0}
         kw.update({k: c[k] for k in ("tools", "stop") if c.get(k)})
         if c.get("stream"):
@@ -73,19 +79,24 @@ def main() -> None:
     which, calls_file, endpoint, base_url, service = sys.argv[1:6]
     spec = json.loads(Path(calls_file).read_text())
     model, calls = spec["model"], spec["calls"]
-    if which == "litellm":
-        _litellm(endpoint, base_url, service, model, calls)
+    content = spec.get("content", True)  # false: each package's default or its switch off, no prompt text
+    if which in ("litellm", "litellm-anthropic"):
+        _litellm(endpoint, base_url, service, model, calls, "anthropic" if which == "litellm-anthropic" else "openai",
+                 content)
         print("sent", len(calls))
         return
     tp = _provider(endpoint, service)
     if which == "otel-v2":
-        os.environ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "SPAN_ONLY"
+        if content:  # off by default
+            os.environ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "SPAN_ONLY"
         os.environ.setdefault("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
         from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
     elif which == "openllmetry":
-        os.environ["TRACELOOP_TRACE_CONTENT"] = "true"
+        os.environ["TRACELOOP_TRACE_CONTENT"] = "true" if content else "false"
         from opentelemetry.instrumentation.openai import OpenAIInstrumentor  # type: ignore[no-redef]
     else:  # openinference, and langchain through it
+        if not content:
+            os.environ.update(OPENINFERENCE_HIDE_INPUTS="true", OPENINFERENCE_HIDE_OUTPUTS="true")
         from openinference.instrumentation.openai import OpenAIInstrumentor  # type: ignore[no-redef]
     OpenAIInstrumentor().instrument(tracer_provider=tp)
     if which == "langchain":

@@ -12,6 +12,7 @@ milliseconds, a spelt-out date, streamed and buffered calls mixed.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import random
 import uuid
@@ -93,6 +94,17 @@ def spelt_date_mid(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
     return out
 
 
+def session_token_mid(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
+    """Through LiteLLM to the server's Anthropic Messages API: a base64 session token mid-system prompt."""
+    text = HOTEL.replace("Harbour Lantern", "Saltmarsh Inn")
+    cut = text.index("offer to book")
+    out = []
+    for i in range(8):
+        tok = "" if twin else f"(session {base64.urlsafe_b64encode(rng.randbytes(15)).decode()}) "
+        out.append(_call([{"role": "system", "content": text[:cut] + tok + text[cut:]}, _ask(i + 4)], i))
+    return out
+
+
 HOTEL_TOOLS = [{"type": "function", "function": {
     "name": name, "description": desc,
     "parameters": {"type": "object", "properties": {"venue": {"type": "string"}, "guests": {"type": "integer"}},
@@ -131,6 +143,8 @@ FOREIGN: tuple[tuple[str, str, Any, tuple[str, ...], str], ...] = (
      ("cache.prefix_match", "intake.system_prompt"), "hashes"),
     ("litellm_epoch_millis_top", "litellm", epoch_millis_top, ("cache.prefix_match", "intake.system_prompt"),
      "hashes"),
+    ("litellm_anthropic_session_token_mid", "litellm-anthropic", session_token_mid,
+     ("cache.prefix_match", "intake.system_prompt"), "hashes"),
     ("langchain_spelt_date_mid", "langchain", spelt_date_mid, ("cache.prefix_match", "intake.system_prompt"),
      "hashes"),
     ("openinference_trace_id_in_tools", "openinference", trace_id_in_tools, ("cache.prefix_match",), "hashes"),

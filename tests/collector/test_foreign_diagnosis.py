@@ -81,11 +81,13 @@ def collected(tiny_server: RunningServer, tmp_path_factory: pytest.TempPathFacto
     col = start_collector(tmp)
     try:
         procs = {}
-        for app in PLANTS:
+        # each app planted and clean; OpenLLMetry once more with its content capture off (no prompt on record)
+        for app, content in [*((a, True) for a in PLANTS), ("openllmetry", False)]:
             for twin in (False, True):
-                service = f"{app}-{'twin' if twin else 'cause'}"
+                service = f"{app}{'' if content else '-blind'}-{'twin' if twin else 'cause'}"
                 spec = tmp / f"{service}.json"
-                spec.write_text(json.dumps({"model": "tiny", "calls": _calls(app, twin)}))
+                calls = _calls(app, twin, seed="" if content else "blind")
+                spec.write_text(json.dumps({"model": "tiny", "calls": calls, "content": content}))
                 procs[service] = subprocess.Popen(
                     [sys.executable, str(RUNNER), app, str(spec), col.endpoint, tiny_server.base_url + "/v1", service],
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -163,3 +165,18 @@ def test_own_spans_name_the_same_value(tiny_server: RunningServer, tmp_path: Pat
     assert own["stage"] == foreign["stage"] == "cache.prefix_match"
     where = f"timestamp at char {_offset('openllmetry')} of the system"
     assert where in own["title"] and where in foreign["title"], (own["title"], foreign["title"])
+
+
+@pytest.mark.slow
+def test_no_prompt_on_record_is_reported_not_blamed(collected: tuple[RunningCollector, dict[str, Any]]) -> None:
+    """OpenLLMetry with TRACELOOP_TRACE_CONTENT=false: token counts and cached tokens, no prompt. The prompts
+    that prefilled again are reported (info, with the switch to turn on), the clean twin gets nothing."""
+    col, found = collected
+    ((segs,),) = query(col.db, "SELECT count(s.attributes->>'llmtrace.prompt.segments') FROM passes p "
+                               "JOIN spans s ON s.span_id = p.span_id WHERE p.service LIKE 'openllmetry-blind-%'")
+    assert segs == 0
+    cache = [f for f in found["openllmetry-blind-cause"] if f["stage"] == "cache.prefix_match"]
+    assert len(cache) == 1 and cache[0]["severity"] == "info", found["openllmetry-blind-cause"]
+    assert "no prompt content on record" in cache[0]["title"]
+    assert "TRACELOOP_TRACE_CONTENT" in json.dumps(cache[0])
+    assert not [f for f in found["openllmetry-blind-twin"] if f["stage"] == "cache.prefix_match"]
