@@ -50,6 +50,7 @@ def cache_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
     # the bundled backend's block chains and pool size: the what-if and the pool-size curve are replays
     chains = any(p.chain for p in passes)
     pool: kv_replay.Pool | None = None
+    prefill = 0.0  # the engine's prefill ms a token, for the what-if TTFT when the fit cannot say
     curve: kv_replay.SizeCurve | None = None
     curve_lines: list[Evidence] | None = None
     for c in causes(passes):
@@ -61,7 +62,9 @@ def cache_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
         builder = {"window": _window, "engine": _engine, "short": _short, "off": _off, "blind": _blind}[c.kind]
         if pool is None and chains and c.kind in ("window", "engine"):
             pool = kv_replay.pool(q)  # read once, and only for a finding that replays
-        f = builder(analyzer, q, c, passes, share, mspt, usdpt, pool)
+            if mspt <= 0:  # prompts of one length: no TTFT fit, but the engine says what its prefill took
+                prefill = replay_what_if.prefill_ms_per_token(q, [p.trace_id for p in passes])
+        f = builder(analyzer, q, c, passes, share, mspt, usdpt, pool, prefill)
         if f is not None and pool is not None and c.kind in ("window", "engine"):
             if curve_lines is None:  # one replay per size for all findings
                 curve = replay_what_if.passes_curve(passes, pool)
@@ -93,14 +96,14 @@ def _loss_evidence(c: Cause, passes: list[PassLoss], share: float, mspt: float, 
 
 
 def what_if(c: Cause, passes: list[PassLoss], mspt: float, usdpt: float,
-            pool: kv_replay.Pool | None = None) -> list[Evidence]:
+            pool: kv_replay.Pool | None = None, prefill_mspt: float = 0.0) -> list[Evidence]:
     """What the fix would buy (the volatile window moved after the stable part, or the prefix kept): replayed
     over the recorded block chains where the engine recorded them (analyzers/what_if.py), else estimated."""
-    return replay_what_if.what_if(c, passes, mspt, usdpt, pool)
+    return replay_what_if.what_if(c, passes, mspt, usdpt, pool, prefill_mspt)
 
 
 def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss], share: float, mspt: float,
-            usdpt: float, pool: kv_replay.Pool | None = None) -> Finding:
+            usdpt: float, pool: kv_replay.Pool | None = None, prefill: float = 0.0) -> Finding:
     seg = c.passes[0].segment
     base = segment_base(seg)
     cls = max({p.window_class for p in c.passes}, key=lambda k: sum(1 for p in c.passes if p.window_class == k))
@@ -134,7 +137,7 @@ def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
         ev.append(Evidence("text in the window (one pass)", repr(sample), "", ids[:1]))
     if distinct > 1:
         ev.append(Evidence("distinct values seen in the window", distinct, "", ids))
-    ev += what_if(c, passes, mspt, usdpt, pool)
+    ev += what_if(c, passes, mspt, usdpt, pool, prefill)
     stages = ("intake.system_prompt", "cache.prefix_match") if base == "system" else \
         ("intake.context_ordering", "cache.prefix_match") if cls == "reordered" else ("cache.prefix_match",)
     stage, cause = "cache.prefix_match", window_cause(seg)
@@ -154,7 +157,7 @@ def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
 
 
 def _engine(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss], share: float, mspt: float,
-            usdpt: float, pool: kv_replay.Pool | None = None) -> Finding | None:
+            usdpt: float, pool: kv_replay.Pool | None = None, prefill: float = 0.0) -> Finding | None:
     ids = sample_ids([p.trace_id for p in reversed(c.passes)])
     ev = _loss_evidence(c, passes, share, mspt, usdpt)
     common = dict(loss_tokens=c.lost_tokens, loss_ms=mspt * c.lost_tokens, loss_usd=usdpt * c.lost_tokens,
@@ -165,7 +168,7 @@ def _engine(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
         policy = pol.get("policy") or "unknown"
         ev.insert(0, Evidence("passes whose shared prefix was cached on another replica", len(c.passes), "", ids))
         ev.append(Evidence("replica policy", policy, "", ids))
-        ev += what_if(c, passes, mspt, usdpt, pool)
+        ev += what_if(c, passes, mspt, usdpt, pool, prefill)
         return analyzer.finding(
             "arrival.replica_selection", _severity(share),
             f"Replica routing ({policy}) sends prompts away from the replica that caches their prefix",
@@ -185,7 +188,7 @@ def _engine(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
 
 
 def _off(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss], share: float, mspt: float,
-         usdpt: float, pool: kv_replay.Pool | None = None) -> Finding | None:
+         usdpt: float, pool: kv_replay.Pool | None = None, prefill: float = 0.0) -> Finding | None:
     ids = sample_ids([p.trace_id for p in reversed(c.passes)])
     return analyzer.finding(
         "cache.prefix_match", _severity(share), f"The prefix cache is off: {len(c.passes)} passes prefilled every token",
@@ -198,7 +201,7 @@ def _off(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss], 
 
 
 def _short(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss], share: float, mspt: float,
-           usdpt: float, pool: kv_replay.Pool | None = None) -> Finding | None:
+           usdpt: float, pool: kv_replay.Pool | None = None, prefill: float = 0.0) -> Finding | None:
     n = len(c.passes)
     if n < max(MIN_PASSES, 0.5 * len(passes)):
         return None
@@ -216,7 +219,7 @@ def _short(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss]
 
 
 def _blind(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss], share: float, mspt: float,
-           usdpt: float, pool: kv_replay.Pool | None = None) -> Finding | None:
+           usdpt: float, pool: kv_replay.Pool | None = None, prefill: float = 0.0) -> Finding | None:
     """Prompts prefilled again with no prompt content on record: reported, not blamed (info)."""
     n = len(c.passes)
     if n < max(MIN_PASSES, 0.5 * len(passes)):

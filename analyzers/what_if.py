@@ -19,11 +19,18 @@ a middleware-only store) the numbers are an estimate from token counts, and the 
 
 from __future__ import annotations
 
+import re
+import statistics
 from collections.abc import Sequence
+
+import duckdb
 
 from llmtrace.analyzers import kv_replay
 from llmtrace.analyzers.cache_loss import Cause, PassLoss
 from llmtrace.analyzers.finding import Evidence
+from llmtrace.analyzers.query import Query
+from llmtrace.tracer.storage.store import StoreError
+from llmtrace.tracer.storage.time_views import ttft_breakdown_select
 
 METHOD = "what-if computed by"
 _Plan = tuple[int, int, str]  # blocks before the window, blocks through the stable part, template key
@@ -129,9 +136,34 @@ def _estimate(c: Cause, passes: list[PassLoss]) -> tuple[float, float, float]:
     return prompt, cached, cached + c.lost_tokens
 
 
-def what_if(c: Cause, passes: list[PassLoss], mspt: float, usdpt: float, pool: kv_replay.Pool | None = None) -> list[Evidence]:
+_TRACE_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def prefill_ms_per_token(q: Query, trace_ids: Sequence[str]) -> float:
+    """The engine's own prefill time per uncached prompt token (the ``ttft_breakdown`` view over a few
+    server passes), for when the TTFT-against-tokens fit has too little spread in prompt lengths to say;
+    0 when the store cannot say."""
+    ids = [t for t in dict.fromkeys(trace_ids) if _TRACE_ID.fullmatch(t)][-50:]
+    if not ids:
+        return 0.0
+    try:
+        rows = q.rows(f"""
+            SELECT t.ms, p.prompt_tokens - coalesce(p.cached_tokens, 0) AS uncached
+            FROM ({ttft_breakdown_select(q.trace_spans(ids))}) t JOIN passes p ON p.server_span_id = t.pass_span_id
+            WHERE t.component = 'prefill' AND t.ms IS NOT NULL""")
+    except (duckdb.Error, StoreError):  # an older store without the view
+        return 0.0
+    per = [float(r["ms"]) / float(r["uncached"]) for r in rows if r["uncached"] and float(r["uncached"]) > 0]
+    return statistics.median(per) if per else 0.0
+
+
+def what_if(c: Cause, passes: list[PassLoss], mspt: float, usdpt: float, pool: kv_replay.Pool | None = None,
+            prefill_mspt: float = 0.0) -> list[Evidence]:
     """What the fix would buy: hit rate, prefill tokens, TTFT and cost per 1,000 calls if fixed. Replayed from
-    the recorded chains when every affected pass has one, else estimated from the token counts."""
+    the recorded chains when every affected pass has one, else estimated from the token counts. The TTFT
+    saved is the prefill saved at ``mspt`` ms a token (fitted on the passes), else at the engine's own
+    prefill time a token (``prefill_mspt``)."""
+    mspt = mspt if mspt > 0 else prefill_mspt
     replayed = pool is not None and c.kind in ("window", "engine") and all(p.chain for p in c.passes)
     check: Evidence | None = None
     if replayed and pool is not None:

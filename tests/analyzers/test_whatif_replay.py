@@ -56,6 +56,8 @@ def test_moved_window_predicted_by_replay_and_measured_on_the_server(
     assert fixed["baseline"] == 0 and fixed["value"] > 0.4
     prefill = _ev(top, "prefill tokens per 1,000 calls if fixed")
     assert prefill["value"] < prefill["baseline"]
+    ttft = _ev(top, "median TTFT if fixed")  # prompts of one length: at the engine's own prefill ms a token
+    assert 0 < ttft["value"] < ttft["baseline"]
     # the miss is the prompt: a larger pool replays to the same hit rate
     assert _ev(top, "replayed hit rate at 4x the KV pool (4096 blocks)")["value"] == \
         _ev(top, "replayed hit rate at 1x the KV pool (1024 blocks)")["value"]
