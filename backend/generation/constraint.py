@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import llguidance as llg
 import numpy as np
 
 from llmtrace.backend.generation.params import Constraint, InvalidRequestError
 
+if TYPE_CHECKING:
+    from llguidance._lib import JsonCompileOptions  # declared in the stub only
+
 # Fixed separators and no free whitespace: otherwise a weak model (or a masked one with little mass left on
 # real content) can pad a JSON value with whitespace until max_tokens, the classic "only filler left".
 # A constrained output that has produced this many whitespace-only tokens in a row is stuck in filler (a
 # grammar that ignores whitespace, and a model that found nothing else it likes): a dead end.
 FILLER_LIMIT = 24
-_JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": ", "lenient": True}
+_JSON_OPTIONS: JsonCompileOptions = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": ", "lenient": True}
 
 
 def _lark_literal(text: str) -> str:

@@ -102,15 +102,16 @@ class GenerationPipeline:
         tk = self.tokenizer
         constraint = None
         reasoning = None
-        if params.reasoning is not None:
+        rcfg = params.reasoning
+        if rcfg is not None:
             tail = b"".join(tk.token_bytes(t) for t in prompt_token_ids[-8:])
-            reasoning = ReasoningTracker(params.reasoning, encode=tk.encode, token_bytes=tk.token_bytes,
+            reasoning = ReasoningTracker(rcfg, encode=tk.encode, token_bytes=tk.token_bytes,
                                          prompt_tail=tail)
         if params.constraint is not None:
             spec = params.constraint
-            if reasoning is not None and spec.after_marker is None:
+            if rcfg is not None and spec.after_marker is None:
                 # a thinking model reasons freely; the constraint governs what follows the close delimiter
-                spec = Constraint(spec.kind, spec.spec, params.reasoning.close_delimiter, spec.tool_calls)
+                spec = Constraint(spec.kind, spec.spec, rcfg.close_delimiter, spec.tool_calls)
             constraint = ConstraintMatcher(spec, self._ll(), self.vocab_size)
         return SequenceState(
             params=params,
