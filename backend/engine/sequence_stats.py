@@ -51,7 +51,7 @@ class SequenceStats:
     first_text_ns: int = 0  # first step whose output carried text (after any detokenizer hold-back)
     last_token_ns: int = 0
     self_time: SelfTime = field(default_factory=SelfTime)  # exclusive time per stage (self_time.py)
-    _composition: hashlib._Hash = field(default_factory=lambda: hashlib.blake2b(digest_size=8))  # type: ignore[name-defined]
+    _composition: hashlib.blake2b = field(default_factory=lambda: hashlib.blake2b(digest_size=8))
 
     def window(self, stage_id: str, start_ns: int, end_ns: int) -> None:
         w = self.windows.get(stage_id)

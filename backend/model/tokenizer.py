@@ -62,7 +62,7 @@ def _pre_tokenizer(preset: str) -> pre_tokenizers.PreTokenizer:
 def _byte_level_bpe(tokens: list[str], merges: list[str], preset: str) -> tuple[HFTokenizer, list[bytes]]:
     """GPT-2-style byte-level BPE (``tokenizer.ggml.model == "gpt2"``)."""
     vocab = {tok: i for i, tok in enumerate(tokens)}
-    pairs = [tuple(m.split(" ", 1)) for m in merges]
+    pairs = [(a, b) for a, b in (m.split(" ", 1) for m in merges)]  # "left right"
     # Llama 3 style vocabularies take a whole word straight from the vocabulary before merging
     model = models.BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False,
                        ignore_merges=preset in _LLAMA3_PRESETS)
