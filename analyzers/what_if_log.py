@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import IO
 
+import duckdb
+
 from llmtrace.analyzers import kv_replay
 from llmtrace.analyzers import what_if as replay
 from llmtrace.analyzers.cache_loss import _segments, causes, classify, load
@@ -245,12 +247,12 @@ def _body(r: dict[str, object], segs: list[tuple[str, str]], moved: list[tuple[s
     return body
 
 
-def run_log(conn: object, path: str, since_ns: int | None, service: str | None) -> int:
+def run_log(conn: duckdb.DuckDBPyConnection, path: str, since_ns: int | None, service: str | None) -> int:
     """The CLI's ``--what-if-log FILE``: write the log, say what it holds and what the replay predicts."""
     import os
     import sys
 
-    q = Query(conn, since_ns, service)  # type: ignore[arg-type]
+    q = Query(conn, since_ns, service)
     tmp = f"{path}.partial"
     try:
         with open(tmp, "w", encoding="utf-8") as out:
