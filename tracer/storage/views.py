@@ -125,7 +125,7 @@ def requests_select(source: str = "spans") -> str:
 # the server's where it reported one (it sees the engine: real prompt and cached tokens, engine TTFT), else
 # the client's.
 _CLIENT_FIRST = ("trace_id", "service", "start_ns", "end_ns", "duration_ms", "status", "operation")
-_VALUE_COLUMNS = tuple("finish_reason_raw" if v.column == "finish_reason" else v.column
+_VALUE_COLUMNS = tuple("finish_reason_raw" if v.column == "finish_reason" else str(v.column)  # each has one
                        for v in REQUEST_VALUES if v.column != "side")
 _PREFER_CLIENT = {v.column for v in REQUEST_VALUES if v.prefer == "client"}
 
