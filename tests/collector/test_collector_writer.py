@@ -1,5 +1,6 @@
-"""The writer thread against a real store: a request the store refuses is dropped alone, never wedging
-the queue behind it."""
+"""The collector's writer (the one store writer, ``storage/span_writer``) against a real store: a request the
+store refuses is dropped alone, never wedging the queue behind it; and the collector's rows are the in-app
+exporter's rows."""
 
 from __future__ import annotations
 
@@ -7,11 +8,16 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
-from collector_helpers import count_spans
+from collector_helpers import count_spans, query, start_collector
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from llmtrace.tracer.collect.writer import SpanWriter
-from llmtrace.tracer.record.exporter import ARROW_SCHEMA
-from llmtrace.tracer.storage.retention import RetentionPolicy
+from llmtrace.tracer.record.exporter import DuckDBSpanExporter
+from llmtrace.tracer.storage.span_rows import ARROW_SCHEMA
+from llmtrace.tracer.storage.span_writer import SpanWriter
 
 
 def _table(n: int, seed: int, attributes: str = "{}") -> pa.Table:
@@ -24,17 +30,55 @@ def _table(n: int, seed: int, attributes: str = "{}") -> pa.Table:
 
 def test_a_refused_request_is_dropped_alone(tmp_path: Path) -> None:
     db = tmp_path / "w.duckdb"
-    w = SpanWriter(db, max_queue_bytes=64 << 20, flush_interval_s=0.5, max_batch_rows=10_000, lock_timeout_s=5,
-                   retention=RetentionPolicy(), retention_interval_s=60)
+    w = SpanWriter(db, max_queue_bytes=64 << 20, flush_interval_s=0.5, max_batch_rows=10_000)
     # queued before the thread starts, so the three go into one batch: one bad value fails the transaction
-    assert w.offer(_table(10, 1)) and w.offer(_table(3, 2, attributes="{not json")) and w.offer(_table(7, 3))
+    for table in (_table(10, 1), _table(3, 2, attributes="{not json"), _table(7, 3)):
+        w.offer(table)
     w.start()
     deadline = time.monotonic() + 30
     while w.queued_rows and time.monotonic() < deadline:
         time.sleep(0.05)
     assert w.queued_rows == 0, "the queue is wedged behind a refused request"
-    assert w.offer(_table(5, 4))  # and the writer goes on
+    w.offer(_table(5, 4))  # and the writer goes on
     assert w.close(30) == 0
-    assert (w.written_rows, w.refused_rows) == (22, 3)
+    assert (w.written_rows, w.refused_rows, w.dropped_rows) == (22, 3, 3)
     assert "store refused 3 spans" in (w.last_error or "")
     assert count_spans(db) == 22
+
+
+def test_the_collector_and_the_in_app_exporter_store_the_same_rows(tmp_path: Path) -> None:
+    """One converter: the same SDK spans, stored in-app (``DuckDBSpanExporter``) and sent by the stock OTLP
+    exporter to a real ``llmtrace collect``, are the same rows in both stores, column for column."""
+    col = start_collector(tmp_path)
+    app_db = tmp_path / "app.duckdb"
+    try:
+        provider = TracerProvider(resource=Resource.create({"service.name": "svc", "service.version": "v1"}))
+        provider.add_span_processor(SimpleSpanProcessor(DuckDBSpanExporter(app_db)))
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=col.endpoint, timeout=10),
+                                                       schedule_delay_millis=50))
+        tracer = provider.get_tracer("t")
+        for i in range(20):
+            with tracer.start_as_current_span("chat m", kind=SpanKind.CLIENT, attributes={
+                    "llmtrace.side": "client", "gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": i,
+                    "ratio": i / 7, "flag": i % 2 == 0, "models": ["a", "b"]}) as p:
+                with tracer.start_as_current_span("cache.prefix_match", attributes={
+                        "llmtrace.stage": "cache.prefix_match", "llmtrace.phase": "cache",
+                        "service.version": "canary"}):
+                    pass
+                with tracer.start_as_current_span("gen.stop", attributes={
+                        "llmtrace.stage": "gen.stop", "llmtrace.phase": "gen",
+                        "llmtrace.status": "cancelled" if i == 3 else "done"}) as s:
+                    s.add_event("first_token", {"at": i})
+                if i % 5 == 0:
+                    p.set_status(Status(StatusCode.ERROR, f"boom {i}"))
+        provider.shutdown()  # flushes both
+        col.wait_written(60)
+    finally:
+        assert col.stop() == 0
+    columns = ("trace_id, span_id, parent_span_id, name, kind, operation, stage, phase, service, deploy, start_ns, "
+               "end_ns, duration_ms, status, status_message, attributes::VARCHAR, resource::VARCHAR, events::VARCHAR")
+    sql = f"SELECT {columns} FROM spans ORDER BY span_id"
+    app, collected = query(app_db, sql), query(col.db, sql)
+    assert len(app) == 60 and app == collected
+    statuses = {r[13] for r in app}
+    assert statuses == {"ok", "error", "cancelled"} and {r[9] for r in app} == {"v1", "canary"}

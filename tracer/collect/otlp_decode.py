@@ -12,7 +12,6 @@ import json
 import zlib
 from dataclasses import dataclass
 
-import orjson
 import pyarrow as pa
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
@@ -20,21 +19,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from llmtrace.tracer.collect import scrub as scrub
 from llmtrace.tracer.collect.otlp_mapping import Mapper
-from llmtrace.tracer.record.exporter import ARROW_SCHEMA
-from llmtrace.tracer.storage.views import SPAN_COLUMNS
+from llmtrace.tracer.storage.span_rows import SpanRow, json_bytes, rows_to_table, span_row
 
 _KINDS = ("internal", "internal", "server", "client", "producer", "consumer")  # index = OTLP SpanKind enum
-_json_fallback = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
-
-
-def _dumps(obj: object) -> bytes:
-    """Compact JSON as UTF-8 bytes (Arrow takes them for a string column as they are): orjson, several
-    times faster and this runs for every span; the stdlib for what orjson refuses (ints past 64 bits)."""
-    try:
-        return orjson.dumps(obj, default=str)
-    except TypeError:
-        return _json_fallback(obj).encode("utf-8", "replace")
-_COLUMN_NAMES = tuple(n for n, _ in SPAN_COLUMNS)
 
 
 class PayloadError(ValueError):
@@ -245,30 +232,22 @@ _MAX_NS = (1 << 63) - 1  # the store's BIGINT; OTLP's fixed64 goes past it
 
 def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = None, *, rejected: int = 0,
                      reason: str | None = None, check_secrets: bool = True) -> Decoded:
-    """Walk the request into one Arrow table in SPAN_COLUMNS order.
+    """Walk the request into the store's rows (``storage/span_rows``, the rows the in-app exporter makes
+    of SDK spans too) and those into one Arrow table.
 
     A value that cannot be stored (a NaN or infinite number) is left out of its span's attributes and
     counted; a span that cannot be stored at all (bad ids, a time past the store's range, anything its
     mapping trips on) is rejected and counted, never the request. Every value of a span is computed
-    before any column is appended to, so a span that fails midway leaves no partial row.
+    before its rows are appended, so a span that fails midway leaves no partial row.
 
     This loop is the collector's hot path (a few microseconds a span): locals only, no per-span calls
-    beyond what the protobuf runtime needs.
+    beyond what the protobuf runtime needs and ``span_row`` (the row rules, shared with the exporter).
     """
-    cols: dict[str, list[object]] = {n: [] for n in _COLUMN_NAMES}
-    trace_a, span_a, parent_a, name_a, kind_a = (cols["trace_id"].append, cols["span_id"].append,
-                                                  cols["parent_span_id"].append, cols["name"].append,
-                                                  cols["kind"].append)
-    op_a, stage_a, phase_a, service_a, deploy_a = (cols["operation"].append, cols["stage"].append,
-                                                    cols["phase"].append, cols["service"].append,
-                                                    cols["deploy"].append)
-    start_a, end_a, dur_a, status_a, msg_a = (cols["start_ns"].append, cols["end_ns"].append,
-                                               cols["duration_ms"].append, cols["status"].append,
-                                               cols["status_message"].append)
-    attr_a, res_a, ev_a = cols["attributes"].append, cols["resource"].append, cols["events"].append
+    rows: list[SpanRow] = []
+    append, extend, make_row = rows.append, rows.extend, span_row
     received = rejected  # spans already rejected while parsing were in the request too
     drops = [0]
-    dumps = _dumps
+    dumps = json_bytes
     kinds = _KINDS
     suspect = scrub.suspect_bytes
     for rs in req.resource_spans:
@@ -330,17 +309,11 @@ def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = Non
                     mapped = None
                     if mapper is not None and "llmtrace.side" not in attrs and "llmtrace.stage" not in attrs:
                         mapped = mapper.map(name, kind, attrs, trace_hex, span_hex, start, end, s.events)
+                    labels = None
                     if mapped is not None:
                         attrs = mapped.attributes
-                        op, stage, phase = mapped.operation, mapped.stage, mapped.phase
-                    else:
-                        op = attrs.get("gen_ai.operation.name")
-                        stage, phase = attrs.get("llmtrace.stage"), attrs.get("llmtrace.phase")
-                    status = ("cancelled" if attrs.get("llmtrace.status") == "cancelled"
-                              else "error" if st.code == 2 else "ok")
+                        labels = (mapped.operation, mapped.stage, mapped.phase)
                     pid = s.parent_span_id
-                    dv = attrs.get("service.version", res_version)
-                    deploy = str(dv) if dv is not None else None
                     attrs_json = dumps(attrs)
                     message = st.message or None
                     if check_secrets and (suspect(attrs_json) or (message and scrub.suspect(message))
@@ -356,53 +329,23 @@ def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = Non
                                               "attributes": attributes(e.attributes, drops)} for e in events])
                         if check_secrets and suspect(events_json):
                             events_json = dumps(scrub.scrub_attributes(json.loads(events_json)))
+                    first = make_row(trace_hex, span_hex, pid.hex() if len(pid) == 8 and pid != _ZERO8 else None,
+                                     name, kind, attrs, service, res_version, start, end, st.code == 2, message,
+                                     attrs_json, res_json, events_json, labels)
                     extra = []
-                    if mapped is not None:
-                        extra = [(row, dumps(row.attributes), (row.end_ns - row.start_ns) / 1e6)
-                                 for row in mapped.extra]
+                    if mapped is not None:  # the stage spans a mapping derives, children of this one
+                        extra = [make_row(trace_hex, x.span_id, span_hex, x.stage, "internal", x.attributes, service,
+                                          first.deploy, x.start_ns, x.end_ns, False, None, dumps(x.attributes),
+                                          res_json, None, (None, x.stage, x.phase)) for x in mapped.extra]
                 except Exception as exc:  # noqa: BLE001 - one odd span is rejected, never the request
                     rejected += 1
                     reason = reason or f"span {s.name[:60]!r} rejected: {type(exc).__name__}: {str(exc)[:120]}"
                     continue
-                trace_a(trace_hex)
-                span_a(span_hex)
-                parent_a(pid.hex() if len(pid) == 8 and pid != _ZERO8 else None)
-                name_a(name)
-                kind_a(kind)
-                op_a(op)
-                stage_a(stage)
-                phase_a(phase)
-                service_a(service)
-                deploy_a(deploy)
-                start_a(start)
-                end_a(end)
-                dur_a((end - start) / 1e6)
-                status_a(status)
-                msg_a(message)
-                attr_a(attrs_json)
-                res_a(res_json)
-                ev_a(events_json)
-                for row, row_json, row_ms in extra:
-                    trace_a(trace_hex)
-                    span_a(row.span_id)
-                    parent_a(span_hex)
-                    name_a(row.stage)
-                    kind_a("internal")
-                    op_a(None)
-                    stage_a(row.stage)
-                    phase_a(row.phase)
-                    service_a(service)
-                    deploy_a(deploy)
-                    start_a(row.start_ns)
-                    end_a(row.end_ns)
-                    dur_a(row_ms)
-                    status_a("ok")
-                    msg_a(None)
-                    attr_a(row_json)
-                    res_a(res_json)
-                    ev_a(None)
+                append(first)
+                if extra:
+                    extend(extra)
     try:
-        table = pa.Table.from_pydict(cols, schema=ARROW_SCHEMA)
+        table = rows_to_table(rows)  # a value a column cannot take is repaired in its span (and counted)
     except (pa.ArrowException, OverflowError, UnicodeError) as exc:
         raise PayloadError(f"span values out of range: {exc}") from None
     if drops[0]:

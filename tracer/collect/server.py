@@ -1,8 +1,10 @@
 """``llmtrace collect``: an OTLP/HTTP trace receiver that writes into the DuckDB store.
 
-Request threads decode each body straight into Arrow columns and hand the table to one writer thread
-through a queue bounded in bytes; a full queue answers 429 with Retry-After (the stock OTLP exporters
-back off and retry), so memory stays bounded however fast the senders are. The writer opens the store
+Request threads decode each body into the store's rows (``storage/span_rows``) and hand the Arrow table
+to the store writer the in-app exporter uses too (``storage/span_writer``), through a queue bounded in
+bytes. Past ``max_queue_bytes`` a request is answered 429 with Retry-After (the stock OTLP exporters back
+off and retry), so memory stays bounded however fast the senders are; the writer's own cap (drop the
+oldest, counted) sits at twice that, for the requests already being decoded. The writer opens the store
 for one short transaction per batch and closes it again, and pauses between batches, so ``llmtrace
 explore`` / ``llmtrace sql`` (other processes) can open the file in between: DuckDB lets one process hold
 a file at a time. A batch that cannot be written stays queued and is retried; ``stop()`` (SIGTERM)
@@ -19,6 +21,7 @@ import logging
 import os
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -29,10 +32,10 @@ from llmtrace.tracer.collect.conns import Conn, ConnectionTable, Timeouts
 from llmtrace.tracer.collect.http import drain, export_response, status_proto
 from llmtrace.tracer.collect.otlp_decode import Decoded, PayloadError, PayloadTooLarge, decode
 from llmtrace.tracer.collect.otlp_mapping import Mapper
-from llmtrace.tracer.collect.wal import Ticket, WriteAheadLog, replay, wal_dir
-from llmtrace.tracer.collect.writer import SpanWriter
-from llmtrace.tracer.record import capture
+from llmtrace.tracer.collect.wal import Record, Ticket, WriteAheadLog, replay, wal_dir
+from llmtrace.tracer.record import capture, health
 from llmtrace.tracer.storage.retention import RetentionPolicy
+from llmtrace.tracer.storage.span_writer import SpanWriter
 from llmtrace.tracer.storage.store import write_connection
 
 log = logging.getLogger("llmtrace.collect")
@@ -52,7 +55,7 @@ class CollectorConfig:
     max_queue_bytes: int = 256 << 20  # Arrow bytes accepted but not yet committed
     flush_interval_s: float = 0.2  # pause between write transactions: batching, and room for readers
     max_batch_rows: int = 250_000
-    lock_timeout_s: float = 10.0
+    lock_timeout_s: float = 10.0  # opening the store at start and replaying the log; the writer retries on
     max_connections: int = 128
     max_connections_per_client: int = 64
     timeouts: Timeouts = field(default_factory=Timeouts)
@@ -239,9 +242,9 @@ class _Handler(BaseHTTPRequestHandler):
             decoded, ticket = self._accept(c, body, ctype, as_json)
             if decoded is None:
                 return None
-            if ticket is not None:
+            if ticket is not None and c.wal is not None:
                 try:
-                    c.wal.sync(ticket)  # type: ignore[union-attr]  # the 200 waits for the disk
+                    c.wal.sync(ticket)  # the 200 waits for the disk
                 except OSError as exc:
                     return self._error(503, f"cannot sync the write-ahead log: {exc}", json_body=as_json,
                                        headers={"Retry-After": "1"})
@@ -265,6 +268,9 @@ class _Handler(BaseHTTPRequestHandler):
                 return None, None
         ticket = None
         if decoded.table.num_rows:
+            if not c.writer.has_room(decoded.table.nbytes):  # filled up while this one was decoded
+                self._overloaded(as_json)
+                return None, None
             if c.wal is not None:
                 try:
                     ticket = c.wal.append(body, ctype, self.headers.get("Content-Encoding"))
@@ -272,11 +278,7 @@ class _Handler(BaseHTTPRequestHandler):
                     self._error(503, f"cannot write the write-ahead log: {exc}", json_body=as_json,
                                 headers={"Retry-After": "1"})
                     return None, None
-            if not c.writer.offer(decoded.table, ticket):
-                if ticket is not None:
-                    c.wal.done([ticket])  # type: ignore[union-attr]
-                self._overloaded(as_json)
-                return None, None
+            c.writer.offer(decoded.table, ticket)
         c.accepted(decoded)
         return decoded, ticket
 
@@ -344,15 +346,16 @@ class Collector:
     def __init__(self, config: CollectorConfig) -> None:
         self.config = config
         self.mapper = Mapper(config.capture)
-        self.writer = SpanWriter(
-            Path(config.db), max_queue_bytes=config.max_queue_bytes, flush_interval_s=config.flush_interval_s,
-            max_batch_rows=config.max_batch_rows, lock_timeout_s=config.lock_timeout_s,
-            retention=config.retention, retention_interval_s=config.retention_interval_s,
-            duckdb_threads=config.duckdb_threads,
-        )
         self.wal = WriteAheadLog(wal_dir(Path(config.db)), fsync=config.fsync) if config.wal else None
-        if self.wal is not None:
-            self.writer.on_commit = self.wal.done
+        done = self.wal.done if self.wal is not None else None
+        # Committed or dropped, a request's spans no longer need their log segment.
+        self.writer = SpanWriter(
+            Path(config.db), max_queue_bytes=2 * config.max_queue_bytes, admit_bytes=config.max_queue_bytes,
+            flush_interval_s=config.flush_interval_s, max_batch_rows=config.max_batch_rows,
+            retention=config.retention, retention_interval_s=config.retention_interval_s,
+            duckdb_threads=config.duckdb_threads, on_commit=done, on_drop=done,
+            name="collect", retry_log_level=logging.WARNING,
+        )
         self.conns = ConnectionTable(config.max_connections, config.max_connections_per_client, config.timeouts)
         self.replayed = (0, 0)  # spans written from a dead collector's log at start, and already stored
         self.closing = False
@@ -374,12 +377,12 @@ class Collector:
         with self._lock:
             self._counts[key] = self._counts.get(key, 0) + n
 
-    def accepted(self, decoded: object) -> None:
+    def accepted(self, decoded: Decoded) -> None:
         with self._lock:
             self._counts["requests_ok"] += 1
-            self._counts["spans_received"] += decoded.received  # type: ignore[attr-defined]
-            self._counts["spans_accepted"] += decoded.received - decoded.rejected  # type: ignore[attr-defined]
-            self._counts["spans_rejected"] += decoded.rejected  # type: ignore[attr-defined]
+            self._counts["spans_received"] += decoded.received
+            self._counts["spans_accepted"] += decoded.received - decoded.rejected
+            self._counts["spans_rejected"] += decoded.rejected
 
     def in_flight(self) -> _InFlight:
         return _InFlight(self)
@@ -390,6 +393,7 @@ class Collector:
         w = self.writer
         out.update(rows_written=w.written_rows, rows_queued=w.queued_rows, write_batches=w.write_batches,
                    write_errors=w.write_errors, last_write_error=w.last_error, rows_refused_by_store=w.refused_rows,
+                   rows_dropped=w.dropped_rows, sanitized_values=health.counters().get("sanitized_values", 0),
                    retention_deleted_spans=w.retention_deleted_spans, db=str(self.config.db), pid=os.getpid())
         out.update(self.conns.stats())
         if self.wal is not None:
@@ -426,15 +430,16 @@ class Collector:
         self.conns.stop()
         with self._idle:
             self._idle.wait_for(lambda: self._in_flight == 0, timeout=30)
-        lost = self.writer.close(timeout_s)
+        self.writer.set_deadline(time.monotonic() + timeout_s)  # a store locked for good cannot hold us
+        lost = self.writer.close(timeout_s + 2.0)
         if self.wal is not None:
             self.wal.close(keep=lost > 0)  # unwritten spans stay in the log for the next start
         if self._server is not None:
             self._server.server_close()
         return lost
 
-    def _decode_record(self, rec: object) -> pa.Table:
-        return decode(rec.body, rec.content_type, rec.content_encoding,  # type: ignore[attr-defined]
+    def _decode_record(self, rec: Record) -> pa.Table:
+        return decode(rec.body, rec.content_type, rec.content_encoding,
                       max_bytes=self.config.max_decoded_bytes, mapper=self.mapper).table
 
 

@@ -25,9 +25,13 @@ import struct
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger("llmtrace.collect")
 _HEADER = struct.Struct("<4sIII")
@@ -217,7 +221,7 @@ def read_records(path: Path) -> Iterator[Record]:
                     path.name, len(data) - pos)
 
 
-def replay(directory: Path, db: Path, decode_record: object, *, lock_timeout_s: float = 10.0,
+def replay(directory: Path, db: Path, decode_record: Callable[[Record], pa.Table], *, lock_timeout_s: float = 10.0,
            max_rows: int = 250_000) -> tuple[int, int]:
     """Write the spans of every orphan segment that the store does not hold yet; delete the segments.
     Returns (spans written, spans already stored). ``decode_record(record)`` gives an Arrow table.
@@ -227,17 +231,17 @@ def replay(directory: Path, db: Path, decode_record: object, *, lock_timeout_s: 
     written = skipped = 0
     for path, fd in orphan_segments(directory):
         try:
-            tables: list[object] = []
+            tables: list[pa.Table] = []
             rows = 0
             clean = True
             for rec in read_records(path):
                 try:
-                    table = decode_record(rec)  # type: ignore[operator]
+                    table = decode_record(rec)
                 except Exception as exc:  # noqa: BLE001 - it was decoded once; say so and go on
                     log.warning("llmtrace collect: cannot replay a request in %s: %s", path.name, exc)
                     continue
                 tables.append(table)
-                rows += table.num_rows  # type: ignore[attr-defined]
+                rows += table.num_rows
                 if rows >= max_rows:
                     w, k, ok = _insert_isolating(db, tables, lock_timeout_s, path)
                     written, skipped, clean, tables, rows = written + w, skipped + k, clean and ok, [], 0
@@ -253,7 +257,7 @@ def replay(directory: Path, db: Path, decode_record: object, *, lock_timeout_s: 
     return written, skipped
 
 
-def _insert_isolating(db: Path, tables: list[object], lock_timeout_s: float, path: Path) -> tuple[int, int, bool]:
+def _insert_isolating(db: Path, tables: list[pa.Table], lock_timeout_s: float, path: Path) -> tuple[int, int, bool]:
     """``_insert_new``, falling back to one request at a time when the store refuses the chunk."""
     from llmtrace.tracer.storage.store import StoreError
 
@@ -274,21 +278,14 @@ def _insert_isolating(db: Path, tables: list[object], lock_timeout_s: float, pat
     return written, skipped, clean
 
 
-def _insert_new(db: Path, tables: list[object], lock_timeout_s: float) -> tuple[int, int]:
+def _insert_new(db: Path, tables: list[pa.Table], lock_timeout_s: float) -> tuple[int, int]:
     """Insert the rows whose (trace_id, span_id) the store lacks, once each, in one transaction."""
     import pyarrow as pa
 
+    from llmtrace.tracer.storage.span_rows import insert_table
     from llmtrace.tracer.storage.store import write_connection
 
-    table = pa.concat_tables(tables)  # type: ignore[arg-type]
+    table = pa.concat_tables(tables)
     with write_connection(db, timeout_s=lock_timeout_s) as conn:
-        conn.register("_llmtrace_replay", table)
-        try:
-            (inserted,) = conn.execute("""
-                INSERT INTO spans
-                SELECT r.* FROM (SELECT * FROM _llmtrace_replay
-                                 QUALIFY row_number() OVER (PARTITION BY trace_id, span_id) = 1) r
-                ANTI JOIN spans s ON s.trace_id = r.trace_id AND s.span_id = r.span_id""").fetchone()
-        finally:
-            conn.unregister("_llmtrace_replay")
-    return int(inserted), table.num_rows - int(inserted)
+        inserted = insert_table(conn, table, skip_stored=True)
+    return inserted, table.num_rows - inserted

@@ -2,6 +2,13 @@
 
 The tracer never breaks the app it observes: a failing store or endpoint, a wrong value type or an
 overflowing queue is counted here and logged once per kind.
+
+Kinds: ``dropped_spans`` (every span lost, whatever the reason: what ``llmtrace.shutdown`` reports) and,
+from the store writer (``storage/span_writer.py``), the same spans once more by reason:
+``dropped_spans_queue_full`` (the oldest, at the writer's cap), ``dropped_spans_not_written`` (still
+queued at the shutdown deadline), ``dropped_spans_store_error`` / ``dropped_spans_store_full`` /
+``dropped_spans_refused`` (the store cannot be written, is at its size cap, refused a value) and
+``dropped_spans_closed``; ``sanitized_values`` (values repaired to fit the store, the span kept).
 """
 
 from __future__ import annotations
@@ -9,6 +16,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
+
+from llmtrace.tracer.storage import span_rows
 
 log = logging.getLogger("llmtrace")
 _lock = threading.Lock()
@@ -35,3 +44,6 @@ def reset() -> None:
     with _lock:
         _counts.clear()
         _warned.clear()
+
+
+span_rows.set_counter(count)  # the store's converter and writer sit below this layer; they count here

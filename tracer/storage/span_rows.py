@@ -1,0 +1,191 @@
+"""One span, one row: the store's row type and the one way spans become it, whichever way they arrived.
+
+The in-app exporter (an SDK ``ReadableSpan``, ``record/exporter.py``) and the collector (an OTLP span,
+``collect/otlp_decode.py``) each read their input's fields and hand them to ``span_row``, which applies
+the rules a row follows (status, deploy, stage columns, end never before start); ``rows_to_table`` turns
+a batch of rows into the Arrow table ``storage/span_writer.py`` writes, repairing a value a column cannot
+take in its own span only. ``json_bytes`` is the JSON both use for the attributes, resource and events.
+
+Repairs and drops are counted through ``count`` (``record/health.py`` installs its counters; this layer
+sits below it and must not import it). Until then they are logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import duckdb
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from llmtrace.tracer.storage.views import SPAN_COLUMNS
+
+log = logging.getLogger("llmtrace")
+Counter = Callable[[str, int, "str | None"], None]
+
+
+def _log_count(kind: str, n: int = 1, message: str | None = None) -> None:
+    if message:
+        log.warning("llmtrace: %s (%s: %d)", message, kind, n)
+
+
+_count: Counter = _log_count
+
+
+def set_counter(fn: Counter) -> None:
+    """Where repairs and drops are counted (``record/health.py`` calls this when it is imported)."""
+    global _count
+    _count = fn
+
+
+def count(kind: str, n: int = 1, message: str | None = None) -> None:
+    _count(kind, n, message)
+
+
+class SpanRow(NamedTuple):
+    """A stored span: the ``spans`` table's columns in order, less ``duration_ms`` (computed per batch)."""
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    kind: str
+    operation: object
+    stage: object
+    phase: object
+    service: str | None
+    deploy: str | None
+    start_ns: int
+    end_ns: int
+    status: str
+    status_message: str | None
+    attributes: bytes
+    resource: bytes
+    events: bytes | None
+
+
+_STRING = pa.string()
+ARROW_SCHEMA = pa.schema(
+    [(n, pa.int64() if t == "BIGINT" else pa.float64() if t == "DOUBLE" else _STRING) for n, t in SPAN_COLUMNS]
+)
+_DURATION = ARROW_SCHEMA.get_field_index("duration_ms")
+_ROW_FIELDS = [f for f in ARROW_SCHEMA if f.name != "duration_ms"]
+assert tuple(f.name for f in _ROW_FIELDS) == SpanRow._fields, "SpanRow must follow SPAN_COLUMNS"
+_START, _END = SpanRow._fields.index("start_ns"), SpanRow._fields.index("end_ns")
+_new_row = tuple.__new__  # SpanRow(...) through its generated __new__ costs twice as much per span
+
+
+def span_row(trace_id: str, span_id: str, parent_span_id: str | None, name: str, kind: str,
+             attrs: Mapping[str, object], service: str | None, resource_deploy: object, start_ns: int, end_ns: int,
+             error: bool, status_message: str | None, attributes_json: bytes, resource_json: bytes,
+             events_json: bytes | None, labels: tuple[object, object, object] | None = None) -> SpanRow:
+    """The row of one span. ``labels`` (operation, stage, phase) when a mapping decided them; otherwise they
+    come from the span's own attributes. The deploy is the span's ``service.version``, else its resource's."""
+    get = attrs.get
+    if labels is None:
+        labels = (get("gen_ai.operation.name"), get("llmtrace.stage"), get("llmtrace.phase"))
+    deploy = get("service.version", resource_deploy)
+    return _new_row(SpanRow, (
+        trace_id, span_id, parent_span_id, name, kind, *labels, service,
+        deploy if deploy is None or type(deploy) is str else str(deploy),
+        start_ns, end_ns if end_ns >= start_ns else start_ns,
+        "cancelled" if get("llmtrace.status") == "cancelled" else "error" if error else "ok",
+        status_message, attributes_json, resource_json, events_json,
+    ))
+
+
+def json_bytes(obj: object) -> bytes:
+    """Compact JSON as UTF-8 (Arrow takes the bytes for a string column as they are). A value orjson
+    refuses (a lone surrogate, an int beyond 64 bits) is repaired in this value only, and counted: the JSON
+    columns must stay valid JSON, or DuckDB refuses the batch."""
+    try:
+        return orjson.dumps(obj, default=str)
+    except TypeError:
+        count("sanitized_values", 1, "a span value was not valid UTF-8 (lone surrogate) or beyond 64 bits; "
+              "it was repaired (U+FFFD, a string) and the span kept")
+        return orjson.dumps(_repaired(obj), default=lambda v: text(str(v)))
+
+
+def events_json(events: Iterable[tuple[str, int, Mapping[str, object]]]) -> bytes | None:
+    """Span events as stored: ``[{"name", "ts", "attributes"}]``; None for a span without any."""
+    out = [{"name": name, "ts": ts, "attributes": attrs} for name, ts, attrs in events]
+    return json_bytes(out) if out else None
+
+
+def text(s: str) -> str:
+    """``s`` with each lone surrogate replaced by U+FFFD (a valid pair becomes its character)."""
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def _repaired(obj: object) -> object:
+    if isinstance(obj, str):
+        return text(obj)
+    if isinstance(obj, bool) or obj is None or isinstance(obj, float):
+        return obj
+    if isinstance(obj, int):
+        return obj if -(2**63) <= obj < 2**64 else str(obj)
+    if isinstance(obj, Mapping):
+        return {text(str(k)): _repaired(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_repaired(v) for v in obj]
+    return text(str(obj))
+
+
+def _cell(value: Any, type_: pa.DataType) -> object:
+    """One value made to fit its column; None when it cannot be (only that value is lost, never the span)."""
+    if value is None:
+        return None
+    if type_ == _STRING:
+        if isinstance(value, bytes):
+            return value.decode("utf-8", "replace")
+        return text(value if isinstance(value, str) else str(value))
+    try:
+        v = int(value) if type_ == pa.int64() else float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return v if not isinstance(v, int) or -(2**63) <= v < 2**63 else None
+
+
+def _column(values: Sequence[object], type_: pa.DataType) -> pa.Array:
+    try:
+        return pa.array(values, type=type_)
+    except (pa.ArrowException, ValueError, TypeError, OverflowError):  # UnicodeEncodeError is a ValueError
+        count("sanitized_values", 1, "a span field did not fit its column (lone surrogate, wrong type); "
+              "it was repaired and the span kept")
+        return pa.array([_cell(v, type_) for v in values], type=type_)
+
+
+def rows_to_table(rows: Sequence[tuple[object, ...]]) -> pa.Table:
+    """Rows transposed once into Arrow columns (``ARROW_SCHEMA``); ``duration_ms`` in one vectorised step."""
+    columns = list(zip(*rows)) if rows else [()] * len(_ROW_FIELDS)
+    arrays = [_column(c, f.type) for c, f in zip(columns, _ROW_FIELDS)]
+    duration = pc.divide(pc.cast(pc.subtract(arrays[_END], arrays[_START]), pa.float64()), 1e6)
+    arrays.insert(_DURATION, duration)
+    return pa.Table.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+_NEW_ONLY = """
+    INSERT INTO spans
+    SELECT r.* FROM (SELECT * FROM _llmtrace_batch QUALIFY row_number() OVER (PARTITION BY trace_id, span_id) = 1) r
+    ANTI JOIN spans s ON s.trace_id = r.trace_id AND s.span_id = r.span_id"""
+
+
+def insert_table(conn: duckdb.DuckDBPyConnection, table: pa.Table, *, skip_stored: bool = False) -> int:
+    """Insert a batch on an open write connection; returns the rows inserted. ``skip_stored``: only the
+    rows whose (trace_id, span_id) the store lacks, once each (a replayed log may repeat stored spans)."""
+    conn.register("_llmtrace_batch", table)
+    try:
+        if not skip_stored:
+            conn.execute("INSERT INTO spans SELECT * FROM _llmtrace_batch")
+            return table.num_rows
+        row = conn.execute(_NEW_ONLY).fetchone()
+        return int(row[0]) if row else 0
+    finally:
+        conn.unregister("_llmtrace_batch")
