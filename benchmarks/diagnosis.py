@@ -165,7 +165,8 @@ def _run_foreign(case: Case, srv: Server, col: Collector, service: str, twin: bo
 
     assert case.calls is not None and case.via is not None
     spec = work / f"{service}.calls.json"
-    spec.write_text(json.dumps({"model": srv.model(), "calls": case.calls(twin, random.Random(service))}))
+    spec.write_text(json.dumps({"model": srv.model(), "calls": case.calls(twin, random.Random(service)),
+                                "content": case.content}))
     t = time.perf_counter()
     out = subprocess.run([sys.executable, str(Path(__file__).resolve().parent / "diagnosis_foreign.py"), case.via,
                           str(spec), col.endpoint, srv.url + "/v1", service], capture_output=True, text=True,

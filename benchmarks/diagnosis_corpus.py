@@ -315,6 +315,7 @@ class Case:
     # a foreign case (diagnosis_foreign_corpus.py): the instrumentation, and the calls its app makes
     via: str | None = None
     calls: Callable[[bool, random.Random], list[dict[str, Any]]] | None = None
+    content: bool = True  # false: the instrumentation's content capture off (no prompt text leaves the app)
 
 
 CACHE = ("cache.prefix_match", "intake.system_prompt")

@@ -127,6 +127,16 @@ def trace_id_in_tools(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
     return out
 
 
+def shift_clock_top(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
+    """For apps whose instrumentation sends no prompt text: a shift clock ahead of the tax helpdesk prompt."""
+    t0 = dt.datetime(2026, 10, 12, 6, 30, 0) + dt.timedelta(seconds=rng.randrange(40000))  # per app: no warm cache
+    out = []
+    for i in range(8):
+        head = "" if twin else f"Shift clock {(t0 + dt.timedelta(seconds=331 * i)):%H:%M:%S}. "
+        out.append(_call([{"role": "system", "content": head + TAX.replace("Kellbridge", "Ashcombe")}, _ask(i + 6)], i))
+    return out
+
+
 def json_words_cut(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
     ask = ('Answer only with JSON of the form {"restaurant": "...", "opens": "HH:MM", "walk_minutes": 0} '
            "for a place to eat near the pier, request {n}.")
@@ -160,5 +170,13 @@ def _no_app(ctx: Any, twin: bool) -> None:
     raise RuntimeError("a foreign case runs its calls through diagnosis_foreign.py")
 
 
+# the same apps with each package's content capture off (openai-v2's default): what token counts alone allow
+NO_CONTENT: tuple[tuple[str, str, Any, tuple[str, ...], str], ...] = (
+    ("openinference_hidden_inputs_clock", "openinference", shift_clock_top, ("cache.prefix_match",), "hashes"),
+    ("otelv2_stock_no_content_clock", "otel-v2", shift_clock_top, ("cache.prefix_match",), "hashes"),
+)
+
 FOREIGN_CASES: tuple[Case, ...] = tuple(
-    Case(cid, _no_app, expect, capture=capture, via=via, calls=calls) for cid, via, calls, expect, capture in FOREIGN)
+    Case(cid, _no_app, expect, capture=capture, via=via, calls=calls) for cid, via, calls, expect, capture in FOREIGN
+) + tuple(Case(cid, _no_app, expect, capture=capture, via=via, calls=calls, content=False)
+          for cid, via, calls, expect, capture in NO_CONTENT)

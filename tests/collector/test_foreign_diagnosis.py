@@ -60,11 +60,17 @@ def _offset(app: str) -> int:
                                                     "openllmetry": len("(as of "), "litellm": len("sess ")}[app]
 
 
+# OpenInference's app also offers a tool: its definition is a prompt segment of its own, hashed like the rest
+TOOLS = [{"type": "function", "function": {"name": "catalogue_search", "description": "Find a title in the Wrenfold "
+          "catalogue by author or ISBN.", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}]
+
+
 def _calls(app: str, twin: bool, seed: str = "") -> list[dict[str, Any]]:
     rng = random.Random(f"{app}-{twin}{seed}")
+    extra = {"tools": TOOLS} if app == "openinference" else {}
     return [{"messages": [{"role": "system", "content": _system(app, rng, i, twin)},
                           {"role": "user", "content": f"Can I renew book {400 + 17 * i} twice?"}],
-             "max_tokens": 5, "stream": i % 2 == 1} for i in range(8)]
+             "max_tokens": 5, "stream": i % 2 == 1, **extra} for i in range(8)]
 
 
 def _diagnose(db: Path, service: str) -> list[dict[str, Any]]:
@@ -138,7 +144,10 @@ def test_foreign_mapping_usage_host_and_no_text(collected: tuple[RunningCollecto
     assert raw >= 8
     leaks = query(col.db, "SELECT service, name FROM spans WHERE attributes LIKE '%Wrenfold%' "
                           "OR events LIKE '%Wrenfold%' OR attributes LIKE '%renew book%'")
-    assert not leaks, leaks
+    assert not leaks, leaks  # the tool definition (its description names the library) included
+    ((segs,),) = query(col.db, "SELECT any_value(s.attributes->>'llmtrace.prompt.segments') FROM passes p "
+                               "JOIN spans s ON s.span_id = p.span_id WHERE p.service = 'openinference-twin'")
+    assert [x["kind"] for x in json.loads(str(segs))] == ["tools", "system", "user"]
 
 
 @pytest.mark.slow

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from llmtrace.tracer.collect.otlp_segments import segment_attributes
+from llmtrace.tracer.collect.otlp_segments import output_attributes, segment_attributes
 from llmtrace.tracer.record import capture
 from llmtrace.tracer.registry.finish_reason import normalize_finish_reason
 from llmtrace.tracer.registry.stages import get_stage
@@ -35,7 +35,9 @@ CONTENT_PREFIXES = ("gen_ai.prompt", "gen_ai.completion", "gen_ai.input.messages
                     "gen_ai.system_instructions", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result",
                     "input.value", "output.value", "traceloop.entity.input", "traceloop.entity.output",
                     "llm.input_messages", "llm.output_messages", "llm.prompts", "llm.prompt_template.variables",
-                    "retrieval.documents", "gen_ai.content.")
+                    "retrieval.documents", "gen_ai.content.",
+                    # tool definitions are part of the prompt (OTel GenAI, OpenInference, OpenLLMetry's older names)
+                    "gen_ai.tool.definitions", "llm.tools.", "llm.request.functions.")
 # LiteLLM's ``raw_gen_ai_request`` span writes the provider's request and response bodies field by field as
 # ``llm.<provider>.<field>``: every text-bearing value there (messages, system, choices, content, tools,
 # the stringified response) is prompt or output, whatever the field is called.
@@ -242,6 +244,8 @@ class Mapper:
         if mapped.operation in ("chat", "text_completion", "generate_content"):
             # the same prompt segments our own spans carry, so the cache analysis works on these too
             mapped.attributes.update(segment_attributes(attrs, self.capture_mode))
+            for key, value in output_attributes(attrs).items():  # the answer's shape, as our middleware says it
+                _put(mapped.attributes, key, value)
         return mapped
 
     @staticmethod

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from xml.etree import ElementTree
 
 from llmtrace.tracer.record import capture
 from llmtrace.tracer.record.prompt_segments import canonical as _canonical
@@ -120,6 +121,71 @@ def messages(attrs: Mapping[str, object]) -> list[tuple[str, str]]:
         if m and isinstance(value, str):
             indexed.setdefault(int(m.group(1)), {})[m.group(2)] = value
     out += [(d.get("role", "unknown"), d.get("content", "")) for _, d in sorted(indexed.items())]
+    return out
+
+
+_OUT_TOOL_KEY = re.compile(r"^(?:gen_ai\.completion|llm\.output_messages)\.0\.(?:message\.)?tool_calls\.")
+_FENCE = re.compile(r"```([\w+-]*)[ \t]*\n(.*?)(\n[ \t]*```[ \t]*)?\s*$", re.DOTALL)
+_XML_START = re.compile(r"<[A-Za-z?!]")
+_MAX_PARSE_CHARS = 1 << 20
+
+
+def _output(attrs: Mapping[str, object]) -> tuple[str | None, bool]:
+    """The answer's text (None when not captured) and whether it holds a tool call."""
+    msgs = _json(attrs.get("gen_ai.output.messages"))
+    if isinstance(msgs, list) and msgs and isinstance(msgs[0], Mapping):
+        parts = msgs[0].get("parts")
+        parts = parts if isinstance(parts, list) else []
+        tool = any(isinstance(x, Mapping) and x.get("type") == "tool_call" for x in parts)
+        text = _text([x for x in parts if isinstance(x, Mapping) and x.get("type") == "text"])
+        return text, tool
+    tool = any(_OUT_TOOL_KEY.match(k) for k in attrs)
+    for key in ("gen_ai.completion.0.content", "llm.output_messages.0.message.content"):
+        v = attrs.get(key)
+        if isinstance(v, str):
+            return v, tool
+    return None, tool
+
+
+def _parses(kind: str, text: str) -> bool:
+    try:
+        if kind == "json":
+            json.loads(text)
+        else:  # expat refuses entity-expansion bombs itself
+            ElementTree.fromstring(text)
+    except (ValueError, ElementTree.ParseError):
+        return False
+    return True
+
+
+def output_shape(text: str) -> tuple[str, bool | None]:
+    """(shape, parses) of an answer, as the client middleware records them: json, fenced, xml or text."""
+    s = text.strip()
+    if not s or len(s) > _MAX_PARSE_CHARS:
+        return "text", None
+    if s[0] in "{[":
+        return "json", _parses("json", s)
+    if s.startswith("```"):
+        m = _FENCE.match(s)
+        if m is None or m.group(3) is None:
+            return "fenced", False  # the closing fence never came: cut
+        inner, lang = m.group(2).strip(), m.group(1).lower()
+        if lang == "json" or inner[:1] in ("{", "["):
+            return "fenced", _parses("json", inner)
+        return "fenced", _parses("xml", inner) if lang == "xml" or _XML_START.match(inner) else True
+    if _XML_START.match(s):
+        return "xml", _parses("xml", s)
+    return "text", None
+
+
+def output_attributes(attrs: Mapping[str, object]) -> dict[str, object]:
+    """What the answer looked like (shape, whether it parses, a tool call), from the text the instrumentation
+    captured: computed here, the text itself follows the capture mode like every other."""
+    text, tool = _output(attrs)
+    out: dict[str, object] = {"gen_ai.output.type": "tool_calls"} if tool else {}
+    if text is not None:
+        shape, parses = output_shape(text)
+        out.update({"llmtrace.output.shape": shape, "llmtrace.output.parses": parses})
     return out
 
 
