@@ -136,7 +136,7 @@ def concat_q4(parts: list[Q4_1Parts | None]) -> Q4_1Parts | None:
     if any(p is None for p in parts):
         return None
     return Q4_1Parts(
-        codes=np.concatenate([p.codes for p in parts]),  # type: ignore[union-attr]
-        scale=np.concatenate([p.scale for p in parts]),  # type: ignore[union-attr]
-        minimum=np.concatenate([p.minimum for p in parts]),  # type: ignore[union-attr]
+        codes=np.concatenate([p.codes for p in parts if p is not None]),  # none is, checked above
+        scale=np.concatenate([p.scale for p in parts if p is not None]),
+        minimum=np.concatenate([p.minimum for p in parts if p is not None]),
     )

@@ -17,6 +17,8 @@ import torch
 from llmtrace.backend.model import cpu_native
 
 if TYPE_CHECKING:
+    import ctypes
+
     from llmtrace.backend.kernels.interface import AttentionBackend, AttentionMetadata
     from llmtrace.backend.model.config import ModelConfig
     from llmtrace.backend.model.weights import LayerWeights
@@ -27,7 +29,7 @@ MAX_ROWS = 16  # sequences per step the fused path takes (its GEMV streams the w
 class NativeDecode:
     """Per-layer pointers into one model's native weights; ``None`` from ``build`` where it cannot run."""
 
-    def __init__(self, cfg: ModelConfig, layers: list[LayerWeights], lib: object) -> None:
+    def __init__(self, cfg: ModelConfig, layers: list[LayerWeights], lib: ctypes.CDLL) -> None:
         self.cfg = cfg
         self.lib = lib
         self.layers = layers  # keeps the weight tensors alive
@@ -100,7 +102,7 @@ class NativeStep:
 
     def attention(self, index: int, k_cache: torch.Tensor, v_cache: torch.Tensor) -> None:
         cfg, (norm, qkv, o, _, _, _) = self.owner.cfg, self.owner.ptrs[index]
-        rc = self.owner.lib.decode_attention_block(  # type: ignore[attr-defined]
+        rc = self.owner.lib.decode_attention_block(
             self.hidden.data_ptr(), self.rows, cfg.hidden_size, norm, cfg.rms_eps, qkv, o, self._cos, self._sin,
             self.positions.data_ptr(), self.slots.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
             self.tables.data_ptr(), self.tables.shape[1], self.seq_lens.data_ptr(), cfg.num_heads,
@@ -111,7 +113,7 @@ class NativeStep:
 
     def mlp(self, index: int) -> None:
         cfg, (_, _, _, norm, gate_up, down) = self.owner.cfg, self.owner.ptrs[index]
-        rc = self.owner.lib.decode_mlp_block(  # type: ignore[attr-defined]
+        rc = self.owner.lib.decode_mlp_block(
             self.hidden.data_ptr(), self.rows, cfg.hidden_size, norm, cfg.rms_eps, gate_up, down,
             cfg.intermediate_size, self.work.data_ptr(),
         )
