@@ -223,13 +223,33 @@ def _bind_export_datasets(conn: duckdb.DuckDBPyConnection, glob: str) -> list[st
     return pass_files + stage_files
 
 
+MAX_TRACE_WINDOWS = 20  # more windows than this: one scan by trace id beats a scan a window
+
+
 def trace_spans_sql(conn: duckdb.DuckDBPyConnection, spans: str, trace_ids: list[str]) -> str:
-    """The spans of ``trace_ids`` (32-hex ids, checked by the caller) in ``spans``, read once into a temporary
-    table and named: a view such as ``ttft_breakdown`` names its source several times, and over Parquet
-    each would be a scan of every file's trace ids."""
+    """The spans of ``trace_ids`` (32-hex ids, checked by the caller) that started inside one of their passes
+    (the pass dataset's start and end: a pass's client span encloses its server span, whose stage spans it
+    encloses), read once into a temporary table and named. Each trace's window is its own range filter, so
+    over the export's stage-clustered, time-ordered row groups the reader opens a few row groups per stage
+    instead of every span's JSON; a view such as ``ttft_breakdown`` then reads the small table."""
     literals = ", ".join(_quote(t) for t in trace_ids)
     name = f"_llmtrace_trace_spans_{abs(hash(tuple(trace_ids))):x}"
-    conn.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {spans} WHERE trace_id IN ({literals})")
+    windows = conn.execute(f"SELECT min(start_ns), max(end_ns) FROM passes WHERE trace_id IN ({literals}) "
+                           "GROUP BY trace_id ORDER BY 1").fetchall()
+    merged: list[list[int]] = []
+    for lo, hi in windows:
+        if lo is None or hi is None:
+            continue
+        if merged and int(lo) <= merged[-1][1]:  # overlapping windows read once
+            merged[-1][1] = max(merged[-1][1], int(hi))
+        else:
+            merged.append([int(lo), int(hi)])
+    if merged and len(merged) <= MAX_TRACE_WINDOWS:
+        rel = " UNION ALL ".join(f"SELECT * FROM {spans} WHERE start_ns BETWEEN {lo} AND {hi} "
+                                 f"AND trace_id IN ({literals})" for lo, hi in merged)
+    else:
+        rel = f"SELECT * FROM {spans} WHERE trace_id IN ({literals})"
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {rel}")
     return name
 
 
