@@ -55,6 +55,22 @@ static inline __m512 exp_ps(__m512 x) {
 #define MAXG 4   /* query heads per KV head it holds in registers */
 #define MAXHD 4096 /* query heads x head size */
 
+/* lane j of the result = the sum of all 16 lanes of input 4 * (j % 4) + j / 4 */
+static inline __m512 reduce16(float v[16][16]) {
+    __m512 w[8], x[4];
+    for (int i = 0; i < 8; i++) {
+        const __m512 a = _mm512_load_ps(v[2 * i]), b = _mm512_load_ps(v[2 * i + 1]);
+        w[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+    }
+    for (int i = 0; i < 4; i++)
+        x[i] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], 0x88),
+                             _mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], 0xDD));
+    const __m512 y0 = _mm512_add_ps(_mm512_unpacklo_ps(x[0], x[1]), _mm512_unpackhi_ps(x[0], x[1]));
+    const __m512 y1 = _mm512_add_ps(_mm512_unpacklo_ps(x[2], x[3]), _mm512_unpackhi_ps(x[2], x[3]));
+    return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(y0), _mm512_castps_pd(y1))),
+                         _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(y0), _mm512_castps_pd(y1))));
+}
+
 /* One query token (q: [H, 64] float32, already scaled) against one sequence's L cached tokens, read in place
  * through its block table; out: [H, 64] float32. scratch: float [G * (L + 16)]. */
 static void attend_row(const float *q, const uint16_t *kc, const uint16_t *vc, const int32_t *tab, int64_t L,
@@ -63,29 +79,48 @@ static void attend_row(const float *q, const uint16_t *kc, const uint16_t *vc, c
     for (int64_t h = 0; h < KVH; h++) {
         __m512 qv[MAXG][4];
         float peak[MAXG];
+        float tmp[MAXG][16][16] __attribute__((aligned(64)));
         for (int64_t g = 0; g < MAXG; g++) {
             peak[g] = -INFINITY;
             for (int c = 0; c < 4; c++)
                 qv[g][c] = g < G ? _mm512_loadu_ps(q + (h * G + g) * DIM + 16 * c) : _mm512_setzero_ps();
         }
-        for (int64_t t0 = 0; t0 < L; t0 += BS) {
-            const int64_t blk = tab[t0 / BS];
-            const int64_t n = L - t0 < BS ? L - t0 : BS;
-            for (int64_t o = 0; o < n; o++) {
-                const uint16_t *kp = kc + ((blk * BS + o) * KVH + h) * DIM;
-                const __m512 k0 = load_bf16x16(kp), k1 = load_bf16x16(kp + 16);
-                const __m512 k2 = load_bf16x16(kp + 32), k3 = load_bf16x16(kp + 48);
-                for (int64_t g = 0; g < G; g++) {
-                    __m512 s = _mm512_mul_ps(qv[g][0], k0);
-                    s = _mm512_fmadd_ps(qv[g][1], k1, s);
-                    s = _mm512_fmadd_ps(qv[g][2], k2, s);
-                    s = _mm512_fmadd_ps(qv[g][3], k3, s);
-                    const float v = _mm512_reduce_add_ps(s);
-                    scratch[g * stride + t0 + o] = v;
-                    if (v > peak[g]) peak[g] = v;
+        /* scores, 16 keys at a time: their 16-lane partial dot products are summed across lanes together by
+         * reduce16 (a transpose-and-add tree) instead of one horizontal reduction per key and head */
+        __m512 peakv[MAXG];
+        for (int64_t g = 0; g < MAXG; g++) peakv[g] = _mm512_set1_ps(-INFINITY);
+        int64_t bi = 0, off = 0; /* block index and offset of the next key */
+        for (int64_t t0 = 0; t0 < L; t0 += 16) {
+            const int64_t n = L - t0 < 16 ? L - t0 : 16;
+            for (int64_t j = 0; j < 16; j++) {
+                const int slot = (int)(4 * (j % 4) + j / 4); /* the order reduce16 wants its inputs in */
+                if (j < n) {
+                    const uint16_t *kp = kc + (((int64_t)tab[bi] * BS + off) * KVH + h) * DIM;
+                    if (++off == BS) {
+                        off = 0;
+                        bi++;
+                    }
+                    const __m512 k0 = load_bf16x16(kp), k1 = load_bf16x16(kp + 16);
+                    const __m512 k2 = load_bf16x16(kp + 32), k3 = load_bf16x16(kp + 48);
+                    for (int64_t g = 0; g < G; g++) {
+                        __m512 sv = _mm512_mul_ps(qv[g][0], k0);
+                        sv = _mm512_fmadd_ps(qv[g][1], k1, sv);
+                        sv = _mm512_fmadd_ps(qv[g][2], k2, sv);
+                        sv = _mm512_fmadd_ps(qv[g][3], k3, sv);
+                        _mm512_store_ps(tmp[g][slot], sv);
+                    }
+                } else {
+                    for (int64_t g = 0; g < G; g++) _mm512_store_ps(tmp[g][slot], _mm512_setzero_ps());
                 }
             }
+            const __mmask16 valid = (__mmask16)(n == 16 ? 0xFFFFu : (1u << n) - 1u);
+            for (int64_t g = 0; g < G; g++) {
+                const __m512 r = reduce16(tmp[g]);
+                _mm512_storeu_ps(scratch + g * stride + t0, r);
+                peakv[g] = _mm512_mask_max_ps(peakv[g], valid, peakv[g], r);
+            }
         }
+        for (int64_t g = 0; g < G; g++) peak[g] = _mm512_reduce_max_ps(peakv[g]);
         float inv[MAXG];
         for (int64_t g = 0; g < G; g++) {
             float *sg = scratch + g * stride;
