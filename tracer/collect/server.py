@@ -121,7 +121,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        self.conn = self.server.conns.lookup(self.request)  # type: ignore[arg-type]
+        self.conn = self.server.conns.lookup(self.request)
 
     def handle_one_request(self) -> None:
         conn = self.conn
@@ -316,7 +316,7 @@ class _Handler(BaseHTTPRequestHandler):
         left = n
         conn = self.conn
         while left > 0:
-            piece = self.rfile.read1(min(left, 1 << 16))  # type: ignore[attr-defined]
+            piece = self.rfile.read1(min(left, 1 << 16))
             if not piece:
                 raise ValueError(f"body ended {left} bytes early")
             pieces.append(piece)

@@ -67,7 +67,7 @@ def spans_to_rows(spans: Sequence[ReadableSpan]) -> list[SpanRow]:
     for s in spans:
         # ReadableSpan's public API only (issue 15). Its attributes are a read-only view; orjson needs a
         # dict, and the view's copy() (the SDK's BoundedAttributes.copy: a dict) is 10x dict(view).
-        ctx: SpanContext = s.context  # type: ignore[assignment]  # a finished span has one
+        ctx: SpanContext = s.context  # a finished span has one
         attrs = s.attributes.copy()  # type: ignore[union-attr]
         if type(attrs) is not dict:
             attrs = dict(attrs)
