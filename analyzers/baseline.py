@@ -76,13 +76,15 @@ def deploys(q: Query) -> list[str]:
 def measure(q: Query, deploy: str | None = None, side: str | None = None) -> Metrics:
     """Metrics over the window's logical passes (the ``passes`` view: one row per pass, the server's token
     counts where it reported them, the app's otherwise), for one deploy when given. ``side`` is ignored
-    (baselines written before the view carry one)."""
+    (baselines written before the view carry one). The hit rate counts only passes whose cached tokens were
+    reported: none reported (openai-v2 records none) is no hit rate, not 0%."""
     dep = "" if deploy is None else " WHERE deploy = ?"
     params = [] if deploy is None else [deploy]
     row = q.one(f"""
         SELECT count(*) AS passes,
-               sum(least(coalesce(cached_tokens, 0), prompt_tokens)) FILTER (WHERE prompt_tokens > 0)
-                 / nullif(sum(prompt_tokens) FILTER (WHERE prompt_tokens > 0), 0) AS hit_rate,
+               sum(least(cached_tokens, prompt_tokens)) FILTER (WHERE prompt_tokens > 0 AND cached_tokens IS NOT NULL)
+                 / nullif(sum(prompt_tokens) FILTER (WHERE prompt_tokens > 0 AND cached_tokens IS NOT NULL), 0)
+                 AS hit_rate,
                quantile_cont(ttft_ms, 0.5) AS p50, quantile_cont(ttft_ms, 0.95) AS p95,
                avg(cost_usd) AS cost
         FROM {q.passes}{dep}""", params)
