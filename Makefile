@@ -34,7 +34,7 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q tests/test_architecture.py
+	$(BIN)/python -m pytest -q tests/test_architecture.py tests/test_types.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info
