@@ -11,6 +11,7 @@ import base64
 import json
 import zlib
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from google.protobuf import json_format
@@ -181,35 +182,35 @@ def _hex_ids_to_b64(obj: dict[str, object]) -> dict[str, object]:
 _DROP = object()  # a value that cannot be stored (a NaN or infinite double): the attribute is left out
 
 
-def any_value(v: object, drops: list[int] | None = None) -> object:
-    which = v.WhichOneof("value")  # type: ignore[attr-defined]
+def any_value(v: Any, drops: list[int] | None = None) -> object:  # v: an OTLP AnyValue (protobuf, untyped)
+    which = v.WhichOneof("value")
     if which is None:
         return None
     if which == "double_value":
-        d = v.double_value  # type: ignore[attr-defined]
+        d = v.double_value
         if d - d == 0.0:  # finite: inf - inf and nan - nan are nan
             return d
         if drops is not None:
             drops[0] += 1
         return _DROP
     if which == "array_value":
-        items = (any_value(x, drops) for x in v.array_value.values)  # type: ignore[attr-defined]
+        items = (any_value(x, drops) for x in v.array_value.values)
         return [x for x in items if x is not _DROP]
     if which == "kvlist_value":
         out: dict[str, object] = {}
-        for kv in v.kvlist_value.values:  # type: ignore[attr-defined]
+        for kv in v.kvlist_value.values:
             x = any_value(kv.value, drops)
             if x is not _DROP:
                 out[kv.key] = x
         return out
     if which == "bytes_value":
-        return base64.b64encode(v.bytes_value).decode()  # type: ignore[attr-defined]
+        return base64.b64encode(v.bytes_value).decode()
     return getattr(v, which)
 
 
-def attributes(kvs: object, drops: list[int] | None = None) -> dict[str, object]:
+def attributes(kvs: Any, drops: list[int] | None = None) -> dict[str, object]:  # repeated KeyValue
     out: dict[str, object] = {}
-    for kv in kvs:  # type: ignore[attr-defined]
+    for kv in kvs:
         v = kv.value
         which = v.WhichOneof("value")
         if which == "string_value":

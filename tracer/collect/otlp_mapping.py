@@ -21,6 +21,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 from llmtrace.tracer.collect.otlp_segments import output_attributes, segment_attributes
@@ -199,8 +200,8 @@ def _cached(raw: dict[str, object]) -> int | None:
     return None
 
 
-def _first_token_ns(events: object) -> int | None:
-    for e in events or ():  # type: ignore[attr-defined]
+def _first_token_ns(events: Any) -> int | None:  # a span's repeated OTLP Event (protobuf, untyped)
+    for e in events or ():
         if e.name in _FIRST_TOKEN_EVENTS:
             return int(e.time_unix_nano)
     return None
