@@ -226,75 +226,121 @@ static inline __m512i bcast_pair(const int16_t *x) {
     return _mm512_set1_epi32(v);
 }
 
-/* one tile against M quantized x rows: acc[m] (lanes = rows of the tile) */
-static inline void tile_q4(const uint8_t *t, int64_t NB, const int16_t *xq, int64_t K, const float *sx,
-                           const float *dx, int M, float *out, int64_t ldo) {
+/* One tile against M quantized x rows (lanes = rows of the tile). Always inlined with a constant M (see
+ * tile_dispatch), so the per-row accumulators live in registers; up to 2 rows each keeps two integer
+ * accumulators per block (two dependency chains), more rows one each (M chains already overlap). */
+#define TILE_FN static inline __attribute__((always_inline))
+
+TILE_FN void tile_q4(const uint8_t *t, int64_t NB, const int16_t *xq, int64_t K, const float *sx, const float *dx,
+                     const int M, float *out, int64_t ldo) {
     const __m256i low = _mm256_set1_epi8(0x0F);
+    const int two = M <= 2;
     __m512 acc[MAXM], macc[MAXM];
+#pragma GCC unroll 8
     for (int m = 0; m < M; m++) acc[m] = macc[m] = _mm512_setzero_ps();
     for (int64_t b = 0; b < NB; b++, t += 320) {
         __m512i ia[MAXM], ib[MAXM];
+#pragma GCC unroll 8
         for (int m = 0; m < M; m++) ia[m] = ib[m] = _mm512_setzero_si512();
+#pragma GCC unroll 8
         for (int c = 0; c < 8; c++) {
             const __m256i raw = _mm256_loadu_si256((const __m256i *)(t + 32 * c));
             const __m512i w0 = _mm512_cvtepu8_epi16(_mm256_and_si256(raw, low));
             const __m512i w1 = _mm512_cvtepu8_epi16(_mm256_and_si256(_mm256_srli_epi16(raw, 4), low));
+#pragma GCC unroll 8
             for (int m = 0; m < M; m++) {
                 const int16_t *xk = xq + m * K + 32 * b + 4 * c;
                 ia[m] = _mm512_dpwssd_epi32(ia[m], w0, bcast_pair(xk));
-                ib[m] = _mm512_dpwssd_epi32(ib[m], w1, bcast_pair(xk + 2));
+                if (two)
+                    ib[m] = _mm512_dpwssd_epi32(ib[m], w1, bcast_pair(xk + 2));
+                else
+                    ia[m] = _mm512_dpwssd_epi32(ia[m], w1, bcast_pair(xk + 2));
             }
         }
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(t + 256)));
         const __m512 mn = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(t + 288)));
+#pragma GCC unroll 8
         for (int m = 0; m < M; m++) {
-            acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(ia[m], ib[m])), d, acc[m]);
+            const __m512i dot = two ? _mm512_add_epi32(ia[m], ib[m]) : ia[m];
+            acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), d, acc[m]);
             macc[m] = _mm512_fmadd_ps(mn, _mm512_set1_ps(sx[m * (K / 32) + b]), macc[m]);
         }
     }
+#pragma GCC unroll 8
     for (int m = 0; m < M; m++)
         _mm512_storeu_ps(out + m * ldo, _mm512_fmadd_ps(acc[m], _mm512_set1_ps(dx[m]), macc[m]));
 }
 
-static inline void tile_q8(const uint8_t *t, int64_t NB, const int16_t *xq, int64_t K, const float *dx, int M,
-                           float *out, int64_t ldo) {
+TILE_FN void tile_q8(const uint8_t *t, int64_t NB, const int16_t *xq, int64_t K, const float *dx, const int M,
+                     float *out, int64_t ldo) {
+    const int two = M <= 2;
     __m512 acc[MAXM];
+#pragma GCC unroll 8
     for (int m = 0; m < M; m++) acc[m] = _mm512_setzero_ps();
     for (int64_t b = 0; b < NB; b++, t += 544) {
         __m512i ia[MAXM], ib[MAXM];
+#pragma GCC unroll 8
         for (int m = 0; m < M; m++) ia[m] = ib[m] = _mm512_setzero_si512();
+#pragma GCC unroll 8
         for (int c = 0; c < 16; c += 2) {
             const __m512i w0 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(t + 32 * c)));
             const __m512i w1 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(t + 32 * c + 32)));
+#pragma GCC unroll 8
             for (int m = 0; m < M; m++) {
                 const int16_t *xk = xq + m * K + 32 * b + 2 * c;
                 ia[m] = _mm512_dpwssd_epi32(ia[m], w0, bcast_pair(xk));
-                ib[m] = _mm512_dpwssd_epi32(ib[m], w1, bcast_pair(xk + 2));
+                if (two)
+                    ib[m] = _mm512_dpwssd_epi32(ib[m], w1, bcast_pair(xk + 2));
+                else
+                    ia[m] = _mm512_dpwssd_epi32(ia[m], w1, bcast_pair(xk + 2));
             }
         }
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(t + 512)));
-        for (int m = 0; m < M; m++)
-            acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(ia[m], ib[m])), d, acc[m]);
+#pragma GCC unroll 8
+        for (int m = 0; m < M; m++) {
+            const __m512i dot = two ? _mm512_add_epi32(ia[m], ib[m]) : ia[m];
+            acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), d, acc[m]);
+        }
     }
+#pragma GCC unroll 8
     for (int m = 0; m < M; m++) _mm512_storeu_ps(out + m * ldo, _mm512_mul_ps(acc[m], _mm512_set1_ps(dx[m])));
+}
+
+/* every tile of one weight matrix against mm (1..MAXM) rows, with the row count a compile-time constant */
+#define TILE_LOOP(MM)                                                                                          \
+    for (int64_t n0 = 0; n0 < N; n0 += TILE) {                                                                 \
+        const uint8_t *t = w + (n0 / TILE) * tile_bytes;                                                       \
+        if (kind == 4)                                                                                         \
+            tile_q4(t, NB, xq, K, sx, dx, MM, y + n0, N);                                                      \
+        else                                                                                                   \
+            tile_q8(t, NB, xq, K, dx, MM, y + n0, N);                                                          \
+    }
+
+static void tile_dispatch(int kind, const uint8_t *w, int64_t N, int64_t K, const int16_t *xq, const float *sx,
+                          const float *dx, int mm, float *y) {
+    const int64_t NB = K / 32, tile_bytes = NB * block_bytes(kind);
+    switch (mm) {
+    case 1: TILE_LOOP(1) break;
+    case 2: TILE_LOOP(2) break;
+    case 3: TILE_LOOP(3) break;
+    case 4: TILE_LOOP(4) break;
+    case 5: TILE_LOOP(5) break;
+    case 6: TILE_LOOP(6) break;
+    case 7: TILE_LOOP(7) break;
+    default: TILE_LOOP(8) break;
+    }
 }
 
 /* y [M, N] float32 = x [M, K] float32 @ W.T, W in the tiled layout above (N % 16 == 0, K % 32 == 0, K <= MAXK) */
 static void gemv_core(int kind, const uint8_t *w, int64_t N, int64_t K, const float *x, int64_t M, float *y) {
-    const int64_t NB = K / 32, tile_bytes = NB * block_bytes(kind);
+    const int64_t NB = K / 32;
     static _Thread_local int16_t xq[MAXM * MAXK] __attribute__((aligned(64)));
     static _Thread_local float sx[MAXM * MAXK / 32];
     float dx[MAXM];
     for (int64_t m0 = 0; m0 < M; m0 += MAXM) {
         const int mm = M - m0 < MAXM ? (int)(M - m0) : MAXM;
         for (int m = 0; m < mm; m++) dx[m] = quantize_x(x + (m0 + m) * K, K, xq + m * K, sx + m * NB);
-        for (int64_t n0 = 0; n0 < N; n0 += TILE) {
-            const uint8_t *t = w + (n0 / TILE) * tile_bytes;
-            if (kind == 4)
-                tile_q4(t, NB, xq, K, sx, dx, mm, y + m0 * N + n0, N);
-            else
-                tile_q8(t, NB, xq, K, dx, mm, y + m0 * N + n0, N);
-        }
+        tile_dispatch(kind, w, N, K, xq, sx, dx, mm, y + m0 * N);
     }
 }
 
