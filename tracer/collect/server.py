@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -84,24 +85,24 @@ class _Server(ThreadingHTTPServer):
     collector: Collector
     conns: ConnectionTable
 
-    def process_request(self, request: object, client_address: object) -> None:
+    def process_request(self, request: Any, client_address: Any) -> None:  # a TCP socket, (host, port)
         # Bounded threads: a slot per connection (a stalled one is closed to make room, collect_conns);
         # with every slot busy working, a plain 503 and the connection is closed at once.
-        if self.conns.admit(request, str(client_address[0])) is None:  # type: ignore[arg-type,index]
+        if self.conns.admit(request, str(client_address[0])) is None:
             try:
-                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\n"  # type: ignore[attr-defined]
+                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\n"
                                 b"Content-Length: 0\r\nConnection: close\r\n\r\n")
             except OSError:
                 pass
-            self.shutdown_request(request)  # type: ignore[arg-type]
+            self.shutdown_request(request)
             return
-        super().process_request(request, client_address)  # type: ignore[arg-type]
+        super().process_request(request, client_address)
 
-    def process_request_thread(self, request: object, client_address: object) -> None:
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
-            super().process_request_thread(request, client_address)  # type: ignore[arg-type]
+            super().process_request_thread(request, client_address)
         finally:
-            conn = self.conns.lookup(request)  # type: ignore[arg-type]
+            conn = self.conns.lookup(request)
             if conn is not None:
                 self.conns.release(conn)
 
