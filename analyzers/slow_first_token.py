@@ -57,9 +57,18 @@ class SlowFirstToken(SymptomAnalyzer):
     def _connection(self, q: Query) -> list[Finding]:
         rel = q.stage_sql("arrival.connection", {"reused": ("llmtrace.connection.reused", "bool"),
                                                  "ms": ("llmtrace.connection.connect_ms", "float")})
-        a = q.one(f"""SELECT count(*) AS n, count(*) FILTER (WHERE reused = false) AS fresh,
-                             median(ms) FILTER (WHERE reused = false) AS ms,
-                             (list(trace_id) FILTER (WHERE reused = false))[1:5] AS ids FROM {rel}""")
+        # A fresh connection is the client's fault only when a pooled one was idle: an earlier call of the same
+        # service had ended and none was still in flight. Concurrent calls each need a connection of their own,
+        # and the first call has none to reuse (the control: calls that could not have reused one).
+        a = q.one(f"""
+            WITH c AS (SELECT rel.trace_id, rel.reused, rel.ms, p.start_ns AS ps,
+                              max(p.end_ns) OVER (PARTITION BY rel.service ORDER BY p.start_ns
+                                                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+                       FROM {rel} rel JOIN {q.spans} p ON p.span_id = rel.parent_span_id),
+                 f AS (SELECT *, reused = false AND prev_end IS NOT NULL AND prev_end <= ps AS avoidable FROM c)
+            SELECT count(*) AS n, count(*) FILTER (WHERE avoidable) AS fresh,
+                   median(ms) FILTER (WHERE avoidable) AS ms,
+                   (list(trace_id) FILTER (WHERE avoidable))[1:5] AS ids FROM f""")
         n, fresh = int(a["n"] or 0), int(a["fresh"] or 0)
         ms = float(a["ms"] or 0)
         if n < 3 or fresh / n < 0.5 or ms < 20:

@@ -212,12 +212,15 @@ def _run_app(case: Case, srv: Server, service: str, twin: bool) -> float:
     return time.perf_counter() - t
 
 
-def _diagnose(db: Path, service: str) -> dict[str, Any]:
-    out = subprocess.run([*LLMTRACE, "diagnose", "--db", str(db), "--service", service, "--json"],
-                         capture_output=True, text=True, timeout=300)
-    if out.returncode != 0:
-        return {"error": out.stderr.strip()[-400:], "findings": []}
-    return json.loads(out.stdout)
+def _diagnose(db: Path, service: str, tries: int = 2) -> dict[str, Any]:
+    for attempt in range(tries):
+        out = subprocess.run([*LLMTRACE, "diagnose", "--db", str(db), "--service", service, "--json"],
+                             capture_output=True, text=True, timeout=300)
+        if out.returncode == 0:
+            return json.loads(out.stdout)
+        if attempt + 1 < tries:  # a store busy with a writer, a checkout mid-edit: once more, then it counts
+            time.sleep(5)
+    return {"error": out.stderr.strip()[-400:], "findings": []}
 
 
 def _score(case: Case, twin: bool, result: dict[str, Any]) -> dict[str, Any]:
