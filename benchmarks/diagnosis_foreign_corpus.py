@@ -160,6 +160,8 @@ FOREIGN: tuple[tuple[str, str, Any, tuple[str, ...], str], ...] = (
     ("openinference_trace_id_in_tools", "openinference", trace_id_in_tools, ("cache.prefix_match",), "hashes"),
     ("openllmetry_trace_id_in_tools", "openllmetry", trace_id_in_tools, ("cache.prefix_match",), "hashes"),
     ("otelv2_trace_id_in_tools", "otel-v2", trace_id_in_tools, ("cache.prefix_match",), "hashes"),
+    ("openinference_full_capture_uuid", "openinference", request_uuid_top,
+     ("cache.prefix_match", "intake.system_prompt"), "full"),
     ("openllmetry_json_in_words_cut", "openllmetry", json_words_cut, ("gen.stop", "safety.stop_reason"), "full"),
     ("litellm_json_in_words_cut", "litellm", json_words_cut, ("gen.stop", "safety.stop_reason"), "hashes"),
     ("otelv2_json_in_words_cut", "otel-v2", json_words_cut, ("gen.stop", "safety.stop_reason"), "full"),
