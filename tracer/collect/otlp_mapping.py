@@ -12,6 +12,24 @@ vLLM's request span synthesizes the observed stage rows its latency breakdown im
   ``time_in_model_prefill`` / ``time_in_model_decode``, all in seconds).
 
 Prompt and output text in foreign spans follows the collector's capture mode, as the app's own spans do.
+
+What the packages installed here really send (each calling ``llmtrace serve``, tests/collector/
+test_foreign_diagnosis.py), and so what the analyzers get:
+
+- opentelemetry-instrumentation-openai-v2 2.4b0: model, tokens, finish reasons (none on streamed calls); no
+  cached tokens, no TTFT, no server address, no tool definitions; messages only with
+  ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY``. Cache findings are then estimated from
+  the prompts ("token ~N"); without the switch nothing about the cache can be told.
+- OpenLLMetry (opentelemetry-instrumentation-openai 0.62): tokens, cached tokens, finish reasons (streamed
+  too), TTFT from its chunk events, ``api_base``, tool definitions, messages unless
+  ``TRACELOOP_TRACE_CONTENT=false``.
+- OpenInference (openinference-instrumentation-openai): tokens, cached tokens, ``llm.finish_reason``, TTFT
+  from its first-token event, ``llm.tools.*``, messages unless ``OPENINFERENCE_HIDE_INPUTS``; no address.
+- LiteLLM's ``otel`` callback: tokens, finish reasons as the string ``'["length"]'``, cached tokens only
+  inside ``metadata.usage_object`` (a Python repr), ``api_base`` inside ``hidden_params``, and a
+  ``raw_gen_ai_request`` span with the provider's request and response bodies field by field; no TTFT.
+- With no prompt content but cached tokens (the switches above off), prompts prefilled again are one
+  ``info`` finding that names the switch; the field and its position cannot be told.
 """
 
 from __future__ import annotations
