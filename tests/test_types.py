@@ -96,6 +96,22 @@ def test_product_packages_type_check() -> None:
     assert checked and int(checked.group(1)) >= 200, r.stdout[-2000:]
 
 
+@pytest.mark.timeout(300)
+def test_the_settings_catch_a_wrong_type_and_a_stale_ignore(tmp_path: Path) -> None:
+    """The project's settings still report what the check is for (a settings change that silenced mypy
+    would otherwise pass the test above over any code)."""
+    bad = tmp_path / "llmtrace_types_probe.py"
+    bad.write_text('count: int = "three"\nok: int = 3  # type: ignore[assignment]\n', encoding="utf-8")
+    work = _work_dir()
+    with _locked(work):
+        r = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
+                            "--cache-dir", str(work / "cache"), str(bad)],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "llmtrace_types_probe.py:1: error" in r.stdout and "[assignment]" in r.stdout, r.stdout
+    assert "llmtrace_types_probe.py:2: error: Unused \"type: ignore\" comment" in r.stdout, r.stdout
+
+
 def test_type_ignores_within_budget() -> None:
     n = ignore_count()
     assert n <= IGNORE_BUDGET, f"{n} '# type: ignore' comments in the product code, budget {IGNORE_BUDGET}"
