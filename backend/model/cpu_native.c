@@ -444,3 +444,30 @@ int decode_mlp_block(uint16_t *hidden, int64_t M, int64_t hid, const float *norm
     for (int64_t j = 0; j < M * hid; j++) hidden[j] = f2bf(h[j] + d[j]);
     return 0;
 }
+
+/* ---- one decode step's arguments, filled once per step: each layer half is then a two-argument call ------- */
+
+typedef struct {
+    uint16_t *hidden;
+    int64_t rows, hid, heads, kv_heads, head_dim, block_size, inter, table_width;
+    float eps, scale;
+    const int64_t *layer_ptrs; /* per layer: attn_norm, qkv, o, ffn_norm, gate_up, down, k cache, v cache */
+    const float *cos_t, *sin_t;
+    const int64_t *positions, *slots;
+    const int32_t *tables, *seq_lens;
+    float *work;
+} DecodeStep;
+
+int step_attention(const DecodeStep *s, int64_t layer) {
+    const int64_t *p = s->layer_ptrs + 8 * layer;
+    return decode_attention_block(s->hidden, s->rows, s->hid, (const float *)p[0], s->eps, (const uint8_t *)p[1],
+                                  (const uint8_t *)p[2], s->cos_t, s->sin_t, s->positions, s->slots, (uint16_t *)p[6],
+                                  (uint16_t *)p[7], s->tables, s->table_width, s->seq_lens, s->heads, s->kv_heads,
+                                  s->head_dim, s->block_size, s->scale, s->work);
+}
+
+int step_mlp(const DecodeStep *s, int64_t layer) {
+    const int64_t *p = s->layer_ptrs + 8 * layer;
+    return decode_mlp_block(s->hidden, s->rows, s->hid, (const float *)p[3], s->eps, (const uint8_t *)p[4],
+                            (const uint8_t *)p[5], s->inter, s->work);
+}

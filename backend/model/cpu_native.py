@@ -37,6 +37,17 @@ _p = ctypes.c_void_p
 _i = ctypes.c_int64
 
 
+class DecodeStep(ctypes.Structure):
+    """One decode step's arguments (``DecodeStep`` in cpu_native.c), filled once per step."""
+
+    _fields_ = [
+        ("hidden", _p), ("rows", _i), ("hid", _i), ("heads", _i), ("kv_heads", _i), ("head_dim", _i),
+        ("block_size", _i), ("inter", _i), ("table_width", _i), ("eps", ctypes.c_float), ("scale", ctypes.c_float),
+        ("layer_ptrs", _p), ("cos_t", _p), ("sin_t", _p), ("positions", _p), ("slots", _p), ("tables", _p),
+        ("seq_lens", _p), ("work", _p),
+    ]
+
+
 def _cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "llmtrace" / "native"
@@ -86,6 +97,10 @@ def _build() -> ctypes.CDLL:
                                            _i, _i, _i, _i, ctypes.c_float, _p]
     lib.decode_mlp_block.restype = ctypes.c_int
     lib.decode_mlp_block.argtypes = [_p, _i, _i, _p, ctypes.c_float, _p, _p, _i, _p]
+    for name in ("step_attention", "step_mlp"):
+        fn = getattr(lib, name)
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.POINTER(DecodeStep), _i]
     if not lib.lt_has_vnni():
         raise RuntimeError("this CPU lacks AVX-512 VNNI (the kernels' only implementation)")
     return lib

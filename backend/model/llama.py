@@ -163,11 +163,11 @@ class LlamaModel:
         t = clock.mark()
         self._ensure_rope(meta.max_seq_len)
         if native is not None:  # the fused layers read the float32 tables at each row's position
-            step = native.step(hidden, positions, meta, self._cos, self._sin)
+            step = native.step(hidden, positions, meta, self._cos, self._sin, kv_caches)
             clock.add("positional", t)
-            for index, (k_cache, v_cache) in enumerate(kv_caches[: len(layers)]):
+            for index in range(min(len(layers), len(kv_caches))):
                 t = clock.mark()
-                step.attention(index, k_cache, v_cache)
+                step.attention(index)
                 clock.add("attention", t)
                 t = clock.mark()
                 step.mlp(index)

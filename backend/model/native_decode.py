@@ -10,6 +10,7 @@ library loaded; every other step (prefill, chunked prefill, drafts, batch-invari
 
 from __future__ import annotations
 
+import ctypes
 from typing import TYPE_CHECKING
 
 import torch
@@ -17,8 +18,6 @@ import torch
 from llmtrace.backend.model import cpu_native
 
 if TYPE_CHECKING:
-    import ctypes
-
     from llmtrace.backend.kernels.interface import AttentionBackend, AttentionMetadata
     from llmtrace.backend.model.config import ModelConfig
     from llmtrace.backend.model.weights import LayerWeights
@@ -33,6 +32,9 @@ class NativeDecode:
         self.cfg = cfg
         self.lib = lib
         self.layers = layers  # keeps the weight tensors alive
+        self._ptr_caches: list[tuple[torch.Tensor, torch.Tensor]] | None = None
+        self._ptr_count = 0
+        self._ptr_table = torch.empty(0, dtype=torch.int64)
         self.ptrs = [
             (lw.attn_norm.data_ptr(), lw.qkv.native.records.data_ptr(), lw.o.native.records.data_ptr(),  # type: ignore[union-attr]
              lw.ffn_norm.data_ptr(), lw.gate_up.native.records.data_ptr(), lw.down.native.records.data_ptr())  # type: ignore[union-attr]
@@ -73,49 +75,51 @@ class NativeDecode:
         )
 
     def step(self, hidden: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata,
-             cos: torch.Tensor, sin: torch.Tensor) -> NativeStep:
-        return NativeStep(self, hidden, positions, meta, cos, sin)
+             cos: torch.Tensor, sin: torch.Tensor, kv_caches: list[tuple[torch.Tensor, torch.Tensor]]) -> NativeStep:
+        return NativeStep(self, hidden, positions, meta, cos, sin, self._layer_ptrs(kv_caches), kv_caches[0][0].shape[1])
+
+    def _layer_ptrs(self, kv_caches: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+        """int64 [layers, 8]: the weights' and this cache's addresses (the engine's cache list is the same
+        object every step, so the table is built once for it)."""
+        if self._ptr_caches is not kv_caches or self._ptr_count != len(kv_caches):
+            rows = [list(w) + [k.data_ptr(), v.data_ptr()] for w, (k, v) in zip(self.ptrs, kv_caches, strict=False)]
+            self._ptr_table = torch.tensor(rows, dtype=torch.int64)
+            self._ptr_caches, self._ptr_count = kv_caches, len(kv_caches)
+        return self._ptr_table
 
 
 class NativeStep:
-    """One decode step's buffers and arguments; ``attention(i, ...)`` and ``mlp(i)`` update ``hidden``."""
+    """One decode step's buffers and arguments; ``attention(i)`` and ``mlp(i)`` update ``hidden``."""
 
     def __init__(self, owner: NativeDecode, hidden: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata,
-                 cos: torch.Tensor, sin: torch.Tensor) -> None:
+                 cos: torch.Tensor, sin: torch.Tensor, layer_ptrs: torch.Tensor, block_size: int) -> None:
         cfg = owner.cfg
         self.owner = owner
         self.hidden = hidden.contiguous()
         rows, hid = self.hidden.shape
-        self.rows = rows
         group = cfg.num_heads // cfg.num_kv_heads
         qkv_n = cfg.q_size + 2 * cfg.kv_size
         attn_work = rows * (3 * hid + qkv_n + cfg.q_size) + group * (meta.max_seq_len + 16)
         mlp_work = rows * (3 * hid + 3 * cfg.intermediate_size)
-        self.work = torch.empty(max(attn_work, mlp_work), dtype=torch.float32)
-        self.positions = positions.contiguous()
-        self.slots = meta.slot_mapping.contiguous()
-        self.tables = meta.block_tables.contiguous()
-        self.seq_lens = meta.seq_lens.contiguous()
-        self._keep = (cos, sin)
-        self._cos, self._sin = cos.data_ptr(), sin.data_ptr()
-        self.scale = cfg.head_dim**-0.5
-
-    def attention(self, index: int, k_cache: torch.Tensor, v_cache: torch.Tensor) -> None:
-        cfg, (norm, qkv, o, _, _, _) = self.owner.cfg, self.owner.ptrs[index]
-        rc = self.owner.lib.decode_attention_block(
-            self.hidden.data_ptr(), self.rows, cfg.hidden_size, norm, cfg.rms_eps, qkv, o, self._cos, self._sin,
-            self.positions.data_ptr(), self.slots.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
-            self.tables.data_ptr(), self.tables.shape[1], self.seq_lens.data_ptr(), cfg.num_heads,
-            cfg.num_kv_heads, cfg.head_dim, k_cache.shape[1], self.scale, self.work.data_ptr(),
+        work = torch.empty(max(attn_work, mlp_work), dtype=torch.float32)
+        positions, slots = positions.contiguous(), meta.slot_mapping.contiguous()
+        tables, seq_lens = meta.block_tables.contiguous(), meta.seq_lens.contiguous()
+        self._keep = (work, positions, slots, tables, seq_lens, cos, sin, layer_ptrs)  # alive while C reads them
+        self.args = cpu_native.DecodeStep(
+            hidden=self.hidden.data_ptr(), rows=rows, hid=hid, heads=cfg.num_heads, kv_heads=cfg.num_kv_heads,
+            head_dim=cfg.head_dim, block_size=block_size, inter=cfg.intermediate_size, table_width=tables.shape[1],
+            eps=cfg.rms_eps, scale=cfg.head_dim**-0.5, layer_ptrs=layer_ptrs.data_ptr(), cos_t=cos.data_ptr(),
+            sin_t=sin.data_ptr(), positions=positions.data_ptr(), slots=slots.data_ptr(), tables=tables.data_ptr(),
+            seq_lens=seq_lens.data_ptr(), work=work.data_ptr(),
         )
-        if rc != 0:  # shapes were checked when the path was chosen: this is a bug, not a fallback case
-            raise RuntimeError(f"native decode attention refused layer {index} (rc {rc})")
+        self._ref = ctypes.byref(self.args)
+        self._attention = owner.lib.step_attention
+        self._mlp = owner.lib.step_mlp
+
+    def attention(self, index: int) -> None:
+        if self._attention(self._ref, index) != 0:  # shapes were checked when the path was chosen: a bug
+            raise RuntimeError(f"native decode attention refused layer {index}")
 
     def mlp(self, index: int) -> None:
-        cfg, (_, _, _, norm, gate_up, down) = self.owner.cfg, self.owner.ptrs[index]
-        rc = self.owner.lib.decode_mlp_block(
-            self.hidden.data_ptr(), self.rows, cfg.hidden_size, norm, cfg.rms_eps, gate_up, down,
-            cfg.intermediate_size, self.work.data_ptr(),
-        )
-        if rc != 0:
-            raise RuntimeError(f"native decode MLP refused layer {index} (rc {rc})")
+        if self._mlp(self._ref, index) != 0:
+            raise RuntimeError(f"native decode MLP refused layer {index}")
