@@ -32,8 +32,7 @@ class NativeDecode:
         self.cfg = cfg
         self.lib = lib
         self.layers = layers  # keeps the weight tensors alive
-        self._ptr_caches: list[tuple[torch.Tensor, torch.Tensor]] | None = None
-        self._ptr_count = 0
+        self._ptr_caches: list[tuple[torch.Tensor, torch.Tensor]] | None = None  # the caches the table points into
         self._ptr_table = torch.empty(0, dtype=torch.int64)
         self.ptrs = [
             (lw.attn_norm.data_ptr(), lw.qkv.native.records.data_ptr(), lw.o.native.records.data_ptr(),  # type: ignore[union-attr]
@@ -79,12 +78,15 @@ class NativeDecode:
         return NativeStep(self, hidden, positions, meta, cos, sin, self._layer_ptrs(kv_caches), kv_caches[0][0].shape[1])
 
     def _layer_ptrs(self, kv_caches: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
-        """int64 [layers, 8]: the weights' and this cache's addresses (the engine's cache list is the same
-        object every step, so the table is built once for it)."""
-        if self._ptr_caches is not kv_caches or self._ptr_count != len(kv_caches):
+        """int64 [layers, 8]: the weights' and this cache's addresses, rebuilt whenever any layer's cache tensor
+        is not the one seen last step (the engine passes the same tensors every step)."""
+        seen = self._ptr_caches
+        if seen is None or len(seen) != len(kv_caches) or any(
+            a[0] is not b[0] or a[1] is not b[1] for a, b in zip(seen, kv_caches, strict=True)
+        ):
             rows = [list(w) + [k.data_ptr(), v.data_ptr()] for w, (k, v) in zip(self.ptrs, kv_caches, strict=False)]
             self._ptr_table = torch.tensor(rows, dtype=torch.int64)
-            self._ptr_caches, self._ptr_count = kv_caches, len(kv_caches)
+            self._ptr_caches = list(kv_caches)
         return self._ptr_table
 
 
