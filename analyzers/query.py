@@ -13,7 +13,7 @@ from typing import Any
 import duckdb
 
 from llmtrace.tracer.registry.stages import is_stage
-from llmtrace.tracer.storage.store import EXPORT_DATASETS_VIEW, STAGE_VIEW_PREFIX, stage_view, trace_spans_sql
+from llmtrace.tracer.storage.store import exported_stages, stage_view, trace_spans_sql
 from llmtrace.tracer.storage.views import passes_select, requests_select, stage_value_types
 
 # One result row, column name -> value. The driver types values Any (a column is whatever the SQL made
@@ -84,14 +84,9 @@ class Query:
         """True when the connection reads an export's per-pass datasets (``passes`` is DIR.passes, stage
         values come from DIR.stages), so the analyzers need not build passes from the spans."""
         if self._stage_views is None:
-            self._stage_views, self._exported = frozenset(), False
-            if isinstance(self.conn, duckdb.DuckDBPyConnection):  # only a Parquet connection binds them
-                names = [r[0] for r in self.conn.execute(
-                    "SELECT view_name FROM duckdb_views() WHERE view_name = ? OR starts_with(view_name, ?)",
-                    [EXPORT_DATASETS_VIEW, STAGE_VIEW_PREFIX]).fetchall()]
-                if EXPORT_DATASETS_VIEW in names:
-                    self._exported = True
-                    self._stage_views = frozenset(n for n in names if n.startswith(STAGE_VIEW_PREFIX))
+            stages = exported_stages(self.conn)
+            self._exported = stages is not None
+            self._stage_views = frozenset(stage_view(s) for s in stages or ())
         return self._exported
 
     def _pass_window(self) -> str:

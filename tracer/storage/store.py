@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -220,7 +221,21 @@ def _bind_export_datasets(conn: duckdb.DuckDBPyConnection, glob: str) -> list[st
         conn.execute("SELECT * FROM passes LIMIT 0")
     except duckdb.Error as exc:
         raise StoreError(f"cannot read the per-pass datasets beside {root}: {str(exc).splitlines()[0]}") from None
+    _BOUND[conn] = frozenset(by_stage)
     return pass_files + stage_files
+
+
+# connection -> the stages its export binds a view for; a connection not in here reads spans only (asked
+# with no SQL, so `diagnose` on a store pays nothing for it)
+_BOUND: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, frozenset[str]] = weakref.WeakKeyDictionary()
+
+
+def exported_stages(conn: object) -> frozenset[str] | None:
+    """The stages with a typed view when ``conn`` reads an export's per-pass datasets, else None."""
+    try:
+        return _BOUND.get(conn)  # type: ignore[call-overload]
+    except TypeError:  # not weak-referenceable: not a connection this module opened
+        return None
 
 
 MAX_TRACE_WINDOWS = 20  # more windows than this: one scan by trace id beats a scan a window
