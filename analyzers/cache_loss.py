@@ -100,10 +100,12 @@ class _Prompt:
     chars: int
     hashes: list[str] = field(default_factory=list)
     stable_chars: int = 0  # chars outside the user's own (last) turn
+    tail_from: int = 0  # index of the first segment of the user's own turn (the trailing user segments)
 
     def __post_init__(self) -> None:
         self.hashes = [str(s.get("hash")) for s in self.segs]
-        self.stable_chars = sum(as_int(s.get("chars")) for s in self.segs if not _is_tail(str(s.get("kind"))))
+        self.tail_from = _tail_from(self.segs)
+        self.stable_chars = sum(as_int(s.get("chars")) for s in self.segs[:self.tail_from])
 
 
 def _segments(raw: object, text: object) -> _Prompt | None:
@@ -164,8 +166,13 @@ class _Compare:
     distinct: bool = False  # the prompts differ in content (another template), not in a field
 
 
-def _is_tail(kind: str) -> bool:
-    return kind == "user"
+def _tail_from(segs: list[dict[str, object]]) -> int:
+    """Where the user's own turn starts: the trailing run of user segments. An earlier user turn is history,
+    as stable as the system prompt (a tag in the first turn of a conversation breaks every later call)."""
+    i = len(segs)
+    while i > 0 and str(segs[i - 1].get("kind")) == "user":
+        i -= 1
+    return i
 
 
 def _compare(cur: _Prompt, prev: _Prompt) -> _Compare:
@@ -178,15 +185,13 @@ def _compare(cur: _Prompt, prev: _Prompt) -> _Compare:
     kind = str(a[si].get("kind"))
     # everything after the first differing segment that appears, unchanged, in the earlier prompt
     rest_prev = set(hb[si + 1:])
-    later = sum(as_int(s.get("chars")) for s, h in zip(a[si + 1:], ha[si + 1:], strict=False)
-                if h in rest_prev and not _is_tail(str(s.get("kind"))))
-    if _is_tail(kind):
+    later = sum(as_int(a[j].get("chars")) for j in range(si + 1, cur.tail_from) if ha[j] in rest_prev)
+    if si >= cur.tail_from:
         return _Compare(before, before)  # the user's own turn: new by nature
     # reordered segments (shuffled few-shot examples): the same hashes in another order
-    tail_a = [h for s, h in zip(a[si:], ha[si:], strict=False) if not _is_tail(str(s.get("kind")))]
-    tail_b = [h for s, h in zip(b[si:], hb[si:], strict=False) if not _is_tail(str(s.get("kind")))]
+    tail_a, tail_b = ha[si:cur.tail_from], hb[si:prev.tail_from]
     if len(tail_a) > 1 and sorted(tail_a) == sorted(tail_b):
-        moved = sum(as_int(s.get("chars")) for s in a[si:] if not _is_tail(str(s.get("kind"))))
+        moved = sum(as_int(s.get("chars")) for s in a[si:cur.tail_from])
         return _Compare(before, before + moved, kind, 0, "reordered")
     sa, sb = a[si], b[si]
     ca, cb = as_int(sa.get("chars")), as_int(sb.get("chars"))

@@ -158,3 +158,23 @@ def test_instructions_in_tool_output_are_an_injection_not_normalization(tmp_path
         found[name] = all_findings(db)
     assert found["planted"][0].stage == "safety.injection" and found["planted"][0].severity == "critical"
     assert [f for f in found["twin"] if f.severity != "info"] == []
+
+
+def test_a_tag_inside_an_earlier_turn_is_named_at_its_exact_offset_from_hashes(tmp_path: Path) -> None:
+    # capture=hashes: no text is stored, yet the middleware records each segment's volatile-looking values
+    # (class, offset, hashes of the text around them), so the field in the first user turn is located to the
+    # character, not to the 64-character chunk it falls in
+    srv = server()
+    opening = "Hello, I am writing about my hosting plan and the invoice I got this week. "
+    with store(tmp_path / "t.duckdb", capture="hashes") as db:
+        c = client(srv)
+        for i in range(6):
+            tag = uuid.uuid4().hex[:16]
+            _ask(c, srv, [{"role": "system", "content": RULES},
+                          {"role": "user", "content": opening + f"(ticket {tag}) " + opening},
+                          {"role": "assistant", "content": "Thanks, I see the invoice. " + RULES},
+                          {"role": "user", "content": f"why was web-{i} billed twice?"}])
+    top = all_findings(db)[0]
+    assert top.stage == "cache.prefix_match" and "of the history" in top.title, top.title
+    at = len(opening) + len("(ticket ")
+    assert f"char {at} " in top.title, top.title  # exact, where the chunk chain alone says char 64

@@ -22,27 +22,12 @@ import re
 from collections.abc import Mapping
 from xml.etree import ElementTree
 
-from llmtrace.tracer.record import capture
 from llmtrace.tracer.record.prompt_segments import canonical as _canonical
 from llmtrace.tracer.record.prompt_segments import prompt_attributes
 
 _SYSTEM_ROLES = ("system", "developer")
 _INDEXED = re.compile(r"^(?:llm\.input_messages|gen_ai\.prompt)\.(\d+)\.(?:message\.)?(role|content)$")
 _TOOLS_INDEXED = re.compile(r"^(?:llm\.request\.functions|llm\.tools)\.(\d+)\.(.+)$")
-# Values that change between calls of one template, most specific first (the cache analysis's classes).
-_VOLATILE: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("uuid", re.compile(r"\b[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}\b")),
-    ("timestamp", re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
-                             r"|\b\d{1,2}:\d{2}:\d{2}(?:\.\d+)?\b")),
-    ("date", re.compile(r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b")),
-    ("email", re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")),
-    ("epoch", re.compile(r"\b1[5-9]\d{8}(?:\d{3})?\b")),
-    ("hex_id", re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{6,}\b", re.I)),
-    ("base64_id", re.compile(r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9_-]{16,}={0,2}")),
-    ("id", re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9][\w-]{3,}\b")),
-    ("number", re.compile(r"\b\d{3,}\b")),
-)
-MAX_FIELDS = 24  # per segment: a prompt full of ids is described by its first ones
 
 
 def _text(content: object) -> str:
@@ -83,24 +68,6 @@ def tools(attrs: Mapping[str, object]) -> str | None:
         if m:
             indexed.setdefault(int(m.group(1)), {})[m.group(2)] = _json(value)
     return _canonical([d for _, d in sorted(indexed.items())]) if indexed else None
-
-
-def fields(text: str) -> list[dict[str, object]]:
-    """The volatile-looking values in ``text``: class, offset, length, keyed hashes of what precedes and
-    follows."""
-    taken: list[tuple[int, int]] = []
-    out: list[tuple[int, int, str]] = []
-    for cls, pat in _VOLATILE:
-        for m in pat.finditer(text):
-            a, b = m.start(), m.end()
-            if any(a < y and x < b for x, y in taken):
-                continue  # inside a value a more specific class already took
-            taken.append((a, b))
-            out.append((a, b, cls))
-    out.sort()
-    return [{"class": cls, "at": a, "chars": b - a, "before": capture.hash_text(text[:a]),
-             "after": capture.hash_text(text[b:])}
-            for a, b, cls in out[:MAX_FIELDS]]
 
 
 def messages(attrs: Mapping[str, object]) -> list[tuple[str, str]]:
@@ -200,11 +167,4 @@ def segment_attributes(attrs: Mapping[str, object], mode: str) -> dict[str, obje
     tool_text = tools(attrs)
     if tool_text is not None:
         segments.insert(0, ("tools", tool_text))
-    out = prompt_attributes(segments, mode)
-    records = json.loads(str(out["llmtrace.prompt.segments"]))
-    for rec, (_, text) in zip(records, segments, strict=True):
-        found = fields(capture.scrub(text))  # the text the record's chars and hashes describe
-        if found:
-            rec["fields"] = found
-    out["llmtrace.prompt.segments"] = json.dumps(records, separators=(",", ":"))
-    return out
+    return prompt_attributes(segments, mode)  # with each segment's volatile-looking values

@@ -8,11 +8,26 @@ chunk, two prompts part without a word of them stored. The one definition for th
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 
 from llmtrace.tracer.record import capture
 
 CHUNK_CHARS = 64
+# Values that change between calls of one template, most specific first (the cache analysis's classes).
+_VOLATILE: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("uuid", re.compile(r"\b[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}\b")),
+    ("timestamp", re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
+                             r"|\b\d{1,2}:\d{2}:\d{2}(?:\.\d+)?\b")),
+    ("date", re.compile(r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b")),
+    ("email", re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")),
+    ("epoch", re.compile(r"\b1[5-9]\d{8}(?:\d{3})?\b")),
+    ("hex_id", re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{6,}\b", re.I)),
+    ("base64_id", re.compile(r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9_-]{16,}={0,2}")),
+    ("id", re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9][\w-]{3,}\b")),
+    ("number", re.compile(r"\b\d{3,}\b")),
+)
+MAX_FIELDS = 24  # per segment: a prompt full of ids is described by its first ones
 
 
 def canonical(value: object) -> str:
@@ -24,7 +39,8 @@ def canonical(value: object) -> str:
 
 
 def segment_records(segments: Iterable[tuple[str, str]]) -> list[dict[str, object]]:
-    """One record per segment: {kind, hash, chars, chunk_hashes} (the store's llmtrace.prompt.segments)."""
+    """One record per segment: {kind, hash, chars, chunk_hashes} (the store's llmtrace.prompt.segments;
+    ``prompt_attributes`` adds each segment's ``fields``)."""
     return [
         {
             "kind": kind,
@@ -34,6 +50,24 @@ def segment_records(segments: Iterable[tuple[str, str]]) -> list[dict[str, objec
         }
         for kind, text in segments
     ]
+
+
+def fields(text: str) -> list[dict[str, object]]:
+    """The volatile-looking values in ``text``: class, offset, length, keyed hashes of what precedes and
+    follows."""
+    taken: list[tuple[int, int]] = []
+    out: list[tuple[int, int, str]] = []
+    for cls, pat in _VOLATILE:
+        for m in pat.finditer(text):
+            a, b = m.start(), m.end()
+            if any(a < y and x < b for x, y in taken):
+                continue  # inside a value a more specific class already took
+            taken.append((a, b))
+            out.append((a, b, cls))
+    out.sort()
+    return [{"class": cls, "at": a, "chars": b - a, "before": capture.hash_text(text[:a]),
+             "after": capture.hash_text(text[b:])}
+            for a, b, cls in out[:MAX_FIELDS]]
 
 
 def rendered(segments: Iterable[tuple[str, str]]) -> str:
@@ -50,6 +84,12 @@ def prompt_attributes(segments: list[tuple[str, str]], mode: str) -> dict[str, o
         return {}
     scrubbed = [(kind, capture.scrub(text)) for kind, text in segments]
     records = segment_records(scrubbed)
+    # the volatile-looking values of each segment, located exactly: a hashed prompt then still says which
+    # value moved and where (the text around it hashed, so "the same template" is proven, not guessed)
+    for rec, (_, text) in zip(records, scrubbed, strict=True):
+        found = fields(text)
+        if found:
+            rec["fields"] = found
     attrs: dict[str, object] = {
         "llmtrace.prompt.segments": json.dumps(records, separators=(",", ":")),
         "llmtrace.prompt.hash": capture.hash_text("".join(str(r["hash"]) for r in records)),
