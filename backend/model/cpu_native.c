@@ -2,8 +2,10 @@
  *
  * paged_decode_bf16: one query token per sequence against the paged KV cache, read in place through the
  *   block table (no gather, no transposes), float32 scores, softmax and accumulation, bfloat16 out.
- * q4_gemv / q8_gemv: y = x @ W.T for a few rows of x against Q4_1 / Q8_0 weight codes, the way llama.cpp
- *   computes them: x quantized per 32-block to int8, integer dot products (AVX-512 VNNI), float scales.
+ * quant_gemv: y = x @ W.T for a few rows of x against the exact Q4_1 / Q8_0 weight codes: x as int16 codes
+ *   (one scale per row), integer block dot products (AVX-512 VNNI vpdpwssd), float32 block scales.
+ * decode_attention_block / decode_mlp_block: one decode layer's two halves, fused.
+ * Parallel loops use OpenMP; linked against the libgomp torch already loaded, torch.set_num_threads applies.
  */
 #include <math.h>
 #include <stdint.h>
@@ -12,6 +14,7 @@
 #error "the native kernels need AVX-512 (F, BW, VNNI) and F16C; the torch path serves this CPU"
 #endif
 #include <immintrin.h>
+#include <omp.h>
 
 static inline float bf2f(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
@@ -29,6 +32,8 @@ static inline uint16_t f2bf(float f) { /* round to nearest even, as torch does *
 }
 
 int lt_has_vnni(void) { return 1; }
+
+int lt_threads(void) { return omp_get_max_threads(); }
 
 static inline __m512 load_bf16x16(const uint16_t *p) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
@@ -308,6 +313,7 @@ TILE_FN void tile_q8(const uint8_t *t, int64_t NB, const int16_t *xq, int64_t K,
 
 /* every tile of one weight matrix against mm (1..MAXM) rows, with the row count a compile-time constant */
 #define TILE_LOOP(MM)                                                                                          \
+    _Pragma("omp parallel for schedule(static) if (par)")                                                      \
     for (int64_t n0 = 0; n0 < N; n0 += TILE) {                                                                 \
         const uint8_t *t = w + (n0 / TILE) * tile_bytes;                                                       \
         if (kind == 4)                                                                                         \
@@ -319,6 +325,8 @@ TILE_FN void tile_q8(const uint8_t *t, int64_t NB, const int16_t *xq, int64_t K,
 static void tile_dispatch(int kind, const uint8_t *w, int64_t N, int64_t K, const int16_t *xq, const float *sx,
                           const float *dx, int mm, float *y) {
     const int64_t NB = K / 32, tile_bytes = NB * block_bytes(kind);
+    /* tiles split over torch's OpenMP threads (the same libgomp: torch.set_num_threads applies) when big enough */
+    const int par = N * K * mm >= (1 << 18) && omp_get_max_threads() > 1;
     switch (mm) {
     case 1: TILE_LOOP(1) break;
     case 2: TILE_LOOP(2) break;
@@ -382,7 +390,7 @@ static void rms_norm_rows(const uint16_t *hidden, int64_t M, int64_t hid, const 
 
 /* hidden [M, hid] bfloat16 (updated in place: hidden += o(attention(rope(qkv(norm(hidden)))))); the new keys and
  * values go to their cache slots before attention reads them. cos/sin: the model's float32 tables [*, 32] at
- * row positions[m]. work: float [M * (2 hid + qkv_n + 2 H D) + G * (max seq_len + 16)]. */
+ * row positions[m]. work: float [M * (3 hid + qkv_n + H D + G * (max seq_len + 16))]. */
 int decode_attention_block(uint16_t *hidden, int64_t M, int64_t hid, const float *norm_w, float eps,
                            const uint8_t *wqkv, const uint8_t *wo, const float *cos_t, const float *sin_t,
                            const int64_t *positions, const int64_t *slots, uint16_t *kc, uint16_t *vc,
@@ -411,10 +419,14 @@ int decode_attention_block(uint16_t *hidden, int64_t M, int64_t hid, const float
             vd[j] = f2bf(row[qn + kvn + j]);
         }
     }
+    int64_t longest = 0;
+    for (int64_t m = 0; m < M; m++) longest = seq_lens[m] > longest ? seq_lens[m] : longest;
+    const int64_t per_row = (H / KVH) * (longest + 16); /* each row its own softmax scratch */
+#pragma omp parallel for schedule(dynamic, 1) if (M > 1 && omp_get_max_threads() > 1)
     for (int64_t m = 0; m < M; m++) {
         float *qrow = qkv + m * qkv_n;
         for (int64_t j = 0; j < qn; j++) qrow[j] *= scale;
-        attend_row(qrow, kc, vc, tables + m * W, seq_lens[m], H, KVH, BS, scratch, att + m * qn);
+        attend_row(qrow, kc, vc, tables + m * W, seq_lens[m], H, KVH, BS, scratch + m * per_row, att + m * qn);
     }
     gemv_core(4, wo, hid, qn, att, M, o);
     for (int64_t j = 0; j < M * hid; j++) hidden[j] = f2bf(h[j] + o[j]);

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 SOURCE = Path(__file__).with_name("cpu_native.c")
-FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-shared", "-fPIC", "-std=c11"]
+FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fopenmp", "-shared", "-fPIC", "-std=c11"]
 
 _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
@@ -90,6 +90,7 @@ def _build() -> ctypes.CDLL:
     lib.paged_decode_bf16.restype = ctypes.c_int
     lib.paged_decode_bf16.argtypes = [_p, _p, _p, _p, _i, _p, _p, _i, _i, _i, _i, _i, ctypes.c_float, _p, _p]
     lib.lt_has_vnni.restype = ctypes.c_int
+    lib.lt_threads.restype = ctypes.c_int
     lib.quant_gemv.restype = ctypes.c_int
     lib.quant_gemv.argtypes = [ctypes.c_int, _p, _i, _i, _p, _p, _i, _p, _p, _p]
     lib.decode_attention_block.restype = ctypes.c_int

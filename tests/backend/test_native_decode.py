@@ -131,6 +131,10 @@ def test_gemv_on_the_exact_gguf_codes(gguf: GGUFModelFile, rows: int) -> None:
     assert got8 is not None and got8.dtype == torch.float32
     assert (got8.double() - want8).abs().max().item() < 1e-3 * want8.abs().max().item()
     assert torch.equal(got8.argmax(dim=1), want8.argmax(dim=1))
+    # over two threads (torch's OpenMP setting reaches the kernel) each tile is computed exactly as on one
+    torch.set_num_threads(2)
+    assert torch.equal(cpu_native.quant_matmul(w, x, torch.bfloat16), got)
+    assert torch.equal(cpu_native.quant_matmul(w8, x8, torch.float32), got8)
 
 
 def _decode_logits(model: LlamaModel, prompts: list[list[int]], steps: int) -> list[torch.Tensor]:
@@ -148,10 +152,13 @@ def _decode_logits(model: LlamaModel, prompts: list[list[int]], steps: int) -> l
     return out
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 def test_fused_decode_layers_run_and_stay_as_close_to_float32(real_bf16: LlamaModel, real_f32: LlamaModel,
-                                                              tokenizer, monkeypatch) -> None:  # noqa: ANN001
+                                                              tokenizer, monkeypatch, threads: int) -> None:  # noqa: ANN001
     """Batched decode steps of the real model through the fused layers: they run (one call per layer half),
-    and their logits are no further from float32's than the torch bfloat16 ops' are."""
+    and their logits are no further from float32's than the torch bfloat16 ops' are, on one thread and on two
+    (rows of a step then attend in parallel, weight tiles split between the threads)."""
+    torch.set_num_threads(threads)
     assert real_bf16.native_decode is not None
     prompts = [tokenizer.encode(t) for t in ("The capital of France is", "def add(a, b):\n    return",
                                              "Once upon a time, in a small village by the sea,")]
