@@ -20,7 +20,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from llmtrace.tracer.collect import scrub as scrub
 from llmtrace.tracer.collect.otlp_mapping import Mapper
-from llmtrace.tracer.storage.span_rows import SpanRow, json_bytes, rows_to_table, span_row
+from llmtrace.tracer.storage.span_rows import DEPLOY, SpanRow, json_text, rows_to_table, span_row
 
 _KINDS = ("internal", "internal", "server", "client", "producer", "consumer")  # index = OTLP SpanKind enum
 
@@ -248,9 +248,9 @@ def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = Non
     append, extend, make_row = rows.append, rows.extend, span_row
     received = rejected  # spans already rejected while parsing were in the request too
     drops = [0]
-    dumps = json_bytes
+    dumps = json_text
     kinds = _KINDS
-    suspect = scrub.suspect_bytes
+    suspect = scrub.suspect
     for rs in req.resource_spans:
         res_attrs = attributes(rs.resource.attributes, drops)
         res_json = dumps(res_attrs)
@@ -336,7 +336,7 @@ def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = Non
                     extra = []
                     if mapped is not None:  # the stage spans a mapping derives, children of this one
                         extra = [make_row(trace_hex, x.span_id, span_hex, x.stage, "internal", x.attributes, service,
-                                          first.deploy, x.start_ns, x.end_ns, False, None, dumps(x.attributes),
+                                          first[DEPLOY], x.start_ns, x.end_ns, False, None, dumps(x.attributes),
                                           res_json, None, (None, x.stage, x.phase)) for x in mapped.extra]
                 except Exception as exc:  # noqa: BLE001 - one odd span is rejected, never the request
                     rejected += 1

@@ -26,7 +26,7 @@ from llmtrace.tracer.storage.span_rows import (
     ARROW_SCHEMA,
     SpanRow,
     insert_table,
-    json_bytes,
+    json_text,
     rows_to_table,
     span_row,
 )
@@ -56,14 +56,14 @@ def spans_to_arrow(spans: Sequence[ReadableSpan]) -> pa.Table:
 
 def spans_to_rows(spans: Sequence[ReadableSpan]) -> list[SpanRow]:
     """One ``SpanRow`` a span; resources serialised once per distinct resource, ids formatted once."""
-    resource_cache: dict[int, tuple[bytes, str | None, object]] = {}
+    resource_cache: dict[int, tuple[str, str | None, object]] = {}
     hex_ids: dict[int, str] = {}  # a pass's ~40 spans share its trace id and parent: format each once
     rows: list[SpanRow] = []
     append = rows.append
     error = StatusCode.ERROR
     kinds = _KIND_NAMES
     row = span_row
-    dumps = json_bytes
+    dumps = json_text
     for s in spans:
         # ReadableSpan's public API only (issue 15). Its attributes are a read-only view; orjson needs a
         # dict, and the view's copy() (the SDK's BoundedAttributes.copy: a dict) is 10x dict(view).
