@@ -196,7 +196,9 @@ def _bind_export_datasets(conn: duckdb.DuckDBPyConnection, glob: str) -> list[st
     from llmtrace.tracer.storage.views import PASS_COLUMNS
 
     root = export_root(glob)
-    if root is None:
+    # a partition filter in the glob (date=2026-11-*, service=checkout) picks spans the whole-export datasets
+    # do not follow (a pass joins its client's and server's spans, of two services): then the spans answer
+    if root is None or "=" in glob[len(root):]:
         return []
     pass_files = _glob(conn, f"{root}.passes/**/*.parquet")
     stage_files = _glob(conn, f"{root}.stages/**/*.parquet")
