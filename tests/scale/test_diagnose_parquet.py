@@ -14,7 +14,7 @@ import pytest
 from llmtrace.analyzers.query import Query
 from llmtrace.cli import main
 from llmtrace.tracer.cli.export import passes_dir, stages_dir
-from llmtrace.tracer.storage.store import parquet_connection, stage_view
+from llmtrace.tracer.storage.store import parquet_connection, read_connection, stage_view
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from synthetic_store import PLANTED, make_store  # noqa: E402
@@ -43,6 +43,12 @@ def test_diagnose_parquet_gives_the_store_findings(exported: tuple[Path, Path],
     assert len(on_store) >= 10 and {"broken_json", "slow_stream", "different_answer"} <= {
         str(f["symptom"]) for f in on_store} and set(PLANTED) >= {str(f["symptom"]) for f in on_store}
     assert on_parquet == on_store
+    # a window: the pass rows and stage rows that started in it, as the store's windowed spans give
+    with read_connection(db) as conn:
+        since = str(conn.execute("SELECT quantile_disc(start_ns, 0.5) FROM passes").fetchone()[0])  # type: ignore[index]
+    windowed = _diagnose(capsys, "--db", str(db), "--since", since)
+    assert windowed != on_store
+    assert _diagnose(capsys, "--parquet", str(out / "**" / "*.parquet"), "--since", since) == windowed
 
 
 def test_the_analyzers_read_the_datasets_not_the_spans(exported: tuple[Path, Path]) -> None:
