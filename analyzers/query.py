@@ -176,7 +176,6 @@ class Query:
                 f"{', ' + cols if cols else ''} FROM (SELECT *, TRY(json_transform(attributes, '{struct_spec(values)}')) AS v "
                 f"FROM {self.spans} WHERE stage = '{stage_id}'{' ' + extra if extra else ''}))")
 
-
     def _exported_stage_sql(self, stage_id: str, values: dict[str, tuple[str, str]], extra: str) -> str | None:
         """:meth:`stage_sql` over the export's per-stage dataset: the declared values are columns there, typed
         as the registry declares them (the same json_transform the spans path runs). None when a value is not
