@@ -57,6 +57,10 @@ class SlowFirstToken(SymptomAnalyzer):
     def _connection(self, q: Query) -> list[Finding]:
         rel = q.stage_sql("arrival.connection", {"reused": ("llmtrace.connection.reused", "bool"),
                                                  "ms": ("llmtrace.connection.connect_ms", "float")})
+        a = q.one(f"SELECT count(*) AS n, count(*) FILTER (WHERE reused = false) AS fresh FROM {rel}")
+        n, fresh = int(a["n"] or 0), int(a["fresh"] or 0)
+        if n < 3 or fresh / n < 0.5:
+            return []  # the cheap count first: the overlap test below only keeps some of the fresh ones
         # A fresh connection is the client's fault only when a pooled one was idle: an earlier call of the same
         # service had ended and none was still in flight. Concurrent calls each need a connection of their own,
         # and the first call has none to reuse (the control: calls that could not have reused one).
