@@ -60,6 +60,13 @@ static inline __m512 exp_ps(__m512 x) {
 #define MAXG 4   /* query heads per KV head it holds in registers */
 #define MAXHD 4096 /* query heads x head size */
 
+/* ask for a token chunk's rows before they are read (pages are scattered, so the hardware prefetcher cannot
+ * run ahead across them) */
+static inline void prefetch_rows(const uint16_t *const *rows, int64_t n, int64_t row_bytes) {
+    for (int64_t j = 0; j < n; j++)
+        for (int64_t b = 0; b < row_bytes; b += 64) _mm_prefetch((const char *)rows[j] + b, _MM_HINT_T0);
+}
+
 /* lane j of the result = the sum of all 16 lanes of input 4 * (j % 4) + j / 4 */
 static inline __m512 reduce16(float v[16][16]) {
     __m512 w[8], x[4];
@@ -77,34 +84,43 @@ static inline __m512 reduce16(float v[16][16]) {
 }
 
 /* One query token (q: [H, 64] float32, already scaled) against one sequence's L cached tokens, read in place
- * through its block table; out: [H, 64] float32. scratch: float [G * (L + 16)]. */
+ * through its block table; out: [H, 64] float32. scratch: float [H * (L + 16)].
+ * The cache is walked 16 tokens at a time, every KV head of a chunk before the next chunk: each token's row
+ * (all heads, contiguous) is read once, in order, while the next chunk's rows are being fetched. */
 static void attend_row(const float *q, const uint16_t *kc, const uint16_t *vc, const int32_t *tab, int64_t L,
                        int64_t H, int64_t KVH, int64_t BS, float *scratch, float *out) {
-    const int64_t G = H / KVH, stride = (L + 15) & ~15L;
-    for (int64_t h = 0; h < KVH; h++) {
-        __m512 qv[MAXG][4];
-        float peak[MAXG];
-        float tmp[MAXG][16][16] __attribute__((aligned(64)));
-        for (int64_t g = 0; g < MAXG; g++) {
-            peak[g] = -INFINITY;
-            for (int c = 0; c < 4; c++)
-                qv[g][c] = g < G ? _mm512_loadu_ps(q + (h * G + g) * DIM + 16 * c) : _mm512_setzero_ps();
+    const int64_t G = H / KVH, stride = (L + 15) & ~15L, row = KVH * DIM;
+    const uint16_t *krow[2][16], *vrow[2][16];
+    float tmp[MAXG][16][16] __attribute__((aligned(64)));
+    __m512 peakv[MAXHD / DIM];
+    for (int64_t hg = 0; hg < H; hg++) peakv[hg] = _mm512_set1_ps(-INFINITY);
+    /* row addresses of chunk c (t = 16c ..) into slot c % 2 */
+#define CHUNK_ROWS(c)                                                                                          \
+    do {                                                                                                       \
+        for (int64_t j = 0; j < 16 && 16 * (c) + j < L; j++) {                                                 \
+            const int64_t t = 16 * (c) + j, slot = ((int64_t)tab[t / BS] * BS + t % BS) * row;                 \
+            krow[(c) & 1][j] = kc + slot;                                                                      \
+            vrow[(c) & 1][j] = vc + slot;                                                                      \
+        }                                                                                                      \
+    } while (0)
+    const int64_t chunks = (L + 15) / 16;
+    CHUNK_ROWS(0);
+    for (int64_t c = 0; c < chunks; c++) {
+        const int64_t t0 = 16 * c, n = L - t0 < 16 ? L - t0 : 16;
+        if (c + 1 < chunks) {
+            CHUNK_ROWS(c + 1);
+            prefetch_rows(krow[(c + 1) & 1], L - t0 - 16 < 16 ? L - t0 - 16 : 16, row * 2);
         }
-        /* scores, 16 keys at a time: their 16-lane partial dot products are summed across lanes together by
-         * reduce16 (a transpose-and-add tree) instead of one horizontal reduction per key and head */
-        __m512 peakv[MAXG];
-        for (int64_t g = 0; g < MAXG; g++) peakv[g] = _mm512_set1_ps(-INFINITY);
-        int64_t bi = 0, off = 0; /* block index and offset of the next key */
-        for (int64_t t0 = 0; t0 < L; t0 += 16) {
-            const int64_t n = L - t0 < 16 ? L - t0 : 16;
+        prefetch_rows(vrow[c & 1], n, row * 2); /* needed by the value pass, after this one */
+        const __mmask16 valid = (__mmask16)(n == 16 ? 0xFFFFu : (1u << n) - 1u);
+        for (int64_t h = 0; h < KVH; h++) {
+            __m512 qv[MAXG][4];
+            for (int64_t g = 0; g < G; g++)
+                for (int cc = 0; cc < 4; cc++) qv[g][cc] = _mm512_loadu_ps(q + (h * G + g) * DIM + 16 * cc);
             for (int64_t j = 0; j < 16; j++) {
                 const int slot = (int)(4 * (j % 4) + j / 4); /* the order reduce16 wants its inputs in */
                 if (j < n) {
-                    const uint16_t *kp = kc + (((int64_t)tab[bi] * BS + off) * KVH + h) * DIM;
-                    if (++off == BS) {
-                        off = 0;
-                        bi++;
-                    }
+                    const uint16_t *kp = krow[c & 1][j] + h * DIM;
                     const __m512 k0 = load_bf16x16(kp), k1 = load_bf16x16(kp + 16);
                     const __m512 k2 = load_bf16x16(kp + 32), k3 = load_bf16x16(kp + 48);
                     for (int64_t g = 0; g < G; g++) {
@@ -118,56 +134,61 @@ static void attend_row(const float *q, const uint16_t *kc, const uint16_t *vc, c
                     for (int64_t g = 0; g < G; g++) _mm512_store_ps(tmp[g][slot], _mm512_setzero_ps());
                 }
             }
-            const __mmask16 valid = (__mmask16)(n == 16 ? 0xFFFFu : (1u << n) - 1u);
             for (int64_t g = 0; g < G; g++) {
+                const int64_t hg = h * G + g;
                 const __m512 r = reduce16(tmp[g]);
-                _mm512_storeu_ps(scratch + g * stride + t0, r);
-                peakv[g] = _mm512_mask_max_ps(peakv[g], valid, peakv[g], r);
+                _mm512_storeu_ps(scratch + hg * stride + t0, r);
+                peakv[hg] = _mm512_mask_max_ps(peakv[hg], valid, peakv[hg], r);
             }
         }
-        for (int64_t g = 0; g < G; g++) peak[g] = _mm512_reduce_max_ps(peakv[g]);
-        float inv[MAXG];
-        for (int64_t g = 0; g < G; g++) {
-            float *sg = scratch + g * stride;
-            const __m512 m = _mm512_set1_ps(peak[g]);
-            __m512 sum = _mm512_setzero_ps();
-            int64_t t = 0;
-            for (; t + 16 <= L; t += 16) {
-                const __m512 e = exp_ps(_mm512_sub_ps(_mm512_loadu_ps(sg + t), m));
-                _mm512_storeu_ps(sg + t, e);
-                sum = _mm512_add_ps(sum, e);
-            }
-            if (t < L) {
-                const __mmask16 tail = (__mmask16)((1u << (L - t)) - 1u);
-                const __m512 e = _mm512_maskz_mov_ps(tail, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, sg + t), m)));
-                _mm512_mask_storeu_ps(sg + t, tail, e);
-                sum = _mm512_add_ps(sum, e);
-            }
-            inv[g] = 1.0f / _mm512_reduce_add_ps(sum);
+    }
+    float inv[MAXHD / DIM];
+    for (int64_t hg = 0; hg < H; hg++) {
+        float *sg = scratch + hg * stride;
+        const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(peakv[hg]));
+        __m512 sum = _mm512_setzero_ps();
+        for (int64_t t = 0; t < L; t += 16) {
+            const __mmask16 mk = (__mmask16)(L - t >= 16 ? 0xFFFFu : (1u << (L - t)) - 1u);
+            const __m512 e = _mm512_maskz_mov_ps(mk, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, sg + t), m)));
+            _mm512_mask_storeu_ps(sg + t, mk, e);
+            sum = _mm512_add_ps(sum, e);
         }
-        __m512 acc[MAXG][4];
-        for (int64_t g = 0; g < MAXG; g++)
-            for (int c = 0; c < 4; c++) acc[g][c] = _mm512_setzero_ps();
-        for (int64_t t0 = 0; t0 < L; t0 += BS) {
-            const int64_t blk = tab[t0 / BS];
-            const int64_t n = L - t0 < BS ? L - t0 : BS;
-            for (int64_t o = 0; o < n; o++) {
-                const uint16_t *vp = vc + ((blk * BS + o) * KVH + h) * DIM;
+        inv[hg] = 1.0f / _mm512_reduce_add_ps(sum);
+    }
+    /* weighted values, chunk by chunk; each head's accumulators wait in out[] between chunks */
+    for (int64_t j = 0; j < H * DIM; j++) out[j] = 0.0f;
+    CHUNK_ROWS(0);
+    for (int64_t c = 0; c < chunks; c++) {
+        const int64_t t0 = 16 * c, n = L - t0 < 16 ? L - t0 : 16;
+        if (c + 1 < chunks) {
+            CHUNK_ROWS(c + 1);
+            prefetch_rows(vrow[(c + 1) & 1], L - t0 - 16 < 16 ? L - t0 - 16 : 16, row * 2);
+        }
+        for (int64_t h = 0; h < KVH; h++) {
+            __m512 acc[MAXG][4];
+            for (int64_t g = 0; g < G; g++)
+                for (int cc = 0; cc < 4; cc++) acc[g][cc] = _mm512_loadu_ps(out + (h * G + g) * DIM + 16 * cc);
+            for (int64_t j = 0; j < n; j++) {
+                const uint16_t *vp = vrow[c & 1][j] + h * DIM;
                 const __m512 v0 = load_bf16x16(vp), v1 = load_bf16x16(vp + 16);
                 const __m512 v2 = load_bf16x16(vp + 32), v3 = load_bf16x16(vp + 48);
                 for (int64_t g = 0; g < G; g++) {
-                    const __m512 p = _mm512_set1_ps(scratch[g * stride + t0 + o]);
+                    const __m512 p = _mm512_set1_ps(scratch[(h * G + g) * stride + t0 + j]);
                     acc[g][0] = _mm512_fmadd_ps(p, v0, acc[g][0]);
                     acc[g][1] = _mm512_fmadd_ps(p, v1, acc[g][1]);
                     acc[g][2] = _mm512_fmadd_ps(p, v2, acc[g][2]);
                     acc[g][3] = _mm512_fmadd_ps(p, v3, acc[g][3]);
                 }
             }
+            for (int64_t g = 0; g < G; g++)
+                for (int cc = 0; cc < 4; cc++) _mm512_storeu_ps(out + (h * G + g) * DIM + 16 * cc, acc[g][cc]);
         }
-        for (int64_t g = 0; g < G; g++)
-            for (int c = 0; c < 4; c++)
-                _mm512_storeu_ps(out + (h * G + g) * DIM + 16 * c, _mm512_mul_ps(acc[g][c], _mm512_set1_ps(inv[g])));
     }
+#undef CHUNK_ROWS
+    for (int64_t hg = 0; hg < H; hg++)
+        for (int cc = 0; cc < 4; cc++)
+            _mm512_storeu_ps(out + hg * DIM + 16 * cc,
+                             _mm512_mul_ps(_mm512_loadu_ps(out + hg * DIM + 16 * cc), _mm512_set1_ps(inv[hg])));
 }
 
 static int attention_shape_ok(int64_t H, int64_t KVH, int64_t D) {
@@ -175,7 +196,7 @@ static int attention_shape_ok(int64_t H, int64_t KVH, int64_t D) {
 }
 
 /* q [nq, H, 64] bfloat16; caches [NB, BS, KVH, 64] bfloat16; tables int32 [*, W]; seq_lens int32 [*]; rows int64
- * [nq] (table row of each query row) or NULL (row i); out [nq, H, 64] bfloat16; scratch float [G * (max seq_len
+ * [nq] (table row of each query row) or NULL (row i); out [nq, H, 64] bfloat16; scratch float [H * (max seq_len
  * + 16)]. Returns 0, or -1 for shapes it does not handle (the caller then runs the torch path). */
 int paged_decode_bf16(const uint16_t *q, const uint16_t *kc, const uint16_t *vc, const int32_t *tables,
                       int64_t W, const int32_t *seq_lens, const int64_t *rows, int64_t nq, int64_t H,
@@ -390,7 +411,7 @@ static void rms_norm_rows(const uint16_t *hidden, int64_t M, int64_t hid, const 
 
 /* hidden [M, hid] bfloat16 (updated in place: hidden += o(attention(rope(qkv(norm(hidden)))))); the new keys and
  * values go to their cache slots before attention reads them. cos/sin: the model's float32 tables [*, 32] at
- * row positions[m]. work: float [M * (3 hid + qkv_n + H D + G * (max seq_len + 16))]. */
+ * row positions[m]. work: float [M * (3 hid + qkv_n + H D + H * (max seq_len + 16))]. */
 int decode_attention_block(uint16_t *hidden, int64_t M, int64_t hid, const float *norm_w, float eps,
                            const uint8_t *wqkv, const uint8_t *wo, const float *cos_t, const float *sin_t,
                            const int64_t *positions, const int64_t *slots, uint16_t *kc, uint16_t *vc,
@@ -421,7 +442,7 @@ int decode_attention_block(uint16_t *hidden, int64_t M, int64_t hid, const float
     }
     int64_t longest = 0;
     for (int64_t m = 0; m < M; m++) longest = seq_lens[m] > longest ? seq_lens[m] : longest;
-    const int64_t per_row = (H / KVH) * (longest + 16); /* each row its own softmax scratch */
+    const int64_t per_row = H * (longest + 16); /* each row its own softmax scratch */
 #pragma omp parallel for schedule(dynamic, 1) if (M > 1 && omp_get_max_threads() > 1)
     for (int64_t m = 0; m < M; m++) {
         float *qrow = qkv + m * qkv_n;

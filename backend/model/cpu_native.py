@@ -151,8 +151,7 @@ def paged_decode(
     n, heads, dim = q.shape
     num_blocks, block_size, kv_heads, _ = k_cache.shape
     out = torch.empty_like(q)
-    group = heads // kv_heads
-    scratch = torch.empty(group * (max_len + 16), dtype=torch.float32)
+    scratch = torch.empty(heads * (max_len + 16), dtype=torch.float32)
     rc = lib.paged_decode_bf16(
         q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), tables.data_ptr(), tables.shape[1],
         lens.data_ptr(), None if rows is None else rows.data_ptr(), n, heads, kv_heads, dim, block_size,

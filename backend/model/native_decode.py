@@ -99,9 +99,8 @@ class NativeStep:
         self.owner = owner
         self.hidden = hidden.contiguous()
         rows, hid = self.hidden.shape
-        group = cfg.num_heads // cfg.num_kv_heads
         qkv_n = cfg.q_size + 2 * cfg.kv_size
-        attn_work = rows * (3 * hid + qkv_n + cfg.q_size + group * (meta.max_seq_len + 16))
+        attn_work = rows * (3 * hid + qkv_n + cfg.q_size + cfg.num_heads * (meta.max_seq_len + 16))
         mlp_work = rows * (3 * hid + 3 * cfg.intermediate_size)
         work = torch.empty(max(attn_work, mlp_work), dtype=torch.float32)
         positions, slots = positions.contiguous(), meta.slot_mapping.contiguous()
