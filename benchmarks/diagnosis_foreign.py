@@ -8,7 +8,8 @@ INSTRUMENTATION: otel-v2 (opentelemetry-instrumentation-openai-v2), openllmetry 
 instrumentation-openai), openinference (openinference-instrumentation-openai), litellm (LiteLLM's ``otel``
 callback; litellm-anthropic: the same against the server's Anthropic Messages API), langchain (langchain-
 openai's ChatOpenAI under openinference's openai instrumentor). CALLS_JSON is a file holding
-``{"model": ..., "calls": [{"messages": [...], "max_tokens": N, "stream": bool, "tools"?, "stop"?}],
+``{"model": ..., "calls": [{"messages": [...], "max_tokens": N, "stream": bool, "tools"?, "stop"?,
+"api"?: "responses"}],
 "content": bool?}``. Each package's own content-capture switch is turned on, as a user who wants prompt
 analysis would, unless ``content`` is false (then no prompt text leaves the app).
 
@@ -39,8 +40,25 @@ def _provider(endpoint: str, service: str) -> Any:
     return tp
 
 
+def _responses_call(client: Any, model: str, c: dict[str, Any]) -> None:
+    """The Responses API: the system messages as ``instructions``, the rest as ``input``."""
+    system = "\n".join(m["content"] for m in c["messages"] if m["role"] == "system")
+    rest = [m for m in c["messages"] if m["role"] != "system"]
+    kw: dict[str, Any] = {"model": model, "instructions": system or None, "input": rest,
+                          "max_output_tokens": c["max_tokens"], "temperature": 0}
+    if c.get("stream"):
+        with client.responses.stream(**kw) as events:
+            for _ in events:
+                pass
+    else:
+        client.responses.create(**kw)
+
+
 def _openai_calls(client: Any, model: str, calls: list[dict[str, Any]]) -> None:
     for c in calls:
+        if c.get("api") == "responses":
+            _responses_call(client, model, c)
+            continue
         kw: dict[str, Any] = {"model": model, "messages": c["messages"], "max_tokens": c["max_tokens"],
                               "temperature": 0}
         kw.update({k: c[k] for k in ("tools", "stop") if c.get(k)})

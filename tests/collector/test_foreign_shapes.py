@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from collector_helpers import otlp_provider, query, start_collector
 from opentelemetry.trace import SpanKind
+from testkit import RunningServer
 
 ASK = 'Reply with JSON only, like {"dock": 3, "slot": "07:40"}, for lorry {n}.'
 CUT, WHOLE = '{"dock": 4, "sl', '{"dock": 4, "slot": "08:10"}'
@@ -68,3 +69,34 @@ def test_cut_json_in_every_spelling_is_a_warning(tmp_path: Path) -> None:
         assert top["stage"] == "gen.stop" and top["severity"] == "warning", (style, found["cause"])
         assert "5 structured answers were cut" in top["title"] and "do not parse" in top["summary"], (style, top)
         assert not [f for f in found["twin"] if f["severity"] != "info"], (style, found["twin"])
+
+
+RUNNER = Path(__file__).resolve().parents[2] / "benchmarks" / "diagnosis_foreign.py"
+GALLERY = ("You plan visits to the Copperleaf gallery. Start the route in the east wing, mention the audio guide "
+           "at the desk, and never book tickets yourself; point to the online shop instead. ") * 4
+
+
+@pytest.mark.slow
+def test_openinference_responses_api(tiny_server: RunningServer, tmp_path: Path) -> None:
+    """The Responses API under OpenInference: the length cap is only in the response body it records
+    (``incomplete_details.reason: max_output_tokens``); a clock ahead of the instructions is still named."""
+    col = start_collector(tmp_path)
+    calls = [{"messages": [{"role": "system", "content": f"Clock 10:{10 + i}:0{i}. " + GALLERY},
+                           {"role": "user", "content": f"A route for group {i}?"}],
+              "max_tokens": 5, "stream": i in (3, 6), "api": "responses"} for i in range(8)]
+    spec = tmp_path / "calls.json"
+    spec.write_text(json.dumps({"model": "tiny", "calls": calls}))
+    try:
+        out = subprocess.run([sys.executable, str(RUNNER), "openinference", str(spec), col.endpoint,
+                              tiny_server.base_url + "/v1", "gallery"], capture_output=True, text=True, timeout=180)
+        assert out.returncode == 0 and "sent 8" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+        col.wait_written(8)
+    finally:
+        assert col.stop() == 0
+    rows = query(col.db, "SELECT finish_reason, finish_reason_raw FROM passes WHERE service = 'gallery' "
+                         "AND prompt_tokens > 0")
+    assert len(rows) == 6 and set(rows) == {("length", "max_output_tokens")}, rows  # streamed: no body, no usage
+    found = subprocess.run([sys.executable, "-m", "llmtrace.cli", "diagnose", "--db", str(col.db), "--service",
+                            "gallery", "--json"], capture_output=True, text=True, timeout=120)
+    top = json.loads(found.stdout)["findings"][0]
+    assert top["stage"] == "cache.prefix_match" and "timestamp at char 6 of the system" in top["title"], top

@@ -225,6 +225,30 @@ def _first_token_ns(events: Any) -> int | None:  # a span's repeated OTLP Event 
     return None
 
 
+def _body_reasons(body: object) -> list[str] | None:
+    """The finish reason inside a response body recorded as JSON text (OpenInference's ``output.value``):
+    chat choices, Anthropic's ``stop_reason``, the Responses API's ``incomplete_details`` or ``status``."""
+    if not isinstance(body, str) or not body.startswith("{") or len(body) > (1 << 20):
+        return None
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    choices = doc.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict) and choices[0].get("finish_reason"):
+        return [str(c.get("finish_reason")) for c in choices if isinstance(c, dict) and c.get("finish_reason")]
+    if isinstance(doc.get("stop_reason"), str):
+        return [doc["stop_reason"]]
+    incomplete = doc.get("incomplete_details")
+    if isinstance(incomplete, dict) and isinstance(incomplete.get("reason"), str):
+        return [incomplete["reason"]]  # max_output_tokens: the length cap
+    if doc.get("object") == "response" and doc.get("status") == "completed":
+        return ["completed"]
+    return None
+
+
 def _child_id(span_hex: str, stage_id: str) -> str:
     return hashlib.blake2b(f"{span_hex}/{stage_id}".encode(), digest_size=8).hexdigest()
 
@@ -274,8 +298,9 @@ class Mapper:
         _put(a, "server.address", _host(raw) if "server.address" not in raw else None)
         if "gen_ai.usage.cache_read.input_tokens" not in raw:
             _put(a, "gen_ai.usage.cache_read.input_tokens", _cached(raw))
-        for key in _FINISH_KEYS:
-            reasons = _reasons(raw.get(key))
+        for key in (*_FINISH_KEYS, "output.value"):
+            # output.value last: OpenInference's Responses-API spans carry the reason only in the response body
+            reasons = _reasons(raw.get(key)) if key != "output.value" else _body_reasons(raw.get(key))
             if reasons is not None:
                 original = raw.get("gen_ai.response.finish_reasons")
                 if original is not None and not isinstance(original, list):
