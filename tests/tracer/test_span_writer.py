@@ -137,3 +137,23 @@ def test_a_store_that_is_not_one_drops_at_once_counted(tmp_path: Path) -> None:
     assert w.close(5) == 0
     assert health.counters()["dropped_spans_store_error"] == 10 and w.dropped_rows == 10
     assert bad.read_bytes().startswith(b"definitely not")
+
+
+def test_every_batch_comes_back_once_committed_or_dropped(tmp_path: Path) -> None:
+    # The collector's write-ahead log frees a request's record when its batch is committed or dropped:
+    # each token must come back exactly once, through the right door.
+    db = tmp_path / "tokens.duckdb"
+    tables = [_table(seed, 50) for seed in range(6)]
+    committed: list[object] = []
+    dropped: list[object] = []
+    w = SpanWriter(db, max_queue_bytes=int(tables[0].nbytes * 2.5), on_commit=committed.extend,
+                   on_drop=dropped.extend)
+    with held(db):
+        w.start()
+        for seed, t in enumerate(tables):
+            w.offer(t, token=f"request{seed}")
+            time.sleep(0.05)
+    assert w.flush(30) and w.close(30) == 0
+    assert len(dropped) == 4 and set(committed) | set(dropped) == {f"request{i}" for i in range(6)}
+    assert not set(committed) & set(dropped) and {"request4", "request5"} <= set(committed)
+    assert stored(db, "SELECT count(*) FROM spans") == [(100,)]
