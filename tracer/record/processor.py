@@ -1,6 +1,6 @@
 """QueueingSpanProcessor: hands finished spans to an exporter on a background thread, in batches.
 
-Unlike a silent drop, a full queue is counted (``health.counters()['dropped_spans']``) and warned about
+At its cap the queue drops its oldest span for the new one (the store writer's policy); unlike a silent drop, that is counted (``health.counters()['dropped_spans']``) and warned about
 once. ``force_flush`` and ``shutdown`` drain the queue, so a short script loses nothing. ``shutdown`` is
 bounded by ``shutdown_timeout_s`` (or a deadline set before it): what is still queued then is dropped and
 counted, and the export thread has ended when it returns.
@@ -64,8 +64,14 @@ class QueueingSpanProcessor(SpanProcessor):
             self._drop(1, None)  # ended after shutdown: counted, reported with the shutdown total
             return
         if len(self._queue) >= self.max_queue:
-            self._drop(1, f"{self.name} export queue full ({self.max_queue}); spans dropped")
-            return
+            # the store's one loss policy (storage/span_writer.py): the oldest goes, the newest is what
+            # someone is looking at
+            try:
+                self._queue.popleft()
+            except IndexError:  # the export thread emptied it meanwhile: nothing to drop
+                pass
+            else:
+                self._drop(1, f"{self.name} export queue full ({self.max_queue}); oldest spans dropped")
         self._queue.append(span)
         if len(self._queue) >= self.batch_size:
             self._wake.set()
