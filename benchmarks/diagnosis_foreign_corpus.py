@@ -137,6 +137,21 @@ def shift_clock_top(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
     return out
 
 
+def responses_ticket_top(twin: bool, rng: random.Random, streamed: tuple[int, ...] = (3, 6)) -> list[dict[str, Any]]:
+    """The Responses API (instructions + input): a support ticket number ahead of the instructions."""
+    out = []
+    for i in range(8):
+        head = "" if twin else f"Ticket #{rng.randrange(100000, 999999)} - "
+        call = _call([{"role": "system", "content": head + CLINIC.replace("Moorfield", "Linden")}, _ask(i + 5)], i)
+        out.append({**call, "api": "responses", "stream": i in streamed})
+    return out
+
+
+def responses_ticket_top_streamed(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
+    """The same, every call streamed: OpenLLMetry 0.62 records Responses-API spans only for streams."""
+    return responses_ticket_top(twin, rng, streamed=tuple(range(8)))
+
+
 def json_words_cut(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
     ask = ('Answer only with JSON of the form {"restaurant": "...", "opens": "HH:MM", "walk_minutes": 0} '
            "for a place to eat near the pier, request {n}.")
@@ -162,6 +177,10 @@ FOREIGN: tuple[tuple[str, str, Any, tuple[str, ...], str], ...] = (
     ("otelv2_trace_id_in_tools", "otel-v2", trace_id_in_tools, ("cache.prefix_match",), "hashes"),
     ("openinference_full_capture_uuid", "openinference", request_uuid_top,
      ("cache.prefix_match", "intake.system_prompt"), "full"),
+    ("openinference_responses_ticket_top", "openinference", responses_ticket_top,
+     ("cache.prefix_match", "intake.system_prompt"), "hashes"),
+    ("openllmetry_responses_ticket_top", "openllmetry", responses_ticket_top_streamed,
+     ("cache.prefix_match", "intake.system_prompt"), "hashes"),
     ("openllmetry_json_in_words_cut", "openllmetry", json_words_cut, ("gen.stop", "safety.stop_reason"), "full"),
     ("litellm_json_in_words_cut", "litellm", json_words_cut, ("gen.stop", "safety.stop_reason"), "hashes"),
     ("otelv2_json_in_words_cut", "otel-v2", json_words_cut, ("gen.stop", "safety.stop_reason"), "full"),
