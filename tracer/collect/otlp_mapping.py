@@ -17,14 +17,17 @@ What the packages installed here really send (each calling ``llmtrace serve``, t
 test_foreign_diagnosis.py), and so what the analyzers get:
 
 - opentelemetry-instrumentation-openai-v2 2.4b0: model, tokens, finish reasons (none on streamed calls); no
-  cached tokens, no TTFT, no server address, no tool definitions; messages only with
+  cached tokens, no TTFT, no server address, no tool definitions, no span at all for the Responses API;
+  messages only with
   ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY``. Cache findings are then estimated from
   the prompts ("token ~N"); without the switch nothing about the cache can be told.
 - OpenLLMetry (opentelemetry-instrumentation-openai 0.62): tokens, cached tokens, finish reasons (streamed
   too), TTFT from its chunk events, ``api_base``, tool definitions, messages unless
-  ``TRACELOOP_TRACE_CONTENT=false``.
+  ``TRACELOOP_TRACE_CONTENT=false``; Responses-API spans only for streamed calls.
 - OpenInference (openinference-instrumentation-openai): tokens, cached tokens, ``llm.finish_reason``, TTFT
   from its first-token event, ``llm.tools.*``, messages unless ``OPENINFERENCE_HIDE_INPUTS``; no address.
+  On the Responses API the finish reason is only in ``output.value`` (buffered calls; streams carry no
+  body and no usage).
 - LiteLLM's ``otel`` callback: tokens, finish reasons as the string ``'["length"]'``, cached tokens only
   inside ``metadata.usage_object`` (a Python repr), ``api_base`` inside ``hidden_params``, and a
   ``raw_gen_ai_request`` span with the provider's request and response bodies field by field; no TTFT.
