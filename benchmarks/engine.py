@@ -245,13 +245,21 @@ class NativePeer:
 
     def results(self) -> dict[str, object]:
         colds = [self.gen(prompt(self.tk, LONG_LEN, 7 + i), 1) for i in range(REPEATS)]
-        return {
+        # a run whose own timings are not positive is discarded (seen under heavy load: a negative rate)
+        prefill = [r["prompt_per_second"] for r in self.runs if r.get("prompt_per_second", 0) > 0]
+        decode = [r["predicted_per_second"] for r in self.runs if r.get("predicted_per_second", 0) > 0]
+        out: dict[str, object] = {
             "llamacpp_via": "xllamacpp (llama.cpp's server, 1 slot; its own timings, no HTTP; b1 runs interleaved with ours)",
             "llamacpp_threads": self.threads,
-            "llamacpp_prefill_tok_s": round(max(r["prompt_per_second"] for r in self.runs), 1),
-            "llamacpp_decode_tok_s_b1": round(max(r["predicted_per_second"] for r in self.runs), 2),
             "llamacpp_ttft_cold_ms": round(min(r["prompt_ms"] for r in colds), 1),
         }
+        if len(decode) < len(self.runs):
+            out["llamacpp_runs_discarded"] = len(self.runs) - len(decode)
+        if prefill:
+            out["llamacpp_prefill_tok_s"] = round(max(prefill), 1)
+        if decode:
+            out["llamacpp_decode_tok_s_b1"] = round(max(decode), 2)
+        return out
 
     def close(self) -> None:
         self.proc.terminate()
