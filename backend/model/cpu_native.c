@@ -94,11 +94,17 @@ static void attend_row(const float *q, const uint16_t *kc, const uint16_t *vc, c
     float tmp[MAXG][16][16] __attribute__((aligned(64)));
     __m512 peakv[MAXHD / DIM];
     for (int64_t hg = 0; hg < H; hg++) peakv[hg] = _mm512_set1_ps(-INFINITY);
-    /* row addresses of chunk c (t = 16c ..) into slot c % 2 */
+    /* row addresses of chunk c (t = 16c ..) into slot c % 2; chunks are visited in order, so the block index
+     * and offset advance by counting (no division per token) */
+    int64_t bi = 0, off = 0;
 #define CHUNK_ROWS(c)                                                                                          \
     do {                                                                                                       \
         for (int64_t j = 0; j < 16 && 16 * (c) + j < L; j++) {                                                 \
-            const int64_t t = 16 * (c) + j, slot = ((int64_t)tab[t / BS] * BS + t % BS) * row;                 \
+            const int64_t slot = ((int64_t)tab[bi] * BS + off) * row;                                          \
+            if (++off == BS) {                                                                                 \
+                off = 0;                                                                                       \
+                bi++;                                                                                          \
+            }                                                                                                  \
             krow[(c) & 1][j] = kc + slot;                                                                      \
             vrow[(c) & 1][j] = vc + slot;                                                                      \
         }                                                                                                      \
@@ -157,6 +163,8 @@ static void attend_row(const float *q, const uint16_t *kc, const uint16_t *vc, c
     }
     /* weighted values, chunk by chunk; each head's accumulators wait in out[] between chunks */
     for (int64_t j = 0; j < H * DIM; j++) out[j] = 0.0f;
+    bi = 0;
+    off = 0;
     CHUNK_ROWS(0);
     for (int64_t c = 0; c < chunks; c++) {
         const int64_t t0 = 16 * c, n = L - t0 < 16 ? L - t0 : 16;
