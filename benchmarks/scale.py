@@ -143,11 +143,15 @@ def _diagnose(glob: str) -> tuple[list, float, float]:
     return found, round(time.perf_counter() - t, 1), round(_cpu_s() - c, 1)
 
 
-# replica k of an id: its first byte plus k (mod 256), the rest as it was: the same length and hex, never the
-# original id or another replica's (a shift has no fixed point), and a span's parent id moves with it
+# replica k of an id: its first hex digit moved k places round 0-f (translate: a character map, cheap over 400M
+# rows), the rest as it was: same length and alphabet, never the original id or another replica's (k < 16),
+# and a span's parent id moves with it
+_HEX = "0123456789abcdef"
+
+
 def _fresh(col: str) -> str:
-    return (f"CASE WHEN {col} IS NULL THEN NULL ELSE printf('%02x', (CAST('0x' || substr({col}, 1, 2) AS INTEGER) "
-            f"+ k) % 256) || substr({col}, 3) END")
+    arms = " ".join(f"WHEN {k} THEN '{_HEX[k:] + _HEX[:k]}'" for k in range(1, 16))
+    return f"translate(substr({col}, 1, 1), '{_HEX}', CASE k {arms} END) || substr({col}, 2)"
 
 
 def replicate_datasets(src: Path, dst: Path, factor: int) -> dict[str, object]:
@@ -158,6 +162,8 @@ def replicate_datasets(src: Path, dst: Path, factor: int) -> dict[str, object]:
 
     from llmtrace.tracer.cli.export import passes_dir, stages_dir
 
+    if not 1 < factor <= 16:
+        raise SystemExit("--replicate takes 2..16 (a replica moves an id's first hex digit)")
     if dst.exists():
         shutil.rmtree(dst)
     dst.mkdir(parents=True)
