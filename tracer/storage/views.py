@@ -12,7 +12,7 @@ import json
 from llmtrace.tracer.registry.model import BoundaryValue
 from llmtrace.tracer.registry.stages import PASS_VALUES, STAGES
 
-SCHEMA_VERSION = 4  # bump when a view changes: writers recreate the views
+SCHEMA_VERSION = 5  # bump when a view changes: writers recreate the views (5: views generated from the registry)
 
 SPAN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("trace_id", "VARCHAR"),
