@@ -18,7 +18,8 @@ CHUNK_CHARS = 64
 _VOLATILE: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("uuid", re.compile(r"\b[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}\b")),
     ("timestamp", re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
-                             r"|\b\d{1,2}:\d{2}:\d{2}(?:\.\d+)?\b")),
+                             # a clock time, seconds and AM/PM optional (10:05, 9:07 PM, 16:05:38.2)
+                             r"|\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:\s?[AaPp]\.?[Mm]\b\.?)?(?!\d)")),
     ("date", re.compile(r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b")),
     ("email", re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")),
     ("epoch", re.compile(r"\b1[5-9]\d{8}(?:\d{3})?\b")),
