@@ -20,7 +20,15 @@ from llmtrace.backend.model import cpu_native
 if TYPE_CHECKING:
     from llmtrace.backend.kernels.interface import AttentionBackend, AttentionMetadata
     from llmtrace.backend.model.config import ModelConfig
+    from llmtrace.backend.model.linear import Linear
     from llmtrace.backend.model.weights import LayerWeights
+
+def _records(lin: Linear) -> int:
+    """Address of a layer matrix's native records (``build`` checked every one has them)."""
+    if lin.native is None:
+        raise ValueError("a layer matrix without native weights")
+    return lin.native.records.data_ptr()
+
 
 MAX_ROWS = 16  # sequences per step the fused path takes (its GEMV streams the weights once per 8 rows)
 
@@ -35,8 +43,8 @@ class NativeDecode:
         self._ptr_caches: list[tuple[torch.Tensor, torch.Tensor]] | None = None  # the caches the table points into
         self._ptr_table = torch.empty(0, dtype=torch.int64)
         self.ptrs = [
-            (lw.attn_norm.data_ptr(), lw.qkv.native.records.data_ptr(), lw.o.native.records.data_ptr(),  # type: ignore[union-attr]
-             lw.ffn_norm.data_ptr(), lw.gate_up.native.records.data_ptr(), lw.down.native.records.data_ptr())  # type: ignore[union-attr]
+            (lw.attn_norm.data_ptr(), _records(lw.qkv), _records(lw.o), lw.ffn_norm.data_ptr(), _records(lw.gate_up),
+             _records(lw.down))
             for lw in layers
         ]
 
