@@ -32,7 +32,8 @@ class DifferentAnswer(SymptomAnalyzer):
             WHERE prompt_hash IN (SELECT prompt_hash FROM {q.passes} WHERE output_hash IS NOT NULL
                                   GROUP BY prompt_hash HAVING count(DISTINCT output_hash) > 1)
               AND output_hash IS NOT NULL
-            GROUP BY prompt_hash HAVING count(DISTINCT output_hash) > 1""")
+            GROUP BY prompt_hash HAVING count(DISTINCT output_hash) > 1
+            ORDER BY min(start_ns), prompt_hash""")  # the same groups quoted in the same order on every engine
         invariant = self._invariant_spans(q, [sid for g in groups for sid in g["span_ids"]])
         for g in groups:
             g["any_invariant"] = any(sid in invariant for sid in g["span_ids"])

@@ -32,7 +32,7 @@ def ttft_share(q: Query, trace_ids: tuple[str, ...] | list[str], component: str 
     try:
         rows = q.rows(f"""
             SELECT t.share, t.ms, p.prompt_tokens - coalesce(p.cached_tokens, 0) AS uncached
-            FROM ({breakdown}) t JOIN passes p ON p.server_span_id = t.pass_span_id
+            FROM ({breakdown}) t JOIN {q.passes} p ON p.server_span_id = t.pass_span_id
             WHERE t.component = ? AND t.share IS NOT NULL""", [component])
     except (duckdb.Error, StoreError):  # an older store without the view, or another engine's refusal
         return None

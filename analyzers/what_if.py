@@ -149,7 +149,7 @@ def prefill_ms_per_token(q: Query, trace_ids: Sequence[str]) -> float:
     try:
         rows = q.rows(f"""
             SELECT t.ms, p.prompt_tokens - coalesce(p.cached_tokens, 0) AS uncached
-            FROM ({ttft_breakdown_select(q.trace_spans(ids))}) t JOIN passes p ON p.server_span_id = t.pass_span_id
+            FROM ({ttft_breakdown_select(q.trace_spans(ids))}) t JOIN {q.passes} p ON p.server_span_id = t.pass_span_id
             WHERE t.component = 'prefill' AND t.ms IS NOT NULL""")
     except (duckdb.Error, StoreError):  # an older store without the view
         return 0.0
