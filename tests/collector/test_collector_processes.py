@@ -15,7 +15,7 @@ import pytest
 from collector_helpers import count_spans, query, start_collector
 
 APP = textwrap.dedent("""
-    import sys
+    import sys, time
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
@@ -31,6 +31,8 @@ APP = textwrap.dedent("""
         with t.start_as_current_span("chat m", attributes={"gen_ai.operation.name": "chat",
                                                            "gen_ai.request.model": "m", "i": i}):
             pass
+        if i % 250 == 249:
+            time.sleep(0.05)  # spans keep arriving for a second or so, over several of the collector's writes
     tp.shutdown()
     print("sent", n)
 """)
