@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import json
 import random
 import threading
 import uuid
@@ -303,6 +304,21 @@ def injected_tool_result(c: Ctx, twin: bool) -> None:
               stop=["\n"])
 
 
+
+def stuck_tool_loop(c: Ctx, twin: bool) -> None:
+    """An agent that asks the carrier lookup the same question after every answer (it never reads the
+    result); the twin walks through different tools. Seen only in the messages array each call carries."""
+    for claim in (311, 412, 513):
+        msgs = [{"role": "system", "content": POLICY}, {"role": "user", "content": f"Chase claim C-{claim} for me."}]
+        for step in range(5):
+            c.ask(msgs)
+            name = "carrier_contact" if not twin else TOOLS[step % 4]["function"]["name"]
+            args = {"claim": f"C-{claim}"} if not twin else {"claim": f"C-{claim}", "step": step}
+            cid = f"tc_{claim}_{step}"
+            msgs = msgs + [{"role": "assistant", "content": None, "tool_calls": [{"id": cid, "type": "function",
+                            "function": {"name": name, "arguments": json.dumps(args)}}]},
+                           {"role": "tool", "tool_call_id": cid, "content": "Carrier desk: claims@northwind.example"}]
+
 @dataclass(frozen=True)
 class Case:
     id: str
@@ -349,4 +365,5 @@ CASES: tuple[Case, ...] = (
     Case("zero_width_in_system", invisible_in_prompt, ("intake.normalization",)),
     Case("nbsp_coming_and_going", nbsp_in_tools_text, ("intake.normalization",)),
     Case("injection_in_tool_output", injected_tool_result, ("safety.injection",), capture="full"),
+    Case("stuck_tool_loop", stuck_tool_loop, ("loop.budget", "loop.tool_dispatch")),
 )
