@@ -320,7 +320,15 @@ def _union_by_name(node: exp.Union) -> exp.Expr:
     right = right.copy()
     right.set("expressions", cols)
     out = exp.Union(this=left, expression=right, distinct=node.args.get("distinct"))
-    return out
+    tail = {k: node.args[k] for k in ("order", "limit", "offset") if node.args.get(k)}
+    if not tail:
+        return out
+    # DuckDB orders (and limits) the whole union; in ClickHouse an ORDER BY after UNION ALL binds to the last
+    # SELECT alone, so the union goes into a subquery and the ordering onto the query around it
+    wrapped = exp.select("*").from_(exp.Subquery(this=out))
+    for k, v in tail.items():
+        wrapped.set(k, v)
+    return wrapped
 
 
 def to_clickhouse(sql: str, params: Sequence[object] | None = None) -> list[str]:
