@@ -34,7 +34,7 @@ def _tool(name: str, call_id: str, parent: rec.PassSpan, start_ns: int, end_ns: 
 
 
 def _pass(root: rec.PassSpan, t: int, *, prompt: int, cached: int, out: int, ttft_ms: float, tpot_ms: float,
-          finish: str, replica: str, purpose: str, parsed: bool = True) -> int:
+          finish: str, replica: str, parsed: bool = True) -> int:
     """One client pass with its server pass; returns when the client saw the last byte."""
     decode_ms = tpot_ms * max(0, out - 1)
     end = t + int((ttft_ms + decode_ms + 3) * MS)
@@ -95,12 +95,12 @@ def _agent_trace(t: int, i: int, deploy_broke_cache: bool) -> None:
     length = i % 4 == 3
     root = rec.start_pass("support-agent", operation="invoke_agent", side="app", start_ns=t)
     t1 = _pass(root, t + MS, prompt=prompt1, cached=cached1, out=24, ttft_ms=ttft1, tpot_ms=18.0,
-               finish="tool_calls", replica=f"r{i % 2}", purpose="decide tools")
+               finish="tool_calls", replica=f"r{i % 2}")
     _tool("lookup_order", f"call_{i}_a", root, t1, t1 + 35 * MS, 180)
     _tool("search_kb", f"call_{i}_b", root, t1 + 36 * MS, t1 + 120 * MS, 420)
     t2 = _pass(root, t1 + 122 * MS, prompt=prompt2, cached=cached2, out=256 if length else 90 + i,
                ttft_ms=ttft2, tpot_ms=21.0, finish="length" if length else "stop", replica=f"r{(i + 1) % 2}",
-               purpose="answer", parsed=not length)
+               parsed=not length)
     rec.record_stage("meters.cache_accounting", start_ns=t2, end_ns=t2 + MS // 4, parent=root,
                      values={"llmtrace.meters.cache_hit_rate": (cached1 + cached2) / (prompt1 + prompt2),
                              "llmtrace.meters.cached_tokens": cached1 + cached2,

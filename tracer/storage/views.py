@@ -53,14 +53,18 @@ def stage_catalog_sql() -> str:
 
 # The pass-span values a view column shows, in the registry's order (tracer/registry/pass_values.py: a value
 # with ``column=``). Values whose column is one of the span table's own (``operation``) come from the table.
-_SQL_TYPES = {"int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "str": "VARCHAR", "str[]": "JSON"}
+# A registry value type as an SQL column type (the per-stage dataset's columns); the requests view parses pass
+# values with json_transform, where a list stays JSON (finish reasons come as a JSON list or a bare string).
+_SQL_TYPES = {"str": "VARCHAR", "int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "str[]": "VARCHAR[]",
+              "int[]": "BIGINT[]", "float[]": "DOUBLE[]"}
+_TRANSFORM_TYPES = {**_SQL_TYPES, "str[]": "JSON"}
 REQUEST_VALUES = tuple(v for v in PASS_VALUES if v.column and v.column not in {n for n, _ in SPAN_COLUMNS})
 # a column read from a second value where the first is missing
 _FALLBACK = {"session.id": "gen_ai.conversation.id"}
 # The pass-summary attributes the `requests` view types, parsed once per row with json_transform
 # (one parse instead of one json_extract per column: this is what keeps the view fast on big stores).
 REQUEST_ATTRIBUTES: dict[str, str] = {
-    **{v.name: _SQL_TYPES[v.type] for v in REQUEST_VALUES}, **{f: "VARCHAR" for f in _FALLBACK.values()},
+    **{v.name: _TRANSFORM_TYPES[v.type] for v in REQUEST_VALUES}, **{f: "VARCHAR" for f in _FALLBACK.values()},
 }
 
 # The first finish reason as stored: a JSON list (our spans), a bare string, or a list serialised into a
@@ -220,8 +224,6 @@ def _time_views_sql(source: str) -> list[str]:
 # ── the per-stage dataset `llmtrace export --parquet` writes beside the spans (DIR.stages) ──────────────
 # One row per stage span, its declared values (every stage's, from the registry) as typed columns instead of
 # JSON: what the analyzers read from stage spans over a whole fleet, without parsing 40 JSON documents a pass.
-_SQL_TYPES = {"str": "VARCHAR", "int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "str[]": "VARCHAR[]",
-              "int[]": "BIGINT[]", "float[]": "DOUBLE[]"}
 STAGE_ROW_COLUMNS: tuple[tuple[str, str], ...] = (
     ("trace_id", "VARCHAR"), ("span_id", "VARCHAR"), ("parent_span_id", "VARCHAR"), ("stage", "VARCHAR"),
     ("service", "VARCHAR"), ("deploy", "VARCHAR"), ("start_ns", "BIGINT"), ("end_ns", "BIGINT"),
