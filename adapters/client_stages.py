@@ -15,7 +15,7 @@ from llmtrace.tracer import capture
 from llmtrace.tracer import recording as rec
 from llmtrace.tracer import semconv as sc
 
-from . import cache_diagnostics, meters, segments, textscan, usage_source, volatile, wire
+from . import cache_diagnostics, evidence_shape, meters, segments, textscan, usage_source, volatile, wire
 from . import usage as usage_mod
 
 if TYPE_CHECKING:
@@ -190,6 +190,11 @@ def _intake(e: _Emit) -> None:
                 "llmtrace.system.volatile_kind": kind,
             },
         )
+    if capture.mode() != "none":
+        # Retrieved passages pasted into the prompt: their shape only (counts, schemes), never their text.
+        found = evidence_shape.shape([t for kind, t in obs.segments if kind != "history:assistant"])
+        if found is not None:
+            at_request("intake.evidence_formatting", evidence_shape.values(found))
     counts = [textscan.count_chars(text) for _, text in obs.segments]
     if any(c.hidden or c.nbsp or c.confusables for c in counts):
         # Only when there is something to say: a clean prompt costs no span (the server records the stage).

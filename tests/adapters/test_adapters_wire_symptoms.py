@@ -1,0 +1,72 @@
+"""Symptom-table causes the middleware reads off the wire alone, with no llmtrace helper in the app:
+retrieved passages pasted without ids (right fact, wrong source) and a conversation whose compaction
+dropped a detail (long session forgets). Real OpenAI SDK against the real ``llmtrace serve`` (tiny model),
+``diagnose --json`` in this process; nothing of the prompts reaches the store in ``hashes`` mode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import openai
+from adapters_store import assert_no_text, rows
+
+import llmtrace
+from llmtrace.adapters import instrument
+from llmtrace.cli import main
+
+PASSAGES = [
+    "Wharf 9 takes refrigerated containers only between six and ten in the morning on weekdays.",
+    "Consignments held at customs for more than five days are charged a storage fee per pallet.",
+    "The northern yard gate closes at noon on Saturdays; drivers arriving later are turned away.",
+]
+ASK = "When can a reefer be dropped at the wharf?"
+
+
+def _client(server: Any) -> Any:
+    return instrument(openai.OpenAI(api_key="sk-test", base_url=f"{server.base_url}/v1", max_retries=0))
+
+
+def _findings(db: Path) -> list[dict[str, Any]]:
+    llmtrace.force_flush()
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["diagnose", "--db", str(db), "--json"]) == 0
+    return list(json.loads(buf.getvalue())["findings"])
+
+
+def _evidence(db: Path) -> list[dict[str, Any]]:
+    return [r["attributes"] for r in rows(db, "SELECT attributes FROM spans WHERE stage = 'intake.evidence_formatting'")]
+
+
+def test_passages_pasted_without_ids_are_read_off_the_wire_and_named(tiny_server: Any, traced: Path) -> None:
+    client = _client(tiny_server)
+    body = "Use only the passages that follow.\n\n" + "\n\n".join(PASSAGES + [PASSAGES[1]]) + f"\n\n{ASK}"
+    for _ in range(3):
+        client.chat.completions.create(model="tiny", max_tokens=4, messages=[{"role": "user", "content": body}])
+    shapes = _evidence(traced)
+    assert len(shapes) == 3
+    a = shapes[0]
+    assert (a["llmtrace.evidence.chunks_in"], a["llmtrace.evidence.chunks_out"]) == (4, 3)
+    assert a["llmtrace.evidence.duplicates_sent"] == 1 and a["llmtrace.evidence.id_scheme"] == "none"
+    assert a["llmtrace.evidence.observed"] == "wire"
+    found = _findings(traced)
+    assert found and found[0]["stage"] == "intake.evidence_formatting" and found[0]["severity"] != "info"
+    assert_no_text(traced, *PASSAGES, ASK)
+
+
+def test_passages_with_ids_and_tags_raise_nothing(tiny_server: Any, traced: Path) -> None:
+    client = _client(tiny_server)
+    tagged = "\n".join(f'<source ref="yard-{i}">{p}</source>' for i, p in enumerate(PASSAGES))
+    labelled = "Search results:\n\n" + "\n\n".join(f"[{i + 1}] {p}" for i, p in enumerate(PASSAGES))
+    for body in (tagged, labelled):
+        client.chat.completions.create(model="tiny", max_tokens=4,
+                                       messages=[{"role": "system", "content": body}, {"role": "user", "content": ASK}])
+    shapes = _evidence(traced)
+    assert [s["llmtrace.evidence.id_scheme"] for s in shapes] == ["source_id", "index"]
+    assert [s["llmtrace.evidence.delimiter"] for s in shapes] == ["xml", "label"]
+    assert not [f for f in _findings(traced) if f["stage"] == "intake.evidence_formatting"]
