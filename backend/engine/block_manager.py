@@ -14,6 +14,7 @@ from llmtrace.backend.engine.eviction import EvictionPolicy
 from llmtrace.backend.engine.host_tier import HostTier
 from llmtrace.backend.engine.prefix_cache import PrefixCache, chain_hashes, matchable_blocks, recorded_key
 from llmtrace.backend.engine.sequence import Sequence
+from llmtrace.tracer.registry import stage_ids as S
 
 
 class BlockManager:
@@ -90,7 +91,7 @@ class BlockManager:
             seq.stats.prefix_key = recorded_key(keys[len(seq.block_table) - 1]) if seq.block_table else ""
             seq.stats.prefix_first_miss = hit if hit < seq.num_prompt_tokens else -1
             seq.stats.prefix_lookup_ns = (start, time.time_ns())
-            seq.stats.window("cache.prefix_match", start, seq.stats.prefix_lookup_ns[1])
+            seq.stats.window(S.CACHE_PREFIX_MATCH, start, seq.stats.prefix_lookup_ns[1])
             self.prefix_cache.count_lookup(seq.num_prompt_tokens, hit)
         return hit
 

@@ -25,6 +25,7 @@ from llmtrace.backend.engine.host_tier import HostTier
 from llmtrace.backend.engine.kv_cache import KVCache
 from llmtrace.backend.engine.malloc_tuning import keep_freed_memory
 from llmtrace.backend.engine.model_runner import ModelRunner
+from llmtrace.backend.engine.pass_telemetry import StepClock, note_forward, note_speculation, note_verify
 from llmtrace.backend.engine.prefix_cache import PrefixCache
 from llmtrace.backend.engine.request import EngineRequest, RequestOutput
 from llmtrace.backend.engine.scheduler import Scheduler, SchedulerOutput
@@ -36,6 +37,7 @@ from llmtrace.backend.generation.pipeline import GenerationPipeline
 from llmtrace.backend.kernels.selection import select_backend
 from llmtrace.backend.model.gguf_reader import GGUFModelFile
 from llmtrace.backend.model.llama import LlamaModel
+from llmtrace.tracer.registry import stage_ids as S
 
 
 @dataclass(slots=True)
@@ -172,7 +174,7 @@ class Engine:
         # timing). Setting the request up is generation's work: compiling a constraint (the first one also
         # builds the tokenizer's grammar tables), or the sampler's and penalties' state.
         setup_end = time.time_ns()
-        seq.stats.self_time.charge("gen.constrained" if request.params.constraint is not None else "gen.sampling",
+        seq.stats.self_time.charge(S.GEN_CONSTRAINED if request.params.constraint is not None else S.GEN_SAMPLING,
                                    setup_end - setup_start)
         seq.stats.self_time.accounted_until = setup_end
         with self._lock:
@@ -280,46 +282,28 @@ class Engine:
         end: int,
         verify_start: int,
     ) -> list[RequestOutput]:
-        step_ms = (end - start) / 1e6
         batch = len(sched.scheduled)
         meta = StepMetadata(step=self._steps, start_ns=start, end_ns=end, num_seqs=batch,
                             num_tokens=sched.num_batched_tokens, preempted=[s.request_id for s in sched.preempted],
                             sections_ms=sections)
+        clock = StepClock(start, end, sched.start_ns, sched.end_ns, verify_start, batch, sections,
+                          self.kv.bytes_per_token)
         plain: list[tuple[Sequence, int]] = []
         spec: list[tuple[Sequence, int, int]] = []
         for item, (row, count) in zip(sched.scheduled, rows, strict=True):
             seq = item.seq
-            s = seq.stats
-            n = item.num_tokens
             first_pos = seq.num_computed_tokens
-            seq.num_computed_tokens += n
-            s.kv_tokens_written += n
-            s.embedded_tokens += n
-            s.max_position = max(s.max_position, seq.num_computed_tokens - 1)
-            s.kv_len_max = max(s.kv_len_max, seq.num_computed_tokens)
-            s.add_sections(sections)
-            s.add_batch(batch, str(batch))
-            s.window("forward", start, end)  # the envelope of the stages run inside every forward step
-            s.window("cache.block_allocation", sched.start_ns, sched.end_ns)
-            s.window("cache.eviction", sched.start_ns, sched.end_ns)
-            s.window("cache.host_offload", sched.start_ns, sched.end_ns)
+            seq.num_computed_tokens += item.num_tokens
+            note_forward(seq, clock, tokens=item.num_tokens, first_pos=first_pos, is_prefill=item.is_prefill)
             if item.is_prefill:
-                meta.num_prefill_tokens += n
-                s.prefill_tokens += n
-                s.prefill_chunks += 1
-                s.prefill_ms += step_ms
-                s.window("forward.prefill", start, end)
+                meta.num_prefill_tokens += item.num_tokens
             else:
                 meta.num_decode_seqs += 1
-                s.decode_steps += 1
-                s.decode_ms += step_ms
-                s.kv_bytes_read += first_pos * self.kv.bytes_per_token
-                s.window("forward.decode", start, end)
             if count == 0:
                 continue
             if seq.draft:
                 spec.append((seq, row, count))
-                s.window("gen.speculation", verify_start, end)
+                note_verify(seq, clock)
             else:
                 plain.append((seq, row))
         self.last_step = meta
@@ -337,10 +321,7 @@ class Engine:
         for seq, row, count in spec:
             targets = self.pipeline.sample_draft_targets(seq.gen, logits[row : row + count], seq.draft)
             accepted = len(targets) - 1
-            seq.stats.spec_steps += 1
-            seq.stats.spec_drafted += len(seq.draft)
-            seq.stats.spec_accepted += accepted
-            seq.stats.spec_batch_sum += len(spec)
+            note_speculation(seq, accepted=accepted, verified_together=len(spec))
             seq.num_computed_tokens -= len(seq.draft) - accepted  # rejected drafts' keys/values are stale
             chosen[seq.seq_id] = targets
         outputs = []

@@ -25,24 +25,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from llmtrace.backend.engine.pass_telemetry import FORWARD_WINDOW
+from llmtrace.tracer.registry import stage_ids as S
+
 if TYPE_CHECKING:
     from llmtrace.backend.engine.sequence import Sequence
 
 # ForwardClock section -> the stage that owns its time
 SECTION_STAGE = {
-    "embedding": "forward.embedding",
-    "positional": "forward.positional",
-    "attention": "forward.attention",
-    "feed_forward": "forward.feed_forward",
-    "lm_head": "gen.lm_head",
+    "embedding": S.FORWARD_EMBEDDING,
+    "positional": S.FORWARD_POSITIONAL,
+    "attention": S.FORWARD_ATTENTION,
+    "feed_forward": S.FORWARD_FEED_FORWARD,
+    "lm_head": S.GEN_LM_HEAD,
 }
 
 # Stages whose work happens inside another stage's timed section: they report 0 ms of their own and name
 # where their time is counted, instead of claiming the envelope.
 COUNTED_IN = {
-    "cache.kv_write": "forward.attention",
-    "forward.attention_variant": "forward.attention",
-    "cache.eviction": "cache.block_allocation",
+    S.CACHE_KV_WRITE: S.FORWARD_ATTENTION,
+    S.FORWARD_ATTENTION_VARIANT: S.FORWARD_ATTENTION,
+    S.CACHE_EVICTION: S.CACHE_BLOCK_ALLOCATION,
 }
 
 
@@ -86,7 +89,7 @@ class SelfTime:
             self.queue_ns += gap
         else:
             self.wait_ns += gap
-        self.charge("forward.batching", gap)
+        self.charge(S.FORWARD_BATCHING, gap)
         self.accounted_until = max(since, instant)
 
 
@@ -97,16 +100,16 @@ def charge_step(seq: Sequence, t: StepTimes, *, is_prefill: bool, drafted: bool)
     # drafting (n-gram proposal before scheduling, self-drafting between prepare and run) is speculation's
     # own time for a sequence that drafted; for the others it is the batch's overhead
     draft_ns = (t.sched_start - t.draft_start) + (t.run_start - t.prepared)
-    st.charge("gen.speculation" if drafted else "forward.batching", draft_ns)
+    st.charge(S.GEN_SPECULATION if drafted else S.FORWARD_BATCHING, draft_ns)
     # scheduling: the prefix lookup of a newly admitted pass, host-tier moves, then block allocation
     sched = t.sched_end - t.sched_start
     lookup0, lookup1 = seq.stats.prefix_lookup_ns
     lookup = lookup1 - lookup0 if t.sched_start <= lookup0 <= t.sched_end else 0
-    offload = min(int(seq.stats.offload_ms * 1e6) - st.ns.get("cache.host_offload", 0), sched - lookup)
-    st.charge("cache.prefix_match", lookup)
-    st.charge("cache.host_offload", max(0, offload))
-    st.charge("cache.block_allocation", sched - lookup - max(0, offload))
-    st.charge("forward.batching", t.prepared - t.sched_end)  # assembling the batch's input tensors
+    offload = min(int(seq.stats.offload_ms * 1e6) - st.ns.get(S.CACHE_HOST_OFFLOAD, 0), sched - lookup)
+    st.charge(S.CACHE_PREFIX_MATCH, lookup)
+    st.charge(S.CACHE_HOST_OFFLOAD, max(0, offload))
+    st.charge(S.CACHE_BLOCK_ALLOCATION, sched - lookup - max(0, offload))
+    st.charge(S.FORWARD_BATCHING, t.prepared - t.sched_end)  # assembling the batch's input tensors
     run = t.run_end - t.run_start
     timed = 0
     for section, ms in t.sections_ms.items():
@@ -117,13 +120,13 @@ def charge_step(seq: Sequence, t: StepTimes, *, is_prefill: bool, drafted: bool)
             timed += ns
     # what the clock's sections do not cover (norms, residual adds, the runner's glue) is the pass's own
     # prefill or decode work
-    st.charge("forward.prefill" if is_prefill else "forward.decode", run - timed)
+    st.charge(S.FORWARD_PREFILL if is_prefill else S.FORWARD_DECODE, run - timed)
     st.post_ns += max(0, t.post_end - t.run_end)
     st.accounted_until = t.post_end
     st.steps += 1
     # the forward envelope covers whole steps, postprocess included: a server step recorded after the pass's
     # last step (sending a buffered response) then starts where the engine's own time ended
-    seq.stats.window("forward", t.sched_start, t.post_end)
+    seq.stats.window(FORWARD_WINDOW, t.sched_start, t.post_end)
 
 
 def exclusive(seq: Sequence, pipeline: Any) -> dict[str, int]:
@@ -137,7 +140,7 @@ def exclusive(seq: Sequence, pipeline: Any) -> dict[str, int]:
         out[stage] = out.get(stage, 0) + ns
     shared = st.post_ns - own_total
     if shared > 0:
-        out["forward.batching"] = out.get("forward.batching", 0) + shared
+        out[S.FORWARD_BATCHING] = out.get(S.FORWARD_BATCHING, 0) + shared
     return out
 
 
