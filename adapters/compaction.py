@@ -32,15 +32,53 @@ Would Should Will Do Does Did Is Are Was Were Be Let Sorry Great Now Today User 
 )
 
 
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*|[\"'(\[]\s*)$")
+
+
 def facts(text: str) -> set[str]:
-    """Names and numbers in ``text`` (the things a summary most often loses)."""
+    """Names and numbers in ``text`` (the things a summary most often loses).
+
+    A capitalised word that opens a sentence ("Tried", "Checked") is capitalised by grammar, not because
+    it names something: it counts only when the text also capitalises it mid-sentence."""
     found = {m.group(0).rstrip(",") for m in _NUMBER.finditer(text)}
+    runs: list[tuple[str, bool]] = []
     for m in _NAME.finditer(text):
         word = m.group(0)
-        if word.split()[0] in _COMMON and " " not in word:
+        initial = bool(_SENTENCE_START.search(text[max(0, m.start() - 3): m.start()])) or m.start() == 0
+        runs.append((word, initial and word[:1].isupper() and word.split()[0][1:].islower()))
+    named_mid = {w.split()[0] for w, initial in runs if not initial}
+    for word, initial in runs:
+        first, _, rest = word.partition(" ")
+        if initial and first not in named_mid:
+            word = rest  # "Tried Acme Corp" -> "Acme Corp"; "Tried" alone -> nothing
+        if not word or (word.split()[0] in _COMMON and " " not in word):
             continue
         found.add(word)
     return found
+
+
+def _kind(fact: str) -> str:
+    return "number" if _NUMBER.fullmatch(fact) else "id" if any(ch.isdigit() for ch in fact) else "name"
+
+
+def wire_facts(texts: list[str], *, max_chars: int = 200_000) -> dict[str, str]:
+    """The facts of a request's messages as the middleware keeps them in memory: a digest of each fact to
+    the label a lost fact is recorded under. The label is the fact itself only with ``capture="full"``;
+    otherwise its kind and a keyed hash (``id#3fa1c2``), so the store never holds the prompt's names."""
+    from llmtrace.tracer import capture
+
+    full = capture.mode() == "full"
+    out: dict[str, str] = {}
+    budget = max_chars
+    for text in texts:
+        if budget <= 0:
+            break
+        text = text[:budget]
+        budget -= len(text)
+        for f in facts(text):
+            h = capture.hash_text("fact:" + f)
+            out[h] = capture.scrub(f) if full else f"{_kind(f)}#{h[:6]}"
+    return out
 
 
 def approx_tokens(text: str) -> int:

@@ -34,6 +34,9 @@ from orjson import OPT_SORT_KEYS, dumps
 
 from llmtrace.tracer import capture
 
+from . import compaction
+from .segments import part_text
+
 _MAX_CONVERSATIONS = 4096
 _explicit: contextvars.ContextVar[tuple[str, str | None] | None] = contextvars.ContextVar(
     "llmtrace_session", default=None
@@ -69,6 +72,7 @@ class Conversation:
     prompt_chars: int = 0
     anchor: bytes | None = None
     last_response_id: str | None = None
+    facts: dict[str, str] = field(default_factory=dict)  # fact digest -> label, of its last request
 
 
 @dataclass(slots=True)
@@ -91,6 +95,8 @@ class View:
     chain: list[bytes] = field(default_factory=list)
     anchor: bytes | None = None
     since_ns: int = 0
+    facts: dict[str, str] = field(default_factory=dict)  # this request's facts (compaction.wire_facts)
+    facts_lost: list[str] = field(default_factory=list)  # labels of facts the rewrite dropped
 
     def attributes(self) -> dict[str, object]:
         """Pass-span attributes (OpenTelemetry ``session.id`` / ``user.id``)."""
@@ -152,6 +158,12 @@ def _tools_of(m: Mapping[str, Any]) -> tuple[list[tuple[str, str, str]], list[tu
     return calls, results
 
 
+def _texts(body: Mapping[str, object]) -> list[str]:
+    """The texts of a request's system prompt and messages (kept only as fact digests)."""
+    out = [part_text(body[k]) for k in ("system", "instructions") if body.get(k)]
+    return out + [part_text(m.get("content") if "content" in m else m.get("output")) for m in _messages(body)]
+
+
 def read_messages(body: Mapping[str, object]) -> list[Message]:
     """Each message with its chained digest and the tool calls and results it carries."""
     out: list[Message] = []
@@ -206,6 +218,8 @@ class Tracker:
     def begin(self, body: Mapping[str, object]) -> View:
         msgs = read_messages(body)
         view = View(chain=[m.digest for m in msgs])
+        if any(m.role == "assistant" for m in msgs) or len(msgs) > 2:  # a conversation, not a one-shot call
+            view.facts = compaction.wire_facts(_texts(body))
         first_user = next((i for i, m in enumerate(msgs) if m.role == "user"), None)
         view.anchor = msgs[first_user].digest if first_user is not None else None
         seen: dict[tuple[str, str], int] = {}
@@ -259,6 +273,8 @@ class Tracker:
             view.rewritten, view.kept_messages = True, kept
             view.turns_replaced = n_prev - kept
             view.prompt_chars_before = conv.prompt_chars
+            # Names and numbers the previous request carried and this one does not: what the rewrite lost.
+            view.facts_lost = sorted(label for h, label in conv.facts.items() if h not in view.facts)[:200]
             return view
         calls = {cid: name for m in msgs for cid, name, _ in m.tool_calls}
         for m in extension:
@@ -281,6 +297,7 @@ class Tracker:
             conv.last_end_ns = end_ns
             conv.chain = view.chain
             conv.prompt_chars = prompt_chars
+            conv.facts = view.facts
             conv.user_id = view.user_id or conv.user_id
             if view.chain:
                 self._put(self._by_digest, view.chain[-1], conv)

@@ -176,6 +176,8 @@ def conversation_stages(call: Call, end_wall: int) -> None:
                 "llmtrace.compaction.tokens_after": approx_tokens(prompt_chars),
                 "llmtrace.compaction.turns_summarized": view.turns_replaced,
                 "llmtrace.compaction.kept_messages": view.kept_messages,
+                "llmtrace.compaction.facts_lost": view.facts_lost,
+                "llmtrace.compaction.facts_lost_count": len(view.facts_lost),
                 "llmtrace.compaction.observed": "wire",
             },
         )

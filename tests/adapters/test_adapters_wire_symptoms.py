@@ -70,3 +70,43 @@ def test_passages_with_ids_and_tags_raise_nothing(tiny_server: Any, traced: Path
     assert [s["llmtrace.evidence.id_scheme"] for s in shapes] == ["source_id", "index"]
     assert [s["llmtrace.evidence.delimiter"] for s in shapes] == ["xml", "label"]
     assert not [f for f in _findings(traced) if f["stage"] == "intake.evidence_formatting"]
+
+
+def _chat(client: Any, keep_detail: bool) -> None:
+    """A support chat that grows for four turns, then the app trims it to a summary of its own making."""
+    system = {"role": "system", "content": "You help drivers of Osterby Haulage with their bookings."}
+    turns = [("My booking is BK-88213 for Thursday.", "Noted, booking BK-88213 on Thursday."),
+             ("The trailer plate is DX-4410.", "Thanks, plate DX-4410 saved."),
+             ("Can I arrive an hour late?", "Yes, up to one hour is fine."),
+             ("Is the wash bay open?", "The wash bay opens at seven.")]
+    history: list[dict[str, str]] = [system]
+    with llmtrace.session(f"drv-{keep_detail}"):
+        for q, a in turns:
+            history.append({"role": "user", "content": q})
+            client.chat.completions.create(model="tiny", max_tokens=2, messages=history)
+            history.append({"role": "assistant", "content": a})
+        summary = ("Earlier: booking BK-88213 on Thursday, plate DX-4410, late arrival allowed." if keep_detail
+                   else "Earlier: the driver asked about a booking and arriving late.")
+        client.chat.completions.create(model="tiny", max_tokens=2, messages=[
+            system, {"role": "user", "content": summary}, {"role": "user", "content": "What was my plate again?"}])
+
+
+def test_a_summary_that_drops_ids_is_wire_compaction_that_lost_facts(tiny_server: Any, traced: Path) -> None:
+    _chat(_client(tiny_server), keep_detail=False)
+    comp = [r["attributes"] for r in rows(traced, "SELECT attributes FROM spans WHERE stage = 'loop.compaction'")]
+    assert len(comp) == 1 and comp[0]["llmtrace.compaction.observed"] == "wire"
+    lost = comp[0]["llmtrace.compaction.facts_lost"]
+    assert comp[0]["llmtrace.compaction.facts_lost_count"] == len(lost) >= 2  # the booking and the plate
+    assert all("#" in f for f in lost)  # kinds and keyed hashes, not the ids themselves
+    found = _findings(traced)
+    assert found and found[0]["stage"] == "loop.compaction"
+    assert_no_text(traced, "BK-88213", "DX-4410", "Osterby Haulage")
+
+
+def test_a_summary_that_keeps_the_ids_loses_nothing(tiny_server: Any, traced: Path) -> None:
+    _chat(_client(tiny_server), keep_detail=True)
+    comp = [r["attributes"] for r in rows(traced, "SELECT attributes FROM spans WHERE stage = 'loop.compaction'")]
+    assert len(comp) == 1 and comp[0]["llmtrace.compaction.history_rewritten"] is True
+    # "Noted", "Thanks", "Yes", "Earlier" open sentences: capitalised by grammar, not facts
+    assert comp[0]["llmtrace.compaction.facts_lost"] == []
+    assert not [f for f in _findings(traced) if f["stage"] == "loop.compaction" and f["severity"] != "info"]
