@@ -47,7 +47,7 @@ class TorchPagedAttention:
         # the native decode kernel serves bfloat16 caches where it builds (None: the matmul path everywhere)
         self.native = None if invariant or cpu_native.load() is None else cpu_native
         # which code path serves which kind of query (recorded on forward.attention)
-        native = "decode_bfloat16=native_paged," if self.native is not None else ""
+        native = "decode_bfloat16=native_paged,prefill_bfloat16=native_paged," if self.native is not None else ""
         self.kernel_path = (
             "all=invariant_tiles" if invariant
             else f"{native}decode=grouped_matmul,prefill=sdpa_causal,prefill_after_cache=grouped_matmul"
@@ -164,6 +164,10 @@ class TorchPagedAttention:
     ) -> torch.Tensor:
         n = q.shape[0]
         length = meta.seq_lens_list[i]
+        if self.native is not None and k_cache.dtype == torch.bfloat16:  # pages read in place, causal rows only
+            out = self.native.paged_prefill(q, k_cache, v_cache, meta.block_tables[i], length, scale)
+            if out is not None:
+                return out
         k = self._gather(k_cache, meta, i).transpose(0, 1)
         v = self._gather(v_cache, meta, i).transpose(0, 1)
         if n == length:  # nothing cached before this chunk: torch's fused causal kernel

@@ -26,6 +26,9 @@ import numpy as np
 import torch
 
 SOURCE = Path(__file__).with_name("cpu_native.c")
+# compiled together into one library; the header holds helpers both use
+SOURCES = (SOURCE, SOURCE.with_name("cpu_prefill.c"))
+HEADER = SOURCE.with_name("cpu_native.h")
 FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fopenmp", "-shared", "-fPIC", "-std=c11"]
 
 _lock = threading.Lock()
@@ -64,7 +67,8 @@ def _machine_key() -> str:
                 break
     except OSError:
         cpu = platform.processor()
-    h = hashlib.sha256(SOURCE.read_bytes() + " ".join(FLAGS).encode() + cpu.encode() + platform.machine().encode())
+    code = b"".join(p.read_bytes() for p in (*SOURCES, HEADER))
+    h = hashlib.sha256(code + " ".join(FLAGS).encode() + cpu.encode() + platform.machine().encode())
     return h.hexdigest()[:16]
 
 
@@ -78,7 +82,7 @@ def _build() -> ctypes.CDLL:
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
         os.close(fd)
         try:
-            run = subprocess.run([cc, *FLAGS, "-o", tmp, str(SOURCE), "-lm"], capture_output=True, text=True,
+            run = subprocess.run([cc, *FLAGS, "-o", tmp, *map(str, SOURCES), "-lm"], capture_output=True, text=True,
                                  timeout=120)
             if run.returncode != 0:
                 raise RuntimeError(f"{cc} failed: {run.stderr.strip()[:500]}")
@@ -98,6 +102,9 @@ def _build() -> ctypes.CDLL:
                                            _i, _i, _i, _i, ctypes.c_float, _p]
     lib.decode_mlp_block.restype = ctypes.c_int
     lib.decode_mlp_block.argtypes = [_p, _i, _i, _p, ctypes.c_float, _p, _p, _i, _p]
+    lib.prefill_attention_bf16.restype = ctypes.c_int
+    lib.prefill_attention_bf16.argtypes = [_p, _p, _p, _p, _i, _i, _i, _i, _i, _i, ctypes.c_float, _p]
+    lib.lt_has_bf16_dot.restype = ctypes.c_int
     for name in ("step_attention", "step_mlp"):
         fn = getattr(lib, name)
         fn.restype = ctypes.c_int
@@ -157,6 +164,29 @@ def paged_decode(
         lens.data_ptr(), None if rows is None else rows.data_ptr(), n, heads, kv_heads, dim, block_size,
         scale, out.data_ptr(), scratch.data_ptr(),
     )
+    return out if rc == 0 else None
+
+
+def paged_prefill(
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, table: torch.Tensor, seq_len: int, scale: float
+) -> torch.Tensor | None:
+    """Causal attention of one sequence's ``q: [n, H, D]`` new tokens (bfloat16; positions ``seq_len - n ..``,
+    their keys and values already in the cache) over its paged bfloat16 cache (``table``: its int32 block table
+    row), or None when the native kernel cannot take these inputs (no AVX-512 BF16, another head size...)."""
+    lib = load()
+    if lib is None or q.dtype != torch.bfloat16 or k_cache.dtype != torch.bfloat16 or q.device.type != "cpu":
+        return None
+    if table.dtype != torch.int32 or not lib.lt_has_bf16_dot():
+        return None
+    q = q.contiguous()
+    table = table.contiguous()
+    n, heads, dim = q.shape
+    _, block_size, kv_heads, _ = k_cache.shape
+    if table.shape[0] * block_size < seq_len:
+        return None
+    out = torch.empty_like(q)
+    rc = lib.prefill_attention_bf16(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), table.data_ptr(), seq_len,
+                                    n, heads, kv_heads, dim, block_size, scale, out.data_ptr())
     return out if rc == 0 else None
 
 

@@ -1,0 +1,197 @@
+/* Native causal prefill attention over the paged bfloat16 KV cache (built with cpu_native.c; see cpu_native.py).
+ *
+ * prefill_attention_bf16: one sequence's n new query tokens (positions L - n .. L - 1, their keys and values
+ *   already written to the cache) against its L cached tokens, read through the block table. Both products run
+ *   on AVX-512 BF16 dot products (vdpbf16ps: bfloat16 pairs, float32 accumulation), as torch's CPU flash
+ *   attention runs them through its bfloat16 GEMM: scores in float32, softmax in float32, the probabilities
+ *   rounded to bfloat16 for the weighted sum of values, float32 accumulation, bfloat16 out.
+ *
+ * Why not torch's SDPA: at 500 tokens of SmolLM2 (9 query heads, 3 KV heads, head size 64) it took 7.0 ms per
+ * layer on one core, 43% of a whole prefill. Here the keys of a KV head are packed once per call into the
+ * pair-interleaved layout vdpbf16ps wants, every query row of the head reuses them from cache, and causal rows
+ * stop at their own position (the upper triangle is never computed).
+ */
+#include <stdlib.h>
+
+#include <omp.h>
+
+#include "cpu_native.h"
+
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+
+#define PD 64 /* head size */
+#define RB 4  /* query rows per register block: 4 x 2 score accumulators, 4 x 4 value accumulators */
+#define PMAXG 8
+
+static inline const uint16_t *cache_row(const uint16_t *c, const int32_t *tab, int64_t t, int64_t BS,
+                                        int64_t row) {
+    return c + ((int64_t)tab[t / BS] * BS + t % BS) * row;
+}
+
+/* keys of one KV head as [blocks + 1][32][16] uint32: lane j of (block b, pair p) holds dims 2p, 2p + 1 of key
+ * 16 b + j; keys past L and one extra block are zero (the score loop always reads two blocks) */
+static void pack_keys(const uint16_t *kc, const int32_t *tab, int64_t L, int64_t BS, int64_t row, int64_t h,
+                      int64_t blocks, uint32_t *dst) {
+    memset(dst, 0, (size_t)(blocks + 1) * 32 * 16 * 4);
+    for (int64_t t = 0; t < L; t++) {
+        uint32_t src[32];
+        memcpy(src, cache_row(kc, tab, t, BS, row) + h * PD, sizeof src);
+        uint32_t *b = dst + (t / 16) * 32 * 16 + t % 16;
+        for (int p = 0; p < 32; p++) b[p * 16] = src[p];
+    }
+}
+
+/* values of one KV head as [pairs][64] uint32: lane d of pair p holds dim d of keys 2p (low) and 2p + 1 */
+static void pack_values(const uint16_t *vc, const int32_t *tab, int64_t L, int64_t BS, int64_t row, int64_t h,
+                        int64_t pairs, uint32_t *dst) {
+    for (int64_t p = 0; p < pairs; p++) {
+        const uint16_t *a = cache_row(vc, tab, 2 * p, BS, row) + h * PD;
+        const uint16_t *b = 2 * p + 1 < L ? cache_row(vc, tab, 2 * p + 1, BS, row) + h * PD : NULL;
+        for (int d = 0; d < PD; d++) dst[p * PD + d] = (uint32_t)a[d] | ((uint32_t)(b ? b[d] : 0) << 16);
+    }
+}
+
+static inline __m512bh as_bh(__m512i v) { return (__m512bh)v; }
+
+/* RB query rows of KV head h (row r = token r / G, query head h G + r % G), rows past `rows` repeat the last */
+static void attend_block(const uint16_t *q, int64_t H, int64_t G, int64_t h, int64_t r0, int64_t rows,
+                         int64_t first_pos, const uint32_t *kp, const uint32_t *vp, float scale, int64_t lp,
+                         float *S, uint16_t *P, uint16_t *out) {
+    const uint16_t *qr[RB];
+    int64_t cnt[RB], tok[RB];
+    for (int i = 0; i < RB; i++) {
+        const int64_t r = r0 + i < rows ? r0 + i : rows - 1;
+        tok[i] = r / G;
+        qr[i] = q + (tok[i] * H + h * G + r % G) * PD;
+        cnt[i] = first_pos + tok[i] + 1; /* keys this row sees (causal) */
+    }
+    const int64_t maxcnt = cnt[RB - 1], nkb = (maxcnt + 15) / 16, pairs = (maxcnt + 1) / 2;
+    uint32_t qw[RB][32];
+    for (int i = 0; i < RB; i++) memcpy(qw[i], qr[i], sizeof qw[i]);
+    const __m512 sc = _mm512_set1_ps(scale);
+    for (int64_t kb = 0; kb < nkb; kb += 2) {
+        __m512 acc[RB][2];
+        for (int i = 0; i < RB; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+        const uint32_t *k0 = kp + kb * 32 * 16;
+        for (int p = 0; p < 32; p++) {
+            const __m512bh a = as_bh(_mm512_loadu_si512(k0 + p * 16));
+            const __m512bh b = as_bh(_mm512_loadu_si512(k0 + (32 + p) * 16));
+            for (int i = 0; i < RB; i++) {
+                const __m512bh x = as_bh(_mm512_set1_epi32((int)qw[i][p]));
+                acc[i][0] = _mm512_dpbf16_ps(acc[i][0], x, a);
+                acc[i][1] = _mm512_dpbf16_ps(acc[i][1], x, b);
+            }
+        }
+        for (int i = 0; i < RB; i++) {
+            _mm512_storeu_ps(S + i * lp + kb * 16, _mm512_mul_ps(acc[i][0], sc));
+            _mm512_storeu_ps(S + i * lp + kb * 16 + 16, _mm512_mul_ps(acc[i][1], sc));
+        }
+    }
+    float inv[RB];
+    for (int i = 0; i < RB; i++) {
+        float *s = S + i * lp;
+        __m512 mv = _mm512_set1_ps(-INFINITY);
+        for (int64_t j = 0; j < cnt[i]; j += 16) {
+            const __mmask16 mk = (__mmask16)(cnt[i] - j >= 16 ? 0xFFFFu : (1u << (cnt[i] - j)) - 1u);
+            mv = _mm512_mask_max_ps(mv, mk, mv, _mm512_maskz_loadu_ps(mk, s + j));
+        }
+        const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mv));
+        __m512 sum = _mm512_setzero_ps();
+        for (int64_t j = 0; j < 2 * pairs; j += 16) { /* zeros past the row's own keys, up to the block's pairs */
+            const int64_t left = cnt[i] - j;
+            const __mmask16 mk = (__mmask16)(left >= 16 ? 0xFFFFu : left <= 0 ? 0u : (1u << left) - 1u);
+            const __m512 e = _mm512_maskz_mov_ps(mk, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, s + j), m)));
+            sum = _mm512_add_ps(sum, e);
+            _mm256_storeu_si256((__m256i *)(P + i * lp + j), (__m256i)_mm512_cvtneps_pbh(e));
+        }
+        inv[i] = 1.0f / _mm512_reduce_add_ps(sum);
+    }
+    __m512 acc[RB][4];
+    for (int i = 0; i < RB; i++)
+        for (int c = 0; c < 4; c++) acc[i][c] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < pairs; p++) {
+        const uint32_t *v = vp + p * PD;
+        const __m512bh v0 = as_bh(_mm512_loadu_si512(v)), v1 = as_bh(_mm512_loadu_si512(v + 16));
+        const __m512bh v2 = as_bh(_mm512_loadu_si512(v + 32)), v3 = as_bh(_mm512_loadu_si512(v + 48));
+        for (int i = 0; i < RB; i++) {
+            uint32_t pw;
+            memcpy(&pw, P + i * lp + 2 * p, 4);
+            const __m512bh x = as_bh(_mm512_set1_epi32((int)pw));
+            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], x, v0);
+            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], x, v1);
+            acc[i][2] = _mm512_dpbf16_ps(acc[i][2], x, v2);
+            acc[i][3] = _mm512_dpbf16_ps(acc[i][3], x, v3);
+        }
+    }
+    for (int i = 0; i < RB && r0 + i < rows; i++) {
+        uint16_t *o = out + (qr[i] - q);
+        const __m512 s = _mm512_set1_ps(inv[i]);
+        for (int c = 0; c < 4; c++)
+            _mm256_storeu_si256((__m256i *)(o + 16 * c), (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(acc[i][c], s)));
+    }
+}
+
+/* q, out [n, H, 64] bfloat16 (n new tokens of one sequence, positions L - n .. L - 1); caches
+ * [NB, BS, KVH, 64] bfloat16; tab: the sequence's int32 block table. Returns 0, -1 for shapes it does not
+ * handle, -2 when out of memory (the caller then runs the torch path). */
+int prefill_attention_bf16(const uint16_t *q, const uint16_t *kc, const uint16_t *vc, const int32_t *tab,
+                           int64_t L, int64_t n, int64_t H, int64_t KVH, int64_t D, int64_t BS, float scale,
+                           uint16_t *out) {
+    if (D != PD || KVH <= 0 || H % KVH || H / KVH > PMAXG || n <= 0 || n > L) return -1;
+    const int64_t G = H / KVH, row = KVH * PD, blocks = (L + 15) / 16, pairs = (L + 1) / 2;
+    const int64_t kstride = (blocks + 1) * 32 * 16, vstride = pairs * PD, lp = (blocks + 1) * 16;
+    uint32_t *kp = aligned_alloc(64, (size_t)(KVH * kstride) * 4);
+    uint32_t *vp = aligned_alloc(64, (size_t)((KVH * vstride + 16) * 4 + 63) / 64 * 64);
+    if (!kp || !vp) {
+        free(kp);
+        free(vp);
+        return -2;
+    }
+    const int many = omp_get_max_threads() > 1;
+#pragma omp parallel for if (many && KVH > 1)
+    for (int64_t h = 0; h < KVH; h++) {
+        pack_keys(kc, tab, L, BS, row, h, blocks, kp + h * kstride);
+        pack_values(vc, tab, L, BS, row, h, pairs, vp + h * vstride);
+    }
+    const int64_t rows = n * G, nrb = (rows + RB - 1) / RB;
+    int failed = 0;
+#pragma omp parallel if (many && KVH * nrb > 1)
+    {
+        float *S = aligned_alloc(64, (size_t)(RB * lp) * 4);
+        uint16_t *P = aligned_alloc(64, (size_t)(RB * lp) * 2);
+        if (!S || !P) {
+#pragma omp atomic write
+            failed = 1;
+        }
+        /* later row blocks see more keys: hand them out one at a time, longest first */
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t task = 0; task < KVH * nrb; task++) {
+            if (S && P) {
+                const int64_t h = task % KVH, rb = nrb - 1 - task / KVH;
+                attend_block(q, H, G, h, rb * RB, rows, L - n, kp + h * kstride, vp + h * vstride, scale, lp, S, P,
+                             out);
+            }
+        }
+        free(S);
+        free(P);
+    }
+    free(kp);
+    free(vp);
+    return failed ? -2 : 0;
+}
+
+int lt_has_bf16_dot(void) { return 1; }
+
+#else /* no AVX-512 BF16: the torch path serves prefill */
+
+int prefill_attention_bf16(const uint16_t *q, const uint16_t *kc, const uint16_t *vc, const int32_t *tab,
+                           int64_t L, int64_t n, int64_t H, int64_t KVH, int64_t D, int64_t BS, float scale,
+                           uint16_t *out) {
+    (void)q, (void)kc, (void)vc, (void)tab, (void)L, (void)n, (void)H, (void)KVH, (void)D, (void)BS, (void)scale;
+    (void)out;
+    return -1;
+}
+
+int lt_has_bf16_dot(void) { return 0; }
+
+#endif
