@@ -46,7 +46,14 @@ def part_text(content: object) -> str:
 
 
 def _role(m: Mapping[str, object]) -> str:
-    return str(m.get("role", "unknown"))
+    """A turn's role; a user turn that only returns tool results (Anthropic's shape) is the tool's turn, as
+    OpenAI's ``role: tool`` messages are, so tool output is told apart from what the user typed."""
+    role = str(m.get("role", "unknown"))
+    content = m.get("content")
+    if role == "user" and isinstance(content, list) and content and all(
+            isinstance(p, Mapping) and p.get("type") == "tool_result" for p in content):
+        return "tool"
+    return role
 
 
 def turn_segments(
@@ -61,7 +68,7 @@ def turn_segments(
     A turn whose role is in ``system_roles`` is a ``system`` segment; the last turn with role ``user`` is
     the ``user`` segment; every other turn is ``history:<role>``. Non-mapping turns are skipped."""
     last_user = max(
-        (i for i, m in enumerate(turns) if isinstance(m, Mapping) and m.get("role") == "user"),
+        (i for i, m in enumerate(turns) if isinstance(m, Mapping) and role_of(m) == "user"),
         default=-1,
     )
     segments: list[tuple[str, str]] = []

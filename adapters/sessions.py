@@ -33,6 +33,7 @@ from opentelemetry.trace import NonRecordingSpan
 from orjson import OPT_SORT_KEYS, dumps
 
 from llmtrace.tracer import capture
+from llmtrace.tracer.record import lifecycle
 
 from . import compaction
 from .segments import part_text
@@ -311,3 +312,4 @@ class Tracker:
 
 
 tracker = Tracker()
+lifecycle.on_init(tracker.clear)  # a new set-up (a new store) starts with no conversation in memory

@@ -18,18 +18,20 @@ class InvisibleCharacters(SymptomAnalyzer):
         untrusted = tool_output_findings(q)
         if untrusted is not None:
             u = untrusted
-            ev = [Evidence("prompts whose tool output addresses the model or hides characters", u.passes,
-                           f"of {u.scanned} with tool output", u.trace_ids),
+            source = "tool output" if u.from_tools else "text from outside the app (a user turn or pasted content)"
+            ev = [Evidence(f"prompts whose {source} addresses the model or hides characters", u.passes,
+                           f"of {u.scanned} with tool output" if u.from_tools else "", u.trace_ids),
                   Evidence("with instruction-like text", u.with_orders, "", u.trace_ids),
-                  Evidence("hidden characters in tool output", u.hidden_chars, "chars", u.trace_ids)]
+                  Evidence(f"hidden characters in {source}", u.hidden_chars, "chars", u.trace_ids)]
             if u.example:
                 ev.append(Evidence("for example", repr(u.example), "", u.trace_ids[:1]))
             out.append(self.finding(
                 "safety.injection", "critical" if u.with_orders else "warning",
-                f"Tool output carried {'instructions to the model' if u.with_orders else 'hidden characters'} "
+                f"{'Tool output' if u.from_tools else 'Text from outside the app'} carried "
+                f"{'instructions to the model' if u.with_orders else 'hidden characters'} "
                 f"into {u.passes} prompts, unchecked",
-                "What a tool returned went into the next prompt as it was; nothing scanned it (no safety.injection "
-                "span), so text planted in a tool's data can steer the model.",
+                f"What {'a tool returned' if u.from_tools else 'came in from outside'} went into the prompt as it "
+                "was; nothing scanned it (no safety.injection span), so text planted in data can steer the model.",
                 ev, u.trace_ids, "Scan tool results before they enter the prompt (llmtrace's safety.scan records "
                 "safety.injection), strip invisible characters, and keep tool output delimited as data.",
                 0.7 if u.with_orders else 0.45, cause="untrusted-input",

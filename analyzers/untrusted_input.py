@@ -1,58 +1,68 @@
-"""Instructions and hidden characters inside tool output, read off the prompts themselves.
+"""Instructions and hidden characters inside text that came from outside the app's own prompt.
 
-Apps that call ``safety.scan`` record ``safety.injection``; most do not. With full capture the client pass
-span keeps each segment's text, so tool results (``history:tool`` segments: what a tool returned and the
-app pasted into the next prompt) can be checked for the two marks of an injection: text that addresses
-the model ("ignore previous instructions", "reveal the system prompt", "you are now ...") and characters a
-person reading the tool's output cannot see.
+Apps that call ``safety.scan`` record ``safety.injection``; most do not. Where the prompt is seen (the
+middleware, the collector) each segment that is not the app's own (tool results, earlier turns, the user
+turn with what was pasted into it) records how many injection marks it carried: text that addresses the
+model ("ignore previous instructions", "reveal the system prompt", "you are now ...") and characters a
+person reading it cannot see (``tracer/record/untrusted_text.py``). No text is needed for that; with full
+capture the text also gives the finding an example, and spans recorded before the counts existed are
+scanned from it.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from llmtrace.analyzers.query import Query, attr, sample_ids
+from llmtrace.tracer.record import untrusted_text
 from llmtrace.tracer.storage.views import PASS_OPERATIONS
 
 SAMPLE = 2000
-_HIDDEN = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u202a-\u202e\u2066-\u2069\U000e0000-\U000e007f]")
-_ORDERS = re.compile(
-    r"\b(ignore|disregard|forget)\b[^.\n]{0,40}\b(instructions?|rules|prompt)\b"
-    r"|\breveal\b[^.\n]{0,30}\b(system prompt|instructions|password|secret)"
-    r"|\byou are now\b|\bnew instructions?\s*:|\bdo not tell the user\b", re.I)
+_OWN = ("system", "tools", "generation_prompt")
+_TOOL_KINDS = ("history:tool", "history:function_call_output")  # Chat Completions, Responses (Anthropic: tool)
 
 
 @dataclass(frozen=True, slots=True)
 class Untrusted:
-    passes: int  # passes whose prompt carried tool output with an instruction or hidden characters
+    passes: int  # passes whose prompt carried outside text with an instruction or hidden characters
     with_orders: int
     hidden_chars: int
     scanned: int  # passes with tool output in the prompt
     trace_ids: tuple[str, ...]
     example: str
+    from_tools: bool  # True when a tool result carried it (else another turn: pasted or typed text)
 
 
-def _segments(text: str, segs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+def _segments(text: str, segs: list[dict[str, Any]]) -> list[str]:
     out, pos = [], 0
     for s in segs:  # the adapters render "\n".join(f"[{kind}]\n{text}")
         pos += len(f"[{s.get('kind')}]\n")
         n = int(s.get("chars") or 0)
-        out.append((str(s.get("kind")), text[pos:pos + n]))
+        out.append(text[pos:pos + n])
         pos += n + 1
     return out
 
 
+def _marks(rec: dict[str, Any], text: str | None) -> tuple[int, int]:
+    """(instruction marks, hidden characters) of one segment: as recorded, or scanned from its kept text."""
+    if "orders" in rec or "hidden" in rec or text is None:
+        return int(rec.get("orders") or 0), int(rec.get("hidden") or 0)
+    return untrusted_text.instruction_marks(text), untrusted_text.hidden_chars(text)
+
+
 def tool_output_findings(q: Query) -> Untrusted | None:
+    recent = (f"span_id IN (SELECT client_span_id FROM {q.passes} WHERE client_span_id IS NOT NULL "
+              f"ORDER BY start_ns DESC LIMIT {SAMPLE})")
     rows = q.rows(f"""
-        SELECT trace_id, {attr('llmtrace.prompt.segments')} AS segs, {attr('llmtrace.prompt.text')} AS text
-        FROM {q.spans} WHERE operation IN {PASS_OPERATIONS}
-          AND span_id IN (SELECT client_span_id FROM {q.passes} WHERE client_span_id IS NOT NULL
-                          ORDER BY start_ns DESC LIMIT {SAMPLE})
-          AND attributes LIKE '%history:tool%' AND attributes LIKE '%"llmtrace.prompt.text"%'""")
-    scanned = hit = orders = hidden = 0
+        SELECT trace_id, start_ns, {attr('llmtrace.prompt.segments')} AS segs, {attr('llmtrace.prompt.text')} AS text
+        FROM {q.spans} WHERE operation IN {PASS_OPERATIONS} AND {recent}
+          AND (attributes LIKE '%orders%' OR attributes LIKE '%hidden%'
+               OR (attributes LIKE '%history:tool%' AND attributes LIKE '%"llmtrace.prompt.text"%'))
+        ORDER BY start_ns DESC, trace_id""")
+    hit = orders = hidden = 0
+    from_tools = False
     ids: list[str] = []
     example = ""
     for r in rows:
@@ -60,20 +70,30 @@ def tool_output_findings(q: Query) -> Untrusted | None:
             segs = json.loads(str(r["segs"]))
         except ValueError:
             continue
-        tools = [t for k, t in _segments(str(r["text"]), segs) if k.startswith("history:tool")]
-        if not tools:
+        if not isinstance(segs, list):
             continue
-        scanned += 1
-        text = "\n".join(tools)
-        h = len(_HIDDEN.findall(text))
-        m = _ORDERS.search(_HIDDEN.sub("", text))
-        if h or m:
+        texts: list[str | None] = (_segments(str(r["text"]), segs) if r.get("text") is not None
+                                   else [None] * len(segs))
+        marks = chars = 0
+        for rec, text in zip(segs, texts, strict=True):
+            kind = str(rec.get("kind"))
+            if kind in _OWN:
+                continue
+            m, h = _marks(rec, text)
+            if not kind.startswith(_TOOL_KINDS) and not m:
+                h = 0  # hidden characters a user typed or pasted are intake.normalization's, not an injection
+            if m or h:
+                from_tools = from_tools or kind.startswith(_TOOL_KINDS)
+                if text is not None and m and not example:
+                    example = untrusted_text.first_mark(text)
+            marks, chars = marks + m, chars + h
+        if marks or chars:
             hit += 1
-            hidden += h
-            orders += m is not None
+            hidden += chars
+            orders += marks > 0
             ids.append(str(r["trace_id"]))
-            if m is not None and not example:
-                example = m.group(0)[:60]
     if not hit:
         return None
-    return Untrusted(hit, orders, hidden, scanned, sample_ids(ids), example)
+    scanned = int(q.one(f"""SELECT count(*) AS n FROM {q.spans} WHERE operation IN {PASS_OPERATIONS} AND {recent}
+                            AND attributes LIKE '%history:tool%'""").get("n") or 0)
+    return Untrusted(hit, orders, hidden, max(scanned, hit), sample_ids(ids), example, from_tools)

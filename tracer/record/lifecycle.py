@@ -8,6 +8,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -28,6 +29,15 @@ _processors: list[QueueingSpanProcessor] = []
 _dropped_before = 0  # health's dropped_spans when the current set-up began
 _atexit_registered = False
 log = logging.getLogger("llmtrace")
+# in-process memory that belongs to one set-up (the middleware's conversations): forgotten at each init, so
+# calls traced into one store never continue conversations, or compare facts, with calls traced into another
+_reset_hooks: list[Callable[[], None]] = []
+
+
+def on_init(hook: Callable[[], None]) -> None:
+    """Call ``hook`` whenever ``init`` sets tracing up anew."""
+    if hook not in _reset_hooks:
+        _reset_hooks.append(hook)
 
 
 def init(
@@ -53,6 +63,8 @@ def init(
     with _lock:
         if _provider is not None:
             _shutdown_locked()
+        for hook in _reset_hooks:
+            hook()
         attrs: dict[str, str] = {"service.name": settings.service_name}
         if settings.deploy:
             attrs["service.version"] = settings.deploy

@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Iterable
 
-from llmtrace.tracer.record import capture
+from llmtrace.tracer.record import capture, untrusted_text
 
 CHUNK_CHARS = 64
 # Values that change between calls of one template, most specific first (the cache analysis's classes).
@@ -28,6 +28,9 @@ _VOLATILE: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("id", re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9][\w-]{3,}\b")),
     ("number", re.compile(r"\b\d{3,}\b")),
 )
+# segments the app writes itself; every other one (turns, tool results, pasted documents) may carry text
+# from outside, which is scanned for injection marks
+_OWN_KINDS = ("system", "tools", "generation_prompt")
 MAX_FIELDS = 24  # per segment: a prompt full of ids is described by its first ones
 
 
@@ -91,6 +94,12 @@ def prompt_attributes(segments: list[tuple[str, str]], mode: str) -> dict[str, o
         found = fields(text)
         if found:
             rec["fields"] = found
+        if rec["kind"] not in _OWN_KINDS:  # text from outside the app's own prompt: count injection marks
+            marks, hidden = untrusted_text.instruction_marks(text), untrusted_text.hidden_chars(text)
+            if marks:
+                rec["orders"] = marks
+            if hidden:
+                rec["hidden"] = hidden
     attrs: dict[str, object] = {
         "llmtrace.prompt.segments": json.dumps(records, separators=(",", ":")),
         "llmtrace.prompt.hash": capture.hash_text("".join(str(r["hash"]) for r in records)),
