@@ -3,6 +3,7 @@
     llmtrace report -o report.html
     llmtrace report --db traces.duckdb --since 7d --service support-agent -o report.html
     llmtrace report --parquet 'export/**/*.parquet' -o fleet.html
+    llmtrace report --store clickhouse://clickhouse:8123/otel -o fleet.html
 
 Exit status: 0 written, 2 it could not be (no store, bad --since, the charting extra missing).
 """
@@ -10,6 +11,7 @@ Exit status: 0 written, 2 it could not be (no store, bad --since, the charting e
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -18,6 +20,8 @@ from pathlib import Path
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", help="store file (default: $LLMTRACE_DB or ./llmtrace.duckdb)")
     parser.add_argument("--parquet", metavar="GLOB", help="report on a Parquet export instead")
+    parser.add_argument("--store", metavar="URL", help="ClickHouse: clickhouse://HOST:8123/DB or chdb://PATH "
+                                                       "(default: $LLMTRACE_STORE; docs/scale.md)")
     parser.add_argument("--since", help="only spans from the last 30m / 2h / 7d (or after a ns timestamp)")
     parser.add_argument("--service", metavar="NAME", help="only traces that touched this service")
     parser.add_argument("-o", "--output", metavar="FILE", default="report.html", help="where to write (default report.html)")
@@ -46,9 +50,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     t = time.perf_counter()
     try:
-        with read_store(args.db, args.parquet) as conn:
+        with read_store(args.db, args.parquet, store=args.store, env_store=True) as conn:
+            source = args.store or args.parquet or str(args.db or "") or os.environ.get("LLMTRACE_STORE", "")
             report = build_report(conn, Options(selection=Selection(since, args.service), max_traces=args.max_traces,
-                                                source=args.parquet or str(args.db or "")))
+                                                source=source))
     except ChartsUnavailable as exc:
         print(f"llmtrace report: {exc}", file=sys.stderr)
         return 2

@@ -302,7 +302,8 @@ class ReportData:
     def _in_deploy_order(self, rows: list[Row]) -> list[Row]:
         order = {str(r["deploy"]): i for i, r in enumerate(self.rows(
             f"SELECT deploy FROM {PASSES} GROUP BY deploy ORDER BY min(start_ns)"))}
-        return sorted(rows, key=lambda r: order.get(str(r["deploy"]), 1 << 30))
+        # then by the part's name: the query returns a deploy's parts in any order (and another one on ClickHouse)
+        return sorted(rows, key=lambda r: (order.get(str(r["deploy"]), 1 << 30), str(r.get("phase", r.get("part")))))
 
     # ── KV pool ──────────────────────────────────────────────────────────────────────────────────
     def eviction_summary(self) -> Row:

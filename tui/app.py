@@ -17,7 +17,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import DataTable, Footer, Input, OptionList, Static, TabbedContent, TabPane
 
-from llmtrace.tracer.storage.store import StoreError
+from llmtrace.tracer.storage.store import StoreError, is_clickhouse_url
 
 from .components.cache_view import CacheView
 from .components.findings_pane import FindingsPane
@@ -54,7 +54,8 @@ class ExplorerApp(App[None]):
         super().__init__()
         if poll_s <= 0:
             raise ValueError("poll_s must be positive")
-        self.db = Path(db)
+        # a ClickHouse store URL stays text (a Path would fold its "//"); tui/data/store_reader.py reads both
+        self.db: Path | str = str(db) if is_clickhouse_url(db) else Path(db)
         self.reader = StoreReader(self.db)
         self.poll_s = poll_s
         self.initial_filter = initial_filter
@@ -95,6 +96,9 @@ class ExplorerApp(App[None]):
     @property
     def cache_view(self) -> CacheView:
         return self.query_one(CacheView)
+
+    def on_unmount(self) -> None:
+        self.reader.close()  # the kept ClickHouse connection, if any
 
     def on_mount(self) -> None:
         self._update_topbar()

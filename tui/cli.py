@@ -1,10 +1,13 @@
-"""``llmtrace explore [DB]``: open the terminal UI over a store (read-only; never blocks a writer)."""
+"""``llmtrace explore [DB]``: open the terminal UI over a store (read-only; never blocks a writer), or over a
+ClickHouse store (``--store clickhouse://HOST:8123/DB``, ``chdb://PATH``, or ``$LLMTRACE_STORE``)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
+from pathlib import Path
 
 from llmtrace.tracer.settings import resolve_db
 
@@ -13,6 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("db", nargs="?", default=None,
                         help="store to open (default: --db, $LLMTRACE_DB, or ./llmtrace.duckdb)")
     parser.add_argument("--db", dest="db_option", default=None, help="store to open (same as the positional DB)")
+    parser.add_argument("--store", metavar="URL", default=None, help="ClickHouse: clickhouse://HOST:8123/DB or "
+                        "chdb://PATH (default: $LLMTRACE_STORE when no DB is given; docs/scale.md)")
     parser.add_argument("-f", "--follow", action="store_true",
                         help="live mode: show new passes as an app or the demo writes the store")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between live-mode polls (default 1)")
@@ -23,25 +28,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from llmtrace.tracer.storage.store import StoreError
+    from llmtrace.tracer.storage.store import StoreError, is_clickhouse_url
 
     from .data.store_reader import StoreReader
 
-    path = resolve_db(args.db or args.db_option)
+    named = args.db or args.db_option
+    store = args.store or (os.environ.get("LLMTRACE_STORE") if not named else None)
+    path: Path | str = str(store) if is_clickhouse_url(store) else resolve_db(named or store)
     initial = initial_filter(args)
     if initial is None:
         return 2
     if args.interval <= 0:
         print("llmtrace explore: --interval must be positive", file=sys.stderr)
         return 2
-    if not args.follow or path.exists():
+    if not args.follow or not isinstance(path, Path) or path.exists():
         # A missing or corrupt store is a sentence, not a traceback. In live mode a missing file is
         # fine: the app waits for the writer to create it.
+        reader = StoreReader(path)
         try:
-            StoreReader(path).check()
+            reader.check()
         except StoreError as exc:
             print(f"llmtrace explore: {exc}", file=sys.stderr)
             return 2
+        finally:
+            reader.close()
     from .app import ExplorerApp
 
     ExplorerApp(path, follow=args.follow, poll_s=args.interval, initial_filter=initial).run()

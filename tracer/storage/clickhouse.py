@@ -76,13 +76,16 @@ DEPLOYS_DDL = ("CREATE TABLE IF NOT EXISTS deploys (name String, service Nullabl
                "note Nullable(String)) ENGINE = MergeTree ORDER BY at_ns")
 
 # A map value the exporter wrote with pcommon's AsString: numbers, booleans and lists/maps (JSON text)
-# go back to typed JSON, so attributes read as our store's JSON; any other text stays a string.
+# go back to typed JSON, so attributes read as our store's JSON; any other text stays a string. A list
+# holding objects is a string an app wrote as JSON (llmtrace.prompt.segments): an OTLP array attribute
+# holds primitives (every SDK's attribute type), so it stays the string our store holds.
 _TYPED = r"^(-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?|true|false)$"
 
 
 def map_json_sql(m: str) -> str:
     """ClickHouse SQL: a Map(String, String) of OTLP attributes as a JSON object text."""
-    value = (f"if(match(_v, '{_TYPED}') OR ((startsWith(_v, '[') OR startsWith(_v, '{{')) AND isValidJSON(_v)), "
+    array = "(startsWith(_v, '[') AND isValidJSON(_v) AND NOT arrayExists(_x -> startsWith(_x, '{'), JSONExtractArrayRaw(_v)))"
+    value = (f"if(match(_v, '{_TYPED}') OR {array} OR (startsWith(_v, '{{') AND isValidJSON(_v)), "
              f"_v, toJSONString(_v))")
     return (f"concat('{{', arrayStringConcat(arrayMap((_k, _v) -> concat(toJSONString(toString(_k)), ':', {value}), "
             f"mapKeys({m}), mapValues({m})), ','), '}}')")
@@ -166,6 +169,10 @@ def views(materialized: bool = True) -> list[str]:
     return out
 
 
+# DuckDB client settings the readers set for the terminal's sake; ClickHouse has no such setting
+_DUCKDB_ONLY_SET = re.compile(r"\s*SET\s+enable_progress_bar\s*=\s*\w+\s*;?\s*", re.IGNORECASE)
+
+
 @dataclass
 class _Cursor:
     description: list[tuple[str, ...]] = field(default_factory=list)
@@ -194,6 +201,9 @@ class ClickHouseConnection:
         self.statements = 0
 
     def execute(self, sql: str, params: Sequence[object] | None = None) -> ClickHouseConnection:
+        if _DUCKDB_ONLY_SET.fullmatch(sql):  # a DuckDB client setting (the progress bar): nothing to set here
+            self._cur = _Cursor()
+            return self
         try:
             stmts = to_clickhouse(sql, params)
         except TranspileError as exc:
@@ -334,10 +344,6 @@ def ensure_views(conn: ClickHouseConnection, create_table: bool = False, materia
         conn.raw(stmt)
 
 
-def is_clickhouse_url(text: str | None) -> bool:
-    return bool(text) and str(text).split("://", 1)[0] in ("chdb", "clickhouse", "http", "https")
-
-
 @contextmanager
 def open_read(url: str, span_filter: SpanFilter | None = None, locked: bool = False) -> Iterator[ClickHouseConnection]:
     """The read commands' connection to a ClickHouse store: views in place (over the exporter's otel_traces),
@@ -345,14 +351,25 @@ def open_read(url: str, span_filter: SpanFilter | None = None, locked: bool = Fa
     if span_filter is not None and span_filter.where():
         raise ClickHouseError("--service/--since on `llmtrace sql` over ClickHouse is not supported yet: "
                               "filter in the query (WHERE service = ..., start_ns >= ...)")
+    conn = open_views(url)
+    try:
+        if locked:
+            conn.raw("SET readonly = 2")
+        yield conn
+    finally:
+        conn.close()
+
+
+def open_views(url: str) -> ClickHouseConnection:
+    """A connection to the ClickHouse store at ``url`` with the read views in place (the caller closes it);
+    ClickHouseError when it has no exporter table."""
     conn = connect(url)
     try:
         if not scalar(conn.execute("SELECT count() FROM system.tables WHERE database = currentDatabase() "
                                    "AND name = 'otel_traces'")):
             raise ClickHouseError(f"no otel_traces table at {url} (the Collector's clickhouse exporter creates it)")
         ensure_views(conn)
-        if locked:
-            conn.raw("SET readonly = 2")
-        yield conn
-    finally:
+    except BaseException:
         conn.close()
+        raise
+    return conn

@@ -73,6 +73,14 @@ def _path_args(path: exp.Expr) -> tuple[list[str], bool] | None:
     return args, wildcard
 
 
+def _json_path(path: exp.Expr) -> exp.Expr:
+    """A JSON path given as a string literal (a function argument) as sqlglot's parsed path."""
+    if isinstance(path, exp.Literal) and path.is_string:
+        parsed = sqlglot.parse_one(f"SELECT x -> {_quote(path.this)}", read="duckdb").expressions[0]
+        return parsed.expression if isinstance(parsed, exp.JSONExtract) else path
+    return path
+
+
 def json_text_sql(doc: str, args: Sequence[str], array: bool = False) -> str:
     """ClickHouse SQL for DuckDB's ``json_extract_string(doc, path)``: a string's text, any other value's JSON
     text, NULL for a missing key or JSON null (JSONExtract into Nullable(String) does exactly that, in one
@@ -186,6 +194,7 @@ def _wrap(core: exp.Expr, wrapper: str) -> exp.Expr:
 
 def _rewrite(tree: exp.Expr) -> exp.Expr:
     transforms: dict[str, tuple[dict[str, str], str]] = {}  # json_transform alias -> (spec, doc SQL)
+    joined: list[exp.Join] = []  # joined subqueries given a name
 
     def pre(node: exp.Expr) -> exp.Expr:
         # json_transform first, so the columns that read its alias know the spec
@@ -243,8 +252,10 @@ def _rewrite(tree: exp.Expr) -> exp.Expr:
             agg = _aggregate(node.this)
             core, wrapper = agg if agg is not None else (node.this, "{}")
             return _wrap(_if_combinator(core, node.expression.this), wrapper)
-        if isinstance(node, exp.Count) and not isinstance(node.parent, exp.Filter):
+        if isinstance(node, exp.Count) and not isinstance(node.parent, (exp.Filter, exp.Window)):
             return _ch(f"toInt64({_sql(node)})")  # DuckDB's count is BIGINT; UInt64 has no supertype with Int64
+        if isinstance(node, exp.Window) and isinstance(node.this, exp.Count):
+            return _ch(f"toInt64({_sql(node)})")  # count(*) OVER (): the window's result converted, not count's
         if not isinstance(node.parent, exp.Filter):
             agg = _aggregate(node)
             if agg is not None:
@@ -253,6 +264,16 @@ def _rewrite(tree: exp.Expr) -> exp.Expr:
             sl = node.expressions[0]
             lo, hi = _sql(sl.this), _sql(sl.expression)
             return _ch(f"arraySlice({_sql(node.this)}, {lo}, ({hi}) - ({lo}) + 1)")
+        if isinstance(node, exp.Anonymous) and node.name.lower() == "hash" and len(node.expressions) == 1:
+            # DuckDB's hash (a UBIGINT a sample is ordered by): another 64-bit hash, so another sample of the
+            # same size
+            return _ch(f"xxHash64({_sql(node.expressions[0])})")
+        if isinstance(node, exp.Anonymous) and node.name.lower() == "json_exists" and len(node.expressions) == 2:
+            doc, path = node.expressions
+            parsed = _path_args(_json_path(path))
+            if parsed is None or parsed[1]:
+                raise TranspileError(f"json_exists path {path.sql()} has no ClickHouse form here")
+            return _ch(f"JSONHas({_sql(doc)}{''.join(', ' + a for a in parsed[0])})")
         if isinstance(node, exp.Length):
             return _ch(f"length({_sql(node.this)})")
         if isinstance(node, exp.Select):
@@ -261,6 +282,10 @@ def _rewrite(tree: exp.Expr) -> exp.Expr:
                                      and not isinstance(e.this, exp.Star) else e for e in node.expressions])
             for j in node.args.get("joins") or []:
                 _asof_key(node, j)
+        if isinstance(node, exp.Join) and isinstance(node.this, exp.Subquery) and not node.this.alias:
+            # ClickHouse wants a name for a joined subquery (DuckDB needs none)
+            node.set("this", exp.alias_(node.this, f"_joined_{len(joined)}", table=True))
+            joined.append(node)
         if isinstance(node, exp.CTE):
             node.set("materialized", None)
         if isinstance(node, exp.Union) and node.args.get("by_name"):

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeGuard
 
 import duckdb
 
@@ -294,6 +295,14 @@ def lock_read_only(conn: duckdb.DuckDBPyConnection, allowed_files: list[str] | N
     conn.execute("SET lock_configuration = true")
 
 
+CLICKHOUSE_SCHEMES = ("chdb", "clickhouse", "http", "https")
+
+
+def is_clickhouse_url(text: object) -> TypeGuard[str]:
+    """Whether a store argument names ClickHouse (tracer/storage/clickhouse.py) rather than a store file."""
+    return bool(text) and str(text).split("://", 1)[0] in CLICKHOUSE_SCHEMES and "://" in str(text)
+
+
 @contextmanager
 def read_store(db: str | os.PathLike[str] | None, parquet: str | None = None, *,
                span_filter: SpanFilter | None = None, locked: bool = False,
@@ -308,7 +317,7 @@ def read_store(db: str | os.PathLike[str] | None, parquet: str | None = None, *,
     ``lock_read_only`` (``llmtrace sql`` runs people's queries on it)."""
     active = span_filter if span_filter and span_filter.where() else None
     url = store or (os.environ.get("LLMTRACE_STORE") if env_store and db is None and not parquet else None)
-    if url and url.split("://", 1)[0] in ("chdb", "clickhouse", "http", "https"):
+    if is_clickhouse_url(url):
         from llmtrace.tracer.storage.clickhouse import open_read
 
         with open_read(url, span_filter=active, locked=locked) as ch:

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from llmtrace.tracer.storage.store import StoreError, read_connection
+from llmtrace.tracer.storage.store import StoreError
 
-from .store_reader import StoreReader, quiet
+from .store_reader import StoreReader
 
 if TYPE_CHECKING:
     from llmtrace.analyzers.finding import Finding
@@ -46,15 +46,15 @@ def read_findings(reader: StoreReader, symptoms: Sequence[str] | None = None,
         # A connection per analyzer: on a big store they take seconds each, and a writer waiting for the
         # file should wait for one of them, not for all.
         try:
-            with read_connection(reader.path, timeout_s=reader.timeout_s) as conn:
-                quiet(conn)
+            with reader.connection() as conn:
                 try:
                     found.extend(run_analyzers(conn, [symptom]))
-                except (duckdb.Error, ValueError, KeyError, TypeError, AttributeError) as exc:
+                except (duckdb.Error, ValueError, KeyError, TypeError, AttributeError, StoreError) as exc:
+                    # (on ClickHouse a statement it refuses is a StoreError: this analyzer's failure alone)
                     first = str(exc).splitlines()[0] if str(exc) else ""
                     failures.append(f"{symptom}: {type(exc).__name__}: {first}")
         except duckdb.Error as exc:
-            raise StoreError(f"the analyzers could not read {reader.path}: {str(exc).splitlines()[0]}") from None
+            raise StoreError(f"the analyzers could not read {reader}: {str(exc).splitlines()[0]}") from None
     # each analyzer ran on its own (one that fails costs only its findings); findings of one root cause
     # are merged afterwards, as diagnose and check show them
     from llmtrace.analyzers.merge import merge_findings

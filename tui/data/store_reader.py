@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,7 +21,7 @@ import duckdb
 
 from llmtrace.tracer.cli.console import printable
 from llmtrace.tracer.storage.fetch import first_row, scalar
-from llmtrace.tracer.storage.store import StoreError, read_connection
+from llmtrace.tracer.storage.store import StoreError, is_clickhouse_url, read_connection
 from llmtrace.tracer.storage.views import PASS_OPERATIONS, passes_select, requests_select
 
 from .filter_expr import CompiledFilter
@@ -62,14 +64,34 @@ MAX_TRACE_SPANS = 5000
 
 
 class StoreReader:
-    """Reads one store file; safe to call from worker threads (each call has its own connection)."""
+    """Reads one store; safe to call from worker threads (each call has its own connection).
+
+    ``path`` may also be a ClickHouse store URL (``clickhouse://HOST:8123/DB``, ``chdb://PATH``;
+    tracer/storage/clickhouse.py): every query below is DuckDB SQL run inside ClickHouse through the same
+    transpiler the analyzers use, so only what a screen shows comes back. There is no file lock to
+    leave free, so one connection (views created once) is kept and the workers take turns on it."""
 
     def __init__(self, path: str | os.PathLike[str], timeout_s: float = 10.0) -> None:
+        self.url = str(path) if is_clickhouse_url(str(path)) else None
         self.path = Path(path)
         self.timeout_s = timeout_s
+        self._ch: Any = None  # the ClickHouse connection, opened on first use
+        self._ch_lock = threading.Lock()
+
+    def __str__(self) -> str:
+        return self.url or str(self.path)
 
     @contextmanager
-    def _connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+    def connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read connection for one piece of work (DuckDB: opened and closed; ClickHouse: the kept one)."""
+        if self.url is not None:
+            with self._ch_lock:
+                if self._ch is None:
+                    from llmtrace.tracer.storage.clickhouse import open_views
+
+                    self._ch = open_views(self.url)  # a ClickHouseError (a StoreError) says why not
+                yield self._ch
+            return
         try:
             with read_connection(self.path, timeout_s=self.timeout_s) as conn:
                 quiet(conn)
@@ -77,8 +99,15 @@ class StoreReader:
         except duckdb.Error as exc:
             raise StoreError(_describe(self.path, exc)) from None
 
+    def close(self) -> None:
+        """Close the kept ClickHouse connection (a DuckDB reader holds nothing between calls)."""
+        with self._ch_lock:
+            if self._ch is not None:
+                self._ch.close()
+                self._ch = None
+
     def _read(self, fn: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
-        with self._connect() as conn:
+        with self.connection() as conn:
             return fn(conn)
 
     def check(self) -> StoreStamp:
@@ -89,7 +118,7 @@ class StoreReader:
             missing = {"spans", "requests", "deploys"} - names
             if missing:
                 raise StoreError(
-                    f"{self.path} is a DuckDB file but not an llmtrace store (no {', '.join(sorted(missing))})"
+                    f"{self} is a DuckDB file but not an llmtrace store (no {', '.join(sorted(missing))})"
                 )
             return _stamp(conn)
 
@@ -167,7 +196,7 @@ class StoreReader:
                               FROM (SELECT DISTINCT pass_span_id FROM per_pass) p
                               CROSS JOIN (SELECT DISTINCT part FROM per_pass) k
                               LEFT JOIN per_pass x ON x.pass_span_id = p.pass_span_id AND x.part = k.part)
-                SELECT part, median(share) FROM grid GROUP BY part""", list(flt.params)).fetchall()
+                SELECT part, median(share) FROM grid GROUP BY part ORDER BY part""", list(flt.params)).fetchall()
             return tuple((str(part), float(share or 0.0)) for part, share in rows)
 
         return self._read(run)
@@ -220,19 +249,21 @@ def _cache_report(conn: duckdb.DuckDBPyConnection, n: int) -> CacheReport:
     # The logical passes (the `passes` view's SELECT, so a store an older version wrote works read-only):
     # one row per pass with the client's and server's spans joined, the trace's deploy, the same hit rate
     # `llmtrace check` and `diagnose` report. The temp table dies with the connection.
-    conn.execute(f"""CREATE TEMP TABLE tui_passes AS
+    # a name of its own: on ClickHouse the "temporary" table is a Memory table other readers of the server see
+    tui_passes = f"tui_passes_{uuid.uuid4().hex[:12]}"
+    conn.execute(f"""CREATE TEMP TABLE {tui_passes} AS
         SELECT trace_id, start_ns, coalesce(deploy, '(none)') AS deploy, prompt_tokens AS prompt,
                least(cached_tokens, prompt_tokens) AS cached, ttft_ms AS ttft, cost_usd AS cost
         FROM ({passes_select('(' + requests_select('spans') + ')')})""")
     side = "TRUE"
-    lo, hi = first_row(conn.execute(f"SELECT min(start_ns), max(start_ns) FROM tui_passes WHERE {side}"))
+    lo, hi = first_row(conn.execute(f"SELECT min(start_ns), max(start_ns) FROM {tui_passes} WHERE {side}"))
     buckets: list[CacheBucket] = []
     if lo is not None:
         span = max(1, int(hi) - int(lo) + 1)
         width = -(-span // n)  # ceiling division so the last pass falls inside bucket n-1
         rows = conn.execute(
             f"""SELECT (start_ns - ?) // ? AS b, count(*), coalesce(sum(prompt), 0), coalesce(sum(cached), 0)
-                FROM tui_passes WHERE {side} GROUP BY b ORDER BY b""",
+                FROM {tui_passes} WHERE {side} GROUP BY b ORDER BY b""",
             [int(lo), width],
         ).fetchall()
         by_bucket = {int(b): (int(c), int(p), int(k)) for b, c, p, k in rows}
@@ -245,7 +276,7 @@ def _cache_report(conn: duckdb.DuckDBPyConnection, n: int) -> CacheReport:
     named = {m.name for m in marks}
     # A deploy nobody marked still shows where its first pass appeared (from service.version).
     first_seen = conn.execute(
-        f"SELECT deploy, min(start_ns) FROM tui_passes WHERE deploy <> '(none)' AND {side} GROUP BY deploy ORDER BY 2"
+        f"SELECT deploy, min(start_ns) FROM {tui_passes} WHERE deploy <> '(none)' AND {side} GROUP BY deploy ORDER BY 2"
     ).fetchall()
     if len(first_seen) > 1:
         marks += [DeployMark(str(d), int(at), "first pass") for d, at in first_seen[1:] if d not in named]
@@ -254,9 +285,9 @@ def _cache_report(conn: duckdb.DuckDBPyConnection, n: int) -> CacheReport:
         f"""WITH pass AS (
                 SELECT deploy, count(*) AS passes, sum(cached) / nullif(sum(prompt), 0) AS hit,
                        median(ttft) AS ttft, avg(prompt) AS prompt, min(start_ns) AS first
-                FROM tui_passes WHERE {side} GROUP BY 1),
+                FROM {tui_passes} WHERE {side} GROUP BY 1),
             per_trace AS (
-                SELECT trace_id, any_value(deploy) AS deploy, sum(cost) AS cost FROM tui_passes GROUP BY trace_id),
+                SELECT trace_id, any_value(deploy) AS deploy, sum(cost) AS cost FROM {tui_passes} GROUP BY trace_id),
             meter AS (
                 SELECT trace_id, sum(TRY_CAST(json_extract_string(attributes,
                        '$."llmtrace.meters.cost_usd"') AS DOUBLE)) AS cost
@@ -267,7 +298,7 @@ def _cache_report(conn: duckdb.DuckDBPyConnection, n: int) -> CacheReport:
             SELECT p.deploy, p.passes, c.per_request, p.hit, p.ttft, p.prompt
             FROM pass p LEFT JOIN cost c USING (deploy) ORDER BY p.first"""
     ).fetchall()
-    conn.execute("DROP TABLE tui_passes")
+    conn.execute(f"DROP TABLE {tui_passes}")
     return CacheReport(
         tuple(buckets),
         tuple(marks),
