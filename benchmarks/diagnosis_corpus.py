@@ -319,6 +319,75 @@ def stuck_tool_loop(c: Ctx, twin: bool) -> None:
                             "function": {"name": name, "arguments": json.dumps(args)}}]},
                            {"role": "tool", "tool_call_id": cid, "content": "Carrier desk: claims@northwind.example"}]
 
+# ── intake: retrieved passages pasted in, compaction done by the app ─────────────────────────
+KB = ["Claims for water damage must include the moisture reading taken by the driver at unloading.",
+      "Pallets refused at the Gdansk hub are returned to the shipper at the carrier's cost within ten days.",
+      "A claim can be reopened once, within sixty days of closing, if new photographs are supplied.",
+      "Hazardous goods claims are never settled by the desk; a supervisor calls the customer back.",
+      "Payouts under two hundred euros are approved automatically after the bill of lading arrives."]
+
+
+def rag_paragraphs(c: Ctx, twin: bool) -> None:
+    """Passages pasted under a heading, one paragraph each, no ids (and one retrieved twice); the twin
+    wraps each in a tag carrying its knowledge-base id."""
+    for i in range(6):
+        picked = [KB[(i + k) % 5] for k in range(3)] + [KB[i % 5]]
+        if twin:
+            ctx = "\n".join(f'<passage id="kb-{(i + k) % 5}">{p}</passage>' for k, p in enumerate(picked[:3]))
+        else:
+            ctx = "Background from the knowledge base:\n\n" + "\n\n".join(picked)
+        c.ask([{"role": "system", "content": POLICY}, {"role": "user", "content": f"{ctx}\n\n{_q(i)}"}])
+
+
+def rag_lines_in_system(c: Ctx, twin: bool) -> None:
+    """Anthropic, passages one a line at the end of the system prompt; the twin numbers them [S1]..."""
+    for i in range(6):
+        picked = [KB[(2 * i + k) % 5] for k in range(3)]
+        lines = [f"[S{k + 1}] {p}" if twin else p for k, p in enumerate(picked)]
+        c.anthropic.messages.create(model=c.model, max_tokens=6, system=POLICY + "\nReference notes:\n" + "\n".join(lines),
+                                    messages=[{"role": "user", "content": _q(i)}])
+
+
+def _trimmed_chat(c: Ctx, twin: bool, keep_first: bool) -> None:
+    import llmtrace
+
+    for n in range(3):
+        turns = [(f"Consignment LX-{5520 + n} left Rotterdam late.", "Logged against your claim."),
+                 (f"The driver was Henrik Sollum, trailer TR-{90 + n}.", "Thanks, noted."),
+                 ("It rained during unloading.", "Understood."), ("Photos are attached.", "Received, thank you.")]
+        first = {"role": "user", "content": f"Opening claim C-{700 + n} for a wet shipment."}
+        history: list[dict[str, Any]] = [{"role": "system", "content": POLICY}, first,
+                                         {"role": "assistant", "content": "Claim opened."}]
+        ctx = llmtrace.session(f"chat-{n}") if not keep_first else _nullcontext()
+        with ctx:
+            for q, a in turns:
+                history.append({"role": "user", "content": q})
+                c.ask(history)
+                history.append({"role": "assistant", "content": a})
+            if twin:
+                summary = (f"So far: claim C-{700 + n}, consignment LX-{5520 + n} from Rotterdam, driver Henrik Sollum, "
+                           f"trailer TR-{90 + n}, rain at unloading, photos received.")
+            else:
+                summary = "So far: a late consignment, wet unloading, photos received."
+            head = [{"role": "system", "content": POLICY}] + ([first] if keep_first else [])
+            c.ask([*head, {"role": "assistant", "content": summary},
+                   {"role": "user", "content": "Which trailer was it?"}])
+
+
+def _nullcontext() -> Any:
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def summary_drops_ids(c: Ctx, twin: bool) -> None:
+    _trimmed_chat(c, twin, keep_first=False)
+
+
+def summary_drops_ids_inferred(c: Ctx, twin: bool) -> None:
+    _trimmed_chat(c, twin, keep_first=True)
+
+
 @dataclass(frozen=True)
 class Case:
     id: str
@@ -366,4 +435,8 @@ CASES: tuple[Case, ...] = (
     Case("nbsp_coming_and_going", nbsp_in_tools_text, ("intake.normalization",)),
     Case("injection_in_tool_output", injected_tool_result, ("safety.injection",), capture="full"),
     Case("stuck_tool_loop", stuck_tool_loop, ("loop.budget", "loop.tool_dispatch")),
+    Case("rag_paragraphs_no_ids", rag_paragraphs, ("intake.evidence_formatting",)),
+    Case("rag_lines_in_system_anthropic", rag_lines_in_system, ("intake.evidence_formatting",)),
+    Case("summary_drops_ids_session", summary_drops_ids, ("loop.compaction",)),
+    Case("summary_drops_ids_inferred", summary_drops_ids_inferred, ("loop.compaction",)),
 )
