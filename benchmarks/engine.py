@@ -10,9 +10,11 @@ Keys (ours, then the same prefixed ``hf_`` and ``llamacpp_`` for the peers):
 - ttft_cold_ms / ttft_cached90_ms: a 1,000-token prompt cold, then a prompt sharing its first 900 tokens
   (the engine's prefix cache serves them; transformers has no cross-request cache, so it prefills again).
 
-Peers: HF transformers ``generate`` on the GGUF (dequantized by transformers, bfloat16), and llama.cpp
-through llama-cpp-python when it is installed, else through xllamacpp's prebuilt llama.cpp server with one
-slot, timed by llama.cpp's own ``timings`` (skipped with a note when neither is installed).
+Peers: HF transformers ``generate`` on the GGUF (dequantized by transformers, bfloat16); llama.cpp through
+xllamacpp's prebuilt llama.cpp server with one slot, timed by llama.cpp's own ``timings`` (``llamacpp_`` keys,
+the peer the targets are measured against); and llama.cpp through llama-cpp-python's ``Llama`` in this process,
+timed around its ``generate`` (``llamacpp_python_`` keys, the second peer). Each llama.cpp peer's batch-1 runs
+are interleaved with ours; one that is not installed is skipped with a note.
 
 Environment: BENCH_ENGINE_DTYPE (bfloat16), BENCH_ENGINE_TOKENS (128), BENCH_ENGINE_REPEATS (2, best
 run kept), BENCH_ENGINE_THREADS (torch's default; on an oversubscribed machine one thread is faster),
@@ -67,7 +69,7 @@ def prompt(tokenizer, n: int, variant: int) -> list[int]:  # noqa: ANN001
 # ---------------------------------------------------------------------------------------------------- ours
 
 
-def bench_engine(peer: NativePeer | None = None) -> dict[str, float]:
+def bench_engine(peers: list[NativePeer | PythonPeer] | None = None) -> dict[str, float]:
     from llmtrace.backend.engine import Engine, EngineConfig, EngineRequest
     from llmtrace.backend.generation.params import SamplingParams
 
@@ -117,7 +119,7 @@ def bench_engine(peer: NativePeer | None = None) -> dict[str, float]:
     timed, untimed = [], []
     for _ in range(REPEATS):
         timed.append(run([prompt(tk, PROMPT_LEN, next(variant))], TOKENS))
-        if peer is not None:
+        for peer in peers or []:
             peer.b1(next(variant))
         engine.runner.stage_timing = False
         try:
@@ -267,35 +269,54 @@ class NativePeer:
         self._dir.cleanup()
 
 
-def bench_llamacpp() -> dict[str, object]:
-    try:
+class PythonPeer:
+    """llama.cpp through llama-cpp-python's ``Llama`` in this process (our thread count for both its decode and
+    its batch threads), timed around ``generate``: the first token's wait is the prefill, the rest decode. Its
+    batch-1 runs are interleaved with ours like the native peer's."""
+
+    def __init__(self) -> None:
         from llama_cpp import Llama
-    except ImportError:
-        return {"llamacpp_skipped": "neither llama-cpp-python nor xllamacpp is installed (pip install -e '.[bench]')"}
-    from llmtrace.backend.model.pull import default_model_path
-    from llmtrace.backend.model.tokenizer import Tokenizer
 
-    path = default_model_path()
-    tk = Tokenizer.from_gguf(path)
-    llm = Llama(model_path=str(path), n_ctx=2048, n_threads=THREADS or torch.get_num_threads(), verbose=False)
+        from llmtrace.backend.model.pull import default_model_path
+        from llmtrace.backend.model.tokenizer import Tokenizer
 
-    def gen(ids: list[int], n: int) -> float:
-        llm.reset()
+        path = default_model_path()
+        self.tk = Tokenizer.from_gguf(path)
+        self.threads = THREADS or torch.get_num_threads()
+        self.llm = Llama(model_path=str(path), n_ctx=2048, n_threads=self.threads, n_threads_batch=self.threads,
+                         verbose=False)
+        self.runs: list[tuple[float, float]] = []  # (seconds to the first token, decode tokens/s)
+        self.gen(prompt(self.tk, 64, 900), 4)  # warm up
+
+    def gen(self, ids: list[int], n: int) -> tuple[float, float]:
+        self.llm.reset()
         t0 = time.perf_counter()
-        for i, _ in enumerate(llm.generate(ids, temp=0.0, reset=True)):
+        first = 0.0
+        for i, _ in enumerate(self.llm.generate(ids, temp=0.0, reset=True)):
+            if i == 0:
+                first = time.perf_counter()
             if i + 1 >= n:
                 break
-        return time.perf_counter() - t0
+        end = time.perf_counter()
+        return first - t0, (n - 1) / (end - first) if n > 1 and end > first else 0.0
 
-    gen(prompt(tk, 64, 900), 4)
-    t1 = gen(prompt(tk, PROMPT_LEN, 1), 1)
-    tn = gen(prompt(tk, PROMPT_LEN, 1), TOKENS)
-    long = prompt(tk, LONG_LEN, 7)
-    return {
-        "llamacpp_prefill_tok_s": round(PROMPT_LEN / t1, 1),
-        "llamacpp_decode_tok_s_b1": round((TOKENS - 1) / (tn - t1), 2),
-        "llamacpp_ttft_cold_ms": round(gen(long, 1) * 1e3, 1),
-    }
+    def b1(self, variant: int) -> None:
+        self.runs.append(self.gen(prompt(self.tk, PROMPT_LEN, variant), TOKENS))
+
+    def results(self) -> dict[str, object]:
+        import llama_cpp
+
+        cold = min(self.gen(prompt(self.tk, LONG_LEN, 7 + i), 1)[0] for i in range(REPEATS))
+        return {
+            "llamacpp_python_via": f"llama-cpp-python {llama_cpp.__version__} (in process, wall clock around generate; "
+                                   "b1 runs interleaved with ours)",
+            "llamacpp_python_prefill_tok_s": round(PROMPT_LEN / min(r[0] for r in self.runs), 1),
+            "llamacpp_python_decode_tok_s_b1": round(max(r[1] for r in self.runs), 2),
+            "llamacpp_python_ttft_cold_ms": round(cold * 1e3, 1),
+        }
+
+    def close(self) -> None:
+        self.llm.close()
 
 
 def main() -> None:
@@ -307,24 +328,30 @@ def main() -> None:
         "threads": torch.get_num_threads(),
         "load_average_at_start": round(os.getloadavg()[0], 2),
     }
-    peer = None
-    if "llamacpp" in PEERS and importlib.util.find_spec("llama_cpp") is None \
-            and importlib.util.find_spec("xllamacpp") is not None:
-        peer = NativePeer()  # llama.cpp's own server, started before ours runs so the two interleave
+    peers: list[NativePeer | PythonPeer] = []
+    skipped: dict[str, str] = {}
     try:
-        results.update(bench_engine(peer))
-        if peer is not None:
+        if "llamacpp" in PEERS:  # started before ours runs so the runs interleave
+            for key, module, cls, hint in (
+                ("llamacpp", "xllamacpp", NativePeer, "pip install xllamacpp"),
+                ("llamacpp_python", "llama_cpp", PythonPeer, "pip install llama-cpp-python"),
+            ):
+                if importlib.util.find_spec(module) is None:
+                    skipped[f"{key}_skipped"] = f"{module} is not installed ({hint}, or pip install -e '.[bench]')"
+                else:
+                    peers.append(cls())
+        results.update(bench_engine(peers))
+        for peer in peers:
             results.update(peer.results())
+        results.update(skipped)
     finally:
-        if peer is not None:
+        for peer in peers:
             peer.close()
     if "hf" in PEERS:
         try:
             results.update(bench_hf())
         except Exception as exc:  # a peer that cannot run is reported, not fatal
             results["hf_skipped"] = f"{type(exc).__name__}: {exc}"
-    if "llamacpp" in PEERS and peer is None:
-        results.update(bench_llamacpp())
     hf_b1 = results.get("hf_decode_tok_s_b1")
     if isinstance(hf_b1, float) and hf_b1 > 0:
         results["decode_b1_over_hf"] = round(results["decode_tok_s_b1"] / hf_b1, 2)  # type: ignore[operator]
@@ -339,6 +366,10 @@ def main() -> None:
     lc_pf = results.get("llamacpp_prefill_tok_s")
     if isinstance(lc_pf, float) and lc_pf > 0:
         results["prefill_over_llamacpp"] = round(results["prefill_tok_s"] / lc_pf, 2)  # type: ignore[operator]
+    for key, ratio in (("decode_tok_s_b1", "decode_b1"), ("prefill_tok_s", "prefill")):  # the second peer (no target)
+        theirs = results.get(f"llamacpp_python_{key}")
+        if isinstance(theirs, float) and theirs > 0:
+            results[f"{ratio}_over_llamacpp_python"] = round(results[key] / theirs, 2)  # type: ignore[operator]
     results["load_average_at_end"] = round(os.getloadavg()[0], 2)
     if max(results["load_average_at_start"], results["load_average_at_end"]) > (os.cpu_count() or 1):  # type: ignore[call-overload]
         results["note"] = "measured under load: other processes shared the CPUs (see the load averages)"

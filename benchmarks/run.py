@@ -7,13 +7,17 @@ process so one crash does not hide the others.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-SKIP = {"run", "common", "synthetic_store", "gpu_kernels"}  # helpers, and the GPU script (run on a device)
+# helpers and tools (corpora, the foreign-instrumentation child, a findings diff), and the GPU script (run on a device)
+SKIP = {"run", "common", "synthetic_store", "gpu_kernels", "diagnosis_corpus", "diagnosis_foreign",
+        "diagnosis_foreign_corpus", "diagnose_compare"}
 DOC = ROOT / "docs" / "benchmarks.md"
 
 
@@ -46,9 +50,11 @@ def main(argv: list[str]) -> int:
         if not script.exists():
             print(f"no benchmark named {name}; have: {', '.join(names())}", file=sys.stderr)
             return 2
-        print(f"== benchmark {name}", flush=True)
+        print(f"== benchmark {name} (load {os.getloadavg()[0]:.2f})", flush=True)
+        t0 = time.perf_counter()
         if subprocess.run([sys.executable, str(script)], cwd=ROOT).returncode != 0:
             failed.append(name)
+        print(f"== benchmark {name}: {time.perf_counter() - t0:.0f} s (load {os.getloadavg()[0]:.2f})", flush=True)
     DOC.write_text(render_doc())
     print(f"wrote {DOC.relative_to(ROOT)}")
     if failed:

@@ -386,7 +386,7 @@ def llamacpp_levels(model_path: str, tmp: Path) -> dict[str, object]:
         return out
     port = free_port()
     log = tmp / "llamacpp.log"
-    threads = str(os.cpu_count() or 2)
+    threads = str(THREADS)  # the same compute threads as ours and the native peer's
     cmd = [str(py), "-m", "llama_cpp.server", "--model", model_path, "--port", str(port), "--host", "127.0.0.1",
            "--n_ctx", "4096", "--n_threads", threads, "--n_threads_batch", threads, "--model_alias", "smol",
            # by default a new request interrupts the one streaming: queue them instead, as a server should
