@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
 
 from llmtrace.tracer.registry.stages import is_stage
-from llmtrace.tracer.storage.store import exported_stages, stage_view, trace_spans_sql
+from llmtrace.tracer.storage.store import MAX_TRACE_WINDOWS, exported_stages, stage_view, trace_spans_sql
 from llmtrace.tracer.storage.views import passes_select, requests_select, stage_value_types
 
 # One result row, column name -> value. The driver types values Any (a column is whatever the SQL made
@@ -62,6 +62,10 @@ class Query:
     # typed view; None until looked up, empty when the connection has none (then everything reads spans).
     _stage_views: frozenset[str] | None = None
     _exported: bool = False
+    # results several analyzers of one run share (e.g. the TTFT split of a pass, read by the what-if's
+    # prefill rate and by the TTFT evidence line), keyed by what computed them; gone with the Query
+    memo: dict[str, Any] = field(default_factory=dict)
+    _temp_tables: list[str] = field(default_factory=list)
 
     @property
     def spans(self) -> str:
@@ -106,6 +110,13 @@ class Query:
             self._pass_table = f"(SELECT * FROM passes{self._pass_window()})"
             return
         name = f"_llmtrace_passes_{id(self):x}"
+        from llmtrace.tracer.storage.store import pass_table  # (issue 21: kept per-pass rows, when present)
+
+        kept = pass_table(self.conn)  # ClickHouse's, or the writer's in a store: no pass built from span JSON
+        if kept is not None:
+            self.conn.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {kept}{self._pass_window()}")
+            self._pass_table = name
+            return
         # The same SELECT the view is made of, over the windowed spans (the view itself may be missing
         # from a store an older version wrote and opened read-only here).
         rel = f"({passes_select('(' + requests_select(self.spans) + ')')})"
@@ -114,6 +125,9 @@ class Query:
         self._pass_table = name
 
     def release(self) -> None:
+        self.memo.clear()
+        while self._temp_tables:
+            self.conn.execute(f"DROP TABLE IF EXISTS {self._temp_tables.pop()}")
         if self._pass_table is not None and self._pass_table.startswith("("):
             self._pass_table = None
         if self._pass_table is not None:
@@ -154,8 +168,39 @@ class Query:
         literals). Over an export's datasets each trace's time window narrows the read to a few row groups."""
         ids = list(dict.fromkeys(trace_ids))
         if self.exported:
-            return trace_spans_sql(self.conn, self.spans, ids)
-        return f"(SELECT * FROM {self.spans} WHERE trace_id IN ({', '.join(_quote(t) for t in ids)}))"
+            name = trace_spans_sql(self.conn, self.spans, ids)
+            self._temp_tables.append(name)
+            return name
+        return self._store_trace_spans(ids)
+
+    def _store_trace_spans(self, ids: list[str]) -> str:
+        """:meth:`trace_spans` over a store: the spans of ``ids`` that started inside one of their passes (as
+        over an export: a pass's client span encloses its server span, which encloses its stage spans), read
+        once into a temporary table. Each trace's time window from the run's pass table is a range filter,
+        which the store's time-ordered row groups answer from a few of them; a filter on the trace id alone
+        would read the id of every span in the store (and DuckDB turns a long IN list into a join over all
+        of them). A trace with no pass in the window is read by its id."""
+        literals = ", ".join(_quote(t) for t in ids)
+        windows = self.conn.execute(f"SELECT min(start_ns), max(end_ns) FROM {self.passes} "
+                                    f"WHERE trace_id IN ({literals}) GROUP BY trace_id ORDER BY 1").fetchall()
+        merged: list[list[int]] = []
+        for lo, hi in windows:
+            if lo is None or hi is None:
+                merged = []
+                break
+            if merged and int(lo) <= merged[-1][1]:  # overlapping windows read once
+                merged[-1][1] = max(merged[-1][1], int(hi))
+            else:
+                merged.append([int(lo), int(hi)])
+        if merged and len(windows) == len(ids) and len(merged) <= MAX_TRACE_WINDOWS:
+            rel = " UNION ALL ".join(f"SELECT * FROM {self.spans} WHERE start_ns BETWEEN {lo} AND {hi} "
+                                     f"AND trace_id IN ({literals})" for lo, hi in merged)
+        else:
+            rel = f"SELECT * FROM {self.spans} WHERE trace_id IN ({literals})"
+        name = f"_llmtrace_trace_spans_{id(self):x}_{len(self._temp_tables)}"
+        self.conn.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {rel}")
+        self._temp_tables.append(name)
+        return name
 
     def count(self, stage_id: str) -> int:
         """How many spans of a stage are in the window."""

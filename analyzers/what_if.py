@@ -23,14 +23,11 @@ import re
 import statistics
 from collections.abc import Sequence
 
-import duckdb
-
 from llmtrace.analyzers import kv_replay
 from llmtrace.analyzers.cache_loss import Cause, PassLoss
 from llmtrace.analyzers.finding import Evidence
 from llmtrace.analyzers.query import Query
-from llmtrace.tracer.storage.store import StoreError
-from llmtrace.tracer.storage.time_views import ttft_breakdown_select
+from llmtrace.analyzers.ttft_evidence import ttft_parts
 
 METHOD = "what-if computed by"
 _Plan = tuple[int, int, str]  # blocks before the window, blocks through the stable part, template key
@@ -146,13 +143,7 @@ def prefill_ms_per_token(q: Query, trace_ids: Sequence[str]) -> float:
     ids = [t for t in dict.fromkeys(trace_ids) if _TRACE_ID.fullmatch(t)][-50:]
     if not ids:
         return 0.0
-    try:
-        rows = q.rows(f"""
-            SELECT t.ms, p.prompt_tokens - coalesce(p.cached_tokens, 0) AS uncached
-            FROM ({ttft_breakdown_select(q.trace_spans(ids))}) t JOIN {q.passes} p ON p.server_span_id = t.pass_span_id
-            WHERE t.component = 'prefill' AND t.ms IS NOT NULL""")
-    except (duckdb.Error, StoreError):  # an older store without the view
-        return 0.0
+    rows = [r for r in ttft_parts(q, ids, "prefill") or () if r["ms"] is not None]
     per = [float(r["ms"]) / float(r["uncached"]) for r in rows if r["uncached"] and float(r["uncached"]) > 0]
     return statistics.median(per) if per else 0.0
 
