@@ -241,6 +241,25 @@ def exported_stages(conn: object) -> frozenset[str] | None:
         return None
 
 
+# connection -> the table of one row per logical pass its store's writers keep current (a DuckDB store the
+# collector writes: tracer/storage/pass_table.py); looked up when a reader opens the store
+_PASS_TABLES: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, str] = weakref.WeakKeyDictionary()
+
+
+def pass_table(conn: object) -> str | None:
+    """The relation with one row per logical pass (the ``passes`` view's columns) the store keeps as spans
+    arrive, for the analyzers to read instead of building the passes from every pass span's JSON: on
+    ClickHouse the ``passes`` view over the materialized ``llmtrace_requests`` (clickhouse.py); in a DuckDB
+    store the writer's ``llmtrace_passes`` when it is current. None: build the passes from the spans."""
+    name = getattr(conn, "pass_table", None)  # a ClickHouse connection says so itself
+    if isinstance(name, str):
+        return name
+    try:
+        return _PASS_TABLES.get(conn)  # type: ignore[call-overload]
+    except TypeError:  # not weak-referenceable: not a connection this module opened
+        return None
+
+
 MAX_TRACE_WINDOWS = 20  # more windows than this: one scan by trace id beats a scan a window
 
 
