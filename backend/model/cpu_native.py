@@ -105,6 +105,10 @@ def _build() -> ctypes.CDLL:
     lib.prefill_attention_bf16.restype = ctypes.c_int
     lib.prefill_attention_bf16.argtypes = [_p, _p, _p, _p, _i, _i, _i, _i, _i, _i, ctypes.c_float, _p]
     lib.lt_has_bf16_dot.restype = ctypes.c_int
+    lib.rows_rms_norm_bf16.restype = ctypes.c_int
+    lib.rows_rms_norm_bf16.argtypes = [_p, _i, _i, _p, ctypes.c_float, _p]
+    lib.rows_silu_mul_bf16.restype = ctypes.c_int
+    lib.rows_silu_mul_bf16.argtypes = [_p, _i, _i, _p]
     for name in ("step_attention", "step_mlp"):
         fn = getattr(lib, name)
         fn.restype = ctypes.c_int
@@ -188,6 +192,34 @@ def paged_prefill(
     rc = lib.prefill_attention_bf16(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), table.data_ptr(), seq_len,
                                     n, heads, kv_heads, dim, block_size, scale, out.data_ptr())
     return out if rc == 0 else None
+
+
+def rms_norm_rows(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor | None:
+    """RMSNorm of bfloat16 rows ``x: [m, hid]`` with a float32 weight, float32 inside, one rounding to bfloat16
+    (the model's norm in one pass instead of widen, norm, round); None where the kernel does not apply."""
+    lib = load()
+    if lib is None or x.dtype != torch.bfloat16 or x.dim() != 2 or x.device.type != "cpu":
+        return None
+    if weight.dtype != torch.float32 or weight.shape != (x.shape[1],):
+        return None
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    rc = lib.rows_rms_norm_bf16(x.data_ptr(), x.shape[0], x.shape[1], weight.contiguous().data_ptr(), eps,
+                                out.data_ptr())
+    return out if rc == 0 else None
+
+
+def silu_mul_rows(gate_up: torch.Tensor) -> torch.Tensor | None:
+    """``silu(gate) * up`` of bfloat16 rows ``[gate | up]: [m, 2 inter]`` in one pass, float32 inside, rounded
+    once; None where the kernel does not apply."""
+    lib = load()
+    if lib is None or gate_up.dtype != torch.bfloat16 or gate_up.dim() != 2 or gate_up.device.type != "cpu":
+        return None
+    gate_up = gate_up.contiguous()
+    rows, width = gate_up.shape
+    out = torch.empty(rows, width // 2, dtype=torch.bfloat16)
+    rc = lib.rows_silu_mul_bf16(gate_up.data_ptr(), rows, width // 2, out.data_ptr())
+    return out if rc == 0 and width % 2 == 0 else None
 
 
 MAX_K = 8192  # the longest row the GEMV kernel holds (its buffers)

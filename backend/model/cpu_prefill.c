@@ -17,6 +17,46 @@
 
 #include "cpu_native.h"
 
+/* ---- row-wise pieces of a wide (prefill) step, bfloat16 in and out, float32 inside ------------------------
+ * Torch runs each as two or three passes over the rows (widen, compute, round back; silu and the product as
+ * separate ops over a strided half); one pass here. */
+
+/* out[m] = x[m] / rms(x[m]) * w (w float32), as the model's float32 RMSNorm then rounded once */
+int rows_rms_norm_bf16(const uint16_t *x, int64_t M, int64_t hid, const float *w, float eps, uint16_t *out) {
+    if (hid % 16) return -1;
+#pragma omp parallel for if (M > 64 && omp_get_max_threads() > 1)
+    for (int64_t m = 0; m < M; m++) {
+        const uint16_t *xm = x + m * hid;
+        __m512 ss = _mm512_setzero_ps();
+        for (int64_t j = 0; j < hid; j += 16) {
+            const __m512 v = load_bf16x16(xm + j);
+            ss = _mm512_fmadd_ps(v, v, ss);
+        }
+        const __m512 r = _mm512_set1_ps(1.0f / sqrtf(_mm512_reduce_add_ps(ss) / (float)hid + eps));
+        for (int64_t j = 0; j < hid; j += 16) {
+            const __m512 v = _mm512_mul_ps(_mm512_mul_ps(load_bf16x16(xm + j), r), _mm512_loadu_ps(w + j));
+            _mm256_storeu_si256((__m256i *)(out + m * hid + j), to_bf16x16(v));
+        }
+    }
+    return 0;
+}
+
+/* gu [M, 2 inter] = gate | up -> out [M, inter] = silu(gate) * up */
+int rows_silu_mul_bf16(const uint16_t *gu, int64_t M, int64_t inter, uint16_t *out) {
+    if (inter % 16) return -1;
+#pragma omp parallel for if (M > 64 && omp_get_max_threads() > 1)
+    for (int64_t m = 0; m < M; m++) {
+        const uint16_t *g = gu + m * 2 * inter, *u = g + inter;
+        for (int64_t j = 0; j < inter; j += 16) {
+            const __m512 gv = load_bf16x16(g + j);
+            const __m512 sig = _mm512_div_ps(gv, _mm512_add_ps(_mm512_set1_ps(1.0f),
+                                                               exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), gv))));
+            _mm256_storeu_si256((__m256i *)(out + m * inter + j), to_bf16x16(_mm512_mul_ps(sig, load_bf16x16(u + j))));
+        }
+    }
+    return 0;
+}
+
 #if defined(__AVX512BF16__) && defined(__AVX512F__)
 
 #define PD 64 /* head size */

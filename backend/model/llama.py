@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from llmtrace.backend.kernels.interface import AttentionBackend, AttentionMetadata, write_kv
+from llmtrace.backend.model import cpu_native
 from llmtrace.backend.model.config import ModelConfig, tiny_config
 from llmtrace.backend.model.forward_clock import ForwardClock
 from llmtrace.backend.model.gguf_reader import GGUFModelFile
@@ -46,6 +47,8 @@ class LlamaModel:
         self.lm_head = Linear(weights.lm_head, q8=weights.lm_head_q8)
         # the fused native decode layers (bfloat16 on a CPU with the native library), else None
         self.native_decode = NativeDecode.build(config, weights.layers, dtype) if self.device.type == "cpu" else None
+        # bfloat16 row kernels (norm, SiLU-and-product) for the torch-op steps (prefill, mixed, drafts)
+        self._native_rows = dtype == torch.bfloat16 and self.device.type == "cpu" and cpu_native.load() is not None
 
     # construction -----------------------------------------------------------------------------------------
 
@@ -100,6 +103,10 @@ class LlamaModel:
         eps = self.config.rms_eps
         if x.dtype == torch.float32:
             return F.rms_norm(x, (x.shape[-1],), weight, eps)
+        if self._native_rows:  # the same float32 arithmetic in one pass (each row alone: batch-invariant too)
+            out = cpu_native.rms_norm_rows(x, weight, eps)
+            if out is not None:
+                return out
         return F.rms_norm(x.float(), (x.shape[-1],), weight, eps).to(x.dtype)
 
     def _rms_norm_tiled(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -205,7 +212,8 @@ class LlamaModel:
     def _mlp(self, x: torch.Tensor, gate_up: Linear, down: Linear, invariant: bool) -> torch.Tensor:
         gu = gate_up(x, invariant)
         inter = gu.shape[-1] // 2
-        return down(F.silu(gu[:, :inter]) * gu[:, inter:], invariant)
+        act = cpu_native.silu_mul_rows(gu) if self._native_rows else None  # one pass, float32 inside
+        return down(F.silu(gu[:, :inter]) * gu[:, inter:] if act is None else act, invariant)
 
     # the dense reference ----------------------------------------------------------------------------------
 

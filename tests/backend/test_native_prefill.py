@@ -168,3 +168,22 @@ def test_engine_prefill_runs_native_and_records_it(real_bf16: LlamaModel, tokeni
     assert engine.last_step.num_prefill_tokens == len(prompt)
     assert calls == [len(prompt)] * real_bf16.config.num_layers
     assert "prefill_bfloat16=native_paged" in engine.attention.backend.kernel_path
+
+
+def test_row_kernels_match_the_torch_ops() -> None:
+    """RMSNorm: torch's float32 norm rounded to bfloat16 (a row's sum may differ in order: at most one bfloat16
+    step); silu(gate) * up: no further from float64 than torch's two bfloat16 ops; odd row counts."""
+    gen = torch.Generator().manual_seed(5)
+    x = (torch.randn(37, 576, generator=gen) * 4).bfloat16()
+    w = torch.rand(576, generator=gen) + 0.5
+    got = cpu_native.rms_norm_rows(x, w, 1e-5)
+    want = torch.nn.functional.rms_norm(x.float(), (576,), w, 1e-5).bfloat16()
+    assert got is not None and got.dtype == torch.bfloat16
+    assert ((got.float() - want.float()).abs() <= want.float().abs() * 2**-7).all()
+    gu = (torch.randn(37, 2 * 1536, generator=gen) * 3).bfloat16()
+    act = cpu_native.silu_mul_rows(gu)
+    ops = torch.nn.functional.silu(gu[:, :1536]) * gu[:, 1536:]
+    truth = torch.nn.functional.silu(gu[:, :1536].double()) * gu[:, 1536:].double()
+    assert act is not None and act.shape == (37, 1536)
+    assert (act.double() - truth).abs().max() <= (ops.double() - truth).abs().max()
+    assert cpu_native.rms_norm_rows(x.float(), w, 1e-5) is None  # float32 stays on torch
