@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from llmtrace.tracer.registry import names as N
+
 
 def percentile(sorted_values: list[float], q: float) -> float:
     """Linear-interpolated percentile of an already sorted list (q in [0, 100])."""
@@ -37,8 +39,8 @@ class StreamClock:
         gaps = sorted(self.gaps_ms())
         ttft = self.ttft_ms
         return {
-            "llmtrace.stream.chunks": len(self.chunk_ns),
-            "gen_ai.response.time_to_first_chunk": None if ttft is None else ttft / 1e3,
-            "llmtrace.stream.itl_p50_ms": percentile(gaps, 50.0),
-            "llmtrace.stream.itl_p99_ms": percentile(gaps, 99.0),
+            N.STREAM_CHUNKS: len(self.chunk_ns),
+            N.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: None if ttft is None else ttft / 1e3,
+            N.STREAM_ITL_P50_MS: percentile(gaps, 50.0),
+            N.STREAM_ITL_P99_MS: percentile(gaps, 99.0),
         }

@@ -19,6 +19,8 @@ from llmtrace.backend.server.normalization import NormalizationCounts, Normaliza
 from llmtrace.tracer import capture
 from llmtrace.tracer import recording as rec
 from llmtrace.tracer import semconv as sc
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 MAX_RENDERED_SEGMENTS = 48  # past this many messages, segments are hashed from the message contents
 # NFC/NFKC composition shrinks text at most 4 characters to 1 (Greek omega with three marks): the factor
@@ -102,13 +104,13 @@ class Intake:
         return out, total
 
     def _stage_normalization(self, counts: NormalizationCounts, pass_span: rec.PassSpan, t0: int) -> None:
-        rec.record_stage("intake.normalization", start_ns=t0, end_ns=rec.now_ns(), parent=pass_span, values={
-            "llmtrace.normalization.form": self.policy.label,
-            "llmtrace.normalization.strip": self.policy.strip_invisible,
-            "llmtrace.normalization.chars_changed": counts.chars_changed,
-            "llmtrace.normalization.invisible_chars": counts.invisible_chars,
-            "llmtrace.normalization.nbsp": counts.nbsp,
-            "llmtrace.normalization.confusables": counts.confusables,
+        rec.record_stage(S.INTAKE_NORMALIZATION, start_ns=t0, end_ns=rec.now_ns(), parent=pass_span, values={
+            N.NORMALIZATION_FORM: self.policy.label,
+            N.NORMALIZATION_STRIP: self.policy.strip_invisible,
+            N.NORMALIZATION_CHARS_CHANGED: counts.chars_changed,
+            N.NORMALIZATION_INVISIBLE_CHARS: counts.invisible_chars,
+            N.NORMALIZATION_NBSP: counts.nbsp,
+            N.NORMALIZATION_CONFUSABLES: counts.confusables,
         })
 
     # ───────────────────────────────────────────────────────────── templating
@@ -201,11 +203,11 @@ class Intake:
             except (ChatTemplateError, ValueError, TypeError) as exc:  # TypeError: a field of the wrong type
                 raise bad_request(f"the chat template rejected the messages: {exc}", "messages") from None
             segments = self._segments(prepared, job.tools, text)
-            rec.record_stage("intake.chat_template", start_ns=t1, end_ns=rec.now_ns(), parent=pass_span, values={
-                "llmtrace.template.hash": self.template_hash,
-                "llmtrace.template.matches_model": self.template_matches,
-                "llmtrace.template.rendered_chars": len(text),
-                "llmtrace.template.segment_hashes": [s["hash"] for s in segments],
+            rec.record_stage(S.INTAKE_CHAT_TEMPLATE, start_ns=t1, end_ns=rec.now_ns(), parent=pass_span, values={
+                N.TEMPLATE_HASH: self.template_hash,
+                N.TEMPLATE_MATCHES_MODEL: self.template_matches,
+                N.TEMPLATE_RENDERED_CHARS: len(text),
+                N.TEMPLATE_SEGMENT_HASHES: [s["hash"] for s in segments],
             })
             prefix = ""
         else:
@@ -216,10 +218,10 @@ class Intake:
             t1 = rec.now_ns()
             # Completions take the prompt as given: no template is applied, and the stage says so.
             segments = [self._segment("prompt", text)]
-            rec.record_stage("intake.chat_template", start_ns=t1, end_ns=rec.now_ns(), parent=pass_span, values={
-                "llmtrace.template.hash": "none",
-                "llmtrace.template.rendered_chars": len(text),
-                "llmtrace.template.segment_hashes": [s["hash"] for s in segments],
+            rec.record_stage(S.INTAKE_CHAT_TEMPLATE, start_ns=t1, end_ns=rec.now_ns(), parent=pass_span, values={
+                N.TEMPLATE_HASH: "none",
+                N.TEMPLATE_RENDERED_CHARS: len(text),
+                N.TEMPLATE_SEGMENT_HASHES: [s["hash"] for s in segments],
             })
             prefix = text if job.echo else ""
         t2 = rec.now_ns()
@@ -227,11 +229,11 @@ class Intake:
         if not ids:
             raise bad_request("the prompt is empty after templating and tokenization", "messages")
         hashes = block_hash_chain(ids, self.block_size)
-        rec.record_stage("intake.tokenization", start_ns=t2, end_ns=rec.now_ns(), parent=pass_span, values={
+        rec.record_stage(S.INTAKE_TOKENIZATION, start_ns=t2, end_ns=rec.now_ns(), parent=pass_span, values={
             sc.GEN_AI_USAGE_INPUT_TOKENS: len(ids),
-            "llmtrace.tokenization.chars_per_token": round(len(text) / len(ids), 3),
-            "llmtrace.tokenization.special_tokens": sum(1 for t in ids if t in self.special_ids),
-            "llmtrace.tokenization.block_hashes": hashes,
+            N.TOKENIZATION_CHARS_PER_TOKEN: round(len(text) / len(ids), 3),
+            N.TOKENIZATION_SPECIAL_TOKENS: sum(1 for t in ids if t in self.special_ids),
+            N.TOKENIZATION_BLOCK_HASHES: hashes,
         })
         if capture.mode() != "none":
             pass_span.set(sc.LLMTRACE_PROMPT_HASH, capture.hash_text(text))

@@ -55,6 +55,8 @@ from llmtrace.backend.server.tool_gate import ToolGate
 from llmtrace.tracer import capture
 from llmtrace.tracer import recording as rec
 from llmtrace.tracer import semconv as sc
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 log = logging.getLogger("llmtrace.serve")
 
@@ -128,12 +130,12 @@ class GenerationService:
             side="server", provider="llmtrace", traceparent=header(scope, "traceparent"), start_ns=arrival,
         )
         server = scope.get("server") or ("", 0)
-        rec.record_stage("arrival.connection", start_ns=arrival, end_ns=body_done, parent=pass_span, values={
+        rec.record_stage(S.ARRIVAL_CONNECTION, start_ns=arrival, end_ns=body_done, parent=pass_span, values={
             sc.SERVER_ADDRESS: str(server[0]),
             sc.SERVER_PORT: int(server[1] or 0),
-            "llmtrace.connection.reused": reused,
+            N.CONNECTION_REUSED: reused,
             # The server cannot see the handshake; a reused connection certainly cost nothing.
-            "llmtrace.connection.connect_ms": 0.0 if reused else None,
+            N.CONNECTION_CONNECT_MS: 0.0 if reused else None,
         })
         ex = Exchange(endpoint, pass_span, arrival, [("x-llmtrace-trace-id", pass_span.trace_id),
                                                      ("x-llmtrace-span-id", pass_span.span_id)])
@@ -259,7 +261,7 @@ class GenerationService:
             sc.GEN_AI_REQUEST_FREQUENCY_PENALTY: p.frequency_penalty or None,
             sc.GEN_AI_REQUEST_PRESENCE_PENALTY: p.presence_penalty or None,
             sc.GEN_AI_OUTPUT_TYPE: job.output_type,
-            "llmtrace.api": job.api,
+            N.API: job.api,
         })
 
     def _route(self, job: Job, ps: rec.PassSpan) -> str:
@@ -267,15 +269,15 @@ class GenerationService:
         try:
             route = self.router.route(job.requested_model)
         except APIError:
-            rec.record_stage("arrival.model_routing", start_ns=t0, end_ns=rec.now_ns(), parent=ps, status="error",
+            rec.record_stage(S.ARRIVAL_MODEL_ROUTING, start_ns=t0, end_ns=rec.now_ns(), parent=ps, status="error",
                              values={sc.GEN_AI_REQUEST_MODEL: job.requested_model or "",
-                                     "llmtrace.routing.rule": "unmatched"})
+                                     N.ROUTING_RULE: "unmatched"})
             raise
-        rec.record_stage("arrival.model_routing", start_ns=t0, end_ns=rec.now_ns(), parent=ps, values={
+        rec.record_stage(S.ARRIVAL_MODEL_ROUTING, start_ns=t0, end_ns=rec.now_ns(), parent=ps, values={
             sc.GEN_AI_REQUEST_MODEL: job.requested_model or "",
             sc.GEN_AI_RESPONSE_MODEL: route.model,
-            "llmtrace.routing.rule": route.rule,
-            "llmtrace.routing.fallback": route.fallback,
+            N.ROUTING_RULE: route.rule,
+            N.ROUTING_FALLBACK: route.fallback,
         })
         ps.set(sc.GEN_AI_RESPONSE_MODEL, route.model)
         return route.model
@@ -309,33 +311,33 @@ class GenerationService:
         try:
             ticket = await a.acquire()
         except Shed as shed:
-            rec.record_stage("arrival.admission", start_ns=t0, end_ns=rec.now_ns(), parent=ps, values={
-                "llmtrace.admission.decision": "shed", "llmtrace.admission.queue_wait_ms": 0.0,
-                "llmtrace.admission.queue_depth": a.queued, "llmtrace.admission.running": a.running,
-                "llmtrace.admission.max_running": a.max_running})
+            rec.record_stage(S.ARRIVAL_ADMISSION, start_ns=t0, end_ns=rec.now_ns(), parent=ps, values={
+                N.ADMISSION_DECISION: "shed", N.ADMISSION_QUEUE_WAIT_MS: 0.0,
+                N.ADMISSION_QUEUE_DEPTH: a.queued, N.ADMISSION_RUNNING: a.running,
+                N.ADMISSION_MAX_RUNNING: a.max_running})
             raise APIError(429, str(shed), code="rate_limit_exceeded", retry_after_s=shed.retry_after_s) from None
         except asyncio.CancelledError:
-            rec.record_stage("arrival.admission", start_ns=t0, end_ns=rec.now_ns(), parent=ps, status="cancelled",
-                             values={"llmtrace.admission.decision": "queued",
-                                     "llmtrace.admission.queue_wait_ms": (rec.now_ns() - t0) / 1e6})
+            rec.record_stage(S.ARRIVAL_ADMISSION, start_ns=t0, end_ns=rec.now_ns(), parent=ps, status="cancelled",
+                             values={N.ADMISSION_DECISION: "queued",
+                                     N.ADMISSION_QUEUE_WAIT_MS: (rec.now_ns() - t0) / 1e6})
             raise
-        rec.record_stage("arrival.admission", start_ns=t0, end_ns=rec.now_ns(), parent=ps, values={
-            "llmtrace.admission.decision": ticket.decision,
-            "llmtrace.admission.queue_wait_ms": round(ticket.queue_wait_ms, 3),
-            "llmtrace.admission.queue_depth": ticket.queue_depth,
-            "llmtrace.admission.running": ticket.running,
-            "llmtrace.admission.max_running": ticket.max_running,
+        rec.record_stage(S.ARRIVAL_ADMISSION, start_ns=t0, end_ns=rec.now_ns(), parent=ps, values={
+            N.ADMISSION_DECISION: ticket.decision,
+            N.ADMISSION_QUEUE_WAIT_MS: round(ticket.queue_wait_ms, 3),
+            N.ADMISSION_QUEUE_DEPTH: ticket.queue_depth,
+            N.ADMISSION_RUNNING: ticket.running,
+            N.ADMISSION_MAX_RUNNING: ticket.max_running,
         })
         ps.set(sc.LLMTRACE_QUEUE_WAIT_MS, round(ticket.queue_wait_ms, 3))
 
     def _select(self, intake: IntakeResult, ps: rec.PassSpan) -> Selection:
         t0 = rec.now_ns()
         sel = self.replicas.select(intake.token_ids)
-        rec.record_stage("arrival.replica_selection", start_ns=t0, end_ns=rec.now_ns(), parent=ps, values={
-            "llmtrace.replica.id": sel.replica.id,
-            "llmtrace.replica.policy": sel.policy,
-            "llmtrace.replica.candidates": sel.candidates,
-            "llmtrace.replica.expected_hit_tokens": sel.expected_hit_tokens,
+        rec.record_stage(S.ARRIVAL_REPLICA_SELECTION, start_ns=t0, end_ns=rec.now_ns(), parent=ps, values={
+            N.REPLICA_ID: sel.replica.id,
+            N.REPLICA_POLICY: sel.policy,
+            N.REPLICA_CANDIDATES: sel.candidates,
+            N.REPLICA_EXPECTED_HIT_TOKENS: sel.expected_hit_tokens,
         })
         ps.set(sc.LLMTRACE_REPLICA_ID, sel.replica.id)
         return sel
@@ -354,9 +356,9 @@ class GenerationService:
         ex.started = True
         first_byte = rec.now_ns()
         await _send_chunks(send, writer.opening())
-        rec.record_stage("arrival.stream_setup", start_ns=t0, end_ns=rec.now_ns(), parent=ex.pass_span, values={
-            sc.LLMTRACE_STREAM_REQUESTED: True, "llmtrace.stream.protocol": "sse",
-            "llmtrace.stream.first_byte_ms": round((first_byte - ex.arrival_ns) / 1e6, 3)})
+        rec.record_stage(S.ARRIVAL_STREAM_SETUP, start_ns=t0, end_ns=rec.now_ns(), parent=ex.pass_span, values={
+            sc.LLMTRACE_STREAM_REQUESTED: True, N.STREAM_PROTOCOL: "sse",
+            N.STREAM_FIRST_BYTE_MS: round((first_byte - ex.arrival_ns) / 1e6, 3)})
         gate = ToolGate(job.output_type == "tool_calls")
         got = Collected(ex.outputs, sel.replica.tokenizer if job.logprobs else None)
         try:
@@ -407,9 +409,9 @@ class GenerationService:
             payload = oai.completion_response(req.request_id, model, outcome, created, intake.prefix_text)
         ex.started = True
         await send_json(send, 200, payload, ex.headers)
-        rec.record_stage("arrival.stream_setup", start_ns=t0, end_ns=rec.now_ns(), parent=ex.pass_span, values={
-            sc.LLMTRACE_STREAM_REQUESTED: False, "llmtrace.stream.protocol": "none",
-            "llmtrace.stream.first_byte_ms": round((t0 - ex.arrival_ns) / 1e6, 3)})
+        rec.record_stage(S.ARRIVAL_STREAM_SETUP, start_ns=t0, end_ns=rec.now_ns(), parent=ex.pass_span, values={
+            sc.LLMTRACE_STREAM_REQUESTED: False, N.STREAM_PROTOCOL: "none",
+            N.STREAM_FIRST_BYTE_MS: round((t0 - ex.arrival_ns) / 1e6, 3)})
         self._record_output(ex.pass_span, outcome, got.clock, ex.arrival_ns)
         return outcome
 
