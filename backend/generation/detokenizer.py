@@ -11,6 +11,16 @@ from collections.abc import Callable
 
 REPLACEMENT = "\ufffd"
 
+# The hold-back a detokenizer gets unless its request says otherwise: ``llmtrace serve
+# --detokenizer-holdback off`` turns it off for the whole server, to reproduce a naive streaming decoder
+# (each token decoded on its own), which shows U+FFFD wherever a character spans two tokens.
+_default_hold_back = True
+
+
+def set_default_hold_back(on: bool) -> None:
+    global _default_hold_back
+    _default_hold_back = bool(on)
+
 
 def _incomplete_tail(buf: bytes) -> int:
     """How many trailing bytes of ``buf`` are the start of a UTF-8 character that is not complete yet."""
@@ -35,7 +45,7 @@ class IncrementalDetokenizer:
     """Turns a token stream into text deltas, holding back bytes until they form valid UTF-8."""
 
     __slots__ = ("_token_bytes", "_special_ids", "skip_special_tokens", "_pending", "held_back_max",
-                 "replacement_chars")
+                 "replacement_chars", "hold_back")
 
     def __init__(
         self,
@@ -43,13 +53,15 @@ class IncrementalDetokenizer:
         special_ids: frozenset[int] | set[int],
         *,
         skip_special_tokens: bool = True,
+        hold_back: bool | None = None,
     ) -> None:
         self._token_bytes = token_bytes
         self._special_ids = special_ids
         self.skip_special_tokens = skip_special_tokens
         self._pending = b""
         self.held_back_max = 0  # most bytes ever held back at once
-        self.replacement_chars = 0  # U+FFFD emitted because the bytes were truly invalid
+        self.replacement_chars = 0  # U+FFFD emitted because the bytes were invalid or cut (hold-back off)
+        self.hold_back = _default_hold_back if hold_back is None else hold_back
 
     @property
     def held_back(self) -> int:
@@ -60,7 +72,7 @@ class IncrementalDetokenizer:
         if token_id in self._special_ids and self.skip_special_tokens:
             return ""
         buf = self._pending + self._token_bytes(token_id)
-        keep = _incomplete_tail(buf)
+        keep = _incomplete_tail(buf) if self.hold_back else 0
         ready, self._pending = (buf[:-keep], buf[-keep:]) if keep else (buf, b"")
         self.held_back_max = max(self.held_back_max, len(self._pending))
         return self._decode(ready)

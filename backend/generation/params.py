@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 ConstraintKind = Literal["json_schema", "json_object", "regex", "grammar", "choice"]
 
@@ -59,6 +59,8 @@ class SamplingParams:
     presence_penalty: float = 0.0
     logprobs: int | None = None
     skip_special_tokens: bool = True
+    detokenizer_holdback: bool | None = None  # None: the server's default (llmtrace serve --detokenizer-holdback)
+    moderation: Any = None  # a moderation.ModerationPolicy: the streaming word-list check, None for none
     constraint: Constraint | None = None
     reasoning: ReasoningConfig | None = None
     speculation: SpeculationConfig = field(default_factory=SpeculationConfig)

@@ -20,6 +20,7 @@ import torch
 
 from llmtrace.backend.generation.constraint import ConstraintMatcher, make_ll_tokenizer
 from llmtrace.backend.generation.detokenizer import IncrementalDetokenizer
+from llmtrace.backend.generation.moderation import StreamingModeration
 from llmtrace.backend.generation.params import Constraint, SamplingParams
 from llmtrace.backend.generation.penalties import PenaltyState
 from llmtrace.backend.generation.reasoning import ReasoningTracker
@@ -27,6 +28,7 @@ from llmtrace.backend.generation.sampler import EffectiveSampling, position_unif
 from llmtrace.backend.generation.stop_strings import StopStringMatcher
 from llmtrace.backend.generation.streaming import StreamClock
 from llmtrace.backend.generation.tool_calls import parse_tool_calls
+from llmtrace.tracer.registry import stage_ids as S
 
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
 
@@ -47,6 +49,10 @@ class TokenLogprob:
     top: tuple[tuple[int, float], ...]
 
 
+def _moderation_values(st: SequenceState) -> dict[str, dict[str, object]]:
+    return {S.SAFETY_MODERATION: st.moderator.values()} if st.moderator is not None else {}
+
+
 @dataclass(slots=True)
 class SequenceState:
     """Everything the pipeline keeps for one sequence between steps."""
@@ -60,6 +66,7 @@ class SequenceState:
     clock: StreamClock
     constraint: ConstraintMatcher | None = None
     reasoning: ReasoningTracker | None = None
+    moderator: StreamingModeration | None = None  # llmtrace serve --moderation-words / the request's field
     output_token_ids: list[int] = field(default_factory=list)
     text: str = ""
     finished: bool = False
@@ -120,11 +127,13 @@ class GenerationPipeline:
             penalties=PenaltyState(prompt_token_ids, self.vocab_size, repetition=params.repetition_penalty,
                                    frequency=params.frequency_penalty, presence=params.presence_penalty),
             detokenizer=IncrementalDetokenizer(tk.token_bytes, self._special_ids,
-                                               skip_special_tokens=params.skip_special_tokens),
+                                               skip_special_tokens=params.skip_special_tokens,
+                                               hold_back=params.detokenizer_holdback),
             stops=StopStringMatcher(params.stop),
             clock=StreamClock(arrival_ns if arrival_ns is not None else time.time_ns()),
             constraint=constraint,
             reasoning=reasoning,
+            moderator=StreamingModeration(params.moderation) if params.moderation is not None else None,
         )
 
     # ------------------------------------------------------------------ choosing tokens
@@ -234,6 +243,9 @@ class GenerationPipeline:
             return self._finish(st, delta, "stop", now_ns, matched="constraint_complete")
         if len(st.output_token_ids) >= st.params.max_tokens:
             return self._finish(st, delta, "length", now_ns)
+        if st.moderator is not None and st.moderator.after_token(st.text + delta):
+            # the check lags the stream: what was emitted stays shown, the sequence ends as filtered
+            return self._finish(st, delta, "content_filter", now_ns)
         self._emit(st, delta, now_ns)
         return TokenResult(delta, False, None)
 
@@ -263,6 +275,9 @@ class GenerationPipeline:
                     matched = st.stops.matched
             if not st.stops.matched:
                 delta += st.stops.flush()
+        if st.moderator is not None and reason not in ("content_filter", "abort") and \
+                st.moderator.at_end(st.text + delta):
+            reason = "content_filter"
         st.finished = True
         st.stop_matched = matched
         if reason == "stop" and st.constraint is not None and st.constraint.constraint.tool_calls:
@@ -347,6 +362,7 @@ class GenerationPipeline:
                 "llmtrace.stream.first_content_ms": None if st.tool_calls else st.clock.since_arrival_ms(st.content_ns),
                 "llmtrace.stream.first_tool_call_ms": st.clock.ttft_ms if st.tool_calls else None,
             },
+            **_moderation_values(st),
         }
 
     def stage_durations_ns(self, state: SequenceState) -> dict[str, int]:

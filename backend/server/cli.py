@@ -60,6 +60,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="speculative decoding for requests that do not choose (their 'speculative' field): "
                         "ngram (prompt lookup) or draft (the model's first layers draft); default off")
     parser.add_argument("--speculative-k", type=int, default=4, help="tokens drafted per step (default 4)")
+    parser.add_argument("--moderation-words", default=None, metavar="W1,W2|@FILE",
+                        help="streaming moderation: cut a stream with finish_reason content_filter once its text "
+                             "contains one of these words; checked every --moderation-every-tokens tokens, so the "
+                             "text before the verdict has already been shown (a request's moderation field, "
+                             "false or {\"words\": [...], \"every_tokens\": N}, overrides it)")
+    parser.add_argument("--moderation-every-tokens", type=int, default=8,
+                        help="tokens generated between two moderation checks (default 8): the moderator's lag")
+    parser.add_argument("--detokenizer-holdback", choices=("utf8", "off"), default="utf8",
+                        help="utf8 (default): hold back the bytes of a character split across tokens until it is "
+                             "complete; off: decode each token on its own, as a naive streaming decoder does, so "
+                             "emoji and non-Latin text show U+FFFD mid-stream (reproduces mangled streams); a "
+                             "request's detokenizer_holdback field (true/false) overrides it")
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="bfloat16",
                         help="bfloat16 (default): on CPU a 4-bit GGUF's codes are used as they are for decode, "
                         "about 3x the tokens/s of float32; float32: exact dequantized weights (reference math)")
@@ -116,6 +128,7 @@ def build_service(args: argparse.Namespace, first_steps_here: bool = False) -> A
     """Load the replicas and wire the server's parts (also used by the benchmark). With ``first_steps_here``
     the calling thread must step the first replica (``Replica.run_engine``)."""
     from llmtrace.backend.engine.config import EngineConfig
+    from llmtrace.backend.generation.detokenizer import set_default_hold_back
     from llmtrace.backend.server.admission import Admission
     from llmtrace.backend.server.intake import Intake
     from llmtrace.backend.server.normalization import NormalizationPolicy
@@ -124,6 +137,8 @@ def build_service(args: argparse.Namespace, first_steps_here: bool = False) -> A
     from llmtrace.backend.server.routing import ModelRouter
     from llmtrace.backend.server.service import GenerationService
 
+    set_default_hold_back(getattr(args, "detokenizer_holdback", "utf8") != "off")
+    _moderation(args)
     model, served_default = _model_arg(args.model)
     served = args.served_model_name or served_default
     engine_kwargs: dict[str, Any] = {"batch_invariant": args.batch_invariant, "dtype": args.dtype}
@@ -152,6 +167,18 @@ def build_service(args: argparse.Namespace, first_steps_here: bool = False) -> A
                     block_size=replicas[0].block_size, template_override=template)
     return GenerationService(cfg, router, ReplicaSet(replicas, cfg.routing), intake,
                              Admission(cfg.max_running, cfg.max_queued), _limits(args))
+
+
+def _moderation(args: argparse.Namespace) -> None:
+    from llmtrace.backend.generation import moderation
+
+    spec = getattr(args, "moderation_words", None)
+    try:
+        policy = (moderation.ModerationPolicy(moderation.parse_words(spec), getattr(args, "moderation_every_tokens", 8))
+                  if spec else None)
+    except (ValueError, OSError) as exc:
+        raise SystemExit(f"llmtrace serve: --moderation-words: {exc}") from None
+    moderation.configure(policy)
 
 
 def _limits(args: argparse.Namespace) -> Any:

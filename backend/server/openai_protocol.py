@@ -107,12 +107,26 @@ def sampling_params(body: dict[str, Any], *, default_max_tokens: int, constraint
             presence_penalty=float(get_number(body, "presence_penalty", 0.0)),
             logprobs=logprobs,
             skip_special_tokens=get_bool(body, "skip_special_tokens", True),
+            detokenizer_holdback=(get_bool(body, "detokenizer_holdback")
+                                  if body.get("detokenizer_holdback") is not None else None),
+            moderation=_moderation(body),
             constraint=constraint,
             speculation=request_speculation(body, speculation),
         )
     except InvalidRequestError as exc:
         raise bad_request(str(exc), exc.param) from None
     return params, max_tokens is not None
+
+
+def _moderation(body: dict[str, Any]) -> Any:
+    """The request's ``moderation`` field, else ``llmtrace serve --moderation-words`` (a word-list check
+    run every N tokens while streaming; see backend/generation/moderation.py)."""
+    from llmtrace.backend.generation import moderation
+
+    try:
+        return moderation.resolve(body.get("moderation"))
+    except ValueError as exc:
+        raise bad_request(str(exc), "moderation") from None
 
 
 def _check_n(body: dict[str, Any]) -> None:
