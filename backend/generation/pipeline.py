@@ -28,6 +28,7 @@ from llmtrace.backend.generation.sampler import EffectiveSampling, position_unif
 from llmtrace.backend.generation.stop_strings import StopStringMatcher
 from llmtrace.backend.generation.streaming import StreamClock
 from llmtrace.backend.generation.tool_calls import parse_tool_calls
+from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
@@ -189,11 +190,11 @@ class GenerationPipeline:
                 return forced
         t0 = time.perf_counter_ns()
         row = st.penalties.apply(row, extra)
-        st._spent("gen.penalties", t0)
+        st._spent(S.GEN_PENALTIES, t0)
         if st.constraint is not None:
             t0 = time.perf_counter_ns()
             masked, n_allowed = st.constraint.mask_logits(row, extra)
-            st._spent("gen.constrained", t0)
+            st._spent(S.GEN_CONSTRAINED, t0)
             if n_allowed == 0:
                 return self._eos_fallback  # dead end: accept() ends the sequence
             row = masked
@@ -201,7 +202,7 @@ class GenerationPipeline:
         eff = st.effective
         position = len(st.output_token_ids) + (len(extra) if extra else 0)
         tok = sample_row(row, eff, None if eff.greedy else position_uniform(eff.seed, position))
-        st._spent("gen.sampling", t0)
+        st._spent(S.GEN_SAMPLING, t0)
         return tok
 
     # ------------------------------------------------------------------ committing tokens
@@ -222,7 +223,7 @@ class GenerationPipeline:
         if st.constraint is not None and not is_eos:
             t0 = time.perf_counter_ns()
             ok = st.constraint.commit(token_id, self.tokenizer.token_bytes(token_id))
-            st._spent("gen.constrained", t0)
+            st._spent(S.GEN_CONSTRAINED, t0)
             if not ok:
                 return self._finish(st, "", "stop", now_ns, matched="constraint_dead_end")
         if st.constraint is not None and st.constraint.dead_end:
@@ -233,10 +234,10 @@ class GenerationPipeline:
             return self._finish(st, "", "stop", now_ns, matched=self._token_name(token_id))
         t0 = time.perf_counter_ns()
         piece = st.detokenizer.push(token_id)
-        st._spent("gen.detokenization", t0)
+        st._spent(S.GEN_DETOKENIZATION, t0)
         t0 = time.perf_counter_ns()
         delta, matched = st.stops.feed(piece) if piece else ("", False)
-        st._spent("gen.stop", t0)
+        st._spent(S.GEN_STOP, t0)
         if matched:
             return self._finish(st, delta, "stop", now_ns, matched=st.stops.matched, flush=False)
         if st.constraint is not None and st.constraint.stopped:
@@ -311,56 +312,56 @@ class GenerationPipeline:
         output_type = "json" if kind in ("json_schema", "json_object") or (c and c.constraint.tool_calls) else "text"
         r = st.reasoning
         return {
-            "gen.penalties": {
-                "gen_ai.request.frequency_penalty": p.frequency_penalty,
-                "gen_ai.request.presence_penalty": p.presence_penalty,
-                "llmtrace.penalties.repetition": p.repetition_penalty,
-                "llmtrace.penalties.on_structured_output": c is not None and st.penalties.active,
+            S.GEN_PENALTIES: {
+                N.GEN_AI_REQUEST_FREQUENCY_PENALTY: p.frequency_penalty,
+                N.GEN_AI_REQUEST_PRESENCE_PENALTY: p.presence_penalty,
+                N.PENALTIES_REPETITION: p.repetition_penalty,
+                N.PENALTIES_ON_STRUCTURED_OUTPUT: c is not None and st.penalties.active,
             },
-            "gen.sampling": {
-                "gen_ai.request.temperature": p.temperature,
-                "gen_ai.request.top_p": p.top_p,
-                "gen_ai.request.top_k": float(p.top_k),
-                "gen_ai.request.seed": p.seed,
-                "llmtrace.sampling.min_p": p.min_p,
-                "llmtrace.sampling.greedy": eff.greedy,
-                "llmtrace.sampling.effective_temperature": eff.temperature,
-                "llmtrace.sampling.effective_top_p": eff.top_p,
-                "llmtrace.sampling.effective_top_k": eff.top_k,
-                "llmtrace.sampling.effective_seed": eff.seed,
-                "llmtrace.sampling.clamped": list(eff.clamped),
+            S.GEN_SAMPLING: {
+                N.GEN_AI_REQUEST_TEMPERATURE: p.temperature,
+                N.GEN_AI_REQUEST_TOP_P: p.top_p,
+                N.GEN_AI_REQUEST_TOP_K: float(p.top_k),
+                N.GEN_AI_REQUEST_SEED: p.seed,
+                N.SAMPLING_MIN_P: p.min_p,
+                N.SAMPLING_GREEDY: eff.greedy,
+                N.SAMPLING_EFFECTIVE_TEMPERATURE: eff.temperature,
+                N.SAMPLING_EFFECTIVE_TOP_P: eff.top_p,
+                N.SAMPLING_EFFECTIVE_TOP_K: eff.top_k,
+                N.SAMPLING_EFFECTIVE_SEED: eff.seed,
+                N.SAMPLING_CLAMPED: list(eff.clamped),
             },
-            "gen.constrained": {
-                "gen_ai.output.type": output_type,
-                "llmtrace.constraint.kind": kind,
-                "llmtrace.constraint.compile_ms": c.compile_ms if c else 0.0,
-                "llmtrace.constraint.masked_fraction": c.masked_fraction_mean if c else 0.0,
-                "llmtrace.constraint.forced_tokens": c.forced_tokens if c else 0,
-                "llmtrace.constraint.dead_end": bool(c and c.dead_end),
+            S.GEN_CONSTRAINED: {
+                N.GEN_AI_OUTPUT_TYPE: output_type,
+                N.CONSTRAINT_KIND: kind,
+                N.CONSTRAINT_COMPILE_MS: c.compile_ms if c else 0.0,
+                N.CONSTRAINT_MASKED_FRACTION: c.masked_fraction_mean if c else 0.0,
+                N.CONSTRAINT_FORCED_TOKENS: c.forced_tokens if c else 0,
+                N.CONSTRAINT_DEAD_END: bool(c and c.dead_end),
             },
-            "gen.reasoning_budget": {
-                "llmtrace.reasoning.budget": r.config.budget if r else 0,
-                "gen_ai.usage.reasoning.output_tokens": r.reasoning_tokens if r else 0,
-                "llmtrace.reasoning.forced_close": bool(r and r.forced_close),
+            S.GEN_REASONING_BUDGET: {
+                N.REASONING_BUDGET: r.config.budget if r else 0,
+                N.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: r.reasoning_tokens if r else 0,
+                N.REASONING_FORCED_CLOSE: bool(r and r.forced_close),
             },
-            "gen.stop": {
-                "gen_ai.response.finish_reasons": [st.finish_reason] if st.finish_reason else [],
-                "llmtrace.stop.matched": st.stop_matched,
-                "gen_ai.request.max_tokens": p.max_tokens,
-                "gen_ai.usage.output_tokens": len(st.output_token_ids),
-                "llmtrace.stop.truncated": st.finish_reason == "length",
+            S.GEN_STOP: {
+                N.GEN_AI_RESPONSE_FINISH_REASONS: [st.finish_reason] if st.finish_reason else [],
+                N.STOP_MATCHED: st.stop_matched,
+                N.GEN_AI_REQUEST_MAX_TOKENS: p.max_tokens,
+                N.GEN_AI_USAGE_OUTPUT_TOKENS: len(st.output_token_ids),
+                N.STOP_TRUNCATED: st.finish_reason == "length",
             },
-            "gen.detokenization": {
-                "llmtrace.detok.held_back_max": st.detokenizer.held_back_max,
-                "llmtrace.detok.replacement_chars": st.detokenizer.replacement_chars,
-                "llmtrace.detok.skip_special_tokens": p.skip_special_tokens,
-                "llmtrace.detok.stop_holdback_chars": st.stops.holdback_max,
+            S.GEN_DETOKENIZATION: {
+                N.DETOK_HELD_BACK_MAX: st.detokenizer.held_back_max,
+                N.DETOK_REPLACEMENT_CHARS: st.detokenizer.replacement_chars,
+                N.DETOK_SKIP_SPECIAL_TOKENS: p.skip_special_tokens,
+                N.DETOK_STOP_HOLDBACK_CHARS: st.stops.holdback_max,
             },
-            "gen.streaming": {
+            S.GEN_STREAMING: {
                 **st.clock.values(),
                 # answer text vs a tool call: the first chunk after any thinking, or the call itself
-                "llmtrace.stream.first_content_ms": None if st.tool_calls else st.clock.since_arrival_ms(st.content_ns),
-                "llmtrace.stream.first_tool_call_ms": st.clock.ttft_ms if st.tool_calls else None,
+                N.STREAM_FIRST_CONTENT_MS: None if st.tool_calls else st.clock.since_arrival_ms(st.content_ns),
+                N.STREAM_FIRST_TOOL_CALL_MS: st.clock.ttft_ms if st.tool_calls else None,
             },
             **_moderation_values(st),
         }
