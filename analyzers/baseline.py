@@ -12,6 +12,7 @@ from pathlib import Path
 from llmtrace.analyzers.query import Query
 
 BASELINE_VERSION = 1
+TTFT_SAMPLE = 500  # TTFTs a baseline keeps: enough for a bootstrap bound on p50 and p95
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +24,8 @@ class Metrics:
     ttft_p95_ms: float | None
     cost_per_request_usd: float | None
     side: str | None = None  # kept so older baseline files load; the numbers come from the passes view
+    # the passes' TTFTs (newest first, at most TTFT_SAMPLE), so a TTFT check can tell a rise from noise
+    ttft_sample: tuple[float, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {"version": BASELINE_VERSION, **asdict(self),
@@ -42,11 +45,14 @@ class Metrics:
             return float(v)
 
         passes, deploy, side = data.get("passes", 0), data.get("deploy"), data.get("side")
+        raw = data.get("ttft_sample")
+        sample = tuple(float(v) for v in raw if isinstance(v, (int, float)) and not isinstance(v, bool)) \
+            if isinstance(raw, list) else ()
         return cls(deploy=deploy if isinstance(deploy, str) else None,
                    passes=int(passes) if isinstance(passes, int) else 0, hit_rate=num("hit_rate"),
                    ttft_p50_ms=num("ttft_p50_ms"), ttft_p95_ms=num("ttft_p95_ms"),
                    cost_per_request_usd=num("cost_per_request_usd"),
-                   side=side if isinstance(side, str) else None)
+                   side=side if isinstance(side, str) else None, ttft_sample=sample)
 
 
 def load_baseline(path: str | os.PathLike[str]) -> Metrics:
@@ -88,9 +94,12 @@ def measure(q: Query, deploy: str | None = None, side: str | None = None) -> Met
                quantile_cont(ttft_ms, 0.5) AS p50, quantile_cont(ttft_ms, 0.95) AS p95,
                avg(cost_usd) AS cost
         FROM {q.passes}{dep}""", params)
+    sample = q.rows(f"SELECT round(ttft_ms, 2) AS t FROM {q.passes}{dep}{' AND' if dep else ' WHERE'} "
+                    f"ttft_ms IS NOT NULL ORDER BY start_ns DESC LIMIT {TTFT_SAMPLE}", params)
     return Metrics(deploy=deploy, passes=int(row.get("passes") or 0),
                    hit_rate=_f(row.get("hit_rate")), ttft_p50_ms=_f(row.get("p50")), ttft_p95_ms=_f(row.get("p95")),
-                   cost_per_request_usd=_f(row.get("cost")), side=None)
+                   cost_per_request_usd=_f(row.get("cost")), side=None,
+                   ttft_sample=tuple(float(r["t"]) for r in sample))
 
 
 def _f(v: float | None) -> float | None:

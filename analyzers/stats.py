@@ -62,3 +62,33 @@ def bootstrap_drop(before: Sequence[tuple[float, float]], after: Sequence[tuple[
         a = rng.sample(a, cap)
     drops = sorted(ratio(rng.choices(b, k=len(b))) - ratio(rng.choices(a, k=len(a))) for _ in range(rounds))
     return point, drops[int(0.025 * rounds)]
+
+
+def _quantile(xs: Sequence[float], q: float) -> float:
+    s = sorted(xs)
+    pos = q * (len(s) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def quantile_ratio_low(current: Sequence[float], baseline: Sequence[float] | None, q: float,
+                       baseline_value: float | None = None, rounds: int = 400, seed: int = 0) -> float | None:
+    """One-sided 95% lower bound of quantile_q(current) / quantile_q(baseline), by a bootstrap over the passes
+    of both groups (or of ``current`` alone against a fixed ``baseline_value``, for a baseline file that kept
+    no sample). None when a group is too small to tell (under 5 passes)."""
+    cur = [float(v) for v in current if v is not None]
+    base = [float(v) for v in baseline or () if v is not None]
+    if len(cur) < 5 or (len(base) < 5 and not baseline_value):
+        return None
+    rng = random.Random(seed)
+    cap = 400
+    cur = rng.sample(cur, cap) if len(cur) > cap else cur
+    base = rng.sample(base, cap) if len(base) > cap else base
+    ratios = []
+    for _ in range(rounds):
+        num = _quantile(rng.choices(cur, k=len(cur)), q)
+        den = _quantile(rng.choices(base, k=len(base)), q) if len(base) >= 5 else float(baseline_value or 0)
+        ratios.append(num / den if den > 0 else math.inf)
+    ratios.sort()
+    return ratios[int(0.05 * rounds)]

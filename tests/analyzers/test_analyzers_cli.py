@@ -155,6 +155,26 @@ def test_compare_thresholds() -> None:
         compare(base, base, max_hit_drop=-1)
 
 
+def test_a_ttft_rise_must_be_beyond_resampling_noise_to_fail() -> None:
+    import random
+
+    rng = random.Random(5)
+    base_s = tuple(rng.lognormvariate(3.0, 0.6) for _ in range(12))  # ~20 ms, as noisy as a shared machine
+    noisy = tuple(v * 1.35 for v in (rng.lognormvariate(3.0, 0.6) for _ in range(12)))
+    slower = tuple(v * 3.0 for v in (rng.lognormvariate(3.0, 0.15) for _ in range(40)))
+
+    def metrics(sample: tuple[float, ...]) -> Metrics:
+        s = sorted(sample)
+        return Metrics("v", len(s), 0.9, s[len(s) // 2], s[int(0.95 * (len(s) - 1))], None, ttft_sample=sample)
+
+    base = metrics(base_s)
+    noise = [v for v in compare(metrics(noisy), base, ttft=True) if v.metric.startswith("ttft_")]
+    assert any(v.current > v.baseline * 1.2 for v in noise)  # the point estimates alone would fail the build
+    assert all(v.ok for v in noise), [(v.metric, v.current, v.baseline, v.limit) for v in noise]
+    real = {v.metric: v for v in compare(metrics(slower), base, ttft=True)}
+    assert not real["ttft_p50_ms"].ok and "95% confidence" in real["ttft_p50_ms"].limit
+
+
 def test_check_reports_escape_and_parse() -> None:
     from llmtrace.analyzers.check_report import Verdict, github, junit
 
