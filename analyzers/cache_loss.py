@@ -27,6 +27,7 @@ from llmtrace.analyzers.query import Query, as_float, as_int, attr
 from llmtrace.tracer.storage.views import PASS_OPERATIONS
 
 MAX_PASSES = 2000  # recent passes examined: divergence is a property of a template, not of history
+SKEW_NS = 60 * 10**9  # a pass's spans are read from a minute before its start: clocks of two hosts differ
 CANDIDATES = 16  # earlier passes of the same service and model compared with each pass
 CHUNK_CHARS = 64
 FIELD_CHARS = 96  # a window up to this wide between identical text is a field, not different content
@@ -259,32 +260,36 @@ def _div_attrs(raw: object) -> dict[str, object]:
 
 def load(q: Query) -> list[PassLoss]:
     """Every recent pass with prompt tokens, classified, oldest first."""
+    # the newest passes (ties in start time broken by span id, so a run reads the same ones every time)
+    newest = (f"(SELECT * FROM {q.passes} WHERE prompt_tokens > 0 "
+              f"ORDER BY start_ns DESC, span_id DESC LIMIT {MAX_PASSES})")
     passes = q.rows(f"""
         SELECT trace_id, start_ns, service, model, deploy, replica, provider, observed_by, client_span_id,
                server_span_id, prompt_tokens, coalesce(cached_tokens, 0) AS cached_tokens, ttft_ms, cost_usd,
                cached_tokens IS NOT NULL AS cached_known
-        FROM (SELECT * FROM {q.passes} WHERE prompt_tokens > 0 ORDER BY start_ns DESC LIMIT {MAX_PASSES})
-        ORDER BY start_ns""")
+        FROM {newest} ORDER BY start_ns, span_id""")
     if not passes:
         return []
     # Two scans of the spans for everything the model reads: the pass spans' prompt segments (and text with
     # full capture; the client's, else the server's), the middleware's divergence window under the client
     # pass, and the server's block chain, block size and prefix-cache switch under the server pass span.
-    client_ids = [r["client_span_id"] for r in passes if r["client_span_id"] is not None]
-    server_ids = [r["server_span_id"] for r in passes if r["server_span_id"] is not None]
+    # The spans of a pass start inside it (its client span encloses its server span and their stages), so
+    # a time bound skips the older row groups; SKEW_NS leaves room for another host's clock. The span ids
+    # are a subquery, not a bound list (binding thousands of ids costs more than the scan).
+    since = min(as_int(r["start_ns"]) for r in passes) - SKEW_NS
+    ids = f"(SELECT client_span_id FROM {newest} UNION ALL SELECT server_span_id FROM {newest})"
     extra = q.rows(f"""
         SELECT span_id, NULL AS parent_span_id, NULL AS stage,
                {attr('llmtrace.prompt.segments')} AS segs, {attr('llmtrace.prompt.text')} AS text,
                {attr('server.address')} AS host, {attr('llmtrace.server.span_id')} AS llmtrace_server
-        FROM {q.spans} WHERE operation IN {PASS_OPERATIONS} AND span_id IN (SELECT unnest(?::VARCHAR[]))""",
-                   [client_ids + server_ids])
+        FROM {q.spans} WHERE operation IN {PASS_OPERATIONS} AND start_ns >= {since} AND span_id IN {ids}""")
     extra += q.rows(f"""
         SELECT span_id, parent_span_id, stage, CASE WHEN stage = 'cache.prefix_match' THEN attributes END AS pm,
                {attr('llmtrace.blocks.block_size', 'int')} AS block_size,
                {attr('llmtrace.tokenization.block_hashes', 'str[]')} AS chain
         FROM (SELECT * FROM {q.spans}
               WHERE stage IN ('cache.prefix_match', 'cache.block_allocation', 'intake.tokenization')
-                AND parent_span_id IN (SELECT unnest(?::VARCHAR[])))""", [client_ids + server_ids])
+                AND start_ns >= {since} AND parent_span_id IN {ids})""")
     by_span: dict[str, dict[str, object]] = {}
     under: dict[tuple[str, str], dict[str, object]] = {}
     for e in extra:
