@@ -108,6 +108,8 @@ def _build() -> ctypes.CDLL:
     lib.rows_rms_norm_bf16.restype = ctypes.c_int
     lib.rows_rms_norm_bf16.argtypes = [_p, _i, _i, _p, ctypes.c_float, _p]
     lib.rows_silu_mul_bf16.restype = ctypes.c_int
+    lib.rows_rope_bf16.restype = ctypes.c_int
+    lib.rows_rope_bf16.argtypes = [_p, _i, _i, _i, _p, _p, _p]
     lib.rows_silu_mul_bf16.argtypes = [_p, _i, _i, _p]
     for name in ("step_attention", "step_mlp"):
         fn = getattr(lib, name)
@@ -220,6 +222,24 @@ def silu_mul_rows(gate_up: torch.Tensor) -> torch.Tensor | None:
     out = torch.empty(rows, width // 2, dtype=torch.bfloat16)
     rc = lib.rows_silu_mul_bf16(gate_up.data_ptr(), rows, width // 2, out.data_ptr())
     return out if rc == 0 and width % 2 == 0 else None
+
+
+def rope_rows(x: torch.Tensor, heads: int, positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> bool:
+    """Half-split rotary in place on the first ``heads`` 64-wide heads of each bfloat16 row of ``x`` (a fused
+    QKV output: query then key heads), float32 inside with the model's tables ``cos``/``sin: [*, 32]``; False
+    (nothing done) where the kernel does not apply."""
+    lib = load()
+    if lib is None or x.dtype != torch.bfloat16 or x.dim() != 2 or not x.is_contiguous() or x.device.type != "cpu":
+        return False
+    if heads * 64 > x.shape[1] or cos.shape[-1] != 32 or cos.dtype != torch.float32 or sin.dtype != torch.float32:
+        return False
+    if positions.dtype != torch.int64 or positions.shape != (x.shape[0],) or not (cos.is_contiguous() and sin.is_contiguous()):
+        return False
+    positions = positions.contiguous()
+    if x.shape[0] and int(positions.max()) >= cos.shape[0]:
+        return False
+    return lib.rows_rope_bf16(x.data_ptr(), x.shape[0], x.shape[1], heads, positions.data_ptr(), cos.data_ptr(),
+                              sin.data_ptr()) == 0
 
 
 MAX_K = 8192  # the longest row the GEMV kernel holds (its buffers)

@@ -57,6 +57,30 @@ int rows_silu_mul_bf16(const uint16_t *gu, int64_t M, int64_t inter, uint16_t *o
     return 0;
 }
 
+/* half-split rotary, in place, on heads [0, nh) of 64 values at the start of each row of x (row stride
+ * `stride`): the query heads then the key heads of a fused QKV row; cos/sin: the model's float32 tables
+ * [*, 32] at row positions[m] */
+int rows_rope_bf16(uint16_t *x, int64_t n, int64_t stride, int64_t nh, const int64_t *positions,
+                   const float *cos_t, const float *sin_t) {
+#pragma omp parallel for if (n > 64 && omp_get_max_threads() > 1)
+    for (int64_t m = 0; m < n; m++) {
+        const float *c = cos_t + positions[m] * 32, *s = sin_t + positions[m] * 32;
+        const __m512 c0 = _mm512_loadu_ps(c), c1 = _mm512_loadu_ps(c + 16);
+        const __m512 s0 = _mm512_loadu_ps(s), s1 = _mm512_loadu_ps(s + 16);
+        for (int64_t h = 0; h < nh; h++) {
+            uint16_t *v = x + m * stride + h * 64;
+            const __m512 a0 = load_bf16x16(v), a1 = load_bf16x16(v + 16);
+            const __m512 b0 = load_bf16x16(v + 32), b1 = load_bf16x16(v + 48);
+            /* x[j] = a c - b s, x[j + 32] = b c + a s */
+            _mm256_storeu_si256((__m256i *)v, to_bf16x16(_mm512_fmsub_ps(a0, c0, _mm512_mul_ps(b0, s0))));
+            _mm256_storeu_si256((__m256i *)(v + 16), to_bf16x16(_mm512_fmsub_ps(a1, c1, _mm512_mul_ps(b1, s1))));
+            _mm256_storeu_si256((__m256i *)(v + 32), to_bf16x16(_mm512_fmadd_ps(b0, c0, _mm512_mul_ps(a0, s0))));
+            _mm256_storeu_si256((__m256i *)(v + 48), to_bf16x16(_mm512_fmadd_ps(b1, c1, _mm512_mul_ps(a1, s1))));
+        }
+    }
+    return 0;
+}
+
 #if defined(__AVX512BF16__) && defined(__AVX512F__)
 
 #define PD 64 /* head size */
