@@ -84,7 +84,8 @@ int rows_rope_bf16(uint16_t *x, int64_t n, int64_t stride, int64_t nh, const int
 #if defined(__AVX512BF16__) && defined(__AVX512F__)
 
 #define PD 64 /* head size */
-#define RB 4  /* query rows per register block: 4 x 2 score accumulators, 4 x 4 value accumulators */
+#define RB 8  /* query rows per block: 8 x 2 score accumulators */
+#define PVB 4 /* rows per pass of the weighted values: 4 x 4 accumulators */
 #define PMAXG 8
 
 static inline const uint16_t *cache_row(const uint16_t *c, const int32_t *tab, int64_t t, int64_t BS,
@@ -170,28 +171,32 @@ static void attend_block(const uint16_t *q, int64_t H, int64_t G, int64_t h, int
         }
         inv[i] = 1.0f / _mm512_reduce_add_ps(sum);
     }
-    __m512 acc[RB][4];
-    for (int i = 0; i < RB; i++)
-        for (int c = 0; c < 4; c++) acc[i][c] = _mm512_setzero_ps();
-    for (int64_t p = 0; p < pairs; p++) {
-        const uint32_t *v = vp + p * PD;
-        const __m512bh v0 = as_bh(_mm512_loadu_si512(v)), v1 = as_bh(_mm512_loadu_si512(v + 16));
-        const __m512bh v2 = as_bh(_mm512_loadu_si512(v + 32)), v3 = as_bh(_mm512_loadu_si512(v + 48));
-        for (int i = 0; i < RB; i++) {
-            uint32_t pw;
-            memcpy(&pw, P + i * lp + 2 * p, 4);
-            const __m512bh x = as_bh(_mm512_set1_epi32((int)pw));
-            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], x, v0);
-            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], x, v1);
-            acc[i][2] = _mm512_dpbf16_ps(acc[i][2], x, v2);
-            acc[i][3] = _mm512_dpbf16_ps(acc[i][3], x, v3);
+    for (int h0 = 0; h0 < RB; h0 += PVB) { /* the weighted values, PVB rows at a time (4 x 4 accumulators) */
+        const int64_t hp = (cnt[h0 + PVB - 1] + 1) / 2; /* these rows' pairs (P is zero past each row's keys) */
+        __m512 acc[PVB][4];
+        for (int i = 0; i < PVB; i++)
+            for (int c = 0; c < 4; c++) acc[i][c] = _mm512_setzero_ps();
+        for (int64_t p = 0; p < hp; p++) {
+            const uint32_t *v = vp + p * PD;
+            const __m512bh v0 = as_bh(_mm512_loadu_si512(v)), v1 = as_bh(_mm512_loadu_si512(v + 16));
+            const __m512bh v2 = as_bh(_mm512_loadu_si512(v + 32)), v3 = as_bh(_mm512_loadu_si512(v + 48));
+            for (int i = 0; i < PVB; i++) {
+                uint32_t pw;
+                memcpy(&pw, P + (h0 + i) * lp + 2 * p, 4);
+                const __m512bh x = as_bh(_mm512_set1_epi32((int)pw));
+                acc[i][0] = _mm512_dpbf16_ps(acc[i][0], x, v0);
+                acc[i][1] = _mm512_dpbf16_ps(acc[i][1], x, v1);
+                acc[i][2] = _mm512_dpbf16_ps(acc[i][2], x, v2);
+                acc[i][3] = _mm512_dpbf16_ps(acc[i][3], x, v3);
+            }
         }
-    }
-    for (int i = 0; i < RB && r0 + i < rows; i++) {
-        uint16_t *o = out + (qr[i] - q);
-        const __m512 s = _mm512_set1_ps(inv[i]);
-        for (int c = 0; c < 4; c++)
-            _mm256_storeu_si256((__m256i *)(o + 16 * c), (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(acc[i][c], s)));
+        for (int i = 0; i < PVB && r0 + h0 + i < rows; i++) {
+            uint16_t *o = out + (qr[h0 + i] - q);
+            const __m512 s = _mm512_set1_ps(inv[h0 + i]);
+            for (int c = 0; c < 4; c++)
+                _mm256_storeu_si256((__m256i *)(o + 16 * c),
+                                    (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(acc[i][c], s)));
+        }
     }
 }
 
