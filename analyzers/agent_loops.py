@@ -57,7 +57,7 @@ class AgentLoops(SymptomAnalyzer):
             SELECT trace_id, {attr('gen_ai.tool.name')} AS tool, count(*) AS calls
             FROM {q.spans} WHERE operation = 'execute_tool'
             GROUP BY trace_id, {attr('gen_ai.tool.name')} HAVING count(*) >= {REPEATS}
-            ORDER BY calls DESC""")
+            ORDER BY calls DESC, trace_id, tool""")
         if reps:
             ids = sample_ids([r["trace_id"] for r in reps])
             top = reps[0]
@@ -73,7 +73,7 @@ class AgentLoops(SymptomAnalyzer):
             ))
         if not n_budgets:
             many = q.rows(f"""SELECT trace_id, count(*) AS passes FROM {q.passes}
-                              GROUP BY trace_id HAVING count(*) >= {MANY_PASSES} ORDER BY passes DESC""")
+                              GROUP BY trace_id HAVING count(*) >= {MANY_PASSES} ORDER BY passes DESC, trace_id""")
             if many:
                 ids = sample_ids([r["trace_id"] for r in many])
                 out.append(self.finding(

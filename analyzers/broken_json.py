@@ -46,7 +46,8 @@ class BrokenJson(SymptomAnalyzer):
                         WHEN sr.own_reason IS NULL OR sr.own_reason = near.finish_reason THEN near.output_tokens END AS output_tokens,
                    CASE WHEN same.span_id IS NOT NULL THEN same.max_tokens
                         WHEN sr.own_reason IS NULL OR sr.own_reason = near.finish_reason THEN near.max_tokens END AS max_tokens
-            FROM sr LEFT JOIN same ON same.span_id = sr.span_id LEFT JOIN near ON near.span_id = sr.span_id""")
+            FROM sr LEFT JOIN same ON same.span_id = sr.span_id LEFT JOIN near ON near.span_id = sr.span_id
+            ORDER BY sr.start_ns DESC, sr.span_id""")
         failed = [c for c in checks if c["parse_ok"] is False]
         out: list[Finding] = []
         if failed:
@@ -133,9 +134,11 @@ class BrokenJson(SymptomAnalyzer):
         ids = [str(c["trace_id"]) for c in stopped]
         placeholders = ", ".join("?" for _ in ids)
         pen = q.rows(f"""SELECT trace_id FROM {q.spans} WHERE stage = 'gen.penalties'
-                         AND {attr('llmtrace.penalties.on_structured_output', 'bool')} AND trace_id IN ({placeholders})""", ids)
+                         AND {attr('llmtrace.penalties.on_structured_output', 'bool')} AND trace_id IN ({placeholders})
+                         ORDER BY start_ns DESC""", ids)
         dead = q.rows(f"""SELECT trace_id FROM {q.spans} WHERE stage = 'gen.constrained'
-                          AND {attr('llmtrace.constraint.dead_end', 'bool')} AND trace_id IN ({placeholders})""", ids)
+                          AND {attr('llmtrace.constraint.dead_end', 'bool')} AND trace_id IN ({placeholders})
+                          ORDER BY start_ns DESC""", ids)
         out: list[Finding] = []
         if pen:
             out.append(self._counted(

@@ -362,7 +362,13 @@ def _hosted(client_pass: dict[str, object]) -> bool:
 
 
 def _chain_lcp(a: list[str], b: list[str]) -> int:
-    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:  # one comparison in C for the common case (a chain that extends the other)
+        return n
+    i = 0
+    while a[i] == b[i]:
+        i += 1
+    return i
 
 
 def _engine_gap(pl: PassLoss, chain: list[str], past: list[tuple[_Prompt | None, PassLoss, list[str] | None]],

@@ -107,7 +107,7 @@ class CostAfterDeploy(SymptomAnalyzer):
                 QUALIFY row_number() OVER (PARTITION BY coalesce(deploy, '(none)') ORDER BY start_ns DESC) <= {SAMPLE})
             SELECT pick.deploy, s.trace_id, {attr('llmtrace.prompt.segments', 'str', 's.attributes')} AS segs
             FROM {q.spans} s JOIN pick USING (span_id)
-            WHERE s.operation IN {PASS_OPERATIONS}""", [before, after])
+            WHERE s.operation IN {PASS_OPERATIONS} ORDER BY s.start_ns DESC, s.span_id""", [before, after])
         rows = [r for r in rows if r["segs"] is not None]
         hashes: dict[tuple[str, str], set[str]] = defaultdict(set)
         counts: dict[tuple[str, str], int] = defaultdict(int)
@@ -145,7 +145,7 @@ class CostAfterDeploy(SymptomAnalyzer):
                    {attr('llmtrace.system.volatile_kind')} AS kind
             FROM {q.spans} WHERE stage = 'intake.system_prompt' AND coalesce(deploy, '(none)') = ?
               AND {attr('llmtrace.system.volatile_offset', 'int')} >= 0
-            LIMIT 50""", [after])
+            ORDER BY start_ns DESC LIMIT 50""", [after])
         if not rows:
             return None
         r = rows[0]

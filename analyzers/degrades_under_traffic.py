@@ -30,7 +30,7 @@ class DegradesUnderTraffic(SymptomAnalyzer):
                    count(*) FILTER (WHERE j.ttft_ms IS NOT NULL) AS timed,
                    count(*) FILTER (WHERE j.ttft_ms <= calm.slo) AS good,
                    (list(j.trace_id ORDER BY j.start_ns DESC) FILTER (WHERE j.decision = 'shed'))[1:5] AS shed_ids,
-                   (list(j.trace_id ORDER BY j.wait DESC) FILTER (WHERE {queued.replace('a.', 'j.')}))[1:5] AS queued_ids
+                   (list(j.trace_id ORDER BY j.wait DESC, j.start_ns DESC) FILTER (WHERE {queued.replace('a.', 'j.')}))[1:5] AS queued_ids
             FROM j CROSS JOIN calm""")
         n = int(s.get("n") or 0)
         if n >= 3:

@@ -157,7 +157,9 @@ class Query:
         """The "count the flagged spans, quote a few" check many analyzers make: over a stage's spans that
         match ``where``, one row with ``n`` and the ``aggs`` (SQL select items over the ``values`` aliases),
         and up to five of their trace ids; None when no span matches."""
-        row = self.one(f"SELECT count(*) AS n{', ' + aggs if aggs else ''}, (list(trace_id))[1:5] AS ids "
+        # the newest five, so a run quotes the same traces whatever order the scan returned them in
+        row = self.one(f"SELECT count(*) AS n{', ' + aggs if aggs else ''}, "
+                       "(list(trace_id ORDER BY start_ns DESC))[1:5] AS ids "
                        f"FROM {self.stage_sql(stage_id, values)} WHERE {where}")
         if not row.get("n"):
             return None

@@ -34,7 +34,7 @@ class SlowFirstToken(SymptomAnalyzer):
             SELECT count(*) AS n, count(*) FILTER (WHERE queue_wait_ms > 0) AS waited,
                    sum(least(1.0, coalesce(queue_wait_ms, 0) / nullif(ttft_ms, 0))) / count(*) AS share,
                    median(queue_wait_ms) FILTER (WHERE queue_wait_ms > 0) AS wait,
-                   (list(trace_id ORDER BY queue_wait_ms DESC) FILTER (WHERE queue_wait_ms > 0))[1:5] AS ids
+                   (list(trace_id ORDER BY queue_wait_ms DESC, start_ns DESC) FILTER (WHERE queue_wait_ms > 0))[1:5] AS ids
             FROM {src}""")
         waited = int(a["waited"] or 0)
         share = float(a["share"] or 0)
@@ -72,7 +72,7 @@ class SlowFirstToken(SymptomAnalyzer):
                  f AS (SELECT *, reused = false AND prev_end IS NOT NULL AND prev_end <= ps AS avoidable FROM c)
             SELECT count(*) AS n, count(*) FILTER (WHERE avoidable) AS fresh,
                    median(ms) FILTER (WHERE avoidable) AS ms,
-                   (list(trace_id) FILTER (WHERE avoidable))[1:5] AS ids FROM f""")
+                   (list(trace_id ORDER BY ps DESC) FILTER (WHERE avoidable))[1:5] AS ids FROM f""")
         n, fresh = int(a["n"] or 0), int(a["fresh"] or 0)
         ms = float(a["ms"] or 0)
         if n < 3 or fresh / n < 0.5 or ms < 20:
@@ -103,11 +103,11 @@ class SlowFirstToken(SymptomAnalyzer):
                           FROM {q.passes} WHERE true
                             AND trace_id IN (SELECT trace_id FROM seq)) r
                     WHERE r.nth > 1 GROUP BY r.trace_id),
-                 turns AS (SELECT seq.trace_id, coalesce(seq.reprefill, later.tokens, 0) AS reprefill,
+                 turns AS (SELECT seq.trace_id, seq.start_ns, coalesce(seq.reprefill, later.tokens, 0) AS reprefill,
                                   coalesce(seq.passes, later.passes + 1) AS passes
                            FROM seq LEFT JOIN later USING (trace_id))
             SELECT count(*) AS n, median(reprefill) AS tokens, median(passes) AS passes,
-                   (list(trace_id))[1:5] AS ids FROM turns WHERE reprefill > 0""")
+                   (list(trace_id ORDER BY start_ns DESC))[1:5] AS ids FROM turns WHERE reprefill > 0""")
         if not a.get("n"):
             return []
         ids = tuple(a["ids"])

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from math import floor
+from operator import itemgetter
 
 
 def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
@@ -60,8 +62,21 @@ def bootstrap_drop(before: Sequence[tuple[float, float]], after: Sequence[tuple[
         b = rng.sample(b, cap)
     if len(a) > cap:
         a = rng.sample(a, cap)
-    drops = sorted(ratio(rng.choices(b, k=len(b))) - ratio(rng.choices(a, k=len(a))) for _ in range(rounds))
+    draw = rng.random
+    bx, by = [x for x, _ in b], [y for _, y in b]
+    ax, ay = [x for x, _ in a], [y for _, y in a]
+    drops = sorted(_resampled_ratio(bx, by, draw) - _resampled_ratio(ax, ay, draw) for _ in range(rounds))
     return point, drops[int(0.025 * rounds)]
+
+
+def _resampled_ratio(xs: list[float], ys: list[float], draw: Callable[[], float]) -> float:
+    """sum(x) / sum(y) over one bootstrap resample of the pairs: the draws and the order of the sums are
+    those of ``random.choices(pairs, k=len(pairs))`` (so a seed gives the same bound), without building the
+    resampled list of pairs twice over (diagnose runs 800 of these)."""
+    n = len(xs)
+    pick = itemgetter(*[floor(draw() * n) for _ in range(n)])
+    d = sum(pick(ys))
+    return sum(pick(xs)) / d if d else 0.0
 
 
 def _quantile(xs: Sequence[float], q: float) -> float:

@@ -54,7 +54,8 @@ def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
                cut.span_id IN (SELECT span_id FROM later) AS continued
         FROM cut LEFT JOIN ps c ON c.span_id = cut.client_span_id
         LEFT JOIN ps s ON s.span_id = cut.server_span_id
-        LEFT JOIN con ON con.parent_span_id = cut.server_span_id""")
+        LEFT JOIN con ON con.parent_span_id = cut.server_span_id
+        ORDER BY cut.start_ns DESC, cut.span_id""")
     if not rows:
         return []
     n = len(rows)

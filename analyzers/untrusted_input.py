@@ -72,7 +72,7 @@ def tool_output_findings(q: Query) -> Untrusted | None:
             continue
         if not isinstance(segs, list):
             continue
-        texts: list[str | None] = (_segments(str(r["text"]), segs) if r.get("text") is not None
+        texts: list[str | None] = ([*_segments(str(r["text"]), segs)] if r.get("text") is not None
                                    else [None] * len(segs))
         marks = chars = 0
         for rec, text in zip(segs, texts, strict=True):

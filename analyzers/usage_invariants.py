@@ -25,11 +25,12 @@ def usage_problems(q: Query) -> list[UsageProblem]:
     out: list[UsageProblem] = []
     row = q.one(f"""
         SELECT count(*) FILTER (WHERE cached_tokens > prompt_tokens) AS cached_over,
-               list(trace_id) FILTER (WHERE cached_tokens > prompt_tokens) AS cached_ids,
+               list(trace_id ORDER BY start_ns DESC) FILTER (WHERE cached_tokens > prompt_tokens) AS cached_ids,
                count(*) FILTER (WHERE prompt_tokens < 0 OR cached_tokens < 0 OR output_tokens < 0) AS negative,
-               list(trace_id) FILTER (WHERE prompt_tokens < 0 OR cached_tokens < 0 OR output_tokens < 0) AS negative_ids,
+               list(trace_id ORDER BY start_ns DESC) FILTER (WHERE prompt_tokens < 0 OR cached_tokens < 0 OR output_tokens < 0)
+                   AS negative_ids,
                count(*) FILTER (WHERE max_tokens > 0 AND output_tokens > max_tokens) AS over_cap,
-               list(trace_id) FILTER (WHERE max_tokens > 0 AND output_tokens > max_tokens) AS over_ids
+               list(trace_id ORDER BY start_ns DESC) FILTER (WHERE max_tokens > 0 AND output_tokens > max_tokens) AS over_ids
         FROM {q.passes}""")
     if row.get("cached_over"):
         out.append(UsageProblem("cached_over_input", int(row["cached_over"]),
@@ -42,13 +43,14 @@ def usage_problems(q: Query) -> list[UsageProblem]:
         out.append(UsageProblem("output_over_cap", int(row["over_cap"]), "more output tokens than max_tokens allows",
                                 sample_ids(row["over_ids"] or [])))
     flagged = q.rows(f"""SELECT trace_id FROM {q.spans} WHERE stage = 'meters.cache_accounting'
-                         AND {attr('llmtrace.meters.usage_consistent', 'bool')} = false""")
+                         AND {attr('llmtrace.meters.usage_consistent', 'bool')} = false
+                         ORDER BY start_ns DESC""")
     if flagged:
         out.append(UsageProblem("provider_flagged", len(flagged), "the meters marked the provider's usage impossible",
                                 sample_ids([r["trace_id"] for r in flagged])))
     mism = q.rows(f"""
         SELECT trace_id, client_prompt_tokens AS reported, prompt_tokens AS counted FROM {q.passes}
-        WHERE observed_by = 'both' AND prompt_tokens <> client_prompt_tokens""")
+        WHERE observed_by = 'both' AND prompt_tokens <> client_prompt_tokens ORDER BY start_ns DESC""")
     if mism:
         ex = mism[0]
         out.append(UsageProblem("local_mismatch", len(mism),
