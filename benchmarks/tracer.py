@@ -128,7 +128,11 @@ def bench_ingest(db: Path, *, sdk_only: bool = False) -> float:
     t0 = time.perf_counter()
     for i in range(0, len(spans), batch):
         exporter.export(spans[i : i + batch])  # type: ignore[arg-type]
-    exporter.force_flush()  # counted once committed
+    # counted once committed; the exporter's default 30 s wait would cut a slow ingest short (and the spans still
+    # queued would read as lost)
+    if not exporter.force_flush(timeout_millis=600_000):
+        raise SystemExit(f"ingest did not finish within 600 s ({exporter.exported} of {len(spans)} spans committed; "
+                         f"last store error: {exporter.writer.last_error})")
     elapsed = time.perf_counter() - t0
     exporter.shutdown()
     with read_connection(db) as conn:
