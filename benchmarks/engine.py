@@ -17,8 +17,9 @@ timed around its ``generate`` (``llamacpp_python_`` keys, the second peer). Each
 are interleaved with ours; one that is not installed is skipped with a note.
 
 Environment: BENCH_ENGINE_DTYPE (bfloat16), BENCH_ENGINE_TOKENS (128), BENCH_ENGINE_REPEATS (2, best
-run kept), BENCH_ENGINE_THREADS (torch's default; on an oversubscribed machine one thread is faster),
-BENCH_ENGINE_PEERS ("hf,llamacpp").
+run kept), BENCH_ENGINE_THREADS (torch's default; on an oversubscribed machine one thread is faster; the
+recorded runs use 1, for every peer alike), BENCH_ENGINE_PEERS ("hf,llamacpp"; "llamacpp" runs both llama.cpp
+peers), BENCH_RESULTS_DIR (write the JSON elsewhere: a quick check must not replace the recorded results).
 Run: ``python benchmarks/engine.py`` (or ``make bench ONLY=engine``).
 """
 
