@@ -15,18 +15,22 @@ class DetokenizerWindow(SymptomAnalyzer):
     def find(self, q: Query) -> list[Finding]:
         detok = q.stage_sql("gen.detokenization", {
             "held": ("llmtrace.detok.held_back_max", "int"), "repl": ("llmtrace.detok.replacement_chars", "int"),
-            "stop_hold": ("llmtrace.detok.stop_holdback_chars", "int")})
+            "stop_hold": ("llmtrace.detok.stop_holdback_chars", "int"),
+            "leaked": ("llmtrace.detok.stop_leaked_chars", "int")})
         stop = q.stage_sql("gen.stop", {"matched": ("llmtrace.stop.matched", "str")})
         # A stop string (not an end token like <|im_end|>, nor a reason like constraint_complete) longer than
         # the hold-back that was active: 0 means nothing was ever held, which says nothing about the window.
-        chopped = ("length(s.matched) > 1 AND d.stop_hold > 0 AND d.stop_hold < length(s.matched) - 1 "
-                   "AND NOT regexp_matches(s.matched, '^(<\\|.*\\|>|</?s>|[a-z_]+)$')")
+        # The engine's own count of stop-string characters streamed before the match is the direct evidence.
+        chopped = ("(coalesce(d.leaked, 0) > 0 OR (length(s.matched) > 1 AND d.stop_hold > 0 "
+                   "AND d.stop_hold < length(s.matched) - 1 "
+                   "AND NOT regexp_matches(s.matched, '^(<\\|.*\\|>|</?s>|[a-z_]+)$')))")
         # No byte hold-back at all while replacement characters went out: split characters were emitted.
         narrow = "d.held = 0 AND coalesce(d.repl, 0) > 0"
         a = q.one(f"""
             SELECT count(*) AS n, count(*) FILTER (WHERE {chopped}) AS chopped,
                    any_value(d.stop_hold) FILTER (WHERE {chopped}) AS stop_hold,
                    any_value(s.matched) FILTER (WHERE {chopped}) AS matched,
+                   sum(coalesce(d.leaked, 0)) FILTER (WHERE {chopped}) AS leaked,
                    (list(d.trace_id ORDER BY d.start_ns DESC) FILTER (WHERE {chopped}))[1:5] AS chopped_ids,
                    count(*) FILTER (WHERE {narrow}) AS narrow, max(d.held) FILTER (WHERE {narrow}) AS held,
                    (list(d.trace_id ORDER BY d.start_ns DESC) FILTER (WHERE {narrow}))[1:5] AS narrow_ids
@@ -41,7 +45,8 @@ class DetokenizerWindow(SymptomAnalyzer):
                 "were streamed before the match was known.",
                 [Evidence("streams with a short stop hold-back", a["chopped"], f"of {n}", ids),
                  Evidence("stop hold-back", a["stop_hold"], "chars", ids, baseline=len(str(a["matched"])) - 1),
-                 Evidence("stop string", a["matched"], "", ids)],
+                 Evidence("stop string", a["matched"], "", ids),
+                 Evidence("stop-string characters streamed before the match", a["leaked"], "chars", ids)],
                 ids, "Hold back at least len(longest stop string) - 1 characters while streaming.", 0.5,
             ))
         if a.get("narrow"):

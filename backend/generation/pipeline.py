@@ -356,6 +356,7 @@ class GenerationPipeline:
                 N.DETOK_REPLACEMENT_CHARS: st.detokenizer.replacement_chars,
                 N.DETOK_SKIP_SPECIAL_TOKENS: p.skip_special_tokens,
                 N.DETOK_STOP_HOLDBACK_CHARS: st.stops.holdback_max,
+                N.DETOK_STOP_LEAKED_CHARS: st.stops.leaked_chars,
             },
             S.GEN_STREAMING: {
                 **st.clock.values(),

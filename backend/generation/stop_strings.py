@@ -6,17 +6,32 @@ string (the stream ends there, the stop string itself is not emitted) or can no 
 
 from __future__ import annotations
 
+# The most characters a matcher holds back (None: as many as the longest stop string needs). ``llmtrace serve
+# --stop-holdback N`` caps it for the whole server, to reproduce a streaming server whose window is shorter
+# than its stop strings: their first characters reach the client before the match is known.
+_default_max_hold: int | None = None
+
+
+def set_default_max_hold(n: int | None) -> None:
+    global _default_max_hold
+    if n is not None and n < 0:
+        raise ValueError(f"stop hold-back must be >= 0, got {n}")
+    _default_max_hold = n
+
 
 class StopStringMatcher:
-    __slots__ = ("stops", "_held", "holdback_max", "matched")
+    __slots__ = ("stops", "_held", "holdback_max", "matched", "max_hold", "_shown_tail", "leaked_chars")
 
-    def __init__(self, stops: tuple[str, ...] | list[str]) -> None:
+    def __init__(self, stops: tuple[str, ...] | list[str], *, max_hold: int | None = None) -> None:
         if any(not s for s in stops):
             raise ValueError("stop strings must be non-empty")
         self.stops = tuple(stops)
         self._held = ""
         self.holdback_max = 0  # most characters held back at once (the "chopped stop string" window)
         self.matched: str | None = None
+        self.max_hold = _default_max_hold if max_hold is None else max_hold
+        self._shown_tail = ""  # with a capped window: the end of what was emitted, so a match across it is seen
+        self.leaked_chars = 0  # characters of the matched stop string emitted before the match was known
 
     @property
     def held(self) -> str:
@@ -28,7 +43,8 @@ class StopStringMatcher:
             return "", True
         if not self.stops:
             return text, False
-        buf = self._held + text
+        shown = self._shown_tail
+        buf = shown + self._held + text
         # Earliest complete match wins (what the caller would see first).
         best: tuple[int, str] | None = None
         for stop in self.stops:
@@ -38,11 +54,19 @@ class StopStringMatcher:
         if best is not None:
             self.matched = best[1]
             self._held = ""
-            return buf[: best[0]], True
+            self.leaked_chars = max(0, len(shown) - best[0])
+            return buf[len(shown): max(best[0], len(shown))], True
+        buf = buf[len(shown):]
         keep = self._partial_suffix(buf)
+        if self.max_hold is not None:
+            keep = min(keep, self.max_hold)
         self._held = buf[len(buf) - keep:] if keep else ""
         self.holdback_max = max(self.holdback_max, keep)
-        return buf[: len(buf) - keep], False
+        out = buf[: len(buf) - keep]
+        if self.max_hold is not None:
+            longest = max(len(s) for s in self.stops)
+            self._shown_tail = (shown + out)[-(longest - 1):] if longest > 1 else ""
+        return out, False
 
     def flush(self) -> str:
         """End of stream without a match: the held text was never a stop string, release it."""

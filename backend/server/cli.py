@@ -67,6 +67,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "false or {\"words\": [...], \"every_tokens\": N}, overrides it)")
     parser.add_argument("--moderation-every-tokens", type=int, default=8,
                         help="tokens generated between two moderation checks (default 8): the moderator's lag")
+    parser.add_argument("--stop-holdback", type=int, default=None, metavar="CHARS",
+                        help="most characters held back while a stop string may be starting (default: as many as "
+                             "the longest stop string needs); a smaller window streams a stop string's first "
+                             "characters before the match is known (reproduces chopped stop strings)")
     parser.add_argument("--detokenizer-holdback", choices=("utf8", "off"), default="utf8",
                         help="utf8 (default): hold back the bytes of a character split across tokens until it is "
                              "complete; off: decode each token on its own, as a naive streaming decoder does, so "
@@ -129,6 +133,7 @@ def build_service(args: argparse.Namespace, first_steps_here: bool = False) -> A
     the calling thread must step the first replica (``Replica.run_engine``)."""
     from llmtrace.backend.engine.config import EngineConfig
     from llmtrace.backend.generation.detokenizer import set_default_hold_back
+    from llmtrace.backend.generation.stop_strings import set_default_max_hold
     from llmtrace.backend.server.admission import Admission
     from llmtrace.backend.server.intake import Intake
     from llmtrace.backend.server.normalization import NormalizationPolicy
@@ -138,6 +143,10 @@ def build_service(args: argparse.Namespace, first_steps_here: bool = False) -> A
     from llmtrace.backend.server.service import GenerationService
 
     set_default_hold_back(getattr(args, "detokenizer_holdback", "utf8") != "off")
+    try:
+        set_default_max_hold(getattr(args, "stop_holdback", None))
+    except ValueError as exc:
+        raise SystemExit(f"llmtrace serve: --stop-holdback: {exc}") from None
     _moderation(args)
     model, served_default = _model_arg(args.model)
     served = args.served_model_name or served_default

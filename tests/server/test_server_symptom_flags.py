@@ -1,7 +1,7 @@
 """Serve flags that make symptom-table causes reproducible through the public faces: streaming moderation
 that lags the stream (``--moderation-words``, ``--moderation-every-tokens``, the request's ``moderation``
-field) and a detokenizer without byte hold-back (``--detokenizer-holdback off``, the request's
-``detokenizer_holdback`` field). Real server (tiny model), official OpenAI SDK, ``diagnose --json``.
+field), a detokenizer without byte hold-back (``--detokenizer-holdback off``, the request's
+``detokenizer_holdback`` field) and a stop-string window shorter than the stop string (``--stop-holdback``). Real server (tiny model), official OpenAI SDK, ``diagnose --json``.
 
 The tiny model's free text is a run of newlines, so the tests ask for structured output whose only allowed
 value carries the moderated word or the non-Latin text: the constraint makes the model say it.
@@ -31,12 +31,13 @@ def _schema(value: str) -> dict[str, Any]:
 
 REFUND = _schema("The depot confirmed the damage, so a full refund goes out on Friday")
 KANJI = _schema("荷物は倉庫に届きました 📦")
+MARKED = _schema("Pallet 7 is at bay four <<END>> internal: driver late again")
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     s = start_server(tmp_path_factory.mktemp("symptom-flags"), "--moderation-words", "refund,solicitor",
-                     "--moderation-every-tokens", "5", "--detokenizer-holdback", "off")
+                     "--moderation-every-tokens", "5", "--detokenizer-holdback", "off", "--stop-holdback", "1")
     try:
         yield s
     finally:
@@ -99,3 +100,13 @@ def test_without_hold_back_split_characters_reach_the_client_as_replacement_char
     assert "".join(pieces) == '{"note": "荷物は倉庫に届きました 📦"}'
     stages = [f["stage"] for f in _findings(server) if f["severity"] != "info"]
     assert "gen.detokenization" in stages and "safety.moderation" in stages
+
+
+def test_a_short_stop_window_streams_the_start_of_the_stop_string(server: RunningServer) -> None:
+    tid, pieces, finish = _stream(server, MARKED, moderation=False, detokenizer_holdback=True, stop=["<<END>>"])
+    shown = "".join(pieces)
+    assert finish == "stop" and "internal" not in shown and "four <" in shown  # the start of "<<END>>" shown
+    detok = _stage(server, tid, "gen.detokenization")
+    assert detok["llmtrace.detok.stop_leaked_chars"] >= 1 and detok["llmtrace.detok.stop_holdback_chars"] <= 1
+    found = [f for f in _findings(server) if f["stage"] == "gen.detokenization" and "stop string" in f["title"]]
+    assert found and found[0]["severity"] == "warning"

@@ -304,6 +304,7 @@ DETOK_HELD_BACK_MAX: Final = "llmtrace.detok.held_back_max"  # int bytes; gen.de
 DETOK_REPLACEMENT_CHARS: Final = "llmtrace.detok.replacement_chars"  # int chars; gen.detokenization
 DETOK_SKIP_SPECIAL_TOKENS: Final = "llmtrace.detok.skip_special_tokens"  # bool; gen.detokenization
 DETOK_STOP_HOLDBACK_CHARS: Final = "llmtrace.detok.stop_holdback_chars"  # int chars; gen.detokenization
+DETOK_STOP_LEAKED_CHARS: Final = "llmtrace.detok.stop_leaked_chars"  # int chars; gen.detokenization
 DETOK_FIRST_TEXT_DELAY_MS: Final = "llmtrace.detok.first_text_delay_ms"  # float ms; gen.detokenization
 
 # ── stage 34 gen.streaming (catalog/generation.py)

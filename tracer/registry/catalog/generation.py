@@ -93,6 +93,7 @@ STAGES: tuple[Stage, ...] = (
            V("llmtrace.detok.replacement_chars", "int", "chars", "U+FFFD characters emitted"),
            V("llmtrace.detok.skip_special_tokens", "bool", "", "whether special tokens were dropped"),
            V("llmtrace.detok.stop_holdback_chars", "int", "chars", "most characters held back for a possible stop string"),
+           V("llmtrace.detok.stop_leaked_chars", "int", "chars", "characters of the matched stop string streamed before the match was known (a hold-back window shorter than the stop string)"),
            V("llmtrace.detok.first_text_delay_ms", "float", "ms", "from the step that sampled the first token to the step whose output first carried text")),
           ("mangled_text", "detokenizer_window")),
     Stage(34, "gen.streaming", "generation", "Streaming",
