@@ -33,9 +33,11 @@ def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
              con AS (SELECT DISTINCT parent_span_id FROM {q.spans} WHERE stage = 'gen.constrained'
                      AND parent_span_id IN (SELECT server_span_id FROM cut)
                      AND {attr('gen_ai.output.type')} IS NOT NULL AND {attr('gen_ai.output.type')} <> 'text'),
-             pen AS (SELECT DISTINCT parent_span_id FROM {q.spans} WHERE stage = 'gen.penalties'
-                     AND parent_span_id IN (SELECT server_span_id FROM cut)
-                     AND {attr('llmtrace.penalties.on_structured_output', 'bool')}),
+             -- the cut passes' penalty spans first, then their JSON (a filter on both would parse every one)
+             pen_spans AS MATERIALIZED (SELECT parent_span_id, attributes FROM {q.spans} WHERE stage = 'gen.penalties'
+                                        AND parent_span_id IN (SELECT server_span_id FROM cut)),
+             pen AS (SELECT DISTINCT parent_span_id FROM pen_spans
+                     WHERE {attr('llmtrace.penalties.on_structured_output', 'bool')}),
              checked AS (SELECT DISTINCT trace_id FROM {q.spans} WHERE stage = 'safety.stop_reason'
                          AND trace_id IN (SELECT trace_id FROM cut)),
              later AS (SELECT cut.span_id FROM cut JOIN {q.passes} p
