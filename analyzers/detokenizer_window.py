@@ -20,8 +20,10 @@ class DetokenizerWindow(SymptomAnalyzer):
         stop = q.stage_sql("gen.stop", {"matched": ("llmtrace.stop.matched", "str")})
         # A stop string (not an end token like <|im_end|>, nor a reason like constraint_complete) longer than
         # the hold-back that was active: 0 means nothing was ever held, which says nothing about the window.
-        # The engine's own count of stop-string characters streamed before the match is the direct evidence.
-        chopped = ("(coalesce(d.leaked, 0) > 0 OR (length(s.matched) > 1 AND d.stop_hold > 0 "
+        # The engine's own count of stop-string characters streamed before the match is the direct evidence;
+        # where it is recorded the hold-back comparison is not used (the most held is the longest partial match
+        # seen, which is short whenever one token completes several characters of the stop string).
+        chopped = ("(d.leaked > 0 OR (d.leaked IS NULL AND length(s.matched) > 1 AND d.stop_hold > 0 "
                    "AND d.stop_hold < length(s.matched) - 1 "
                    "AND NOT regexp_matches(s.matched, '^(<\\|.*\\|>|</?s>|[a-z_]+)$')))")
         # No byte hold-back at all while replacement characters went out: split characters were emitted.

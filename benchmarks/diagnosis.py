@@ -49,6 +49,9 @@ SERVERS: dict[str, list[str]] = {
     "invariant": ["--batch-invariant"],
     "foreign_template": ["--chat-template", "{template}"],
     "tiny_queue": ["--max-running", "1", "--max-queued", "1"],
+    "moderated": ["--moderation-words", "refund,compensation", "--moderation-every-tokens", "6"],
+    "no_holdback": ["--detokenizer-holdback", "off"],
+    "short_stop_window": ["--stop-holdback", "1"],
     # the bundled SmolLM2-135M: the tiny model's answers never vary, so causes of different answers need it
     "smol": ["--model", "default"],
     "smol_invariant": ["--model", "default", "--batch-invariant"],

@@ -388,6 +388,84 @@ def summary_drops_ids_inferred(c: Ctx, twin: bool) -> None:
     _trimmed_chat(c, twin, keep_first=True)
 
 
+# ── safety and detokenization: a server flag the app never sees ────────────────────────────
+def _enum(*values: str) -> dict[str, Any]:
+    """Structured output with fixed answers: the tiny test model says exactly one of them."""
+    return {"type": "json_schema", "json_schema": {"name": "answer", "schema": {
+        "type": "object", "properties": {"answer": {"type": "string", "enum": list(values)}},
+        "required": ["answer"], "additionalProperties": False}}}
+
+
+REPLIES = ["Claim C-{n} is approved; we will pay compensation for the crushed pallet next week",
+           "We reviewed C-{n} with the carrier and a partial refund of the freight charge follows",
+           "Claim C-{n} needs the delivery note before anything else can happen"]
+
+
+def streamed_then_filtered(c: Ctx, twin: bool) -> None:
+    """A streaming claims bot; the server's moderator objects to payout words a few tokens late."""
+    for i in range(6):
+        stream = c.openai.chat.completions.create(
+            model=c.model, messages=[{"role": "system", "content": POLICY}, _user(i)], max_tokens=48,
+            temperature=0, stream=True, response_format=_enum(REPLIES[i % 3].format(n=200 + i)))
+        "".join((ch.choices[0].delta.content or "") for ch in stream if ch.choices)  # what the user read
+
+
+def anthropic_stream_filtered(c: Ctx, twin: bool) -> None:
+    for i in range(5):
+        schema = {"type": "object", "properties": {"answer": {"type": "string", "enum": [
+            f"The surveyor agreed, so compensation for claim C-{330 + i} is on its way"]}},
+            "required": ["answer"], "additionalProperties": False}
+        with c.anthropic.messages.stream(model=c.model, max_tokens=48, system=POLICY,
+                                         messages=[{"role": "user", "content": _q(i)}],
+                                         extra_body={"output_config": {"format": {"type": "json_schema",
+                                                                                  "schema": schema}}}) as st:
+            "".join(st.text_stream)
+
+
+LABELS = ["配送済み・倉庫C-{n}", "📦 livré au dépôt {n}", "Доставлено на склад {n} ✅", "已签收 {n} 🚚"]
+
+
+def non_latin_stream(c: Ctx, twin: bool) -> None:
+    """Status labels in Japanese, French with emoji, Russian, Chinese, streamed to a UI."""
+    for i in range(8):
+        stream = c.openai.chat.completions.create(
+            model=c.model, messages=[{"role": "user", "content": f"Status label for parcel {i}?"}], max_tokens=40,
+            temperature=0, stream=True, response_format=_enum(LABELS[i % 4].format(n=40 + i)))
+        "".join((ch.choices[0].delta.content or "") for ch in stream if ch.choices)
+
+
+def non_latin_unary(c: Ctx, twin: bool) -> None:
+    """The same kind of labels, not streamed: the final text carries the replacement characters."""
+    for i in range(6):
+        c.ask([{"role": "user", "content": f"Label {i}?"}], max_tokens=40,
+              response_format=_enum(LABELS[(i + 2) % 4].format(n=90 + i)))
+
+
+NOTES = ["Bay {n} cleared for unloading ~~~ ops only: forklift 3 out of service",
+         "Seal intact on trailer {n} ~~~ ops only: recheck the temperature log"]
+
+
+def stop_marker_stream(c: Ctx, twin: bool) -> None:
+    """The app stops the stream at its own marker ("~~~") so the ops-only tail never reaches the customer."""
+    for i in range(6):
+        stream = c.openai.chat.completions.create(
+            model=c.model, messages=[{"role": "user", "content": f"Dock update {i}?"}], max_tokens=48,
+            temperature=0, stream=True, stop=["~~~"], response_format=_enum(NOTES[i % 2].format(n=12 + i)))
+        "".join((ch.choices[0].delta.content or "") for ch in stream if ch.choices)
+
+
+def stop_marker_anthropic(c: Ctx, twin: bool) -> None:
+    for i in range(5):
+        schema = {"type": "object", "properties": {"note": {"type": "string", "enum": [
+            f"Driver {i} checked in at gate B [[internal]] blacklist review pending"]}},
+            "required": ["note"], "additionalProperties": False}
+        with c.anthropic.messages.stream(model=c.model, max_tokens=48, stop_sequences=["[[internal]]"],
+                                         messages=[{"role": "user", "content": f"Gate log {i}?"}],
+                                         extra_body={"output_config": {"format": {"type": "json_schema",
+                                                                                  "schema": schema}}}) as st:
+            "".join(st.text_stream)
+
+
 @dataclass(frozen=True)
 class Case:
     id: str
@@ -439,4 +517,12 @@ CASES: tuple[Case, ...] = (
     Case("rag_lines_in_system_anthropic", rag_lines_in_system, ("intake.evidence_formatting",)),
     Case("summary_drops_ids_session", summary_drops_ids, ("loop.compaction",)),
     Case("summary_drops_ids_inferred", summary_drops_ids_inferred, ("loop.compaction",)),
+    Case("moderation_lags_stream", streamed_then_filtered, ("safety.moderation",), "moderated", "default"),
+    Case("moderation_lags_anthropic_stream", anthropic_stream_filtered, ("safety.moderation",), "moderated",
+         "default"),
+    Case("no_holdback_non_latin_stream", non_latin_stream, ("gen.detokenization",), "no_holdback", "default"),
+    Case("no_holdback_non_latin_unary", non_latin_unary, ("gen.detokenization",), "no_holdback", "default"),
+    Case("short_stop_window_stream", stop_marker_stream, ("gen.detokenization",), "short_stop_window", "default"),
+    Case("short_stop_window_anthropic", stop_marker_anthropic, ("gen.detokenization",), "short_stop_window",
+         "default"),
 )

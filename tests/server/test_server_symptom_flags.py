@@ -110,3 +110,17 @@ def test_a_short_stop_window_streams_the_start_of_the_stop_string(server: Runnin
     assert detok["llmtrace.detok.stop_leaked_chars"] >= 1 and detok["llmtrace.detok.stop_holdback_chars"] <= 1
     found = [f for f in _findings(server) if f["stage"] == "gen.detokenization" and "stop string" in f["title"]]
     assert found and found[0]["severity"] == "warning"
+
+
+def test_a_full_stop_window_is_not_blamed_when_one_token_completes_the_stop_string(
+    tiny_server: RunningServer,
+) -> None:
+    """The default window holds the whole stop string back; the longest partial match seen can still be short
+    (one token brings several of its characters), which is no leak."""
+    schema = _schema("Gate B logged driver 4 [[internal]] review pending")
+    tid, pieces, finish = _stream(tiny_server, schema, stop=["[[internal]]"])
+    assert finish == "stop" and "".join(pieces).endswith("driver 4 ")  # nothing of the stop string shown
+    detok = _stage(tiny_server, tid, "gen.detokenization")
+    assert detok["llmtrace.detok.stop_leaked_chars"] == 0
+    assert detok["llmtrace.detok.stop_holdback_chars"] < len("[[internal]]") - 1  # the old rule's false alarm
+    assert not [f for f in _findings(tiny_server) if "stop string" in f["title"]]
