@@ -14,25 +14,34 @@ class WrongSource(SymptomAnalyzer):
     def find(self, q: Query) -> list[Finding]:
         rel = q.stage_sql("intake.evidence_formatting", {
             "chunks_out": ("llmtrace.evidence.chunks_out", "int"), "ids": ("llmtrace.evidence.id_scheme", "str"),
-            "delim": ("llmtrace.evidence.delimiter", "str")})
+            "delim": ("llmtrace.evidence.delimiter", "str"), "dups": ("llmtrace.evidence.duplicates_sent", "int")})
         unl, und = "coalesce(ids, 'none') = 'none'", "coalesce(delim, 'none') = 'none'"
-        a = q.one(f"""SELECT count(*) AS n, count(*) FILTER (WHERE {unl} OR {und}) AS bad,
+        # A passage sent twice (under two labels, or none) makes one source look like two corroborating ones.
+        dup = "coalesce(dups, 0) > 0"
+        bad_sql = f"{unl} OR {und} OR {dup}"
+        a = q.one(f"""SELECT count(*) AS n, count(*) FILTER (WHERE {bad_sql}) AS bad,
                              count(*) FILTER (WHERE {unl}) AS unlabelled, count(*) FILTER (WHERE {und}) AS undelimited,
-                             median(chunks_out) FILTER (WHERE {unl} OR {und}) AS chunks,
-                             (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE {unl} OR {und}))[1:5] AS ids
+                             count(*) FILTER (WHERE {dup}) AS duplicated,
+                             median(chunks_out) FILTER (WHERE {bad_sql}) AS chunks,
+                             (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE {bad_sql}))[1:5] AS ids
                       FROM {rel} WHERE chunks_out > 1""")
         n, bad = int(a.get("n") or 0), int(a.get("bad") or 0)
         if not bad:
             return []
         share = bad / n
         ids = tuple(a["ids"])
+        only_dups = not a["unlabelled"] and not a["undelimited"]
         return [self.finding(
-            "intake.evidence_formatting", "critical" if share >= 0.5 else "warning",
+            "intake.evidence_formatting", "critical" if share >= 0.5 and not only_dups else "warning",
+            f"{bad} prompts sent the same retrieved passage more than once" if only_dups else
             f"{bad} prompts mixed several retrieved chunks without labels or delimiters",
+            "The same passage under two labels reads as two sources agreeing." if only_dups else
             "With no chunk ids or boundaries the model cannot tell which source a sentence came from.",
             [Evidence("prompts with unlabelled chunks", a["unlabelled"], f"of {n}", ids),
              Evidence("prompts with undelimited chunks", a["undelimited"], f"of {n}", ids),
+             Evidence("prompts with a passage sent twice", a["duplicated"], f"of {n}", ids),
              Evidence("median chunks per prompt", a["chunks"], "", ids)],
-            ids, "Give each chunk a source id and wrap it in delimiters (e.g. <doc id=...>), and ask for citations by id.",
+            ids, "Give each chunk a source id and wrap it in delimiters (e.g. <doc id=...>), drop duplicate chunks "
+            "(format_evidence dedupes), and ask for citations by id.",
             0.5 + 0.5 * share,
         )]

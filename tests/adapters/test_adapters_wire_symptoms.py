@@ -110,3 +110,16 @@ def test_a_summary_that_keeps_the_ids_loses_nothing(tiny_server: Any, traced: Pa
     # "Noted", "Thanks", "Yes", "Earlier" open sentences: capitalised by grammar, not facts
     assert comp[0]["llmtrace.compaction.facts_lost"] == []
     assert not [f for f in _findings(traced) if f["stage"] == "loop.compaction" and f["severity"] != "info"]
+
+
+def test_one_passage_under_two_ids_is_named_as_a_duplicate(tiny_server: Any, traced: Path) -> None:
+    client = _client(tiny_server)
+    docs = [("yard-1", PASSAGES[0]), ("yard-2", PASSAGES[1]), ("memo-7", PASSAGES[0])]
+    body = "\n".join(f'<doc id="{i}">{p}</doc>' for i, p in docs)
+    for _ in range(2):
+        client.chat.completions.create(model="tiny", max_tokens=4,
+                                       messages=[{"role": "system", "content": body}, {"role": "user", "content": ASK}])
+    shape = _evidence(traced)[0]
+    assert (shape["llmtrace.evidence.id_scheme"], shape["llmtrace.evidence.duplicates_sent"]) == ("source_id", 1)
+    found = [f for f in _findings(traced) if f["stage"] == "intake.evidence_formatting"]
+    assert found and "more than once" in found[0]["title"] and found[0]["severity"] == "warning"
