@@ -23,7 +23,7 @@ class RefusalAfterText(SymptomAnalyzer):
                       FROM {rel}""")
         n, n_cut = int(a.get("n") or 0), int(a.get("cut") or 0)
         if not n_cut:
-            return []
+            return self._filtered_after_text(q)
         ids = tuple(a["ids"])
         lag = float(a["lag"] or 0)
         return [self.finding(
@@ -35,4 +35,30 @@ class RefusalAfterText(SymptomAnalyzer):
              Evidence("median characters retracted", a["retracted"], "chars", ids)],
             ids, "Moderate the prompt before generating, or hold the stream back by the moderator's lag.",
             0.6 + 0.4 * n_cut / n,
+        )]
+
+    def _filtered_after_text(self, q: Query) -> list[Finding]:
+        """No moderation stage on record (a provider's filter, a foreign instrumentation): a pass that ended
+        with ``content_filter`` after producing output tokens showed text before the refusal."""
+        a = q.one(f"""SELECT count(*) AS n,
+                             count(*) FILTER (WHERE finish_reason = 'content_filter' AND output_tokens > 0) AS cut,
+                             median(output_tokens) FILTER (WHERE finish_reason = 'content_filter' AND output_tokens > 0)
+                                 AS tokens,
+                             (list(trace_id ORDER BY start_ns DESC)
+                                 FILTER (WHERE finish_reason = 'content_filter' AND output_tokens > 0))[1:5] AS ids
+                      FROM {q.passes}""")
+        n, n_cut = int(a.get("n") or 0), int(a.get("cut") or 0)
+        if not n_cut:
+            return []
+        ids = tuple(a["ids"])
+        share = n_cut / n
+        return [self.finding(
+            "safety.moderation", "warning" if share < 0.2 else "critical",
+            f"{n_cut} answers were filtered after they had produced text",
+            f"They ended with content_filter after a median of {float(a['tokens'] or 0):.0f} output tokens: a "
+            "streaming reader saw that text before the refusal.",
+            [Evidence("passes filtered after output", n_cut, f"of {n}", ids),
+             Evidence("median output tokens before the filter", a["tokens"], "tokens", ids)],
+            ids, "Moderate the prompt before generating, or hold the stream back by the moderator's lag.",
+            0.5 + 0.4 * share,
         )]

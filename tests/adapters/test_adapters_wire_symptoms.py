@@ -123,3 +123,26 @@ def test_one_passage_under_two_ids_is_named_as_a_duplicate(tiny_server: Any, tra
     assert (shape["llmtrace.evidence.id_scheme"], shape["llmtrace.evidence.duplicates_sent"]) == ("source_id", 1)
     found = [f for f in _findings(traced) if f["stage"] == "intake.evidence_formatting"]
     assert found and "more than once" in found[0]["title"] and found[0]["severity"] == "warning"
+
+
+def test_a_provider_filter_after_streamed_text_is_text_shown_then_refused(traced: Path) -> None:
+    """A provider (not our server) streams an answer and then stops it with content_filter: no moderation
+    stage exists anywhere, the pass's finish reason and output say what the user saw."""
+    from adapters_fake_provider import Script, fake_provider, sse
+
+    def chunk(content: str | None, finish: str | None = None) -> dict[str, Any]:
+        delta = {"content": content} if content is not None else {}
+        return {"id": "c1", "model": "gpt-4o-mini", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    usage = {"id": "c1", "model": "gpt-4o-mini", "choices": [],
+             "usage": {"prompt_tokens": 9, "completion_tokens": 7, "total_tokens": 16}}
+    with fake_provider() as fp:
+        fp.scripts["/v1/chat/completions"] = Script(content_type="text/event-stream", chunks=sse(
+            chunk("The depot will"), chunk(" reimburse the"), chunk(None, "content_filter"), usage))
+        client = instrument(openai.OpenAI(api_key="sk-test", base_url=f"{fp.base_url}/v1", max_retries=0))
+        for _ in range(3):
+            shown = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
+                model="gpt-4o-mini", messages=[{"role": "user", "content": ASK}], stream=True) if c.choices)
+            assert shown == "The depot will reimburse the"
+    found = _findings(traced)
+    assert found and found[0]["stage"] == "safety.moderation" and "after they had produced text" in found[0]["title"]
