@@ -215,6 +215,12 @@ def spec_under_load(c: Ctx, twin: bool) -> None:
     concurrent(c, 8, lambda i: [{"role": "system", "content": POLICY}, _user(i)], max_tokens=32)
 
 
+def spec_under_load_shapes(c: Ctx, twin: bool) -> None:
+    """Twelve structured answers at once: n-gram drafts from the prompt rarely match a constrained reply."""
+    concurrent(c, 12, lambda i: [{"role": "user", "content": f"Route for parcel P-{300 + i} as JSON."}],
+               max_tokens=40, response_format=_enum(*(f"Depot {k} via hub {k + 4}, then van {k * 3}" for k in range(3))))
+
+
 def batch_greedy(c: Ctx, twin: bool) -> None:
     """One prompt at temperature 0, alone and inside a batch of others."""
     same = [{"role": "system", "content": POLICY}, {"role": "user", "content": "Summarise claim C-300 in one line."}]
@@ -522,6 +528,7 @@ CASES: tuple[Case, ...] = (
          "default"),
     Case("no_holdback_non_latin_stream", non_latin_stream, ("gen.detokenization",), "no_holdback", "default"),
     Case("no_holdback_non_latin_unary", non_latin_unary, ("gen.detokenization",), "no_holdback", "default"),
+    Case("ngram_speculation_under_load", spec_under_load_shapes, ("gen.speculation",), "speculative", "default"),
     Case("short_stop_window_stream", stop_marker_stream, ("gen.detokenization",), "short_stop_window", "default"),
     Case("short_stop_window_anthropic", stop_marker_anthropic, ("gen.detokenization",), "short_stop_window",
          "default"),
