@@ -211,8 +211,12 @@ def queue_burst(c: Ctx, twin: bool) -> None:
 
 
 def spec_under_load(c: Ctx, twin: bool) -> None:
+    # Two bursts of different questions: the same prompt in two bursts would (rightly) show batch-dependent
+    # greedy answers on the default kernels, which is another cause than the one planted here.
     concurrent(c, 8, lambda i: [{"role": "system", "content": POLICY}, _user(i)], max_tokens=32)
-    concurrent(c, 8, lambda i: [{"role": "system", "content": POLICY}, _user(i)], max_tokens=32)
+    concurrent(c, 8, lambda i: [{"role": "system", "content": POLICY},
+                                {"role": "user", "content": f"Is claim C-{600 + i} covered for water damage?"}],
+               max_tokens=32)
 
 
 def spec_under_load_shapes(c: Ctx, twin: bool) -> None:
