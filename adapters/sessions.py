@@ -39,6 +39,7 @@ from . import compaction
 from .segments import part_text
 
 _MAX_CONVERSATIONS = 4096
+_SHRUNK = 0.8  # a rewritten history at most this share of the previous request's text is a compaction
 _explicit: contextvars.ContextVar[tuple[str, str | None] | None] = contextvars.ContextVar(
     "llmtrace_session", default=None
 )
@@ -74,6 +75,7 @@ class Conversation:
     anchor: bytes | None = None
     last_response_id: str | None = None
     facts: dict[str, str] = field(default_factory=dict)  # fact digest -> label, of its last request
+    text_chars: int = 0  # characters of its last request's texts (system and messages)
 
 
 @dataclass(slots=True)
@@ -97,6 +99,7 @@ class View:
     anchor: bytes | None = None
     since_ns: int = 0
     facts: dict[str, str] = field(default_factory=dict)  # this request's facts (compaction.wire_facts)
+    text_chars: int = 0
     facts_lost: list[str] = field(default_factory=list)  # labels of facts the rewrite dropped
 
     def attributes(self) -> dict[str, object]:
@@ -220,7 +223,9 @@ class Tracker:
         msgs = read_messages(body)
         view = View(chain=[m.digest for m in msgs])
         if any(m.role == "assistant" for m in msgs) or len(msgs) > 2:  # a conversation, not a one-shot call
-            view.facts = compaction.wire_facts(_texts(body))
+            texts = _texts(body)
+            view.facts = compaction.wire_facts(texts)
+            view.text_chars = sum(len(t) for t in texts)
         first_user = next((i for i, m in enumerate(msgs) if m.role == "user"), None)
         view.anchor = msgs[first_user].digest if first_user is not None else None
         seen: dict[tuple[str, str], int] = {}
@@ -275,7 +280,10 @@ class Tracker:
             view.turns_replaced = n_prev - kept
             view.prompt_chars_before = conv.prompt_chars
             # Names and numbers the previous request carried and this one does not: what the rewrite lost.
-            view.facts_lost = sorted(label for h, label in conv.facts.items() if h not in view.facts)[:200]
+            # Only a rewrite that replaced several turns and shrank the context is a compaction: the same
+            # opening with another last question (or one edited turn) drops nothing the model needed.
+            if view.turns_replaced >= 2 and view.text_chars < _SHRUNK * conv.text_chars:
+                view.facts_lost = sorted(label for h, label in conv.facts.items() if h not in view.facts)[:200]
             return view
         calls = {cid: name for m in msgs for cid, name, _ in m.tool_calls}
         for m in extension:
@@ -299,6 +307,7 @@ class Tracker:
             conv.chain = view.chain
             conv.prompt_chars = prompt_chars
             conv.facts = view.facts
+            conv.text_chars = view.text_chars
             conv.user_id = view.user_id or conv.user_id
             if view.chain:
                 self._put(self._by_digest, view.chain[-1], conv)

@@ -146,3 +146,17 @@ def test_a_provider_filter_after_streamed_text_is_text_shown_then_refused(traced
             assert shown == "The depot will reimburse the"
     found = _findings(traced)
     assert found and found[0]["stage"] == "safety.moderation" and "after they had produced text" in found[0]["title"]
+
+
+def test_the_same_opening_with_another_question_is_no_lost_fact(tiny_server: Any, traced: Path) -> None:
+    """One opening exchange reused for each new question (an FAQ bot), or a turn edited in place: the history
+    is rewritten, but nothing was summarised away."""
+    client = _client(tiny_server)
+    opening = [{"role": "system", "content": "You answer for the Osterby Haulage yard."},
+               {"role": "user", "content": "I drive for Kestrel Freight, truck KF-2231."},
+               {"role": "assistant", "content": "Welcome, Kestrel Freight truck KF-2231 is registered."}]
+    for q in ("Where is bay 12?", "Is the wash bay open on Sunday?", "Can I park overnight at gate 3?"):
+        client.chat.completions.create(model="tiny", max_tokens=2, messages=[*opening, {"role": "user", "content": q}])
+    comp = [r["attributes"] for r in rows(traced, "SELECT attributes FROM spans WHERE stage = 'loop.compaction'")]
+    assert comp and all(c["llmtrace.compaction.facts_lost"] == [] for c in comp)
+    assert not [f for f in _findings(traced) if f["stage"] == "loop.compaction" and f["severity"] != "info"]
