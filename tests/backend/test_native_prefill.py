@@ -116,6 +116,23 @@ def test_prefill_attention_reads_scattered_pages_causally(work: list[tuple[int, 
     assert sorted(calls) == sorted(n for _, n in work if n > 1)
 
 
+def test_two_threads_give_the_same_attention() -> None:
+    """On two threads KV heads and row blocks are shared out (each thread its own score buffers): the same
+    bits as on one."""
+    q, k, v, meta = _case([(300, 300), (130, 30)], seed=4)
+    one = TorchPagedAttention().forward(q, k, v, meta, 0.125)
+    torch.set_num_threads(2)  # the autouse fixture puts it back
+    two = TorchPagedAttention().forward(q, k, v, meta, 0.125)
+    assert torch.equal(one, two)
+    x = torch.randn(300, 576).bfloat16()
+    w = torch.rand(576) + 0.5
+    gu = torch.randn(300, 3072).bfloat16()
+    norm2, act2 = cpu_native.rms_norm_rows(x, w, 1e-5), cpu_native.silu_mul_rows(gu)
+    torch.set_num_threads(1)
+    assert torch.equal(norm2, cpu_native.rms_norm_rows(x, w, 1e-5))
+    assert torch.equal(act2, cpu_native.silu_mul_rows(gu))
+
+
 def test_the_kernel_refuses_what_it_does_not_handle() -> None:
     """Another head size, a float32 cache or a table too short for the length: None (the torch path serves)."""
     q, k, v, meta = _case([(40, 40)])
