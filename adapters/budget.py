@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from llmtrace.tracer import recording as rec
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 REASONS = ("steps", "tokens", "spend", "wall", "loop")
 
@@ -138,16 +140,16 @@ class Budget:
 
     def values(self) -> dict[str, object]:
         return {
-            "llmtrace.budget.steps": self.steps,
-            "llmtrace.budget.max_steps": self.max_steps,
-            "llmtrace.budget.tokens": self.tokens,
-            "llmtrace.budget.spend_usd": round(self.spend_usd, 8),
-            "llmtrace.budget.wall_ms": round(self.wall_s * 1000, 3),
-            "llmtrace.budget.loop_detected": self.loop_detected,
-            "llmtrace.budget.stopped_by": self.stopped_by,
-            "llmtrace.budget.max_tokens": self.max_tokens,
-            "llmtrace.budget.max_spend_usd": self.max_spend_usd,
-            "llmtrace.budget.max_wall_ms": self.max_wall_s * 1000 if self.max_wall_s is not None else None,
+            N.BUDGET_STEPS: self.steps,
+            N.BUDGET_MAX_STEPS: self.max_steps,
+            N.BUDGET_TOKENS: self.tokens,
+            N.BUDGET_SPEND_USD: round(self.spend_usd, 8),
+            N.BUDGET_WALL_MS: round(self.wall_s * 1000, 3),
+            N.BUDGET_LOOP_DETECTED: self.loop_detected,
+            N.BUDGET_STOPPED_BY: self.stopped_by,
+            N.BUDGET_MAX_TOKENS: self.max_tokens,
+            N.BUDGET_MAX_SPEND_USD: self.max_spend_usd,
+            N.BUDGET_MAX_WALL_MS: self.max_wall_s * 1000 if self.max_wall_s is not None else None,
         }
 
     def record(self) -> None:
@@ -156,7 +158,7 @@ class Budget:
             return
         self._recorded = True
         rec.record_stage(
-            "loop.budget",
+            S.LOOP_BUDGET,
             start_ns=self._start_ns,
             end_ns=rec.now_ns(),
             values=self.values(),

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from llmtrace.tracer.registry import names as N
+
 from .observation import integer
 
 
@@ -60,4 +62,4 @@ def with_request(style: str, body: Mapping[str, Any], previous_id: str | None) -
 def values(found: tuple[str, int | None] | None) -> dict[str, object]:
     if found is None:
         return {}
-    return {"llmtrace.cache.miss_reason": found[0], "llmtrace.cache.missed_tokens": found[1]}
+    return {N.CACHE_MISS_REASON: found[0], N.CACHE_MISSED_TOKENS: found[1]}

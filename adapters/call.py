@@ -20,6 +20,8 @@ from orjson import loads
 from llmtrace.tracer import health
 from llmtrace.tracer import recording as rec
 from llmtrace.tracer import semconv as sc
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 from . import cache_diagnostics, sessions
 from .client_stages import emit_stages
@@ -32,7 +34,7 @@ _MAX_BODY_BYTES = 16 * 1024 * 1024  # a buffered JSON answer larger than this is
 
 # Stages a hosted provider keeps to itself; marked unobserved on the client pass (the bundled server
 # records them for real on its own pass span).
-DEFAULT_HIDDEN_STAGES: tuple[str, ...] = ("arrival.admission", "forward.prefill", "forward.decode")
+DEFAULT_HIDDEN_STAGES: tuple[str, ...] = (S.ARRIVAL_ADMISSION, S.FORWARD_PREFILL, S.FORWARD_DECODE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,7 +315,7 @@ class Call:
         if not self.finished:
             self.finished = True
             try:
-                self.pass_span.set("llmtrace.adapter.fault", f"{type(exc).__name__}: {exc}")
+                self.pass_span.set(N.ADAPTER_FAULT, f"{type(exc).__name__}: {exc}")
                 self.pass_span.end("ok")
             except Exception:
                 pass

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 from llmtrace.tracer import capture
 from llmtrace.tracer import recording as rec
 from llmtrace.tracer import semconv as sc
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 from . import cache_diagnostics, evidence_shape, meters, segments, textscan, usage_source, volatile, wire
 from . import usage as usage_mod
@@ -96,27 +98,27 @@ def _summary(e: _Emit) -> tuple[str, ...]:
         sc.SERVER_ADDRESS: call.host,
         sc.SERVER_PORT: call.port,
         "http.response.status_code": call.status_code or None,
-        "llmtrace.client.retry_count": call.retry or None,
+        N.CLIENT_RETRY_COUNT: call.retry or None,
     }
     if obs.finish_reasons:
         summary[sc.GEN_AI_RESPONSE_FINISH_REASONS] = list(obs.finish_reasons)
     if obs.response_model and obs.response_model != obs.model:
-        summary["llmtrace.routing.model_differs"] = True
+        summary[N.ROUTING_MODEL_DIFFERS] = True
     out_text = obs.output_text if (obs.output_parts or obs.done) else None
     if call.strip is not None:
-        summary["llmtrace.usage.requested"] = True  # include_usage added by the middleware
+        summary[N.USAGE_REQUESTED] = True  # include_usage added by the middleware
         if obs.usage_only_at >= 0 and obs.usage_only_at < len(call.times):
             del call.times[obs.usage_only_at]  # the app never saw that chunk
     if usage is not None:
         summary.update(usage.attributes())
-        summary["llmtrace.usage.source"] = usage_source.PROVIDER
-        summary["llmtrace.usage.estimated"] = False
+        summary[N.USAGE_SOURCE] = usage_source.PROVIDER
+        summary[N.USAGE_ESTIMATED] = False
     else:
-        summary["llmtrace.usage.reported"] = False
+        summary[N.USAGE_REPORTED] = False
         if call.status_code and call.status_code < 400 and not call.undecoded:
             summary.update(usage_source.estimated_attributes(obs.segments, out_text, call.opts.tokenizer))
         else:
-            summary["llmtrace.usage.source"] = usage_source.NONE
+            summary[N.USAGE_SOURCE] = usage_source.NONE
     first_token = min((t for t in (obs.first_content_ns, obs.first_tool_ns) if t), default=0)
     if first_token:
         summary[sc.LLMTRACE_TTFT_MS] = _ms(t0, first_token)
@@ -130,18 +132,18 @@ def _summary(e: _Emit) -> tuple[str, ...]:
                 (obs.last_token_ns - first_token) / 1e6 / (usage.output_tokens - 1), 3
             )
     if call.undecoded:
-        summary["llmtrace.response.undecoded_encoding"] = call.undecoded
+        summary[N.RESPONSE_UNDECODED_ENCODING] = call.undecoded
     if call.body_overflow:
-        summary["llmtrace.response.unparsed_bytes"] = call.body_overflow
+        summary[N.RESPONSE_UNPARSED_BYTES] = call.body_overflow
     if capture.mode() != "none":
         summary.update(segments.capture_attributes(obs.segments, out_text))
     # An llmtrace backend records the engine stages on its own pass span (a child of this one); only a
     # provider that answered and hides them gets them marked unobserved here (no answer: nothing ran).
     hidden = () if call.server_span or not call.status_code else call.opts.hidden_stages
     if call.server_span:
-        summary["llmtrace.server.span_id"] = call.server_span
+        summary[N.SERVER_SPAN_ID] = call.server_span
     if hidden:
-        summary["llmtrace.unobserved_stages"] = list(hidden)
+        summary[N.UNOBSERVED_STAGES] = list(hidden)
     call.pass_span.set_many(summary)
     return tuple(hidden)
 
@@ -154,22 +156,22 @@ def _arrival(e: _Emit) -> None:
     c_end = t0
     if conn.connect_start:
         c_end = conn.connect_end or conn.connect_start
-        cvals["llmtrace.connection.reused"] = False
-        cvals["llmtrace.connection.connect_ms"] = _ms(conn.connect_start, c_end)
+        cvals[N.CONNECTION_REUSED] = False
+        cvals[N.CONNECTION_CONNECT_MS] = _ms(conn.connect_start, c_end)
     elif conn.saw_http:
-        cvals["llmtrace.connection.reused"] = True
-        cvals["llmtrace.connection.connect_ms"] = 0.0
-    rec.record_stage("arrival.connection", start_ns=t0w, end_ns=wall(c_end), values=cvals, parent=parent)
+        cvals[N.CONNECTION_REUSED] = True
+        cvals[N.CONNECTION_CONNECT_MS] = 0.0
+    rec.record_stage(S.ARRIVAL_CONNECTION, start_ns=t0w, end_ns=wall(c_end), values=cvals, parent=parent)
     if call.t_headers:
         rec.record_stage(
-            "arrival.stream_setup",
+            S.ARRIVAL_STREAM_SETUP,
             start_ns=t0w,
             end_ns=wall(call.t_headers),
             parent=parent,
             values={
                 sc.LLMTRACE_STREAM_REQUESTED: obs.stream,
-                "llmtrace.stream.protocol": "sse" if call.sse is not None else "none",
-                "llmtrace.stream.first_byte_ms": _ms(t0, call.t_headers),
+                N.STREAM_PROTOCOL: "sse" if call.sse is not None else "none",
+                N.STREAM_FIRST_BYTE_MS: _ms(t0, call.t_headers),
             },
         )
 
@@ -180,33 +182,33 @@ def _intake(e: _Emit) -> None:
     if obs.system_text is not None:
         off, kind = volatile.first_volatile(obs.system_text)
         at_request(
-            "intake.system_prompt",
+            S.INTAKE_SYSTEM_PROMPT,
             {
-                "llmtrace.system.chars": len(obs.system_text),
-                "llmtrace.system.hash": capture.hash_text(obs.system_text)
+                N.SYSTEM_CHARS: len(obs.system_text),
+                N.SYSTEM_HASH: capture.hash_text(obs.system_text)
                 if capture.mode() != "none"
                 else None,
-                "llmtrace.system.volatile_offset": off,
-                "llmtrace.system.volatile_kind": kind,
+                N.SYSTEM_VOLATILE_OFFSET: off,
+                N.SYSTEM_VOLATILE_KIND: kind,
             },
         )
     if capture.mode() != "none":
         # Retrieved passages pasted into the prompt: their shape only (counts, schemes), never their text.
         found = evidence_shape.shape([t for kind, t in obs.segments if kind != "history:assistant"])
         if found is not None:
-            at_request("intake.evidence_formatting", evidence_shape.values(found))
+            at_request(S.INTAKE_EVIDENCE_FORMATTING, evidence_shape.values(found))
     counts = [textscan.count_chars(text) for _, text in obs.segments]
     if any(c.hidden or c.nbsp or c.confusables for c in counts):
         # Only when there is something to say: a clean prompt costs no span (the server records the stage).
         at_request(
-            "intake.normalization",
+            S.INTAKE_NORMALIZATION,
             {
-                "llmtrace.normalization.form": "none",
-                "llmtrace.normalization.strip": False,
-                "llmtrace.normalization.chars_changed": 0,
-                "llmtrace.normalization.invisible_chars": sum(c.hidden for c in counts),
-                "llmtrace.normalization.nbsp": sum(c.nbsp for c in counts),
-                "llmtrace.normalization.confusables": sum(c.confusables for c in counts),
+                N.NORMALIZATION_FORM: "none",
+                N.NORMALIZATION_STRIP: False,
+                N.NORMALIZATION_CHARS_CHANGED: 0,
+                N.NORMALIZATION_INVISIBLE_CHARS: sum(c.hidden for c in counts),
+                N.NORMALIZATION_NBSP: sum(c.nbsp for c in counts),
+                N.NORMALIZATION_CONFUSABLES: sum(c.confusables for c in counts),
             },
         )
 
@@ -215,32 +217,32 @@ def _requested_generation(e: _Emit) -> None:
     """The sampling, penalty and reasoning values the request asked for (the provider's own are hidden)."""
     obs, usage, at_request = e.obs, e.usage, e.at_request
     at_request(
-        "gen.sampling",
+        S.GEN_SAMPLING,
         {
             sc.GEN_AI_REQUEST_TEMPERATURE: obs.temperature,
             sc.GEN_AI_REQUEST_TOP_P: obs.top_p,
             sc.GEN_AI_REQUEST_TOP_K: obs.top_k,
             sc.GEN_AI_REQUEST_SEED: obs.seed,
-            "llmtrace.sampling.greedy": (obs.temperature == 0.0) if obs.temperature is not None else None,
-            "llmtrace.requested_only": True,
+            N.SAMPLING_GREEDY: (obs.temperature == 0.0) if obs.temperature is not None else None,
+            N.REQUESTED_ONLY: True,
         },
     )
     if obs.frequency_penalty is not None or obs.presence_penalty is not None:
         at_request(
-            "gen.penalties",
+            S.GEN_PENALTIES,
             {
                 sc.GEN_AI_REQUEST_FREQUENCY_PENALTY: obs.frequency_penalty,
                 sc.GEN_AI_REQUEST_PRESENCE_PENALTY: obs.presence_penalty,
-                "llmtrace.penalties.on_structured_output": obs.output_type == "json"
+                N.PENALTIES_ON_STRUCTURED_OUTPUT: obs.output_type == "json"
                 if obs.output_type
                 else None,
             },
         )
     if obs.reasoning_budget is not None or (usage is not None and usage.reasoning_tokens is not None):
         at_request(
-            "gen.reasoning_budget",
+            S.GEN_REASONING_BUDGET,
             {
-                "llmtrace.reasoning.budget": obs.reasoning_budget,
+                N.REASONING_BUDGET: obs.reasoning_budget,
                 sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: usage.reasoning_tokens
                 if usage is not None
                 else None,
@@ -255,11 +257,11 @@ def _cache(e: _Emit) -> None:
     prefix.update(cache_diagnostics.values(obs.cache_diagnosis))
     if usage is not None and usage.cache_read_tokens is not None:
         prefix[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = usage.cache_read_tokens
-        prefix["llmtrace.prefix.hit_tokens"] = usage.cache_read_tokens
-        prefix["llmtrace.prefix.source"] = "provider_reported"
+        prefix[N.PREFIX_HIT_TOKENS] = usage.cache_read_tokens
+        prefix[N.PREFIX_SOURCE] = "provider_reported"
     if prefix:
         rec.record_stage(
-            "cache.prefix_match", start_ns=t0w, end_ns=wall(call.t_headers or t0), parent=parent, values=prefix
+            S.CACHE_PREFIX_MATCH, start_ns=t0w, end_ns=wall(call.t_headers or t0), parent=parent, values=prefix
         )
 
 
@@ -270,22 +272,22 @@ def _streaming(e: _Emit) -> None:
     if call.sse is not None and len(times):
         gaps = sorted(times[i] - times[i - 1] for i in range(1, len(times)))
         svals: dict[str, object] = {
-            "llmtrace.stream.chunks": len(times),
+            N.STREAM_CHUNKS: len(times),
             sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: round((times[0] - t0) / 1e9, 6),
-            "llmtrace.stream.first_byte_ms": _ms(t0, call.t_headers) if call.t_headers else None,
-            "llmtrace.stream.first_content_ms": _ms(t0, obs.first_content_ns)
+            N.STREAM_FIRST_BYTE_MS: _ms(t0, call.t_headers) if call.t_headers else None,
+            N.STREAM_FIRST_CONTENT_MS: _ms(t0, obs.first_content_ns)
             if obs.first_content_ns
             else None,
-            "llmtrace.stream.first_tool_call_ms": _ms(t0, obs.first_tool_ns) if obs.first_tool_ns else None,
-            "llmtrace.stream.content_chunks": obs.content_chunks,
+            N.STREAM_FIRST_TOOL_CALL_MS: _ms(t0, obs.first_tool_ns) if obs.first_tool_ns else None,
+            N.STREAM_CONTENT_CHUNKS: obs.content_chunks,
         }
         if gaps:
-            svals["llmtrace.stream.itl_p50_ms"] = round(_percentile(gaps, 0.5) / 1e6, 3)
-            svals["llmtrace.stream.itl_p99_ms"] = round(_percentile(gaps, 0.99) / 1e6, 3)
+            svals[N.STREAM_ITL_P50_MS] = round(_percentile(gaps, 0.5) / 1e6, 3)
+            svals[N.STREAM_ITL_P99_MS] = round(_percentile(gaps, 0.99) / 1e6, 3)
         if call.sse.overflowed:
-            svals["llmtrace.stream.parse_stopped"] = True
+            svals[N.STREAM_PARSE_STOPPED] = True
         rec.record_stage(
-            "gen.streaming", start_ns=wall(times[0]), end_ns=wall(times[-1]), values=svals, parent=parent
+            S.GEN_STREAMING, start_ns=wall(times[0]), end_ns=wall(times[-1]), values=svals, parent=parent
         )
 
 
@@ -307,17 +309,17 @@ def _stop(e: _Emit) -> None:
             except ValueError:
                 parse_ok = False
         rec.record_stage(
-            "gen.stop",
+            S.GEN_STOP,
             start_ns=wall(end),
             end_ns=wall(end),
             parent=parent,
             values={
                 sc.GEN_AI_RESPONSE_FINISH_REASONS: list(obs.finish_reasons) or None,
-                "llmtrace.stop.matched": obs.stop_sequence,
+                N.STOP_MATCHED: obs.stop_sequence,
                 sc.GEN_AI_REQUEST_MAX_TOKENS: obs.max_tokens,
                 sc.GEN_AI_USAGE_OUTPUT_TOKENS: usage.output_tokens if usage is not None else None,
-                "llmtrace.stop.truncated": any(r in _TRUNCATING for r in obs.finish_reasons),
-                "llmtrace.stop.output_parses": parse_ok,
+                N.STOP_TRUNCATED: any(r in _TRUNCATING for r in obs.finish_reasons),
+                N.STOP_OUTPUT_PARSES: parse_ok,
                 **shape,
             },
         )
@@ -331,12 +333,12 @@ def _meters(e: _Emit) -> None:
     values = meters.accounting_values(
         obs.response_model, usage, obs.model, call.opts.provider or call.parser.provider
     )
-    values["llmtrace.usage.source"] = usage_source.PROVIDER
-    values["llmtrace.usage.estimated"] = False
+    values[N.USAGE_SOURCE] = usage_source.PROVIDER
+    values[N.USAGE_ESTIMATED] = False
     rec.record_stage(
-        "meters.cache_accounting", start_ns=wall(end), end_ns=wall(end), values=values, parent=parent
+        S.METERS_CACHE_ACCOUNTING, start_ns=wall(end), end_ns=wall(end), values=values, parent=parent
     )
-    cost = values["llmtrace.meters.cost_usd"]
+    cost = values[N.METERS_COST_USD]
     if isinstance(cost, float):
         span.set(sc.LLMTRACE_COST_USD, cost)
-        span.set("llmtrace.meters.trace_cost_usd", meters.trace_costs.add(span.trace_id, cost))
+        span.set(N.METERS_TRACE_COST_USD, meters.trace_costs.add(span.trace_id, cost))

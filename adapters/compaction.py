@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmtrace.tracer import recording as rec
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 from .segments import part_text
 
@@ -166,16 +168,16 @@ def _unchanged(
 
 def _emit(r: CompactionResult, trigger_tokens: int | None, parent: rec.PassSpan | None) -> None:
     with rec.stage(
-        "loop.compaction",
+        S.LOOP_COMPACTION,
         {
-            "llmtrace.compaction.trigger_tokens": trigger_tokens,
-            "llmtrace.compaction.tokens_before": r.tokens_before,
-            "llmtrace.compaction.tokens_after": r.tokens_after,
-            "llmtrace.compaction.turns_summarized": r.turns_summarized,
-            "llmtrace.compaction.pinned": r.pinned,
-            "llmtrace.compaction.facts_lost": list(r.facts_lost[:200]),
-            "llmtrace.compaction.facts_lost_count": len(r.facts_lost),
-            "llmtrace.compaction.compacted": r.compacted,
+            N.COMPACTION_TRIGGER_TOKENS: trigger_tokens,
+            N.COMPACTION_TOKENS_BEFORE: r.tokens_before,
+            N.COMPACTION_TOKENS_AFTER: r.tokens_after,
+            N.COMPACTION_TURNS_SUMMARIZED: r.turns_summarized,
+            N.COMPACTION_PINNED: r.pinned,
+            N.COMPACTION_FACTS_LOST: list(r.facts_lost[:200]),
+            N.COMPACTION_FACTS_LOST_COUNT: len(r.facts_lost),
+            N.COMPACTION_COMPACTED: r.compacted,
         },
         parent=parent,
     ):

@@ -19,6 +19,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from llmtrace.tracer.registry import names as N
+
 MIN_CHARS = 40  # shorter paragraphs are headings, questions or instructions, not retrieved passages
 
 # A line that announces retrieved material ("Context:", "Here are the search results:", "## Sources").
@@ -166,12 +168,12 @@ def _result(passages: list[str], labels: list[str | None], delimiter: str, *, ta
 def values(s: EvidenceShape) -> dict[str, object]:
     """The ``intake.evidence_formatting`` values for a shape read off the wire."""
     return {
-        "llmtrace.evidence.chunks_in": s.chunks_in,
-        "llmtrace.evidence.chunks_out": s.chunks_out,
-        "llmtrace.evidence.duplicates_removed": 0,  # the app removed none: duplicates reached the model
-        "llmtrace.evidence.duplicates_sent": s.duplicates,
-        "llmtrace.evidence.id_scheme": s.id_scheme,
-        "llmtrace.evidence.delimiter": s.delimiter,
-        "llmtrace.evidence.unlabelled": s.unlabelled,
-        "llmtrace.evidence.observed": "wire",
+        N.EVIDENCE_CHUNKS_IN: s.chunks_in,
+        N.EVIDENCE_CHUNKS_OUT: s.chunks_out,
+        N.EVIDENCE_DUPLICATES_REMOVED: 0,  # the app removed none: duplicates reached the model
+        N.EVIDENCE_DUPLICATES_SENT: s.duplicates,
+        N.EVIDENCE_ID_SCHEME: s.id_scheme,
+        N.EVIDENCE_DELIMITER: s.delimiter,
+        N.EVIDENCE_UNLABELLED: s.unlabelled,
+        N.EVIDENCE_OBSERVED: "wire",
     }

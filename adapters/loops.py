@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmtrace.tracer import recording as rec
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 SCOPES = ("read", "write", "external")
 
@@ -29,7 +31,7 @@ SCOPES = ("read", "write", "external")
 def agent(name: str, *, conversation_id: str | None = None) -> Iterator[rec.PassSpan]:
     """An ``invoke_agent {name}`` span around one user turn: the client passes, tool calls and helper
     stages made inside it share its trace, so one waterfall shows the whole turn."""
-    attrs = {"gen_ai.agent.name": name, "gen_ai.conversation.id": conversation_id}
+    attrs = {N.GEN_AI_AGENT_NAME: name, N.GEN_AI_CONVERSATION_ID: conversation_id}
     with rec.start_pass(name, operation="invoke_agent", side="app", attributes=attrs) as span:
         yield span
 
@@ -141,7 +143,7 @@ def dispatch(
     tc = _checked(call, budget)
     with rec.tool_span(tc.name, tc.id, scope=scope, parent=parent) as span:
         result = fn(**tc.arguments)
-        span.set("llmtrace.tool.result_tokens", approx_tokens(result))
+        span.set(N.TOOL_RESULT_TOKENS, approx_tokens(result))
     return result
 
 
@@ -159,7 +161,7 @@ async def adispatch(
         result = fn(**tc.arguments)
         if inspect.isawaitable(result):
             result = await result
-        span.set("llmtrace.tool.result_tokens", approx_tokens(result))
+        span.set(N.TOOL_RESULT_TOKENS, approx_tokens(result))
     return result
 
 
@@ -168,11 +170,11 @@ def _fan_out_values(n: int, mode: str, passes: int | None, reprefill_tokens: int
     if mode not in ("parallel", "sequential"):
         raise ValueError(f"mode must be parallel or sequential, got {mode!r}")
     return {
-        "llmtrace.fanout.calls": n,
-        "llmtrace.fanout.mode": mode,
+        N.FANOUT_CALLS: n,
+        N.FANOUT_MODE: mode,
         # Parallel calls go back to the model together (one more pass); sequential ones one by one.
-        "llmtrace.fanout.passes": passes if passes is not None else (1 if mode == "parallel" else n),
-        "llmtrace.fanout.reprefill_tokens": reprefill_tokens,
+        N.FANOUT_PASSES: passes if passes is not None else (1 if mode == "parallel" else n),
+        N.FANOUT_REPREFILL_TOKENS: reprefill_tokens,
     }
 
 
@@ -188,7 +190,7 @@ def fan_out(
 ) -> list[Any]:
     """Run ``run(call)`` for each call; results in call order, a failed call's exception in its place."""
     with rec.stage(
-        "loop.fan_out", _fan_out_values(len(calls), mode, passes, reprefill_tokens), parent=parent
+        S.LOOP_FAN_OUT, _fan_out_values(len(calls), mode, passes, reprefill_tokens), parent=parent
     ) as s:
         results: list[Any] = []
         if mode == "sequential" or len(calls) <= 1:
@@ -207,7 +209,7 @@ def fan_out(
                         results.append(f.result())
                     except Exception as exc:
                         results.append(exc)
-        s.set("llmtrace.fanout.errors", sum(1 for r in results if isinstance(r, Exception)))
+        s.set(N.FANOUT_ERRORS, sum(1 for r in results if isinstance(r, Exception)))
     return results
 
 
@@ -222,7 +224,7 @@ async def afan_out(
 ) -> list[Any]:
     """The asyncio form of ``fan_out``: parallel runs the coroutines together with ``gather``."""
     with rec.stage(
-        "loop.fan_out", _fan_out_values(len(calls), mode, passes, reprefill_tokens), parent=parent
+        S.LOOP_FAN_OUT, _fan_out_values(len(calls), mode, passes, reprefill_tokens), parent=parent
     ) as s:
         if mode == "parallel":
             results = list(await asyncio.gather(*(run(c) for c in calls), return_exceptions=True))
@@ -233,5 +235,5 @@ async def afan_out(
                     results.append(await run(c))
                 except Exception as exc:
                     results.append(exc)
-        s.set("llmtrace.fanout.errors", sum(1 for r in results if isinstance(r, BaseException)))
+        s.set(N.FANOUT_ERRORS, sum(1 for r in results if isinstance(r, BaseException)))
     return results

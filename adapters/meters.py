@@ -22,6 +22,8 @@ from pathlib import Path
 
 from llmtrace.tracer import health
 from llmtrace.tracer import recording as rec
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 from .prices import NO_PRICE, PassPrice, from_genai_prices
 from .usage import Usage
@@ -227,12 +229,12 @@ def accounting_values(
 ) -> dict[str, object]:
     """Boundary values of ``meters.cache_accounting`` for one pass."""
     return {
-        "llmtrace.meters.cache_hit_rate": usage.hit_rate,
-        "llmtrace.meters.cached_tokens": usage.cache_read_tokens,
-        "llmtrace.meters.uncached_tokens": usage.uncached_tokens,
+        N.METERS_CACHE_HIT_RATE: usage.hit_rate,
+        N.METERS_CACHED_TOKENS: usage.cache_read_tokens,
+        N.METERS_UNCACHED_TOKENS: usage.uncached_tokens,
         **price_pass(model, usage, fallback_model, provider).values(),
-        "service.version": current_deploy(),
-        "llmtrace.meters.usage_consistent": usage.consistent,
+        N.SERVICE_VERSION: current_deploy(),
+        N.METERS_USAGE_CONSISTENT: usage.consistent,
     }
 
 
@@ -243,11 +245,11 @@ def record_accounting(
     also goes on the pass span and into the trace's running total."""
     values = accounting_values(model, usage)
     t = rec.now_ns()
-    rec.record_stage("meters.cache_accounting", start_ns=t, end_ns=t, values=values, parent=parent)
-    cost = values["llmtrace.meters.cost_usd"]
+    rec.record_stage(S.METERS_CACHE_ACCOUNTING, start_ns=t, end_ns=t, values=values, parent=parent)
+    cost = values[N.METERS_COST_USD]
     if parent is not None and isinstance(cost, float):
-        parent.set("llmtrace.meters.cost_usd", cost)
-        parent.set("llmtrace.meters.trace_cost_usd", trace_costs.add(parent.trace_id, cost))
+        parent.set(N.METERS_COST_USD, cost)
+        parent.set(N.METERS_TRACE_COST_USD, trace_costs.add(parent.trace_id, cost))
     return values
 
 

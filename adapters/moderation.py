@@ -13,6 +13,8 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, It
 from typing import Any
 
 from llmtrace.tracer import recording as rec
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 
 class ModerationAborted(RuntimeError):
@@ -92,16 +94,16 @@ class StreamModerator:
 
     def _record(self) -> None:
         rec.record_stage(
-            "safety.moderation",
+            S.SAFETY_MODERATION,
             start_ns=self._start_ns,
             end_ns=rec.now_ns(),
             parent=self.parent,
             values={
-                "llmtrace.moderation.checks": self.checks,
-                "llmtrace.moderation.lag_tokens": self.lag_chunks,
-                "llmtrace.moderation.aborted": self.aborted,
-                "llmtrace.moderation.retracted_chars": self.retracted_chars,
-                "llmtrace.moderation.shown_chars": self.shown_chars,
+                N.MODERATION_CHECKS: self.checks,
+                N.MODERATION_LAG_TOKENS: self.lag_chunks,
+                N.MODERATION_ABORTED: self.aborted,
+                N.MODERATION_RETRACTED_CHARS: self.retracted_chars,
+                N.MODERATION_SHOWN_CHARS: self.shown_chars,
             },
         )
 

@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from llmtrace.tracer import health
+from llmtrace.tracer.registry import names as N
 
 from .usage import Usage
 
@@ -80,13 +81,13 @@ class PassPrice:
 
     def values(self) -> dict[str, object]:
         return {
-            "llmtrace.meters.cost_usd": self.cost,
-            "llmtrace.meters.price_source": self.source,
-            "llmtrace.meters.price_version": self.version,
-            "llmtrace.meters.price_model": self.model,
-            "llmtrace.meters.cache_read_cost_usd": self.cache_read,
-            "llmtrace.meters.cache_write_5m_cost_usd": self.cache_write_5m,
-            "llmtrace.meters.cache_write_1h_cost_usd": self.cache_write_1h,
+            N.METERS_COST_USD: self.cost,
+            N.METERS_PRICE_SOURCE: self.source,
+            N.METERS_PRICE_VERSION: self.version,
+            N.METERS_PRICE_MODEL: self.model,
+            N.METERS_CACHE_READ_COST_USD: self.cache_read,
+            N.METERS_CACHE_WRITE_5M_COST_USD: self.cache_write_5m,
+            N.METERS_CACHE_WRITE_1H_COST_USD: self.cache_write_1h,
         }
 
 

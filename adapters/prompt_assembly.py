@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 from llmtrace.tracer import capture
 from llmtrace.tracer import recording as rec
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 from . import volatile
 
@@ -116,16 +118,16 @@ def _record(
     field = _field_at(spans, off) if off >= 0 else None
     result = AssembledPrompt(text, capture.hash_text(text), off, kind, field, changed)
     values: dict[str, object] = {
-        "llmtrace.system.chars": len(text),
-        "llmtrace.system.hash": result.hash if capture.mode() != "none" else None,
-        "llmtrace.system.volatile_offset": off,
-        "llmtrace.system.volatile_kind": kind,
-        "llmtrace.system.volatile_field": field,
-        "llmtrace.system.changed_offset": changed,
+        N.SYSTEM_CHARS: len(text),
+        N.SYSTEM_HASH: result.hash if capture.mode() != "none" else None,
+        N.SYSTEM_VOLATILE_OFFSET: off,
+        N.SYSTEM_VOLATILE_KIND: kind,
+        N.SYSTEM_VOLATILE_FIELD: field,
+        N.SYSTEM_CHANGED_OFFSET: changed,
     }
     if capture.mode() == "full" and off >= 0:
-        values["llmtrace.system.volatile_text"] = capture.scrub(text[off : off + 40])
-    with rec.stage("intake.system_prompt", values, parent=parent):
+        values[N.SYSTEM_VOLATILE_TEXT] = capture.scrub(text[off : off + 40])
+    with rec.stage(S.INTAKE_SYSTEM_PROMPT, values, parent=parent):
         pass
     return result
 
@@ -228,14 +230,14 @@ def format_evidence(
             parts.append(f"[{label}] {item.text}" if label else item.text)
     result = FormattedEvidence("\n\n".join(parts), tuple(kept), len(items) - len(kept), id_scheme, delimiter)
     with rec.stage(
-        "intake.evidence_formatting",
+        S.INTAKE_EVIDENCE_FORMATTING,
         {
-            "llmtrace.evidence.chunks_in": len(items),
-            "llmtrace.evidence.chunks_out": len(kept),
-            "llmtrace.evidence.duplicates_removed": result.duplicates_removed,
-            "llmtrace.evidence.id_scheme": id_scheme,
-            "llmtrace.evidence.delimiter": delimiter,
-            "llmtrace.evidence.unlabelled": sum(
+            N.EVIDENCE_CHUNKS_IN: len(items),
+            N.EVIDENCE_CHUNKS_OUT: len(kept),
+            N.EVIDENCE_DUPLICATES_REMOVED: result.duplicates_removed,
+            N.EVIDENCE_ID_SCHEME: id_scheme,
+            N.EVIDENCE_DELIMITER: delimiter,
+            N.EVIDENCE_UNLABELLED: sum(
                 1 for i, c in enumerate(kept) if _label(c, i, id_scheme) is None
             ),
         },
@@ -293,12 +295,12 @@ def order_context(
         pos += len(it.text)
     middle = sum(1 for p in positions if 1 / 3 < p < 2 / 3)
     with rec.stage(
-        "intake.context_ordering",
+        S.INTAKE_CONTEXT_ORDERING,
         {
-            "llmtrace.ordering.items": len(ordered),
-            "llmtrace.ordering.strategy": strategy,
-            "llmtrace.ordering.key_positions": positions,
-            "llmtrace.ordering.middle_items": middle,
+            N.ORDERING_ITEMS: len(ordered),
+            N.ORDERING_STRATEGY: strategy,
+            N.ORDERING_KEY_POSITIONS: positions,
+            N.ORDERING_MIDDLE_ITEMS: middle,
         },
         parent=parent,
     ):

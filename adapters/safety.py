@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from llmtrace.tracer import recording as rec
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 from .textscan import count_chars, strip_hidden
 
@@ -84,14 +86,14 @@ def scan(
     action = "block" if score >= block_at else "flag" if score >= flag_at else "allow"
     report = InjectionReport(len(spans), hidden, conf, pats, score, action, tuple(matches[:20]))
     with rec.stage(
-        "safety.injection",
+        S.SAFETY_INJECTION,
         {
-            "llmtrace.injection.spans_scanned": report.spans_scanned,
-            "llmtrace.injection.invisible_chars": hidden,
-            "llmtrace.injection.confusables": conf,
-            "llmtrace.injection.instruction_patterns": pats,
-            "llmtrace.injection.score": score,
-            "llmtrace.injection.action": action,
+            N.INJECTION_SPANS_SCANNED: report.spans_scanned,
+            N.INJECTION_INVISIBLE_CHARS: hidden,
+            N.INJECTION_CONFUSABLES: conf,
+            N.INJECTION_INSTRUCTION_PATTERNS: pats,
+            N.INJECTION_SCORE: score,
+            N.INJECTION_ACTION: action,
         },
         parent=parent,
     ):

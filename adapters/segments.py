@@ -17,6 +17,7 @@ from llmtrace.tracer.record.prompt_segments import (
     rendered,
     segment_records,
 )
+from llmtrace.tracer.registry import names as N
 
 __all__ = ["CHUNK_CHARS", "canonical", "capture_attributes", "part_text", "rendered", "segment_records",
            "turn_segments"]
@@ -93,11 +94,11 @@ def capture_attributes(segments: list[tuple[str, str]], output_text: str | None)
         return {}
     attrs = prompt_attributes(segments, mode)
     if not attrs:  # no segment: the prompt hash still names the (empty) prompt
-        attrs = {"llmtrace.prompt.segments": "[]", "llmtrace.prompt.hash": capture.hash_text("")}
+        attrs = {N.PROMPT_SEGMENTS: "[]", N.PROMPT_HASH: capture.hash_text("")}
         if mode == "full":
-            attrs["llmtrace.prompt.text"] = ""
+            attrs[N.PROMPT_TEXT] = ""
     if output_text is not None:
-        attrs["llmtrace.output.hash"] = capture.hash_text(output_text)
+        attrs[N.OUTPUT_HASH] = capture.hash_text(output_text)
         if mode == "full":
-            attrs["llmtrace.output.text"] = capture.scrub(output_text)
+            attrs[N.OUTPUT_TEXT] = capture.scrub(output_text)
     return attrs

@@ -34,6 +34,7 @@ from orjson import OPT_SORT_KEYS, dumps
 
 from llmtrace.tracer import capture
 from llmtrace.tracer.record import lifecycle
+from llmtrace.tracer.registry import names as N
 
 from . import compaction
 from .segments import part_text
@@ -104,7 +105,7 @@ class View:
 
     def attributes(self) -> dict[str, object]:
         """Pass-span attributes (OpenTelemetry ``session.id`` / ``user.id``)."""
-        return {"session.id": self.session_id, "user.id": self.user_id, "llmtrace.session.inferred": self.inferred}
+        return {N.SESSION_ID: self.session_id, N.USER_ID: self.user_id, N.SESSION_INFERRED: self.inferred}
 
 
 class Anchor:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmtrace.tracer import recording as rec
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 TRUNCATING = frozenset({"length", "max_tokens", "model_context_window_exceeded"})
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n\s*```\s*$", re.DOTALL)
@@ -85,13 +87,13 @@ def check_stop(
             parse_ok, error = False, f"not JSON: {exc}"
     result = StopCheck(finish_reason, read, truncated, parse_ok, value, error)
     with rec.stage(
-        "safety.stop_reason",
+        S.SAFETY_STOP_REASON,
         {
-            "llmtrace.stop_reason.read": read,
-            "llmtrace.stop_reason.truncated": truncated,
-            "llmtrace.stop_reason.parse_ok": parse_ok,
-            "llmtrace.stop_reason.finish_reason": finish_reason,
-            "llmtrace.stop_reason.error": error,
+            N.STOP_REASON_READ: read,
+            N.STOP_REASON_TRUNCATED: truncated,
+            N.STOP_REASON_PARSE_OK: parse_ok,
+            N.STOP_REASON_FINISH_REASON: finish_reason,
+            N.STOP_REASON_ERROR: error,
         },
         parent=parent,
     ):

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from llmtrace.tracer import semconv as sc
+from llmtrace.tracer.registry import names as N
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,12 +50,12 @@ class Usage:
             sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: self.cache_read_tokens,
             sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: self.cache_write_tokens,
             sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: self.reasoning_tokens,
-            "llmtrace.meters.usage_consistent": self.consistent,
+            N.METERS_USAGE_CONSISTENT: self.consistent,
         }
         if self.problems:
-            attrs["llmtrace.usage.problems"] = list(self.problems)
+            attrs[N.USAGE_PROBLEMS] = list(self.problems)
         for k, v in self.raw.items():
-            attrs[f"llmtrace.usage.raw.{k}"] = v
+            attrs[N.USAGE_RAW_PREFIX + k] = v
         return {k: v for k, v in attrs.items() if v is not None}
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from llmtrace.tracer.registry import names as N
+
 PROVIDER, ESTIMATED, NONE = "provider", "estimated", "none"
 
 
@@ -35,13 +37,13 @@ def estimated_attributes(
 ) -> dict[str, object]:
     """Pass-span values when the provider said nothing: estimated counts, or ``source = none``."""
     if not segments and not output_text:
-        return {"llmtrace.usage.source": NONE, "llmtrace.usage.estimated": False}
+        return {N.USAGE_SOURCE: NONE, N.USAGE_ESTIMATED: False}
     attrs: dict[str, object] = {
-        "llmtrace.usage.source": ESTIMATED,
-        "llmtrace.usage.estimated": True,
-        "llmtrace.usage.estimator": "tokenizer" if tokenizer is not None else "chars_per_4",
-        "llmtrace.usage.estimated_input_tokens": sum(count(text, tokenizer) for _, text in segments),
+        N.USAGE_SOURCE: ESTIMATED,
+        N.USAGE_ESTIMATED: True,
+        N.USAGE_ESTIMATOR: "tokenizer" if tokenizer is not None else "chars_per_4",
+        N.USAGE_ESTIMATED_INPUT_TOKENS: sum(count(text, tokenizer) for _, text in segments),
     }
     if output_text is not None:
-        attrs["llmtrace.usage.estimated_output_tokens"] = count(output_text, tokenizer) if output_text else 0
+        attrs[N.USAGE_ESTIMATED_OUTPUT_TOKENS] = count(output_text, tokenizer) if output_text else 0
     return attrs

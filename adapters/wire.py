@@ -15,6 +15,8 @@ from xml.etree import ElementTree
 from llmtrace.tracer import capture
 from llmtrace.tracer import recording as rec
 from llmtrace.tracer import semconv as sc
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 from . import divergence, sessions
 from .usage_source import approx_tokens
@@ -44,21 +46,21 @@ def prefix_values(call: Call) -> dict[str, object]:
         except Exception:  # the app's tokenizer failing costs only the refinement
             ratio = None
     values: dict[str, object] = {
-        "llmtrace.divergence.template": capture.hash_text(key),
-        "llmtrace.divergence.prompt_tokens_est": est,
+        N.DIVERGENCE_TEMPLATE: capture.hash_text(key),
+        N.DIVERGENCE_PROMPT_TOKENS_EST: est,
     }
     d = divergence.history.observe(key, obs.segments)
     if d is not None:
         values.update(
             {
-                "llmtrace.divergence.segment": d.segment,
-                "llmtrace.divergence.char_offset": d.char_offset,
-                "llmtrace.divergence.segment_offset": d.segment_offset,
-                "llmtrace.divergence.token_offset": _tokens(d.char_offset, ratio),
-                "llmtrace.divergence.length": d.length,
-                "llmtrace.divergence.class": d.klass,
-                "llmtrace.divergence.shared_prefix_tokens": _tokens(d.shared_prefix_chars, ratio),
-                "llmtrace.divergence.reusable_after_tokens": _tokens(d.reusable_after_chars, ratio),
+                N.DIVERGENCE_SEGMENT: d.segment,
+                N.DIVERGENCE_CHAR_OFFSET: d.char_offset,
+                N.DIVERGENCE_SEGMENT_OFFSET: d.segment_offset,
+                N.DIVERGENCE_TOKEN_OFFSET: _tokens(d.char_offset, ratio),
+                N.DIVERGENCE_LENGTH: d.length,
+                N.DIVERGENCE_CLASS: d.klass,
+                N.DIVERGENCE_SHARED_PREFIX_TOKENS: _tokens(d.shared_prefix_chars, ratio),
+                N.DIVERGENCE_REUSABLE_AFTER_TOKENS: _tokens(d.reusable_after_chars, ratio),
             }
         )
     return values
@@ -118,11 +120,11 @@ def output_values(output_type: str | None, text: str | None) -> dict[str, object
     if text is None:
         return {}
     shape, parses = output_shape(text)
-    values: dict[str, object] = {"llmtrace.output.shape": shape, "llmtrace.output.parses": parses}
+    values: dict[str, object] = {N.OUTPUT_SHAPE: shape, N.OUTPUT_PARSES: parses}
     if output_type is not None:
         values[sc.GEN_AI_OUTPUT_TYPE] = output_type
     else:  # nothing was asked for: say whether the answer looks structured anyway
-        values["llmtrace.output.structured_guess"] = shape != "text"
+        values[N.OUTPUT_STRUCTURED_GUESS] = shape != "text"
     return values
 
 
@@ -139,7 +141,7 @@ def conversation_stages(call: Call, end_wall: int) -> None:
         # The tools ran between the call that asked for them and this one: one span each, from the wire.
         for name, call_id, chars in view.tool_results:
             rec.record_stage(
-                "loop.tool_dispatch",
+                S.LOOP_TOOL_DISPATCH,
                 start_ns=min(view.since_ns or t0w, t0w),
                 end_ns=t0w,
                 parent=view.parent,
@@ -147,37 +149,37 @@ def conversation_stages(call: Call, end_wall: int) -> None:
                     sc.GEN_AI_OPERATION_NAME: "execute_tool",
                     sc.GEN_AI_TOOL_NAME: name,
                     sc.GEN_AI_TOOL_CALL_ID: call_id or None,
-                    "llmtrace.tool.result_tokens": approx_tokens(chars),
-                    "llmtrace.tool.observed": "wire",
+                    N.TOOL_RESULT_TOKENS: approx_tokens(chars),
+                    N.TOOL_OBSERVED: "wire",
                 },
             )
     if view.tool_calls:
         rec.record_stage(
-            "loop.budget",
+            S.LOOP_BUDGET,
             start_ns=t0w,
             end_ns=t0w,
             parent=span,
             values={
-                "llmtrace.budget.steps": view.tool_call_steps,
-                "llmtrace.loop.repeated_tool_calls": view.repeated_tool_calls,
-                "llmtrace.budget.loop_detected": view.repeated_tool_calls > 0,
-                "llmtrace.loop.observed": "wire",
+                N.BUDGET_STEPS: view.tool_call_steps,
+                N.LOOP_REPEATED_TOOL_CALLS: view.repeated_tool_calls,
+                N.BUDGET_LOOP_DETECTED: view.repeated_tool_calls > 0,
+                N.LOOP_OBSERVED: "wire",
             },
         )
     if view.rewritten:
         rec.record_stage(
-            "loop.compaction",
+            S.LOOP_COMPACTION,
             start_ns=t0w,
             end_ns=t0w,
             parent=span,
             values={
-                "llmtrace.compaction.history_rewritten": True,
-                "llmtrace.compaction.tokens_before": approx_tokens(view.prompt_chars_before),
-                "llmtrace.compaction.tokens_after": approx_tokens(prompt_chars),
-                "llmtrace.compaction.turns_summarized": view.turns_replaced,
-                "llmtrace.compaction.kept_messages": view.kept_messages,
-                "llmtrace.compaction.facts_lost": view.facts_lost,
-                "llmtrace.compaction.facts_lost_count": len(view.facts_lost),
-                "llmtrace.compaction.observed": "wire",
+                N.COMPACTION_HISTORY_REWRITTEN: True,
+                N.COMPACTION_TOKENS_BEFORE: approx_tokens(view.prompt_chars_before),
+                N.COMPACTION_TOKENS_AFTER: approx_tokens(prompt_chars),
+                N.COMPACTION_TURNS_SUMMARIZED: view.turns_replaced,
+                N.COMPACTION_KEPT_MESSAGES: view.kept_messages,
+                N.COMPACTION_FACTS_LOST: view.facts_lost,
+                N.COMPACTION_FACTS_LOST_COUNT: len(view.facts_lost),
+                N.COMPACTION_OBSERVED: "wire",
             },
         )

@@ -47,6 +47,9 @@ from urllib.parse import urlsplit
 
 from llmtrace.tracer.collect.otlp_segments import output_attributes, segment_attributes
 from llmtrace.tracer.record import capture
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import semconv as sc
+from llmtrace.tracer.registry import stage_ids as S
 from llmtrace.tracer.registry.finish_reason import normalize_finish_reason
 from llmtrace.tracer.registry.stages import get_stage
 
@@ -73,14 +76,14 @@ _OI_KIND_OPS = {"LLM": "chat", "TOOL": "execute_tool", "EMBEDDING": "embeddings"
 _TRACELOOP_OPS = {"tool": "execute_tool", "agent": "invoke_agent"}  # traceloop.span.kind
 _OPENLLMETRY_OPS = {"chat": "chat", "completion": "text_completion", "embedding": "embeddings",
                     "rerank": None, "unknown": None}
-_TOOL_STAGE = "loop.tool_dispatch"
+_TOOL_STAGE = S.LOOP_TOOL_DISPATCH
 # Where instrumentations put the finish reason(s): OTel GenAI (a list), OpenInference (``llm.finish_reason``),
 # OpenLLMetry's older per-choice names, LiteLLM (a list serialised into a string).
-_FINISH_KEYS = ("gen_ai.response.finish_reasons", "llm.finish_reason", "gen_ai.response.finish_reason",
+_FINISH_KEYS = (N.GEN_AI_RESPONSE_FINISH_REASONS, "llm.finish_reason", "gen_ai.response.finish_reason",
                 "llm.response.finish_reason", "gen_ai.completion.0.finish_reason",
                 "llm.output_messages.0.message.finish_reason")
 # Time to first token as an attribute, in seconds (names seen across instrumentations and versions).
-_TTFT_KEYS = ("gen_ai.response.time_to_first_chunk", "gen_ai.response.time_to_first_token",
+_TTFT_KEYS = (N.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, "gen_ai.response.time_to_first_token",
               "gen_ai.server.time_to_first_token", "gen_ai.client.time_to_first_token", "llm.time_to_first_token")
 # Span events that mark the first streamed token: OpenInference's, OpenLLMetry's per-chunk events.
 _FIRST_TOKEN_EVENTS = frozenset({"First Token Stream Event", "gen_ai.content.completion.chunk",
@@ -267,7 +270,7 @@ class Mapper:
 
     def map(self, name: str, kind: str, attrs: dict[str, object], trace_hex: str, span_hex: str,
             start_ns: int, end_ns: int, events: object = ()) -> Mapped | None:
-        if "llmtrace.side" in attrs or "llmtrace.stage" in attrs:
+        if N.SIDE in attrs or sc.LLMTRACE_STAGE in attrs:
             return None  # llmtrace's own spans already speak the stage model
         self._raw_payload = name in _RAW_PAYLOAD_SPANS
         if "openinference.span.kind" in attrs:
@@ -275,8 +278,8 @@ class Mapper:
         elif ("gen_ai.latency.time_in_queue" in attrs or "gen_ai.latency.time_to_first_token" in attrs
                 or "gen_ai.latency.e2e" in attrs):
             mapped = self._vllm(attrs, span_hex, start_ns, end_ns)
-        elif ("gen_ai.operation.name" in attrs or "gen_ai.system" in attrs or "gen_ai.provider.name" in attrs
-                or "gen_ai.request.model" in attrs or "llm.request.type" in attrs):
+        elif (N.GEN_AI_OPERATION_NAME in attrs or "gen_ai.system" in attrs or N.GEN_AI_PROVIDER_NAME in attrs
+                or N.GEN_AI_REQUEST_MODEL in attrs or "llm.request.type" in attrs):
             mapped = self._genai(name, kind, attrs, start_ns, end_ns)
         elif attrs.get("traceloop.span.kind") in _TRACELOOP_OPS:
             mapped = self._traceloop(attrs)
@@ -298,20 +301,20 @@ class Mapper:
     def _common(raw: dict[str, object], a: dict[str, object], start_ns: int, end_ns: int, events: object) -> None:
         """What every shape may carry under any of several names: finish reasons, TTFT, cached tokens, the
         endpoint's host."""
-        _put(a, "server.address", _host(raw) if "server.address" not in raw else None)
-        if "gen_ai.usage.cache_read.input_tokens" not in raw:
-            _put(a, "gen_ai.usage.cache_read.input_tokens", _cached(raw))
+        _put(a, N.SERVER_ADDRESS, _host(raw) if N.SERVER_ADDRESS not in raw else None)
+        if N.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS not in raw:
+            _put(a, N.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, _cached(raw))
         for key in (*_FINISH_KEYS, "output.value"):
             # output.value last: OpenInference's Responses-API spans carry the reason only in the response body
             reasons = _reasons(raw.get(key)) if key != "output.value" else _body_reasons(raw.get(key))
             if reasons is not None:
-                original = raw.get("gen_ai.response.finish_reasons")
+                original = raw.get(N.GEN_AI_RESPONSE_FINISH_REASONS)
                 if original is not None and not isinstance(original, list):
-                    a["llmtrace.finish_reasons.raw"] = original  # e.g. LiteLLM's '["length"]', as sent
-                a["gen_ai.response.finish_reasons"] = reasons
-                a["llmtrace.finish_reason"] = normalize_finish_reason(reasons)
+                    a[N.FINISH_REASONS_RAW] = original  # e.g. LiteLLM's '["length"]', as sent
+                a[N.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
+                a[N.FINISH_REASON] = normalize_finish_reason(reasons)
                 break
-        if "llmtrace.ttft_ms" not in a:
+        if N.TTFT_MS not in a:
             ttft_ms = None
             for key in _TTFT_KEYS:
                 ttft_s = _seconds(raw.get(key))
@@ -323,12 +326,12 @@ class Mapper:
                 if first is not None and start_ns <= first <= max(end_ns, start_ns):
                     ttft_ms = (first - start_ns) / 1e6
             if ttft_ms is not None:
-                a["llmtrace.ttft_ms"] = ttft_ms
-                out = _int(a.get("gen_ai.usage.output_tokens"))
-                if "llmtrace.tpot_ms" not in a and out is not None and out > 1 and end_ns > start_ns:
+                a[N.TTFT_MS] = ttft_ms
+                out = _int(a.get(N.GEN_AI_USAGE_OUTPUT_TOKENS))
+                if N.TPOT_MS not in a and out is not None and out > 1 and end_ns > start_ns:
                     tpot = ((end_ns - start_ns) / 1e6 - ttft_ms) / (out - 1)
                     if tpot >= 0:
-                        a["llmtrace.tpot_ms"] = tpot
+                        a[N.TPOT_MS] = tpot
 
     # -- content -----------------------------------------------------------------------------------
     def _protect(self, attrs: dict[str, object]) -> dict[str, object]:
@@ -346,58 +349,58 @@ class Mapper:
                 out[key] = capture.scrub(text)
             elif self.capture_mode == "hashes":
                 out[key + ".hash"] = capture.hash_text(text)
-        for keys, target in ((_INPUT_KEYS, "llmtrace.prompt.hash"), (_OUTPUT_KEYS, "llmtrace.output.hash")):
+        for keys, target in ((_INPUT_KEYS, N.PROMPT_HASH), (_OUTPUT_KEYS, N.OUTPUT_HASH)):
             if self.capture_mode == "none":
                 break
             for k in keys:
                 if k in texts:
                     _put(out, target, capture.hash_text(texts[k]))
                     break
-        out["llmtrace.content_capture"] = self.capture_mode
+        out[N.CONTENT_CAPTURE] = self.capture_mode
         return out
 
     # -- shapes --------------------------------------------------------------------------------------
     def _genai(self, name: str, kind: str, attrs: dict[str, object], start_ns: int, end_ns: int) -> Mapped:
         a = self._protect(attrs)
         legacy = "gen_ai.system" in attrs or "gen_ai.usage.prompt_tokens" in attrs
-        op = attrs.get("gen_ai.operation.name")
+        op = attrs.get(N.GEN_AI_OPERATION_NAME)
         if not isinstance(op, str):
             req_type = attrs.get("llm.request.type")
             op = _OPENLLMETRY_OPS.get(req_type) if isinstance(req_type, str) else None
             if op is None:
                 head = name.split(" ", 1)[0]
-                op = head if head in GENAI_OPS else ("chat" if "gen_ai.request.model" in attrs else None)
+                op = head if head in GENAI_OPS else ("chat" if N.GEN_AI_REQUEST_MODEL in attrs else None)
         if op is not None:
-            a["gen_ai.operation.name"] = op
-        _put(a, "gen_ai.provider.name", attrs.get("gen_ai.system"))
-        _put(a, "gen_ai.usage.input_tokens", _int(attrs.get("gen_ai.usage.prompt_tokens",
+            a[N.GEN_AI_OPERATION_NAME] = op
+        _put(a, N.GEN_AI_PROVIDER_NAME, attrs.get("gen_ai.system"))
+        _put(a, N.GEN_AI_USAGE_INPUT_TOKENS, _int(attrs.get("gen_ai.usage.prompt_tokens",
                                                             attrs.get("llm.usage.prompt_tokens"))))
-        _put(a, "gen_ai.usage.output_tokens", _int(attrs.get("gen_ai.usage.completion_tokens",
+        _put(a, N.GEN_AI_USAGE_OUTPUT_TOKENS, _int(attrs.get("gen_ai.usage.completion_tokens",
                                                              attrs.get("llm.usage.completion_tokens"))))
-        _put(a, "gen_ai.usage.cache_read.input_tokens", _int(attrs.get("gen_ai.usage.cache_read_input_tokens",
+        _put(a, N.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, _int(attrs.get("gen_ai.usage.cache_read_input_tokens",
                                                                        attrs.get("llm.usage.cache_read_input_tokens"))))
-        ttft_s = _num(attrs.get("gen_ai.response.time_to_first_chunk",
+        ttft_s = _num(attrs.get(N.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
                                 attrs.get("gen_ai.response.time_to_first_token")))
         if ttft_s is not None:
-            _put(a, "llmtrace.ttft_ms", ttft_s * 1000.0)
-            out = _int(a.get("gen_ai.usage.output_tokens"))
+            _put(a, N.TTFT_MS, ttft_s * 1000.0)
+            out = _int(a.get(N.GEN_AI_USAGE_OUTPUT_TOKENS))
             if out is not None and out > 1 and end_ns > start_ns:
-                _put(a, "llmtrace.tpot_ms", ((end_ns - start_ns) / 1e6 - ttft_s * 1000.0) / (out - 1))
-        a["llmtrace.side"] = "server" if kind == "server" else "client"
-        a["llmtrace.mapped_from"] = "genai-legacy" if legacy else "genai"
+                _put(a, N.TPOT_MS, ((end_ns - start_ns) / 1e6 - ttft_s * 1000.0) / (out - 1))
+        a[N.SIDE] = "server" if kind == "server" else "client"
+        a[N.MAPPED_FROM] = "genai-legacy" if legacy else "genai"
         return self._finish(op, a)
 
     def _traceloop(self, attrs: dict[str, object]) -> Mapped:
         """OpenLLMetry's own spans around the model calls: @tool and @agent functions."""
         a = self._protect(attrs)
         op = _TRACELOOP_OPS[str(attrs["traceloop.span.kind"])]
-        a["gen_ai.operation.name"] = op
+        a[N.GEN_AI_OPERATION_NAME] = op
         if op == "execute_tool":
-            _put(a, "gen_ai.tool.name", attrs.get("traceloop.entity.name"))
+            _put(a, N.GEN_AI_TOOL_NAME, attrs.get("traceloop.entity.name"))
         else:
-            _put(a, "gen_ai.agent.name", attrs.get("traceloop.entity.name"))
-        a["llmtrace.side"] = "client"
-        a["llmtrace.mapped_from"] = "openllmetry"
+            _put(a, N.GEN_AI_AGENT_NAME, attrs.get("traceloop.entity.name"))
+        a[N.SIDE] = "client"
+        a[N.MAPPED_FROM] = "openllmetry"
         return self._finish(op, a)
 
     def _openinference(self, attrs: dict[str, object]) -> Mapped:
@@ -407,17 +410,17 @@ class Mapper:
         if op == "chat" and "llm.prompts" in attrs and "llm.input_messages.0.message.role" not in attrs:
             op = "text_completion"
         if op is not None:
-            _put(a, "gen_ai.operation.name", op)
-        _put(a, "gen_ai.request.model", attrs.get("llm.model_name") or attrs.get("embedding.model_name"))
-        _put(a, "gen_ai.provider.name", attrs.get("llm.provider") or attrs.get("llm.system"))
-        _put(a, "gen_ai.usage.input_tokens", _int(attrs.get("llm.token_count.prompt")))
-        _put(a, "gen_ai.usage.output_tokens", _int(attrs.get("llm.token_count.completion")))
-        _put(a, "gen_ai.usage.cache_read.input_tokens",
+            _put(a, N.GEN_AI_OPERATION_NAME, op)
+        _put(a, N.GEN_AI_REQUEST_MODEL, attrs.get("llm.model_name") or attrs.get("embedding.model_name"))
+        _put(a, N.GEN_AI_PROVIDER_NAME, attrs.get("llm.provider") or attrs.get("llm.system"))
+        _put(a, N.GEN_AI_USAGE_INPUT_TOKENS, _int(attrs.get("llm.token_count.prompt")))
+        _put(a, N.GEN_AI_USAGE_OUTPUT_TOKENS, _int(attrs.get("llm.token_count.completion")))
+        _put(a, N.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
              _int(attrs.get("llm.token_count.prompt_details.cache_read")))
-        _put(a, "gen_ai.usage.reasoning.output_tokens",
+        _put(a, N.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
              _int(attrs.get("llm.token_count.completion_details.reasoning")))
-        _put(a, "gen_ai.tool.name", attrs.get("tool.name"))
-        _put(a, "gen_ai.conversation.id", attrs.get("session.id"))
+        _put(a, N.GEN_AI_TOOL_NAME, attrs.get("tool.name"))
+        _put(a, N.GEN_AI_CONVERSATION_ID, attrs.get(N.SESSION_ID))
         params = attrs.get("llm.invocation_parameters")
         if isinstance(params, str):
             try:
@@ -425,58 +428,58 @@ class Mapper:
             except ValueError:
                 params = None
         if isinstance(params, dict):
-            _put(a, "gen_ai.request.temperature", _num(params.get("temperature")))
-            _put(a, "gen_ai.request.top_p", _num(params.get("top_p")))
-            _put(a, "gen_ai.request.seed", _int(params.get("seed")))
-            _put(a, "gen_ai.request.max_tokens", _int(params.get("max_tokens", params.get("max_completion_tokens"))))
-        a["llmtrace.side"] = "client"
-        a["llmtrace.mapped_from"] = "openinference"
+            _put(a, N.GEN_AI_REQUEST_TEMPERATURE, _num(params.get("temperature")))
+            _put(a, N.GEN_AI_REQUEST_TOP_P, _num(params.get("top_p")))
+            _put(a, N.GEN_AI_REQUEST_SEED, _int(params.get("seed")))
+            _put(a, N.GEN_AI_REQUEST_MAX_TOKENS, _int(params.get("max_tokens", params.get("max_completion_tokens"))))
+        a[N.SIDE] = "client"
+        a[N.MAPPED_FROM] = "openinference"
         return self._finish(op, a)
 
     def _vllm(self, attrs: dict[str, object], span_hex: str, start_ns: int, end_ns: int) -> Mapped:
         a = self._protect(attrs)
-        op = attrs.get("gen_ai.operation.name")
+        op = attrs.get(N.GEN_AI_OPERATION_NAME)
         op = op if isinstance(op, str) else "text_completion"  # the engine span does not say chat or not
-        a["gen_ai.operation.name"] = op
-        _put(a, "gen_ai.request.model", attrs.get("gen_ai.response.model"))
-        _put(a, "gen_ai.provider.name", "vllm")
-        prompt = _int(attrs.get("gen_ai.usage.prompt_tokens", attrs.get("gen_ai.usage.input_tokens")))
-        output = _int(attrs.get("gen_ai.usage.completion_tokens", attrs.get("gen_ai.usage.output_tokens")))
-        _put(a, "gen_ai.usage.input_tokens", prompt)
-        _put(a, "gen_ai.usage.output_tokens", output)
+        a[N.GEN_AI_OPERATION_NAME] = op
+        _put(a, N.GEN_AI_REQUEST_MODEL, attrs.get(N.GEN_AI_RESPONSE_MODEL))
+        _put(a, N.GEN_AI_PROVIDER_NAME, "vllm")
+        prompt = _int(attrs.get("gen_ai.usage.prompt_tokens", attrs.get(N.GEN_AI_USAGE_INPUT_TOKENS)))
+        output = _int(attrs.get("gen_ai.usage.completion_tokens", attrs.get(N.GEN_AI_USAGE_OUTPUT_TOKENS)))
+        _put(a, N.GEN_AI_USAGE_INPUT_TOKENS, prompt)
+        _put(a, N.GEN_AI_USAGE_OUTPUT_TOKENS, output)
         queue_s = _seconds(attrs.get("gen_ai.latency.time_in_queue"))
         ttft_s = _seconds(attrs.get("gen_ai.latency.time_to_first_token"))
         prefill_s = _seconds(attrs.get("gen_ai.latency.time_in_model_prefill"))
         decode_s = _seconds(attrs.get("gen_ai.latency.time_in_model_decode"))
         tpot_ms = decode_s * 1000.0 / (output - 1) if decode_s is not None and output and output > 1 else None
-        _put(a, "llmtrace.ttft_ms", ttft_s * 1000.0 if ttft_s is not None else None)
-        _put(a, "llmtrace.tpot_ms", tpot_ms)
-        _put(a, "llmtrace.admission.queue_wait_ms", queue_s * 1000.0 if queue_s is not None else None)
-        a["llmtrace.side"] = "server"
-        a["llmtrace.mapped_from"] = "vllm"
+        _put(a, N.TTFT_MS, ttft_s * 1000.0 if ttft_s is not None else None)
+        _put(a, N.TPOT_MS, tpot_ms)
+        _put(a, N.ADMISSION_QUEUE_WAIT_MS, queue_s * 1000.0 if queue_s is not None else None)
+        a[N.SIDE] = "server"
+        a[N.MAPPED_FROM] = "vllm"
         mapped = self._finish(op, a)
         # vLLM's span starts at arrival; queue, then prefill, then decode follow one another.
         t = start_ns
-        src = {"llmtrace.observed": True, "llmtrace.mapped_from": "vllm"}
+        src = {N.OBSERVED: True, N.MAPPED_FROM: "vllm"}
         if queue_s is not None:
             t_end = min(t + int(queue_s * 1e9), end_ns) if end_ns >= t else t
-            mapped.extra.append(self._row(span_hex, "arrival.admission", t, t_end, {
-                **src, "llmtrace.admission.queue_wait_ms": queue_s * 1000.0,
-                "llmtrace.admission.decision": "queued" if queue_s > 0 else "admitted"}))
+            mapped.extra.append(self._row(span_hex, S.ARRIVAL_ADMISSION, t, t_end, {
+                **src, N.ADMISSION_QUEUE_WAIT_MS: queue_s * 1000.0,
+                N.ADMISSION_DECISION: "queued" if queue_s > 0 else "admitted"}))
             t = t_end
         if prefill_s is not None:
             t_end = min(t + int(prefill_s * 1e9), max(end_ns, t))
-            values: dict[str, object] = {**src, "llmtrace.prefill.ms": prefill_s * 1000.0}
-            mapped.extra.append(self._row(span_hex, "forward.prefill", t, t_end, values))
+            values: dict[str, object] = {**src, N.PREFILL_MS: prefill_s * 1000.0}
+            mapped.extra.append(self._row(span_hex, S.FORWARD_PREFILL, t, t_end, values))
             t = t_end
         if decode_s is not None:
             t_end = min(t + int(decode_s * 1e9), max(end_ns, t))
-            values = {**src, "llmtrace.decode.ms": decode_s * 1000.0}
+            values = {**src, N.DECODE_MS: decode_s * 1000.0}
             if output is not None and output > 0:
-                values["llmtrace.decode.steps"] = output - 1  # the first token comes out of prefill
+                values[N.DECODE_STEPS] = output - 1  # the first token comes out of prefill
             if tpot_ms is not None:
-                values["llmtrace.decode.tpot_ms"] = tpot_ms
-            mapped.extra.append(self._row(span_hex, "forward.decode", t, t_end, values))
+                values[N.DECODE_TPOT_MS] = tpot_ms
+            mapped.extra.append(self._row(span_hex, S.FORWARD_DECODE, t, t_end, values))
         return mapped
 
     # -- helpers -------------------------------------------------------------------------------------
@@ -489,5 +492,5 @@ class Mapper:
     @staticmethod
     def _row(span_hex: str, stage_id: str, start: int, end: int, values: dict[str, object]) -> ExtraRow:
         phase = get_stage(stage_id).phase
-        attrs = {"llmtrace.stage": stage_id, "llmtrace.phase": phase, **values}
+        attrs = {sc.LLMTRACE_STAGE: stage_id, sc.LLMTRACE_PHASE: phase, **values}
         return ExtraRow(_child_id(span_hex, stage_id), stage_id, phase, start, end, attrs)

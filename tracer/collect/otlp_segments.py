@@ -24,6 +24,7 @@ from xml.etree import ElementTree
 
 from llmtrace.tracer.record.prompt_segments import canonical as _canonical
 from llmtrace.tracer.record.prompt_segments import prompt_attributes
+from llmtrace.tracer.registry import names as N
 
 _SYSTEM_ROLES = ("system", "developer")
 _INDEXED = re.compile(r"^(?:llm\.input_messages|gen_ai\.prompt)\.(\d+)\.(?:message\.)?(role|content)$")
@@ -149,10 +150,10 @@ def output_attributes(attrs: Mapping[str, object]) -> dict[str, object]:
     """What the answer looked like (shape, whether it parses, a tool call), from the text the instrumentation
     captured: computed here, the text itself follows the capture mode like every other."""
     text, tool = _output(attrs)
-    out: dict[str, object] = {"gen_ai.output.type": "tool_calls"} if tool else {}
+    out: dict[str, object] = {N.GEN_AI_OUTPUT_TYPE: "tool_calls"} if tool else {}
     if text is not None:
         shape, parses = output_shape(text)
-        out.update({"llmtrace.output.shape": shape, "llmtrace.output.parses": parses})
+        out.update({N.OUTPUT_SHAPE: shape, N.OUTPUT_PARSES: parses})
     return out
 
 

@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanContext, SpanKind, StatusCode
 
 from llmtrace.tracer.record import health
+from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.storage.span_rows import (
     ARROW_SCHEMA,
     SpanRow,
@@ -76,7 +77,7 @@ def spans_to_rows(spans: Sequence[ReadableSpan]) -> list[SpanRow]:
         if cached is None:
             ra = dict(res.attributes) if res is not None else {}
             service = ra.get("service.name")
-            cached = (dumps(ra), None if service is None else str(service), ra.get("service.version"))
+            cached = (dumps(ra), None if service is None else str(service), ra.get(N.SERVICE_VERSION))
             resource_cache[id(res)] = cached
         res_json, service, deploy = cached
         start = s.start_time or 0

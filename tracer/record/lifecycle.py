@@ -20,6 +20,7 @@ from llmtrace.tracer.record import health, recording
 from llmtrace.tracer.record.exporter import DuckDBSpanExporter
 from llmtrace.tracer.record.light_span import Sink
 from llmtrace.tracer.record.processor import QueueingSpanProcessor
+from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.settings import Settings
 
 _lock = threading.Lock()
@@ -67,7 +68,7 @@ def init(
             hook()
         attrs: dict[str, str] = {"service.name": settings.service_name}
         if settings.deploy:
-            attrs["service.version"] = settings.deploy
+            attrs[N.SERVICE_VERSION] = settings.deploy
         # Only our exit hook, with one deadline for all processors (after a re-init the SDK's would run first).
         provider = TracerProvider(resource=Resource.create(attrs), shutdown_on_exit=False)
         processors: list[QueueingSpanProcessor] = []

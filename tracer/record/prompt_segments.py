@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable
 
 from llmtrace.tracer.record import capture, untrusted_text
+from llmtrace.tracer.registry import names as N
 
 CHUNK_CHARS = 64
 # Values that change between calls of one template, most specific first (the cache analysis's classes).
@@ -101,9 +102,9 @@ def prompt_attributes(segments: list[tuple[str, str]], mode: str) -> dict[str, o
             if hidden:
                 rec["hidden"] = hidden
     attrs: dict[str, object] = {
-        "llmtrace.prompt.segments": json.dumps(records, separators=(",", ":")),
-        "llmtrace.prompt.hash": capture.hash_text("".join(str(r["hash"]) for r in records)),
+        N.PROMPT_SEGMENTS: json.dumps(records, separators=(",", ":")),
+        N.PROMPT_HASH: capture.hash_text("".join(str(r["hash"]) for r in records)),
     }
     if mode == "full":
-        attrs["llmtrace.prompt.text"] = rendered(scrubbed)
+        attrs[N.PROMPT_TEXT] = rendered(scrubbed)
     return attrs

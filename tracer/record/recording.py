@@ -22,7 +22,9 @@ from opentelemetry.util.types import AttributeValue
 
 from llmtrace.tracer.record import health
 from llmtrace.tracer.record import light_span as light
+from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import semconv as sc
+from llmtrace.tracer.registry import stage_ids as S
 from llmtrace.tracer.registry.stages import (
     COMMON_VALUES,
     STAGES,
@@ -196,7 +198,7 @@ class PassSpan:
         if status == "error":
             self._span.set_status(Status(StatusCode.ERROR, message))
         elif status == "cancelled":
-            self._span.set_attribute("llmtrace.status", "cancelled")
+            self._span.set_attribute(N.STATUS, "cancelled")
             self._span.set_status(Status(StatusCode.ERROR, message or "cancelled"))
         self._span.end(end_time=end_ns)
 
@@ -362,16 +364,16 @@ def tool_span(
 ) -> Iterator[StageSpan]:
     """An ``execute_tool {name}`` span carrying ``loop.tool_dispatch`` values; errors are recorded, then raised."""
     attrs = checked_values(
-        "loop.tool_dispatch",
-        {sc.GEN_AI_TOOL_NAME: name, sc.GEN_AI_TOOL_CALL_ID: call_id, "llmtrace.tool.scope": scope, **(values or {})},
+        S.LOOP_TOOL_DISPATCH,
+        {sc.GEN_AI_TOOL_NAME: name, sc.GEN_AI_TOOL_CALL_ID: call_id, N.TOOL_SCOPE: scope, **(values or {})},
     )
     attrs[sc.GEN_AI_OPERATION_NAME] = "execute_tool"
     span = _start_child(f"execute_tool {name}", attrs, parent)
     token = otel_context.attach(trace.set_span_in_context(span))
     try:
-        yield StageSpan(span, "loop.tool_dispatch")
+        yield StageSpan(span, S.LOOP_TOOL_DISPATCH)
     except BaseException as exc:
-        span.set_attribute("llmtrace.tool.error", f"{type(exc).__name__}: {exc}")
+        span.set_attribute(N.TOOL_ERROR, f"{type(exc).__name__}: {exc}")
         span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
         raise
     finally:
