@@ -178,11 +178,13 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def bench_collector(bodies: list[bytes], senders: int, tmp: Path) -> dict[str, object]:
-    db = tmp / "collect.duckdb"
-    log = tmp / "collect.log"
+def bench_collector(bodies: list[bytes], senders: int, tmp: Path, env: dict[str, str] | None = None,
+                    name: str = "collect") -> dict[str, object]:
+    db = tmp / f"{name}.duckdb"
+    log = tmp / f"{name}.log"
     proc = subprocess.Popen([sys.executable, "-m", "llmtrace.cli", "collect", "--db", str(db), "--port", "0",
-                             "--quiet"], stdout=log.open("wb"), stderr=subprocess.STDOUT)
+                             "--quiet"], stdout=log.open("wb"), stderr=subprocess.STDOUT,
+                            env={**os.environ, **(env or {})})
     port = None
     for _ in range(300):
         m = re.search(r"127\.0\.0\.1:(\d+)/v1/traces", log.read_text())
@@ -220,6 +222,31 @@ def bench_collector(bodies: list[bytes], senders: int, tmp: Path) -> dict[str, o
         "collect_cpu_us_per_span": round(cpu / total * 1e6, 2),
         "collect_store_mb": round(db.stat().st_size / 2**20, 1),
     }
+
+
+def bench_pass_table(bodies: list[bytes], senders: int, tmp: Path, rounds: int) -> dict[str, object]:
+    """What keeping the per-pass table costs the collector (tracer/storage/pass_table.py): the same requests
+    into a fresh store with the table kept and with LLMTRACE_PASS_TABLE=0, alternated ``rounds`` times in one
+    run so both see the same load; the collector's CPU per span is the number that load does not move."""
+    runs: dict[str, list[dict[str, object]]] = {"on": [], "off": []}
+    for i in range(rounds):
+        for mode in (("off", "on") if i % 2 == 0 else ("on", "off")):
+            env = {"LLMTRACE_PASS_TABLE": "1" if mode == "on" else "0"}
+            runs[mode].append(bench_collector(bodies, senders, tmp, env=env, name=f"pt-{mode}-{i}"))
+    out: dict[str, object] = {"pass_table_rounds": rounds, "pass_table_spans": len(bodies) * BATCH}
+    for mode, rs in runs.items():
+        out[f"pass_table_{mode}_spans_per_s"] = [r["collect_spans_per_s"] for r in rs]
+        out[f"pass_table_{mode}_cpu_us_per_span"] = [r["collect_cpu_us_per_span"] for r in rs]
+        out[f"pass_table_{mode}_lost"] = sum(int(str(r["collect_spans_lost"])) for r in rs)
+
+    def total(mode: str, key: str) -> float:
+        return sum(float(str(r[key])) for r in runs[mode])
+
+    out["pass_table_cpu_cost_ratio"] = round(total("on", "collect_cpu_us_per_span") /
+                                             total("off", "collect_cpu_us_per_span"), 3)
+    out["pass_table_throughput_ratio"] = round(total("on", "collect_spans_per_s") / total("off", "collect_spans_per_s"), 3)
+    out["pass_table_load_average"] = [round(x, 2) for x in os.getloadavg()]
+    return out
 
 
 def start_collect(db: Path, log: Path) -> tuple[subprocess.Popen[bytes], int]:
@@ -387,7 +414,18 @@ def main() -> None:
     ap.add_argument("--phoenix-python", default=os.environ.get("PHOENIX_PYTHON", "/tmp/phoenix-venv/bin/python"))
     ap.add_argument("--parquet-passes", type=int, default=1_000_000, help="passes for diagnose over Parquet (0 skips)")
     ap.add_argument("--no-kill9", dest="kill9", action="store_false", help="skip the kill -9 durability run")
+    ap.add_argument("--pass-table-rounds", type=int, default=0,
+                    help="only measure what keeping the per-pass table costs: this many on/off rounds (0: skip)")
     args = ap.parse_args()
+    if args.pass_table_rounds:
+        tmp = Path(tempfile.mkdtemp(prefix="llmtrace-bench-passtable-"))
+        try:
+            bodies = make_bodies(template_request(), max(1, args.spans // BATCH), 0)
+            res = bench_pass_table(bodies, args.senders, tmp, args.pass_table_rounds)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        save("collector_pass_table", res)  # its own file: collector.json keeps the full run's numbers and loads
+        return
     tmp = Path(tempfile.mkdtemp(prefix="llmtrace-bench-collector-"))
     results: dict[str, object] = {"collect_batch_spans": BATCH, "collect_senders": args.senders,
                                   "load_average_1m_at_start": round(os.getloadavg()[0], 2)}

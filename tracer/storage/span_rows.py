@@ -176,4 +176,7 @@ def insert_table(conn: duckdb.DuckDBPyConnection, table: pa.Table, *, skip_store
         row = conn.execute(_NEW_ONLY).fetchone()
         return int(row[0]) if row else 0
     finally:
-        conn.unregister("_llmtrace_batch")
+        try:
+            conn.unregister("_llmtrace_batch")
+        except duckdb.Error:  # inside a transaction an insert aborted: its error is the one to see
+            pass

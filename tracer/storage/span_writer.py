@@ -37,7 +37,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from llmtrace.tracer.storage import span_rows
+from llmtrace.tracer.storage import pass_table, span_rows
 from llmtrace.tracer.storage.retention import RetentionPolicy, apply_retention
 from llmtrace.tracer.storage.store import StoreBusy, StoreError, write_connection
 
@@ -99,6 +99,7 @@ class SpanWriter:
         self._failing = False
         self.retention_deleted_spans = 0
         self._next_retention = time.monotonic() + (0.0 if self.retention.active else float("inf"))
+        self._passes = pass_table.PassKeeper()  # the store's per-pass table, kept batch by batch
 
     # -- the caller's side ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -319,13 +320,31 @@ class SpanWriter:
             if self.duckdb_threads is not None:
                 # The collector runs one DuckDB thread: its request threads need the other cores to decode.
                 conn.execute(f"SET threads = {self.duckdb_threads}")
-            if table is not None and table.num_rows:
-                span_rows.insert_table(conn, table)
-            if run_retention:
-                result = apply_retention(conn, self.retention)
-                self.retention_deleted_spans += result.deleted_spans
-                if result.deleted_spans:
-                    log.info("retention: dropped %d spans (%s)", result.deleted_spans, result.reason)
+            keep = pass_table.enabled()
+            if keep:  # a rebuild of a big store's passes runs long enough for DuckDB to draw onto the app's stdout
+                conn.execute("SET enable_progress_bar = false")
+            conn.execute("BEGIN")  # the spans and the pass rows they change commit together (pass_table.py)
+            try:
+                current = keep and pass_table.is_current(conn)
+                if table is not None and table.num_rows:
+                    span_rows.insert_table(conn, table)
+                    if keep:
+                        self._passes.after_insert(conn, table, current, time.monotonic())
+                        current = True
+                if run_retention:
+                    result = apply_retention(conn, self.retention)
+                    self.retention_deleted_spans += result.deleted_spans
+                    if result.deleted_spans:
+                        log.info("retention: dropped %d spans (%s)", result.deleted_spans, result.reason)
+                        if keep:
+                            self._passes.after_retention(conn, current)
+                conn.execute("COMMIT")
+            except BaseException:
+                try:
+                    conn.execute("ROLLBACK")
+                except duckdb.Error:  # the transaction is gone with the error already
+                    pass
+                raise
         if run_retention:
             self._next_retention = time.monotonic() + self.retention_interval_s
         if table is not None:

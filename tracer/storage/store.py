@@ -260,6 +260,16 @@ def pass_table(conn: object) -> str | None:
         return None
 
 
+def bind_pass_table(conn: duckdb.DuckDBPyConnection) -> None:
+    """Let ``pass_table`` name the store's ``llmtrace_passes`` for this connection when its writer's stamp says
+    it holds the passes of every span now (tracer/storage/pass_table.py); else the passes come from spans."""
+    from llmtrace.tracer.storage import pass_table as kept
+
+    relation = kept.kept_relation(conn)
+    if relation is not None:
+        _PASS_TABLES[conn] = relation
+
+
 MAX_TRACE_WINDOWS = 20  # more windows than this: one scan by trace id beats a scan a window
 
 
@@ -358,6 +368,8 @@ def read_store(db: str | os.PathLike[str] | None, parquet: str | None = None, *,
         with read_connection(resolve_db(db)) as conn:
             if active:
                 _filter_store(conn, active)
+            else:  # a filter changes which spans make a pass: then the passes come from the spans
+                bind_pass_table(conn)
             if locked:
                 lock_read_only(conn)
             yield conn

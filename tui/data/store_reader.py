@@ -21,7 +21,7 @@ import duckdb
 
 from llmtrace.tracer.cli.console import printable
 from llmtrace.tracer.storage.fetch import first_row, scalar
-from llmtrace.tracer.storage.store import StoreError, is_clickhouse_url, read_connection
+from llmtrace.tracer.storage.store import StoreError, bind_pass_table, is_clickhouse_url, read_connection
 from llmtrace.tracer.storage.views import PASS_OPERATIONS, passes_select, requests_select
 
 from .filter_expr import CompiledFilter
@@ -95,6 +95,7 @@ class StoreReader:
         try:
             with read_connection(self.path, timeout_s=self.timeout_s) as conn:
                 quiet(conn)
+                bind_pass_table(conn)  # the findings read the writer's pass rows where it keeps them
                 yield conn
         except duckdb.Error as exc:
             raise StoreError(_describe(self.path, exc)) from None
