@@ -25,7 +25,8 @@ MIN_CHARS = 40  # shorter paragraphs are headings, questions or instructions, no
 
 # A line that announces retrieved material ("Context:", "Here are the search results:", "## Sources").
 _WORDS = (r"context|documents?|passages?|sources?|excerpts?|snippets?|search results?|retrieved|knowledge(?: base)?|"
-          r"references?|articles?|notes|records|chunks?|results")
+          r"references?|articles?|notes|records|chunks?|results|information|materials?|extracts?|quotes?|"
+          r"quotations?|pages?|docs|faqs?|kb|evidence|entries")
 # A line that announces retrieved material: a heading or a line ending in a colon that names it ("Context:",
 # "## Sources", "Search results:"), or a sentence pointing at it ("Answer from the passages below.").
 _CUE = re.compile(

@@ -160,3 +160,11 @@ def test_the_same_opening_with_another_question_is_no_lost_fact(tiny_server: Any
     comp = [r["attributes"] for r in rows(traced, "SELECT attributes FROM spans WHERE stage = 'loop.compaction'")]
     assert comp and all(c["llmtrace.compaction.facts_lost"] == [] for c in comp)
     assert not [f for f in _findings(traced) if f["stage"] == "loop.compaction" and f["severity"] != "info"]
+
+
+def test_bulleted_passages_under_a_colon_cue_are_read_as_unlabelled(tiny_server: Any, traced: Path) -> None:
+    client = _client(tiny_server)
+    body = "Use this information:\n" + "\n".join(f"- {p}" for p in PASSAGES) + f"\n\n{ASK}"
+    client.chat.completions.create(model="tiny", max_tokens=2, messages=[{"role": "user", "content": body}])
+    (shape,) = _evidence(traced)
+    assert (shape["llmtrace.evidence.chunks_out"], shape["llmtrace.evidence.id_scheme"]) == (3, "none")
