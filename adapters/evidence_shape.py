@@ -47,7 +47,9 @@ _SPLIT = re.compile(r"\n[ \t]*\n|^[ \t]*(?:-{3,}|\*{3,}|={3,}|_{3,}|```[^\n]*|~~
 _LABEL = re.compile(
     r"^[ \t]*(?:#{1,6}[ \t]*)?(?:\[[^\]\n]{1,48}\]|\(\d{1,3}\)|\d{1,3}[.)][ \t]|#\d{1,4}\b|"
     r"(?:doc(?:ument)?|source|src|id|chunk|passage|snippet|ref(?:erence)?|result|article|excerpt|record|file|"
-    r"url)[ \t]*(?:#|no\.?)?[ \t]*[:=#]?[ \t]*[\w./:-]{1,64}[ \t]*(?:[:\]\-—|)]|\n|$))",
+    r"url)[ \t]*(?:#|no\.?)?[ \t]*[:=#]?[ \t]*[\w./:-]{1,64}[ \t]*(?:[:\]\-—|)]|\n|$)|"
+    # "Source 2 (handbook.pdf):", "Document B — refunds:", "Title: ...", "【3】"
+    r"(?:doc(?:ument)?|source|passage|snippet|excerpt|article|chunk|result|title)\b[^\n:]{0,60}:|【[^】\n]{1,40}】)",
     re.IGNORECASE,
 )
 _ID_ATTR = re.compile(r"\b(?:id|source|src|name|title|ref|url)\s*=", re.IGNORECASE)

@@ -168,3 +168,14 @@ def test_bulleted_passages_under_a_colon_cue_are_read_as_unlabelled(tiny_server:
     client.chat.completions.create(model="tiny", max_tokens=2, messages=[{"role": "user", "content": body}])
     (shape,) = _evidence(traced)
     assert (shape["llmtrace.evidence.chunks_out"], shape["llmtrace.evidence.id_scheme"]) == (3, "none")
+
+
+def test_labels_in_other_spellings_count_as_ids(tiny_server: Any, traced: Path) -> None:
+    client = _client(tiny_server)
+    spellings = [lambda i, p: f"Source {i} (yard-{i}.pdf): {p}", lambda i, p: f"【{i}】{p}",
+                 lambda i, p: f"Document {'ABC'[i]} — yard rules: {p}", lambda i, p: f"Title: Yard note {i}\n{p}"]
+    for label in spellings:
+        body = "Context:\n\n" + "\n\n".join(label(i, p) for i, p in enumerate(PASSAGES)) + f"\n\n{ASK}"
+        client.chat.completions.create(model="tiny", max_tokens=2, messages=[{"role": "user", "content": body}])
+    assert [s["llmtrace.evidence.unlabelled"] for s in _evidence(traced)] == [0, 0, 0, 0]
+    assert not [f for f in _findings(traced) if f["stage"] == "intake.evidence_formatting"]
