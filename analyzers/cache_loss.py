@@ -23,11 +23,10 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from llmtrace.analyzers.query import Query, as_float, as_int, attr
+from llmtrace.analyzers.query import SKEW_NS, Query, as_float, as_int, attr
 from llmtrace.tracer.storage.views import PASS_OPERATIONS
 
 MAX_PASSES = 2000  # recent passes examined: divergence is a property of a template, not of history
-SKEW_NS = 60 * 10**9  # a pass's spans are read from a minute before its start: clocks of two hosts differ
 CANDIDATES = 16  # earlier passes of the same service and model compared with each pass
 CHUNK_CHARS = 64
 FIELD_CHARS = 96  # a window up to this wide between identical text is a field, not different content

@@ -20,6 +20,10 @@ from llmtrace.tracer.storage.views import passes_select, requests_select, stage_
 # it); as_int/as_float read one defensively where NULL or a string may come back.
 Row = dict[str, Any]
 
+# A pass's spans are looked for from this long before its start to this long after its end: the client and the
+# server stamp their spans by their own hosts' clocks, which may differ
+SKEW_NS = 60 * 10**9
+
 _TYPES = {"int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "str": "VARCHAR", "str[]": "VARCHAR[]"}
 
 def struct_spec(values: dict[str, tuple[str, str]]) -> str:
@@ -181,7 +185,7 @@ class Query:
         once into a temporary table. Each trace's time window from the run's pass table is a range filter,
         which the store's time-ordered row groups answer from a few of them; a filter on the trace id alone
         would read the id of every span in the store (and DuckDB turns a long IN list into a join over all
-        of them). A trace with no pass in the window is read by its id."""
+        of them). A trace with no pass in the window is read by its id; each window is widened by SKEW_NS."""
         literals = ", ".join(_quote(t) for t in ids)
         windows = self.conn.execute(f"SELECT min(start_ns), max(end_ns) FROM {self.passes} "
                                     f"WHERE trace_id IN ({literals}) GROUP BY trace_id ORDER BY 1").fetchall()
@@ -190,10 +194,11 @@ class Query:
             if lo is None or hi is None:
                 merged = []
                 break
-            if merged and int(lo) <= merged[-1][1]:  # overlapping windows read once
-                merged[-1][1] = max(merged[-1][1], int(hi))
+            lo, hi = int(lo) - SKEW_NS, int(hi) + SKEW_NS
+            if merged and lo <= merged[-1][1]:  # overlapping windows read once
+                merged[-1][1] = max(merged[-1][1], hi)
             else:
-                merged.append([int(lo), int(hi)])
+                merged.append([lo, hi])
         if merged and len(windows) == len(ids) and len(merged) <= MAX_TRACE_WINDOWS:
             rel = " UNION ALL ".join(f"SELECT * FROM {self.spans} WHERE start_ns BETWEEN {lo} AND {hi} "
                                      f"AND trace_id IN ({literals})" for lo, hi in merged)

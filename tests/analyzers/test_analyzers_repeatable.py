@@ -40,6 +40,18 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return db, shuffled
 
 
+@pytest.fixture(scope="module")
+def skewed(stores: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The store with the server's clock 3 s behind the app's: its spans start before the client pass that
+    encloses them in truth."""
+    db = tmp_path_factory.mktemp("skewed") / "skewed.duckdb"
+    shutil.copy(stores[0], db)
+    with write_connection(db) as conn:
+        conn.execute("UPDATE spans SET start_ns = start_ns - 3000000000, end_ns = end_ns - 3000000000 "
+                     "WHERE service = 'llmtrace-server'")
+    return db
+
+
 def _diagnose(capsys: pytest.CaptureFixture[str], db: Path) -> list[dict[str, Any]]:
     assert main(["diagnose", "--db", str(db), "--json"]) == 0
     findings: list[dict[str, Any]] = json.loads(capsys.readouterr().out)["findings"]
@@ -55,9 +67,10 @@ def test_findings_and_quoted_traces_do_not_depend_on_the_order_of_the_spans(
     assert _diagnose(capsys, db) == here  # and a second run of the same store
 
 
-def test_the_ttft_split_of_a_finding_is_the_breakdown_views(stores: tuple[Path, Path],
+@pytest.mark.parametrize("which", ["store", "skewed clocks"])
+def test_the_ttft_split_of_a_finding_is_the_breakdown_views(stores: tuple[Path, Path], skewed: Path, which: str,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    db = stores[0]
+    db = stores[0] if which == "store" else skewed
     lines = [e for f in _diagnose(capsys, db) for e in f["evidence"]
              if str(e["label"]).startswith(SPLIT)]
     assert lines, "no finding carries the TTFT split"
