@@ -297,7 +297,7 @@ def _stop(e: _Emit) -> None:
     # Whether the output was cut and whether it parses go on gen.stop. safety.stop_reason is left to
     # the app (stop_reason.check_stop): only the app knows whether it read the reason, and the
     # broken-JSON analyzer takes a safety.stop_reason span as proof that it did.
-    shape = wire.output_values(obs.output_type, out_text if obs.output_parts else None)
+    shape = wire.output_values(obs.output_type, out_text if obs.output_parts else None, obs.segments)
     if shape:
         span.set_many(shape)
     if obs.finish_reasons or usage is not None or shape:

@@ -115,12 +115,34 @@ def output_shape(text: str) -> tuple[str, bool | None]:
     return "text", None
 
 
-def output_values(output_type: str | None, text: str | None) -> dict[str, object]:
-    """Output-shape values for ``gen.stop`` (and the pass span): computed from the answer in memory."""
+# a prompt that asks for a format in words ("reply only with a JSON object", "as XML"): a cut answer then
+# cannot be what the app parses, though no response_format says so
+_ASKS = (("json", re.compile(r"\bjson\b", re.I)), ("xml", re.compile(r"\bxml\b", re.I)))
+_ASK_SCAN_CHARS = 64 * 1024  # the asking sentence sits in the system prompt or the last user turn
+
+
+def asked_in_words(segments: list[tuple[str, str]]) -> str | None:
+    """json or xml when the system prompt or the last user turn names the format, else None."""
+    for kind, text in segments:
+        if kind in ("system", "user"):
+            head = text[:_ASK_SCAN_CHARS]
+            for fmt, pat in _ASKS:
+                if pat.search(head):
+                    return fmt
+    return None
+
+
+def output_values(output_type: str | None, text: str | None,
+                  segments: list[tuple[str, str]] | None = None) -> dict[str, object]:
+    """Output-shape values for ``gen.stop`` (and the pass span): computed from the answer in memory, and,
+    with no response_format, the format the prompt asked for in words."""
+    asked = asked_in_words(segments) if output_type is None and segments else None
     if text is None:
-        return {}
+        return {N.OUTPUT_ASKED_IN_WORDS: asked} if asked else {}
     shape, parses = output_shape(text)
     values: dict[str, object] = {N.OUTPUT_SHAPE: shape, N.OUTPUT_PARSES: parses}
+    if asked:
+        values[N.OUTPUT_ASKED_IN_WORDS] = asked
     if output_type is not None:
         values[sc.GEN_AI_OUTPUT_TYPE] = output_type
     else:  # nothing was asked for: say whether the answer looks structured anyway

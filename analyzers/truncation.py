@@ -49,6 +49,7 @@ def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
                         {attr('gen_ai.output.type', 'str', 's.attributes')}) AS output_type,
                {attr('llmtrace.output.shape', 'str', 'c.attributes')} AS shape,
                {attr('llmtrace.output.parses', 'bool', 'c.attributes')} AS parses,
+               {attr('llmtrace.output.asked_in_words', 'str', 'c.attributes')} AS asked,
                {attr('llmtrace.prompt.text', 'str', 'c.attributes')} AS prompt_text,
                con.parent_span_id IS NOT NULL AS constrained,
                cut.server_span_id IN (SELECT parent_span_id FROM pen) AS penalised,
@@ -64,7 +65,7 @@ def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
     tools = [r for r in rows if r["output_type"] in ("tool_calls", "function_call", "tool_use")]
     structured = [r for r in rows if r not in tools and (
         r["output_type"] in ("json", "json_object", "json_schema") or r["constrained"]
-        or r["shape"] in ("json", "fenced", "xml") or r["parses"] is False
+        or r["shape"] in ("json", "fenced", "xml") or r["parses"] is False or r["asked"] in ("json", "xml")
         or (isinstance(r["prompt_text"], str) and _JSON_WORDS.search(r["prompt_text"]) is not None))]
     # answers bent by penalties on structured output are gen.penalties' finding (it names the cause)
     penalised = [r for r in structured if r["penalised"]]

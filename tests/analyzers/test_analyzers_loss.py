@@ -195,6 +195,23 @@ def test_an_injection_in_tool_output_is_found_without_keeping_any_text(tmp_path:
     assert [f for f in found["twin"] if f.severity != "info"] == []
 
 
+def test_json_asked_for_in_words_and_cut_counts_as_structured_without_the_prompt_text(tmp_path: Path) -> None:
+    # capture=hashes and no response_format: the middleware notes that the prompt asked for JSON in words, so
+    # the cut answers are named as structured answers that cannot be complete, not as prose cut short
+    srv = server()
+    found = {}
+    for name, ask in (("planted", "Reply with a json object holding host and state."), ("twin", "Say how it is.")):
+        with store(tmp_path / f"{name}.duckdb", capture="hashes") as db:
+            c = client(srv)
+            for i in range(4):
+                _ask(c, srv, [{"role": "system", "content": RULES}, {"role": "user", "content": f"web-{i}? {ask}"}],
+                     max_tokens=3)
+        found[name] = [f for f in all_findings(db) if f.stage == "gen.stop"]
+    assert found["planted"] and "structured answers" in found["planted"][0].title, found["planted"]
+    assert any(e.label.startswith("structured answers cut") and e.value == 4 for e in found["planted"][0].evidence)
+    assert found["twin"] and "structured" not in found["twin"][0].title, found["twin"][0].title
+
+
 def test_a_tag_inside_an_earlier_turn_is_named_at_its_exact_offset_from_hashes(tmp_path: Path) -> None:
     # capture=hashes: no text is stored, yet the middleware records each segment's volatile-looking values
     # (class, offset, hashes of the text around them), so the field in the first user turn is located to the

@@ -75,6 +75,7 @@ OUTPUT_TEXT: Final = "llmtrace.output.text"  # str; pass span
 OUTPUT_SHAPE: Final = "llmtrace.output.shape"  # str; pass span
 OUTPUT_PARSES: Final = "llmtrace.output.parses"  # bool; pass span
 OUTPUT_STRUCTURED_GUESS: Final = "llmtrace.output.structured_guess"  # bool; pass span
+OUTPUT_ASKED_IN_WORDS: Final = "llmtrace.output.asked_in_words"  # str; pass span
 USAGE_RAW_PREFIX: Final = "llmtrace.usage.raw."  # family prefix: the suffix is the provider's own field
 
 # ── every stage span (stages.py COMMON_VALUES)

@@ -92,6 +92,9 @@ PASS_VALUES: tuple[BoundaryValue, ...] = (
     V("llmtrace.output.shape", "str", "", "what the output looks like: json, fenced, xml or text"),
     V("llmtrace.output.parses", "bool", "", "whether a structured-looking output parses"),
     V("llmtrace.output.structured_guess", "bool", "", "true when the output looks structured though no format was asked"),
+    V("llmtrace.output.asked_in_words", "str", "", "json or xml: the format the prompt asks for in words, with no "
+      "response_format (read off the prompt in memory; none of its text is kept)",
+      when="when a prompt asks for JSON or XML in words and sets no response_format"),
 )
 
 # Families of names copied through as the provider sent them (the suffix is the provider's own field)
