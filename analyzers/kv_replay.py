@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from llmtrace.analyzers.query import Query, as_int, attr
+from llmtrace.analyzers.query import SKEW_NS, Query, as_int, attr
 
 # (replica, block hashes, prompt tokens, cached tokens), oldest first: one recorded prompt
 Chain = tuple[str, Sequence[str], int, int]
@@ -134,7 +134,7 @@ def recorded_chains(q: Query, visits: int = REPLAY_BLOCK_VISITS) -> list[Chain]:
     cut = q.one(f"""SELECT min(start_ns) AS lo FROM (SELECT start_ns FROM {q.passes}
                     WHERE server_span_id IS NOT NULL ORDER BY start_ns DESC LIMIT {int(visits) // 3})""").get("lo")
     tok = q.stage_sql("intake.tokenization", {"chain": ("llmtrace.tokenization.block_hashes", "str[]")},
-                      f"AND start_ns >= {as_int(cut)}" if cut is not None else "")
+                      f"AND start_ns >= {as_int(cut) - SKEW_NS}" if cut is not None else "")
     rows = q.rows(f"""
         SELECT replica, chain, prompt_tokens, cached_tokens FROM (
             SELECT coalesce(r.replica, '') AS replica, t.chain, coalesce(r.prompt_tokens, 0) AS prompt_tokens,
