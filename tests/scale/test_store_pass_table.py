@@ -104,6 +104,21 @@ def test_a_write_that_skipped_the_table_is_noticed_and_mended(spans: pa.Table, t
         assert kept is not None
         assert conn.execute(f"SELECT {PASS_COLS} FROM {kept} ORDER BY span_id").fetchall() == \
             conn.execute(f"SELECT {PASS_COLS} FROM passes ORDER BY span_id").fetchall()
+    # an edit by hand keeps the span count: the fingerprint of the pass spans still tells
+    with write_connection(db) as conn:
+        conn.execute("UPDATE spans SET deploy = 'hand-fixed' WHERE deploy = 'v2'")
+    with read_store(db) as conn:
+        assert bound_table(conn) is None
+        assert conn.execute("SELECT count(*) FROM passes WHERE deploy = 'hand-fixed'").fetchall()[0][0] > 0
+    one = spans.slice(0, 1)  # a new span: a writer's first batch checks the whole fingerprint, and rebuilds
+    for col in ("trace_id", "span_id"):
+        one = one.set_column(one.schema.get_field_index(col), col, pa.array(["f" * (32 if col == "trace_id" else 16)]))
+    _write(db, [one])
+    with read_store(db) as conn:
+        kept = bound_table(conn)
+        assert kept is not None
+        assert conn.execute(f"SELECT count(*) FROM {kept} WHERE deploy = 'hand-fixed'").fetchall() == \
+            conn.execute("SELECT count(*) FROM passes WHERE deploy = 'hand-fixed'").fetchall()
     # LLMTRACE_PASS_TABLE=0: the writer leaves it alone, and readers see that it is behind
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(pass_table.ENV, "0")

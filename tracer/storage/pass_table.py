@@ -13,10 +13,12 @@ A reader takes the kept passes of the other traces plus the waiting traces' pass
 (``kept_relation``), so it never reads a stale pass.
 
 Whether the table may be trusted is written beside it: ``llmtrace_meta['passes_table']`` holds the schema
-version and the number of spans it was kept for. Any write that did not keep the table (an older
-llmtrace, retention run on its own, a replayed log) leaves that number behind the spans' count: readers
-then build passes from the spans as before (tracer/storage/store.py ``bind_pass_table``), and the next
-batch rebuilds the table whole.
+version, the number of spans and the sum of a hash of every pass span's columns it was kept for (moved on
+by each batch's own pass spans, so the writer never rescans the store for it). Any write that did not keep
+the table (an older llmtrace, retention run on its own, a replayed log, an UPDATE of a deploy by hand)
+leaves the stamp behind the store's fingerprint: readers then build passes from the spans as before
+(tracer/storage/store.py ``bind_pass_table``), and the writer rebuilds the table whole at the next batch
+that notices (it compares the count each batch and the whole fingerprint every ``VERIFY_S``).
 """
 from __future__ import annotations
 
@@ -43,24 +45,52 @@ def enabled() -> bool:
     return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-def stamp(conn: duckdb.DuckDBPyConnection) -> str:
-    """What the meta row says when the table holds the passes of every span in the store now."""
-    rows = conn.execute("SELECT count(*) FROM spans").fetchall()  # (DuckDB 2 keeps a result open after fetchone)
-    return f"{SCHEMA_VERSION}:{int(rows[0][0]) if rows else 0}"
+# What a pass row is made of: a pass span's columns (a hand-made UPDATE of a deploy changes this)
+_PASS_SPAN_HASH = ("hash(trace_id, span_id, parent_span_id, service, deploy, start_ns, end_ns, status, operation, "
+                   "CAST(attributes AS VARCHAR))")
 
 
-def is_current(conn: duckdb.DuckDBPyConnection) -> bool:
-    """Whether ``llmtrace_passes`` holds the passes of exactly the spans the store holds (by the writer's
-    stamp); False when the table or the stamp is missing or behind."""
+def _pass_span_sum(conn: duckdb.DuckDBPyConnection, source: str) -> int:
+    rows = conn.execute(f"SELECT coalesce(sum({_PASS_SPAN_HASH}), 0) FROM {source} "
+                        f"WHERE operation IN {PASS_OPERATIONS}").fetchall()  # (DuckDB 2 keeps a result open after fetchone)
+    return int(rows[0][0]) if rows else 0
+
+
+def _count(conn: duckdb.DuckDBPyConnection) -> int:
+    rows = conn.execute("SELECT count(*) FROM spans").fetchall()
+    return int(rows[0][0]) if rows else 0
+
+
+def fingerprint(conn: duckdb.DuckDBPyConnection) -> str:
+    """The store's spans as the stamp describes them: schema version, span count, and the sum of a hash of
+    every pass span's columns (the only rows passes are made of). One scan of the pass spans."""
+    return f"{SCHEMA_VERSION}:{_count(conn)}:{_pass_span_sum(conn, 'spans')}"
+
+
+def _stamp(conn: duckdb.DuckDBPyConnection) -> list[str] | None:
     try:
         rows = conn.execute("SELECT value FROM llmtrace_meta WHERE key = ?", [META_KEY]).fetchall()
     except duckdb.CatalogException:  # a store without the meta table
+        return None
+    parts = str(rows[0][0]).split(":") if rows else []
+    return parts if len(parts) == 3 else None
+
+
+def is_current(conn: duckdb.DuckDBPyConnection, full: bool = True) -> bool:
+    """Whether ``llmtrace_passes`` (with the waiting traces) holds the passes of exactly the spans the store
+    holds: the stamp equals the store's fingerprint. ``full=False`` (the writer between its own batches)
+    compares the version and span count only, which a write past the writer changes."""
+    parts = _stamp(conn)
+    if parts is None:
         return False
-    return bool(rows) and rows[0][0] == stamp(conn)
+    if not full:
+        return parts[:2] == [str(SCHEMA_VERSION), str(_count(conn))]
+    return ":".join(parts) == fingerprint(conn)
 
 
 DIRTY_TABLE = "llmtrace_passes_dirty"  # traces whose kept passes wait to be built again
 FOLD_S = 5.0  # a writer builds the waiting traces' passes at most this often (each build plans a large query)
+VERIFY_S = 60.0  # and checks the whole stamp (a scan of the pass spans) at its first batch and this often
 
 
 def _select(spans: str) -> str:
@@ -76,7 +106,7 @@ def rebuild(conn: duckdb.DuckDBPyConnection) -> None:
     """The table from every span in the store, and the stamp (inside the caller's transaction)."""
     conn.execute(f"CREATE OR REPLACE TABLE {PASSES_TABLE} AS {_select('spans')}")
     conn.execute(f"CREATE OR REPLACE TABLE {DIRTY_TABLE} (trace_id VARCHAR, first_ns BIGINT)")
-    _mark(conn)
+    _set_stamp(conn, fingerprint(conn))
 
 
 def _waiting_start(conn: duckdb.DuckDBPyConnection) -> int | None:
@@ -108,24 +138,39 @@ class PassKeeper:
     fold instead of once a batch."""
 
     fold_s: float = FOLD_S
+    verify_s: float = VERIFY_S
     _next_fold: float = 0.0
+    _next_verify: float = 0.0
+
+    def is_current(self, conn: duckdb.DuckDBPyConnection, now: float) -> bool:
+        """Before a batch: the full fingerprint at the first batch and every ``verify_s`` (an edit past the
+        writers, such as an UPDATE of a deploy, keeps the count), the count in between."""
+        full = now >= self._next_verify
+        if full:
+            self._next_verify = now + self.verify_s
+        return is_current(conn, full=full)
 
     def after_insert(self, conn: duckdb.DuckDBPyConnection, table: pa.Table, was_current: bool, now: float) -> None:
         if not was_current or not _has_table(conn, DIRTY_TABLE):
             rebuild(conn)
             self._next_fold = now + self.fold_s
             return
+        parts = _stamp(conn)
+        added = 0
         if table.num_rows and "operation" in table.column_names:
             conn.register("_llmtrace_pass_batch", table)
             try:
                 conn.execute(f"INSERT INTO {DIRTY_TABLE} SELECT trace_id, min(start_ns) FROM _llmtrace_pass_batch "
                              f"WHERE operation IN {PASS_OPERATIONS} GROUP BY trace_id")
+                added = _pass_span_sum(conn, "_llmtrace_pass_batch")
             finally:
                 _unregister(conn, "_llmtrace_pass_batch")
         if now >= self._next_fold:
             fold(conn)
             self._next_fold = now + self.fold_s
-        _mark(conn)
+        # the stamp moves on by the batch alone: no scan of the store's pass spans a batch
+        total = (int(parts[2]) if parts else 0) + added
+        _set_stamp(conn, f"{SCHEMA_VERSION}:{_count(conn)}:{total}")
 
     def after_retention(self, conn: duckdb.DuckDBPyConnection, was_current: bool) -> None:
         """Retention deleted whole traces (tracer/storage/retention.py): their passes go too."""
@@ -134,7 +179,7 @@ class PassKeeper:
             return
         conn.execute(f"DELETE FROM {PASSES_TABLE} WHERE trace_id NOT IN "
                      f"(SELECT DISTINCT trace_id FROM spans WHERE operation IN {PASS_OPERATIONS})")
-        _mark(conn)
+        _set_stamp(conn, fingerprint(conn))
 
 
 def fold(conn: duckdb.DuckDBPyConnection) -> None:
@@ -166,5 +211,5 @@ def _unregister(conn: duckdb.DuckDBPyConnection, name: str) -> None:
         pass
 
 
-def _mark(conn: duckdb.DuckDBPyConnection) -> None:
-    conn.execute("INSERT OR REPLACE INTO llmtrace_meta VALUES (?, ?)", [META_KEY, stamp(conn)])
+def _set_stamp(conn: duckdb.DuckDBPyConnection, value: str) -> None:
+    conn.execute("INSERT OR REPLACE INTO llmtrace_meta VALUES (?, ?)", [META_KEY, value])

@@ -325,7 +325,7 @@ class SpanWriter:
                 conn.execute("SET enable_progress_bar = false")
             conn.execute("BEGIN")  # the spans and the pass rows they change commit together (pass_table.py)
             try:
-                current = keep and pass_table.is_current(conn)
+                current = keep and self._passes.is_current(conn, time.monotonic())
                 if table is not None and table.num_rows:
                     span_rows.insert_table(conn, table)
                     if keep:

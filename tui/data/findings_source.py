@@ -46,7 +46,7 @@ def read_findings(reader: StoreReader, symptoms: Sequence[str] | None = None,
         # A connection per analyzer: on a big store they take seconds each, and a writer waiting for the
         # file should wait for one of them, not for all.
         try:
-            with reader.connection() as conn:
+            with reader.connection(kept_passes=True) as conn:
                 try:
                     found.extend(run_analyzers(conn, [symptom]))
                 except (duckdb.Error, ValueError, KeyError, TypeError, AttributeError, StoreError) as exc:

@@ -82,8 +82,10 @@ class StoreReader:
         return self.url or str(self.path)
 
     @contextmanager
-    def connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A read connection for one piece of work (DuckDB: opened and closed; ClickHouse: the kept one)."""
+    def connection(self, kept_passes: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read connection for one piece of work (DuckDB: opened and closed; ClickHouse: the kept one).
+        ``kept_passes``: the analyzers may read the writer's pass rows (checking them scans the pass spans
+        once, worth it for the analyzers, not for a page of requests)."""
         if self.url is not None:
             with self._ch_lock:
                 if self._ch is None:
@@ -95,7 +97,8 @@ class StoreReader:
         try:
             with read_connection(self.path, timeout_s=self.timeout_s) as conn:
                 quiet(conn)
-                bind_pass_table(conn)  # the findings read the writer's pass rows where it keeps them
+                if kept_passes:
+                    bind_pass_table(conn)
                 yield conn
         except duckdb.Error as exc:
             raise StoreError(_describe(self.path, exc)) from None
