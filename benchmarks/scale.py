@@ -60,10 +60,19 @@ def clickhouse_vs_duckdb(passes: int, tmp: Path) -> dict[str, object]:
         t = time.perf_counter()
         ch.raw(insert_from_parquet_sql(str(pq)))  # the exporter's rows; the materialized view fills llmtrace_spans
         out["clickhouse_insert_s"] = round(time.perf_counter() - t, 2)
+        out["clickhouse_pass_spans_table_rows"] = ch.execute("SELECT count(*) FROM llmtrace_requests").fetchall()[0][0]
+        # side by side in one run: the passes read off the materialized per-pass-span table (what diagnose
+        # does), then built from the spans' JSON as before it existed
         t = time.perf_counter()
         found = run_analyzers(ch)
         out["clickhouse_diagnose_s"] = round(time.perf_counter() - t, 2)
         out["clickhouse_statements"] = ch.statements
+        kept, ch.pass_table = ch.pass_table, None
+        t = time.perf_counter()
+        from_spans = run_analyzers(ch)
+        out["clickhouse_diagnose_from_spans_s"] = round(time.perf_counter() - t, 2)
+        ch.pass_table = kept
+        out["clickhouse_pass_table_findings_match_spans"] = comparable(from_spans) == comparable(found)
     a, b = comparable(duck), comparable(found)
     out["findings"] = len(duck)
     out["clickhouse_findings"] = len(found)
