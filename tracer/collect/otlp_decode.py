@@ -309,7 +309,8 @@ def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = Non
                     st = s.status
                     mapped = None
                     if mapper is not None and "llmtrace.side" not in attrs and "llmtrace.stage" not in attrs:
-                        mapped = mapper.map(name, kind, attrs, trace_hex, span_hex, start, end, s.events)
+                        mapped = mapper.map(name, kind, attrs, trace_hex, span_hex, start, end, s.events,
+                                            st.message if st.code == 2 else None)
                     labels = None
                     if mapped is not None:
                         attrs = mapped.attributes

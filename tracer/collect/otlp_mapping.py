@@ -16,7 +16,8 @@ Prompt and output text in foreign spans follows the collector's capture mode, as
 What the packages installed here really send (each calling ``llmtrace serve``, tests/collector/
 test_foreign_diagnosis.py), and so what the analyzers get:
 
-- opentelemetry-instrumentation-openai-v2 2.4b0: model, tokens, finish reasons (none on streamed calls); no
+- opentelemetry-instrumentation-openai-v2 2.4b0: model, tokens, finish reasons (on streamed calls only
+  inside ``gen_ai.output.messages``, so only with content capture on); no
   cached tokens, no TTFT, no server address, no tool definitions, no span at all for the Responses API;
   messages only with
   ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY``. Cache findings are then estimated from
@@ -31,6 +32,10 @@ test_foreign_diagnosis.py), and so what the analyzers get:
 - LiteLLM's ``otel`` callback: tokens, finish reasons as the string ``'["length"]'``, cached tokens only
   inside ``metadata.usage_object`` (a Python repr), ``api_base`` inside ``hidden_params``, and a
   ``raw_gen_ai_request`` span with the provider's request and response bodies field by field; no TTFT.
+- A refused call (400, 429): the span's status is an error and its message ("Error code: 429 - ...") is the
+  only place the HTTP status is; it becomes ``http.response.status_code``. OpenInference's and LiteLLM's
+  content switches write a marker (``__REDACTED__``, ``redacted-by-litellm``) where the text was: kept, not
+  hashed. LiteLLM with message logging off names no operation (``llm.request.type=completion``): chat.
 - With no prompt content but cached tokens (the switches above off), prompts prefilled again are one
   ``info`` finding that names the switch; the field and its position cannot be told.
 """
@@ -69,6 +74,9 @@ CONTENT_PREFIXES = ("gen_ai.prompt", "gen_ai.completion", "gen_ai.input.messages
 _RAW_PAYLOAD_SPANS = frozenset({"raw_gen_ai_request"})
 _RAW_CONTENT_FIELDS = frozenset({"messages", "system", "prompt", "input", "contents", "content", "choices",
                                  "tools", "stringified_raw_response", "candidates", "output", "instructions"})
+# What instrumentations write in place of text their content switch hid (OpenInference's
+# OPENINFERENCE_HIDE_INPUTS / _OUTPUTS, LiteLLM's turn_off_message_logging): no text, so no hash.
+_REDACTED = frozenset({"__REDACTED__", "redacted-by-litellm"})
 _INPUT_KEYS = ("gen_ai.input.messages", "input.value", "gen_ai.prompt", "gen_ai.prompt.0.content")
 _OUTPUT_KEYS = ("gen_ai.output.messages", "output.value", "gen_ai.completion", "gen_ai.completion.0.content")
 _OI_KIND_OPS = {"LLM": "chat", "TOOL": "execute_tool", "EMBEDDING": "embeddings", "RETRIEVER": "retrieval",
@@ -183,6 +191,7 @@ _URL_KEYS = ("gen_ai.openai.api_base", "url.full", "http.url", "llm.api_base")
 _CACHED_KEYS = ("gen_ai.usage.cache_read_input_tokens", "llm.usage.cache_read_input_tokens",
                 "gen_ai.usage.prompt_tokens_details.cached_tokens", "gen_ai.usage.input_tokens_details.cached_tokens",
                 "llm.token_count.prompt_details.cache_read")
+_STATUS_CODE = re.compile(r"\b(?:Error code|status(?: code)?|HTTP)[: ]+([1-5]\d\d)\b", re.IGNORECASE)
 _REPR_CACHED = re.compile(r"""['"](?:cached_tokens|cache_read_input_tokens)['"]\s*:\s*(\d+)""")
 
 
@@ -255,6 +264,35 @@ def _body_reasons(body: object) -> list[str] | None:
     return None
 
 
+def _message_reasons(value: object) -> list[str] | None:
+    """Each choice's finish reason from the newer GenAI semconv's ``gen_ai.output.messages`` JSON (one
+    message per choice, ``finish_reason`` on each): opentelemetry-instrumentation-openai-v2 writes streamed
+    calls' reasons only there, never in ``gen_ai.response.finish_reasons``."""
+    if not isinstance(value, str) or not value.startswith("[") or len(value) > (1 << 20):
+        return None
+    try:
+        msgs = json.loads(value)
+    except ValueError:
+        return None
+    if not isinstance(msgs, list):
+        return None
+    out = [str(m["finish_reason"]) for m in msgs if isinstance(m, dict) and m.get("finish_reason")]
+    return out or None
+
+
+def _event_reasons(events: Any) -> list[str] | None:  # repeated OTLP Event (protobuf, untyped)
+    """Finish reasons on per-choice span events (the older GenAI semconv's ``gen_ai.choice`` with a
+    ``finish_reason`` attribute), in the order the choices came."""
+    out: list[str] = []
+    for e in events or ():
+        if e.name != "gen_ai.choice":
+            continue
+        for kv in e.attributes:
+            if kv.key == "finish_reason" and kv.value.string_value:
+                out.append(kv.value.string_value)
+    return out or None
+
+
 def _child_id(span_hex: str, stage_id: str) -> str:
     return hashlib.blake2b(f"{span_hex}/{stage_id}".encode(), digest_size=8).hexdigest()
 
@@ -269,7 +307,7 @@ class Mapper:
         self._raw_payload = False  # the span being mapped is a raw provider payload (LiteLLM's)
 
     def map(self, name: str, kind: str, attrs: dict[str, object], trace_hex: str, span_hex: str,
-            start_ns: int, end_ns: int, events: object = ()) -> Mapped | None:
+            start_ns: int, end_ns: int, events: object = (), status_message: str | None = None) -> Mapped | None:
         if N.SIDE in attrs or sc.LLMTRACE_STAGE in attrs:
             return None  # llmtrace's own spans already speak the stage model
         self._raw_payload = name in _RAW_PAYLOAD_SPANS
@@ -290,6 +328,12 @@ class Mapper:
         else:
             return None
         self._common(attrs, mapped.attributes, start_ns, end_ns, events)
+        if status_message and "http.response.status_code" not in attrs:
+            # the openai SDK's APIStatusError ("Error code: 429 - ...") is the only place the foreign
+            # instrumentations leave the HTTP status of a refused call
+            m = _STATUS_CODE.search(status_message[:200])
+            if m:
+                mapped.attributes["http.response.status_code"] = int(m.group(1))
         if mapped.operation in ("chat", "text_completion", "generate_content"):
             # the same prompt segments our own spans carry, so the cache analysis works on these too
             mapped.attributes.update(segment_attributes(attrs, self.capture_mode))
@@ -304,9 +348,16 @@ class Mapper:
         _put(a, N.SERVER_ADDRESS, _host(raw) if N.SERVER_ADDRESS not in raw else None)
         if N.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS not in raw:
             _put(a, N.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, _cached(raw))
-        for key in (*_FINISH_KEYS, "output.value"):
-            # output.value last: OpenInference's Responses-API spans carry the reason only in the response body
-            reasons = _reasons(raw.get(key)) if key != "output.value" else _body_reasons(raw.get(key))
+        for key in (*_FINISH_KEYS, "output.value", "gen_ai.output.messages", "events"):
+            # output.value late: OpenInference's Responses-API spans carry the reason only in the response body
+            if key == "output.value":
+                reasons = _body_reasons(raw.get(key))
+            elif key == "gen_ai.output.messages":
+                reasons = _message_reasons(raw.get(key))
+            elif key == "events":
+                reasons = _event_reasons(events)
+            else:
+                reasons = _reasons(raw.get(key))
             if reasons is not None:
                 original = raw.get(N.GEN_AI_RESPONSE_FINISH_REASONS)
                 if original is not None and not isinstance(original, list):
@@ -343,6 +394,11 @@ class Mapper:
             if not is_content(key, value, raw):
                 out[key] = value
                 continue
+            if isinstance(value, str) and value in _REDACTED:
+                # the app's own switch hid the text: the marker is kept as sent, but hashed it would make
+                # every prompt and every answer "the same text" to the cache and output analyses
+                out[key] = value
+                continue
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
             texts[key] = text
             if self.capture_mode == "full":
@@ -367,6 +423,10 @@ class Mapper:
         if not isinstance(op, str):
             req_type = attrs.get("llm.request.type")
             op = _OPENLLMETRY_OPS.get(req_type) if isinstance(req_type, str) else None
+            if op == "text_completion" and (name == "litellm_request" or "litellm.call_id" in attrs):
+                # LiteLLM's "completion" is litellm.completion(), a chat call; it names the operation itself
+                # only while message logging is on, so with turn_off_message_logging this is all there is
+                op = "chat"
             if op is None:
                 head = name.split(" ", 1)[0]
                 op = head if head in GENAI_OPS else ("chat" if N.GEN_AI_REQUEST_MODEL in attrs else None)
@@ -379,6 +439,7 @@ class Mapper:
                                                              attrs.get("llm.usage.completion_tokens"))))
         _put(a, N.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, _int(attrs.get("gen_ai.usage.cache_read_input_tokens",
                                                                        attrs.get("llm.usage.cache_read_input_tokens"))))
+        _put(a, N.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, _int(attrs.get("gen_ai.usage.reasoning_tokens")))  # OpenLLMetry
         ttft_s = _num(attrs.get(N.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
                                 attrs.get("gen_ai.response.time_to_first_token")))
         if ttft_s is not None:
@@ -431,7 +492,8 @@ class Mapper:
             _put(a, N.GEN_AI_REQUEST_TEMPERATURE, _num(params.get("temperature")))
             _put(a, N.GEN_AI_REQUEST_TOP_P, _num(params.get("top_p")))
             _put(a, N.GEN_AI_REQUEST_SEED, _int(params.get("seed")))
-            _put(a, N.GEN_AI_REQUEST_MAX_TOKENS, _int(params.get("max_tokens", params.get("max_completion_tokens"))))
+            _put(a, N.GEN_AI_REQUEST_MAX_TOKENS, _int(next((params[k] for k in ("max_tokens", "max_completion_tokens",
+                                                                           "max_output_tokens") if k in params), None)))
         a[N.SIDE] = "client"
         a[N.MAPPED_FROM] = "openinference"
         return self._finish(op, a)
