@@ -3,6 +3,7 @@
 
     python benchmarks/scale.py                         # ClickHouse vs DuckDB, 10k passes (400k spans)
     python benchmarks/scale.py --passes 2000 --parquet-passes 1000000
+    python benchmarks/scale.py --passes 0 --store-pass-table 100000   # a store with the writer's pass table
 
 ClickHouse part: a synthetic store (benchmarks/synthetic_store.py, planted causes) is exported to Parquet,
 inserted into the OpenTelemetry Collector exporter's ``otel_traces`` table the way the exporter writes OTLP
@@ -82,6 +83,41 @@ def clickhouse_vs_duckdb(passes: int, tmp: Path) -> dict[str, object]:
                                                    sorted(found, key=lambda f: (f.symptom, f.stage)), strict=False))
     out["mismatches"] = [{"duckdb": repr(x)[:400], "clickhouse": repr(y)[:400]} for x, y in zip(a, b, strict=False)
                          if x != y]
+    return out
+
+
+def store_pass_table(passes: int, tmp: Path, rounds: int = 2) -> dict[str, object]:
+    """diagnose on a DuckDB store reading the writer's per-pass table (tracer/storage/pass_table.py) against
+    the same store with the passes built from the spans, alternated in one run; the findings must be identical."""
+    from llmtrace.analyzers import run_analyzers
+    from llmtrace.tracer.storage import pass_table
+    from llmtrace.tracer.storage.store import pass_table as bound
+    from llmtrace.tracer.storage.store import read_connection, read_store, write_connection
+
+    tmp.mkdir(parents=True, exist_ok=True)
+    db = make_store(tmp / "kept.duckdb", passes=passes, seed=0)
+    out: dict[str, object] = {"store_pass_table_passes": passes}
+    with write_connection(db) as conn:  # what the writer's first batch does on a store without the table
+        t = time.perf_counter()
+        conn.execute("BEGIN")
+        pass_table.rebuild(conn)
+        conn.execute("COMMIT")
+        out["store_pass_table_rebuild_s"] = round(time.perf_counter() - t, 2)
+    seen: dict[str, list[tuple[float, float]]] = {"spans": [], "kept": []}
+    found: dict[str, list[tuple]] = {}
+    for _ in range(rounds):
+        for mode in ("spans", "kept"):
+            with (read_connection(db) if mode == "spans" else read_store(db)) as conn:
+                assert (bound(conn) is not None) == (mode == "kept")
+                t, c = time.perf_counter(), _cpu_s()
+                fs = run_analyzers(conn)
+                seen[mode].append((round(time.perf_counter() - t, 2), round(_cpu_s() - c, 2)))
+                found[mode] = [(f.symptom, f.stage, f.title, f.summary, f.trace_ids) for f in fs]
+    for mode, runs in seen.items():
+        out[f"store_diagnose_{mode}_s"] = [w for w, _ in runs]
+        out[f"store_diagnose_{mode}_cpu_s"] = [c for _, c in runs]
+    out["store_pass_table_findings_identical"] = found["spans"] == found["kept"]
+    out["store_pass_table_load_average"] = [round(x, 1) for x in os.getloadavg()]
     return out
 
 
@@ -220,6 +256,8 @@ def main() -> int:
     ap.add_argument("--compare-store", action="store_true", help="also diagnose the store the export came from")
     ap.add_argument("--replicate", type=int, default=0,
                     help="then diagnose a per-pass export this many times the 1M (10: the 10M; needs --tmp)")
+    ap.add_argument("--store-pass-table", type=int, default=0,
+                    help="passes for diagnose on a store with and without the writer's per-pass table (0: skip)")
     ap.add_argument("--note", default=None, help="replace the notes recorded with the results")
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--tmp", default=None, help="scratch directory (default: a new temporary one)")
@@ -239,6 +277,8 @@ def main() -> int:
             result.update(parquet_diagnose(args.parquet_passes, tmp / "pq", compare_store=args.compare_store))
         if args.replicate:
             result.update(parquet_diagnose_replicated(tmp, args.replicate))
+        if args.store_pass_table:
+            result.update(store_pass_table(args.store_pass_table, tmp / "kept"))
     finally:
         if not args.tmp:
             shutil.rmtree(tmp, ignore_errors=True)
