@@ -83,6 +83,16 @@ def wire_facts(texts: list[str], *, max_chars: int = 200_000) -> dict[str, str]:
     return out
 
 
+def stored_labels(found: tuple[str, ...] | list[str]) -> list[str]:
+    """Lost facts as the store may keep them: themselves with ``capture="full"``, else kind and keyed hash
+    (the same labels the wire reading records, so one fact reads the same from the helper and the wire)."""
+    from llmtrace.tracer import capture
+
+    if capture.mode() == "full":
+        return [capture.scrub(f) for f in found]
+    return [f"{_kind(f)}#{capture.hash_text('fact:' + f)[:6]}" for f in found]
+
+
 def approx_tokens(text: str) -> int:
     return (len(text) + 3) // 4
 
@@ -175,7 +185,7 @@ def _emit(r: CompactionResult, trigger_tokens: int | None, parent: rec.PassSpan 
             N.COMPACTION_TOKENS_AFTER: r.tokens_after,
             N.COMPACTION_TURNS_SUMMARIZED: r.turns_summarized,
             N.COMPACTION_PINNED: r.pinned,
-            N.COMPACTION_FACTS_LOST: list(r.facts_lost[:200]),
+            N.COMPACTION_FACTS_LOST: stored_labels(r.facts_lost[:200]),
             N.COMPACTION_FACTS_LOST_COUNT: len(r.facts_lost),
             N.COMPACTION_COMPACTED: r.compacted,
         },
