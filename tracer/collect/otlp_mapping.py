@@ -195,6 +195,25 @@ _STATUS_CODE = re.compile(r"\b(?:Error code|status(?: code)?|HTTP)[: ]+([1-5]\d\
 _REPR_CACHED = re.compile(r"""['"](?:cached_tokens|cache_read_input_tokens)['"]\s*:\s*(\d+)""")
 
 
+# The openai SDK's (and LiteLLM's, which copies it) exception class for each HTTP status it raises on.
+_STATUS_OF_ERROR = {"BadRequestError": 400, "AuthenticationError": 401, "PermissionDeniedError": 403,
+                    "NotFoundError": 404, "ConflictError": 409, "UnprocessableEntityError": 422,
+                    "RateLimitError": 429, "InternalServerError": 500, "ServiceUnavailableError": 503}
+
+
+def _http_status(message: str, error_type: object) -> int | None:
+    """The HTTP status of a refused call: the openai SDK's message ("Error code: 429 - ...") says it; else the
+    exception's class does (``error.type`` as OpenLLMetry, LiteLLM or openai-v2's ``<class 'openai.X'>``
+    write it). The instrumentations leave it nowhere else."""
+    m = _STATUS_CODE.search(message[:200])
+    if m:
+        return int(m.group(1))
+    if isinstance(error_type, str):
+        name = error_type.strip("<>' ").removeprefix("class '").rsplit(".", 1)[-1]
+        return _STATUS_OF_ERROR.get(name)
+    return None
+
+
 def _host(raw: dict[str, object]) -> str | None:
     try:
         return _host_of(raw)
@@ -329,11 +348,9 @@ class Mapper:
             return None
         self._common(attrs, mapped.attributes, start_ns, end_ns, events)
         if status_message and "http.response.status_code" not in attrs:
-            # the openai SDK's APIStatusError ("Error code: 429 - ...") is the only place the foreign
-            # instrumentations leave the HTTP status of a refused call
-            m = _STATUS_CODE.search(status_message[:200])
-            if m:
-                mapped.attributes["http.response.status_code"] = int(m.group(1))
+            status = _http_status(status_message, attrs.get("error.type"))
+            if status is not None:
+                mapped.attributes["http.response.status_code"] = status
         if mapped.operation in ("chat", "text_completion", "generate_content"):
             # the same prompt segments our own spans carry, so the cache analysis works on these too
             mapped.attributes.update(segment_attributes(attrs, self.capture_mode))
