@@ -14,7 +14,7 @@ import duckdb
 
 from llmtrace.tracer.registry.stages import is_stage
 from llmtrace.tracer.storage.store import MAX_TRACE_WINDOWS, exported_stages, stage_view, trace_spans_sql
-from llmtrace.tracer.storage.views import passes_select, requests_select, stage_value_types
+from llmtrace.tracer.storage.views import PASS_OPERATIONS, passes_select, requests_select, stage_value_types
 
 # One result row, column name -> value. The driver types values Any (a column is whatever the SQL made
 # it); as_int/as_float read one defensively where NULL or a string may come back.
@@ -44,6 +44,17 @@ def attr(name: str, typ: str = "str", column: str = "attributes") -> str:
 
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
+
+
+def _merged(windows: Sequence[tuple[int, int]]) -> list[list[int]]:
+    """Time ranges with the overlapping ones joined, in order (each is then read once)."""
+    out: list[list[int]] = []
+    for lo, hi in sorted(windows):
+        if out and lo <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return out
 
 
 @dataclass(slots=True)
@@ -180,28 +191,27 @@ class Query:
         return self._store_trace_spans(ids)
 
     def _store_trace_spans(self, ids: list[str]) -> str:
-        """:meth:`trace_spans` over a store: the spans of ``ids`` that started inside one of their passes (as
-        over an export: a pass's client span encloses its server span, which encloses its stage spans), read
-        once into a temporary table. Each trace's time window from the run's pass table is a range filter,
+        """:meth:`trace_spans` over a store: the spans of ``ids`` that started inside one of their pass spans
+        (a pass span encloses its stage spans), read once into a temporary table. The windows are time ranges,
         which the store's time-ordered row groups answer from a few of them; a filter on the trace id alone
         would read the id of every span in the store (and DuckDB turns a long IN list into a join over all
-        of them). A trace with no pass in the window is read by its id; each window is widened by SKEW_NS."""
+        of them). The run's pass table holds the client's times; the server stamps its spans by its own
+        clock, so its pass spans are looked up within SKEW_NS of those and their own times added. A trace
+        with no pass in the window is read by its id."""
         literals = ", ".join(_quote(t) for t in ids)
-        windows = self.conn.execute(f"SELECT min(start_ns), max(end_ns) FROM {self.passes} "
-                                    f"WHERE trace_id IN ({literals}) GROUP BY trace_id ORDER BY 1").fetchall()
-        merged: list[list[int]] = []
-        for lo, hi in windows:
-            if lo is None or hi is None:
-                merged = []
-                break
-            lo, hi = int(lo) - SKEW_NS, int(hi) + SKEW_NS
-            if merged and lo <= merged[-1][1]:  # overlapping windows read once
-                merged[-1][1] = max(merged[-1][1], hi)
-            else:
-                merged.append([lo, hi])
-        if merged and len(windows) == len(ids) and len(merged) <= MAX_TRACE_WINDOWS:
+        client = self.conn.execute(f"SELECT min(start_ns), max(end_ns) FROM {self.passes} "
+                                   f"WHERE trace_id IN ({literals}) GROUP BY trace_id").fetchall()
+        exact: list[list[int]] = []
+        if len(client) == len(ids) and all(lo is not None and hi is not None for lo, hi in client):
+            near = _merged([(int(lo) - SKEW_NS, int(hi) + SKEW_NS) for lo, hi in client])
+            if len(near) <= MAX_TRACE_WINDOWS:
+                sides = self.conn.execute(" UNION ALL ".join(
+                    f"SELECT start_ns, end_ns FROM {self.spans} WHERE start_ns BETWEEN {lo} AND {hi} "
+                    f"AND operation IN {PASS_OPERATIONS} AND trace_id IN ({literals})" for lo, hi in near)).fetchall()
+                exact = _merged([(int(lo), int(hi)) for lo, hi in (*client, *sides) if lo is not None and hi is not None])
+        if exact and len(exact) <= MAX_TRACE_WINDOWS:
             rel = " UNION ALL ".join(f"SELECT * FROM {self.spans} WHERE start_ns BETWEEN {lo} AND {hi} "
-                                     f"AND trace_id IN ({literals})" for lo, hi in merged)
+                                     f"AND trace_id IN ({literals})" for lo, hi in exact)
         else:
             rel = f"SELECT * FROM {self.spans} WHERE trace_id IN ({literals})"
         name = f"_llmtrace_trace_spans_{id(self):x}_{len(self._temp_tables)}"
