@@ -368,7 +368,7 @@ def read_store(db: str | os.PathLike[str] | None, parquet: str | None = None, *,
         with read_connection(resolve_db(db)) as conn:
             if active:
                 _filter_store(conn, active)
-            else:  # a filter changes which spans make a pass: then the passes come from the spans
+            elif not locked:  # (a filter changes which spans make a pass; `llmtrace sql` reads no Query)
                 bind_pass_table(conn)
             if locked:
                 lock_read_only(conn)
