@@ -50,6 +50,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from llmtrace.tracer.collect.otlp_reasons import (
+    body_reasons,
+    event_reasons,
+    http_status,
+    message_reasons,
+    reason_list,
+)
 from llmtrace.tracer.collect.otlp_segments import output_attributes, segment_attributes
 from llmtrace.tracer.record import capture
 from llmtrace.tracer.registry import names as N
@@ -152,25 +159,6 @@ def _seconds(value: object) -> float | None:
     return n if n is not None and 0.0 <= n <= 1e7 else None
 
 
-def _reasons(value: object) -> list[str] | None:
-    """A finish reason in any shape as a list of strings: ``["length"]``, ``"length"``, ``'["length"]'``."""
-    if value is None or value == "" or value == []:
-        return None
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("["):
-            try:
-                value = json.loads(text)
-            except ValueError:
-                return [text]
-        else:
-            return [text]
-    if isinstance(value, (list, tuple)):
-        out = [str(v) for v in value if v is not None and str(v).strip()]
-        return out or None
-    return [str(value)]
-
-
 def is_content(key: str, value: object, raw_payload: bool = False) -> bool:
     """Whether an attribute holds prompt or output text (then it follows the capture mode)."""
     if key.startswith(CONTENT_PREFIXES):
@@ -191,27 +179,7 @@ _URL_KEYS = ("gen_ai.openai.api_base", "url.full", "http.url", "llm.api_base")
 _CACHED_KEYS = ("gen_ai.usage.cache_read_input_tokens", "llm.usage.cache_read_input_tokens",
                 "gen_ai.usage.prompt_tokens_details.cached_tokens", "gen_ai.usage.input_tokens_details.cached_tokens",
                 "llm.token_count.prompt_details.cache_read")
-_STATUS_CODE = re.compile(r"\b(?:Error code|status(?: code)?|HTTP)[: ]+([1-5]\d\d)\b", re.IGNORECASE)
 _REPR_CACHED = re.compile(r"""['"](?:cached_tokens|cache_read_input_tokens)['"]\s*:\s*(\d+)""")
-
-
-# The openai SDK's (and LiteLLM's, which copies it) exception class for each HTTP status it raises on.
-_STATUS_OF_ERROR = {"BadRequestError": 400, "AuthenticationError": 401, "PermissionDeniedError": 403,
-                    "NotFoundError": 404, "ConflictError": 409, "UnprocessableEntityError": 422,
-                    "RateLimitError": 429, "InternalServerError": 500, "ServiceUnavailableError": 503}
-
-
-def _http_status(message: str, error_type: object) -> int | None:
-    """The HTTP status of a refused call: the openai SDK's message ("Error code: 429 - ...") says it; else the
-    exception's class does (``error.type`` as OpenLLMetry, LiteLLM or openai-v2's ``<class 'openai.X'>``
-    write it). The instrumentations leave it nowhere else."""
-    m = _STATUS_CODE.search(message[:200])
-    if m:
-        return int(m.group(1))
-    if isinstance(error_type, str):
-        name = error_type.strip("<>' ").removeprefix("class '").rsplit(".", 1)[-1]
-        return _STATUS_OF_ERROR.get(name)
-    return None
 
 
 def _host(raw: dict[str, object]) -> str | None:
@@ -259,59 +227,6 @@ def _first_token_ns(events: Any) -> int | None:  # a span's repeated OTLP Event 
     return None
 
 
-def _body_reasons(body: object) -> list[str] | None:
-    """The finish reason inside a response body recorded as JSON text (OpenInference's ``output.value``):
-    chat choices, Anthropic's ``stop_reason``, the Responses API's ``incomplete_details`` or ``status``."""
-    if not isinstance(body, str) or not body.startswith("{") or len(body) > (1 << 20):
-        return None
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        return None
-    if not isinstance(doc, dict):
-        return None
-    choices = doc.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict) and choices[0].get("finish_reason"):
-        return [str(c.get("finish_reason")) for c in choices if isinstance(c, dict) and c.get("finish_reason")]
-    if isinstance(doc.get("stop_reason"), str):
-        return [doc["stop_reason"]]
-    incomplete = doc.get("incomplete_details")
-    if isinstance(incomplete, dict) and isinstance(incomplete.get("reason"), str):
-        return [incomplete["reason"]]  # max_output_tokens: the length cap
-    if doc.get("object") == "response" and doc.get("status") == "completed":
-        return ["completed"]
-    return None
-
-
-def _message_reasons(value: object) -> list[str] | None:
-    """Each choice's finish reason from the newer GenAI semconv's ``gen_ai.output.messages`` JSON (one
-    message per choice, ``finish_reason`` on each): opentelemetry-instrumentation-openai-v2 writes streamed
-    calls' reasons only there, never in ``gen_ai.response.finish_reasons``."""
-    if not isinstance(value, str) or not value.startswith("[") or len(value) > (1 << 20):
-        return None
-    try:
-        msgs = json.loads(value)
-    except ValueError:
-        return None
-    if not isinstance(msgs, list):
-        return None
-    out = [str(m["finish_reason"]) for m in msgs if isinstance(m, dict) and m.get("finish_reason")]
-    return out or None
-
-
-def _event_reasons(events: Any) -> list[str] | None:  # repeated OTLP Event (protobuf, untyped)
-    """Finish reasons on per-choice span events (the older GenAI semconv's ``gen_ai.choice`` with a
-    ``finish_reason`` attribute), in the order the choices came."""
-    out: list[str] = []
-    for e in events or ():
-        if e.name != "gen_ai.choice":
-            continue
-        for kv in e.attributes:
-            if kv.key == "finish_reason" and kv.value.string_value:
-                out.append(kv.value.string_value)
-    return out or None
-
-
 def _child_id(span_hex: str, stage_id: str) -> str:
     return hashlib.blake2b(f"{span_hex}/{stage_id}".encode(), digest_size=8).hexdigest()
 
@@ -348,7 +263,7 @@ class Mapper:
             return None
         self._common(attrs, mapped.attributes, start_ns, end_ns, events)
         if status_message and "http.response.status_code" not in attrs:
-            status = _http_status(status_message, attrs.get("error.type"))
+            status = http_status(status_message, attrs.get("error.type"))
             if status is not None:
                 mapped.attributes["http.response.status_code"] = status
         if mapped.operation in ("chat", "text_completion", "generate_content"):
@@ -368,13 +283,13 @@ class Mapper:
         for key in (*_FINISH_KEYS, "output.value", "gen_ai.output.messages", "events"):
             # output.value late: OpenInference's Responses-API spans carry the reason only in the response body
             if key == "output.value":
-                reasons = _body_reasons(raw.get(key))
+                reasons = body_reasons(raw.get(key))
             elif key == "gen_ai.output.messages":
-                reasons = _message_reasons(raw.get(key))
+                reasons = message_reasons(raw.get(key))
             elif key == "events":
-                reasons = _event_reasons(events)
+                reasons = event_reasons(events)
             else:
-                reasons = _reasons(raw.get(key))
+                reasons = reason_list(raw.get(key))
             if reasons is not None:
                 original = raw.get(N.GEN_AI_RESPONSE_FINISH_REASONS)
                 if original is not None and not isinstance(original, list):
