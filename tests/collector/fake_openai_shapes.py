@@ -1,6 +1,7 @@
 """An OpenAI-compatible endpoint on loopback that answers in the shapes real apps meet, for foreign
 instrumentations wrapping the real SDK: cached prompt tokens in ``prompt_tokens_details`` (and the
-Responses API's ``input_tokens_details``), tool calls (buffered and streamed as argument deltas), ``n`` choices,
+Responses API's ``input_tokens_details``; Anthropic's ``cache_read_input_tokens`` and
+``cache_creation_input_tokens`` at ``/v1/messages``), tool calls (buffered and streamed as argument deltas), ``n`` choices,
 a first chunk held back ``FIRST_CHUNK_S`` (so a recorded TTFT can be checked), and refusals: model
 ``err400`` answers 400, ``err429`` answers 429, each with an OpenAI error body.
 
@@ -16,7 +17,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MODEL = "shapes-model-1"
-PROMPT, OUTPUT, CACHED = 40, 8, 32
+PROMPT, OUTPUT, CACHED, CACHE_WRITE = 40, 8, 32, 4
 FIRST_CHUNK_S = 0.15
 WORDS = "one two three four five six seven eight".split()
 ERRORS = {"err400": (400, "invalid_request_error"), "err429": (429, "rate_limit_error")}
@@ -59,6 +60,13 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(code, {"error": {"message": f"refused ({kind})", "type": kind, "code": kind}})
         if self.path.endswith("/responses"):
             return self._responses(body)
+        if self.path.endswith("/messages"):  # Anthropic's Messages API: a cache read and a cache write
+            return self._json(200, {"id": "msg_1", "type": "message", "role": "assistant", "model": MODEL,
+                                    "content": [{"type": "text", "text": " ".join(WORDS)}],
+                                    "stop_reason": "max_tokens", "stop_sequence": None,
+                                    "usage": {"input_tokens": PROMPT - CACHED - CACHE_WRITE,
+                                              "cache_read_input_tokens": CACHED,
+                                              "cache_creation_input_tokens": CACHE_WRITE, "output_tokens": OUTPUT}})
         usage = {"prompt_tokens": PROMPT, "completion_tokens": OUTPUT, "total_tokens": PROMPT + OUTPUT,
                  "prompt_tokens_details": {"cached_tokens": CACHED}}
         n, tools = int(body.get("n") or 1), bool(body.get("tools"))

@@ -33,6 +33,7 @@ CALLS: dict[str, dict[str, Any]] = {
     "err429": {"messages": MSGS, "model": "err429", **STREAM},
     "responses": {"responses": True},
     "responses_stream": {"responses": True, "stream": True},
+    "anthropic": {"messages": MSGS, "provider": "anthropic"},  # LiteLLM only: its Anthropic Messages client
 }
 
 
@@ -59,8 +60,9 @@ def litellm_app(endpoint: str, base_url: str, service: str, content: bool, names
     litellm.turn_off_message_logging = not content
     for name in names:
         spec = dict(CALLS[name])
-        model = spec.pop("model", "shapes")
-        _run(litellm.completion, model=f"openai/{model}", api_base=base_url, api_key=KEY, max_tokens=8,
+        model, provider = spec.pop("model", "shapes"), spec.pop("provider", "openai")
+        base = base_url.removesuffix("/v1") if provider == "anthropic" else base_url  # it adds /v1/messages
+        _run(litellm.completion, model=f"{provider}/{model}", api_base=base, api_key=KEY, max_tokens=8,
              num_retries=0, **spec)
     time.sleep(1.0)  # LiteLLM logs on a thread of its own
     trace.get_tracer_provider().force_flush()  # type: ignore[attr-defined]

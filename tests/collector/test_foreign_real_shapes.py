@@ -12,6 +12,7 @@ the endpoint sent:
   place of the text: hashed, every prompt and answer would be "the same text";
 - OpenInference's Responses-API call keeps its ``max_output_tokens`` as the pass's max_tokens;
 - LiteLLM with ``turn_off_message_logging`` says only ``llm.request.type=completion``: still a chat call;
+  its Anthropic calls' cache writes are only inside its usage repr;
 - OpenLLMetry's TTFT from its chunk events is at least the endpoint's hold-back of the first chunk."""
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from collector_helpers import query, start_collector
-from fake_openai_shapes import CACHED, FIRST_CHUNK_S, fake_openai_shapes
+from fake_openai_shapes import CACHE_WRITE, CACHED, FIRST_CHUNK_S, fake_openai_shapes
 
 APP = Path(__file__).with_name("foreign_shapes_app.py")
 # service -> (package, content capture on, calls)
@@ -31,7 +32,7 @@ APPS = {
     "v2-on": ("otel-v2", True, "stream,stream_tools,stream_n2,plain,err400,err429"),
     "oll-on": ("openllmetry", True, "stream_tools,err429"),
     "oi-off": ("openinference", False, "plain,stream,responses"),
-    "ll-off": ("litellm", False, "plain,stream,err400"),
+    "ll-off": ("litellm", False, "plain,stream,err400,anthropic"),
 }
 
 
@@ -95,6 +96,15 @@ def test_openinference_redacted_content_is_not_hashed_as_text(store: Path) -> No
 def test_litellm_without_message_logging_is_still_a_chat_call(store: Path) -> None:
     rows = _passes(store, "ll-off", "operation, prompt_tokens, cached_tokens, output_tokens", "requests")
     assert rows[:2] == [("chat", 40, CACHED, 8)] * 2 and rows[2][0] == "chat", rows
+
+
+@pytest.mark.slow
+def test_litellm_anthropic_cache_write_tokens(store: Path) -> None:
+    """LiteLLM keeps Anthropic's cache_creation_input_tokens only inside its usage repr."""
+    write = "json_extract(attributes, '$.\"gen_ai.usage.cache_creation.input_tokens\"')::INT"
+    rows = _passes(store, "ll-off", f"prompt_tokens, cached_tokens, {write}", "requests")
+    assert rows[3] == (40, CACHED, CACHE_WRITE), rows
+    assert [r[2] for r in rows[:2]] == [None, None], rows  # the OpenAI calls wrote nothing to a cache
 
 
 @pytest.mark.slow

@@ -179,6 +179,10 @@ _URL_KEYS = ("gen_ai.openai.api_base", "url.full", "http.url", "llm.api_base")
 _CACHED_KEYS = ("gen_ai.usage.cache_read_input_tokens", "llm.usage.cache_read_input_tokens",
                 "gen_ai.usage.prompt_tokens_details.cached_tokens", "gen_ai.usage.input_tokens_details.cached_tokens",
                 "llm.token_count.prompt_details.cache_read")
+# Prompt tokens written to the cache (Anthropic's cache_creation_input_tokens): OpenInference, OpenLLMetry.
+_CACHE_WRITE_KEYS = ("llm.token_count.prompt_details.cache_write", "gen_ai.usage.cache_creation_input_tokens",
+                     "llm.usage.cache_creation_input_tokens")
+_REPR_CACHE_WRITE = re.compile(r"""['"]cache_creation_input_tokens['"]\s*:\s*(\d+)""")
 _REPR_CACHED = re.compile(r"""['"](?:cached_tokens|cache_read_input_tokens)['"]\s*:\s*(\d+)""")
 
 
@@ -207,14 +211,16 @@ def _host_of(raw: dict[str, object]) -> str | None:
     return None
 
 
-def _cached(raw: dict[str, object]) -> int | None:
-    for key in _CACHED_KEYS:
+def _cached(raw: dict[str, object], keys: tuple[str, ...] = (), in_repr: re.Pattern[str] | None = None) -> int | None:
+    """Cached (by default) or cache-written prompt tokens, under the keys instrumentations use or inside
+    LiteLLM's usage repr."""
+    for key in keys or _CACHED_KEYS:
         n = _int(raw.get(key))
         if n is not None:
             return n
     usage = raw.get("metadata.usage_object")
     if isinstance(usage, str):
-        m = _REPR_CACHED.search(usage)
+        m = (in_repr or _REPR_CACHED).search(usage)
         if m:
             return int(m.group(1))
     return None
@@ -280,6 +286,8 @@ class Mapper:
         _put(a, N.SERVER_ADDRESS, _host(raw) if N.SERVER_ADDRESS not in raw else None)
         if N.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS not in raw:
             _put(a, N.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, _cached(raw))
+        if N.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS not in raw:
+            _put(a, N.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, _cached(raw, _CACHE_WRITE_KEYS, _REPR_CACHE_WRITE))
         for key in (*_FINISH_KEYS, "output.value", "gen_ai.output.messages", "events"):
             # output.value late: OpenInference's Responses-API spans carry the reason only in the response body
             if key == "output.value":
