@@ -2,7 +2,8 @@
 instrumentations wrapping the real SDK: cached prompt tokens in ``prompt_tokens_details`` (and the
 Responses API's ``input_tokens_details``; Anthropic's ``cache_read_input_tokens`` and
 ``cache_creation_input_tokens`` at ``/v1/messages``), tool calls (buffered and streamed as argument deltas), ``n`` choices,
-a first chunk held back ``FIRST_CHUNK_S`` (so a recorded TTFT can be checked), and refusals: model
+streams that open with a role-only chunk at once and hold the first token back ``FIRST_CHUNK_S`` (so a
+recorded TTFT can be checked against it), and refusals: model
 ``err400`` answers 400, ``err429`` answers 429, each with an OpenAI error body.
 
 Run alone (``python fake_openai_shapes.py``) it prints its base URL and serves until killed."""
@@ -42,12 +43,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("content-type", "text/event-stream")
         self.send_header("connection", "close")
         self.end_headers()
-        time.sleep(FIRST_CHUNK_S)
-        for name, doc in events:
+        for i, (name, doc) in enumerate(events):
             head = f"event: {name}\n" if name else ""
             self.wfile.write(f"{head}data: {json.dumps(doc)}\n\n".encode())
             self.wfile.flush()
-            time.sleep(0.005)
+            time.sleep(FIRST_CHUNK_S if i == 0 else 0.005)  # the opening event at once, then "prefill"
         if events and events[0][0] is None:
             self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
@@ -81,7 +81,9 @@ class _Handler(BaseHTTPRequestHandler):
                 choices.append({"index": i, "finish_reason": reason, "message": msg})
             return self._json(200, {"id": "c1", "object": "chat.completion", "created": int(time.time()),
                                     "model": MODEL, "choices": choices, "usage": usage})
-        chunks: list[tuple[str | None, dict[str, object]]] = []
+        # the opening chunk carries only the role, before any token (as OpenAI, vLLM and llmtrace serve send it)
+        chunks: list[tuple[str | None, dict[str, object]]] = [(None, self._chunk(
+            [{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None} for i in range(n)]))]
         for k, word in enumerate(WORDS):
             deltas = []
             for i in range(n):
@@ -93,8 +95,6 @@ class _Handler(BaseHTTPRequestHandler):
                     delta: dict[str, object] = {"tool_calls": [call]}
                 else:
                     delta = {"content": word + " "}
-                if k == 0:
-                    delta["role"] = "assistant"
                 deltas.append({"index": i, "delta": delta, "finish_reason": reason if k == len(WORDS) - 1 else None})
             chunks.append((None, self._chunk(deltas)))
         if (body.get("stream_options") or {}).get("include_usage"):

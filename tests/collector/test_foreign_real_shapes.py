@@ -13,7 +13,8 @@ the endpoint sent:
 - OpenInference's Responses-API call keeps its ``max_output_tokens`` as the pass's max_tokens;
 - LiteLLM with ``turn_off_message_logging`` says only ``llm.request.type=completion``: still a chat call;
   its Anthropic calls' cache writes are only inside its usage repr;
-- OpenLLMetry's TTFT from its chunk events is at least the endpoint's hold-back of the first chunk."""
+- OpenLLMetry marks every streamed chunk; an OpenAI-protocol stream opens with a role-only chunk (llmtrace
+  serve sends it before prefill), so TTFT is the second chunk's time, at least the endpoint's hold-back."""
 
 from __future__ import annotations
 
@@ -108,7 +109,8 @@ def test_litellm_anthropic_cache_write_tokens(store: Path) -> None:
 
 
 @pytest.mark.slow
-def test_openllmetry_ttft_is_after_the_first_chunk_and_its_tool_call_is_named(store: Path) -> None:
+def test_openllmetry_ttft_is_the_first_tokens_not_the_opening_chunks(store: Path) -> None:
+    """The stream opens with a role-only chunk at once; the first token comes FIRST_CHUNK_S later."""
     rows = _passes(store, "oll-on", "status, ttft_ms, duration_ms, finish_reason, cached_tokens")
     (ok,) = [r for r in rows if r[0] == "ok"]
     _, ttft, duration, reason, cached = ok

@@ -101,8 +101,8 @@ _FINISH_KEYS = (N.GEN_AI_RESPONSE_FINISH_REASONS, "llm.finish_reason", "gen_ai.r
 _TTFT_KEYS = (N.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, "gen_ai.response.time_to_first_token",
               "gen_ai.server.time_to_first_token", "gen_ai.client.time_to_first_token", "llm.time_to_first_token")
 # Span events that mark the first streamed token: OpenInference's, OpenLLMetry's per-chunk events.
-_FIRST_TOKEN_EVENTS = frozenset({"First Token Stream Event", "gen_ai.content.completion.chunk",
-                                 "llm.content.completion.chunk", "first_token", "gen_ai.first_token"})
+_FIRST_TOKEN_EVENTS = frozenset({"First Token Stream Event", "first_token", "gen_ai.first_token"})
+_CHUNK_EVENTS = frozenset({"gen_ai.content.completion.chunk", "llm.content.completion.chunk"})  # one per chunk
 
 
 @dataclass(slots=True)
@@ -227,10 +227,24 @@ def _cached(raw: dict[str, object], keys: tuple[str, ...] = (), in_repr: re.Patt
 
 
 def _first_token_ns(events: Any) -> int | None:  # a span's repeated OTLP Event (protobuf, untyped)
+    """When the first token came. OpenLLMetry marks every streamed chunk, and an OpenAI-protocol stream opens
+    with a chunk that carries only the role (OpenAI, vLLM, llmtrace serve; the last sends it before prefill):
+    the first token is then in the second chunk, and the first chunk's time was TTFT ~5 ms against the
+    server's 215 ms. With three or more chunk events (role, a token, the end) the second is taken; a server
+    that puts the first token in the opening chunk is then read one token late."""
+    chunks: list[int] = []
     for e in events or ():
-        if e.name in _FIRST_TOKEN_EVENTS:
+        if e.name in _CHUNK_EVENTS:
+            chunks.append(int(e.time_unix_nano))
+            if len(chunks) == 2:
+                break
+        elif e.name in _FIRST_TOKEN_EVENTS and not chunks:
             return int(e.time_unix_nano)
-    return None
+    if not chunks:
+        return None
+    if len(chunks) == 2 and sum(1 for e in events if e.name in _CHUNK_EVENTS) >= 3:
+        return chunks[1]
+    return chunks[0]
 
 
 def _child_id(span_hex: str, stage_id: str) -> str:
