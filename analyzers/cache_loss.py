@@ -379,6 +379,8 @@ def _engine_gap(pl: PassLoss, chain: list[str], past: list[tuple[_Prompt | None,
     for _, prev, prev_chain in past:
         if not prev_chain:
             continue
+        if prev.ttft_ms is not None and prev.start_ns + prev.ttft_ms * 1e6 > pl.start_ns:
+            continue  # still prefilling when this one arrived (a concurrent burst): nothing of it was cached yet
         n = _chain_lcp(chain, prev_chain)
         if prev.replica == pl.replica:
             same = max(same, n)

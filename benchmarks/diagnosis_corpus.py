@@ -211,12 +211,8 @@ def queue_burst(c: Ctx, twin: bool) -> None:
 
 
 def spec_under_load(c: Ctx, twin: bool) -> None:
-    # Two bursts of different questions: the same prompt in two bursts would (rightly) show batch-dependent
-    # greedy answers on the default kernels, which is another cause than the one planted here.
     concurrent(c, 8, lambda i: [{"role": "system", "content": POLICY}, _user(i)], max_tokens=32)
-    concurrent(c, 8, lambda i: [{"role": "system", "content": POLICY},
-                                {"role": "user", "content": f"Is claim C-{600 + i} covered for water damage?"}],
-               max_tokens=32)
+    concurrent(c, 8, lambda i: [{"role": "system", "content": POLICY}, _user(i)], max_tokens=32)
 
 
 def spec_under_load_shapes(c: Ctx, twin: bool) -> None:
@@ -509,7 +505,10 @@ CASES: tuple[Case, ...] = (
     Case("round_robin_replicas", shared_prefix_burst, ("arrival.replica_selection",), "round_robin", "prefix_aware"),
     Case("small_kv_pool_eviction", many_prefixes, ("cache.eviction",), "small_pool", "default"),
     Case("single_slot_queue", queue_burst, ("arrival.admission",), "one_slot", "default"),
-    Case("speculation_under_load", spec_under_load, ("gen.speculation",), "smol_speculative", "smol", model="smol"),
+    # the twin runs batch-invariant: the same prompt in two bursts otherwise shows (real) batch-dependent greedy
+    # answers on the default kernels, another cause than the one planted here
+    Case("speculation_under_load", spec_under_load, ("gen.speculation",), "smol_speculative", "smol_invariant",
+         model="smol"),
     Case("shed_under_burst", shed_burst, ("arrival.admission",), "tiny_queue", "default"),
     Case("batch_dependent_greedy", batch_greedy, ("forward.batching",), "smol", "smol_invariant", model="smol"),
     Case("foreign_chat_template", foreign_template, ("intake.chat_template",), "foreign_template", "default"),
