@@ -159,6 +159,11 @@ def json_words_cut(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
                   **({"stop": ["\n"]} if twin else {})) for i in range(8)]
 
 
+def json_words_cut_streamed(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
+    """The same, every call streamed: openai-v2 writes a stream's finish reason only in its output messages."""
+    return [dict(c, stream=True) for c in json_words_cut(twin, rng)]
+
+
 # (id, instrumentation, calls, stages that name the cause, collector capture mode)
 FOREIGN: tuple[tuple[str, str, Any, tuple[str, ...], str], ...] = (
     ("otelv2_request_uuid_top", "otel-v2", request_uuid_top, ("cache.prefix_match", "intake.system_prompt"), "hashes"),
@@ -184,6 +189,7 @@ FOREIGN: tuple[tuple[str, str, Any, tuple[str, ...], str], ...] = (
     ("openllmetry_json_in_words_cut", "openllmetry", json_words_cut, ("gen.stop", "safety.stop_reason"), "full"),
     ("litellm_json_in_words_cut", "litellm", json_words_cut, ("gen.stop", "safety.stop_reason"), "hashes"),
     ("otelv2_json_in_words_cut", "otel-v2", json_words_cut, ("gen.stop", "safety.stop_reason"), "full"),
+    ("otelv2_streamed_json_cut", "otel-v2", json_words_cut_streamed, ("gen.stop", "safety.stop_reason"), "hashes"),
 )
 
 

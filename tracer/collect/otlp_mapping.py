@@ -23,10 +23,11 @@ test_foreign_diagnosis.py), and so what the analyzers get:
   ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY``. Cache findings are then estimated from
   the prompts ("token ~N"); without the switch nothing about the cache can be told.
 - OpenLLMetry (opentelemetry-instrumentation-openai 0.62): tokens, cached tokens, finish reasons (streamed
-  too), TTFT from its chunk events, ``api_base``, tool definitions, messages unless
+  too), TTFT from its chunk events (the second: streams open with a role-only chunk), ``api_base``, tool definitions, messages unless
   ``TRACELOOP_TRACE_CONTENT=false``; Responses-API spans only for streamed calls.
 - OpenInference (openinference-instrumentation-openai): tokens, cached tokens, ``llm.finish_reason``, TTFT
-  from its first-token event, ``llm.tools.*``, messages unless ``OPENINFERENCE_HIDE_INPUTS``; no address.
+  from its first-token event (set on the first chunk: against a server that sends its role-only opening
+  chunk before prefill, as llmtrace serve does, that is the time to the opening, not to a token), ``llm.tools.*``, messages unless ``OPENINFERENCE_HIDE_INPUTS``; no address.
   On the Responses API the finish reason is only in ``output.value`` (buffered calls; streams carry no
   body and no usage).
 - LiteLLM's ``otel`` callback: tokens, finish reasons as the string ``'["length"]'``, cached tokens only
