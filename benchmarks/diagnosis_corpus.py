@@ -221,6 +221,31 @@ def spec_under_load_shapes(c: Ctx, twin: bool) -> None:
                max_tokens=40, response_format=_enum(*(f"Depot {k} via hub {k + 4}, then van {k * 3}" for k in range(3))))
 
 
+def spec_under_load_anthropic(c: Ctx, twin: bool) -> None:
+    """Ten Anthropic calls at once, each with its own structured verdict: drafts guessed from the prompt miss."""
+    errors: list[BaseException] = []
+
+    def one(i: int) -> None:
+        schema = {"type": "object", "properties": {"verdict": {"type": "string", "enum": [
+            f"Lot {i} cleared by customs officer {k}, collect from shed {k + 2}" for k in range(2)]}},
+            "required": ["verdict"], "additionalProperties": False}
+        try:
+            c.anthropic.messages.create(model=c.model, max_tokens=40, system=POLICY,
+                                        messages=[{"role": "user", "content": f"Customs status of lot {i}?"}],
+                                        extra_body={"output_config": {"format": {"type": "json_schema",
+                                                                                 "schema": schema}}})
+        except Exception as exc:  # noqa: BLE001  (counted below; a case must not hide a failed call)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(10)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
 def batch_greedy(c: Ctx, twin: bool) -> None:
     """One prompt at temperature 0, alone and inside a batch of others."""
     same = [{"role": "system", "content": POLICY}, {"role": "user", "content": "Summarise claim C-300 in one line."}]
@@ -532,6 +557,8 @@ CASES: tuple[Case, ...] = (
     Case("no_holdback_non_latin_stream", non_latin_stream, ("gen.detokenization",), "no_holdback", "default"),
     Case("no_holdback_non_latin_unary", non_latin_unary, ("gen.detokenization",), "no_holdback", "default"),
     Case("ngram_speculation_under_load", spec_under_load_shapes, ("gen.speculation",), "speculative", "default"),
+    Case("ngram_speculation_under_load_anthropic", spec_under_load_anthropic, ("gen.speculation",), "speculative",
+         "default"),
     Case("short_stop_window_stream", stop_marker_stream, ("gen.detokenization",), "short_stop_window", "default"),
     Case("short_stop_window_anthropic", stop_marker_anthropic, ("gen.detokenization",), "short_stop_window",
          "default"),
