@@ -76,6 +76,7 @@ class Query:
     # A Parquet export with its per-pass datasets bound (tracer/storage/store.py): the stages that have a
     # typed view; None until looked up, empty when the connection has none (then everything reads spans).
     _stage_views: frozenset[str] | None = None
+    _columns: dict[str, frozenset[str]] = field(default_factory=dict)  # export stage view -> its columns
     _exported: bool = False
     # results several analyzers of one run share (e.g. the TTFT split of a pass, read by the what-if's
     # prefill rate and by the TTFT evidence line), keyed by what computed them; gone with the Query
@@ -238,6 +239,16 @@ class Query:
                 f"{', ' + cols if cols else ''} FROM (SELECT *, TRY(json_transform(attributes, '{struct_spec(values)}')) AS v "
                 f"FROM {self.spans} WHERE stage = '{stage_id}'{' ' + extra if extra else ''}))")
 
+    def _view_columns(self, view: str) -> frozenset[str]:
+        """The columns of one of the export's stage views (cached: an export does not change under a run)."""
+        if view not in self._columns:
+            try:
+                rows = self.conn.execute(f'SELECT * FROM "{view}" LIMIT 0').description or []
+            except Exception:  # noqa: BLE001 - no such view: every value reads as NULL
+                rows = []
+            self._columns[view] = frozenset(str(r[0]) for r in rows)
+        return self._columns[view]
+
     def _exported_stage_sql(self, stage_id: str, values: dict[str, tuple[str, str]], extra: str) -> str | None:
         """:meth:`stage_sql` over the export's per-stage dataset: the declared values are columns there, typed
         as the registry declares them (the same json_transform the spans path runs). None when a value is not
@@ -247,9 +258,12 @@ class Query:
         types = stage_value_types(stage_id)
         if "attributes" in extra or any(_TYPES.get(t) != types.get(n) for n, t in values.values()):
             return None
-        cols = "".join(', "{}" AS {}'.format(n.replace('"', '""'), alias) for alias, (n, _) in values.items())
         base = "trace_id, span_id, parent_span_id, start_ns, duration_ms, deploy, service"
         view = stage_view(stage_id)
+        have = self._view_columns(view)
+        # a value declared after the export was written has no column there: NULL, as on spans without it
+        cols = "".join(', "{}" AS {}'.format(n.replace('"', '""'), alias) if n in have
+                       else f", CAST(NULL AS {_TYPES[t]}) AS {alias}" for alias, (n, t) in values.items())
         if view not in (self._stage_views or ()):  # no span of this stage was exported: no rows, same columns
             nulls = "".join(f", CAST(NULL AS {_TYPES[t]}) AS {alias}" for alias, (_, t) in values.items())
             return (f"(SELECT CAST(NULL AS VARCHAR) AS trace_id, CAST(NULL AS VARCHAR) AS span_id, CAST(NULL AS "
