@@ -17,7 +17,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 # helpers and tools (corpora, the foreign-instrumentation child, a findings diff), and the GPU script (run on a device)
 SKIP = {"run", "common", "synthetic_store", "gpu_kernels", "diagnosis_corpus", "diagnosis_foreign",
-        "diagnosis_foreign_corpus", "diagnose_compare"}
+        "diagnosis_foreign_corpus", "diagnose_compare", "analyzers_ab"}  # helpers and A/B tools
 DOC = ROOT / "docs" / "benchmarks.md"
 
 
