@@ -83,6 +83,8 @@ STAGES: tuple[Stage, ...] = (
            V("llmtrace.output.shape", "str", "", "what the answer looks like: json, fenced, xml or text (client, from the stream in memory)"),
            V("llmtrace.output.parses", "bool", "", "true when a structured-looking answer parses (absent for text)"),
            V("llmtrace.output.structured_guess", "bool", "", "no response_format was given, and the answer looks structured anyway"),
+           V("llmtrace.output.asked_in_words", "str", "", "json or xml: the format the prompt asked for in words, with no response_format (client, from the prompt in memory)",
+             when="when a prompt asks for JSON or XML in words and sets no response_format"),
            V("gen_ai.output.type", "str", "", "output type the request asked for (response_format)", semconv=True)),
           ("broken_json",)),
     Stage(33, "gen.detokenization", "generation", "Detokenization",
