@@ -126,16 +126,20 @@ def test_mangled_text_silent_on_plain_text(tmp_path: Path) -> None:
 def test_slow_stream_names_batching_under_concurrency(tmp_path: Path) -> None:
     srv = server()
     c = client(srv)
+    # ~200-token prompts: each decode step then reads enough KV that a full batch's per-token time is clear
+    # of the lone passes' by several ms (with one-line prompts the gap was ~2 ms on the tiny model's native
+    # kernels, at the analyzer's noise floor, and the test failed now and then)
+    fill = " Tell me about the parcel that left the depot on Monday and where it is now." * 12
     with store(tmp_path / "t.duckdb") as db:
         for i in range(4):  # alone: batch of one
-            c.chat.completions.create(model=srv.model_id, messages=[{"role": "user", "content": f"Alone {i}."}],
+            c.chat.completions.create(model=srv.model_id, messages=[{"role": "user", "content": f"Alone {i}." + fill}],
                                       max_tokens=48, temperature=0)
 
         def crowd(i: int) -> None:
-            c.chat.completions.create(model=srv.model_id, messages=[{"role": "user", "content": f"Crowd {i}."}],
+            c.chat.completions.create(model=srv.model_id, messages=[{"role": "user", "content": f"Crowd {i}." + fill}],
                                       max_tokens=48, temperature=0)
 
-        # a full batch (the server runs 16 at once): per-token time ~2.6x the lone passes' on the tiny model
+        # a full batch (the server runs 16 at once): per-token time ~3-4x the lone passes' on the tiny model
         threads = [threading.Thread(target=crowd, args=(i,)) for i in range(16)]
         for t in threads:
             t.start()
