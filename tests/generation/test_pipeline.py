@@ -28,7 +28,7 @@ def feed(pipe, st, ids, start_ns=0, step_ns=1_000_000):
 NOT_FROM_PIPELINE = {"llmtrace.requested_only", "gen_ai.output.type", "llmtrace.output.parses",
                      "llmtrace.output.shape", "llmtrace.output.structured_guess", "llmtrace.stop.output_parses",
                      "llmtrace.detok.first_text_delay_ms", "llmtrace.stream.content_chunks",
-                     "llmtrace.stream.first_byte_ms", "llmtrace.stream.parse_stopped"}
+                     "llmtrace.stream.first_byte_ms", "llmtrace.stream.parse_stopped", "llmtrace.output.asked_in_words"}
 
 
 def test_every_registered_value_present_with_the_right_type(pipe, tokenizer):
