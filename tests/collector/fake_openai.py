@@ -63,7 +63,14 @@ class _Handler(BaseHTTPRequestHandler):
 @contextmanager
 def fake_openai() -> Iterator[str]:
     """The base URL (``http://127.0.0.1:PORT/v1``) of a running fake; stopped on exit."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    with serving(_Handler) as base_url:
+        yield base_url
+
+
+@contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Serve ``handler`` on a free loopback port; yields its ``/v1`` base URL, stopped on exit."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     t = threading.Thread(target=server.serve_forever, daemon=True)
     t.start()

@@ -4,18 +4,17 @@ Responses API's ``input_tokens_details``; Anthropic's ``cache_read_input_tokens`
 ``cache_creation_input_tokens`` at ``/v1/messages``), tool calls (buffered and streamed as argument deltas), ``n`` choices,
 streams that open with a role-only chunk at once and hold the first token back ``FIRST_CHUNK_S`` (so a
 recorded TTFT can be checked against it), and refusals: model
-``err400`` answers 400, ``err429`` answers 429, each with an OpenAI error body.
-
-Run alone (``python fake_openai_shapes.py``) it prints its base URL and serves until killed."""
+``err400`` answers 400, ``err429`` answers 429, each with an OpenAI error body."""
 
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from fake_openai import serving
 
 MODEL = "shapes-model-1"
 PROMPT, OUTPUT, CACHED, CACHE_WRITE = 40, 8, 32, 4
@@ -128,12 +127,5 @@ class _Handler(BaseHTTPRequestHandler):
 @contextmanager
 def fake_openai_shapes() -> Iterator[str]:
     """The base URL (``http://127.0.0.1:PORT/v1``) of a running endpoint; stopped on exit."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.daemon_threads = True
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_Handler) as base_url:
+        yield base_url

@@ -50,15 +50,20 @@ def reason_list(value: object) -> list[str] | None:
     return [str(value)]
 
 
+def _bounded_json(value: object, opener: str) -> object:
+    """``value`` parsed, when it is JSON text opening with ``opener`` and at most 1 MiB; else None."""
+    if not isinstance(value, str) or not value.startswith(opener) or len(value) > (1 << 20):
+        return None
+    try:
+        return json.loads(value)
+    except ValueError:
+        return None
+
+
 def body_reasons(body: object) -> list[str] | None:
     """The finish reason inside a response body recorded as JSON text (OpenInference's ``output.value``):
     chat choices, Anthropic's ``stop_reason``, the Responses API's ``incomplete_details`` or ``status``."""
-    if not isinstance(body, str) or not body.startswith("{") or len(body) > (1 << 20):
-        return None
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        return None
+    doc = _bounded_json(body, "{")
     if not isinstance(doc, dict):
         return None
     choices = doc.get("choices")
@@ -78,12 +83,7 @@ def message_reasons(value: object) -> list[str] | None:
     """Each choice's finish reason from the newer GenAI semconv's ``gen_ai.output.messages`` JSON (one
     message per choice, ``finish_reason`` on each): opentelemetry-instrumentation-openai-v2 writes streamed
     calls' reasons only there, never in ``gen_ai.response.finish_reasons``."""
-    if not isinstance(value, str) or not value.startswith("[") or len(value) > (1 << 20):
-        return None
-    try:
-        msgs = json.loads(value)
-    except ValueError:
-        return None
+    msgs = _bounded_json(value, "[")
     if not isinstance(msgs, list):
         return None
     out = [str(m["finish_reason"]) for m in msgs if isinstance(m, dict) and m.get("finish_reason")]
