@@ -12,6 +12,7 @@ from typing import Any
 
 import duckdb
 
+from llmtrace.analyzers.stats import percentile as percentile  # re-exported: analyzers import it from here
 from llmtrace.tracer.registry.stages import is_stage
 from llmtrace.tracer.storage.store import MAX_TRACE_WINDOWS, exported_stages, stage_view, trace_spans_sql
 from llmtrace.tracer.storage.views import PASS_OPERATIONS, passes_select, requests_select, stage_value_types
@@ -276,17 +277,6 @@ class Query:
         if self.service is not None:
             where.append(f"trace_id IN (SELECT trace_id FROM passes WHERE service = {_quote(self.service)})")
         return f"(SELECT {base}{cols} FROM {view} WHERE {' AND '.join(where)}{' ' + extra if extra else ''})"
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Nearest-rank-with-interpolation percentile of a small list (q in 0..1); None when empty."""
-    xs = sorted(v for v in values if v is not None)
-    if not xs:
-        return None
-    pos = (len(xs) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 def sample_ids(ids: Sequence[object], n: int = 5) -> tuple[str, ...]:

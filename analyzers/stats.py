@@ -79,12 +79,15 @@ def _resampled_ratio(xs: list[float], ys: list[float], draw: Callable[[], float]
     return sum(pick(xs)) / d if d else 0.0
 
 
-def _quantile(xs: Sequence[float], q: float) -> float:
-    s = sorted(xs)
-    pos = q * (len(s) - 1)
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank-with-interpolation percentile of a small list (q in 0..1); None when empty."""
+    xs = sorted(v for v in values if v is not None)
+    if not xs:
+        return None
+    pos = (len(xs) - 1) * q
     lo = int(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 def quantile_ratio_low(current: Sequence[float], baseline: Sequence[float] | None, q: float,
@@ -102,8 +105,8 @@ def quantile_ratio_low(current: Sequence[float], baseline: Sequence[float] | Non
     base = rng.sample(base, cap) if len(base) > cap else base
     ratios = []
     for _ in range(rounds):
-        num = _quantile(rng.choices(cur, k=len(cur)), q)
-        den = _quantile(rng.choices(base, k=len(base)), q) if len(base) >= 5 else float(baseline_value or 0)
+        num = percentile(rng.choices(cur, k=len(cur)), q) or 0.0
+        den = (percentile(rng.choices(base, k=len(base)), q) or 0.0) if len(base) >= 5 else float(baseline_value or 0)
         ratios.append(num / den if den > 0 else math.inf)
     ratios.sort()
     return ratios[int(0.05 * rounds)]
