@@ -6,6 +6,7 @@ they run the same over a DuckDB file and over a Parquet export.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,6 +84,9 @@ class Query:
     # prefill rate and by the TTFT evidence line), keyed by what computed them; gone with the Query
     memo: dict[str, Any] = field(default_factory=dict)
     _temp_tables: list[str] = field(default_factory=list)
+    # names this run's temp tables: on ClickHouse they are tables every client of the database sees, and
+    # an id() can repeat across processes
+    _tag: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
 
     @property
     def spans(self) -> str:
@@ -126,7 +130,7 @@ class Query:
             # used, a few columns at a time, rather than copied into memory (10M passes are gigabytes)
             self._pass_table = f"(SELECT * FROM passes{self._pass_window()})"
             return
-        name = f"_llmtrace_passes_{id(self):x}"
+        name = f"_llmtrace_passes_{self._tag}"
         from llmtrace.tracer.storage.store import pass_table  # (issue 21: kept per-pass rows, when present)
 
         kept = pass_table(self.conn)  # ClickHouse's, or the writer's in a store: no pass built from span JSON
@@ -216,7 +220,7 @@ class Query:
                                      f"AND trace_id IN ({literals})" for lo, hi in exact)
         else:
             rel = f"SELECT * FROM {self.spans} WHERE trace_id IN ({literals})"
-        name = f"_llmtrace_trace_spans_{id(self):x}_{len(self._temp_tables)}"
+        name = f"_llmtrace_trace_spans_{self._tag}_{len(self._temp_tables)}"
         self.conn.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {rel}")
         self._temp_tables.append(name)
         return name
