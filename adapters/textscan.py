@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200d\u2060-\u2064\ufeff\U000e0000-\U000e007f]")
-_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+from llmtrace.tracer.record import untrusted_text
+
+_INVISIBLE, _BIDI = untrusted_text.INVISIBLE, untrusted_text.BIDI  # one definition, shared with the prompt segments
 _NBSP = re.compile("[\u00a0\u2007\u202f]")
 # Cyrillic and Greek letters that render like Latin ones.
 _CONFUSABLE_CHARS = (

@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import re
 
-HIDDEN = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u202a-\u202e\u2066-\u2069\U000e0000-\U000e007f]")
+# what a reader cannot see: invisible characters and bidirectional controls (also the client's
+# intake.normalization counts, adapters/textscan.py, so a segment and its normalization agree)
+INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200d\u2060-\u2064\ufeff\U000e0000-\U000e007f]")
+BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+HIDDEN = re.compile(f"{INVISIBLE.pattern}|{BIDI.pattern}")
 _OVERRIDE = r"(?:ignore|disregard|forget|override|bypass)"
 _EARLIER = r"(?:previous|prior|earlier|above|preceding|all|any|every|your|the|these|those|original|system)"
 _RULES = r"(?:instructions?|rules|directions|guidelines|guidance|prompts?|polic(?:y|ies)|constraints|orders)"
@@ -30,7 +34,7 @@ ORDERS = re.compile(
 def instruction_marks(text: str) -> int:
     """How many places in ``text`` address the model as its operator would (hidden characters removed
     first, so a zero-width space inside "ign\u200bore" does not hide the phrase)."""
-    return sum(1 for _ in ORDERS.finditer(HIDDEN.sub("", text)))
+    return sum(1 for _ in ORDERS.finditer(text if text.isascii() else HIDDEN.sub("", text)))
 
 
 def first_mark(text: str) -> str:
