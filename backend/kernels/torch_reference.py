@@ -47,7 +47,8 @@ class TorchPagedAttention:
         # the native decode kernel serves bfloat16 caches where it builds (None: the matmul path everywhere)
         self.native = None if invariant or cpu_native.load() is None else cpu_native
         # which code path serves which kind of query (recorded on forward.attention)
-        native = "decode_bfloat16=native_paged,prefill_bfloat16=native_paged," if self.native is not None else ""
+        native = "" if self.native is None else "decode_bfloat16=native_paged," + (
+            "prefill_bfloat16=native_paged," if cpu_native.has_bf16_dot() else "")
         self.kernel_path = (
             "all=invariant_tiles" if invariant
             else f"{native}decode=grouped_matmul,prefill=sdpa_causal,prefill_after_cache=grouped_matmul"

@@ -12,6 +12,7 @@ cache directory and loaded with ctypes; no compiler, a failed build or ``LLMTRAC
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import platform
@@ -173,6 +174,13 @@ def paged_decode(
     return out if rc == 0 else None
 
 
+@functools.cache
+def has_bf16_dot() -> bool:
+    """Whether the native prefill attention was built (the CPU has AVX-512 BF16); asked of the library once."""
+    lib = load()
+    return lib is not None and bool(lib.lt_has_bf16_dot())
+
+
 def paged_prefill(
     q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, table: torch.Tensor, seq_len: int, scale: float
 ) -> torch.Tensor | None:
@@ -182,7 +190,7 @@ def paged_prefill(
     lib = load()
     if lib is None or q.dtype != torch.bfloat16 or k_cache.dtype != torch.bfloat16 or q.device.type != "cpu":
         return None
-    if table.dtype != torch.int32 or not lib.lt_has_bf16_dot():
+    if table.dtype != torch.int32 or not has_bf16_dot():
         return None
     q = q.contiguous()
     table = table.contiguous()
