@@ -57,9 +57,9 @@ def _ignore(chunk: bytes) -> None:
     return None
 
 
-def _session_view(body: dict[str, object]) -> sessions.View | None:
+def _session_view(body: dict[str, object], segments: list[tuple[str, str]]) -> sessions.View | None:
     try:
-        return sessions.tracker.begin(body)
+        return sessions.tracker.begin(body, segments)
     except Exception as exc:  # the conversation is a nicety; the call is not
         health.count("adapter_error", message=f"adapter could not read the conversation: {type(exc).__name__}: {exc}")
         return None
@@ -145,7 +145,7 @@ class Call:
             body = {}
         if isinstance(body, dict):
             parser.on_request(body)
-            self.view = _session_view(body)
+            self.view = _session_view(body, self.obs.segments)
             self._rewrite(request, body)
         incoming = request.headers.get("traceparent")
         view = self.view

@@ -8,6 +8,7 @@ the details a long session later "forgets".
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -63,24 +64,62 @@ def _kind(fact: str) -> str:
     return "number" if _NUMBER.fullmatch(fact) else "id" if any(ch.isdigit() for ch in fact) else "name"
 
 
+@dataclass(frozen=True, slots=True)
+class FactMemo:
+    """A request's facts (``labels``) and, per text it scanned, the digests of the facts that text held.
+
+    A conversation keeps its last request's memo, so the next request re-reads only the texts it has not
+    seen (the new turns): a history that grows by a turn a call would otherwise be scanned whole each call.
+    Texts are known by (digest of the text, offset in the scan budget): the facts of a text depend on
+    nothing else, so a text found again gives the same facts a rescan would. Only digests are kept."""
+
+    salt: str  # capture mode and key the labels were made under: another set-up makes other labels
+    by_text: dict[tuple[bytes, int], tuple[str, ...]]
+    labels: dict[str, str]  # fact digest -> label, the request's wire_facts
+
+
+def _salt() -> str:
+    from llmtrace.tracer import capture
+
+    return f"{capture.mode()}:{capture.hash_text('fact:')}"
+
+
 def wire_facts(texts: list[str], *, max_chars: int = 200_000) -> dict[str, str]:
     """The facts of a request's messages as the middleware keeps them in memory: a digest of each fact to
     the label a lost fact is recorded under. The label is the fact itself only with ``capture="full"``;
     otherwise its kind and a keyed hash (``id#3fa1c2``), so the store never holds the prompt's names."""
+    return wire_facts_since(texts, None, max_chars=max_chars).labels
+
+
+def wire_facts_since(texts: list[str], memo: FactMemo | None, *, max_chars: int = 200_000) -> FactMemo:
+    """``wire_facts`` of ``texts``, reading again only the texts ``memo`` (an earlier request's) lacks."""
     from llmtrace.tracer import capture
 
     full = capture.mode() == "full"
+    salt = _salt()
+    old = memo if memo is not None and memo.salt == salt else None
     out: dict[str, str] = {}
+    by_text: dict[tuple[bytes, int], tuple[str, ...]] = {}
     budget = max_chars
     for text in texts:
         if budget <= 0:
             break
+        key = (hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest(), max_chars - budget)
         text = text[:budget]
         budget -= len(text)
-        for f in facts(text):
-            h = capture.hash_text("fact:" + f)
-            out[h] = capture.scrub(f) if full else f"{_kind(f)}#{h[:6]}"
-    return out
+        known = old.by_text.get(key) if old is not None else None
+        if old is not None and known is not None:
+            for h in known:
+                out[h] = old.labels[h]
+        else:
+            found: list[str] = []
+            for f in facts(text):
+                h = capture.hash_text("fact:" + f)
+                out[h] = capture.scrub(f) if full else f"{_kind(f)}#{h[:6]}"
+                found.append(h)
+            known = tuple(found)
+        by_text[key] = known
+    return FactMemo(salt, by_text, out)
 
 
 def stored_labels(found: tuple[str, ...] | list[str]) -> list[str]:

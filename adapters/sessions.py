@@ -37,7 +37,6 @@ from llmtrace.tracer.record import lifecycle
 from llmtrace.tracer.registry import names as N
 
 from . import compaction
-from .segments import part_text
 
 _MAX_CONVERSATIONS = 4096
 _SHRUNK = 0.8  # a rewritten history at most this share of the previous request's text is a compaction
@@ -75,7 +74,7 @@ class Conversation:
     prompt_chars: int = 0
     anchor: bytes | None = None
     last_response_id: str | None = None
-    facts: dict[str, str] = field(default_factory=dict)  # fact digest -> label, of its last request
+    facts: compaction.FactMemo | None = None  # its last request's facts (fact digest -> label), per text
     text_chars: int = 0  # characters of its last request's texts (system and messages)
 
 
@@ -99,7 +98,7 @@ class View:
     chain: list[bytes] = field(default_factory=list)
     anchor: bytes | None = None
     since_ns: int = 0
-    facts: dict[str, str] = field(default_factory=dict)  # this request's facts (compaction.wire_facts)
+    facts: compaction.FactMemo | None = None  # this request's facts (compaction.wire_facts), None: not read
     text_chars: int = 0
     facts_lost: list[str] = field(default_factory=list)  # labels of facts the rewrite dropped
 
@@ -163,12 +162,6 @@ def _tools_of(m: Mapping[str, Any]) -> tuple[list[tuple[str, str, str]], list[tu
     return calls, results
 
 
-def _texts(body: Mapping[str, object]) -> list[str]:
-    """The texts of a request's system prompt and messages (kept only as fact digests)."""
-    out = [part_text(body[k]) for k in ("system", "instructions") if body.get(k)]
-    return out + [part_text(m.get("content") if "content" in m else m.get("output")) for m in _messages(body)]
-
-
 def read_messages(body: Mapping[str, object]) -> list[Message]:
     """Each message with its chained digest and the tool calls and results it carries."""
     out: list[Message] = []
@@ -220,13 +213,11 @@ class Tracker:
         while len(table) > self._max:
             table.popitem(last=False)
 
-    def begin(self, body: Mapping[str, object]) -> View:
+    def begin(self, body: Mapping[str, object], segments: list[tuple[str, str]]) -> View:
+        """What ``body`` shows about its conversation; ``segments`` are the prompt segments the protocol
+        parser read off the same body (their texts are what the facts come from: read once, not again)."""
         msgs = read_messages(body)
         view = View(chain=[m.digest for m in msgs])
-        if any(m.role == "assistant" for m in msgs) or len(msgs) > 2:  # a conversation, not a one-shot call
-            texts = _texts(body)
-            view.facts = compaction.wire_facts(texts)
-            view.text_chars = sum(len(t) for t in texts)
         first_user = next((i for i, m in enumerate(msgs) if m.role == "user"), None)
         view.anchor = msgs[first_user].digest if first_user is not None else None
         seen: dict[tuple[str, str], int] = {}
@@ -257,6 +248,12 @@ class Tracker:
                 conv = self._by_anchor.get(view.anchor)  # the same opening, its history since rewritten
                 if conv is not None and not conv.inferred:
                     conv = None  # a named session is only continued by calls that name it
+        if any(m.role == "assistant" for m in msgs) or len(msgs) > 2:  # a conversation, not a one-shot call
+            # The system prompt and the turns, as the model sees them (the tools are not said in turns).
+            texts = [text for kind, text in segments if kind != "tools"]
+            # Only the turns the conversation's last request lacked are read again (compaction.FactMemo).
+            view.facts = compaction.wire_facts_since(texts, conv.facts if conv is not None else None)
+            view.text_chars = sum(len(t) for t in texts)
         user = explicit[1] if explicit and explicit[1] else (_private(wire_user) if wire_user else None)
         if conv is None:
             view.session_id = sid or uuid.uuid4().hex
@@ -284,7 +281,9 @@ class Tracker:
             # Only a rewrite that replaced several turns and shrank the context is a compaction: the same
             # opening with another last question (or one edited turn) drops nothing the model needed.
             if view.turns_replaced >= 2 and view.text_chars < _SHRUNK * conv.text_chars:
-                view.facts_lost = sorted(label for h, label in conv.facts.items() if h not in view.facts)[:200]
+                before = conv.facts.labels if conv.facts is not None else {}
+                now = view.facts.labels if view.facts is not None else {}
+                view.facts_lost = sorted(label for h, label in before.items() if h not in now)[:200]
             return view
         calls = {cid: name for m in msgs for cid, name, _ in m.tool_calls}
         for m in extension:
