@@ -21,7 +21,13 @@ import duckdb
 
 from llmtrace.tracer.cli.console import printable
 from llmtrace.tracer.storage.fetch import first_row, scalar
-from llmtrace.tracer.storage.store import StoreError, bind_pass_table, is_clickhouse_url, read_connection
+from llmtrace.tracer.storage.store import (
+    StoreError,
+    bind_pass_table,
+    is_clickhouse_url,
+    pass_table,
+    read_connection,
+)
 from llmtrace.tracer.storage.views import PASS_OPERATIONS, passes_select, requests_select
 
 from .filter_expr import CompiledFilter
@@ -221,7 +227,10 @@ class StoreReader:
     def cache_report(self, buckets: int = 240) -> CacheReport:
         if buckets <= 0:
             raise ValueError("buckets must be positive")
-        return self._read(lambda conn: _cache_report(conn, buckets))
+        # the kept pass rows when the store has them current (checking costs one scan of the pass spans,
+        # far less than building every pass from its spans' JSON, which the report reads whole)
+        with self.connection(kept_passes=True) as conn:
+            return _cache_report(conn, buckets)
 
     def first_trace_of(self, trace_ids: list[str]) -> str | None:
         """The first of ``trace_ids`` that is in the store (findings may name traces since removed)."""
@@ -250,15 +259,27 @@ def _stamp(conn: duckdb.DuckDBPyConnection) -> StoreStamp:
 
 
 def _cache_report(conn: duckdb.DuckDBPyConnection, n: int) -> CacheReport:
-    # The logical passes (the `passes` view's SELECT, so a store an older version wrote works read-only):
-    # one row per pass with the client's and server's spans joined, the trace's deploy, the same hit rate
-    # `llmtrace check` and `diagnose` report. The temp table dies with the connection.
-    # a name of its own: on ClickHouse the "temporary" table is a Memory table other readers of the server see
+    # The logical passes: one row per pass with the client's and server's spans joined, the trace's deploy,
+    # the same hit rate `llmtrace check` and `diagnose` report. They come from the pass rows the store keeps
+    # (ClickHouse's, or the writer's table when its stamp is current: pass_table), as the analyzers' Query
+    # reads them; else from the `passes` view's SELECT over the spans (so a store an older version wrote
+    # works read-only).
+    # A name of its own: on ClickHouse the "temporary" table is a Memory table other readers of the server
+    # see, so it is dropped whatever happens below (in DuckDB it would die with the connection).
+    source = pass_table(conn) or f"({passes_select('(' + requests_select('spans') + ')')})"
     tui_passes = f"tui_passes_{uuid.uuid4().hex[:12]}"
     conn.execute(f"""CREATE TEMP TABLE {tui_passes} AS
         SELECT trace_id, start_ns, coalesce(deploy, '(none)') AS deploy, prompt_tokens AS prompt,
                least(cached_tokens, prompt_tokens) AS cached, ttft_ms AS ttft, cost_usd AS cost
-        FROM ({passes_select('(' + requests_select('spans') + ')')})""")
+        FROM {source}""")
+    try:
+        return _cache_from(conn, tui_passes, n)
+    finally:
+        conn.execute(f"DROP TABLE IF EXISTS {tui_passes}")
+
+
+def _cache_from(conn: duckdb.DuckDBPyConnection, tui_passes: str, n: int) -> CacheReport:
+    """The report over the table of passes ``_cache_report`` made."""
     side = "TRUE"
     lo, hi = first_row(conn.execute(f"SELECT min(start_ns), max(start_ns) FROM {tui_passes} WHERE {side}"))
     buckets: list[CacheBucket] = []
@@ -302,7 +323,6 @@ def _cache_report(conn: duckdb.DuckDBPyConnection, n: int) -> CacheReport:
             SELECT p.deploy, p.passes, c.per_request, p.hit, p.ttft, p.prompt
             FROM pass p LEFT JOIN cost c USING (deploy) ORDER BY p.first"""
     ).fetchall()
-    conn.execute(f"DROP TABLE {tui_passes}")
     return CacheReport(
         tuple(buckets),
         tuple(marks),
