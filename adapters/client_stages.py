@@ -176,6 +176,9 @@ def _arrival(e: _Emit) -> None:
         )
 
 
+_NOT_EVIDENCE = ("tools", "history:assistant")
+
+
 def _intake(e: _Emit) -> None:
     """What the request itself shows: the system prompt's volatile field, characters that normalise away."""
     obs, at_request = e.obs, e.at_request
@@ -194,7 +197,8 @@ def _intake(e: _Emit) -> None:
         )
     if capture.mode() != "none":
         # Retrieved passages pasted into the prompt: their shape only (counts, schemes), never their text.
-        found = evidence_shape.shape([t for kind, t in obs.segments if kind != "history:assistant"])
+        # Not the tools (the app's own definitions, one JSON line) nor the model's own answers.
+        found = evidence_shape.shape([t for kind, t in obs.segments if kind not in _NOT_EVIDENCE])
         if found is not None:
             at_request(S.INTAKE_EVIDENCE_FORMATTING, evidence_shape.values(found))
     counts = [textscan.count_chars(text) for _, text in obs.segments]

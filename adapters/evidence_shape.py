@@ -128,14 +128,15 @@ def _shape_one(text: str) -> EvidenceShape | None:
         labelled = [t for t, named in tagged if named]
         return _result(passages, [("x" if t in labelled else None) for t in passages], "xml", tagged_ids=True)
     cue = None
+    passages: list[str] = []
     for m in _CUE.finditer(text):
         cue = m  # the last cue before the passages (an instruction may mention "sources" earlier)
-        if _paragraphs(text[m.end():]):
+        passages = _paragraphs(text[m.end():])  # the chosen cue's paragraphs: read once, kept
+        if passages:
             break
     if cue is None:
         return None
     block = text[cue.end():]
-    passages = _paragraphs(block)
     if len(passages) < 2:  # one passage a line, no blank lines between them
         passages = [p for p in _paragraphs(block.replace("\n", "\n\n")) if "\n" not in p]
         if len(passages) < 2:

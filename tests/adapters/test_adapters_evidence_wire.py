@@ -1,0 +1,69 @@
+"""Retrieved-passage shape read off the wire, each text read once: the tools the app defines are not
+pasted passages (their descriptions may quote tagged examples), and a cue's passages are split once.
+Real OpenAI SDK, instrumented, against the loopback fake provider."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from adapters_fake_provider import FakeProvider, Script, fake_provider
+from adapters_store import rows
+
+from llmtrace.adapters import evidence_shape, instrument
+
+ANSWER = json.dumps({"id": "c1", "model": "gpt-4o-mini", "choices": [
+    {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 50, "completion_tokens": 1, "total_tokens": 51}}).encode()
+PASSAGES = ["Wharf 9 takes refrigerated containers only between six and ten in the morning on weekdays.",
+            "Consignments held at customs for more than five days are charged a storage fee per pallet.",
+            "The northern yard gate closes at noon on Saturdays; drivers arriving later are turned away."]
+# A search tool whose description shows the model what its results look like: tagged passages.
+SEARCH = {"type": "function", "function": {
+    "name": "search_docs", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+    "description": "Searches the yard handbook. Results come back as " + " ".join(
+        f"<doc>{p}</doc>" for p in PASSAGES[:2]) + " and so on."}}
+
+
+@pytest.fixture()
+def client() -> Iterator[Any]:
+    with fake_provider() as fp:
+        fp.scripts["/v1/chat/completions"] = Script(chunks=[ANSWER])
+        yield instrument(openai.OpenAI(api_key="sk-test", base_url=f"{fp.base_url}/v1", max_retries=0))
+
+
+def _shapes(db: Path) -> list[dict[str, Any]]:
+    return [r["attributes"] for r in rows(db, "SELECT attributes FROM spans WHERE stage = 'intake.evidence_formatting'"
+                                                " ORDER BY start_ns")]
+
+
+def test_tool_definitions_are_not_read_as_pasted_passages(traced: Path, client: Any) -> None:
+    client.chat.completions.create(model="gpt-4o-mini", max_tokens=1, tools=[SEARCH],
+                                   messages=[{"role": "user", "content": "When does the north gate close?"}])
+    assert _shapes(traced) == []
+    # The same passages pasted into the user's turn are read (the tool is still there).
+    body = "Use the passages below.\n\n" + "\n\n".join(PASSAGES) + "\n\nWhen does the north gate close?"
+    client.chat.completions.create(model="gpt-4o-mini", max_tokens=1, tools=[SEARCH],
+                                   messages=[{"role": "user", "content": body}])
+    (shape,) = _shapes(traced)
+    assert (shape["llmtrace.evidence.chunks_in"], shape["llmtrace.evidence.id_scheme"]) == (3, "none")
+
+
+def test_a_cues_passages_are_split_once(traced: Path, client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    real: Callable[[str], list[str]] = evidence_shape._paragraphs
+
+    def spy(block: str) -> list[str]:
+        calls.append(len(block))
+        return real(block)
+
+    monkeypatch.setattr(evidence_shape, "_paragraphs", spy)
+    body = "Context:\n\n" + "\n\n".join(f"[{i}] {p}" for i, p in enumerate(PASSAGES)) + "\n\nWhich gate closes?"
+    client.chat.completions.create(model="gpt-4o-mini", max_tokens=1, messages=[{"role": "user", "content": body}])
+    (shape,) = _shapes(traced)
+    assert (shape["llmtrace.evidence.chunks_in"], shape["llmtrace.evidence.delimiter"]) == (3, "label")
+    assert len(calls) == 1  # one cue, one block: split once
