@@ -355,16 +355,21 @@ class GenerationService:
                     "headers": [(k.encode(), v.encode()) for k, v in headers]})
         ex.started = True
         first_byte = rec.now_ns()
-        await _send_chunks(send, writer.opening())
-        rec.record_stage(S.ARRIVAL_STREAM_SETUP, start_ns=t0, end_ns=rec.now_ns(), parent=ex.pass_span, values={
+        # The stream is open once its headers are out; its first event waits for the first token (below).
+        rec.record_stage(S.ARRIVAL_STREAM_SETUP, start_ns=t0, end_ns=first_byte, parent=ex.pass_span, values={
             sc.LLMTRACE_STREAM_REQUESTED: True, N.STREAM_PROTOCOL: "sse",
             N.STREAM_FIRST_BYTE_MS: round((first_byte - ex.arrival_ns) / 1e6, 3)})
         gate = ToolGate(job.output_type == "tool_calls")
         got = Collected(ex.outputs, sel.replica.tokenizer if job.logprobs else None)
+        opening = _Opening(writer)
         try:
             async with aclosing(generate(sel, req, got)) as outputs:
                 async for out in outputs:
-                    chunks: list[bytes] = []
+                    # The opening event (OpenAI's role chunk, the echoed prompt, Responses' response.created) goes
+                    # with the first engine output, i.e. after prefill, as OpenAI and vLLM send it: OpenInference,
+                    # OpenLLMetry and LiteLLM stamp "first token" at the first chunk the SDK yields, and an opening
+                    # sent before prefill made their TTFT the time to the headers.
+                    chunks: list[bytes] = opening.take()
                     if job.api == "anthropic":
                         chunks += writer.start(out.num_prompt_tokens, out.num_cached_tokens)
                     piece = gate.feed(out.text_delta)
@@ -374,16 +379,16 @@ class GenerationService:
                     await _send_chunks(send, chunks)
         except asyncio.CancelledError:
             if ex.cut:  # the server is shutting down: say so in the stream's own terms, then close it
-                await _send_chunks(send, writer.error(SHUTDOWN_MESSAGE))
+                await _send_chunks(send, opening.take() + writer.error(SHUTDOWN_MESSAGE))
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
             raise
         except Exception:
             log.exception("generation failed mid-stream (trace %s)", ex.pass_span.trace_id)
-            await _send_chunks(send, writer.error(internal_error(ex.pass_span.trace_id).message))
+            await _send_chunks(send, opening.take() + writer.error(internal_error(ex.pass_span.trace_id).message))
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             raise
         outcome = got.outcome(req.params.stop)
-        closing = [] if outcome.tool_calls else writer.text(gate.release(), got.unsent_logprobs())
+        closing = opening.take() + ([] if outcome.tool_calls else writer.text(gate.release(), got.unsent_logprobs()))
         closing += writer.closing(outcome)
         await _send_chunks(send, closing)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -438,6 +443,23 @@ def _end_pass(ex: Exchange, status: rec.SpanStatus, message: str, values: dict[s
     else:
         ex.pass_span.set_many(values or {})
         ex.pass_span.end(status, message)
+
+
+class _Opening:
+    """A stream's opening events, sent once: with the first engine output, or before an error or the closing
+    events when none came (a stream always starts the way its protocol starts: role chunk, response.created)."""
+
+    __slots__ = ("writer", "sent")
+
+    def __init__(self, writer: Any) -> None:
+        self.writer = writer
+        self.sent = False
+
+    def take(self) -> list[bytes]:
+        if self.sent:
+            return []
+        self.sent = True
+        return list(self.writer.opening())
 
 
 async def _send_chunks(send: Send, chunks: list[bytes]) -> None:
