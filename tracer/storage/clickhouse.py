@@ -15,12 +15,16 @@ and ``clickhouse://HOST:8123/DB`` (a server over HTTP with clickhouse-connect).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 import urllib.parse
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+import sqlglot
+from sqlglot import exp
 
 from llmtrace.tracer.storage.dialect import TranspileError, to_clickhouse
 from llmtrace.tracer.storage.fetch import scalar
@@ -84,9 +88,17 @@ REQUESTS_TABLE_DDL = (f"CREATE TABLE IF NOT EXISTS {REQUESTS_TABLE} ENGINE = Mer
 REQUESTS_MV_DDL = f"CREATE MATERIALIZED VIEW IF NOT EXISTS {REQUESTS_TABLE}_mv TO {REQUESTS_TABLE} AS {{select}}"
 
 
+@functools.lru_cache(maxsize=256)
+def _transpiled(sql: str) -> tuple[str, ...]:
+    """``to_clickhouse`` of a statement without parameters, once per process for each text: every open of a
+    store lays the same views, and transpiling them (sqlglot over the registry's long SELECTs) cost more
+    than creating them. Keyed on the SQL text, so a view whose definition changes is transpiled anew."""
+    return tuple(to_clickhouse(sql))
+
+
 def requests_table_select(source: str = SPANS_TABLE) -> str:
     """ClickHouse SQL of the ``requests`` rows of ``source``: tracer/storage/views.py's one definition, transpiled."""
-    return to_clickhouse(f"SELECT * FROM ({requests_select(source)})")[0]
+    return _transpiled(f"SELECT * FROM ({requests_select(source)})")[0]
 
 
 DEPLOYS_DDL = ("CREATE TABLE IF NOT EXISTS deploys (name String, service Nullable(String), at_ns Int64, "
@@ -178,15 +190,35 @@ _SETTINGS = {"join_use_nulls": 1, "aggregate_functions_null_for_empty": 1, "cast
 
 def views(materialized: bool = True) -> list[str]:
     """Every ClickHouse view statement: our spans (the materialized table, or computed over otel_traces on
-    each read), then schema.py's views transpiled."""
+    each read), then tracer/storage/views.py's views transpiled; with ``materialized`` the ``requests`` view
+    reads the typed rows of ``llmtrace_requests`` instead of parsing each pass span's JSON again."""
+    return list(_views(tuple(views_sql("spans", "deploys")), materialized))
+
+
+@functools.lru_cache(maxsize=8)
+def _views(statements: tuple[str, ...], materialized: bool) -> tuple[str, ...]:
     out = [f"CREATE OR REPLACE VIEW spans AS SELECT * FROM {SPANS_TABLE}" if materialized
            else f"CREATE OR REPLACE VIEW spans AS {SPANS_SELECT}"]
-    for stmt in views_sql("spans", "deploys"):
-        if materialized and stmt.startswith("CREATE OR REPLACE VIEW requests AS"):
+    swapped = 0
+    for stmt in statements:
+        if materialized and _view_name(stmt) == "requests":
+            # the view is known by what its statement creates (parsed), not by how its text is spelt
             out.append(f"CREATE OR REPLACE VIEW requests AS SELECT * FROM {REQUESTS_TABLE}")
+            swapped += 1
             continue
-        out.extend(to_clickhouse(stmt))
-    return out
+        out.extend(_transpiled(stmt))
+    if materialized and swapped != 1:  # views.py stopped defining `requests` (or defines it twice)
+        raise ClickHouseError(f"expected one `requests` view among the store's views, found {swapped}")
+    return tuple(out)
+
+
+def _view_name(stmt: str) -> str | None:
+    """The view one DuckDB ``CREATE VIEW`` statement creates (None for any other statement)."""
+    trees = sqlglot.parse(stmt, read="duckdb")
+    tree = trees[0] if len(trees) == 1 else None
+    if isinstance(tree, exp.Create) and str(tree.kind).upper() == "VIEW" and isinstance(tree.this, exp.Table):
+        return tree.this.name
+    return None
 
 
 # DuckDB client settings the readers set for the terminal's sake; ClickHouse has no such setting
@@ -358,10 +390,10 @@ def ensure_views(conn: ClickHouseConnection, create_table: bool = False, materia
     if materialized:
         have = set(conn.raw(f"SELECT name FROM system.tables WHERE database = currentDatabase() AND name IN "
                             f"('{SPANS_TABLE}', '{REQUESTS_TABLE}')").column(0).to_pylist())
-        requests = requests_table_select(SPANS_TABLE)
         if SPANS_TABLE not in have:
             conn.raw(SPANS_TABLE_DDL.format(select=SPANS_SELECT))
         if REQUESTS_TABLE not in have:
+            requests = requests_table_select(SPANS_TABLE)
             # before the spans' copy below, so the spans copied in flow on into it
             conn.raw(REQUESTS_TABLE_DDL.format(select=requests))
             cutoff_ns = int(conn.raw("SELECT toUnixTimestamp64Nano(now64(9))").column(0).to_pylist()[0])
