@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from llmtrace.tracer import capture
 from llmtrace.tracer import recording as rec
-from llmtrace.tracer import semconv as sc
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 
@@ -86,22 +85,22 @@ def _summary(e: _Emit) -> tuple[str, ...]:
     """The pass span's own values; returns the stages the provider hides (marked unobserved at the end)."""
     call, obs, usage, t0, out_text = e.call, e.obs, e.usage, e.call.t0, e.out_text
     summary: dict[str, object] = {
-        sc.GEN_AI_REQUEST_TEMPERATURE: obs.temperature,
-        sc.GEN_AI_REQUEST_TOP_P: obs.top_p,
-        sc.GEN_AI_REQUEST_TOP_K: obs.top_k,
-        sc.GEN_AI_REQUEST_SEED: obs.seed,
-        sc.GEN_AI_REQUEST_MAX_TOKENS: obs.max_tokens,
-        sc.LLMTRACE_STREAM_REQUESTED: obs.stream,
-        sc.GEN_AI_RESPONSE_MODEL: obs.response_model,
-        sc.GEN_AI_RESPONSE_ID: obs.response_id,
-        sc.GEN_AI_OUTPUT_TYPE: obs.output_type,
-        sc.SERVER_ADDRESS: call.host,
-        sc.SERVER_PORT: call.port,
+        N.GEN_AI_REQUEST_TEMPERATURE: obs.temperature,
+        N.GEN_AI_REQUEST_TOP_P: obs.top_p,
+        N.GEN_AI_REQUEST_TOP_K: obs.top_k,
+        N.GEN_AI_REQUEST_SEED: obs.seed,
+        N.GEN_AI_REQUEST_MAX_TOKENS: obs.max_tokens,
+        N.STREAM_REQUESTED: obs.stream,
+        N.GEN_AI_RESPONSE_MODEL: obs.response_model,
+        N.GEN_AI_RESPONSE_ID: obs.response_id,
+        N.GEN_AI_OUTPUT_TYPE: obs.output_type,
+        N.SERVER_ADDRESS: call.host,
+        N.SERVER_PORT: call.port,
         "http.response.status_code": call.status_code or None,
         N.CLIENT_RETRY_COUNT: call.retry or None,
     }
     if obs.finish_reasons:
-        summary[sc.GEN_AI_RESPONSE_FINISH_REASONS] = list(obs.finish_reasons)
+        summary[N.GEN_AI_RESPONSE_FINISH_REASONS] = list(obs.finish_reasons)
     if obs.response_model and obs.response_model != obs.model:
         summary[N.ROUTING_MODEL_DIFFERS] = True
     out_text = obs.output_text if (obs.output_parts or obs.done) else None
@@ -121,14 +120,14 @@ def _summary(e: _Emit) -> tuple[str, ...]:
             summary[N.USAGE_SOURCE] = usage_source.NONE
     first_token = min((t for t in (obs.first_content_ns, obs.first_tool_ns) if t), default=0)
     if first_token:
-        summary[sc.LLMTRACE_TTFT_MS] = _ms(t0, first_token)
+        summary[N.TTFT_MS] = _ms(t0, first_token)
         if (
             usage is not None
             and usage.output_tokens
             and usage.output_tokens > 1
             and obs.last_token_ns > first_token
         ):
-            summary[sc.LLMTRACE_TPOT_MS] = round(
+            summary[N.TPOT_MS] = round(
                 (obs.last_token_ns - first_token) / 1e6 / (usage.output_tokens - 1), 3
             )
     if call.undecoded:
@@ -152,7 +151,7 @@ def _arrival(e: _Emit) -> None:
     """The connection (opened or reused) and the stream's first byte."""
     call, obs, t0, t0w, wall, parent = e.call, e.obs, e.call.t0, e.call.t0_wall, e.wall, e.call.pass_span
     conn = call.conn
-    cvals: dict[str, object] = {sc.SERVER_ADDRESS: call.host, sc.SERVER_PORT: call.port}
+    cvals: dict[str, object] = {N.SERVER_ADDRESS: call.host, N.SERVER_PORT: call.port}
     c_end = t0
     if conn.connect_start:
         c_end = conn.connect_end or conn.connect_start
@@ -169,7 +168,7 @@ def _arrival(e: _Emit) -> None:
             end_ns=wall(call.t_headers),
             parent=parent,
             values={
-                sc.LLMTRACE_STREAM_REQUESTED: obs.stream,
+                N.STREAM_REQUESTED: obs.stream,
                 N.STREAM_PROTOCOL: "sse" if call.sse is not None else "none",
                 N.STREAM_FIRST_BYTE_MS: _ms(t0, call.t_headers),
             },
@@ -223,10 +222,10 @@ def _requested_generation(e: _Emit) -> None:
     at_request(
         S.GEN_SAMPLING,
         {
-            sc.GEN_AI_REQUEST_TEMPERATURE: obs.temperature,
-            sc.GEN_AI_REQUEST_TOP_P: obs.top_p,
-            sc.GEN_AI_REQUEST_TOP_K: obs.top_k,
-            sc.GEN_AI_REQUEST_SEED: obs.seed,
+            N.GEN_AI_REQUEST_TEMPERATURE: obs.temperature,
+            N.GEN_AI_REQUEST_TOP_P: obs.top_p,
+            N.GEN_AI_REQUEST_TOP_K: obs.top_k,
+            N.GEN_AI_REQUEST_SEED: obs.seed,
             N.SAMPLING_GREEDY: (obs.temperature == 0.0) if obs.temperature is not None else None,
             N.REQUESTED_ONLY: True,
         },
@@ -235,8 +234,8 @@ def _requested_generation(e: _Emit) -> None:
         at_request(
             S.GEN_PENALTIES,
             {
-                sc.GEN_AI_REQUEST_FREQUENCY_PENALTY: obs.frequency_penalty,
-                sc.GEN_AI_REQUEST_PRESENCE_PENALTY: obs.presence_penalty,
+                N.GEN_AI_REQUEST_FREQUENCY_PENALTY: obs.frequency_penalty,
+                N.GEN_AI_REQUEST_PRESENCE_PENALTY: obs.presence_penalty,
                 N.PENALTIES_ON_STRUCTURED_OUTPUT: obs.output_type == "json"
                 if obs.output_type
                 else None,
@@ -247,7 +246,7 @@ def _requested_generation(e: _Emit) -> None:
             S.GEN_REASONING_BUDGET,
             {
                 N.REASONING_BUDGET: obs.reasoning_budget,
-                sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: usage.reasoning_tokens
+                N.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: usage.reasoning_tokens
                 if usage is not None
                 else None,
             },
@@ -260,7 +259,7 @@ def _cache(e: _Emit) -> None:
     prefix = wire.prefix_values(call)
     prefix.update(cache_diagnostics.values(obs.cache_diagnosis))
     if usage is not None and usage.cache_read_tokens is not None:
-        prefix[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = usage.cache_read_tokens
+        prefix[N.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = usage.cache_read_tokens
         prefix[N.PREFIX_HIT_TOKENS] = usage.cache_read_tokens
         prefix[N.PREFIX_SOURCE] = "provider_reported"
     if prefix:
@@ -277,7 +276,7 @@ def _streaming(e: _Emit) -> None:
         gaps = sorted(times[i] - times[i - 1] for i in range(1, len(times)))
         svals: dict[str, object] = {
             N.STREAM_CHUNKS: len(times),
-            sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: round((times[0] - t0) / 1e9, 6),
+            N.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: round((times[0] - t0) / 1e9, 6),
             N.STREAM_FIRST_BYTE_MS: _ms(t0, call.t_headers) if call.t_headers else None,
             N.STREAM_FIRST_CONTENT_MS: _ms(t0, obs.first_content_ns)
             if obs.first_content_ns
@@ -318,10 +317,10 @@ def _stop(e: _Emit) -> None:
             end_ns=wall(end),
             parent=parent,
             values={
-                sc.GEN_AI_RESPONSE_FINISH_REASONS: list(obs.finish_reasons) or None,
+                N.GEN_AI_RESPONSE_FINISH_REASONS: list(obs.finish_reasons) or None,
                 N.STOP_MATCHED: obs.stop_sequence,
-                sc.GEN_AI_REQUEST_MAX_TOKENS: obs.max_tokens,
-                sc.GEN_AI_USAGE_OUTPUT_TOKENS: usage.output_tokens if usage is not None else None,
+                N.GEN_AI_REQUEST_MAX_TOKENS: obs.max_tokens,
+                N.GEN_AI_USAGE_OUTPUT_TOKENS: usage.output_tokens if usage is not None else None,
                 N.STOP_TRUNCATED: any(r in _TRUNCATING for r in obs.finish_reasons),
                 N.STOP_OUTPUT_PARSES: parse_ok,
                 **shape,
@@ -344,5 +343,5 @@ def _meters(e: _Emit) -> None:
     )
     cost = values[N.METERS_COST_USD]
     if isinstance(cost, float):
-        span.set(sc.LLMTRACE_COST_USD, cost)
+        span.set(N.METERS_COST_USD, cost)
         span.set(N.METERS_TRACE_COST_USD, meters.trace_costs.add(span.trace_id, cost))

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from llmtrace.tracer import semconv as sc
 from llmtrace.tracer.registry import names as N
 
 
@@ -45,11 +44,11 @@ class Usage:
     def attributes(self) -> dict[str, object]:
         """Pass-span attributes: semconv names for the normalised values, ``llmtrace.usage.raw.*`` for raw."""
         attrs: dict[str, object] = {
-            sc.GEN_AI_USAGE_INPUT_TOKENS: self.input_tokens,
-            sc.GEN_AI_USAGE_OUTPUT_TOKENS: self.output_tokens,
-            sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: self.cache_read_tokens,
-            sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: self.cache_write_tokens,
-            sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: self.reasoning_tokens,
+            N.GEN_AI_USAGE_INPUT_TOKENS: self.input_tokens,
+            N.GEN_AI_USAGE_OUTPUT_TOKENS: self.output_tokens,
+            N.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: self.cache_read_tokens,
+            N.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: self.cache_write_tokens,
+            N.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: self.reasoning_tokens,
             N.METERS_USAGE_CONSISTENT: self.consistent,
         }
         if self.problems:

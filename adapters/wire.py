@@ -14,7 +14,6 @@ from xml.etree import ElementTree
 
 from llmtrace.tracer import capture
 from llmtrace.tracer import recording as rec
-from llmtrace.tracer import semconv as sc
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 
@@ -144,7 +143,7 @@ def output_values(output_type: str | None, text: str | None,
     if asked:
         values[N.OUTPUT_ASKED_IN_WORDS] = asked
     if output_type is not None:
-        values[sc.GEN_AI_OUTPUT_TYPE] = output_type
+        values[N.GEN_AI_OUTPUT_TYPE] = output_type
     else:  # nothing was asked for: say whether the answer looks structured anyway
         values[N.OUTPUT_STRUCTURED_GUESS] = shape != "text"
     return values
@@ -168,9 +167,9 @@ def conversation_stages(call: Call, end_wall: int) -> None:
                 end_ns=t0w,
                 parent=view.parent,
                 values={
-                    sc.GEN_AI_OPERATION_NAME: "execute_tool",
-                    sc.GEN_AI_TOOL_NAME: name,
-                    sc.GEN_AI_TOOL_CALL_ID: call_id or None,
+                    N.GEN_AI_OPERATION_NAME: "execute_tool",
+                    N.GEN_AI_TOOL_NAME: name,
+                    N.GEN_AI_TOOL_CALL_ID: call_id or None,
                     N.TOOL_RESULT_TOKENS: approx_tokens(chars),
                     N.TOOL_OBSERVED: "wire",
                 },

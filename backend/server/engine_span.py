@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from llmtrace.tracer import recording as rec
-from llmtrace.tracer import semconv as sc
+from llmtrace.tracer.registry import names as N
 
 # One writer per value of a served pass span. The server owns what the request asked for (it parsed it and
 # fitted max_tokens to the context), the model it routed to, and the times the client saw (TTFT and TPOT from
@@ -27,8 +27,8 @@ from llmtrace.tracer import semconv as sc
 # reason, batch composition, its own llmtrace.engine.* times). An engine run alone (no server) writes all of
 # its summary; under the server its copies of the server's values are dropped here, not overwritten later.
 SERVER_OWNED = frozenset({
-    sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_REQUEST_TEMPERATURE, sc.GEN_AI_REQUEST_TOP_P, sc.GEN_AI_REQUEST_SEED,
-    sc.GEN_AI_REQUEST_MAX_TOKENS, sc.LLMTRACE_TTFT_MS, sc.LLMTRACE_TPOT_MS,
+    N.GEN_AI_RESPONSE_MODEL, N.GEN_AI_REQUEST_TEMPERATURE, N.GEN_AI_REQUEST_TOP_P, N.GEN_AI_REQUEST_SEED,
+    N.GEN_AI_REQUEST_MAX_TOKENS, N.TTFT_MS, N.TPOT_MS,
 })
 
 

@@ -18,7 +18,6 @@ from llmtrace.backend.server.job import Job
 from llmtrace.backend.server.normalization import NormalizationCounts, NormalizationPolicy
 from llmtrace.tracer import capture
 from llmtrace.tracer import recording as rec
-from llmtrace.tracer import semconv as sc
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 
@@ -230,17 +229,17 @@ class Intake:
             raise bad_request("the prompt is empty after templating and tokenization", "messages")
         hashes = block_hash_chain(ids, self.block_size)
         rec.record_stage(S.INTAKE_TOKENIZATION, start_ns=t2, end_ns=rec.now_ns(), parent=pass_span, values={
-            sc.GEN_AI_USAGE_INPUT_TOKENS: len(ids),
+            N.GEN_AI_USAGE_INPUT_TOKENS: len(ids),
             N.TOKENIZATION_CHARS_PER_TOKEN: round(len(text) / len(ids), 3),
             N.TOKENIZATION_SPECIAL_TOKENS: sum(1 for t in ids if t in self.special_ids),
             N.TOKENIZATION_BLOCK_HASHES: hashes,
         })
         if capture.mode() != "none":
-            pass_span.set(sc.LLMTRACE_PROMPT_HASH, capture.hash_text(text))
-            pass_span.set(sc.LLMTRACE_SEGMENTS, json.dumps(segments, separators=(",", ":")))
+            pass_span.set(N.PROMPT_HASH, capture.hash_text(text))
+            pass_span.set(N.PROMPT_SEGMENTS, json.dumps(segments, separators=(",", ":")))
             kept = capture.keep_text(text)
             if kept is not None:
-                pass_span.set(sc.LLMTRACE_PROMPT_TEXT, kept)
+                pass_span.set(N.PROMPT_TEXT, kept)
         return IntakeResult(text, ids, hashes, prefix)
 
 

@@ -131,8 +131,8 @@ class GenerationService:
         )
         server = scope.get("server") or ("", 0)
         rec.record_stage(S.ARRIVAL_CONNECTION, start_ns=arrival, end_ns=body_done, parent=pass_span, values={
-            sc.SERVER_ADDRESS: str(server[0]),
-            sc.SERVER_PORT: int(server[1] or 0),
+            N.SERVER_ADDRESS: str(server[0]),
+            N.SERVER_PORT: int(server[1] or 0),
             N.CONNECTION_REUSED: reused,
             # The server cannot see the handshake; a reused connection certainly cost nothing.
             N.CONNECTION_CONNECT_MS: 0.0 if reused else None,
@@ -182,14 +182,14 @@ class GenerationService:
             route_model = self._route(job, ps)
             intake = await self._intake(job, ps)
             job.params = self._fit_context(job, intake)
-            ps.set(sc.GEN_AI_REQUEST_MAX_TOKENS, job.params.max_tokens)
+            ps.set(N.GEN_AI_REQUEST_MAX_TOKENS, job.params.max_tokens)
             await self._admit(ps)
             admitted = True
             sel = self._select(intake, ps)
             rid = ID_PREFIX[ex.endpoint] + uuid.uuid4().hex[:24]
-            ps.set(sc.GEN_AI_RESPONSE_ID, rid)
+            ps.set(N.GEN_AI_RESPONSE_ID, rid)
             if isinstance(job, resp.ResponsesJob):  # a previous_response_id chain is one conversation
-                ps.set(sc.GEN_AI_CONVERSATION_ID, job.conversation_id or rid)
+                ps.set(N.GEN_AI_CONVERSATION_ID, job.conversation_id or rid)
             ex.view = EngineSpanView(ps)
             req = EngineRequest(request_id=rid, prompt_token_ids=intake.token_ids, params=job.params,
                                 pass_span=ex.view, arrival_ns=ex.arrival_ns)  # type: ignore[arg-type]
@@ -198,7 +198,7 @@ class GenerationService:
                 await self._stream(ex, job, sel, req, route_model, send)
             else:
                 await self._buffered(ex, job, sel, req, route_model, intake, send)
-            ps.set(sc.GEN_AI_RESPONSE_MODEL, route_model)  # the engine's summary carries its tokens
+            ps.set(N.GEN_AI_RESPONSE_MODEL, route_model)  # the engine's summary carries its tokens
             ps.end("ok")
             self.counts[f"{ex.endpoint}:200"] += 1
         except APIError as err:
@@ -235,7 +235,7 @@ class GenerationService:
     async def _end_cut(self, ex: Exchange, send: Send) -> None:
         self.counts[f"{ex.endpoint}:shutdown"] += 1
         _end_pass(ex, "error", SHUTDOWN_MESSAGE,
-                  {sc.ERROR_TYPE: "server_shutdown", sc.GEN_AI_RESPONSE_FINISH_REASONS: ["error"]})
+                  {sc.ERROR_TYPE: "server_shutdown", N.GEN_AI_RESPONSE_FINISH_REASONS: ["error"]})
         if not ex.started:
             err = APIError(503, SHUTDOWN_MESSAGE, retry_after_s=5)
             await _send_rendered(send, render_error(err, ex.api), [*ex.headers, ("connection", "close")])
@@ -253,14 +253,14 @@ class GenerationService:
     def _set_request_values(self, ps: rec.PassSpan, job: Job) -> None:
         p = job.params
         ps.set_many({
-            sc.GEN_AI_REQUEST_TEMPERATURE: p.temperature,
-            sc.GEN_AI_REQUEST_TOP_P: p.top_p,
-            sc.GEN_AI_REQUEST_TOP_K: p.top_k or None,
-            sc.GEN_AI_REQUEST_SEED: p.seed,
-            sc.LLMTRACE_STREAM_REQUESTED: job.stream,
-            sc.GEN_AI_REQUEST_FREQUENCY_PENALTY: p.frequency_penalty or None,
-            sc.GEN_AI_REQUEST_PRESENCE_PENALTY: p.presence_penalty or None,
-            sc.GEN_AI_OUTPUT_TYPE: job.output_type,
+            N.GEN_AI_REQUEST_TEMPERATURE: p.temperature,
+            N.GEN_AI_REQUEST_TOP_P: p.top_p,
+            N.GEN_AI_REQUEST_TOP_K: p.top_k or None,
+            N.GEN_AI_REQUEST_SEED: p.seed,
+            N.STREAM_REQUESTED: job.stream,
+            N.GEN_AI_REQUEST_FREQUENCY_PENALTY: p.frequency_penalty or None,
+            N.GEN_AI_REQUEST_PRESENCE_PENALTY: p.presence_penalty or None,
+            N.GEN_AI_OUTPUT_TYPE: job.output_type,
             N.API: job.api,
         })
 
@@ -270,16 +270,16 @@ class GenerationService:
             route = self.router.route(job.requested_model)
         except APIError:
             rec.record_stage(S.ARRIVAL_MODEL_ROUTING, start_ns=t0, end_ns=rec.now_ns(), parent=ps, status="error",
-                             values={sc.GEN_AI_REQUEST_MODEL: job.requested_model or "",
+                             values={N.GEN_AI_REQUEST_MODEL: job.requested_model or "",
                                      N.ROUTING_RULE: "unmatched"})
             raise
         rec.record_stage(S.ARRIVAL_MODEL_ROUTING, start_ns=t0, end_ns=rec.now_ns(), parent=ps, values={
-            sc.GEN_AI_REQUEST_MODEL: job.requested_model or "",
-            sc.GEN_AI_RESPONSE_MODEL: route.model,
+            N.GEN_AI_REQUEST_MODEL: job.requested_model or "",
+            N.GEN_AI_RESPONSE_MODEL: route.model,
             N.ROUTING_RULE: route.rule,
             N.ROUTING_FALLBACK: route.fallback,
         })
-        ps.set(sc.GEN_AI_RESPONSE_MODEL, route.model)
+        ps.set(N.GEN_AI_RESPONSE_MODEL, route.model)
         return route.model
 
     def _fit_context(self, job: Job, intake: IntakeResult) -> Any:
@@ -328,7 +328,7 @@ class GenerationService:
             N.ADMISSION_RUNNING: ticket.running,
             N.ADMISSION_MAX_RUNNING: ticket.max_running,
         })
-        ps.set(sc.LLMTRACE_QUEUE_WAIT_MS, round(ticket.queue_wait_ms, 3))
+        ps.set(N.ADMISSION_QUEUE_WAIT_MS, round(ticket.queue_wait_ms, 3))
 
     def _select(self, intake: IntakeResult, ps: rec.PassSpan) -> Selection:
         t0 = rec.now_ns()
@@ -339,7 +339,7 @@ class GenerationService:
             N.REPLICA_CANDIDATES: sel.candidates,
             N.REPLICA_EXPECTED_HIT_TOKENS: sel.expected_hit_tokens,
         })
-        ps.set(sc.LLMTRACE_REPLICA_ID, sel.replica.id)
+        ps.set(N.REPLICA_ID, sel.replica.id)
         return sel
 
     # ───────────────────────────────────────────────────────────── responses
@@ -357,7 +357,7 @@ class GenerationService:
         first_byte = rec.now_ns()
         # The stream is open once its headers are out; its first event waits for the first token (below).
         rec.record_stage(S.ARRIVAL_STREAM_SETUP, start_ns=t0, end_ns=first_byte, parent=ex.pass_span, values={
-            sc.LLMTRACE_STREAM_REQUESTED: True, N.STREAM_PROTOCOL: "sse",
+            N.STREAM_REQUESTED: True, N.STREAM_PROTOCOL: "sse",
             N.STREAM_FIRST_BYTE_MS: round((first_byte - ex.arrival_ns) / 1e6, 3)})
         gate = ToolGate(job.output_type == "tool_calls")
         got = Collected(ex.outputs, sel.replica.tokenizer if job.logprobs else None)
@@ -415,7 +415,7 @@ class GenerationService:
         ex.started = True
         await send_json(send, 200, payload, ex.headers)
         rec.record_stage(S.ARRIVAL_STREAM_SETUP, start_ns=t0, end_ns=rec.now_ns(), parent=ex.pass_span, values={
-            sc.LLMTRACE_STREAM_REQUESTED: False, N.STREAM_PROTOCOL: "none",
+            N.STREAM_REQUESTED: False, N.STREAM_PROTOCOL: "none",
             N.STREAM_FIRST_BYTE_MS: round((t0 - ex.arrival_ns) / 1e6, 3)})
         self._record_output(ex.pass_span, outcome, got.clock, ex.arrival_ns)
         return outcome
@@ -426,14 +426,14 @@ class GenerationService:
             text = ""
         else:
             text = o.text if not o.tool_calls else json.dumps(o.tool_calls)
-            ps.set(sc.LLMTRACE_OUTPUT_HASH, capture.hash_text(text))
+            ps.set(N.OUTPUT_HASH, capture.hash_text(text))
         kept = capture.keep_text(text) if text else None
         if kept is not None:
-            ps.set(sc.LLMTRACE_OUTPUT_TEXT, kept)
+            ps.set(N.OUTPUT_TEXT, kept)
         if clock.first_ns is not None:
-            ps.set(sc.LLMTRACE_TTFT_MS, round((clock.first_ns - arrival_ns) / 1e6, 3))
+            ps.set(N.TTFT_MS, round((clock.first_ns - arrival_ns) / 1e6, 3))
             if o.output_tokens > 1 and clock.last_ns is not None:
-                ps.set(sc.LLMTRACE_TPOT_MS, round((clock.last_ns - clock.first_ns) / 1e6 / (o.output_tokens - 1), 3))
+                ps.set(N.TPOT_MS, round((clock.last_ns - clock.first_ns) / 1e6 / (o.output_tokens - 1), 3))
 
 def _end_pass(ex: Exchange, status: rec.SpanStatus, message: str, values: dict[str, object] | None = None) -> None:
     """End a pass the server gave up on: after the engine's last write to it when the engine has the request

@@ -238,12 +238,12 @@ def start_pass(
     attributes: Mapping[str, object] | None = None,
 ) -> PassSpan:
     attrs: dict[str, AttributeValue] = {
-        sc.GEN_AI_OPERATION_NAME: operation,
-        sc.GEN_AI_REQUEST_MODEL: model,
-        sc.LLMTRACE_SIDE: side,
+        N.GEN_AI_OPERATION_NAME: operation,
+        N.GEN_AI_REQUEST_MODEL: model,
+        N.SIDE: side,
     }
     if provider:
-        attrs[sc.GEN_AI_PROVIDER_NAME] = provider
+        attrs[N.GEN_AI_PROVIDER_NAME] = provider
     if attributes:
         _check_pass_values(attributes)
         attrs.update({k: _clean(v) for k, v in attributes.items() if v is not None})
@@ -348,7 +348,7 @@ def mark_unobserved(stage_id: str, reason: str, *, parent: PassSpan | None = Non
         stage_id,
         start_ns=t,
         end_ns=t,
-        values={sc.LLMTRACE_OBSERVED: False, sc.LLMTRACE_UNOBSERVED_REASON: reason},
+        values={N.OBSERVED: False, N.UNOBSERVED_REASON: reason},
         parent=parent,
     )
 
@@ -365,9 +365,9 @@ def tool_span(
     """An ``execute_tool {name}`` span carrying ``loop.tool_dispatch`` values; errors are recorded, then raised."""
     attrs = checked_values(
         S.LOOP_TOOL_DISPATCH,
-        {sc.GEN_AI_TOOL_NAME: name, sc.GEN_AI_TOOL_CALL_ID: call_id, N.TOOL_SCOPE: scope, **(values or {})},
+        {N.GEN_AI_TOOL_NAME: name, N.GEN_AI_TOOL_CALL_ID: call_id, N.TOOL_SCOPE: scope, **(values or {})},
     )
-    attrs[sc.GEN_AI_OPERATION_NAME] = "execute_tool"
+    attrs[N.GEN_AI_OPERATION_NAME] = "execute_tool"
     span = _start_child(f"execute_tool {name}", attrs, parent)
     token = otel_context.attach(trace.set_span_in_context(span))
     try:

@@ -37,7 +37,7 @@ class _Entry:
 def _short(name: str, *, family: bool, keep_prefix: bool) -> str:
     body = name if keep_prefix else name.removeprefix("llmtrace.")
     ident = body.rstrip(".").replace(".", "_").upper() + ("_PREFIX" if family else "")
-    if not ident.isidentifier() or ident[0].isdigit():
+    if not ident.isidentifier():  # (a leading digit is no identifier either)
         raise ValueError(f"value name {name!r} makes no Python identifier ({ident!r}); rename it in the catalog")
     return ident
 

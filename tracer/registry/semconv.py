@@ -1,59 +1,17 @@
-"""Typed constants for the OpenTelemetry GenAI semantic-convention names (v1.41) llmtrace uses,
-and the llmtrace names the store's views read from pass spans. Names the registry declares are taken from
-``names.py`` (generated from it); the rest (resource and error attributes, the span's stage and phase, names
-only read off other tools' spans) are spelt here."""
+"""The few span names llmtrace writes that the registry does not declare as values: the resource's service
+name, OpenTelemetry's error type, and the stage and phase recording stamps on every stage span (read back as
+the store's ``stage`` and ``phase`` columns).
+
+Every value the registry declares (the GenAI semantic-convention names llmtrace uses, v1.41, and the
+llmtrace names on pass and stage spans) has its one constant in ``names.py``, generated from the registry:
+``from llmtrace.tracer.registry import names as N``. This module spells no name ``names.py`` has, so one
+name has one constant."""
 
 from __future__ import annotations
 
 from typing import Final
 
-from llmtrace.tracer.registry import names as N
-
-GEN_AI_OPERATION_NAME: Final = N.GEN_AI_OPERATION_NAME
-GEN_AI_PROVIDER_NAME: Final = N.GEN_AI_PROVIDER_NAME
-GEN_AI_REQUEST_MODEL: Final = N.GEN_AI_REQUEST_MODEL
-GEN_AI_RESPONSE_MODEL: Final = N.GEN_AI_RESPONSE_MODEL
-GEN_AI_RESPONSE_ID: Final = N.GEN_AI_RESPONSE_ID
-GEN_AI_RESPONSE_FINISH_REASONS: Final = N.GEN_AI_RESPONSE_FINISH_REASONS
-GEN_AI_REQUEST_TEMPERATURE: Final = N.GEN_AI_REQUEST_TEMPERATURE
-GEN_AI_REQUEST_TOP_P: Final = N.GEN_AI_REQUEST_TOP_P
-GEN_AI_REQUEST_TOP_K: Final = N.GEN_AI_REQUEST_TOP_K
-GEN_AI_REQUEST_SEED: Final = N.GEN_AI_REQUEST_SEED
-GEN_AI_REQUEST_MAX_TOKENS: Final = N.GEN_AI_REQUEST_MAX_TOKENS
-LLMTRACE_STREAM_REQUESTED: Final = N.STREAM_REQUESTED
-GEN_AI_REQUEST_FREQUENCY_PENALTY: Final = N.GEN_AI_REQUEST_FREQUENCY_PENALTY
-GEN_AI_REQUEST_PRESENCE_PENALTY: Final = N.GEN_AI_REQUEST_PRESENCE_PENALTY
-GEN_AI_USAGE_INPUT_TOKENS: Final = N.GEN_AI_USAGE_INPUT_TOKENS
-GEN_AI_USAGE_OUTPUT_TOKENS: Final = N.GEN_AI_USAGE_OUTPUT_TOKENS
-GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = N.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS
-GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: Final = N.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS
-GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: Final = N.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS
-GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = N.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK
-GEN_AI_OUTPUT_TYPE: Final = N.GEN_AI_OUTPUT_TYPE
-GEN_AI_TOOL_NAME: Final = N.GEN_AI_TOOL_NAME
-GEN_AI_TOOL_CALL_ID: Final = N.GEN_AI_TOOL_CALL_ID
-GEN_AI_CONVERSATION_ID: Final = N.GEN_AI_CONVERSATION_ID
-SERVER_ADDRESS: Final = N.SERVER_ADDRESS
-SERVER_PORT: Final = N.SERVER_PORT
 SERVICE_NAME: Final = "service.name"
-SERVICE_VERSION: Final = N.SERVICE_VERSION
 ERROR_TYPE: Final = "error.type"
-
-# llmtrace attributes on every span / on pass spans (the `requests` view reads these)
 LLMTRACE_STAGE: Final = "llmtrace.stage"
 LLMTRACE_PHASE: Final = "llmtrace.phase"
-LLMTRACE_SIDE: Final = N.SIDE  # client, server or app
-LLMTRACE_OBSERVED: Final = N.OBSERVED
-LLMTRACE_UNOBSERVED_REASON: Final = N.UNOBSERVED_REASON
-LLMTRACE_DEPLOY: Final = "llmtrace.deploy"
-LLMTRACE_TTFT_MS: Final = N.TTFT_MS
-LLMTRACE_TPOT_MS: Final = N.TPOT_MS
-LLMTRACE_REPLICA_ID: Final = N.REPLICA_ID
-LLMTRACE_QUEUE_WAIT_MS: Final = N.ADMISSION_QUEUE_WAIT_MS
-LLMTRACE_COMPOSITION_HASH: Final = N.BATCH_COMPOSITION_HASH
-LLMTRACE_COST_USD: Final = N.METERS_COST_USD
-LLMTRACE_PROMPT_HASH: Final = N.PROMPT_HASH
-LLMTRACE_OUTPUT_HASH: Final = N.OUTPUT_HASH
-LLMTRACE_PROMPT_TEXT: Final = N.PROMPT_TEXT
-LLMTRACE_OUTPUT_TEXT: Final = N.OUTPUT_TEXT
-LLMTRACE_SEGMENTS: Final = N.PROMPT_SEGMENTS  # JSON list of {kind, hash, chars, chunk_hashes}
