@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import sys
 import tempfile
@@ -23,10 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from synthetic_store import PLANTED, make_store  # noqa: E402
 
-
-def _cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
+from common import diagnose_spans_and_kept, keep_pass_table  # noqa: E402
 
 
 def main() -> None:
@@ -35,10 +31,9 @@ def main() -> None:
     ap.add_argument("--store", help="reuse (or keep) the synthetic store at this path")
     args = ap.parse_args()
 
-    from llmtrace.analyzers import ANALYZERS, run_analyzers
+    from llmtrace.analyzers import ANALYZERS
     from llmtrace.analyzers.query import Query
-    from llmtrace.tracer.storage import pass_table
-    from llmtrace.tracer.storage.store import read_connection, read_store, write_connection
+    from llmtrace.tracer.storage.store import read_connection
 
     tmp = tempfile.TemporaryDirectory()
     path = Path(args.store) if args.store else Path(tmp.name) / "synthetic.duckdb"
@@ -53,22 +48,19 @@ def main() -> None:
     # named by --store stays as it was. The passes then come from that table instead of every pass span's JSON.
     kept = Path(tmp.name) / "kept.duckdb"
     shutil.copy(path, kept)
-    with write_connection(kept) as conn:
-        pass_table.rebuild(conn)
-    for label, store in (("_kept_passes", kept), ("", path)):
-        with read_store(store) as conn:
-            results["spans"] = conn.execute("SELECT count(*) FROM spans").fetchone()[0]  # type: ignore[index]
-            best = cpu = float("inf")
-            for _ in range(3):  # the first run also reads the file into the OS cache
-                t, c = time.perf_counter(), _cpu_s()
-                findings = run_analyzers(conn)  # what `llmtrace diagnose` runs
-                best, cpu = min(best, time.perf_counter() - t), min(cpu, _cpu_s() - c)
-            results[f"diagnose_s_{suffix}{label}"] = round(best, 3)
-            # CPU seconds of this process (DuckDB's threads included): on a busy shared machine the wall
-            # time above includes waiting for the CPU; this does not.
-            results[f"diagnose_cpu_s_{suffix}{label}"] = round(cpu, 3)
+    keep_pass_table(kept)
+    # alternated rounds (benchmarks/common.py, shared with scale.py --store-pass-table); the first
+    # round also reads the files into the OS cache, so the best of three counts
+    runs = diagnose_spans_and_kept(path, kept, rounds=3)
+    for label, mode in (("_kept_passes", "kept"), ("", "spans")):
+        results[f"diagnose_s_{suffix}{label}"] = round(min(r.wall_s for r in runs[mode]), 3)
+        # CPU seconds of this process (DuckDB's threads included): on a busy shared machine the wall
+        # time above includes waiting for the CPU; this does not.
+        results[f"diagnose_cpu_s_{suffix}{label}"] = round(min(r.cpu_s for r in runs[mode]), 3)
+    findings = runs["spans"][-1].findings  # what `llmtrace diagnose` finds
     results["load_average_1m"] = round(os.getloadavg()[0], 2)
     with read_connection(path) as conn:
+        results["spans"] = conn.execute("SELECT count(*) FROM spans").fetchone()[0]  # type: ignore[index]
         q = Query(conn)
         t = time.perf_counter()
         q.materialize()

@@ -14,7 +14,6 @@ import argparse
 import importlib.util
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -25,12 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from common import cpu_s as _cpu_s  # noqa: E402
+
 _ROOT = Path(__file__).resolve().parent.parent
-
-
-def _cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def _child(which: str, analyzers_dir: str, store: str, reps: int) -> None:

@@ -1,4 +1,5 @@
-"""Shared by every benchmark: write ``results/<name>.json`` (flat numbers, units in key names)."""
+"""Shared by every benchmark: write ``results/<name>.json`` (flat numbers, units in key names), this process's CPU
+seconds, and the kept-pass-table case analyzers.py and scale.py both measure."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import datetime as _dt
 import json
 import os
 import platform
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 # BENCH_RESULTS_DIR: write somewhere else (a quick check that must not replace the recorded results)
@@ -40,3 +43,57 @@ def save(name: str, results: dict[str, object]) -> Path:
     path.write_text(json.dumps(out, indent=2, sort_keys=False) + "\n")
     print(json.dumps(out, indent=2))
     return path
+
+
+def cpu_s() -> float:
+    """CPU seconds this process has used (user + system, its native threads included): on a shared machine
+    the wall time of a step includes waiting for a CPU, the difference of two readings of this does not."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+# ── ``diagnose`` on a store whose writer keeps the per-pass table (tracer/storage/pass_table.py) against the
+# passes built from the spans: the one case benchmarks/analyzers.py (``diagnose_s_100k_kept_passes``) and
+# benchmarks/scale.py (``--store-pass-table``) both measure, run the same way for both. The two modes are
+# alternated round by round, so a change in the machine's load falls on both alike.
+@dataclass(frozen=True, slots=True)
+class DiagnoseRun:
+    wall_s: float
+    cpu_s: float  # this process's CPU seconds (DuckDB's threads included)
+    findings: list  # what run_analyzers returned (analyzers' Finding objects)
+
+
+def keep_pass_table(path: Path) -> float:
+    """Build the writer's pass table in the store at ``path`` (what its first batch does on a store without
+    one: make_store writes spans alone), in one transaction; seconds it took."""
+    from llmtrace.tracer.storage import pass_table
+    from llmtrace.tracer.storage.store import write_connection
+
+    with write_connection(path) as conn:
+        t = time.perf_counter()
+        conn.execute("BEGIN")
+        pass_table.rebuild(conn)
+        conn.execute("COMMIT")
+        return time.perf_counter() - t
+
+
+def diagnose_spans_and_kept(spans_db: Path, kept_db: Path, rounds: int) -> dict[str, list[DiagnoseRun]]:
+    """``rounds`` runs of every analyzer (what ``llmtrace diagnose`` runs) per mode, alternated: "spans" reads
+    ``spans_db`` with the passes built from the spans (the kept table, if any, left unbound), "kept" reads
+    ``kept_db`` as ``diagnose`` opens it, which binds the kept table (checked: it must be bound)."""
+    from llmtrace.analyzers import run_analyzers
+    from llmtrace.tracer.storage.store import pass_table as bound
+    from llmtrace.tracer.storage.store import read_connection, read_store
+
+    runs: dict[str, list[DiagnoseRun]] = {"spans": [], "kept": []}
+    for _ in range(rounds):
+        for mode in ("spans", "kept"):
+            with (read_connection(spans_db) if mode == "spans" else read_store(kept_db)) as conn:
+                if (bound(conn) is not None) != (mode == "kept"):
+                    raise RuntimeError(f"{mode}: the kept pass table is {'not ' if mode == 'kept' else ''}bound")
+                t, c = time.perf_counter(), cpu_s()
+                findings = run_analyzers(conn)
+                runs[mode].append(DiagnoseRun(time.perf_counter() - t, cpu_s() - c, findings))
+    return runs

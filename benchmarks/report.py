@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import tempfile
 import time
@@ -22,12 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from synthetic_store import make_store  # noqa: E402
 
+from common import cpu_s as _cpu_s  # noqa: E402
 from common import save  # noqa: E402
-
-
-def _cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def _timed(fn, reps: int = 2):  # type: ignore[no-untyped-def]

@@ -29,6 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from synthetic_store import make_store  # noqa: E402
 
+from common import cpu_s, diagnose_spans_and_kept, keep_pass_table  # noqa: E402
+
 RESULTS = Path(__file__).resolve().parent / "results" / "scale.json"
 
 
@@ -88,44 +90,22 @@ def clickhouse_vs_duckdb(passes: int, tmp: Path) -> dict[str, object]:
 
 def store_pass_table(passes: int, tmp: Path, rounds: int = 2) -> dict[str, object]:
     """diagnose on a DuckDB store reading the writer's per-pass table (tracer/storage/pass_table.py) against
-    the same store with the passes built from the spans, alternated in one run; the findings must be identical."""
-    from llmtrace.analyzers import run_analyzers
-    from llmtrace.tracer.storage import pass_table
-    from llmtrace.tracer.storage.store import pass_table as bound
-    from llmtrace.tracer.storage.store import read_connection, read_store, write_connection
-
+    the same store with the passes built from the spans, alternated in one run (benchmarks/common.py,
+    shared with analyzers.py's ``diagnose_s_100k_kept_passes``); the findings must be identical."""
     tmp.mkdir(parents=True, exist_ok=True)
     db = make_store(tmp / "kept.duckdb", passes=passes, seed=0)
     out: dict[str, object] = {"store_pass_table_passes": passes}
-    with write_connection(db) as conn:  # what the writer's first batch does on a store without the table
-        t = time.perf_counter()
-        conn.execute("BEGIN")
-        pass_table.rebuild(conn)
-        conn.execute("COMMIT")
-        out["store_pass_table_rebuild_s"] = round(time.perf_counter() - t, 2)
-    seen: dict[str, list[tuple[float, float]]] = {"spans": [], "kept": []}
-    found: dict[str, list[tuple]] = {}
-    for _ in range(rounds):
-        for mode in ("spans", "kept"):
-            with (read_connection(db) if mode == "spans" else read_store(db)) as conn:
-                assert (bound(conn) is not None) == (mode == "kept")
-                t, c = time.perf_counter(), _cpu_s()
-                fs = run_analyzers(conn)
-                seen[mode].append((round(time.perf_counter() - t, 2), round(_cpu_s() - c, 2)))
-                found[mode] = [(f.symptom, f.stage, f.title, f.summary, f.trace_ids) for f in fs]
-    for mode, runs in seen.items():
-        out[f"store_diagnose_{mode}_s"] = [w for w, _ in runs]
-        out[f"store_diagnose_{mode}_cpu_s"] = [c for _, c in runs]
+    # what the writer's first batch does on a store without the table; "spans" then reads the same file unbound
+    out["store_pass_table_rebuild_s"] = round(keep_pass_table(db), 2)
+    runs = diagnose_spans_and_kept(db, db, rounds)
+    for mode, done in runs.items():
+        out[f"store_diagnose_{mode}_s"] = [round(r.wall_s, 2) for r in done]
+        out[f"store_diagnose_{mode}_cpu_s"] = [round(r.cpu_s, 2) for r in done]
+    found = {mode: [(f.symptom, f.stage, f.title, f.summary, f.trace_ids) for f in done[-1].findings]
+             for mode, done in runs.items()}
     out["store_pass_table_findings_identical"] = found["spans"] == found["kept"]
     out["store_pass_table_load_average"] = [round(x, 1) for x in os.getloadavg()]
     return out
-
-
-def _cpu_s() -> float:
-    import resource
-
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def parquet_diagnose(passes: int, tmp: Path, *, compare_store: bool = False) -> dict[str, object]:
@@ -179,13 +159,13 @@ def _diagnose(glob: str) -> tuple[list, float, float]:
     from llmtrace.analyzers import run_analyzers
     from llmtrace.tracer.storage.store import parquet_connection
 
-    t, c = time.perf_counter(), _cpu_s()
+    t, c = time.perf_counter(), cpu_s()
     conn = parquet_connection(glob)
     try:
         found = run_analyzers(conn)
     finally:
         conn.close()
-    return found, round(time.perf_counter() - t, 1), round(_cpu_s() - c, 1)
+    return found, round(time.perf_counter() - t, 1), round(cpu_s() - c, 1)
 
 
 # replica k of an id: its first hex digit moved k places round 0-f (translate: a character map, cheap over 400M
