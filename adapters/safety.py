@@ -1,35 +1,22 @@
 """Injection scan of untrusted text (tool outputs, retrieved pages) before it enters a prompt.
 
 Counts what a reader cannot see (zero-width and bidi characters), look-alike letters inside Latin words,
-and phrases that read like instructions to the model; combines them into a 0..1 score and an action
-(allow / flag / block). Records ``safety.injection``.
+and phrases that read like instructions to the model (the one list, ``tracer/record/untrusted_text.py``,
+that the middleware's per-segment counts and the analyzers match too); combines them into a 0..1 score and
+an action (allow / flag / block). Records ``safety.injection``.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from llmtrace.tracer import recording as rec
+from llmtrace.tracer.record import untrusted_text
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 
 from .textscan import count_chars, strip_hidden
-
-_INSTRUCTIONS = re.compile(
-    r"\b(?:ignore|disregard|forget|override)\s+"
-    r"(?:all\s+|any\s+|the\s+|your\s+|previous\s+|prior\s+|above\s+|earlier\s+)*"
-    r"(?:instructions|rules|prompts?|directions|guidelines|context)\b"
-    r"|\byou\s+are\s+now\b|\bnew\s+instructions?\s*:|\bsystem\s+prompt\b|\bact\s+as\s+(?:an?\s+)?\w+"
-    r"|\bdo\s+not\s+(?:tell|inform|reveal\s+to)\s+the\s+user\b"
-    r"|\breveal\s+(?:your|the)\s+(?:system\s+prompt|instructions|secrets?|api\s+keys?)\b"
-    r"|\b(?:send|email|post|upload|exfiltrate)\s+(?:the\s+|all\s+|your\s+)*"
-    r"(?:conversation|credentials|password|api\s+keys?|secrets?)\b"
-    r"|<\|im_start\|>|<\|system\|>|\[/?INST\]|^\s*#{2,}\s*(?:system|instruction)s?\b|\bBEGIN\s+SYSTEM\b"
-    r"|^\s*(?:system|assistant)\s*:",
-    re.IGNORECASE | re.MULTILINE,
-)
 
 ACTIONS = ("allow", "flag", "block")
 
@@ -79,7 +66,7 @@ def scan(
         conf += c.confusables
         # Hidden characters can split a phrase to dodge a filter: match on the visible text.
         visible = strip_hidden(text) if c.hidden else text
-        found = [m.group(0).strip() for m in _INSTRUCTIONS.finditer(visible)]
+        found = [m.group(0).strip() for m in untrusted_text.ORDERS.finditer(visible)]
         pats += len(found)
         matches.extend(found)
     score = _score(hidden, conf, pats)

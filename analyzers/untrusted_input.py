@@ -55,12 +55,18 @@ def _marks(rec: dict[str, Any], text: str | None) -> tuple[int, int]:
 def tool_output_findings(q: Query) -> Untrusted | None:
     recent = (f"span_id IN (SELECT client_span_id FROM {q.passes} WHERE client_span_id IS NOT NULL "
               f"ORDER BY start_ns DESC LIMIT {SAMPLE})")
-    rows = q.rows(f"""
-        SELECT trace_id, start_ns, {attr('llmtrace.prompt.segments')} AS segs, {attr('llmtrace.prompt.text')} AS text
+    # One scan: the passes with tool output (counted as scanned) and those that may carry marks (read).
+    marked = ("""(attributes LIKE '%orders%' OR attributes LIKE '%hidden%'
+               OR (attributes LIKE '%history:tool%' AND attributes LIKE '%"llmtrace.prompt.text"%'))""")
+    found = q.rows(f"""
+        SELECT trace_id, start_ns, CASE WHEN attributes LIKE '%history:tool%' THEN 1 ELSE 0 END AS tool,
+               CASE WHEN {marked} THEN {attr('llmtrace.prompt.segments')} END AS segs,
+               CASE WHEN {marked} THEN {attr('llmtrace.prompt.text')} END AS text
         FROM {q.spans} WHERE operation IN {PASS_OPERATIONS} AND {recent}
-          AND (attributes LIKE '%orders%' OR attributes LIKE '%hidden%'
-               OR (attributes LIKE '%history:tool%' AND attributes LIKE '%"llmtrace.prompt.text"%'))
+          AND (attributes LIKE '%history:tool%' OR {marked})
         ORDER BY start_ns DESC, trace_id""")
+    scanned = sum(int(r["tool"] or 0) for r in found)
+    rows = [r for r in found if r["segs"] is not None]
     hit = orders = hidden = 0
     from_tools = False
     ids: list[str] = []
@@ -94,6 +100,4 @@ def tool_output_findings(q: Query) -> Untrusted | None:
             ids.append(str(r["trace_id"]))
     if not hit:
         return None
-    scanned = int(q.one(f"""SELECT count(*) AS n FROM {q.spans} WHERE operation IN {PASS_OPERATIONS} AND {recent}
-                            AND attributes LIKE '%history:tool%'""").get("n") or 0)
     return Untrusted(hit, orders, hidden, max(scanned, hit), sample_ids(ids), example, from_tools)

@@ -11,7 +11,7 @@ from typing import Any
 
 import openai
 import pytest
-from adapters_fake_provider import FakeProvider, Script, fake_provider
+from adapters_fake_provider import Script, fake_provider
 from adapters_store import rows
 
 from llmtrace.adapters import evidence_shape, instrument

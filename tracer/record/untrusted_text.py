@@ -16,19 +16,47 @@ import re
 INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200d\u2060-\u2064\ufeff\U000e0000-\U000e007f]")
 BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 HIDDEN = re.compile(f"{INVISIBLE.pattern}|{BIDI.pattern}")
+# The one list of phrases that address the model as its operator would. Every place that looks for
+# instructions in text matches these: the per-segment counts the middleware and the collector record
+# (prompt_segments.py), the analyzer's scan of kept text (analyzers/untrusted_input.py) and the app's own
+# ``safety.scan`` (adapters/safety.py). A phrase is here only when it is an order to the model wherever it
+# appears: a user asking a bot to "act as a translator" or mentioning "the system prompt" is not one.
 _OVERRIDE = r"(?:ignore|disregard|forget|override|bypass)"
 _EARLIER = r"(?:previous|prior|earlier|above|preceding|all|any|every|your|the|these|those|original|system)"
 _RULES = r"(?:instructions?|rules|directions|guidelines|guidance|prompts?|polic(?:y|ies)|constraints|orders)"
-_SECRET = (r"(?:system prompt|(?:hidden|internal|secret|confidential|original) (?:instructions|rules|prompt|codes?|"
-           r"data)|passwords?|api[ -]?keys?|credentials|secrets?|rate codes?)")
-ORDERS = re.compile(
-    rf"\b{_OVERRIDE}\b[^.\n]{{0,24}}\b{_EARLIER}\b[^.\n]{{0,24}}\b{_RULES}\b"
-    rf"|\b(?:reveal|print|output|show|leak|expose|dump|repeat|disclose|send)\b[^.\n]{{0,40}}\b{_SECRET}"
-    r"|\byou are now\b|\bfrom now on,? you (?:are|will|must)\b|\bnew (?:system )?instructions?\s*:"
-    r"|\bdo not (?:tell|inform|alert) the user\b|\bwithout telling the user\b|\bdeveloper mode\b"
-    r"|\bjailbr(?:eak|oken)\b|\bsystem override\b|\bact as (?:an? )?(?:unrestricted|unfiltered|different)\b"
-    r"|<\|?im_start\|?>|\[/?INST\]|<\|(?:system|assistant)\|>|<<SYS>>",
-    re.I)
+_SECRET = (r"(?:system\s+prompt|(?:hidden|internal|secret|confidential|original)\s+(?:instructions|rules|prompt|codes?|"
+           r"data)|passwords?|api[ -]?keys?|credentials|secrets?|rate\s+codes?)")
+PHRASES = (
+    rf"\b{_OVERRIDE}\b[^.\n]{{0,24}}\b{_EARLIER}\b[^.\n]{{0,24}}\b{_RULES}\b",  # ignore the previous rules
+    rf"\b{_OVERRIDE}\s+{_RULES}\b",  # ignore instructions
+    r"\b(?:ignore|disregard|override)\s+(?:(?:all|any|the|your|previous|prior|above|earlier)\s+)*context\b",
+    rf"\b(?:reveal|print|output|show|leak|expose|dump|repeat|disclose|send)\b[^.\n]{{0,40}}\b{_SECRET}",
+    r"\b(?:reveal|disclose|leak)\s+(?:your|the)\s+instructions\b",
+    r"\b(?:send|email|post|upload|exfiltrate)\s+(?:(?:the|all|your)\s+)*"
+    r"(?:conversation|chat\s+history|credentials|passwords?|api\s+keys?|secrets?)\b",
+    r"\byou\s+are\s+now\b",
+    r"\bfrom\s+now\s+on,?\s+you\s+(?:are|will|must)\b",
+    r"\bnew\s+(?:system\s+)?instructions?\s*:",
+    r"\bdo\s+not\s+(?:tell|inform|alert|reveal\s+(?:this\s+)?to)\s+the\s+user\b",
+    r"\bwithout\s+telling\s+the\s+user\b",
+    r"\bdeveloper\s+mode\b",
+    r"\bjailbr(?:eak|oken)\b",
+    r"\bsystem\s+override\b",
+    r"\bact\s+as\s+(?:an?\s+)?(?:unrestricted|unfiltered|different)\b",
+    # chat-template role tokens and role headers: text that pretends a new turn begins
+    r"<\|?im_start\|?>|\[/?INST\]|<\|(?:system|assistant)\|>|<<SYS>>",
+    r"\bBEGIN\s+SYSTEM\b|^[ \t]*#{2,}[ \t]*system[ \t]*:?[ \t]*$",
+)
+# Every phrase begins with one of these (a test holds each phrase to it). Matching them in a lookahead
+# first lets the scan reject a position on one character class and a short list of words instead of
+# trying every phrase there: the same matches, a third of the time on prose (every segment of every
+# request is scanned, so this is paid per call on the whole history).
+_LEADS = ("ignor", "disregard", "forget", "overrid", "bypass", "reveal", "print", "output", "show", "leak", "expose",
+          "dump", "repeat", "disclose", "send", "email", "post", "upload", "exfiltrat", "you", "from", "new", "do",
+          "without", "developer", "jailbr", "system", "act", "begin")
+_FIRST = "".join(sorted({c for w in _LEADS for c in (w[0], w[0].upper())}))
+_START = rf"(?=[{_FIRST}<\[ \t#])(?=\b(?:{'|'.join(_LEADS)})|<|\[|^[ \t]*#)"
+ORDERS = re.compile(f"{_START}(?:{'|'.join(PHRASES)})", re.IGNORECASE | re.MULTILINE)
 
 
 def instruction_marks(text: str) -> int:
