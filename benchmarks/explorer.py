@@ -8,6 +8,10 @@ page of requests (headless Textual at 160×48, imports already done; median of 5
 (`load_average_1m` says how busy it was).
 `first_screen_process_s_100k` is the same from a cold `python` process (interpreter and imports included).
 The other keys time the reads behind each interaction (each a fresh read-only connection, as the app does).
+`findings_refresh_*` time the Findings tab's refresh (every analyzer, tui/data/findings_source.py) over the
+store as made (passes built from the spans) and over a copy with the writer's pass table (`_kept`), the two
+alternated; `cache_view_kept_s_100k` is the Cache tab over that copy. `--findings-only` runs just those and
+writes results/explorer_findings.json, leaving explorer.json's full run as it was.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -27,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from common import save  # noqa: E402
+from common import cpu_s, keep_pass_table, save  # noqa: E402
 
 CHILD = """
 import asyncio, sys, time
@@ -71,10 +76,40 @@ def median_time(fn: Callable[[], object], runs: int = 3) -> float:
     return statistics.median(times)
 
 
+def findings_refresh(path: Path, tmp: Path, rounds: int = 3) -> dict[str, object]:
+    """The Findings tab's refresh over ``path`` and over a copy with the writer's pass table, alternated
+    round by round (a change of load falls on both); medians of wall and CPU seconds."""
+    from llmtrace.tui.data.findings_source import read_findings
+    from llmtrace.tui.data.store_reader import StoreReader
+
+    kept = tmp / "kept.duckdb"
+    shutil.copy(path, kept)
+    keep_pass_table(kept)
+    seen: dict[str, list[tuple[float, float]]] = {"": [], "_kept": []}
+    found: dict[str, int] = {}
+    for _ in range(rounds):
+        for label, store in (("", path), ("_kept", kept)):
+            t, c = time.perf_counter(), cpu_s()
+            result = read_findings(StoreReader(store, timeout_s=60))
+            seen[label].append((time.perf_counter() - t, cpu_s() - c))
+            if result.failures:
+                raise RuntimeError(f"analyzers failed in the refresh: {result.failures}")
+            found[label] = len(result.findings)
+    out: dict[str, object] = {}
+    for label, runs in seen.items():
+        out[f"findings_refresh{label}_s_100k"] = round(statistics.median(w for w, _ in runs), 3)
+        out[f"findings_refresh{label}_cpu_s_100k"] = round(statistics.median(c for _, c in runs), 3)
+        out[f"findings_refresh{label}_findings"] = found[label]
+    out["cache_view_kept_s_100k"] = round(median_time(StoreReader(kept).cache_report, runs=2), 3)
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--passes", type=int, default=100_000)
     parser.add_argument("--store", type=Path, default=None, help="reuse this store (made if missing)")
+    parser.add_argument("--findings-only", action="store_true",
+                        help="only the findings refresh and the kept-table cache view (results/explorer_findings.json)")
     args = parser.parse_args()
 
     from llmtrace.tui.data.filter_expr import compile_filter
@@ -94,6 +129,11 @@ def main() -> int:
 
     reader = StoreReader(path)
     stamp = reader.check()
+    if args.findings_only:
+        save("explorer_findings", {"passes_in_store": stamp.passes, "load_average_1m": round(os.getloadavg()[0], 1),
+                                   **findings_refresh(path, Path(tmp.name))})
+        tmp.cleanup()
+        return 0
     runs = [asyncio.run(first_screen(path)) for _ in range(5)]
     first = statistics.median(w for w, _ in runs)
     first_cpu = statistics.median(c for _, c in runs)
@@ -122,6 +162,7 @@ def main() -> int:
         "open_trace_s_100k": round(median_time(lambda: reader.trace(trace_id)), 3),
         "cache_view_s_100k": round(median_time(reader.cache_report, runs=2), 3),
         "live_poll_s_100k": round(median_time(reader.stamp), 4),
+        **findings_refresh(path, Path(tmp.name)),
         "store_build_s": round(made_s, 1),
     }
     save("explorer", results)
