@@ -232,19 +232,32 @@ def silu_mul_rows(gate_up: torch.Tensor) -> torch.Tensor | None:
     return out if rc == 0 and width % 2 == 0 else None
 
 
-def rope_rows(x: torch.Tensor, heads: int, positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> bool:
+def rope_applies(heads: int, rows: int, width: int, positions: torch.Tensor, cos: torch.Tensor,
+                 sin: torch.Tensor) -> bool:
+    """Whether ``rope_rows`` can rotate ``rows`` fused QKV rows ``width`` wide at ``positions``: the checks
+    fixed for a whole forward (the library, the tables, the positions and the largest of them), asked once
+    per forward instead of once per layer."""
+    if load() is None or heads * 64 > width or cos.shape[-1] != 32:
+        return False
+    if cos.dtype != torch.float32 or sin.dtype != torch.float32 or not (cos.is_contiguous() and sin.is_contiguous()):
+        return False
+    if positions.dtype != torch.int64 or positions.shape != (rows,) or not positions.is_contiguous():
+        return False
+    return positions.device.type == "cpu" and not (rows and int(positions.max()) >= cos.shape[0])
+
+
+def rope_rows(x: torch.Tensor, heads: int, positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+              checked: bool = False) -> bool:
     """Half-split rotary in place on the first ``heads`` 64-wide heads of each bfloat16 row of ``x`` (a fused
     QKV output: query then key heads), float32 inside with the model's tables ``cos``/``sin: [*, 32]``; False
-    (nothing done) where the kernel does not apply."""
+    (nothing done) where the kernel does not apply. ``checked``: ``rope_applies`` already said yes for these
+    positions and tables (the forward asks once); only ``x`` itself is checked here."""
     lib = load()
     if lib is None or x.dtype != torch.bfloat16 or x.dim() != 2 or not x.is_contiguous() or x.device.type != "cpu":
         return False
-    if heads * 64 > x.shape[1] or cos.shape[-1] != 32 or cos.dtype != torch.float32 or sin.dtype != torch.float32:
+    if not checked and not rope_applies(heads, x.shape[0], x.shape[1], positions, cos, sin):
         return False
-    if positions.dtype != torch.int64 or positions.shape != (x.shape[0],) or not (cos.is_contiguous() and sin.is_contiguous()):
-        return False
-    positions = positions.contiguous()
-    if x.shape[0] and int(positions.max()) >= cos.shape[0]:
+    if heads * 64 > x.shape[1] or positions.shape != (x.shape[0],):
         return False
     return lib.rows_rope_bf16(x.data_ptr(), x.shape[0], x.shape[1], heads, positions.data_ptr(), cos.data_ptr(),
                               sin.data_ptr()) == 0

@@ -184,21 +184,26 @@ class LlamaModel:
             logits = self.lm_head_logits(hidden.index_select(0, logits_indices), invariant)
             clock.add("lm_head", t)
             return logits
-        # bfloat16 on a CPU: rotary in place on the QKV rows with the float32 tables (head size 64)
-        rope_native = self._native_rows and cfg.head_dim == 64 and positions.device.type == "cpu"
-        cos2, sin2 = self._rope_tables(positions)
+        # bfloat16 on a CPU: rotary in place on the QKV rows with the float32 tables (head size 64), checked
+        # once for the forward (positions and tables are the same in every layer); the torch tables only
+        # where that kernel does not run
+        heads_qk = cfg.num_heads + cfg.num_kv_heads
+        rope_native = (self._native_rows and cfg.head_dim == 64 and positions.device.type == "cpu"
+                       and cpu_native.rope_applies(heads_qk, n, cfg.q_size + 2 * cfg.kv_size, positions,
+                                                   self._cos, self._sin))
+        tables = None if rope_native else self._rope_tables(positions)
         clock.add("positional", t)
         norm = self._rms_norm_tiled if invariant else self._rms_norm
         scale = cfg.head_dim**-0.5
-        heads_qk = cfg.num_heads + cfg.num_kv_heads
         for layer, (k_cache, v_cache) in zip(layers, kv_caches, strict=False):
             t = clock.mark()
             x = norm(hidden, layer.attn_norm)
             qkv = layer.qkv(x, invariant)
-            if rope_native and cpu_native.rope_rows(qkv, heads_qk, positions, self._cos, self._sin):  # in place
-                qk = qkv[:, : cfg.q_size + cfg.kv_size].view(n, heads_qk, cfg.head_dim)
+            if rope_native and cpu_native.rope_rows(qkv, heads_qk, positions, self._cos, self._sin, checked=True):
+                qk = qkv[:, : cfg.q_size + cfg.kv_size].view(n, heads_qk, cfg.head_dim)  # rotated in place
             else:  # rotate queries and keys in one go: [n, heads + kv_heads, head_dim]
-                qk = self._rope(qkv[:, : cfg.q_size + cfg.kv_size].view(n, heads_qk, cfg.head_dim), cos2, sin2)
+                tables = tables or self._rope_tables(positions)
+                qk = self._rope(qkv[:, : cfg.q_size + cfg.kv_size].view(n, heads_qk, cfg.head_dim), *tables)
             q, k = qk[:, : cfg.num_heads], qk[:, cfg.num_heads :]
             v = qkv[:, cfg.q_size + cfg.kv_size :].view(n, cfg.num_kv_heads, cfg.head_dim)
             write_kv(k, v, k_cache, v_cache, meta.slot_mapping)
