@@ -58,7 +58,7 @@ from llmtrace.tracer.collect.otlp_reasons import (
     message_reasons,
     reason_list,
 )
-from llmtrace.tracer.collect.otlp_segments import output_attributes, segment_attributes
+from llmtrace.tracer.collect.otlp_segments import answer_text, output_attributes, segment_attributes
 from llmtrace.tracer.record import capture
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import semconv as sc
@@ -360,6 +360,10 @@ class Mapper:
                 out[key] = capture.scrub(text)
             elif self.capture_mode == "hashes":
                 out[key + ".hash"] = capture.hash_text(text)
+        # read only from text that was captured (not a redaction marker)
+        answer = answer_text({k: attrs[k] for k in texts}) if texts and self.capture_mode != "none" else None
+        if answer is not None:  # the answer, not the response around it (otlp_segments.answer_text)
+            out[N.OUTPUT_HASH] = capture.hash_text(answer)
         for keys, target in ((_INPUT_KEYS, N.PROMPT_HASH), (_OUTPUT_KEYS, N.OUTPUT_HASH)):
             if self.capture_mode == "none":
                 break

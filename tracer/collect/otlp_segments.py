@@ -115,6 +115,40 @@ def _output(attrs: Mapping[str, object]) -> tuple[str | None, bool]:
     return None, tool
 
 
+# Keys of a response that differ on every call whatever the answer was: its id, when it was made, the
+# fingerprint of the backend, the usage (cached tokens move between identical calls) and the tool-call ids.
+_ENVELOPE = frozenset({"id", "created", "created_at", "system_fingerprint", "usage", "service_tier", "call_id",
+                       "tool_call_id", "completed_at"})
+_OUT_INDEXED = re.compile(r"^(?:llm\.output_messages|gen_ai\.completion)\.\d+\.")
+
+
+def _bare(value: object) -> object:
+    """``value`` without the envelope keys, at any depth."""
+    if isinstance(value, Mapping):
+        return {str(k): _bare(v) for k, v in value.items() if k not in _ENVELOPE}
+    if isinstance(value, list):
+        return [_bare(v) for v in value]
+    return value
+
+
+def answer_text(attrs: Mapping[str, object]) -> str | None:
+    """The answer itself (each choice's text and tool calls) as one canonical text, for the output hash; None
+    when no answer was captured. Not the response body around it: OpenInference's ``output.value`` is the
+    whole response, whose id and creation time are new on every call, so two identical answers hashed apart
+    and one prompt asked twice at temperature 0 read as "same prompt, different answer"."""
+    msgs = _json(attrs.get("gen_ai.output.messages"))
+    if isinstance(msgs, list) and msgs:
+        return _canonical(_bare(msgs))
+    indexed = sorted((k, v) for k, v in attrs.items() if _OUT_INDEXED.match(k)
+                     and k.rsplit(".", 1)[-1] not in _ENVELOPE and isinstance(v, str | int | float | bool))
+    if indexed:
+        return _canonical(indexed)
+    body = _json(attrs.get("output.value"))
+    if isinstance(body, Mapping):
+        return _canonical(_bare(body))
+    return None
+
+
 def _parses(kind: str, text: str) -> bool:
     try:
         if kind == "json":

@@ -1,0 +1,75 @@
+"""Hold-out traffic through foreign instrumentations: what the corpus held constant, varied.
+
+A question asked twice at temperature 0 is the most ordinary traffic there is (a FAQ bot, a retry, a
+cached landing page). Under OpenInference (the openai SDK, and langchain-openai through it) the answer's
+identity must be the answer, not the response body around it: ``output.value`` carries the response id and
+creation time, new on every call, and hashed whole it made every repeat "the same prompt, a different
+answer" (``forward.batching`` warning on a clean app). Real packages, real ``llmtrace serve``, real
+``llmtrace collect``, ``diagnose --json`` as a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from collector_helpers import RunningCollector, query, start_collector
+from testkit import RunningServer
+
+RUNNER = Path(__file__).resolve().parents[2] / "benchmarks" / "diagnosis_foreign.py"
+DESK = ("You are the help desk of the Quillmark lending library. Check the member card before renewing, "
+        "never waive a fine above ten pounds, and keep each reply to two short sentences. ") * 2
+ASKS = ["Can I renew The Hobbit again?", "Is the story hour on this Saturday?"]
+APPS = ("openinference", "langchain")
+
+
+def _calls() -> list[dict[str, Any]]:
+    # each question three times, streamed and buffered alternately: identical answers at temperature 0
+    return [{"messages": [{"role": "system", "content": DESK}, {"role": "user", "content": ASKS[i % 2]}],
+             "max_tokens": 5, "stream": i % 3 == 1} for i in range(6)]
+
+
+@pytest.fixture(scope="module")
+def collected(tiny_server: RunningServer, tmp_path_factory: pytest.TempPathFactory
+              ) -> Iterator[tuple[RunningCollector, dict[str, list[dict[str, Any]]]]]:
+    tmp = tmp_path_factory.mktemp("holdout-foreign")
+    col = start_collector(tmp)
+    try:
+        procs = {}
+        for app in APPS:
+            spec = tmp / f"{app}.json"
+            spec.write_text(json.dumps({"model": "tiny", "calls": _calls(), "content": True}))
+            procs[app] = subprocess.Popen([sys.executable, str(RUNNER), app, str(spec), col.endpoint,
+                                           tiny_server.base_url + "/v1", f"repeat-{app}"],
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for app, p in procs.items():
+            out, _ = p.communicate(timeout=240)
+            assert p.returncode == 0 and "sent 6" in out, (app, out[-3000:])
+        col.wait_written(6 * len(APPS))
+        found = {}
+        for app in APPS:
+            out = subprocess.run([sys.executable, "-m", "llmtrace.cli", "diagnose", "--db", str(col.db),
+                                  "--service", f"repeat-{app}", "--json"], capture_output=True, text=True,
+                                 timeout=180)
+            assert out.returncode == 0, out.stderr[-2000:]
+            found[app] = list(json.loads(out.stdout)["findings"])
+        yield col, found
+    finally:
+        col.stop()
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_a_repeated_question_has_one_answer_on_record(
+        collected: tuple[RunningCollector, dict[str, list[dict[str, Any]]]], app: str) -> None:
+    col, found = collected
+    rows = query(col.db, "SELECT prompt_hash, count(*), count(DISTINCT output_hash), count(output_hash) "
+                         "FROM passes WHERE service = ? GROUP BY prompt_hash", [f"repeat-{app}"])
+    assert sorted(r[1] for r in rows) == [3, 3], rows  # the two questions, each asked three times
+    assert all(r[3] == 3 and r[2] == 1 for r in rows), rows  # an answer on record, the same each time
+    loud = [(f["severity"], f["stage"], f["title"]) for f in found[app] if f["severity"] != "info"]
+    assert not loud, loud
