@@ -1,4 +1,5 @@
-"""Shared fixtures for the backend tests: the real tokenizer, the tiny random model, the real model."""
+"""Shared fixtures for the backend tests: the real tokenizer, the tiny random model, the real model (float32
+and bfloat16)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,13 @@ def tiny() -> LlamaModel:
 @pytest.fixture(scope="session")
 def real_f32(gguf_path: Path) -> LlamaModel:
     return LlamaModel.from_gguf(gguf_path, "float32")
+
+
+@pytest.fixture(scope="session")
+def real_bf16(gguf_path: Path) -> LlamaModel:
+    """Loaded once for the session (it was loaded by three modules, ~4 s each under load): the tests only
+    read it, and the two that switch a kernel off do it through monkeypatch, which puts it back."""
+    return LlamaModel.from_gguf(gguf_path, "bfloat16")
 
 
 @pytest.fixture

@@ -50,15 +50,13 @@ def test_greedy_tokens_unchanged_without_stage_timing(real_f32, tokenizer) -> No
     assert tokens_of(outs["u"]) == case["tokens"]
 
 
-def test_bfloat16_lm_head_runs_on_the_exact_q8_codes(gguf_path) -> None:  # noqa: ANN001
+def test_bfloat16_lm_head_runs_on_the_exact_q8_codes(real_bf16) -> None:  # noqa: ANN001
     """The bfloat16 decode path's LM head runs on the GGUF's exact Q8_0 codes (split in two int4 halves): same
     top token as a float32 matmul over the exact dequantized weights, no further from it than the dense
     bfloat16 head, at 1 row and at 16."""
     import torch
 
-    from llmtrace.backend.model.llama import LlamaModel
-
-    bf16 = LlamaModel.from_gguf(gguf_path, "bfloat16")
+    bf16 = real_bf16  # the session's copy (tests/backend/conftest.py): loaded once, read only
     assert bf16.lm_head.kernel.endswith("q8_as_2xint4+dense")
     q8 = bf16.weights.lm_head_q8  # bfloat16 holds Q8_0 values to 8 bits: compare with the codes themselves
     assert q8 is not None

@@ -38,11 +38,6 @@ def native_lib() -> None:
         pytest.skip(f"no native kernels on this machine: {cpu_native.load_error}")
 
 
-@pytest.fixture(scope="module")
-def real_bf16(gguf_path: Path) -> LlamaModel:
-    return LlamaModel.from_gguf(gguf_path, "bfloat16")
-
-
 def _attention_case(lens: list[int], block_size: int = 16, seed: int = 0):  # noqa: ANN202
     gen = torch.Generator().manual_seed(seed)
     num_blocks = sum(-(-n // block_size) for n in lens) + 8

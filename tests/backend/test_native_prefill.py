@@ -144,11 +144,6 @@ def test_the_kernel_refuses_what_it_does_not_handle() -> None:
     assert cpu_native.paged_prefill(q, k, v, table[:1], 40, 0.125) is None
 
 
-@pytest.fixture(scope="module")
-def real_bf16(gguf_path: Path) -> LlamaModel:
-    return LlamaModel.from_gguf(gguf_path, "bfloat16")
-
-
 def _prefill_logits(model: LlamaModel, ids: list[int], chunks: list[int]) -> torch.Tensor:
     h = PagedHarness(model, num_blocks=64, block_size=16, seed=3)
     seq = h.new_sequence(ids)

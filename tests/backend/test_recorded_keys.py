@@ -21,6 +21,12 @@ def test_recorded_chain_is_keyed_but_still_matches_equal_prefixes() -> None:
 def test_another_key_records_other_keys() -> None:
     code = ("from llmtrace.backend.engine.prefix_cache import block_hashes_hex; "
             "print(block_hashes_hex(list(range(1000, 1016)), 16)[0])")
-    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env={"LLMTRACE_HASH_KEY": key, "PATH": ""}).stdout.strip() for key in ("a" * 64, "b" * 64)]
+    # both processes at once: each spends seconds importing the backend, and they do not depend on each other
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={"LLMTRACE_HASH_KEY": key, "PATH": ""}) for key in ("a" * 64, "b" * 64)]
+    runs = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        runs.append(out.strip())
     assert runs[0] != runs[1] and all(len(r) == 16 for r in runs)
