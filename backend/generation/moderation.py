@@ -44,12 +44,16 @@ class StreamingModeration:
     """One sequence's moderation: counts tokens, checks the text so far every ``every_tokens`` tokens and
     once more at the end, and remembers what the verdict came too late for."""
 
-    __slots__ = ("policy", "_pattern", "checks", "since_check", "aborted", "lag_tokens", "shown_chars",
-                 "retracted_chars")
+    __slots__ = ("policy", "_pattern", "_overlap", "_scanned", "checks", "since_check", "aborted", "lag_tokens",
+                 "shown_chars", "retracted_chars")
 
     def __init__(self, policy: ModerationPolicy) -> None:
         self.policy = policy
         self._pattern = re.compile("|".join(rf"\b{re.escape(w.strip())}\b" for w in policy.words), re.IGNORECASE)
+        # a check scans only what the last one had not seen, from a word's length before it (a word may
+        # straddle the two): each check was a scan of the whole answer so far
+        self._overlap = max(len(w.strip()) for w in policy.words)
+        self._scanned = 0
         self.checks = 0
         self.since_check = 0  # tokens generated since the last passing check
         self.aborted = False
@@ -57,22 +61,26 @@ class StreamingModeration:
         self.shown_chars = 0
         self.retracted_chars = 0
 
-    def after_token(self, text_so_far: str) -> bool:
-        """A token was committed and its text emitted: True when this step's check cuts the stream."""
+    def after_token(self, shown_chars: int) -> bool:
+        """A token was committed and its text emitted (``shown_chars`` characters so far): True when this
+        step's check is due, every ``every_tokens`` tokens. The caller then builds the text and calls
+        ``check``: only on the steps that check, not on every token (a copy of the whole answer each)."""
         self.since_check += 1
-        self.shown_chars = len(text_so_far)
-        if self.since_check < self.policy.every_tokens:
-            return False
-        return self._check(text_so_far)
+        self.shown_chars = shown_chars
+        return self.since_check >= self.policy.every_tokens
 
-    def at_end(self, text: str) -> bool:
-        """The sequence ended on its own: the last check covers the tokens the periodic one did not."""
-        self.shown_chars = len(text)
-        return self.since_check > 0 and self._check(text)
+    def at_end(self, shown_chars: int) -> bool:
+        """The sequence ended on its own: True when a last ``check`` must cover the tokens the periodic one
+        did not."""
+        self.shown_chars = shown_chars
+        return self.since_check > 0
 
-    def _check(self, text: str) -> bool:
+    def check(self, text: str) -> bool:
+        """Check the text so far: True (and the stream is to be cut) when it holds a listed word."""
         self.checks += 1
-        if self._pattern.search(text):
+        # search(text, pos) still reads the character before pos for \b: "prefund" is no "refund" at any pos
+        start, self._scanned = max(0, self._scanned - self._overlap), len(text)
+        if self._pattern.search(text, start):
             self.aborted = True
             self.lag_tokens = self.since_check
             self.retracted_chars = len(text)  # all of it was shown before the verdict

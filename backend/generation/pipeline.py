@@ -244,7 +244,8 @@ class GenerationPipeline:
             return self._finish(st, delta, "stop", now_ns, matched="constraint_complete")
         if len(st.output_token_ids) >= st.params.max_tokens:
             return self._finish(st, delta, "length", now_ns)
-        if st.moderator is not None and st.moderator.after_token(st.text + delta):
+        mod = st.moderator
+        if mod is not None and mod.after_token(len(st.text) + len(delta)) and mod.check(st.text + delta):
             # the check lags the stream: what was emitted stays shown, the sequence ends as filtered
             return self._finish(st, delta, "content_filter", now_ns)
         self._emit(st, delta, now_ns)
@@ -276,8 +277,9 @@ class GenerationPipeline:
                     matched = st.stops.matched
             if not st.stops.matched:
                 delta += st.stops.flush()
-        if st.moderator is not None and reason not in ("content_filter", "abort") and \
-                st.moderator.at_end(st.text + delta):
+        mod = st.moderator
+        if mod is not None and reason not in ("content_filter", "abort") and \
+                mod.at_end(len(st.text) + len(delta)) and mod.check(st.text + delta):
             reason = "content_filter"
         st.finished = True
         st.stop_matched = matched
