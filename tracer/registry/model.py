@@ -33,6 +33,9 @@ class BoundaryValue:
     # when the value is written, for one that the ordinary runs of the server, the SDKs and the app helpers
     # do not write (a fault, a foreign span, full capture, ...); empty: every such run writes it
     when: str = ""
+    # who writes it, for a value that not every recorder of its stage (``Stage.where``) writes: ("C",) for
+    # what only the client middleware knows (the answer's shape, the bytes it read); empty: the stage's where
+    by: tuple[Where, ...] = ()
 
     def accepts(self, value: object) -> bool:
         if self.type.endswith("[]"):
@@ -74,6 +77,7 @@ class Stage:
 
 
 def V(name: str, type_: ValueType, unit: str, meaning: str, *, semconv: bool = False,
-      column: str | None = None, prefer: Literal["server", "client"] = "server", when: str = "") -> BoundaryValue:
+      column: str | None = None, prefer: Literal["server", "client"] = "server", when: str = "",
+      by: tuple[Where, ...] = ()) -> BoundaryValue:
     """Short constructor so the catalog reads as a table."""
-    return BoundaryValue(name, type_, unit, meaning, semconv, column, prefer, when)
+    return BoundaryValue(name, type_, unit, meaning, semconv, column, prefer, when, by)
