@@ -11,7 +11,6 @@ import contextlib
 import io
 import json
 import threading
-import time
 from collections.abc import Iterator
 
 import openai
@@ -29,7 +28,7 @@ ASKS = ["My crate arrived wet, lot L-{n}.", "Did you get the photos for L-{n}?",
         "What else do you need for L-{n}?", "Who do I call about L-{n}?"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     s = start_server(tmp_path_factory.mktemp("burst"), "--speculative", "draft")
     try:
@@ -55,7 +54,10 @@ def test_concurrent_bursts_are_not_blamed_on_eviction(server: RunningServer) -> 
                 t.join()
     finally:
         llmtrace.shutdown()
-    time.sleep(3)  # the server exports its side in the background
+    # the server exports its side in the background; SIGTERM drains it and flushes every span before it exits 0,
+    # so stopping it is the wait for a complete store (a fixed sleep could read it before the last batch)
+    stop_server(server)
+    assert server.process.returncode == 0, server.log()[-3000:]
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         assert main(["diagnose", "--db", str(server.db_path), "--service", "burst", "--json"]) == 0
