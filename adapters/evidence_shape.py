@@ -108,6 +108,14 @@ def _label_of(p: str) -> str | None:
     return m.group(0).strip().rstrip(":—-|").strip() if m else None
 
 
+# Shapes of texts already read, by digest: a conversation sends its whole history with every request, so
+# the same turns come back each call and are hashed instead of read again. Digests and counts only;
+# cleared whole when full.
+_SEEN: dict[bytes, EvidenceShape | None] = {}
+_SEEN_MAX = 4096
+_UNSEEN = EvidenceShape(0, 0, 0, "", "", 0)  # a marker: no text has this shape (it is never stored)
+
+
 def shape(texts: Sequence[str]) -> EvidenceShape | None:
     """The retrieved-passage structure in a prompt's texts (system, history, user), or None when there is
     none (fewer than two passages after a cue or inside tags)."""
@@ -115,7 +123,13 @@ def shape(texts: Sequence[str]) -> EvidenceShape | None:
     for text in texts:
         if not text or len(text) < 2 * MIN_CHARS:
             continue
-        found = _shape_one(text)
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        found = _SEEN.get(key, _UNSEEN)
+        if found is _UNSEEN:
+            found = _shape_one(text)
+            if len(_SEEN) >= _SEEN_MAX:
+                _SEEN.clear()
+            _SEEN[key] = found
         if found is not None and (best is None or found.chunks_in > best.chunks_in):
             best = found
     return best

@@ -1,10 +1,12 @@
 """Retrieved-passage shape read off the wire, each text read once: the tools the app defines are not
-pasted passages (their descriptions may quote tagged examples), and a cue's passages are split once.
-Real OpenAI SDK, instrumented, against the loopback fake provider."""
+pasted passages (their descriptions may quote tagged examples), a cue's passages are split once, and the
+turns a conversation sends again with every request are not read again (for passages nor for
+instructions). Real OpenAI SDK, instrumented, against the loopback fake provider."""
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from adapters_fake_provider import Script, fake_provider
 from adapters_store import rows
 
 from llmtrace.adapters import evidence_shape, instrument
+from llmtrace.tracer.record import untrusted_text
 
 ANSWER = json.dumps({"id": "c1", "model": "gpt-4o-mini", "choices": [
     {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
@@ -62,8 +65,42 @@ def test_a_cues_passages_are_split_once(traced: Path, client: Any, monkeypatch: 
         return real(block)
 
     monkeypatch.setattr(evidence_shape, "_paragraphs", spy)
-    body = "Context:\n\n" + "\n\n".join(f"[{i}] {p}" for i, p in enumerate(PASSAGES)) + "\n\nWhich gate closes?"
+    body = (f"Context for case {uuid.uuid4().hex}:\n\n"  # a text no other test sent (shapes are remembered)
+            + "\n\n".join(f"[{i}] {p}" for i, p in enumerate(PASSAGES)) + "\n\nWhich gate closes?")
     client.chat.completions.create(model="gpt-4o-mini", max_tokens=1, messages=[{"role": "user", "content": body}])
     (shape,) = _shapes(traced)
     assert (shape["llmtrace.evidence.chunks_in"], shape["llmtrace.evidence.delimiter"]) == (3, "label")
     assert len(calls) == 1  # one cue, one block: split once
+
+
+def test_a_growing_conversation_reads_only_its_new_turns(
+    traced: Path, client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read: list[str] = []
+    scanned: list[int] = []
+    real_shape, real_marks = evidence_shape._shape_one, untrusted_text._count_marks
+
+    def shape_spy(text: str) -> evidence_shape.EvidenceShape | None:
+        read.append(text)
+        return real_shape(text)
+
+    def marks_spy(text: str) -> int:
+        scanned.append(len(text))
+        return real_marks(text)
+
+    monkeypatch.setattr(evidence_shape, "_shape_one", shape_spy)
+    monkeypatch.setattr(untrusted_text, "_count_marks", marks_spy)
+    run = uuid.uuid4().hex  # texts no other test sent
+    history: list[dict[str, str]] = [{"role": "system", "content": "You answer for the yard."}]
+    per_call: list[tuple[int, int]] = []
+    for i in range(4):
+        body = f"Context ({run}, question {i}):\n\n" + "\n\n".join(PASSAGES) + f"\n\nWhat about wharf {i}?"
+        history.append({"role": "user", "content": body})
+        before = (len(read), len(scanned))
+        client.chat.completions.create(model="gpt-4o-mini", max_tokens=1, messages=history)
+        per_call.append((len(read) - before[0], sum(1 for n in scanned[before[1]:] if n >= 256)))
+        history.append({"role": "assistant", "content": f"Wharf {i}: six to ten."})
+    # Each call read one text for passages and scanned one long text for instructions: its new question.
+    assert per_call == [(1, 1)] * 4
+    shapes = _shapes(traced)
+    assert len(shapes) == 4 and all(s["llmtrace.evidence.chunks_in"] == 3 for s in shapes)
