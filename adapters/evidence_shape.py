@@ -138,9 +138,9 @@ def shape(texts: Sequence[str]) -> EvidenceShape | None:
 def _shape_one(text: str) -> EvidenceShape | None:
     tagged = _tagged(text)
     if tagged is not None:
-        passages = [t for t, _ in tagged]
+        bodies = [t for t, _ in tagged]
         labelled = [t for t, named in tagged if named]
-        return _result(passages, [("x" if t in labelled else None) for t in passages], "xml", tagged_ids=True)
+        return _result(bodies, [("x" if t in labelled else None) for t in bodies], "xml", tagged_ids=True)
     cue = None
     passages: list[str] = []
     for m in _CUE.finditer(text):
