@@ -15,7 +15,7 @@ from llmtrace.analyzers.base import SymptomAnalyzer
 from llmtrace.analyzers.cache_findings import window_cause
 from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.query import Query, Row, attr, sample_ids
-from llmtrace.analyzers.stats import bootstrap_drop
+from llmtrace.analyzers.stats import bootstrap_drop, quantile_ratio_low
 from llmtrace.analyzers.usage_invariants import usage_problems
 from llmtrace.tracer.storage.views import PASS_OPERATIONS
 
@@ -23,6 +23,7 @@ MIN_PASSES = 3  # per deploy
 DROP = 0.05  # absolute fall in hit rate worth a finding, when it is also beyond resampling noise
 BOOT_SAMPLE = 400  # recent passes per deploy the bootstrap resamples
 SAMPLE = 2000  # passes per deploy read for segment volatility
+RISE = 0.25  # a rise in cost (or billed tokens) per request worth a finding, when beyond resampling noise
 
 
 def hit_rates_by_deploy(q: Query) -> list[Row]:
@@ -43,8 +44,89 @@ class CostAfterDeploy(SymptomAnalyzer):
 
     def find(self, q: Query) -> list[Finding]:
         out = self._deploys(q)
+        if not out:  # a hit rate that fell explains (and prices) the rise itself
+            out += self._cost_rise(q)
         out += self._usage(q)
         return out
+
+    def _cost_rise(self, q: Query) -> list[Finding]:
+        """Cost per request up at a deploy with the cache as good as before: the deploy asked for more
+        (a longer prompt, a higher max_tokens that the answers now fill) or pays more per token (another
+        model). Priced passes compare cost; unpriced ones compare the tokens a provider bills."""
+        rows = q.rows(f"""
+            SELECT coalesce(deploy, '(none)') AS deploy, count(*) AS passes, min(start_ns) AS first_ns,
+                   count(cost_usd) AS priced, avg(cost_usd) AS cost,
+                   avg(prompt_tokens - least(coalesce(cached_tokens, 0), prompt_tokens)) AS uncached,
+                   avg(prompt_tokens) AS prompt, avg(coalesce(output_tokens, 0)) AS output,
+                   median(max_tokens) AS max_tokens,
+                   list(DISTINCT coalesce(response_model, model)) FILTER (WHERE coalesce(response_model, model)
+                                                                          IS NOT NULL) AS models,
+                   list(trace_id ORDER BY start_ns DESC)[1:5] AS trace_ids,
+                   (list(cost_usd ORDER BY start_ns DESC) FILTER (WHERE cost_usd IS NOT NULL))[1:{BOOT_SAMPLE}] AS costs,
+                   (list(prompt_tokens + coalesce(output_tokens, 0) ORDER BY start_ns DESC))[1:{BOOT_SAMPLE}] AS tokens
+            FROM {q.passes} WHERE prompt_tokens > 0
+            GROUP BY coalesce(deploy, '(none)') ORDER BY first_ns""")
+        rows = [r for r in rows if int(r["passes"]) >= MIN_PASSES]
+        best: tuple[float, Row, Row, bool] | None = None
+        for before, after in zip(rows, rows[1:], strict=False):
+            priced = int(before["priced"]) >= MIN_PASSES and int(after["priced"]) >= MIN_PASSES \
+                and float(before["cost"] or 0) > 0
+            key = "costs" if priced else "tokens"
+            # control before blame: the median per request must have risen when both deploys' passes are
+            # resampled, not only in the two means (one long answer is not a deploy's doing)
+            low = quantile_ratio_low([float(x) for x in after[key]], [float(x) for x in before[key]], 0.5)
+            if priced:
+                rise = float(after["cost"]) / float(before["cost"]) - 1
+            else:
+                # no price: every prompt token is billed (cached ones at a discount), and every answer token
+                b = float(before["prompt"] or 0) + float(before["output"] or 0)
+                rise = (float(after["prompt"] or 0) + float(after["output"] or 0)) / b - 1 if b else 0.0
+            if rise >= RISE and low is not None and low > 1 + RISE / 2 and (best is None or rise > best[0]):
+                best = (rise, before, after, priced)
+        if best is None:
+            return []
+        rise, before, after, priced = best
+        ids = tuple(after["trace_ids"])
+        ev = []
+        if priced:
+            ev.append(Evidence("cost per request", round(float(after["cost"]), 6), "USD", ids,
+                               baseline=round(float(before["cost"]), 6)))
+        ev += [Evidence("deploy where it rose", after["deploy"], "", ids, baseline=before["deploy"]),
+               Evidence("control group", f"the {before['passes']} passes of deploy {before['deploy']}"),
+               Evidence("prompt tokens per request", round(float(after["prompt"] or 0), 1), "tokens", ids,
+                        baseline=round(float(before["prompt"] or 0), 1)),
+               Evidence("uncached prompt tokens per request", round(float(after["uncached"] or 0), 1), "tokens", ids,
+                        baseline=round(float(before["uncached"] or 0), 1)),
+               Evidence("output tokens per request", round(float(after["output"] or 0), 1), "tokens", ids,
+                        baseline=round(float(before["output"] or 0), 1))]
+        # what moved most: the model (price per token), the answers (output), or the prompt
+        models_b, models_a = sorted(before["models"] or []), sorted(after["models"] or [])
+        grow = {what: float(after[what] or 0) / max(1.0, float(before[what] or 0)) for what in ("output", "prompt")}
+        if models_a != models_b and priced and max(grow.values()) < 1 + RISE:
+            moved, stage = f"the model changed ({', '.join(models_b)} → {', '.join(models_a)})", "arrival.model_routing"
+            ev.append(Evidence("models", models_a, "", ids, baseline=models_b))
+        elif grow["output"] >= grow["prompt"]:
+            moved, stage = "answers got longer", "gen.stop"
+            if after["max_tokens"] is not None and before["max_tokens"] is not None:
+                ev.append(Evidence("max_tokens (median)", after["max_tokens"], "tokens", ids,
+                                   baseline=before["max_tokens"]))
+                if float(after["max_tokens"]) > float(before["max_tokens"]):
+                    moved = f"answers got longer (max_tokens {before['max_tokens']:.0f} → {after['max_tokens']:.0f})"
+        else:
+            moved, stage = "prompts got longer", "intake.system_prompt"
+        what = "Cost per request" if priced else "Billed tokens per request"
+        return [self.finding(
+            "meters.cache_accounting", "critical" if rise >= 1.0 else "warning",
+            f"{what} rose {rise:.0%} at deploy {after['deploy']}: {moved}",
+            f"The cache serves as much of each prompt as under {before['deploy']}; deploy {after['deploy']} pays "
+            "for more per call" + ("" if priced else " (no price is known for this model: counted in tokens)") + ".",
+            ev, ids,
+            "Diff the two deploys' request parameters at the stage named here (max_tokens, the prompt, the model); "
+            f"gate it with `llmtrace check --cost --baseline-deploy {before['deploy']}`.",
+            min(1.0, 0.5 + 0.25 * rise), cause=f"deploy-cost:{after['deploy']}",
+            stages=("meters.cache_accounting", stage),
+            affected_share=int(after["passes"]) / max(1, sum(int(d["passes"]) for d in rows)),
+        )]
 
     def _deploys(self, q: Query) -> list[Finding]:
         deploys = hit_rates_by_deploy(q)

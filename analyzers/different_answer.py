@@ -16,6 +16,9 @@ class DifferentAnswer(SymptomAnalyzer):
     symptom = "different_answer"
 
     def find(self, q: Query) -> list[Finding]:
+        # The same prompt under another length cap is another request: an answer cut at 6 tokens and the
+        # same answer let run to 60 differ by design (a deploy that raised max_tokens is no nondeterminism).
+        cap = "coalesce(max_tokens, -1)"
         groups = q.rows(f"""
             SELECT prompt_hash, count(*) AS n, count(DISTINCT output_hash) AS outputs,
                    list(trace_id ORDER BY start_ns) AS trace_ids, list(coalesce(server_span_id, span_id)) AS span_ids,
@@ -30,10 +33,10 @@ class DifferentAnswer(SymptomAnalyzer):
                    count(DISTINCT replica) AS replicas, list(DISTINCT replica) FILTER (WHERE replica IS NOT NULL) AS replica_list
             FROM {q.passes}
             WHERE prompt_hash IN (SELECT prompt_hash FROM {q.passes} WHERE output_hash IS NOT NULL
-                                  GROUP BY prompt_hash HAVING count(DISTINCT output_hash) > 1)
+                                  GROUP BY prompt_hash, {cap} HAVING count(DISTINCT output_hash) > 1)
               AND output_hash IS NOT NULL
-            GROUP BY prompt_hash HAVING count(DISTINCT output_hash) > 1
-            ORDER BY min(start_ns), prompt_hash""")  # the same groups quoted in the same order on every engine
+            GROUP BY prompt_hash, {cap} HAVING count(DISTINCT output_hash) > 1
+            ORDER BY min(start_ns), prompt_hash, {cap}""")  # the same groups quoted in the same order on every engine
         invariant = self._invariant_spans(q, [sid for g in groups for sid in g["span_ids"]])
         for g in groups:
             g["any_invariant"] = any(sid in invariant for sid in g["span_ids"])

@@ -1,0 +1,95 @@
+"""Hold-out deploys: cost up after a deploy that did not touch the cache (the corpus's deploys all moved a
+volatile field up the prompt). A deploy that raised max_tokens, or made the system prompt longer, costs more
+per call with the hit rate unchanged; ``diagnose`` must say so and name what moved, and must not read the
+longer answers to the same prompts as nondeterminism. Each has a clean twin (the same two deploys, nothing
+changed). The real OpenAI SDK through ``instrument()``, the real backend, ``llmtrace diagnose --json`` and
+``llmtrace check`` through the CLI's entry point.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import analyzers_live as live
+import pytest
+
+from llmtrace.cli import main
+
+DESK = ("You answer for the Quillmark lending library. Check the member card before renewing a loan, never "
+        "waive a fine above ten pounds, and mention the Saturday story hour when children come up. ") * 2
+ASKS = ["Can I renew The Hobbit again?", "What do I owe on card 88213?", "Is the study room free on Tuesday?"]
+
+
+@pytest.fixture
+def priced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A price for the tiny model (the app's own price file, as a user with a negotiated rate has)."""
+    from llmtrace.adapters import meters
+
+    own = tmp_path / "prices.json"
+    own.write_text('{"_version": "holdout", "tiny": {"input": 1.0, "cached_input": 0.5, "output": 4.0}}')
+    monkeypatch.setenv("LLMTRACE_PRICES", str(own))
+    meters.load_prices()
+    try:
+        yield
+    finally:
+        monkeypatch.delenv("LLMTRACE_PRICES")
+        meters.load_prices()
+
+
+def _deploys(db: Path, v2: dict[str, Any]) -> None:
+    srv = live.server()
+    for deploy, kw in (("v1", {}), ("v2", v2)):
+        with live.store(db, deploy=deploy, capture="hashes"):
+            c = live.client(srv)
+            for i in range(6):
+                system = DESK * kw.get("system_times", 1)
+                c.chat.completions.create(model="tiny", temperature=0, max_tokens=kw.get("max_tokens", 4),
+                                          messages=[{"role": "system", "content": system},
+                                                    {"role": "user", "content": ASKS[i % 3]}])
+
+
+def _diagnose(db: Path, capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
+    capsys.readouterr()
+    assert main(["diagnose", "--db", str(db), "--json"]) == 0
+    return list(json.loads(capsys.readouterr().out)["findings"])
+
+
+def _check(db: Path, capsys: pytest.CaptureFixture[str]) -> int:
+    rc = main(["check", "--db", str(db), "--cost", "--deploy", "v2", "--baseline-deploy", "v1"])
+    capsys.readouterr()
+    return rc
+
+
+@pytest.mark.parametrize("twin", [False, True], ids=["raised", "twin"])
+def test_a_deploy_that_raised_max_tokens_costs_more_and_is_not_nondeterminism(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], priced: None, twin: bool) -> None:
+    db = tmp_path / "t.duckdb"
+    _deploys(db, {} if twin else {"max_tokens": 24})
+    found = _diagnose(db, capsys)
+    loud = [f for f in found if f["severity"] != "info"]
+    assert not any(f["stage"] == "forward.batching" for f in found), found  # longer answers are by design
+    if twin:
+        assert not loud, loud
+        assert _check(db, capsys) == 0
+        return
+    top = loud[0]
+    assert top["stage"] == "meters.cache_accounting" and "gen.stop" in top["stages"], top
+    assert "Cost per request rose" in top["title"] and "max_tokens 4 → 24" in top["title"], top["title"]
+    assert _check(db, capsys) == 1
+
+
+@pytest.mark.parametrize("twin", [False, True], ids=["longer", "twin"])
+def test_a_longer_system_prompt_without_prices_is_counted_in_billed_tokens(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], twin: bool) -> None:
+    db = tmp_path / "t.duckdb"
+    _deploys(db, {} if twin else {"system_times": 4})
+    loud = [f for f in _diagnose(db, capsys) if f["severity"] != "info"]
+    if twin:
+        assert not loud, loud
+        return
+    assert loud and loud[0]["stage"] == "meters.cache_accounting", loud
+    assert "Billed tokens per request rose" in loud[0]["title"] and "prompts got longer" in loud[0]["title"], loud
+    assert "intake.system_prompt" in loud[0]["stages"]
