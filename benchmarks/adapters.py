@@ -12,13 +12,18 @@ benchmark.
   median over paired rounds; ``_iqr`` its spread
 - overhead_us_per_request: (instrumented - bare) CPU time per short non-streamed call
 - openllmetry_overhead_us_per_chunk / _per_request: the same for OpenLLMetry
+- conversation_*: one agent conversation of BENCH_TURNS turns (pasted passages, a tool call and its
+  result each turn; two requests a turn, each carrying the whole history), bare and instrumented in
+  paired rounds: (instrumented - bare) CPU per call over all its calls and over the last tenth, where the
+  history is longest (a middleware whose per-call work grows with the history shows it there)
 The headline keys come from the server's stream, captured in the same run and replayed on loopback by a
 separate process (so the model does not compete for the cores); ``live_*`` keys are the same
 measurement straight against the running server.
 CPU time is ``time.process_time`` (all threads of the app process, so span export counts too); each
 timed block ends with a flush of the tracer's queue.
 
-    python benchmarks/adapters.py      # BENCH_ROUNDS, BENCH_MAX_TOKENS, BENCH_SHORT_CALLS to resize
+    python benchmarks/adapters.py      # BENCH_ROUNDS, BENCH_MAX_TOKENS, BENCH_SHORT_CALLS, BENCH_TURNS to resize
+    BENCH_CASES=conversation python benchmarks/adapters.py   # only the conversation case (adapters_conversation.json)
 """
 
 from __future__ import annotations
@@ -126,16 +131,20 @@ def timed(fn: Callable[[], int], flush: Callable[[], object]) -> tuple[float, in
     return time.process_time() - c0, n
 
 
-def _spans_per_call(tmp: Path) -> int:
-    """Spans one short call leaves (the pass and its stages), counted on a loopback replay."""
-    sink = InMemorySpanExporter()
-    llmtrace.init(db="none", service_name="bench-adapters", exporters=[sink])
-    body = (
+def _short_body() -> bytes:
+    """A short non-streamed answer, as a provider sends it."""
+    return (
         b'{"id": "x", "model": "tiny", "choices": [{"index": 0, '
         b'"message": {"role": "assistant", "content": "a"}, "finish_reason": "length"}], '
         b'"usage": {"prompt_tokens": 20, "completion_tokens": 1, "total_tokens": 21}}'
     )
-    with replay_server([], body) as base:
+
+
+def _spans_per_call(tmp: Path) -> int:
+    """Spans one short call leaves (the pass and its stages), counted on a loopback replay."""
+    sink = InMemorySpanExporter()
+    llmtrace.init(db="none", service_name="bench-adapters", exporters=[sink])
+    with replay_server([], _short_body()) as base:
         client = instrument(openai.OpenAI(api_key="sk-bench", base_url=f"{base}/v1", max_retries=0))
         client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=1)
     llmtrace.force_flush()
@@ -310,7 +319,88 @@ def measure(base: str, rounds: int, label: str) -> dict[str, float]:
     }
 
 
+# ── long conversations: per-call work that could grow with the history ─────────────────────────────
+TURNS = int(os.environ.get("BENCH_TURNS", "50"))
+_PASSAGES = (
+    "Wharf {i} takes refrigerated containers only between six and ten in the morning, per Harbour Rule {j}.",
+    "Consignments held at customs for more than {j} days are charged ${i}.50 a pallet by Osterby Haulage.",
+    "The northern yard gate closes at noon on Saturdays; drivers arriving later are turned away by Kestrel.",
+)
+
+
+def conversation(tag: str, turns: int) -> Iterator[list[dict[str, Any]]]:
+    """The requests of one agent conversation, a turn at a time: each turn a question with three pasted
+    passages, a tool call, its result and the answer; request n carries the whole history of n turns."""
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": f"You dispatch trucks for Osterby Haulage ({tag})."}]
+    for i in range(turns):
+        ctx = "Context:\n\n" + "\n\n".join(p.format(i=i, j=j) + f" (ref INV-{i}{j})" for j, p in enumerate(_PASSAGES))
+        msgs.append({"role": "user", "content": f"{ctx}\n\nCan truck KF-{2200 + i} take booking BK-{8800 + i} at {i % 12 + 1} pm?"})
+        yield list(msgs)
+        call = {"id": f"call_{i}", "type": "function",
+                "function": {"name": "lookup_booking", "arguments": f'{{"booking": "BK-{8800 + i}"}}'}}
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        result = f'{{"booking": "BK-{8800 + i}", "slot": "Thursday {i}:00", "gate": "North {i}", "fee": "${i}.50"}}'
+        msgs.append({"role": "tool", "tool_call_id": f"call_{i}", "content": result * 3})
+        yield list(msgs)
+        msgs.append({"role": "assistant", "content": f"BK-{8800 + i} for KF-{2200 + i} is confirmed at gate North {i}."})
+
+
+def measure_conversation(base: str, rounds: int, turns: int) -> dict[str, float]:
+    """Paired rounds, bare and instrumented, of one growing conversation each (a fresh one per run, so no
+    run continues another's): CPU per call over the whole conversation and over its last tenth."""
+    sink = InMemorySpanExporter()
+    llmtrace.init(db="none", service_name="bench-adapters", exporters=[sink])
+
+    def make() -> openai.OpenAI:
+        return openai.OpenAI(api_key="sk-bench", base_url=f"{base}/v1", max_retries=0)
+
+    clients = {"bare": make(), "llmtrace": instrument(make())}
+    flushes: dict[str, Callable[[], object]] = {"bare": lambda: None, "llmtrace": llmtrace.force_flush}
+
+    def run(name: str, tag: str) -> list[float]:
+        client, out = clients[name], []
+        for msgs in conversation(tag, turns):
+            c0 = time.process_time()
+            client.chat.completions.create(model="tiny", messages=msgs, max_tokens=1, temperature=0.0)
+            flushes[name]()
+            out.append((time.process_time() - c0) * 1e6)
+        sink.clear()
+        return out
+
+    for name in clients:  # warm
+        run(name, f"warm-{name}")
+    per_call: dict[str, list[list[float]]] = {k: [] for k in clients}
+    for r in range(rounds):
+        for name in list(clients)[r % 2:] + list(clients)[: r % 2]:
+            per_call[name].append(run(name, f"{name}-{r}"))
+        print(f"conversation round {r + 1}/{rounds}: " + ", ".join(
+            f"{k} {statistics.fmean(v[-1]):.0f} us/call" for k, v in per_call.items()), flush=True)
+    tail = max(1, len(per_call["bare"][0]) // 10)
+
+    def over(window: slice) -> float:
+        diffs = [statistics.fmean(o[window]) - statistics.fmean(b[window])
+                 for o, b in zip(per_call["llmtrace"], per_call["bare"], strict=True)]
+        return statistics.median(diffs)
+
+    last = list(conversation("size", turns))[-1]
+    return {
+        "conversation_turns": turns,
+        "conversation_calls": len(per_call["bare"][0]),
+        "conversation_last_request_chars": sum(len(str(m.get("content") or "")) for m in last),
+        "conversation_overhead_us_per_call": round(over(slice(None)), 1),
+        "conversation_overhead_us_per_call_last_tenth": round(over(slice(-tail, None)), 1),
+        "conversation_overhead_us_per_call_first_tenth": round(over(slice(0, tail)), 1),
+        "conversation_bare_cpu_us_per_call": round(statistics.median(statistics.fmean(v) for v in per_call["bare"]), 1),
+        "conversation_bare_cpu_us_per_call_last_tenth": round(
+            statistics.median(statistics.fmean(v[-tail:]) for v in per_call["bare"]), 1),
+    }
+
+
 def main() -> None:
+    if os.environ.get("BENCH_CASES") == "conversation":  # only the long-conversation case (quick A/B runs)
+        with replay_server([], _short_body()) as base:
+            save("adapters_conversation", {**measure_conversation(base, ROUNDS, TURNS), "rounds": ROUNDS})
+        return
     tmp = Path(tempfile.mkdtemp(prefix="llmtrace-bench-adapters-"))
     proc, base = start_server(tmp)
     try:
@@ -328,7 +418,9 @@ def main() -> None:
     # than the overhead being measured.
     with replay_server(events, short) as replay_base:
         replay = measure(replay_base, ROUNDS, "replay")
+        conv = measure_conversation(replay_base, ROUNDS, TURNS)
     results: dict[str, object] = dict(replay)
+    results.update(conv)
     results.update({f"live_{k}": v for k, v in live.items()})
     results.update(
         {
