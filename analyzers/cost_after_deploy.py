@@ -24,6 +24,9 @@ DROP = 0.05  # absolute fall in hit rate worth a finding, when it is also beyond
 BOOT_SAMPLE = 400  # recent passes per deploy the bootstrap resamples
 SAMPLE = 2000  # passes per deploy read for segment volatility
 RISE = 0.25  # a rise in cost (or billed tokens) per request worth a finding, when beyond resampling noise
+# No price known (a self-hosted model): an answer token counts as this many prompt tokens, the ratio of output
+# to input list price at OpenAI and Anthropic (gpt-4o 10/2.5, gpt-4o-mini 0.60/0.15; Claude 15/3 is 5).
+OUTPUT_WEIGHT = 4.0
 
 
 def hit_rates_by_deploy(q: Query) -> list[Row]:
@@ -63,7 +66,8 @@ class CostAfterDeploy(SymptomAnalyzer):
                                                                           IS NOT NULL) AS models,
                    list(trace_id ORDER BY start_ns DESC)[1:5] AS trace_ids,
                    (list(cost_usd ORDER BY start_ns DESC) FILTER (WHERE cost_usd IS NOT NULL))[1:{BOOT_SAMPLE}] AS costs,
-                   (list(prompt_tokens + coalesce(output_tokens, 0) ORDER BY start_ns DESC))[1:{BOOT_SAMPLE}] AS tokens
+                   (list(prompt_tokens + {OUTPUT_WEIGHT} * coalesce(output_tokens, 0) ORDER BY start_ns DESC))
+                       [1:{BOOT_SAMPLE}] AS tokens
             FROM {q.passes} WHERE prompt_tokens > 0
             GROUP BY coalesce(deploy, '(none)') ORDER BY first_ns""")
         rows = [r for r in rows if int(r["passes"]) >= MIN_PASSES]
@@ -78,9 +82,10 @@ class CostAfterDeploy(SymptomAnalyzer):
             if priced:
                 rise = float(after["cost"]) / float(before["cost"]) - 1
             else:
-                # no price: every prompt token is billed (cached ones at a discount), and every answer token
-                b = float(before["prompt"] or 0) + float(before["output"] or 0)
-                rise = (float(after["prompt"] or 0) + float(after["output"] or 0)) / b - 1 if b else 0.0
+                # no price: every prompt token is billed (cached ones at a discount), answer tokens at 4x
+                b = float(before["prompt"] or 0) + OUTPUT_WEIGHT * float(before["output"] or 0)
+                a = float(after["prompt"] or 0) + OUTPUT_WEIGHT * float(after["output"] or 0)
+                rise = a / b - 1 if b else 0.0
             if rise >= RISE and low is not None and low > 1 + RISE / 2 and (best is None or rise > best[0]):
                 best = (rise, before, after, priced)
         if best is None:
@@ -119,7 +124,8 @@ class CostAfterDeploy(SymptomAnalyzer):
             "meters.cache_accounting", "critical" if rise >= 1.0 else "warning",
             f"{what} rose {rise:.0%} at deploy {after['deploy']}: {moved}",
             f"The cache serves as much of each prompt as under {before['deploy']}; deploy {after['deploy']} pays "
-            "for more per call" + ("" if priced else " (no price is known for this model: counted in tokens)") + ".",
+            "for more per call" + ("" if priced else " (no price is known for this model: counted in tokens, an "
+                                   f"answer token as {OUTPUT_WEIGHT:g} prompt tokens)") + ".",
             ev, ids,
             "Diff the two deploys' request parameters at the stage named here (max_tokens, the prompt, the model); "
             f"gate it with `llmtrace check --cost --baseline-deploy {before['deploy']}`.",

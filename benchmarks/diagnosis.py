@@ -207,8 +207,13 @@ def _run_app(case: Case, srv: Server, service: str, twin: bool) -> float:
     llmtrace.init(db=srv.db, service_name=service, capture=case.capture)
     t = time.perf_counter()
     try:
+        def deploy(name: str) -> None:  # the same service, traced as another deploy from here on
+            llmtrace.shutdown()
+            llmtrace.init(db=srv.db, service_name=service, capture=case.capture, deploy=name)
+
         ctx = Ctx(instrument(openai.OpenAI(base_url=srv.url + "/v1", api_key="unused", max_retries=0)),
-                  instrument(anthropic.Anthropic(base_url=srv.url, api_key="unused", max_retries=0)), srv.model())
+                  instrument(anthropic.Anthropic(base_url=srv.url, api_key="unused", max_retries=0)), srv.model(),
+                  deploy=deploy)
         case.run(ctx, twin)
     finally:
         llmtrace.shutdown()

@@ -47,6 +47,8 @@ class Ctx:
     anthropic: Any
     model: str
     rng: random.Random = field(default_factory=lambda: random.Random(7))
+    # start tracing as another deploy of the same service (diagnosis.py's _run_app sets it)
+    deploy: Callable[[str], None] | None = None
 
     def ask(self, messages: list[dict[str, Any]], max_tokens: int = 6, **kw: Any) -> Any:
         return self.openai.chat.completions.create(model=self.model, messages=messages, max_tokens=max_tokens,
@@ -497,6 +499,25 @@ def stop_marker_anthropic(c: Ctx, twin: bool) -> None:
             "".join(st.text_stream)
 
 
+# ── deploys that cost more without touching the cache ─────────────────────────────────────────
+def _two_deploys(c: Ctx, v2: dict[str, Any]) -> None:
+    """Deploy v1, then v2 with ``v2``'s changes (the twin: v2 unchanged): hit rate the same, bill not."""
+    assert c.deploy is not None
+    for name, kw in (("v1", {}), ("v2", v2)):
+        c.deploy(name)
+        for i in range(8):
+            c.ask([{"role": "system", "content": POLICY * kw.get("times", 2)}, _user(i % 4)],
+                  max_tokens=kw.get("max_tokens", 4))
+
+
+def raised_max_tokens(c: Ctx, twin: bool) -> None:
+    _two_deploys(c, {} if twin else {"max_tokens": 28})
+
+
+def longer_system_prompt(c: Ctx, twin: bool) -> None:
+    _two_deploys(c, {} if twin else {"times": 7})
+
+
 @dataclass(frozen=True)
 class Case:
     id: str
@@ -562,4 +583,6 @@ CASES: tuple[Case, ...] = (
     Case("short_stop_window_stream", stop_marker_stream, ("gen.detokenization",), "short_stop_window", "default"),
     Case("short_stop_window_anthropic", stop_marker_anthropic, ("gen.detokenization",), "short_stop_window",
          "default"),
+    Case("deploy_raised_max_tokens", raised_max_tokens, ("meters.cache_accounting", "gen.stop")),
+    Case("deploy_longer_system_prompt", longer_system_prompt, ("meters.cache_accounting", "intake.system_prompt")),
 )

@@ -164,6 +164,20 @@ def json_words_cut_streamed(twin: bool, rng: random.Random) -> list[dict[str, An
     return [dict(c, stream=True) for c in json_words_cut(twin, rng)]
 
 
+def words_clock_repeats(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
+    """A clock in words ahead of the prompt; the twin asks the same three questions again and again at
+    temperature 0 (identical answers: OpenInference's response body differs on every call, its answer not)."""
+    t0 = dt.datetime(2026, 12, 1, 9, 14) + dt.timedelta(seconds=rng.randrange(40000))
+    text = HOTEL.replace("Harbour Lantern", "Kestrel Quay")
+    asks = ["Where can we eat fish tonight?", "Is the spa open now?", "Can you book a table for two?"]
+    out = []
+    for i in range(9):
+        when = t0 + dt.timedelta(seconds=197 * i)
+        head = "" if twin else f"It is {when:%A} {when.day} {when:%B}, {when:%H:%M}. "
+        out.append(_call([{"role": "system", "content": head + text}, {"role": "user", "content": asks[i % 3]}], i))
+    return out
+
+
 # (id, instrumentation, calls, stages that name the cause, collector capture mode)
 FOREIGN: tuple[tuple[str, str, Any, tuple[str, ...], str], ...] = (
     ("otelv2_request_uuid_top", "otel-v2", request_uuid_top, ("cache.prefix_match", "intake.system_prompt"), "hashes"),
@@ -190,6 +204,10 @@ FOREIGN: tuple[tuple[str, str, Any, tuple[str, ...], str], ...] = (
     ("litellm_json_in_words_cut", "litellm", json_words_cut, ("gen.stop", "safety.stop_reason"), "hashes"),
     ("otelv2_json_in_words_cut", "otel-v2", json_words_cut, ("gen.stop", "safety.stop_reason"), "full"),
     ("otelv2_streamed_json_cut", "otel-v2", json_words_cut_streamed, ("gen.stop", "safety.stop_reason"), "hashes"),
+    ("langchain_words_clock_repeats", "langchain", words_clock_repeats, ("cache.prefix_match", "intake.system_prompt"),
+     "hashes"),
+    ("openinference_words_clock_repeats", "openinference", words_clock_repeats,
+     ("cache.prefix_match", "intake.system_prompt"), "hashes"),
 )
 
 

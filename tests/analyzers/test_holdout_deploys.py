@@ -93,3 +93,14 @@ def test_a_longer_system_prompt_without_prices_is_counted_in_billed_tokens(
     assert loud and loud[0]["stage"] == "meters.cache_accounting", loud
     assert "Billed tokens per request rose" in loud[0]["title"] and "prompts got longer" in loud[0]["title"], loud
     assert "intake.system_prompt" in loud[0]["stages"]
+
+
+def test_a_raised_max_tokens_without_prices_weighs_the_answer_tokens(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """No price known (a self-hosted model): 20 more answer tokens on a ~100-token prompt are a 20% rise
+    counted flat, a bill up by over half at any provider's ratio of output to input price."""
+    db = tmp_path / "t.duckdb"
+    _deploys(db, {"max_tokens": 24})
+    loud = [f for f in _diagnose(db, capsys) if f["severity"] != "info"]
+    assert loud and loud[0]["stage"] == "meters.cache_accounting", loud
+    assert "Billed tokens per request rose" in loud[0]["title"] and "max_tokens 4 → 24" in loud[0]["title"], loud
