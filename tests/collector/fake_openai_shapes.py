@@ -2,7 +2,7 @@
 instrumentations wrapping the real SDK: cached prompt tokens in ``prompt_tokens_details`` (and the
 Responses API's ``input_tokens_details``; Anthropic's ``cache_read_input_tokens`` and
 ``cache_creation_input_tokens`` at ``/v1/messages``), tool calls (buffered and streamed as argument deltas), ``n`` choices,
-streams that open with a role-only chunk at once and hold the first token back ``FIRST_CHUNK_S`` (so a
+streams whose opening chunk comes with the first token, ``FIRST_CHUNK_S`` after the headers (so a
 recorded TTFT can be checked against it), and refusals: model
 ``err400`` answers 400, ``err429`` answers 429, each with an OpenAI error body."""
 
@@ -42,11 +42,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("content-type", "text/event-stream")
         self.send_header("connection", "close")
         self.end_headers()
-        for i, (name, doc) in enumerate(events):
+        self.wfile.flush()
+        time.sleep(FIRST_CHUNK_S)  # "prefill": the headers at once, the opening event with the first token
+        for name, doc in events:
             head = f"event: {name}\n" if name else ""
             self.wfile.write(f"{head}data: {json.dumps(doc)}\n\n".encode())
             self.wfile.flush()
-            time.sleep(FIRST_CHUNK_S if i == 0 else 0.005)  # the opening event at once, then "prefill"
+            time.sleep(0.005)
         if events and events[0][0] is None:
             self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
@@ -80,7 +82,7 @@ class _Handler(BaseHTTPRequestHandler):
                 choices.append({"index": i, "finish_reason": reason, "message": msg})
             return self._json(200, {"id": "c1", "object": "chat.completion", "created": int(time.time()),
                                     "model": MODEL, "choices": choices, "usage": usage})
-        # the opening chunk carries only the role, before any token (as OpenAI, vLLM and llmtrace serve send it)
+        # the opening chunk carries only the role, sent with the first token (as OpenAI, vLLM and llmtrace serve do)
         chunks: list[tuple[str | None, dict[str, object]]] = [(None, self._chunk(
             [{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None} for i in range(n)]))]
         for k, word in enumerate(WORDS):

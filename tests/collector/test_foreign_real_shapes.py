@@ -13,8 +13,8 @@ the endpoint sent:
 - OpenInference's Responses-API call keeps its ``max_output_tokens`` as the pass's max_tokens;
 - LiteLLM with ``turn_off_message_logging`` says only ``llm.request.type=completion``: still a chat call;
   its Anthropic calls' cache writes are only inside its usage repr;
-- OpenLLMetry marks every streamed chunk; an OpenAI-protocol stream opens with a role-only chunk (llmtrace
-  serve sends it before prefill), so TTFT is the second chunk's time, at least the endpoint's hold-back."""
+- OpenLLMetry marks every streamed chunk; an OpenAI-protocol stream opens with a role-only chunk, sent with
+  the first token, so TTFT is the first chunk's time, at least the endpoint's hold-back."""
 
 from __future__ import annotations
 
@@ -110,7 +110,8 @@ def test_litellm_anthropic_cache_write_tokens(store: Path) -> None:
 
 @pytest.mark.slow
 def test_openllmetry_ttft_is_the_first_tokens_not_the_opening_chunks(store: Path) -> None:
-    """The stream opens with a role-only chunk at once; the first token comes FIRST_CHUNK_S later."""
+    """The stream's headers come at once; its role-only opening chunk comes with the first token,
+    FIRST_CHUNK_S later (and the tool call's chunks after it)."""
     rows = _passes(store, "oll-on", "status, ttft_ms, duration_ms, finish_reason, cached_tokens")
     (ok,) = [r for r in rows if r[0] == "ok"]
     _, ttft, duration, reason, cached = ok

@@ -23,11 +23,11 @@ test_foreign_diagnosis.py), and so what the analyzers get:
   ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY``. Cache findings are then estimated from
   the prompts ("token ~N"); without the switch nothing about the cache can be told.
 - OpenLLMetry (opentelemetry-instrumentation-openai 0.62): tokens, cached tokens, finish reasons (streamed
-  too), TTFT from its chunk events (the second: streams open with a role-only chunk), ``api_base``, tool definitions, messages unless
+  too), TTFT from its first chunk event, ``api_base``, tool definitions, messages unless
   ``TRACELOOP_TRACE_CONTENT=false``; Responses-API spans only for streamed calls.
 - OpenInference (openinference-instrumentation-openai): tokens, cached tokens, ``llm.finish_reason``, TTFT
-  from its first-token event (set on the first chunk: against a server that sends its role-only opening
-  chunk before prefill, as llmtrace serve does, that is the time to the opening, not to a token), ``llm.tools.*``, messages unless ``OPENINFERENCE_HIDE_INPUTS``; no address.
+  from its first-token event (set on the first chunk, which llmtrace serve, like OpenAI and vLLM, sends with
+  the first token), ``llm.tools.*``, messages unless ``OPENINFERENCE_HIDE_INPUTS``; no address.
   On the Responses API the finish reason is only in ``output.value`` (buffered calls; streams carry no
   body and no usage).
 - LiteLLM's ``otel`` callback: tokens, finish reasons as the string ``'["length"]'``, cached tokens only
@@ -228,24 +228,14 @@ def _cached(raw: dict[str, object], keys: tuple[str, ...] = (), in_repr: re.Patt
 
 
 def _first_token_ns(events: Any) -> int | None:  # a span's repeated OTLP Event (protobuf, untyped)
-    """When the first token came. OpenLLMetry marks every streamed chunk, and an OpenAI-protocol stream opens
-    with a chunk that carries only the role (OpenAI, vLLM, llmtrace serve; the last sends it before prefill):
-    the first token is then in the second chunk, and the first chunk's time was TTFT ~5 ms against the
-    server's 215 ms. With three or more chunk events (role, a token, the end) the second is taken; a server
-    that puts the first token in the opening chunk is then read one token late."""
-    chunks: list[int] = []
+    """When the first token came: OpenInference's first-token event, or OpenLLMetry's first chunk event (it
+    marks every streamed chunk). An OpenAI-protocol stream opens with a role chunk that OpenAI, vLLM and
+    llmtrace serve send with the first token, so the first chunk is the first token's time; the second can be
+    the stream's end (a tool call held back and sent whole)."""
     for e in events or ():
-        if e.name in _CHUNK_EVENTS:
-            chunks.append(int(e.time_unix_nano))
-            if len(chunks) == 2:
-                break
-        elif e.name in _FIRST_TOKEN_EVENTS and not chunks:
+        if e.name in _CHUNK_EVENTS or e.name in _FIRST_TOKEN_EVENTS:
             return int(e.time_unix_nano)
-    if not chunks:
-        return None
-    if len(chunks) == 2 and sum(1 for e in events if e.name in _CHUNK_EVENTS) >= 3:
-        return chunks[1]
-    return chunks[0]
+    return None
 
 
 def _child_id(span_hex: str, stage_id: str) -> str:
