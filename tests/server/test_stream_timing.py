@@ -15,7 +15,7 @@ from typing import Any
 import anthropic
 import httpx
 import openai
-from server_testkit import wait_idle, wait_rows
+from server_testkit import query, wait_idle, wait_rows
 from testkit import RunningServer
 
 MARGIN_MS = 5.0  # the client's clock starts before the server's, so the slack is only for two clocks' reads
@@ -144,3 +144,32 @@ def test_client_leaving_before_the_first_token_cancels_the_pass(tiny_server: Run
     rows = wait_rows(tiny_server.db_path, "SELECT status FROM spans WHERE trace_id = ? AND operation = 'chat'",
                      [trace_id])
     assert rows == [("cancelled",)], rows
+
+
+def test_shutdown_during_prefill_gives_the_opening_then_the_error(tmp_path: Path) -> None:
+    """The drain period ends while a long prompt is still in prefill (no token yet): the stream still opens
+    the way the protocol does (the role chunk), then the shutdown error and [DONE]; the pass is recorded as
+    a server shutdown with no TTFT."""
+    from testkit import start_server, stop_server
+
+    server = start_server(tmp_path, "--drain-s", "0.2")
+    # ~7500 tokens, near the tiny model's 8192 context: seconds of prefill on these CPUs
+    prompt = f"[{uuid.uuid4().hex}] " + " ".join(f"bay {i} holds {i * 7 % 97} crates;" for i in range(600))
+    body = {"model": "tiny", "max_tokens": 8, "stream": True, "messages": [{"role": "user", "content": prompt}]}
+    try:
+        with httpx.Client(timeout=120) as http, \
+                http.stream("POST", server.base_url + "/v1/chat/completions", json=body) as r:
+            trace_id = r.headers["x-llmtrace-trace-id"]  # the headers came at once
+            server.process.terminate()  # SIGTERM: drain 0.2 s, then cut what still runs
+            raw = list(r.iter_lines())
+            lines = [ln for ln in raw if ln.startswith("data: ")]
+        assert server.process.wait(timeout=60) == 0
+    finally:
+        stop_server(server)
+    assert lines, (raw, server.log()[-3000:])
+    assert json.loads(lines[0][6:])["choices"][0]["delta"] == {"role": "assistant", "content": ""}, lines[:3]
+    assert "server shutdown" in json.loads(lines[-2][6:])["error"]["message"] and lines[-1] == "data: [DONE]"
+    assert len(lines) == 3, lines  # nothing between: the cut came before the first token
+    rows = query(server.db_path, "SELECT status, attributes->>'error.type', ttft_ms FROM requests WHERE trace_id = ?",
+                 [trace_id])
+    assert rows == [("error", "server_shutdown", None)], rows
