@@ -174,3 +174,87 @@ def test_what_one_set_up_remembered_is_not_reused_under_another(traced: Path, tm
     llmtrace.init(db=tmp_path / "other.duckdb", service_name="test", strict=True)  # another store, another key
     other = compaction.wire_facts_since(texts, first)
     assert other.labels == compaction.wire_facts(texts) and set(other.labels).isdisjoint(first.labels)
+
+
+NAMES = ("Hallgrim", "Ingeborg", "Torvald", "Sigrun")
+
+
+def _anthropic_turn(i: int) -> list[Msg]:
+    return [
+        {"role": "user", "content": f"Skipper {NAMES[i]} asks: is Berth {40 + i} free at Harrowgate Dock?"},
+        {"role": "assistant", "content": [{"type": "text", "text": "Checking."}, {
+            "type": "tool_use", "id": f"tu{i}", "name": "berths", "input": {"berth": 40 + i}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"tu{i}",
+                                      "content": f"Berth {40 + i}: free from {i + 6}:00, pilot {NAMES[i]}sen"}]},
+        {"role": "assistant", "content": f"Yes, {NAMES[i]}: Berth {40 + i} is free from {i + 6}:00."},
+    ]
+
+
+def _responses_turn(i: int) -> list[Msg]:
+    return [
+        {"role": "user", "content": [{"type": "input_text",
+                                      "text": f"Skipper {NAMES[i]} asks: is Berth {40 + i} free at Harrowgate Dock?"}]},
+        {"type": "function_call", "call_id": f"fc{i}", "name": "berths", "arguments": json.dumps({"berth": 40 + i})},
+        {"type": "function_call_output", "call_id": f"fc{i}", "output": f"Berth {40 + i}: free, pilot {NAMES[i]}sen"},
+        {"role": "assistant", "content": [{"type": "output_text", "text": f"Yes, {NAMES[i]}: Berth {40 + i} is free."}]},
+    ]
+
+
+def _grown_then_compacted(turn: Callable[[int], list[Msg]]) -> list[list[Msg]]:
+    """Four turns a request at a time, then the middle two replaced by a summary that names only one of
+    their skippers (the opening question and the last turn kept)."""
+    history: list[Msg] = []
+    out = []
+    for i in range(4):
+        history += turn(i)
+        out.append(list(history))
+    out.append([*history[:1], {"role": "user", "content": "Summary: the berth for Ingeborg was confirmed."}, *history[-4:]])
+    return out
+
+
+@pytest.mark.parametrize("api", ["anthropic", "responses"])
+def test_other_apis_compactions_lose_the_facts_a_full_rescan_finds(tmp_path: Path, provider: FakeProvider, api: str) -> None:
+    import anthropic
+
+    from llmtrace.adapters.anthropic_parser import AnthropicParser
+    from llmtrace.adapters.responses_parser import ResponsesParser
+    from llmtrace.tracer import capture
+
+    provider.scripts["/v1/messages"] = Script(chunks=[json.dumps({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn", "stop_sequence": None,
+        "usage": {"input_tokens": 50, "output_tokens": 1}}).encode()])
+    provider.scripts["/v1/responses"] = Script(chunks=[json.dumps({
+        "id": "resp_1", "object": "response", "model": "gpt-4.1-mini", "status": "completed",
+        "output": [{"type": "message", "id": "m1", "role": "assistant", "status": "completed",
+                    "content": [{"type": "output_text", "text": "ok", "annotations": []}]}],
+        "usage": {"input_tokens": 50, "output_tokens": 1, "total_tokens": 51}}).encode()])
+    db = tmp_path / "full.duckdb"
+    llmtrace.init(db=db, service_name="test", strict=True, capture="full")  # the labels are the facts
+    try:
+        if api == "anthropic":
+            ac = instrument(anthropic.Anthropic(api_key="test", base_url=provider.base_url, max_retries=0))
+            for msgs in _grown_then_compacted(_anthropic_turn):
+                ac.messages.create(model="claude-sonnet-4-5", max_tokens=1, system="You dispatch for Osterby Haulage.",
+                                   messages=msgs)
+        else:
+            oc = instrument(openai.OpenAI(api_key="sk-test", base_url=f"{provider.base_url}/v1", max_retries=0))
+            for msgs in _grown_then_compacted(_responses_turn):
+                oc.responses.create(model="gpt-4.1-mini", instructions="You dispatch for Osterby Haulage.",
+                                    input=msgs)
+        comp = [r["attributes"] for r in rows(db, "SELECT attributes FROM spans WHERE stage = 'loop.compaction'")]
+        parser_of = AnthropicParser if api == "anthropic" else ResponsesParser
+
+        def rescan(body: bytes) -> dict[str, str]:
+            parser = parser_of()
+            parser.on_request(json.loads(body))
+            return compaction.wire_facts([t for kind, t in parser.obs.segments if kind != "tools"])
+
+        bodies = [b for _, _, b in provider.requests]
+        was, now = rescan(bodies[-2]), rescan(bodies[-1])
+        expected = sorted(label for h, label in was.items() if h not in now)
+        assert len(comp) == 1 and comp[0]["llmtrace.compaction.facts_lost"] == expected
+        assert "Torvald" in expected and "Ingeborg" not in expected and "Hallgrim" not in expected
+    finally:
+        llmtrace.shutdown()
+        capture.set_mode("hashes")
