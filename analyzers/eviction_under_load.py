@@ -34,12 +34,16 @@ class EvictionUnderLoad(SymptomAnalyzer):
                 LEFT JOIN {ev} ev ON ev.parent_span_id = tok.parent_span_id
                 LEFT JOIN {blk} blk ON blk.parent_span_id = tok.parent_span_id
                 WHERE tok.first_block[1] IS NOT NULL),
-            w AS (
-                SELECT *, row_number() OVER (PARTITION BY replica, first_block ORDER BY start_ns) AS nth,
-                       coalesce(sum(evicted) OVER (PARTITION BY replica ORDER BY start_ns
-                                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS evicted_before
-                FROM p),
-            m AS (SELECT *, nth > 1 AND evicted_before > 0 AND cached < block_size AS remiss FROM w)
+            -- a pass re-misses when an earlier pass on its replica began with the same block, and the pool had
+            -- evicted blocks before it: the first such pass and the first eviction of each replica, as group
+            -- aggregates joined back (two ordered window scans over every pass cost more than the rest)
+            fb AS (SELECT coalesce(replica, '') AS rk, first_block, min(start_ns) AS first_ns FROM p
+                   GROUP BY rk, first_block),
+            fe AS (SELECT coalesce(replica, '') AS rk, min(start_ns) AS evict_ns FROM p WHERE evicted > 0 GROUP BY rk),
+            m AS (SELECT p.*, p.start_ns > fb.first_ns AND coalesce(p.start_ns > fe.evict_ns, false)
+                             AND cached < block_size AS remiss
+                  FROM p JOIN fb ON fb.rk = coalesce(p.replica, '') AND fb.first_block = p.first_block
+                  LEFT JOIN fe ON fe.rk = coalesce(p.replica, ''))
             SELECT count(*) AS n, count(*) FILTER (WHERE remiss) AS remiss, sum(evicted) AS evicted,
                    sum(prompt_tokens) FILTER (WHERE remiss) AS recomputed,
                    median(pressure) FILTER (WHERE remiss) AS p_remiss, median(pressure) FILTER (WHERE NOT remiss) AS p_ok,

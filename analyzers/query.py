@@ -16,7 +16,13 @@ import duckdb
 from llmtrace.analyzers.stats import percentile as percentile  # re-exported: analyzers import it from here
 from llmtrace.tracer.registry.stages import is_stage
 from llmtrace.tracer.storage.store import MAX_TRACE_WINDOWS, exported_stages, stage_view, trace_spans_sql
-from llmtrace.tracer.storage.views import PASS_OPERATIONS, passes_select, requests_select, stage_value_types
+from llmtrace.tracer.storage.views import (
+    PASS_OPERATIONS,
+    json_values,
+    passes_select,
+    requests_select,
+    stage_value_types,
+)
 
 # One result row, column name -> value. The driver types values Any (a column is whatever the SQL made
 # it); as_int/as_float read one defensively where NULL or a string may come back.
@@ -87,6 +93,7 @@ class Query:
     # names this run's temp tables: on ClickHouse they are tables every client of the database sees, and
     # an id() can repeat across processes
     _tag: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
+    _json_checked: bool | None = None  # the spans' attributes are of DuckDB's JSON type (looked up once)
 
     @property
     def spans(self) -> str:
@@ -97,6 +104,18 @@ class Query:
             # the service's own spans and the server spans of its traces (the server is another service)
             where.append(f"trace_id IN (SELECT trace_id FROM spans WHERE service = {_quote(self.service)})")
         return "spans" if not where else f"(SELECT * FROM spans WHERE {' AND '.join(where)})"
+
+    @property
+    def json_checked(self) -> bool:
+        """True when the spans' attributes column is of DuckDB's JSON type, so every document in it was
+        validated when written and parsing it needs no TRY (tracer/storage/views.py json_values)."""
+        if self._json_checked is None:
+            try:
+                desc = self.conn.execute(f"SELECT attributes FROM {self.spans} LIMIT 0").description or []
+                self._json_checked = bool(desc) and str(desc[0][1]) == "JSON"
+            except Exception:  # noqa: BLE001 - no such column here: the parse stays guarded
+                self._json_checked = False
+        return self._json_checked
 
     @property
     def passes(self) -> str:
@@ -140,7 +159,7 @@ class Query:
             return
         # The same SELECT the view is made of, over the windowed spans (the view itself may be missing
         # from a store an older version wrote and opened read-only here).
-        rel = f"({passes_select('(' + requests_select(self.spans) + ')')})"
+        rel = f"({passes_select('(' + requests_select(self.spans, self.json_checked) + ')')})"
         where = "" if self.service is None else f" WHERE service = {_quote(self.service)}"
         self.conn.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {rel}{where}")
         self._pass_table = name
@@ -241,7 +260,7 @@ class Query:
                 return typed
         cols = ", ".join(f'v."{n}" AS {alias}' for alias, (n, _) in values.items())
         return (f"(SELECT trace_id, span_id, parent_span_id, start_ns, duration_ms, deploy, service"
-                f"{', ' + cols if cols else ''} FROM (SELECT *, TRY(json_transform(attributes, '{struct_spec(values)}')) AS v "
+                f"{', ' + cols if cols else ''} FROM (SELECT *, {json_values(struct_spec(values), self.json_checked)} AS v "
                 f"FROM {self.spans} WHERE stage = '{stage_id}'{' ' + extra if extra else ''}))")
 
     def _view_columns(self, view: str) -> frozenset[str]:

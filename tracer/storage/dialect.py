@@ -7,7 +7,7 @@ Nothing is kept as a second hand-written copy: a view or query changed in DuckDB
 
 What the rewrites keep equal (DuckDB semantics, spelt in ClickHouse):
 
-- ``TRY(json_transform(attributes, '{"k": "BIGINT", ...}')) AS v`` and ``v."k"``: one ``JSONExtract`` into
+- ``[TRY(]json_transform(attributes, '{"k": "BIGINT", ...}')[)] AS v`` and ``v."k"``: one ``JSONExtract`` into
   a named tuple (one JSON parse per row, as in DuckDB), read with ``tupleElement``; a key typed ``JSON``
   keeps its raw JSON text (``JSONExtractRaw``), as DuckDB's JSON type does.
 - ``json_extract_string`` / ``->>``: the text of any value (ClickHouse's JSONExtractString gives '' for a
@@ -198,9 +198,10 @@ def _rewrite(tree: exp.Expr) -> exp.Expr:
 
     def pre(node: exp.Expr) -> exp.Expr:
         # json_transform first, so the columns that read its alias know the spec
-        if isinstance(node, exp.Alias) and isinstance(node.this, exp.Try) and isinstance(
-                node.this.this, exp.Anonymous) and node.this.this.name.lower() == "json_transform":
-            tup, spec, doc = _transform_tuple(node.this.this)
+        call = node.this.this if isinstance(node, exp.Alias) and isinstance(node.this, exp.Try) else (
+            node.this if isinstance(node, exp.Alias) else None)  # TRY(json_transform(...)) or a bare one
+        if isinstance(call, exp.Anonymous) and call.name.lower() == "json_transform":
+            tup, spec, doc = _transform_tuple(call)
             transforms[node.alias] = (spec, doc)
             return exp.alias_(tup, node.alias)
         return node
