@@ -19,6 +19,7 @@ a middleware-only store) the numbers are an estimate from token counts, and the 
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from collections.abc import Sequence
@@ -30,7 +31,8 @@ from llmtrace.analyzers.query import Query
 from llmtrace.analyzers.ttft_evidence import ttft_parts
 
 METHOD = "what-if computed by"
-_Plan = tuple[int, int, str]  # blocks before the window, blocks through the stable part, template key
+# blocks before the window, blocks through the stable part, template key, blocks the window spans (at least 1)
+_Plan = tuple[int, int, str, int]
 
 
 def _newest(passes: Sequence[PassLoss], budget: int = kv_replay.REPLAY_BLOCK_VISITS) -> list[PassLoss]:
@@ -73,20 +75,23 @@ def _plans(c: Cause, passes: Sequence[PassLoss], block: int) -> dict[int, _Plan]
         chain = p.chain or []
         head = min(len(chain), max(0, p.token_offset if p.token_offset >= 0 else p.cached_tokens) // block)
         stable = min(len(chain), int(_stable_tokens(p, head * block)) // block)
-        plans[id(p)] = (head, max(head, stable), f"{c.key}|{chain[head - 1] if head else ''}")
+        text = (p.window_text or "")[: max(0, p.prompt_chars - p.shared_chars)]
+        span = _window_tokens(text, p.window_class, p.prompt_tokens / max(1, p.prompt_chars))
+        plans[id(p)] = (head, max(head, stable), f"{c.key}|{chain[head - 1] if head else ''}",
+                        max(1, math.ceil(span / block)))
     for p in c.passes:  # the earlier pass it shared its text with: the template's cold start
         mate = p.partner
         if mate is not None and mate.chain and id(mate) not in plans:
-            h, s, k = plans[id(p)]
-            plans[id(mate)] = (min(h, len(mate.chain)), min(s, len(mate.chain)), k)
+            h, s, k, w = plans[id(p)]
+            plans[id(mate)] = (min(h, len(mate.chain)), min(s, len(mate.chain)), k, w)
     # repeats: a pass whose recorded chain equals a member's through the member's stable part is the same
     # template with the same value again (it hit in the recording; it must hit in the fixed replay too)
     by_end: dict[int, dict[str, _Plan]] = {}
     for p in passes:
         if id(p) in plans and p.chain:
-            h, s, k = plans[id(p)]
+            h, s, k, w = plans[id(p)]
             if s > 0:
-                by_end.setdefault(s, {})[p.chain[s - 1]] = (h, s, k)
+                by_end.setdefault(s, {})[p.chain[s - 1]] = (h, s, k, w)
     for p in passes:
         if id(p) in plans or not p.chain:
             continue
@@ -99,10 +104,20 @@ def _plans(c: Cause, passes: Sequence[PassLoss], block: int) -> dict[int, _Plan]
 
 def _rewrite(chain: Sequence[str], plan: _Plan, own: str) -> list[str]:
     """The chain with the window moved: what follows the stable part (the user's turn, then the window) is
-    the pass's own (the recorded chain cannot say whether two prompts agree there: the user's words may sit
-    in the last, partial block, which is never hashed)."""
-    head, stable, key = plan
-    return [*chain[:head], *(f"{key}/{i}" for i in range(head, stable)), *(f"~{own}/{i}" for i in range(stable, len(chain)))]
+    the pass's own, except where the recording proves two passes agree there. A block hash covers every
+    token before it, so two passes with the same recorded block there sent the same text through it (the
+    same window value, the same turns: one conversation's next call): with the window moved they still
+    do, and share it. Where the recorded blocks differ nothing says they would agree (the user's words may
+    sit in the last, partial block, which is never hashed), so they stay the pass's own. Without this, a
+    per-conversation id at the top replayed *worse* fixed than recorded: each turn's history, reused within
+    its conversation in the recording, became every call's own."""
+    head, stable, key, span = plan
+    # A recorded hash is its text's identity. With the window (``span`` blocks at most) taken out ahead of
+    # block i, two passes agree through fixed block i where the recording has them agree ``span`` blocks
+    # further on; past the recorded chain nothing says so, and the block is the pass's own.
+    n = len(chain)
+    after = (f"~{key}|{chain[i + span]}" if i + span < n else f"~{own}/{i}" for i in range(stable, n))
+    return [*chain[:head], *(f"{key}/{i}" for i in range(head, stable)), *after]
 
 
 def fixed_chains(c: Cause, passes: Sequence[PassLoss], block: int) -> list[kv_replay.Chain]:
