@@ -1,13 +1,17 @@
-"""Fixtures shared by every test area: strict tracing, a temporary store, and the real server."""
+"""Fixtures shared by every test area: strict tracing, a temporary store, the real server and the real model."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from testkit import RunningServer, start_server, stop_server
+
+if TYPE_CHECKING:
+    from llmtrace.backend.model.llama import LlamaModel
 
 os.environ.setdefault("LLMTRACE_STRICT", "1")  # unknown stage ids raise in tests
 
@@ -27,6 +31,19 @@ def traced(store_path: Path) -> Iterator[Path]:
         yield store_path
     finally:
         llmtrace.shutdown()
+
+
+@pytest.fixture(scope="session")
+def real_f32() -> LlamaModel:
+    """The bundled model in float32, loaded once per session for every area that reads it (~3 s and ~0.5 GB each
+    time it is loaded); tests only read it. Imported here, not at the top: most areas never need torch."""
+    from llmtrace.backend.model.llama import LlamaModel
+    from llmtrace.backend.model.pull import default_model_path
+
+    path = default_model_path()
+    if not path.is_file():
+        pytest.fail(f"default model missing at {path}: run `llmtrace model pull` (make setup does)")
+    return LlamaModel.from_gguf(path, "float32")
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
-"""Shared fixtures for the backend tests: the real tokenizer, the tiny random model, the real model (float32
-and bfloat16)."""
+"""Shared fixtures for the backend tests: the real tokenizer, the tiny random model, the real model in
+bfloat16 (``real_f32`` is tests/conftest.py's, so that every area can share its one load)."""
 
 from __future__ import annotations
 
@@ -44,11 +44,6 @@ def tokenizer(gguf_path: Path):  # noqa: ANN201 - the generation helper's Tokeni
 @pytest.fixture(scope="session")
 def tiny() -> LlamaModel:
     return LlamaModel.tiny("float32", seed=0)
-
-
-@pytest.fixture(scope="session")
-def real_f32(gguf_path: Path) -> LlamaModel:
-    return LlamaModel.from_gguf(gguf_path, "float32")
 
 
 @pytest.fixture(scope="session")
