@@ -4,8 +4,9 @@ A question asked twice at temperature 0 is the most ordinary traffic there is (a
 cached landing page). Under OpenInference (the openai SDK, and langchain-openai through it) the answer's
 identity must be the answer, not the response body around it: ``output.value`` carries the response id and
 creation time, new on every call, and hashed whole it made every repeat "the same prompt, a different
-answer" (``forward.batching`` warning on a clean app). Real packages, real ``llmtrace serve``, real
-``llmtrace collect``, ``diagnose --json`` as a subprocess.
+answer" (``forward.batching`` warning on a clean app). And JSON asked for in words, cut at max_tokens, is a
+structured answer cut there, under every capture mode, as through llmtrace's own middleware. Real packages,
+real ``llmtrace serve``, real ``llmtrace collect``, ``diagnose --json`` as a subprocess.
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ def _calls() -> list[dict[str, Any]]:
              "max_tokens": 5, "stream": i % 3 == 1} for i in range(6)]
 
 
+def _json_calls() -> list[dict[str, Any]]:
+    ask = "Return only a JSON object with the keys title and due_date for my loan number {n}."
+    return [{"messages": [{"role": "user", "content": ask.format(n=i)}], "max_tokens": 6, "stream": i % 2 == 1}
+            for i in range(6)]
+
+
 @pytest.fixture(scope="module")
 def collected(tiny_server: RunningServer, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[tuple[RunningCollector, dict[str, list[dict[str, Any]]]]]:
@@ -42,22 +49,22 @@ def collected(tiny_server: RunningServer, tmp_path_factory: pytest.TempPathFacto
     try:
         procs = {}
         for app in APPS:
-            spec = tmp / f"{app}.json"
-            spec.write_text(json.dumps({"model": "tiny", "calls": _calls(), "content": True}))
-            procs[app] = subprocess.Popen([sys.executable, str(RUNNER), app, str(spec), col.endpoint,
-                                           tiny_server.base_url + "/v1", f"repeat-{app}"],
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for what, calls in (("repeat", _calls()), ("json", _json_calls())):
+                spec = tmp / f"{what}-{app}.json"
+                spec.write_text(json.dumps({"model": "tiny", "calls": calls, "content": True}))
+                procs[f"{what}-{app}"] = subprocess.Popen(
+                    [sys.executable, str(RUNNER), app, str(spec), col.endpoint, tiny_server.base_url + "/v1",
+                     f"{what}-{app}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for app, p in procs.items():
             out, _ = p.communicate(timeout=240)
             assert p.returncode == 0 and "sent 6" in out, (app, out[-3000:])
-        col.wait_written(6 * len(APPS))
+        col.wait_written(6 * len(procs))
         found = {}
-        for app in APPS:
+        for service in procs:
             out = subprocess.run([sys.executable, "-m", "llmtrace.cli", "diagnose", "--db", str(col.db),
-                                  "--service", f"repeat-{app}", "--json"], capture_output=True, text=True,
-                                 timeout=180)
+                                  "--service", service, "--json"], capture_output=True, text=True, timeout=180)
             assert out.returncode == 0, out.stderr[-2000:]
-            found[app] = list(json.loads(out.stdout)["findings"])
+            found[service] = list(json.loads(out.stdout)["findings"])
         yield col, found
     finally:
         col.stop()
@@ -71,5 +78,17 @@ def test_a_repeated_question_has_one_answer_on_record(
                          "FROM passes WHERE service = ? GROUP BY prompt_hash", [f"repeat-{app}"])
     assert sorted(r[1] for r in rows) == [3, 3], rows  # the two questions, each asked three times
     assert all(r[3] == 3 and r[2] == 1 for r in rows), rows  # an answer on record, the same each time
-    loud = [(f["severity"], f["stage"], f["title"]) for f in found[app] if f["severity"] != "info"]
+    loud = [(f["severity"], f["stage"], f["title"]) for f in found[f"repeat-{app}"] if f["severity"] != "info"]
     assert not loud, loud
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_json_asked_for_in_words_and_cut_is_a_structured_answer_cut(
+        collected: tuple[RunningCollector, dict[str, list[dict[str, Any]]]], app: str) -> None:
+    col, found = collected
+    rows = query(col.db, "SELECT finish_reason, json_extract_string(attributes, '$.\"llmtrace.output.asked_in_words\"') "
+                         "FROM requests WHERE service = ?", [f"json-{app}"])
+    assert rows and all(r == ("length", "json") for r in rows), rows
+    (cut,) = [f for f in found[f"json-{app}"] if f["stage"] == "gen.stop"]
+    assert "structured answers (JSON asked for) were cut" in cut["title"], cut["title"]
+    assert "safety.stop_reason" in cut["stages"], cut

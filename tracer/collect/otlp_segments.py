@@ -191,15 +191,39 @@ def output_attributes(attrs: Mapping[str, object]) -> dict[str, object]:
     return out
 
 
-def segment_attributes(attrs: Mapping[str, object], mode: str) -> dict[str, object]:
-    """``llmtrace.prompt.segments`` / ``llmtrace.prompt.hash`` (and the text under ``full``), or {}."""
-    msgs = messages(attrs)
-    if mode == "none" or not msgs:
+# a prompt that asks for a format in words ("return only a JSON object"): an answer cut at max_tokens cannot
+# be what the app parses, though no response_format says so (the middleware's rule, adapters/wire.py)
+_ASKS = (("json", re.compile(r"\bjson\b", re.I)), ("xml", re.compile(r"\bxml\b", re.I)))
+_ASK_SCAN_CHARS = 64 * 1024
+
+
+def _asked_in_words(msgs: list[tuple[str, str]], attrs: Mapping[str, object]) -> dict[str, object]:
+    """``llmtrace.output.asked_in_words`` (json / xml) when the system prompt or the last user turn names the
+    format and the span says of no output type; a word, never the text, so under every capture mode."""
+    if N.GEN_AI_OUTPUT_TYPE in attrs:
         return {}
+    last_user = max((i for i, (role, _) in enumerate(msgs) if role == "user"), default=-1)
+    for i, (role, text) in enumerate(msgs):
+        if role in _SYSTEM_ROLES or i == last_user:
+            for fmt, pat in _ASKS:
+                if pat.search(text[:_ASK_SCAN_CHARS]):
+                    return {N.OUTPUT_ASKED_IN_WORDS: fmt}
+    return {}
+
+
+def segment_attributes(attrs: Mapping[str, object], mode: str) -> dict[str, object]:
+    """``llmtrace.prompt.segments`` / ``llmtrace.prompt.hash`` (and the text under ``full``), the format the
+    prompt asked for in words, or {}."""
+    msgs = messages(attrs)
+    if not msgs:
+        return {}
+    asked = _asked_in_words(msgs, attrs)
+    if mode == "none":
+        return asked
     last_user = max((i for i, (role, _) in enumerate(msgs) if role == "user"), default=-1)
     segments = [("system" if role in _SYSTEM_ROLES else "user" if i == last_user else f"history:{role}", text)
                 for i, (role, text) in enumerate(msgs)]
     tool_text = tools(attrs)
     if tool_text is not None:
         segments.insert(0, ("tools", tool_text))
-    return prompt_attributes(segments, mode)  # with each segment's volatile-looking values
+    return {**prompt_attributes(segments, mode), **asked}  # with each segment's volatile-looking values
