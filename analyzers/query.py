@@ -15,7 +15,14 @@ import duckdb
 
 from llmtrace.analyzers.stats import percentile as percentile  # re-exported: analyzers import it from here
 from llmtrace.tracer.registry.stages import is_stage
-from llmtrace.tracer.storage.store import MAX_TRACE_WINDOWS, exported_stages, stage_view, trace_spans_sql
+from llmtrace.tracer.storage.store import (
+    MAX_TRACE_WINDOWS,
+    exported_stages,
+    merged_windows,
+    stage_view,
+    trace_spans_sql,
+    windowed_spans_sql,
+)
 from llmtrace.tracer.storage.views import (
     PASS_OPERATIONS,
     json_values,
@@ -52,17 +59,6 @@ def attr(name: str, typ: str = "str", column: str = "attributes") -> str:
 
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
-
-
-def _merged(windows: Sequence[tuple[int, int]]) -> list[list[int]]:
-    """Time ranges with the overlapping ones joined, in order (each is then read once)."""
-    out: list[list[int]] = []
-    for lo, hi in sorted(windows):
-        if out and lo <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], hi)
-        else:
-            out.append([lo, hi])
-    return out
 
 
 @dataclass(slots=True)
@@ -226,19 +222,15 @@ class Query:
         literals = ", ".join(_quote(t) for t in ids)
         client = self.conn.execute(f"SELECT min(start_ns), max(end_ns) FROM {self.passes} "
                                    f"WHERE trace_id IN ({literals}) GROUP BY trace_id").fetchall()
-        exact: list[list[int]] = []
+        exact: list[tuple[int, int]] = []
         if len(client) == len(ids) and all(lo is not None and hi is not None for lo, hi in client):
-            near = _merged([(int(lo) - SKEW_NS, int(hi) + SKEW_NS) for lo, hi in client])
+            near = merged_windows([(int(lo) - SKEW_NS, int(hi) + SKEW_NS) for lo, hi in client])
             if len(near) <= MAX_TRACE_WINDOWS:
                 sides = self.conn.execute(" UNION ALL ".join(
                     f"SELECT start_ns, end_ns FROM {self.spans} WHERE start_ns BETWEEN {lo} AND {hi} "
                     f"AND operation IN {PASS_OPERATIONS} AND trace_id IN ({literals})" for lo, hi in near)).fetchall()
-                exact = _merged([(int(lo), int(hi)) for lo, hi in (*client, *sides) if lo is not None and hi is not None])
-        if exact and len(exact) <= MAX_TRACE_WINDOWS:
-            rel = " UNION ALL ".join(f"SELECT * FROM {self.spans} WHERE start_ns BETWEEN {lo} AND {hi} "
-                                     f"AND trace_id IN ({literals})" for lo, hi in exact)
-        else:
-            rel = f"SELECT * FROM {self.spans} WHERE trace_id IN ({literals})"
+                exact = merged_windows([*client, *sides])
+        rel = windowed_spans_sql(self.spans, literals, exact)
         name = f"_llmtrace_trace_spans_{self._tag}_{len(self._temp_tables)}"
         self.conn.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {rel}")
         self._temp_tables.append(name)

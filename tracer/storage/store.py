@@ -11,7 +11,7 @@ import os
 import random
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -273,6 +273,29 @@ def bind_pass_table(conn: duckdb.DuckDBPyConnection) -> None:
 MAX_TRACE_WINDOWS = 20  # more windows than this: one scan by trace id beats a scan a window
 
 
+def merged_windows(windows: Iterable[tuple[int | None, int | None]]) -> list[tuple[int, int]]:
+    """Time ranges (start, end in ns; a None end or start is left out) in order, the overlapping ones joined
+    so each is read once."""
+    out: list[list[int]] = []
+    for lo, hi in sorted((int(lo), int(hi)) for lo, hi in windows if lo is not None and hi is not None):
+        if out and lo <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return [(lo, hi) for lo, hi in out]
+
+
+def windowed_spans_sql(spans: str, literals: str, windows: list[tuple[int, int]]) -> str:
+    """The spans of the traces ``literals`` (quoted ids, comma-separated) that started inside one of
+    ``windows``, as SQL: a range filter a window, which time-ordered row groups answer from a few of them (a
+    filter on the trace id alone reads the id of every span). With no window, or more than
+    MAX_TRACE_WINDOWS, one scan by trace id."""
+    if windows and len(windows) <= MAX_TRACE_WINDOWS:
+        return " UNION ALL ".join(f"SELECT * FROM {spans} WHERE start_ns BETWEEN {lo} AND {hi} "
+                                  f"AND trace_id IN ({literals})" for lo, hi in windows)
+    return f"SELECT * FROM {spans} WHERE trace_id IN ({literals})"
+
+
 def trace_spans_sql(conn: duckdb.DuckDBPyConnection, spans: str, trace_ids: list[str]) -> str:
     """The spans of ``trace_ids`` (32-hex ids, checked by the caller) that started inside one of their passes
     (the pass dataset's start and end: a pass's client span encloses its server span, whose stage spans it
@@ -282,20 +305,8 @@ def trace_spans_sql(conn: duckdb.DuckDBPyConnection, spans: str, trace_ids: list
     literals = ", ".join(_quote(t) for t in trace_ids)
     name = f"_llmtrace_trace_spans_{abs(hash(tuple(trace_ids))):x}"
     windows = conn.execute(f"SELECT min(start_ns), max(end_ns) FROM passes WHERE trace_id IN ({literals}) "
-                           "GROUP BY trace_id ORDER BY 1").fetchall()
-    merged: list[list[int]] = []
-    for lo, hi in windows:
-        if lo is None or hi is None:
-            continue
-        if merged and int(lo) <= merged[-1][1]:  # overlapping windows read once
-            merged[-1][1] = max(merged[-1][1], int(hi))
-        else:
-            merged.append([int(lo), int(hi)])
-    if merged and len(merged) <= MAX_TRACE_WINDOWS:
-        rel = " UNION ALL ".join(f"SELECT * FROM {spans} WHERE start_ns BETWEEN {lo} AND {hi} "
-                                 f"AND trace_id IN ({literals})" for lo, hi in merged)
-    else:
-        rel = f"SELECT * FROM {spans} WHERE trace_id IN ({literals})"
+                           "GROUP BY trace_id").fetchall()
+    rel = windowed_spans_sql(spans, literals, merged_windows(windows))
     conn.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {rel}")
     return name
 
