@@ -1,0 +1,137 @@
+"""Benchmark `diagnose_vs_ref`: `diagnose` over 100k passes at a git ref against the working tree, side by
+side in one run. Each side is its own whole tree (tracer, views, analyzers: a ref's layout may differ from
+today's) over the synthetic store its own benchmarks/synthetic_store.py writes, timed in fresh processes
+that alternate, so a change in the machine's load falls on both alike. This is the check of "no benchmark
+regresses by more than 5%" for the `analyzers` benchmark's diagnose_s_100k (spans only: the passes are built
+from the pass spans' JSON, as on a store the ref's writer made).
+
+    python benchmarks/diagnose_vs_ref.py [--ref d50ff3b] [--rounds 5] [--passes 100000] [--tmp DIR]
+
+Each process opens its store, runs every analyzer once to warm the connection, then times three runs and
+keeps the fastest (how `analyzers.py` measures). Reports medians over rounds of wall and CPU seconds and the
+ratios working tree / ref; writes benchmarks/results/diagnose_vs_ref.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import save  # noqa: E402
+
+_ROOT = Path(__file__).resolve().parent.parent
+# the top-level folders setup.py maps onto llmtrace's sub-packages (a ref may lack some: skipped)
+_FOLDERS = ("tracer", "adapters", "backend", "analyzers", "tui", "report")
+
+# One timing process. argv: store, package root (or "" for the installed working tree).
+_CHILD = r"""
+import json, resource, sys, time
+if sys.argv[2]:
+    sys.path.insert(0, sys.argv[2])
+import llmtrace.analyzers as A
+try:
+    from llmtrace.tracer.storage.store import read_store as opener
+except ImportError:  # a ref from before tracer/ was split into sub-packages
+    from llmtrace.tracer.store import read_connection as opener
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+with opener(sys.argv[1]) as conn:
+    A.run_analyzers(conn)
+    wall = cpu_s = float("inf")
+    for _ in range(3):
+        t, c = time.perf_counter(), cpu()
+        found = A.run_analyzers(conn)
+        wall, cpu_s = min(wall, time.perf_counter() - t), min(cpu_s, cpu() - c)
+print("RESULT " + json.dumps({"wall": wall, "cpu": cpu_s, "findings": len(found), "from": A.__file__}))
+"""
+
+# Builds a store with a tree's own synthetic_store.py. argv: package root, benchmarks dir, path, passes.
+_BUILD = r"""
+import sys
+if sys.argv[1]:
+    sys.path.insert(0, sys.argv[1])
+import llmtrace.tracer  # the tree's own, before synthetic_store imports anything of it
+sys.path.insert(0, sys.argv[2])
+from synthetic_store import make_store
+make_store(sys.argv[3], passes=int(sys.argv[4]), seed=0)
+"""
+
+
+def ref_tree(ref: str, tmp: Path) -> Path:
+    """``ref``'s files under tmp/tree, and tmp/pkg: a package root whose ``llmtrace`` links them as setup.py
+    maps them (so the ref imports as ``llmtrace`` ahead of the installed working tree)."""
+    tree, pkg = tmp / "tree", tmp / "pkg" / "llmtrace"
+    archive = tmp / "ref.tar"
+    subprocess.run(["git", "archive", "-o", str(archive), ref], cwd=_ROOT, check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(tree, filter="data")
+    pkg.mkdir(parents=True)
+    for f in (tree / "llmtrace").glob("*.py"):
+        (pkg / f.name).symlink_to(f)
+    for folder in _FOLDERS:
+        if (tree / folder).is_dir():
+            (pkg / folder).symlink_to(tree / folder, target_is_directory=True)
+    return tree
+
+
+def _run(code: str, *args: str) -> str:
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code, *args], capture_output=True, text=True,
+                         cwd=tempfile.gettempdir())
+    if out.returncode:
+        raise SystemExit(f"a timing process failed:\n{out.stderr[-3000:]}")
+    return out.stdout
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ref", default="d50ff3b", help="the git ref to compare with (default: #15's baseline)")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--passes", type=int, default=100_000)
+    ap.add_argument("--tmp", help="keep the ref's tree and both stores here (reused when present)")
+    args = ap.parse_args()
+
+    holder = None if args.tmp else tempfile.TemporaryDirectory()
+    tmp = Path(args.tmp or holder.name)  # type: ignore[union-attr]
+    tmp.mkdir(parents=True, exist_ok=True)
+    if not (tmp / "pkg").exists():
+        ref_tree(args.ref, tmp)
+    sides = {"ref": (str(tmp / "pkg"), tmp / "tree" / "benchmarks", tmp / f"ref_{args.passes}.duckdb"),
+             "now": ("", _ROOT / "benchmarks", tmp / f"now_{args.passes}.duckdb")}
+    for root, bench, store in sides.values():
+        if not store.exists():
+            _run(_BUILD, root, str(bench), str(store), str(args.passes))
+    runs: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
+    loads: list[float] = []
+    for _ in range(args.rounds):
+        for side, (root, _bench, store) in sides.items():
+            line = next(x for x in _run(_CHILD, str(store), root).splitlines() if x.startswith("RESULT "))
+            got = json.loads(line[len("RESULT "):])
+            if (side == "ref") != (str(tmp) in got["from"]):
+                raise SystemExit(f"{side}: imported the wrong tree ({got['from']})")
+            runs[side].append(got)
+            loads.append(os.getloadavg()[0])
+    results: dict[str, object] = {"ref": args.ref, "passes": args.passes, "rounds": args.rounds}
+    for side, got in runs.items():
+        for key in ("wall", "cpu"):
+            results[f"{side}_{key}_s_median"] = round(statistics.median(r[key] for r in got), 3)
+            results[f"{side}_{key}_s_min"] = round(min(r[key] for r in got), 3)
+        results[f"{side}_findings"] = got[-1]["findings"]
+    for key in ("wall", "cpu"):
+        results[f"ratio_{key}_median"] = round(float(results[f"now_{key}_s_median"])  # type: ignore[arg-type]
+                                               / float(results[f"ref_{key}_s_median"]), 3)  # type: ignore[arg-type]
+    results["load_average_1m"] = [round(min(loads), 2), round(max(loads), 2)]
+    save("diagnose_vs_ref", results)
+
+
+if __name__ == "__main__":
+    main()
