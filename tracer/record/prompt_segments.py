@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from functools import partial
 
 from llmtrace.tracer.record import capture, untrusted_text
+from llmtrace.tracer.record.digest_cache import DigestCache, digest
 from llmtrace.tracer.registry import names as N
 
 CHUNK_CHARS = 64
@@ -87,24 +89,50 @@ def prompt_attributes(segments: list[tuple[str, str]], mode: str) -> dict[str, o
     text all describe the same string (the divergence finder maps offsets between them)."""
     if mode == "none" or not segments:
         return {}
-    scrubbed = [(kind, capture.scrub(text)) for kind, text in segments]
-    records = segment_records(scrubbed)
+    # hash_text("") names the hash key: records remembered under one key are never served under another
+    keyed = capture.hash_text("").encode()
+    parts: list[str] = []
+    hashes: list[str] = []
+    clean: list[bool] = []
+    for kind, text in segments:
+        own = kind in _OWN_KINDS
+        body, seg_hash, unchanged = _RECORDS.remember(
+            keyed + (b"o" if own else b"x") + digest(text), partial(_record, text, own))
+        parts.append(f'{{"kind":{json.dumps(kind)},{body}')
+        hashes.append(seg_hash)
+        clean.append(unchanged)
+    attrs: dict[str, object] = {
+        N.PROMPT_SEGMENTS: "[" + ",".join(parts) + "]",  # what json.dumps(records) writes, byte for byte
+        N.PROMPT_HASH: capture.hash_text("".join(hashes)),
+    }
+    if mode == "full":  # the text is never remembered: scrubbed again here, unless scrubbing changed nothing
+        attrs[N.PROMPT_TEXT] = rendered((kind, text if ok else capture.scrub(text))
+                                        for (kind, text), ok in zip(segments, clean, strict=True))
+    return attrs
+
+
+# A segment's record by (hash key, own-or-outside, digest of its text): a conversation's history comes back
+# with every request, so only the new turns are scrubbed, hashed and searched for volatile values. Kept:
+# the record's JSON after its kind (hashes, counts, offsets; no text), its hash, and whether scrubbing
+# left the text as it was. The kind is written per call, so a "user" turn that becomes "history:user" on
+# the next request is the same entry.
+_RECORDS: DigestCache[tuple[str, str, bool]] = DigestCache(4096)
+
+
+def _record(text: str, own: bool) -> tuple[str, str, bool]:
+    """The uncached work for one segment, as it always was: scrub, hash, chain, fields, marks."""
+    scrubbed = capture.scrub(text)
+    (rec,) = segment_records([("", scrubbed)])
+    del rec["kind"]
     # the volatile-looking values of each segment, located exactly: a hashed prompt then still says which
     # value moved and where (the text around it hashed, so "the same template" is proven, not guessed)
-    for rec, (_, text) in zip(records, scrubbed, strict=True):
-        found = fields(text)
-        if found:
-            rec["fields"] = found
-        if rec["kind"] not in _OWN_KINDS:  # text from outside the app's own prompt: count injection marks
-            marks, hidden = untrusted_text.instruction_marks(text), untrusted_text.hidden_chars(text)
-            if marks:
-                rec["orders"] = marks
-            if hidden:
-                rec["hidden"] = hidden
-    attrs: dict[str, object] = {
-        N.PROMPT_SEGMENTS: json.dumps(records, separators=(",", ":")),
-        N.PROMPT_HASH: capture.hash_text("".join(str(r["hash"]) for r in records)),
-    }
-    if mode == "full":
-        attrs[N.PROMPT_TEXT] = rendered(scrubbed)
-    return attrs
+    found = fields(scrubbed)
+    if found:
+        rec["fields"] = found
+    if not own:  # text from outside the app's own prompt: count injection marks
+        marks, hidden = untrusted_text.instruction_marks(scrubbed), untrusted_text.hidden_chars(scrubbed)
+        if marks:
+            rec["orders"] = marks
+        if hidden:
+            rec["hidden"] = hidden
+    return json.dumps(rec, separators=(",", ":"))[1:], str(rec["hash"]), scrubbed == text

@@ -9,8 +9,9 @@ reading the text cannot see (zero-width, bidi controls, tag characters).
 
 from __future__ import annotations
 
-import hashlib
 import re
+
+from llmtrace.tracer.record.digest_cache import DigestCache, digest
 
 # what a reader cannot see: invisible characters and bidirectional controls (also the client's
 # intake.normalization counts, adapters/textscan.py, so a segment and its normalization agree)
@@ -62,9 +63,8 @@ ORDERS = re.compile(f"{_START}(?:{'|'.join(PHRASES)})", re.IGNORECASE | re.MULTI
 
 # Counts of texts already scanned, by digest: a conversation sends its whole history with every request,
 # so the same turns come back each call and are hashed (C speed) instead of scanned again. Only digests
-# and counts are kept; cleared whole when full (no order to keep, nothing to race on between threads).
-_SCANNED: dict[bytes, int] = {}
-_SCANNED_MAX = 8192
+# and counts are kept (digest_cache.py).
+_SCANNED: DigestCache[int] = DigestCache(8192)
 _SHORT = 256  # shorter texts are scanned again: hashing them saves nothing
 
 
@@ -73,14 +73,7 @@ def instruction_marks(text: str) -> int:
     first, so a zero-width space inside "ign\u200bore" does not hide the phrase)."""
     if len(text) < _SHORT:
         return _count_marks(text)
-    key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-    n = _SCANNED.get(key)
-    if n is None:
-        n = _count_marks(text)
-        if len(_SCANNED) >= _SCANNED_MAX:
-            _SCANNED.clear()
-        _SCANNED[key] = n
-    return n
+    return _SCANNED.remember(digest(text), lambda: _count_marks(text))
 
 
 def _count_marks(text: str) -> int:
