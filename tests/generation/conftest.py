@@ -28,7 +28,6 @@ def pipe(tokenizer) -> GenerationPipeline:
 
 
 @pytest.fixture(scope="session")
-def model(model_path):
-    from llmtrace.backend.model.llama import LlamaModel
-
-    return LlamaModel.from_gguf(model_path)
+def model(real_f32):
+    """The float32 model tests/conftest.py loads once for every area (the tests here only read it)."""
+    return real_f32

@@ -31,11 +31,24 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     stop_server(s)
 
 
-def _chat(server: RunningServer, **kw: object) -> tuple[str, float]:
-    """One call; returns its trace id and the wall time the caller measured. It starts once the server's
-    span exporter has flushed the previous call: a pass that overlaps that flush loses a few milliseconds
-    to the exporter thread's GIL slices, which the breakdown rightly shows as ``other``, not as a stage."""
-    time.sleep(1.2)
+_LAST: list[str] = []  # the trace id of the last call _chat made (the server fixture is the module's)
+
+
+def _settle(server: RunningServer) -> None:
+    """Wait until the server's span exporter has written the last call: a pass that overlaps that flush
+    loses a few milliseconds to the exporter thread's GIL slices, which the breakdown rightly shows as
+    ``other``, not as a stage (a fixed 1.2 s sleep before each call did this, ~0.5 s longer than needed)."""
+    if _LAST:
+        wait_rows(server.db_path, "SELECT 1 FROM requests WHERE side = 'server' AND trace_id = ?", [_LAST[-1]],
+                  timeout_s=60)
+        time.sleep(0.05)  # the writer's commit is visible; let its thread finish the batch
+
+
+def _chat(server: RunningServer, settle: bool = True, **kw: object) -> tuple[str, float]:
+    """One call (after ``_settle`` unless told not to); returns its trace id and the wall time the caller
+    measured."""
+    if settle:
+        _settle(server)
     client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0, timeout=120)
     t0 = time.perf_counter()
     raw = client.chat.completions.with_raw_response.create(model="tiny", temperature=0, **kw)  # type: ignore[arg-type]
@@ -43,6 +56,7 @@ def _chat(server: RunningServer, **kw: object) -> tuple[str, float]:
         for _ in raw.parse():
             pass
     elapsed = (time.perf_counter() - t0) * 1000
+    _LAST.append(raw.headers["x-llmtrace-trace-id"])
     return raw.headers["x-llmtrace-trace-id"], elapsed
 
 
@@ -118,11 +132,12 @@ def test_passes_of_every_shape_add_up_to_their_wall_clock_and_ttft(server: Runni
             "type": "object", "properties": {"order": {"type": "integer"}}}}}])
     shapes[tool_round] = "tool round trip"
     # queued: with one sequence at a time the second of two concurrent calls waits for the first
+    _settle(server)
     with cf.ThreadPoolExecutor(2) as pool:
-        first = pool.submit(_chat, server, messages=[{"role": "user", "content": "Count to twenty."}],
-                            max_tokens=600)  # long enough to still run when the second call arrives
+        first = pool.submit(_chat, server, False, messages=[{"role": "user", "content": "Count to twenty."}],
+                            max_tokens=250)  # long enough to still run when the second call arrives
         time.sleep(0.2)
-        second = pool.submit(_chat, server, messages=[{"role": "user", "content": "Name a colour."}],
+        second = pool.submit(_chat, server, False, messages=[{"role": "user", "content": "Name a colour."}],
                              max_tokens=4)
         first_id, _ = first.result()
         queued, _ = second.result()
