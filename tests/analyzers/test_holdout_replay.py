@@ -27,7 +27,7 @@ def test_a_per_conversation_id_replays_better_fixed_than_recorded(
     db = tmp_path / "t.duckdb"
     with live.store(db, capture="hashes"):
         c = live.client(live.server())
-        for n in range(3):
+        for _ in range(3):
             history = [{"role": "system", "content": f"conversation {uuid.uuid4().hex[:12]}\n" + RULES}]
             for turn in TURNS:
                 history.append({"role": "user", "content": turn})
