@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING
 
 from llmtrace.tracer import capture
 from llmtrace.tracer import recording as rec
+from llmtrace.tracer.record import evidence_shape  # the one passage-shape rule (the collector's too)
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 
-from . import cache_diagnostics, evidence_shape, meters, segments, textscan, usage_source, volatile, wire
+from . import cache_diagnostics, meters, segments, textscan, usage_source, volatile, wire
 from . import usage as usage_mod
 
 if TYPE_CHECKING:

@@ -1,0 +1,42 @@
+"""One passage-shape rule for in-app and foreign traces: ``adapters.evidence_shape`` is
+``tracer.record.evidence_shape`` (which the collector may import), and what the middleware records off the
+wire is what that rule says of the same prompt text. Real OpenAI SDK, instrumented, against the loopback
+fake provider, into a real store."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import openai
+from adapters_fake_provider import Script, fake_provider
+from adapters_store import rows
+
+from llmtrace.adapters import evidence_shape as in_app
+from llmtrace.adapters import instrument
+from llmtrace.tracer.record import evidence_shape as rule
+
+ANSWER = json.dumps({"id": "c1", "model": "gpt-4o-mini", "choices": [
+    {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 50, "completion_tokens": 1, "total_tokens": 51}}).encode()
+
+
+def test_the_middleware_records_the_tracer_rules_shape(traced: Path) -> None:
+    assert in_app is rule  # a name for the rule, not a copy of it
+    body = (f"Use the documents below ({uuid.uuid4().hex}).\n\n"
+            "<doc id=\"kb-1\">Wharf 9 takes refrigerated containers only between six and ten.</doc>\n"
+            "<doc id=\"kb-2\">Consignments held at customs for more than five days pay a pallet fee.</doc>\n"
+            "<doc>Consignments held at customs for more than five days pay a pallet fee.</doc>\n\n"
+            "Which wharf takes reefers?")
+    with fake_provider() as fp:
+        fp.scripts["/v1/chat/completions"] = Script(chunks=[ANSWER])
+        client = instrument(openai.OpenAI(api_key="sk-test", base_url=f"{fp.base_url}/v1", max_retries=0))
+        client.chat.completions.create(model="gpt-4o-mini", max_tokens=1,
+                                       messages=[{"role": "system", "content": "You answer for the yard."},
+                                                 {"role": "user", "content": body}])
+    (recorded,) = [r["attributes"] for r in rows(
+        traced, "SELECT attributes FROM spans WHERE stage = 'intake.evidence_formatting'")]
+    found = rule.shape(["You answer for the yard.", body])
+    assert found is not None and (found.chunks_in, found.duplicates, found.delimiter) == (3, 1, "xml")
+    assert {k: recorded[k] for k in rule.values(found)} == rule.values(found)
