@@ -11,6 +11,7 @@ import random
 import pytest
 
 from llmtrace.tracer.record import capture, prompt_segments, untrusted_text
+from llmtrace.tracer.record.digest_cache import DigestCache
 from llmtrace.tracer.record.prompt_segments import fields, prompt_attributes, rendered, segment_records
 from llmtrace.tracer.registry import names as N
 
@@ -125,3 +126,18 @@ def test_a_full_cache_is_cleared_whole_and_stays_bounded() -> None:
     for i in range(cap + 10):
         prompt_attributes([("user", f"question number {i}")], "hashes")
     assert 0 < len(prompt_segments._RECORDS) <= cap
+
+
+def test_long_documents_are_bounded_by_the_records_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A budget on the records' JSON length, not only their count: long pasted documents cannot pile up."""
+    small = DigestCache[tuple[str, str, bool]](4096, weigh=lambda r: len(r[0]), max_weight=20_000)
+    monkeypatch.setattr(prompt_segments, "_RECORDS", small)
+    rng = random.Random(3)
+    for i in range(30):
+        doc = f"doc {i}: " + " ".join(rng.choices(_PIECES, k=400))  # ~8-10k chars, a ~3-4k record
+        request = [("system", "You help."), ("history:tool", doc), ("user", f"question {i} at 10:05")]
+        assert prompt_attributes(request, "hashes") == reference(request, "hashes")
+        assert sum(len(body) for _, (body, _, _) in small.items()) <= 20_000
+    huge = [("user", "word " * 20_000)]  # one record over the whole budget: served, not kept
+    assert prompt_attributes(huge, "hashes") == reference(huge, "hashes")
+    assert all(len(body) <= 20_000 for _, (body, _, _) in small.items())

@@ -25,14 +25,18 @@ def digest(text: str) -> bytes:
 
 
 class DigestCache(Generic[V]):
-    """A bounded map from digests to computed results, cleared whole when it reaches ``max_entries``."""
+    """A bounded map from digests to computed results, cleared whole when it reaches ``max_entries`` or,
+    where ``weigh`` says what a result costs to keep (e.g. its length), ``max_weight`` in all."""
 
-    __slots__ = ("_max", "_seen")
+    __slots__ = ("_max", "_max_weight", "_seen", "_weigh", "_weight")
 
-    def __init__(self, max_entries: int) -> None:
-        if max_entries < 1:
-            raise ValueError("max_entries must be >= 1")
+    def __init__(self, max_entries: int, *, weigh: Callable[[V], int] | None = None, max_weight: int = 0) -> None:
+        if max_entries < 1 or (weigh is not None and max_weight < 1):
+            raise ValueError("max_entries (and max_weight, with weigh) must be >= 1")
         self._max = max_entries
+        self._weigh = weigh
+        self._max_weight = max_weight
+        self._weight = 0
         self._seen: dict[bytes, V] = {}
 
     def remember(self, key: bytes, compute: Callable[[], V]) -> V:
@@ -42,13 +46,17 @@ class DigestCache(Generic[V]):
         except KeyError:
             pass
         value = compute()
-        if len(self._seen) >= self._max:
-            self._seen.clear()
-        self._seen[key] = value
+        weight = self._weigh(value) if self._weigh is not None else 0
+        if len(self._seen) >= self._max or (weight and self._weight + weight > self._max_weight):
+            self.clear()
+        if weight <= self._max_weight:  # one result heavier than the whole budget is not kept
+            self._seen[key] = value
+            self._weight += weight
         return value
 
     def clear(self) -> None:
         self._seen.clear()
+        self._weight = 0
 
     def __len__(self) -> int:
         return len(self._seen)

@@ -116,7 +116,8 @@ def prompt_attributes(segments: list[tuple[str, str]], mode: str) -> dict[str, o
 # the record's JSON after its kind (hashes, counts, offsets; no text), its hash, and whether scrubbing
 # left the text as it was. The kind is written per call, so a "user" turn that becomes "history:user" on
 # the next request is the same entry.
-_RECORDS: DigestCache[tuple[str, str, bool]] = DigestCache(4096)
+# Bounded in entries and in the records' JSON length (a long pasted document's record is ~30% of its size).
+_RECORDS: DigestCache[tuple[str, str, bool]] = DigestCache(4096, weigh=lambda r: len(r[0]), max_weight=16 << 20)
 
 
 def _record(text: str, own: bool) -> tuple[str, str, bool]:
