@@ -103,14 +103,21 @@ class Query:
 
     @property
     def json_checked(self) -> bool:
-        """True when the spans' attributes column is of DuckDB's JSON type, so every document in it was
-        validated when written and parsing it needs no TRY (tracer/storage/views.py json_values)."""
+        """True when the spans are a store's own table (not a view over Parquet files, whose JSON-annotated
+        column nobody validated) with attributes of DuckDB's JSON type: every document in it was validated
+        when written, so parsing it needs no TRY (tracer/storage/views.py json_values)."""
         if self._json_checked is None:
-            try:
-                desc = self.conn.execute(f"SELECT attributes FROM {self.spans} LIMIT 0").description or []
-                self._json_checked = bool(desc) and str(desc[0][1]) == "JSON"
-            except Exception:  # noqa: BLE001 - no such column here: the parse stays guarded
-                self._json_checked = False
+            self._json_checked = False
+            if isinstance(self.conn, duckdb.DuckDBPyConnection) and not self.exported:
+                try:
+                    table = self.conn.execute(
+                        "SELECT c.data_type FROM duckdb_columns() c JOIN duckdb_tables() t USING (database_name, "
+                        "schema_name, table_name) WHERE t.table_name = 'spans' AND NOT t.temporary "
+                        "AND c.column_name = 'attributes'").fetchall()
+                    desc = self.conn.execute(f"SELECT attributes FROM {self.spans} LIMIT 0").description or []
+                    self._json_checked = [r[0] for r in table] == ["JSON"] and bool(desc) and str(desc[0][1]) == "JSON"
+                except duckdb.Error:  # no such column here: the parse stays guarded
+                    self._json_checked = False
         return self._json_checked
 
     @property
