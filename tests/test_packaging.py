@@ -69,3 +69,13 @@ def test_light_core_does_not_import_torch() -> None:
             "assert 'torch' not in sys.modules, 'torch imported by the light core'\n"
             "assert 'textual' not in sys.modules, 'textual imported without the TUI'\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_an_app_importing_the_middleware_loads_no_store() -> None:
+    # An app that imports llmtrace and wraps its client pays for the store's libraries (duckdb, pyarrow:
+    # ~0.2 s of imports) at init(), not at import: a module that only imports the middleware stays light.
+    code = ("import sys, llmtrace\n"
+            "from llmtrace.adapters import instrument\n"
+            "heavy = sorted(m for m in ('duckdb', 'pyarrow') if m in sys.modules)\n"
+            "assert not heavy, f'imported at startup: {heavy}'\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -17,7 +17,7 @@ import logging
 import threading
 from collections import Counter
 
-from llmtrace.tracer.storage import span_rows
+from llmtrace.tracer.storage import drop_count
 
 log = logging.getLogger("llmtrace")
 _lock = threading.Lock()
@@ -46,4 +46,4 @@ def reset() -> None:
         _warned.clear()
 
 
-span_rows.set_counter(count)  # the store's converter and writer sit below this layer; they count here
+drop_count.set_counter(count)  # the store's converter and writer sit below this layer; they count here

@@ -17,7 +17,6 @@ from opentelemetry.sdk.trace.export import SpanExporter
 
 from llmtrace.tracer.record import capture as capture_mode
 from llmtrace.tracer.record import health, recording
-from llmtrace.tracer.record.exporter import DuckDBSpanExporter
 from llmtrace.tracer.record.light_span import Sink
 from llmtrace.tracer.record.processor import QueueingSpanProcessor
 from llmtrace.tracer.registry import names as N
@@ -74,6 +73,10 @@ def init(
         processors: list[QueueingSpanProcessor] = []
         timeout = settings.shutdown_timeout_s
         if settings.db is not None:
+            # imported here: the store's writer brings duckdb and pyarrow, which an app importing llmtrace
+            # need not load before it calls init()
+            from llmtrace.tracer.record.exporter import DuckDBSpanExporter
+
             processors.append(QueueingSpanProcessor(DuckDBSpanExporter(settings.db, max_bytes=max_db_bytes),
                                                     shutdown_timeout_s=timeout))
         if settings.otlp_endpoint:

@@ -13,7 +13,7 @@ sits below it and must not import it). Until then they are logged.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import duckdb
@@ -21,28 +21,13 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from llmtrace.tracer.storage import drop_count
 from llmtrace.tracer.storage.views import SPAN_COLUMNS
 
 log = logging.getLogger("llmtrace")
-Counter = Callable[[str, int, "str | None"], None]
-
-
-def _log_count(kind: str, n: int = 1, message: str | None = None) -> None:
-    if message:
-        log.warning("llmtrace: %s (%s: %d)", message, kind, n)
-
-
-_count: Counter = _log_count
-
-
-def set_counter(fn: Counter) -> None:
-    """Where repairs and drops are counted (``record/health.py`` calls this when it is imported)."""
-    global _count
-    _count = fn
-
-
-def count(kind: str, n: int = 1, message: str | None = None) -> None:
-    _count(kind, n, message)
+# repairs and drops are counted through one hook (storage/drop_count.py: set by record/health.py)
+count = drop_count.count
+set_counter = drop_count.set_counter
 
 
 # A stored span: the ``spans`` table's columns in order, less ``duration_ms`` (computed per batch). A plain
