@@ -5,7 +5,8 @@ cached landing page). Under OpenInference (the openai SDK, and langchain-openai 
 identity must be the answer, not the response body around it: ``output.value`` carries the response id and
 creation time, new on every call, and hashed whole it made every repeat "the same prompt, a different
 answer" (``forward.batching`` warning on a clean app). And JSON asked for in words, cut at max_tokens, is a
-structured answer cut there, under every capture mode, as through llmtrace's own middleware. Real packages,
+structured answer cut there, under every capture mode, as through llmtrace's own middleware; retrieved passages
+pasted in without ids are ``intake.evidence_formatting``'s, as they are there. Real packages,
 real ``llmtrace serve``, real ``llmtrace collect``, ``diagnose --json`` as a subprocess.
 """
 
@@ -41,6 +42,24 @@ def _json_calls() -> list[dict[str, Any]]:
             for i in range(6)]
 
 
+KB = ["Fines are capped at ten pounds per item and are waived for members under sixteen.",
+      "Study rooms can be booked up to seven days ahead at the Eastside and Northgate branches.",
+      "Lost items are charged at the replacement price plus a two pound processing fee.",
+      "A loan can be renewed three times unless another member has reserved the item."]
+
+
+def _rag_calls(labelled: bool) -> list[dict[str, Any]]:
+    out = []
+    for i in range(4):
+        picked = [KB[(i + k) % 4] for k in range(3)] + ([] if labelled else [KB[i % 4]])  # one sent twice
+        ctx = ("\n".join(f'<source id="kb-{(i + k) % 4}">{p}</source>' for k, p in enumerate(picked)) if labelled
+               else "\n\n".join(picked))
+        out.append({"messages": [{"role": "system", "content": DESK},
+                                 {"role": "user", "content": f"Context:\n{ctx}\n\n{ASKS[i % 2]}"}],
+                    "max_tokens": 4, "stream": i % 2 == 1})
+    return out
+
+
 @pytest.fixture(scope="module")
 def collected(tiny_server: RunningServer, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[tuple[RunningCollector, dict[str, list[dict[str, Any]]]]]:
@@ -49,16 +68,20 @@ def collected(tiny_server: RunningServer, tmp_path_factory: pytest.TempPathFacto
     try:
         procs = {}
         for app in APPS:
-            for what, calls in (("repeat", _calls()), ("json", _json_calls())):
+            runs = [("repeat", _calls()), ("json", _json_calls()), ("rag", _rag_calls(False))]
+            if app == "openinference":
+                runs.append(("ragok", _rag_calls(True)))  # the clean twin: each passage tagged with its id
+            for what, calls in runs:
                 spec = tmp / f"{what}-{app}.json"
                 spec.write_text(json.dumps({"model": "tiny", "calls": calls, "content": True}))
                 procs[f"{what}-{app}"] = subprocess.Popen(
                     [sys.executable, str(RUNNER), app, str(spec), col.endpoint, tiny_server.base_url + "/v1",
                      f"{what}-{app}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for app, p in procs.items():
+        sent = {s: len(json.loads((tmp / f"{s}.json").read_text())["calls"]) for s in procs}
+        for service, p in procs.items():
             out, _ = p.communicate(timeout=240)
-            assert p.returncode == 0 and "sent 6" in out, (app, out[-3000:])
-        col.wait_written(6 * len(procs))
+            assert p.returncode == 0 and f"sent {sent[service]}" in out, (service, out[-3000:])
+        col.wait_written(sum(sent.values()))
         found = {}
         for service in procs:
             out = subprocess.run([sys.executable, "-m", "llmtrace.cli", "diagnose", "--db", str(col.db),
@@ -92,3 +115,13 @@ def test_json_asked_for_in_words_and_cut_is_a_structured_answer_cut(
     (cut,) = [f for f in found[f"json-{app}"] if f["stage"] == "gen.stop"]
     assert "structured answers (JSON asked for) were cut" in cut["title"], cut["title"]
     assert "safety.stop_reason" in cut["stages"], cut
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_passages_pasted_without_ids_are_named_from_foreign_spans(
+        collected: tuple[RunningCollector, dict[str, list[dict[str, Any]]]], app: str) -> None:
+    _, found = collected
+    ev = [f for f in found[f"rag-{app}"] if f["stage"] == "intake.evidence_formatting"]
+    assert ev and ev[0]["severity"] == "critical" and found[f"rag-{app}"][0] == ev[0], found[f"rag-{app}"]
+    assert "without labels or delimiters" in ev[0]["title"], ev[0]["title"]
+    assert not [f for f in found["ragok-openinference"] if f["severity"] != "info"], found["ragok-openinference"]

@@ -58,7 +58,12 @@ from llmtrace.tracer.collect.otlp_reasons import (
     message_reasons,
     reason_list,
 )
-from llmtrace.tracer.collect.otlp_segments import answer_text, output_attributes, segment_attributes
+from llmtrace.tracer.collect.otlp_segments import (
+    answer_text,
+    evidence_values,
+    output_attributes,
+    segment_attributes,
+)
 from llmtrace.tracer.record import capture
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import semconv as sc
@@ -282,6 +287,9 @@ class Mapper:
             mapped.attributes.update(segment_attributes(attrs, self.capture_mode))
             for key, value in output_attributes(attrs).items():  # the answer's shape, as our middleware says it
                 _put(mapped.attributes, key, value)
+            evidence = evidence_values(attrs, self.capture_mode)  # retrieved passages pasted into the prompt
+            if evidence:
+                mapped.extra.append(self._row(span_hex, S.INTAKE_EVIDENCE_FORMATTING, start_ns, start_ns, evidence))
         return mapped
 
     @staticmethod

@@ -22,6 +22,7 @@ import re
 from collections.abc import Mapping
 from xml.etree import ElementTree
 
+from llmtrace.tracer.record import evidence_shape
 from llmtrace.tracer.record.prompt_segments import canonical as _canonical
 from llmtrace.tracer.record.prompt_segments import prompt_attributes
 from llmtrace.tracer.registry import names as N
@@ -227,3 +228,13 @@ def segment_attributes(attrs: Mapping[str, object], mode: str) -> dict[str, obje
     if tool_text is not None:
         segments.insert(0, ("tools", tool_text))
     return {**prompt_attributes(segments, mode), **asked}  # with each segment's volatile-looking values
+
+
+def evidence_values(attrs: Mapping[str, object], mode: str) -> dict[str, object]:
+    """The ``intake.evidence_formatting`` values of retrieved passages pasted into the prompt (their count,
+    labels, delimiters and duplicates, never their text: tracer/record/evidence_shape.py, the middleware's
+    rule), or {}. The assistant's own earlier turns are not evidence; tool results and pasted text are."""
+    if mode == "none":
+        return {}
+    found = evidence_shape.shape([text for role, text in messages(attrs) if role != "assistant"])
+    return {} if found is None else evidence_shape.values(found)
