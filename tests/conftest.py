@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,6 +15,25 @@ if TYPE_CHECKING:
     from llmtrace.backend.model.llama import LlamaModel
 
 os.environ.setdefault("LLMTRACE_STRICT", "1")  # unknown stage ids raise in tests
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread() -> Iterator[None]:
+    """In-process torch runs on one intra-op thread (the backend and generation tests, the engine of an in-process
+    server): on a busy 2-core box two OpenMP threads spin-wait for each other and small ops get 10-20x slower (the
+    real-model speculation test in tests/generation: 22.3 s -> 2.6 s at load 7). Restored after each test; a test
+    that wants more threads sets them itself. Servers started as processes keep torch's default. Nothing is
+    imported here: while torch is not loaded there is nothing to set."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 @pytest.fixture

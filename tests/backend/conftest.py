@@ -3,27 +3,14 @@ bfloat16 (``real_f32`` is tests/conftest.py's, so that every area can share its 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import torch
 
 from llmtrace.backend.engine import Engine, EngineConfig
 from llmtrace.backend.model.llama import LlamaModel
 from llmtrace.backend.model.pull import default_model_path
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    """Correctness tests run on one intra-op thread: on a busy 2-core box two OpenMP threads spin-wait
-    for each other and small ops get 10-20x slower. Restored after each test."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")
