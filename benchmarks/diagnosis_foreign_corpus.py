@@ -178,6 +178,25 @@ def words_clock_repeats(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
     return out
 
 
+TAX_NOTES = ["Single occupants get a twenty-five percent discount on the council tax bill for their band.",
+             "Full-time students are exempt when every adult in the property is a full-time student.",
+             "Direct debits can be set up online on the first or the fifteenth of each month.",
+             "Band C properties in Kellbridge pay the rate set by the council each April."]
+
+
+def pasted_notes(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
+    """Retrieved notes pasted into the user turn, blank-line separated, one sent twice; the twin labels each with
+    its id. Only the shape reaches the store (counts and scheme names), never the notes."""
+    out = []
+    for i in range(6):
+        picked = [TAX_NOTES[(i + k) % 4] for k in range(3)]
+        ctx = ("\n".join(f"[tax-{(i + k) % 4}] {n}" for k, n in enumerate(picked)) if twin
+               else "\n\n".join([*picked, picked[0]]))
+        out.append(_call([{"role": "system", "content": TAX.replace("Kellbridge", "Fernhollow")},
+                          {"role": "user", "content": f"Relevant notes:\n{ctx}\n\nQuestion {i}: what do I pay?"}], i))
+    return out
+
+
 # (id, instrumentation, calls, stages that name the cause, collector capture mode)
 FOREIGN: tuple[tuple[str, str, Any, tuple[str, ...], str], ...] = (
     ("otelv2_request_uuid_top", "otel-v2", request_uuid_top, ("cache.prefix_match", "intake.system_prompt"), "hashes"),
@@ -208,6 +227,8 @@ FOREIGN: tuple[tuple[str, str, Any, tuple[str, ...], str], ...] = (
      "hashes"),
     ("openinference_words_clock_repeats", "openinference", words_clock_repeats,
      ("cache.prefix_match", "intake.system_prompt"), "hashes"),
+    ("openllmetry_pasted_notes_no_ids", "openllmetry", pasted_notes, ("intake.evidence_formatting",), "hashes"),
+    ("litellm_pasted_notes_no_ids", "litellm", pasted_notes, ("intake.evidence_formatting",), "hashes"),
 )
 
 
