@@ -16,8 +16,8 @@ import pytest
 from adapters_fake_provider import Script, fake_provider
 from adapters_store import rows
 
-from llmtrace.adapters import evidence_shape, instrument
-from llmtrace.tracer.record import untrusted_text
+from llmtrace.adapters import instrument
+from llmtrace.tracer.record import evidence_shape, untrusted_text
 
 ANSWER = json.dumps({"id": "c1", "model": "gpt-4o-mini", "choices": [
     {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],

@@ -1,8 +1,7 @@
 """Retrieved chunks as a prompt shows them: how many, labelled or not, delimited or not.
 
-The one rule for every place that sees a prompt's text: the client middleware (``adapters/client_stages.py``
-through ``adapters.evidence_shape``, which is this module) and the collector, for other instrumentations'
-spans. It needs nothing but the registry's names, so the collector may use it (tracer imports no adapter).
+The one rule for every place that sees a prompt's text: the client middleware (``adapters/client_stages.py``)
+and the collector, for other instrumentations' spans. It needs nothing but the registry's names, so the collector may use it (tracer imports no adapter).
 
 A RAG app that pastes retrieved passages into the prompt without ``format_evidence`` still shows their
 structure on the wire: a block introduced by a cue ("Context:", "Use the passages below", a ``<documents>``
