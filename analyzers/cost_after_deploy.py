@@ -13,7 +13,7 @@ from collections import defaultdict
 
 from llmtrace.analyzers.base import SymptomAnalyzer
 from llmtrace.analyzers.cache_findings import window_cause
-from llmtrace.analyzers.finding import Evidence, Finding
+from llmtrace.analyzers.finding import Evidence, Finding, Severity
 from llmtrace.analyzers.query import Query, Row, attr, sample_ids
 from llmtrace.analyzers.stats import bootstrap_drop, quantile_ratio_low
 from llmtrace.analyzers.usage_invariants import usage_problems
@@ -105,6 +105,7 @@ class CostAfterDeploy(SymptomAnalyzer):
                Evidence("output tokens per request", round(float(after["output"] or 0), 1), "tokens", ids,
                         baseline=round(float(before["output"] or 0), 1))]
         # what moved most: the model (price per token), the answers (output), or the prompt
+        by_users = False
         models_b, models_a = sorted(before["models"] or []), sorted(after["models"] or [])
         grow = {what: float(after[what] or 0) / max(1.0, float(before[what] or 0)) for what in ("output", "prompt")}
         if models_a != models_b and priced and max(grow.values()) < 1 + RISE:
@@ -119,9 +120,18 @@ class CostAfterDeploy(SymptomAnalyzer):
                     moved = f"answers got longer (max_tokens {before['max_tokens']:.0f} → {after['max_tokens']:.0f})"
         else:
             moved, stage = "prompts got longer", "intake.system_prompt"
+            growth = self._segment_growth(q, str(before["deploy"]), str(after["deploy"]))
+            if growth is not None:
+                app, users = growth
+                ev.append(Evidence("growth of the app's own prompt parts (system, tools, history)", round(app), "chars"))
+                ev.append(Evidence("growth of the users' own turns", round(users), "chars"))
+                if app <= 0.25 * max(1.0, app + users):
+                    # the traffic changed, not what the deploy sends: reported, not blamed on the deploy
+                    moved, stage, by_users = "the users' own turns got longer", "intake.tokenization", True
         what = "Cost per request" if priced else "Billed tokens per request"
+        severity: Severity = "info" if by_users else "critical" if rise >= 1.0 else "warning"
         return [self.finding(
-            "meters.cache_accounting", "critical" if rise >= 1.0 else "warning",
+            "meters.cache_accounting", severity,
             f"{what} rose {rise:.0%} at deploy {after['deploy']}: {moved}",
             f"The cache serves as much of each prompt as under {before['deploy']}; deploy {after['deploy']} pays "
             "for more per call" + ("" if priced else " (no price is known for this model: counted in tokens, an "
@@ -185,6 +195,34 @@ class CostAfterDeploy(SymptomAnalyzer):
             min(1.0, 0.5 + drop), cause=cause, stages=("cache.prefix_match", "meters.cache_accounting"),
             affected_share=int(after["passes"]) / max(1, sum(int(d["passes"]) for d in deploys)),
         )]
+
+    def _segment_growth(self, q: Query, before: str, after: str) -> tuple[float, float] | None:
+        """(growth of the app's own prompt parts, growth of the users' turns), mean chars per pass from the
+        recorded prompt segments of both deploys; None where no segments were recorded."""
+        rows = q.rows(f"""
+            WITH pick AS (
+                SELECT client_span_id AS span_id, coalesce(deploy, '(none)') AS deploy FROM {q.passes}
+                WHERE client_span_id IS NOT NULL AND coalesce(deploy, '(none)') IN (?, ?)
+                QUALIFY row_number() OVER (PARTITION BY coalesce(deploy, '(none)') ORDER BY start_ns DESC) <= {SAMPLE})
+            SELECT pick.deploy, {attr('llmtrace.prompt.segments', 'str', 's.attributes')} AS segs
+            FROM {q.spans} s JOIN pick USING (span_id) WHERE s.operation IN {PASS_OPERATIONS}""", [before, after])
+        sums: dict[str, list[float]] = {before: [0.0, 0.0, 0.0], after: [0.0, 0.0, 0.0]}  # app, users, passes
+        for r in rows:
+            try:
+                segs = json.loads(str(r["segs"])) if r["segs"] is not None else None
+            except ValueError:
+                segs = None
+            if not isinstance(segs, list):
+                continue
+            acc = sums[str(r["deploy"])]
+            for seg in segs:
+                if isinstance(seg, dict):
+                    acc[1 if seg.get("kind") == "user" else 0] += float(seg.get("chars") or 0)
+            acc[2] += 1
+        if sums[before][2] < MIN_PASSES or sums[after][2] < MIN_PASSES:
+            return None
+        mean = {d: (v[0] / v[2], v[1] / v[2]) for d, v in sums.items()}
+        return mean[after][0] - mean[before][0], mean[after][1] - mean[before][1]
 
     def _segment_that_moved(self, q: Query, before: str, after: str
                             ) -> tuple[str, float, float, tuple[str, ...]] | None:

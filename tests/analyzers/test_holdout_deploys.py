@@ -48,7 +48,7 @@ def _deploys(db: Path, v2: dict[str, Any]) -> None:
                 system = DESK * kw.get("system_times", 1)
                 c.chat.completions.create(model="tiny", temperature=0, max_tokens=kw.get("max_tokens", 4),
                                           messages=[{"role": "system", "content": system},
-                                                    {"role": "user", "content": ASKS[i % 3]}])
+                                                    {"role": "user", "content": ASKS[i % 3] + kw.get("more", "")}])
 
 
 def _diagnose(db: Path, capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
@@ -104,3 +104,17 @@ def test_a_raised_max_tokens_without_prices_weighs_the_answer_tokens(
     loud = [f for f in _diagnose(db, capsys) if f["severity"] != "info"]
     assert loud and loud[0]["stage"] == "meters.cache_accounting", loud
     assert "Billed tokens per request rose" in loud[0]["title"] and "max_tokens 4 → 24" in loud[0]["title"], loud
+
+
+def test_longer_questions_from_the_users_are_reported_not_blamed_on_the_deploy(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The deploy sends what it sent before; the users wrote longer questions that week. The bill rose, and
+    diagnose says so (info), naming the users' turns, not the deploy's prompt."""
+    db = tmp_path / "t.duckdb"
+    more = (" I borrowed it last month from the Eastside branch and renewed it twice already, but my daughter "
+            "still needs it for a school project about dragons that is due next Friday, so please check.") * 2
+    _deploys(db, {"more": more})
+    found = _diagnose(db, capsys)
+    assert not [f for f in found if f["severity"] != "info"], found
+    (cost,) = [f for f in found if f["stage"] == "meters.cache_accounting"]
+    assert "the users' own turns got longer" in cost["title"], cost["title"]
