@@ -43,23 +43,38 @@ _CUE = re.compile(
 )
 _OPEN_TAG = re.compile(r"<(doc|document|source|passage|chunk|context|snippet|result|article|item)\b([^>]*)>",
                        re.IGNORECASE)
+# Any other tag: it wraps a passage only when it carries an id of its own and repeats (``<note id="tax-0">``,
+# ``<record key="r1">``): whatever an app calls its passages, the model sees an id on each.
+_ANY_TAG = re.compile(r"<([A-Za-z][\w.:-]{0,40})\b([^<>]*)>")
 _HEADING = re.compile(r"^[ \t]*#{1,6}[ \t]+\S", re.MULTILINE)
 _FENCE = re.compile(r"^[ \t]*(?:```|~~~)", re.MULTILINE)
 _RULE = re.compile(r"^[ \t]*(?:-{3,}|\*{3,}|={3,}|_{3,})[ \t]*$", re.MULTILINE)
 _SPLIT = re.compile(r"\n[ \t]*\n|^[ \t]*(?:-{3,}|\*{3,}|={3,}|_{3,}|```[^\n]*|~~~[^\n]*)[ \t]*$",
                     re.MULTILINE)
+# An id-like token: letters and digits joined by a dash or underscore, or mixing letters with digits
+# ("tax-0", "kb_12", "A7"), or three dash-joined parts ("refund-policy-uk"); "follow-up" and "Step 1" are not.
+_IDTOK = (r"(?=[\w-]*[A-Za-z])(?=[\w-]*[\d_]|[A-Za-z0-9]+(?:-[A-Za-z0-9]+){2})"
+          r"[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*")
 # A label a passage opens with: [3], [kb-12], (2), 3., Doc 2:, Source: x.pdf, id=abc, #4, "Passage B —"
 _LABEL = re.compile(
-    r"^[ \t]*(?:#{1,6}[ \t]*)?(?:\[[^\]\n]{1,48}\]|\(\d{1,3}\)|\d{1,3}[.)][ \t]|#\d{1,4}\b|"
+    # an optional bullet before the label ("- [0] ...", "* Doc 2: ..."), then the label; "[ ]"/"[x]" are
+    # checklist boxes, not ids
+    r"^[ \t]*(?:#{1,6}[ \t]*)?(?:[-*+•][ \t]+)?(?:\[(?![ xX]?\])[^\]\n]{1,48}\]|\(\d{1,3}\)|\d{1,3}[.)][ \t]|"
+    r"#\d{1,4}\b|"
+    # "tax-0: ...", "Note tax-0: ...", "Ticket KB12: ...": an id-like token (after at most one short word)
+    # and a colon at the passage's start
+    rf"(?:[A-Za-z]{{1,12}}[ \t]+)?(?:{_IDTOK}):(?=[ \t]|$)|"
     r"(?:doc(?:ument)?|source|src|id|chunk|passage|snippet|ref(?:erence)?|result|article|excerpt|record|file|"
     r"url)[ \t]*(?:#|no\.?)?[ \t]*[:=#]?[ \t]*[\w./:-]{1,64}[ \t]*(?:[:\]\-—|)]|\n|$)|"
     # "Source 2 (handbook.pdf):", "Document B — refunds:", "Title: ...", "【3】"
     r"(?:doc(?:ument)?|source|passage|snippet|excerpt|article|chunk|result|title)\b[^\n:]{0,60}:|【[^】\n]{1,40}】)",
     re.IGNORECASE,
 )
-_ID_ATTR = re.compile(r"\b(?:id|source|src|name|title|ref|url)\s*=", re.IGNORECASE)
+# id=, key=, source=, ... and their prefixed forms (doc_id=, data-key=)
+_ID_ATTR = re.compile(r"(?<![\w-])(?:[\w-]*[_-])?(?:id|key|source|src|name|title|ref|url)\s*=", re.IGNORECASE)
 _QUESTION = re.compile(r"^[ \t]*(?:question|query|q|task|user|instructions?|answer)[ \t]*:", re.IGNORECASE)
 _WS = re.compile(r"\s+")
+_BULLET = re.compile(r"^[-*+•][ \t]+")
 _TAG = re.compile(r"</?[A-Za-z][\w-]*[^>]*>")
 
 
@@ -77,15 +92,30 @@ def _key(text: str) -> str:
     return hashlib.blake2b(_WS.sub(" ", text).strip().casefold().encode(), digest_size=8).hexdigest()
 
 
+def _wrappers(block: str) -> list[re.Match[str]]:
+    """The open tags that may wrap a passage: the known names, and any other name that repeats with an id."""
+    known = list(_OPEN_TAG.finditer(block))
+    named: dict[str, list[re.Match[str]]] = {}
+    for m in _ANY_TAG.finditer(block):
+        if not _OPEN_TAG.fullmatch(m.group(0)) and _ID_ATTR.search(m.group(2)):
+            named.setdefault(m.group(1).casefold(), []).append(m)
+    known += [m for ms in named.values() if len(ms) >= 2 for m in ms]
+    return sorted(known, key=lambda m: m.start())
+
+
 def _tagged(block: str) -> list[tuple[str, bool]] | None:
     """Passages wrapped in tags, each with whether its tag names it; None when the block has fewer than two."""
     out: list[tuple[str, bool]] = []
-    for m in _OPEN_TAG.finditer(block):
+    opens = _wrappers(block)
+    starts = [m.start() for m in opens]
+    for k, m in enumerate(opens):
         close = re.search(rf"</{re.escape(m.group(1))}\s*>", block[m.end():], re.IGNORECASE)
         if close is None:
             continue
-        body = block[m.end(): m.end() + close.start()].strip()
-        if len(body) >= MIN_CHARS and not _OPEN_TAG.search(body):
+        end = m.end() + close.start()
+        body = block[m.end(): end].strip()
+        nested = k + 1 < len(starts) and starts[k + 1] < end  # a container of tagged passages, not one
+        if len(body) >= MIN_CHARS and not nested:
             out.append((body, bool(_ID_ATTR.search(m.group(2))) or bool(_LABEL.match(body))))
     return out if len(out) >= 2 else None
 
@@ -110,7 +140,7 @@ def _scheme(labels: Sequence[str | None]) -> str:
 
 def _label_of(p: str) -> str | None:
     m = _LABEL.match(p)
-    return m.group(0).strip().rstrip(":—-|").strip() if m else None
+    return _BULLET.sub("", m.group(0).strip()).rstrip(":—-|").strip() if m else None
 
 
 # Shapes of texts already read, by digest: a conversation sends its whole history with every request, so
