@@ -1,0 +1,87 @@
+"""Labelled retrieved passages read as labelled, whatever the app calls its tags or ids, and unlabelled
+look-alikes (notes, steps, bullets, checklists) still read as unlabelled. A hold-out probe found clean apps
+raising "mixed several retrieved chunks without labels" for ``<note id=...>``, ``tax-0: ...`` and
+``- [0] ...`` passages."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmtrace.tracer.record.evidence_shape import shape
+
+PASSAGES = [
+    "Wharf 9 takes refrigerated containers only between six and ten in the morning on weekdays.",
+    "Consignments held at customs for more than five days are charged a storage fee per pallet.",
+    "The northern yard gate closes at noon on Saturdays; drivers arriving later are turned away.",
+]
+IDS = ["tax-0", "tax-1", "tax-2"]
+
+
+def _read(lines: list[str], cue: str = "Relevant notes:") -> tuple[str, str, int, int]:
+    s = shape([cue + "\n" + "\n".join(lines) + "\n\nWhen does the northern gate close?"])
+    assert s is not None, "the passages were not found at all"
+    return s.id_scheme, s.delimiter, s.unlabelled, s.chunks_in
+
+
+@pytest.mark.parametrize(("tag", "attr"), [
+    ("note", "id"), ("record", "id"), ("entry", "key"), ("fact", "ref"), ("clause", "name"),
+    ("memo", "source"), ("kb-item", "doc_id"), ("Card", "data-key"),
+])
+def test_any_repeated_tag_with_an_id_attribute_labels_its_passages(tag: str, attr: str) -> None:
+    lines = [f'<{tag} {attr}="{i}">{p}</{tag}>' for i, p in zip(IDS, PASSAGES, strict=True)]
+    assert _read(lines) == ("source_id", "xml", 0, 3)
+
+
+def test_generic_tags_inside_a_container_are_the_passages() -> None:
+    body = "<notes>\n" + "\n".join(f'<note id="{i}">{p}</note>' for i, p in zip(IDS, PASSAGES, strict=True))
+    assert _read([body + "\n</notes>"]) == ("source_id", "xml", 0, 3)
+
+
+@pytest.mark.parametrize("fmt", [
+    "{i}: {p}", "Note {i}: {p}", "Ticket KB{n}: {p}", "kb_{n}: {p}", "A{n}: {p}", "refund-policy-v{n}: {p}",
+    "faq-entry-x{n}: {p}",
+])
+def test_an_id_like_token_before_a_colon_labels_a_passage(fmt: str) -> None:
+    lines = [fmt.format(i=i, n=n, p=p) for n, (i, p) in enumerate(zip(IDS, PASSAGES, strict=True))]
+    scheme, delimiter, unlabelled, n = _read(lines)
+    assert (scheme, delimiter, unlabelled, n) == ("source_id", "label", 0, 3)
+
+
+@pytest.mark.parametrize(("fmt", "scheme"), [
+    ("- [{n}] {p}", "index"), ("* [{n}] {p}", "index"), ("• [{i}] {p}", "source_id"), ("- ({n}) {p}", "index"),
+    ("- Doc {n}: {p}", "source_id"), ("- {i}: {p}", "source_id"), ("[{i}] {p}", "source_id"), ("({n}) {p}", "index"),
+])
+def test_a_bullet_before_a_label_keeps_the_label(fmt: str, scheme: str) -> None:
+    lines = [fmt.format(i=i, n=n, p=p) for n, (i, p) in enumerate(zip(IDS, PASSAGES, strict=True))]
+    assert _read(lines) == (scheme, "label", 0, 3)
+
+
+@pytest.mark.parametrize("fmt", [
+    "{p}",  # plain lines
+    "Note: {p}", "Warning: {p}", "Tip: {p}", "Follow-up: {p}",  # a word and a colon names no passage
+    "Step {n}: {p}", "Rule {n}: {p}", "Note {n}: {p}",  # a word and a bare number: instructions, not ids
+    "- {p}", "* {p}", "• {p}",  # bullets without labels
+    "- [ ] {p}", "- [x] {p}",  # checklist boxes
+    "<p>{p}</p>", "<li>{p}</li>",  # tags that carry no id
+])
+def test_unlabelled_look_alikes_stay_unlabelled(fmt: str) -> None:
+    lines = [fmt.format(n=n + 1, p=p) for n, p in enumerate(PASSAGES)]
+    scheme, _, unlabelled, n = _read(lines)
+    assert (scheme, unlabelled, n) == ("none", 3, 3)
+
+
+def test_plain_paragraphs_stay_unlabelled() -> None:
+    s = shape(["Context:\n\n" + "\n\n".join(PASSAGES) + "\n\nWhen does the northern gate close?"])
+    assert s is not None and (s.id_scheme, s.delimiter, s.unlabelled) == ("none", "none", 3)
+
+
+def test_one_tag_with_an_id_is_not_a_passage_wrapper() -> None:
+    # a single <span id=...> in a prompt is markup, not a list of passages; without a cue there are none
+    text = f'<span id="hint">{PASSAGES[0]}</span> and then {PASSAGES[1]} {PASSAGES[2]}'
+    assert shape([text]) is None
+
+
+def test_id_labelled_duplicates_are_still_counted() -> None:
+    lines = [f"{i}: {PASSAGES[0]}" for i in IDS]  # the same passage three times under three ids
+    s = shape(["Relevant notes:\n" + "\n".join(lines) + "\n\nWhen?"])
+    assert s is not None and (s.chunks_in, s.chunks_out, s.duplicates, s.unlabelled) == (3, 1, 2, 0)
