@@ -76,6 +76,7 @@ class Conversation:
     last_response_id: str | None = None
     facts: compaction.FactMemo | None = None  # its last request's facts (fact digest -> label), per text
     text_chars: int = 0  # characters of its last request's texts (system and messages)
+    texts: list[tuple[bytes, int, bool]] = field(default_factory=list)  # its last request's (digest, chars, system)
 
 
 @dataclass(slots=True)
@@ -100,6 +101,7 @@ class View:
     since_ns: int = 0
     facts: compaction.FactMemo | None = None  # this request's facts (compaction.wire_facts), None: not read
     text_chars: int = 0
+    texts: list[tuple[bytes, int, bool]] = field(default_factory=list)  # per text read: (digest, chars, system)
     facts_lost: list[str] = field(default_factory=list)  # labels of facts the rewrite dropped
 
     def attributes(self) -> dict[str, object]:
@@ -122,6 +124,30 @@ def _h(value: object) -> str:
         return hashlib.blake2b(dumps(value, option=OPT_SORT_KEYS), digest_size=8).hexdigest()
     except TypeError:
         return hashlib.blake2b(str(value).encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def _shrunk(conv: Conversation, view: View) -> bool:
+    """Whether the rewritten request's text shrank against its conversation's last request.
+
+    The whole texts are compared, and also what changed alone: the texts after the leading ones both
+    requests share, system prompts left out. A long system prompt and a kept opening are in both requests
+    unchanged; counted in, they hide a summary that replaced the turns after them (a 700-character system
+    prompt over 130 characters of turns reads 0.9 however short the summary), and a summary moved into the
+    system prompt would count as kept text."""
+    if view.text_chars < _SHRUNK * conv.text_chars:
+        return True
+    same = 0
+    for a, b in zip(conv.texts, view.texts):
+        if a[0] != b[0]:
+            break
+        same += 1
+    before = sum(chars for _, chars, system in conv.texts[same:] if not system)
+    after = sum(chars for _, chars, system in view.texts[same:] if not system)
+    return after < _SHRUNK * before
 
 
 def _messages(body: Mapping[str, object]) -> list[Mapping[str, Any]]:
@@ -248,12 +274,16 @@ class Tracker:
                 conv = self._by_anchor.get(view.anchor)  # the same opening, its history since rewritten
                 if conv is not None and not conv.inferred:
                     conv = None  # a named session is only continued by calls that name it
-        if any(m.role == "assistant" for m in msgs) or len(msgs) > 2:  # a conversation, not a one-shot call
+        # Read after the lookup: a request of a known conversation is read even when it is short (an app
+        # may compact to [system + summary, question]: unread, every earlier fact would count as lost).
+        if conv is not None or any(m.role == "assistant" for m in msgs) or len(msgs) > 2:  # not a one-shot
             # The system prompt and the turns, as the model sees them (the tools are not said in turns).
-            texts = [text for kind, text in segments if kind != "tools"]
+            said = [(kind, text) for kind, text in segments if kind != "tools"]
+            texts = [text for _, text in said]
             # Only the turns the conversation's last request lacked are read again (compaction.FactMemo).
             view.facts = compaction.wire_facts_since(texts, conv.facts if conv is not None else None)
             view.text_chars = sum(len(t) for t in texts)
+            view.texts = [(_digest(t), len(t), kind == "system") for kind, t in said]
         user = explicit[1] if explicit and explicit[1] else (_private(wire_user) if wire_user else None)
         if conv is None:
             view.session_id = sid or uuid.uuid4().hex
@@ -280,7 +310,7 @@ class Tracker:
             # Names and numbers the previous request carried and this one does not: what the rewrite lost.
             # Only a rewrite that replaced several turns and shrank the context is a compaction: the same
             # opening with another last question (or one edited turn) drops nothing the model needed.
-            if view.turns_replaced >= 2 and view.text_chars < _SHRUNK * conv.text_chars:
+            if view.turns_replaced >= 2 and _shrunk(conv, view):
                 before = conv.facts.labels if conv.facts is not None else {}
                 now = view.facts.labels if view.facts is not None else {}
                 view.facts_lost = sorted(label for h, label in before.items() if h not in now)[:200]
@@ -308,6 +338,7 @@ class Tracker:
             conv.prompt_chars = prompt_chars
             conv.facts = view.facts
             conv.text_chars = view.text_chars
+            conv.texts = view.texts
             conv.user_id = view.user_id or conv.user_id
             if view.chain:
                 self._put(self._by_digest, view.chain[-1], conv)
