@@ -110,7 +110,13 @@ _LEADS = ("ignor", "disregard", "forget", "overrid", "bypass", "reveal", "print"
           "descart", "muestr", "mué", "imprim", "envía", "envia", "envie", "dime\\b", "dimentic", "mostr", "rivel",
           "stampa", "ripet", "dimmi", "invia", "esque", "desconsider", "diga\\b")
 _FIRST = "".join(sorted({c for w in _LEADS for c in (w[0], w[0].upper())}))
-_START = rf"(?=[{_FIRST}<\[ \t#])(?=\b(?:{'|'.join(_LEADS)})|<|\[|^[ \t]*#)"
+# the words grouped by first letter: re tries an alternation one branch at a time, so a position whose
+# letter leads no word fails at once instead of after every word (the list doubled with the translations)
+_BY_FIRST: dict[str, list[str]] = {}
+for _w in _LEADS:
+    _BY_FIRST.setdefault(_w[0].lower(), []).append(_w[1:])
+_LEAD_WORDS = "|".join(f"{c}(?:{'|'.join(rest)})" for c, rest in _BY_FIRST.items())
+_START = rf"(?=[{_FIRST}<\[ \t#])(?=\b(?:{_LEAD_WORDS})|<|\[|^[ \t]*#)"
 ORDERS = re.compile(f"{_START}(?:{'|'.join(PHRASES + TRANSLATED)})", re.IGNORECASE | re.MULTILINE)
 
 
