@@ -85,8 +85,11 @@ def test_look_alikes_in_those_languages_are_no_order() -> None:
     assert {t: ut.instruction_marks(t) for t in BENIGN} == dict.fromkeys(BENIGN, 0)
 
 
-@pytest.mark.parametrize("text", [
-    *TRANSLATED_EXAMPLES, "\n\n".join(TRANSLATED_EXAMPLES), "\n".join(BENIGN + [p for p, _ in PROBES] + BENIGN)])
+_ALL = "\n".join(BENIGN + [p for p, _ in PROBES] + BENIGN)
+
+
+@pytest.mark.parametrize("text", [*TRANSLATED_EXAMPLES, "\n\n".join(TRANSLATED_EXAMPLES), _ALL, _ALL.upper(),
+                                  _ALL.lower(), _ALL.replace(" ", "  ")])
 def test_the_lead_guard_changes_no_match_for_the_new_phrases(text: str) -> None:
     assert [m.span() for m in ut.ORDERS.finditer(text)] == [m.span() for m in UNGUARDED.finditer(text)]
 

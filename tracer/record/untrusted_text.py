@@ -105,10 +105,12 @@ _LEADS = ("ignor", "disregard", "forget", "overrid", "bypass", "reveal", "print"
           "without", "developer", "jailbr", "system", "act", "begin",
           # the translated phrases' verbs (non-ASCII first letters work: the class is matched ignoring case)
           # (whole short words end in \b: "gib" and "dime" alone, not "gibt" or "dimension")
-          "vergiss", "vergesst", "missacht", "gib\\b", "zeig", "verrat", "nenn", "schick", "oubli", "néglig",
-          "neglig", "rév", "revel", "revè", "revé", "repè", "repé", "affich", "montr", "divulgu", "envoie", "rép", "repet", "repit", "olvid",
-          "descart", "muestr", "mué", "imprim", "envía", "envia", "envie", "dime\\b", "dimentic", "mostr", "rivel",
-          "stampa", "ripet", "dimmi", "invia", "esque", "desconsider", "diga\\b")
+          "vergiss", "vergesst", "missacht", "gib\\b", "zeig", "verrat", "nenn", "schick",  # de
+          "oubli", "néglig", "neglig", "rév", "revel", "revè", "revé", "affich", "montr", "divulgu", "envoie",  # fr
+          "rép", "repè", "repé", "repet",
+          "olvid", "descart", "muestr", "mué", "imprim", "envía", "envia", "dime\\b", "repit",  # es
+          "dimentic", "mostr", "rivel", "stampa", "ripet", "dimmi", "invia",  # it
+          "esque", "desconsider", "envie", "diga\\b")  # pt
 _FIRST = "".join(sorted({c for w in _LEADS for c in (w[0], w[0].upper())}))
 # the words grouped by first letter: re tries an alternation one branch at a time, so a position whose
 # letter leads no word fails at once instead of after every word (the list doubled with the translations)
