@@ -114,3 +114,15 @@ def test_a_summary_that_drops_the_ids_is_found(client: Any, traced: Path, app: A
     assert all("#" in f for f in c["llmtrace.compaction.facts_lost"])  # kinds and keyed hashes, not the ids
     alarms = _alarms(traced)
     assert alarms and alarms[0]["stage"] == "loop.compaction"
+
+
+def test_one_shot_questions_in_a_session_are_read_and_lose_nothing(client: Any, traced: Path) -> None:
+    """The guard on the first fix: short requests of a known session are now read, and a session of one-shot
+    questions (each [system, question], each naming other things) replaces one turn a call, no compaction."""
+    with llmtrace.session("kiosk-3"):
+        for q in ("Is Northgate open on Sunday?", "Where is desk 4 at Eastfield?", "Does Harbourside lend DVDs?"):
+            _ask(client, [{"role": "system", "content": SYS}, {"role": "user", "content": q}])
+    llmtrace.force_flush()
+    comp = [r["attributes"] for r in rows(traced, "SELECT attributes FROM spans WHERE stage = 'loop.compaction'")]
+    assert all(c["llmtrace.compaction.facts_lost"] == [] for c in comp)
+    assert _alarms(traced) == []
