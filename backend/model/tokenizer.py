@@ -15,6 +15,7 @@ from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tok
 from tokenizers import Tokenizer as HFTokenizer
 
 from llmtrace.backend.model.chat_template import CHATML_TEMPLATE, render_chat_template
+from llmtrace.backend.model.gguf_metadata import read_metadata
 
 # GGUF token types (llama.cpp's llama_token_type)
 TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED, TOKEN_BYTE = 1, 2, 3, 4, 5, 6
@@ -173,21 +174,26 @@ class Tokenizer:
         cached = _CACHE.get(key)
         if cached is not None:
             return cached
-        if reader is None:
-            from gguf import GGUFReader
+        if reader is not None:
+            fields = reader.fields
+            metadata = {k: f.contents() for k, f in fields.items() if k.startswith("tokenizer.")}
+        else:
+            try:  # the metadata alone: GGUFReader would also map every tensor (~1.8 s of CPU a start)
+                metadata = read_metadata(resolved)
+            except ValueError:
+                from gguf import GGUFReader
 
-            reader = GGUFReader(str(resolved))
-        tokenizer = cls._from_reader(reader, resolved)
+                fields = GGUFReader(str(resolved)).fields
+                metadata = {k: f.contents() for k, f in fields.items() if k.startswith("tokenizer.")}
+        tokenizer = cls._from_metadata(metadata, resolved)
         _CACHE[key] = tokenizer
         return tokenizer
 
     @classmethod
-    def _from_reader(cls, reader: Any, path: Path) -> Tokenizer:
-        fields = reader.fields
-
+    def _from_metadata(cls, metadata: dict[str, Any], path: Path) -> Tokenizer:
         def get(key: str, default: Any = None) -> Any:
-            field = fields.get(key)
-            return default if field is None else field.contents()
+            value = metadata.get(key)
+            return default if value is None else value
 
         model_kind = get("tokenizer.ggml.model")
         if model_kind not in ("gpt2", "llama"):
