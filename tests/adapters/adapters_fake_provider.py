@@ -16,6 +16,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+# A minimal OpenAI chat completion ("ok", 50 prompt tokens): the body tests script when only the request matters
+CHAT_OK = json.dumps({"id": "c1", "model": "gpt-4o-mini", "choices": [
+    {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 50, "completion_tokens": 1, "total_tokens": 51}}).encode()
+
 
 @dataclass
 class Script:

@@ -21,7 +21,7 @@ from typing import Any
 
 import openai
 import pytest
-from adapters_fake_provider import Script, fake_provider
+from adapters_fake_provider import CHAT_OK, Script, fake_provider
 from adapters_store import rows
 
 import llmtrace
@@ -31,16 +31,13 @@ from llmtrace.cli import main
 SYS = ("You are Pip, the help agent of Quillmark Libraries. Check the member card before renewing a loan, "
        "never waive a fine above ten pounds, tell members about the Saturday story hour when children are "
        "mentioned, and keep each reply to two short sentences. ") * 3
-ANSWER = json.dumps({"id": "c1", "model": "gpt-4o-mini", "choices": [
-    {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 50, "completion_tokens": 1, "total_tokens": 51}}).encode()
 Msg = dict[str, Any]
 
 
 @pytest.fixture()
 def client() -> Iterator[Any]:
     with fake_provider() as fp:
-        fp.scripts["/v1/chat/completions"] = Script(chunks=[ANSWER])
+        fp.scripts["/v1/chat/completions"] = Script(chunks=[CHAT_OK])
         yield instrument(openai.OpenAI(api_key="sk-test", base_url=f"{fp.base_url}/v1", max_retries=0))
 
 

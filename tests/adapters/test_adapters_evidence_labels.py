@@ -13,16 +13,13 @@ from typing import Any
 
 import openai
 import pytest
-from adapters_fake_provider import Script, fake_provider
+from adapters_fake_provider import CHAT_OK, Script, fake_provider
 from adapters_store import rows
 
 import llmtrace
 from llmtrace.adapters import instrument
 from llmtrace.cli import main
 
-ANSWER = json.dumps({"id": "c1", "model": "gpt-4o-mini", "choices": [
-    {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 50, "completion_tokens": 1, "total_tokens": 51}}).encode()
 PASSAGES = ["Wharf 9 takes refrigerated containers only between six and ten in the morning on weekdays.",
             "Consignments held at customs for more than five days are charged a storage fee per pallet.",
             "The northern yard gate closes at noon on Saturdays; drivers arriving later are turned away."]
@@ -36,7 +33,7 @@ LABELLED = {
 @pytest.fixture()
 def client() -> Iterator[Any]:
     with fake_provider() as fp:
-        fp.scripts["/v1/chat/completions"] = Script(chunks=[ANSWER])
+        fp.scripts["/v1/chat/completions"] = Script(chunks=[CHAT_OK])
         yield instrument(openai.OpenAI(api_key="sk-test", base_url=f"{fp.base_url}/v1", max_retries=0))
 
 

@@ -11,16 +11,13 @@ from typing import Any
 
 import openai
 import pytest
-from adapters_fake_provider import Script, fake_provider
+from adapters_fake_provider import CHAT_OK, Script, fake_provider
 from adapters_store import rows
 
 import llmtrace
 from llmtrace.adapters import instrument
 from llmtrace.tracer.record import prompt_segments
 
-ANSWER = json.dumps({"id": "c1", "model": "gpt-4o-mini", "choices": [
-    {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 50, "completion_tokens": 1, "total_tokens": 51}}).encode()
 _KEYS = ("llmtrace.prompt.segments", "llmtrace.prompt.hash", "llmtrace.prompt.text")
 
 
@@ -46,7 +43,7 @@ def conversation(turns: int) -> Iterator[list[dict[str, Any]]]:
 @pytest.fixture()
 def client() -> Iterator[Any]:
     with fake_provider() as fp:
-        fp.scripts["/v1/chat/completions"] = Script(chunks=[ANSWER])
+        fp.scripts["/v1/chat/completions"] = Script(chunks=[CHAT_OK])
         yield instrument(openai.OpenAI(api_key="sk-test", base_url=f"{fp.base_url}/v1", max_retries=0))
 
 

@@ -5,20 +5,15 @@ fake provider, into a real store."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from pathlib import Path
 
 import openai
-from adapters_fake_provider import Script, fake_provider
+from adapters_fake_provider import CHAT_OK, Script, fake_provider
 from adapters_store import rows
 
 from llmtrace.adapters import instrument
 from llmtrace.tracer.record import evidence_shape as rule
-
-ANSWER = json.dumps({"id": "c1", "model": "gpt-4o-mini", "choices": [
-    {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 50, "completion_tokens": 1, "total_tokens": 51}}).encode()
 
 
 def test_the_middleware_records_the_tracer_rules_shape(traced: Path) -> None:
@@ -28,7 +23,7 @@ def test_the_middleware_records_the_tracer_rules_shape(traced: Path) -> None:
             "<doc>Consignments held at customs for more than five days pay a pallet fee.</doc>\n\n"
             "Which wharf takes reefers?")
     with fake_provider() as fp:
-        fp.scripts["/v1/chat/completions"] = Script(chunks=[ANSWER])
+        fp.scripts["/v1/chat/completions"] = Script(chunks=[CHAT_OK])
         client = instrument(openai.OpenAI(api_key="sk-test", base_url=f"{fp.base_url}/v1", max_retries=0))
         client.chat.completions.create(model="gpt-4o-mini", max_tokens=1,
                                        messages=[{"role": "system", "content": "You answer for the yard."},

@@ -16,16 +16,13 @@ from typing import Any
 
 import openai
 import pytest
-from adapters_fake_provider import FakeProvider, Script, fake_provider
+from adapters_fake_provider import CHAT_OK, FakeProvider, Script, fake_provider
 from adapters_store import rows
 
 import llmtrace
 from llmtrace.adapters import compaction, instrument
 from llmtrace.adapters.openai_parser import OpenAIParser
 
-ANSWER = json.dumps({"id": "c1", "model": "gpt-4o-mini", "choices": [
-    {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 50, "completion_tokens": 1, "total_tokens": 51}}).encode()
 Msg = dict[str, Any]
 
 
@@ -66,7 +63,7 @@ def _plan(tag: str) -> list[list[Msg]]:
 @pytest.fixture()
 def provider() -> Iterator[FakeProvider]:
     with fake_provider() as fp:
-        fp.scripts["/v1/chat/completions"] = Script(chunks=[ANSWER])
+        fp.scripts["/v1/chat/completions"] = Script(chunks=[CHAT_OK])
         yield fp
 
 
