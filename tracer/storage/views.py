@@ -76,6 +76,7 @@ FIRST_FINISH_REASON = f"""CASE json_type({_FR})
                              THEN TRY(CAST({_FR} ->> '$' AS JSON) ->> '$[0]') ELSE {_FR} ->> '$' END END"""
 
 
+@functools.cache
 def normalized_finish_reason_sql(expr: str) -> str:
     """SQL mapping a stored finish reason onto stop, length, tool_calls, content_filter, error or other, with
     the table of tracer/registry/finish_reason.py (OpenAI ``length``, Anthropic ``max_tokens``, Gemini ``MAX_TOKENS``
