@@ -13,6 +13,7 @@ MANY_PASSES = 12  # passes in one trace with no budget recorded
 
 class AgentLoops(SymptomAnalyzer):
     symptom = "agent_loops"
+    reads_passes = False
 
     def find(self, q: Query) -> list[Finding]:
         out: list[Finding] = []

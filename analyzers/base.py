@@ -14,6 +14,9 @@ class SymptomAnalyzer:
     """Subclasses set ``symptom`` and implement ``find(q)``; ``analyze`` is the public verb."""
 
     symptom: str = ""
+    # whether ``find`` reads ``q.passes``: a concurrent run starts the analyzers that do not while the pass
+    # table is built (tests/analyzers/test_concurrent_run.py holds each to what it really reads)
+    reads_passes: bool = True
 
     def analyze(self, conn: duckdb.DuckDBPyConnection, since_ns: int | None = None,
                 query: Query | None = None) -> list[Finding]:

@@ -10,6 +10,7 @@ from llmtrace.analyzers.query import Query
 
 class BelowModelCard(SymptomAnalyzer):
     symptom = "below_model_card"
+    reads_passes = False
 
     def find(self, q: Query) -> list[Finding]:
         rel = q.stage_sql("intake.chat_template", {"matches": ("llmtrace.template.matches_model", "bool"),

@@ -11,6 +11,7 @@ from llmtrace.analyzers.query import Query
 
 class DetokenizerWindow(SymptomAnalyzer):
     symptom = "detokenizer_window"
+    reads_passes = False
 
     def find(self, q: Query) -> list[Finding]:
         detok = q.stage_sql("gen.detokenization", {

@@ -9,6 +9,7 @@ from llmtrace.analyzers.query import Query
 
 class MangledText(SymptomAnalyzer):
     symptom = "mangled_text"
+    reads_passes = False
 
     def find(self, q: Query) -> list[Finding]:
         rel = q.stage_sql("gen.detokenization", {

@@ -6,6 +6,7 @@ they run the same over a DuckDB file and over a Parquet export.
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -62,6 +63,17 @@ def _quote(text: str) -> str:
 
 
 @dataclass(slots=True)
+class _PassTable:
+    """A run's materialized pass table, shared by a Query and its forks: built once, by whichever asks first
+    (the others wait on the lock), dropped by the Query that owns it. With forks it lives in ``catalog``, an
+    attached in-memory database every cursor of the connection sees (a temporary table is per connection)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    name: str | None = None
+    catalog: str | None = None
+
+
+@dataclass(slots=True)
 class Query:
     """A connection plus the window the analyzers look at: spans started at or after ``since_ns``, and with
     ``service``, only the traces that service took part in (a shared collector store holds many apps).
@@ -76,7 +88,8 @@ class Query:
     conn: duckdb.DuckDBPyConnection
     since_ns: int | None = None
     service: str | None = None
-    _pass_table: str | None = None
+    _passes: _PassTable = field(default_factory=_PassTable)
+    _owner: bool = True  # this Query made the pass table (a fork only reads it) and closes ``conn`` if a fork
     # A Parquet export with its per-pass datasets bound (tracer/storage/store.py): the stages that have a
     # typed view; None until looked up, empty when the connection has none (then everything reads spans).
     _stage_views: frozenset[str] | None = None
@@ -124,7 +137,12 @@ class Query:
     def passes(self) -> str:
         """The logical passes in the window (see the ``passes`` view in docs/sql.md)."""
         self.materialize()
-        return str(self._pass_table)
+        return str(self._passes.name)
+
+    @property
+    def passes_built(self) -> bool:
+        """Whether this run's pass table has been read (by this Query or a fork of it)."""
+        return self._passes.name is not None
 
     @property
     def exported(self) -> bool:
@@ -145,39 +163,95 @@ class Query:
         return (" WHERE " + " AND ".join(where)) if where else ""
 
     def materialize(self) -> None:
-        if self._pass_table is not None:
+        """Build the run's pass table now (every later ``passes`` reads it)."""
+        shared = self._passes
+        if shared.name is not None:
             return
+        with shared.lock:  # forks of one run wait for the one build
+            if shared.name is None:
+                shared.name = self._build_pass_table()
+
+    def _build_pass_table(self) -> str:
         if self.exported:
             # the export's pass rows, in the window (a pass is in it when it started in it); read where
             # used, a few columns at a time, rather than copied into memory (10M passes are gigabytes)
-            self._pass_table = f"(SELECT * FROM passes{self._pass_window()})"
-            return
-        name = f"_llmtrace_passes_{self._tag}"
+            return f"(SELECT * FROM passes{self._pass_window()})"
+        catalog = self._passes.catalog
+        name = f"{catalog}.passes" if catalog else f"_llmtrace_passes_{self._tag}"
+        create = f"CREATE OR REPLACE {'' if catalog else 'TEMP '}TABLE {name} AS SELECT * FROM"
         from llmtrace.tracer.storage.store import pass_table  # (issue 21: kept per-pass rows, when present)
 
         kept = pass_table(self.conn)  # ClickHouse's, or the writer's in a store: no pass built from span JSON
         if kept is not None:
-            self.conn.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {kept}{self._pass_window()}")
-            self._pass_table = name
-            return
+            self.conn.execute(f"{create} {kept}{self._pass_window()}")
+            return name
         # The same SELECT the view is made of, over the windowed spans (the view itself may be missing
         # from a store an older version wrote and opened read-only here).
         rel = f"({passes_select('(' + requests_select(self.spans, self.json_checked) + ')')})"
         where = "" if self.service is None else f" WHERE service = {_quote(self.service)}"
-        self.conn.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {rel}{where}")
-        self._pass_table = name
+        self.conn.execute(f"{create} {rel}{where}")
+        return name
+
+    def fork(self) -> Query:
+        """A Query over a new cursor of the same database, for running analyzers in another thread (a DuckDB
+        connection runs one query at a time): the same window, the same pass table (built once, by whichever
+        of them asks first) and memo. The connection's temporary views (a span filter's ``spans`` and views)
+        are made again on the cursor, which would not see them. Call :meth:`shareable` first; ``release()``
+        each fork, then this Query."""
+        checked, exported = self.json_checked, self.exported  # looked up once, here, not by every fork
+        cursor = self.conn.cursor()
+        try:
+            for (sql,) in self.conn.execute("SELECT sql FROM duckdb_views() WHERE temporary AND NOT internal "
+                                            "ORDER BY view_oid").fetchall():
+                cursor.execute(sql)
+        except BaseException:
+            cursor.close()
+            raise
+        return Query(cursor, self.since_ns, self.service, _passes=self._passes, _owner=False,
+                     _stage_views=self._stage_views, _columns=self._columns, _exported=exported,
+                     memo=self.memo, _json_checked=checked)
+
+    def shareable(self) -> bool:
+        """Whether forks can run beside this Query: a DuckDB connection whose temporary objects are views
+        only (a temporary table's rows could not be made again on a cursor), with the pass table not built
+        yet; then the pass table is made in an attached in-memory database the forks see too."""
+        if not isinstance(self.conn, duckdb.DuckDBPyConnection) or self._passes.name is not None:
+            return False
+        if self._passes.catalog is not None:
+            return True
+        try:
+            row = self.conn.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchone()
+            if row is None or row[0]:
+                return False
+            catalog = f"_llmtrace_run_{self._tag}"
+            self.conn.execute(f"ATTACH ':memory:' AS {catalog} (READ_WRITE)")
+        except duckdb.Error:  # e.g. a configuration locked against ATTACH: the analyzers run one by one
+            return False
+        self._passes.catalog = catalog
+        return True
 
     def release(self) -> None:
-        self.memo.clear()
-        while self._temp_tables:
-            self.conn.execute(f"DROP TABLE IF EXISTS {self._temp_tables.pop()}")
-        if self._pass_table is not None and self._pass_table.startswith("("):
-            self._pass_table = None
-        if self._pass_table is not None:
-            try:
-                self.conn.execute(f"DROP TABLE IF EXISTS {self._pass_table}")
-            finally:
-                self._pass_table = None
+        if self._owner:
+            self.memo.clear()  # (a fork's memo is its owner's, which other forks may still read)
+        try:
+            while self._temp_tables:
+                self.conn.execute(f"DROP TABLE IF EXISTS {self._temp_tables.pop()}")
+        finally:
+            if not self._owner:
+                self.conn.close()  # a fork's own cursor
+            else:
+                self._drop_pass_table()
+
+    def _drop_pass_table(self) -> None:
+        shared, name = self._passes, self._passes.name
+        shared.name = None
+        try:
+            if name is not None and not name.startswith("("):
+                self.conn.execute(f"DROP TABLE IF EXISTS {name}")
+        finally:
+            if shared.catalog is not None:
+                catalog, shared.catalog = shared.catalog, None
+                self.conn.execute(f"DETACH DATABASE IF EXISTS {catalog}")
 
     def rows(self, sql: str, params: Sequence[object] | None = None) -> list[Row]:
         cur = self.conn.execute(sql, list(params) if params else None)

@@ -10,6 +10,7 @@ from llmtrace.analyzers.query import Query
 
 class RefusalAfterText(SymptomAnalyzer):
     symptom = "refusal_after_text"
+    reads_passes = False
 
     def find(self, q: Query) -> list[Finding]:
         rel = q.stage_sql("safety.moderation", {

@@ -13,9 +13,11 @@ from llmtrace.analyzers.query import Query
 
 class Analyzer(Protocol):
     """One symptom's analyzer: ``analyze(conn)`` returns its findings, best first. ``query`` lets a run of
-    several analyzers share one materialized ``requests`` table."""
+    several analyzers share one materialized pass table; ``reads_passes`` says whether it reads that table (a
+    hint for scheduling: the others run while it is built)."""
 
     symptom: str
+    reads_passes: bool
 
     def analyze(self, conn: duckdb.DuckDBPyConnection, since_ns: int | None = None,
                 query: Query | None = None) -> list[Finding]: ...
@@ -25,26 +27,25 @@ ANALYZERS: dict[str, Analyzer] = build_analyzers()
 
 
 def run_analyzers(conn: duckdb.DuckDBPyConnection, symptoms: list[str] | None = None,
-                  since_ns: int | None = None, service: str | None = None) -> list[Finding]:
+                  since_ns: int | None = None, service: str | None = None, *,
+                  threads: int | None = None) -> list[Finding]:
     """Run the analyzers for ``symptoms`` (all when None) and return findings, best explanation first.
 
     ``since_ns`` restricts every analyzer to spans that started at or after that wall-clock time, ``service``
     to the traces that service took part in. Findings that share a root cause come back merged (one finding
-    listing the stages it crosses).
+    listing the stages it crosses). ``threads``: how many analyzers run at once (analyzers/concurrent_run.py;
+    default: the cores, up to four); 1 runs them one by one. The findings do not depend on it.
     """
+    from llmtrace.analyzers.concurrent_run import analyze_all
     from llmtrace.analyzers.merge import merge_findings
     from llmtrace.tracer.registry.symptoms import get_symptom
 
     chosen = list(ANALYZERS) if symptoms is None else symptoms
     for s in chosen:
         get_symptom(s)  # a clear KeyError for a name that is not in the table
-    findings: list[Finding] = []
     q = Query(conn, since_ns, service)
     try:
-        for s in chosen:
-            analyzer = ANALYZERS.get(s)
-            if analyzer is not None:
-                findings.extend(analyzer.analyze(conn, since_ns, query=q))
+        per_analyzer = analyze_all(q, [ANALYZERS[s] for s in chosen if s in ANALYZERS], threads)
     finally:
         q.release()
-    return merge_findings(findings)
+    return merge_findings([f for found in per_analyzer for f in found])

@@ -16,6 +16,7 @@ from llmtrace.analyzers.query import Query
 
 class SessionForgets(SymptomAnalyzer):
     symptom = "session_forgets"
+    reads_passes = False
 
     def find(self, q: Query) -> list[Finding]:
         out: list[Finding] = []

@@ -10,6 +10,7 @@ from llmtrace.analyzers.query import Query
 
 class WrongSource(SymptomAnalyzer):
     symptom = "wrong_source"
+    reads_passes = False
 
     def find(self, q: Query) -> list[Finding]:
         rel = q.stage_sql("intake.evidence_formatting", {

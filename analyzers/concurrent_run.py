@@ -1,0 +1,76 @@
+"""Running a set of analyzers at once, in threads, over forks of one Query.
+
+Most of a ``diagnose`` run is DuckDB, which releases the GIL, but part of every query is single-threaded
+(planning it, converting its rows to Python) and so is the analyzers' own Python: one query after another
+leaves cores idle that the next query could use. Each thread takes the next analyzer from one list, over its
+own cursor of the same database; the pass table is built once, by the first thread, while the others start on
+the analyzers that do not read it. Findings come back in the analyzers' order, whatever order they finished in.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from llmtrace.analyzers.finding import Finding
+from llmtrace.analyzers.query import Query
+
+if TYPE_CHECKING:
+    from llmtrace.analyzers.registry import Analyzer
+
+MAX_THREADS = 4  # past a few, threads only queue on the cores DuckDB's own threads already use
+
+
+def default_threads() -> int:
+    return max(1, min(MAX_THREADS, os.cpu_count() or 1))
+
+
+def analyze_all(q: Query, analyzers: Sequence[Analyzer], threads: int | None = None) -> list[list[Finding]]:
+    """Each analyzer's findings over ``q``, in the order given: with ``threads`` > 1 (default: the cores, up
+    to MAX_THREADS) and a connection that can be shared (:meth:`Query.shareable`), several at once; else one
+    by one on ``q`` itself. ``q`` stays the caller's to release."""
+    n = min(default_threads() if threads is None else threads, len(analyzers))
+    if n < 2 or not q.shareable():
+        return [a.analyze(q.conn, q.since_ns, query=q) for a in analyzers]
+    # the analyzers that never read the pass table go first: they fill the time the first thread builds it
+    order = sorted(range(len(analyzers)), key=lambda i: analyzers[i].reads_passes)
+    results: list[list[Finding] | None] = [None] * len(analyzers)
+    todo = iter(order)
+    take = threading.Lock()
+    stop = threading.Event()
+    forks: list[Query] = []
+    try:
+        for _ in range(n):
+            forks.append(q.fork())
+
+        def work(fork: Query, first: bool) -> None:
+            if first and any(a.reads_passes for a in analyzers):
+                fork.materialize()
+            while not stop.is_set():
+                with take:
+                    i = next(todo, None)
+                if i is None:
+                    return
+                try:
+                    results[i] = analyzers[i].analyze(fork.conn, fork.since_ns, query=fork)
+                except BaseException:
+                    stop.set()  # the others finish the analyzer they are in and stop
+                    raise
+
+        with ThreadPoolExecutor(max_workers=n, thread_name_prefix="llmtrace-analyzer") as pool:
+            running = [pool.submit(work, f, k == 0) for k, f in enumerate(forks)]
+            try:
+                for r in running:
+                    r.result()
+            except BaseException:  # an analyzer failed, or Ctrl-C here: stop the queries still running
+                stop.set()
+                for f in forks:
+                    f.conn.interrupt()
+                raise
+    finally:
+        for f in forks:
+            f.release()
+    return [r if r is not None else [] for r in results]
