@@ -43,7 +43,7 @@ def facts(text: str) -> set[str]:
 
     A capitalised word that opens a sentence ("Tried", "Checked") is capitalised by grammar, not because
     it names something: it counts only when the text also capitalises it mid-sentence."""
-    found = {m.group(0).rstrip(",") for m in _NUMBER.finditer(text)}
+    found = {n for n in (m.group(0).rstrip(",") for m in _NUMBER.finditer(text)) if _telling(n)}
     runs: list[tuple[str, bool]] = []
     for m in _NAME.finditer(text):
         word = m.group(0)
@@ -58,6 +58,12 @@ def facts(text: str) -> set[str]:
             continue
         found.add(word)
     return found
+
+
+def _telling(number: str) -> bool:
+    """Whether a number says something a reader would miss: a unit ($5, 42%) or two digits or more
+    (48213, 129.90, 30). A lone digit ("0" of a JSON flag, "step 3") is not a fact a summary loses."""
+    return number[:1] in "$€£" or number.endswith("%") or sum(ch.isdigit() for ch in number) >= 2
 
 
 def _kind(fact: str) -> str:
