@@ -2,7 +2,8 @@
 causes; total and per-analyzer seconds, and whether every planted cause was found at the right stage.
 ``diagnose_s_100k`` builds the passes from the spans (every pass span's JSON: a store make_store or an older
 writer wrote; the shared passes table and per-analyzer seconds are this case), ``diagnose_s_100k_kept_passes``
-reads them from the per-pass table today's writer keeps beside the same spans (tracer/storage/pass_table.py).
+reads them from the per-pass table today's writer keeps beside the same spans (tracer/storage/pass_table.py);
+``diagnose_s_100k_one_thread`` is the first with the analyzers run one after another instead of in threads.
 
     python benchmarks/analyzers.py [--passes 100000] [--store PATH]
 """
@@ -52,8 +53,9 @@ def main() -> None:
     # alternated rounds (benchmarks/common.py, shared with scale.py --store-pass-table), each timed after a
     # warm run on its connection (one connection, warm runs: how the d50ff3b baseline was measured); the
     # best of three counts
-    runs = diagnose_spans_and_kept(path, kept, rounds=3, warm=True)
-    for label, mode in (("_kept_passes", "kept"), ("", "spans")):
+    # ("_one_thread": the analyzers one by one, as before they ran in threads; side by side in the same rounds)
+    runs = diagnose_spans_and_kept(path, kept, rounds=3, warm=True, one_thread=True)
+    for label, mode in (("_kept_passes", "kept"), ("", "spans"), ("_one_thread", "spans_one_thread")):
         results[f"diagnose_s_{suffix}{label}"] = round(min(r.wall_s for r in runs[mode]), 3)
         # CPU seconds of this process (DuckDB's threads included): on a busy shared machine the wall
         # time above includes waiting for the CPU; this does not.

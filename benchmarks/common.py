@@ -79,25 +79,30 @@ def keep_pass_table(path: Path) -> float:
         return time.perf_counter() - t
 
 
-def diagnose_spans_and_kept(spans_db: Path, kept_db: Path, rounds: int,
-                            warm: bool = False) -> dict[str, list[DiagnoseRun]]:
+def diagnose_spans_and_kept(spans_db: Path, kept_db: Path, rounds: int, warm: bool = False,
+                            one_thread: bool = False) -> dict[str, list[DiagnoseRun]]:
     """``rounds`` timed runs of every analyzer (what ``llmtrace diagnose`` runs) per mode, alternated (with
     ``warm``, each after an untimed run on the same connection): "spans" reads
     ``spans_db`` with the passes built from the spans (the kept table, if any, left unbound), "kept" reads
-    ``kept_db`` as ``diagnose`` opens it, which binds the kept table (checked: it must be bound)."""
+    ``kept_db`` as ``diagnose`` opens it, which binds the kept table (checked: it must be bound). With
+    ``one_thread``, "spans_one_thread" is "spans" with the analyzers run one by one (analyzers/concurrent_run.py
+    runs several at once by default)."""
     from llmtrace.analyzers import run_analyzers
     from llmtrace.tracer.storage.store import pass_table as bound
     from llmtrace.tracer.storage.store import read_connection, read_store
 
-    runs: dict[str, list[DiagnoseRun]] = {"spans": [], "kept": []}
+    modes = ("spans", "kept", *(("spans_one_thread",) if one_thread else ()))
+    runs: dict[str, list[DiagnoseRun]] = {m: [] for m in modes}
     for _ in range(rounds):
-        for mode in ("spans", "kept"):
-            with (read_connection(spans_db) if mode == "spans" else read_store(kept_db)) as conn:
-                if (bound(conn) is not None) != (mode == "kept"):
-                    raise RuntimeError(f"{mode}: the kept pass table is {'not ' if mode == 'kept' else ''}bound")
+        for mode in modes:
+            kept = mode == "kept"
+            threads = 1 if mode == "spans_one_thread" else None
+            with (read_store(kept_db) if kept else read_connection(spans_db)) as conn:
+                if (bound(conn) is not None) != kept:
+                    raise RuntimeError(f"{mode}: the kept pass table is {'not ' if kept else ''}bound")
                 if warm:  # the timed run then finds the connection's caches filled, as d50ff3b's baseline did
-                    run_analyzers(conn)
+                    run_analyzers(conn, threads=threads)
                 t, c = time.perf_counter(), cpu_s()
-                findings = run_analyzers(conn)
+                findings = run_analyzers(conn, threads=threads)
                 runs[mode].append(DiagnoseRun(time.perf_counter() - t, cpu_s() - c, findings))
     return runs
