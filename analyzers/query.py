@@ -71,6 +71,10 @@ class _PassTable:
     lock: threading.Lock = field(default_factory=threading.Lock)
     name: str | None = None
     catalog: str | None = None
+    # the kept per-pass relation the owner's connection has bound (tracer/storage/store.py pass_table), looked
+    # up on that connection before forking: a fork's cursor is not the connection it was bound to
+    kept: str | None = None
+    kept_known: bool = False
 
 
 @dataclass(slots=True)
@@ -181,7 +185,8 @@ class Query:
         create = f"CREATE OR REPLACE {'' if catalog else 'TEMP '}TABLE {name} AS SELECT * FROM"
         from llmtrace.tracer.storage.store import pass_table  # (issue 21: kept per-pass rows, when present)
 
-        kept = pass_table(self.conn)  # ClickHouse's, or the writer's in a store: no pass built from span JSON
+        # ClickHouse's, or the writer's in a store: no pass built from span JSON
+        kept = self._passes.kept if self._passes.kept_known else pass_table(self.conn)
         if kept is not None:
             self.conn.execute(f"{create} {kept}{self._pass_window()}")
             return name
@@ -219,6 +224,9 @@ class Query:
             return False
         if self._passes.catalog is not None:
             return True
+        from llmtrace.tracer.storage.store import pass_table
+
+        self._passes.kept, self._passes.kept_known = pass_table(self.conn), True
         try:
             row = self.conn.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchone()
             if row is None or row[0]:

@@ -17,7 +17,13 @@ from llmtrace.analyzers.concurrent_run import analyze_all
 from llmtrace.analyzers.finding import Finding
 from llmtrace.analyzers.query import Query
 from llmtrace.cli import main
-from llmtrace.tracer.storage.store import SpanFilter, parquet_connection, pass_table, read_store
+from llmtrace.tracer.storage.store import (
+    SpanFilter,
+    parquet_connection,
+    pass_table,
+    read_store,
+    write_connection,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from synthetic_store import PLANTED, make_store  # noqa: E402
@@ -33,7 +39,13 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     shutil.copy(spans, kept)
     keep_pass_table(kept)
     assert main(["export", "--parquet", str(tmp / "export"), "--db", str(spans)]) == 0
-    return {"spans": spans, "kept": kept, "parquet": tmp / "export"}
+    # a kept table that says every prompt was cached: what a run reads from it differs from the spans' passes,
+    # so a thread that built the passes from the spans instead would give other findings
+    cached = tmp / "cached.duckdb"
+    shutil.copy(kept, cached)
+    with write_connection(cached) as conn:
+        conn.execute("UPDATE llmtrace_passes SET cached_tokens = prompt_tokens, hit_ratio = 1 WHERE prompt_tokens > 0")
+    return {"spans": spans, "kept": kept, "cached": cached, "parquet": tmp / "export"}
 
 
 def _attached(conn: duckdb.DuckDBPyConnection) -> set[str]:
@@ -44,14 +56,14 @@ def _temp_tables(conn: duckdb.DuckDBPyConnection) -> list[str]:
     return [str(r[0]) for r in conn.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()]
 
 
-@pytest.mark.parametrize("kind", ["spans", "kept", "filtered"])
+@pytest.mark.parametrize("kind", ["spans", "kept", "cached", "filtered"])
 def test_threads_give_the_findings_one_by_one_gives(stores: dict[str, Path], kind: str) -> None:
-    db = stores["kept" if kind == "kept" else "spans"]
+    db = stores["spans" if kind == "filtered" else kind]
     with read_store(db) as conn:
         since = int(conn.execute("SELECT quantile_disc(start_ns, 0.3) FROM spans").fetchone()[0])  # type: ignore[index]
     span_filter = SpanFilter(since_ns=since) if kind == "filtered" else None
     with read_store(db, span_filter=span_filter) as conn:
-        assert (pass_table(conn) is not None) == (kind == "kept")
+        assert (pass_table(conn) is not None) == (kind in ("kept", "cached"))
         before = _attached(conn), _temp_tables(conn)
         one_by_one = run_analyzers(conn, threads=1)
         q = Query(conn)
@@ -62,6 +74,9 @@ def test_threads_give_the_findings_one_by_one_gives(stores: dict[str, Path], kin
     # the planted causes are found, so the comparison means something
     assert len(one_by_one) >= 5 and {f.symptom for f in one_by_one} <= set(PLANTED)
     assert at_once == one_by_one
+    if kind == "cached":  # read from the kept table by every thread, not built from the spans by one
+        with read_store(stores["kept"]) as conn:
+            assert run_analyzers(conn, threads=1) != one_by_one
 
 
 def test_threads_over_a_parquet_export(stores: dict[str, Path]) -> None:
