@@ -69,7 +69,7 @@ def fields(text: str) -> list[dict[str, object]]:
     ends: list[int] = []
     out: list[tuple[int, int, str]] = []
     for cls, pat in _VOLATILE:
-        for m in (_emails(text) if cls == "email" else pat.finditer(text)):
+        for m in (_emails(text) if cls == "email" else _ids(text) if cls == "id" else pat.finditer(text)):
             a, b = m.start(), m.end()
             i = bisect.bisect_left(starts, b)
             if i and ends[i - 1] > a:
@@ -99,6 +99,25 @@ def _emails(text: str) -> Iterator[re.Match[str]]:
             return
         yield m
         pos = m.end()
+
+
+_ID = dict(_VOLATILE)["id"]
+_ID_RUN = re.compile(r"[\w-]+")
+_ID_START = re.compile(r"\b[A-Za-z0-9]")
+
+
+def _ids(text: str) -> Iterator[re.Match[str]]:
+    r"""``_ID.finditer(text)``'s matches in linear time: finditer tries the pattern at every word start of a
+    long kebab-case run with no digit ("a-b-c-...": 20 KB took 3 s), and each try's lookaheads read to the
+    run's end. A match lies inside one run of ``[\w-]`` and ends at the run's last word character, so a
+    run holds one match at most, starting at its first word start if anywhere: a later start has less of
+    the run ahead, so it fails wherever the first one does. Only that place is tried."""
+    for run in _ID_RUN.finditer(text):
+        start = _ID_START.search(text, run.start(), run.end())
+        if start is not None:
+            m = _ID.match(text, start.start(), run.end())
+            if m is not None:
+                yield m
 
 
 def rendered(segments: Iterable[tuple[str, str]]) -> str:
