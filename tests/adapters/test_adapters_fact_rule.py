@@ -8,13 +8,11 @@ SDK, instrumented, against the loopback fake provider), each through the stage s
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import openai
-import pytest
-from adapters_fake_provider import CHAT_OK, FakeProvider, Script, fake_provider
+from adapters_fake_provider import CHAT_OK, Script, fake_provider
 from adapters_store import rows
 
 from llmtrace.adapters import compaction, instrument
@@ -49,15 +47,8 @@ def test_compact_loses_numbers_with_a_unit_or_digits_not_lone_digits(traced: Pat
     assert not set(compaction.stored_labels(sorted(NOT_FACTS))) & stored
 
 
-@pytest.fixture()
-def provider() -> Iterator[FakeProvider]:
-    with fake_provider() as fp:
-        fp.scripts["/v1/chat/completions"] = Script(chunks=[CHAT_OK])
-        yield fp
-
-
-def test_wire_compaction_does_not_list_a_lone_digit_as_lost(traced: Path, provider: FakeProvider) -> None:
-    client = instrument(openai.OpenAI(api_key="sk-test", base_url=f"{provider.base_url}/v1", max_retries=0))
+def _compact_on_the_wire(client: Any) -> None:
+    """A conversation with a tool result, then the app's own rewrite of it to a short summary."""
     system = {"role": "system", "content": "You are the support agent of Acme Home."}
     opening = {"role": "user", "content": "Hi, my blender arrived with a cracked jug. When does a new one come?"}
     call = {"id": "call_1", "type": "function", "function": {"name": "get_order_status", "arguments": "{}"}}
@@ -75,6 +66,14 @@ def test_wire_compaction_does_not_list_a_lone_digit_as_lost(traced: Path, provid
     rewritten = [system, opening, summary, {"role": "assistant", "content": "Noted."},
                  {"role": "user", "content": "Which order was this again?"}]
     client.chat.completions.create(model="gpt-4o-mini", messages=rewritten, max_tokens=1)
+
+
+def test_wire_compaction_does_not_list_a_lone_digit_as_lost(traced: Path) -> None:
+    with fake_provider() as provider:
+        provider.scripts["/v1/chat/completions"] = Script(chunks=[CHAT_OK])
+        _compact_on_the_wire(
+            instrument(openai.OpenAI(api_key="sk-test", base_url=f"{provider.base_url}/v1", max_retries=0))
+        )
     wire = [c for c in _compactions(traced) if c.get("llmtrace.compaction.history_rewritten")]
     assert len(wire) == 1
     lost = set(wire[0]["llmtrace.compaction.facts_lost"])
