@@ -6,8 +6,9 @@ costs only its own findings: the others are still shown, and the failure is repo
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import duckdb
@@ -41,29 +42,25 @@ def read_findings(reader: StoreReader, symptoms: Sequence[str] | None = None,
     """Run the analyzers of ``symptoms`` (all when None); ``progress(done, total, symptom)`` before each."""
     try:
         from llmtrace.analyzers import ANALYZERS
+        from llmtrace.analyzers.concurrent_run import analyze_all
         from llmtrace.analyzers.merge import merge_findings
         from llmtrace.analyzers.query import Query
     except ImportError as exc:  # keep the rest of the explorer usable
         raise AnalyzersUnavailable(f"the analyzers cannot be loaded: {exc}") from None
     chosen = list(symptoms) if symptoms is not None else list(ANALYZERS)
     found: list[Finding] = []
-    failures: list[str] = []
     # One connection and one Query for the whole refresh, as `diagnose` runs them (analyzers/registry.py
     # run_analyzers): the kept pass table's stamp is checked once (a scan of every pass span) and the passes
     # are read into one table every analyzer shares. A connection per analyzer did both ~20 times a refresh,
-    # so a writer waiting for the file waited longer in all than for this one run.
+    # so a writer waiting for the file waited longer in all than for this one run. Several analyzers run at
+    # once, as in diagnose (analyzers/concurrent_run.py).
+    run = _Refresh(ANALYZERS, len(chosen), progress)
     try:
         with reader.connection(kept_passes=True) as conn:
             q = Query(conn)
             try:
-                for i, symptom in enumerate(chosen):
-                    if progress is not None:
-                        progress(i, len(chosen), symptom)
-                    try:
-                        found.extend(_run_one(ANALYZERS, conn, q, symptom))
-                    except _ANALYZER_ERRORS as exc:
-                        first = str(exc).splitlines()[0] if str(exc) else ""
-                        failures.append(f"{symptom}: {type(exc).__name__}: {first}")
+                for got in analyze_all(q, [_Isolated(run, s, i) for i, s in enumerate(chosen)]):
+                    found.extend(got)
             finally:
                 try:
                     q.release()
@@ -75,13 +72,52 @@ def read_findings(reader: StoreReader, symptoms: Sequence[str] | None = None,
     # are merged afterwards, as diagnose and check show them
     found = merge_findings(found)
     found.sort(key=lambda f: f.sort_key())
-    return FindingsResult(tuple(found), tuple(failures))
+    return FindingsResult(tuple(found), tuple(f for f in run.failures if f))
 
 
-def _run_one(analyzers: Mapping[str, Analyzer], conn: duckdb.DuckDBPyConnection, q: Query, symptom: str) -> list[Finding]:
-    """One symptom's findings on the shared Query (a name not in the symptom table is a clear KeyError)."""
-    from llmtrace.tracer.registry.symptoms import get_symptom
+@dataclass(slots=True)
+class _Refresh:
+    """What the analyzers of one refresh share: progress counted as each starts, and each one's failure in
+    its place in the list (threads finish in any order)."""
 
-    get_symptom(symptom)
-    analyzer = analyzers.get(symptom)
-    return [] if analyzer is None else analyzer.analyze(conn, None, query=q)
+    analyzers: Mapping[str, Analyzer]
+    total: int
+    progress: Callable[[int, int, str], object] | None
+    failures: list[str] = field(default_factory=list)
+    started: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.failures = [""] * self.total
+
+
+@dataclass(slots=True)
+class _Isolated:
+    """One symptom's analyzer as the refresh runs it: a failure costs its findings alone and is kept."""
+
+    run: _Refresh
+    symptom: str
+    index: int  # its place in the refresh's list (failures are reported in that order)
+    reads_passes: bool = True
+
+    def __post_init__(self) -> None:
+        analyzer = self.run.analyzers.get(self.symptom)
+        self.reads_passes = analyzer is None or analyzer.reads_passes
+
+    def analyze(self, conn: duckdb.DuckDBPyConnection, since_ns: int | None = None,
+                query: Query | None = None) -> list[Finding]:
+        run = self.run
+        with run.lock:
+            i, run.started = run.started, run.started + 1
+        if run.progress is not None:
+            run.progress(i, run.total, self.symptom)
+        from llmtrace.tracer.registry.symptoms import get_symptom
+
+        try:
+            get_symptom(self.symptom)  # a name not in the symptom table is a clear KeyError
+            analyzer = run.analyzers.get(self.symptom)
+            return [] if analyzer is None else analyzer.analyze(conn, since_ns, query=query)
+        except _ANALYZER_ERRORS as exc:
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            run.failures[self.index] = f"{self.symptom}: {type(exc).__name__}: {first}"
+            return []
