@@ -219,11 +219,12 @@ class Query:
     def shareable(self) -> bool:
         """Whether forks can run beside this Query: a DuckDB connection whose temporary objects are views
         only (a temporary table's rows could not be made again on a cursor), with the pass table not built
-        yet; then the pass table is made in an attached in-memory database the forks see too."""
+        yet; then the pass table is made in an attached in-memory database the forks see too. Asked before
+        the caller makes temporary tables of its own (which the analyzers do not read), it stays yes."""
+        if self._passes.catalog is not None:  # said yes before: the pass table is (or will be) in the catalog
+            return True
         if not isinstance(self.conn, duckdb.DuckDBPyConnection) or self._passes.name is not None:
             return False
-        if self._passes.catalog is not None:
-            return True
         from llmtrace.tracer.storage.store import pass_table
 
         self._passes.kept, self._passes.kept_known = pass_table(self.conn), True

@@ -14,6 +14,7 @@ from typing import Any
 
 import duckdb
 
+from llmtrace.analyzers.concurrent_run import analyze_all
 from llmtrace.analyzers.finding import Finding
 from llmtrace.analyzers.merge import merge_findings
 from llmtrace.analyzers.registry import ANALYZERS
@@ -126,10 +127,8 @@ class _Clock:
 def _findings(data: ReportData) -> list[Finding]:
     """What ``llmtrace diagnose`` prints (every analyzer, one finding per cause), on the passes the report
     already materialized."""
-    out: list[Finding] = []
-    for analyzer in ANALYZERS.values():
-        out.extend(analyzer.analyze(data.conn, data.sel.since_ns, query=data.query))
-    return merge_findings(out)
+    per_analyzer = analyze_all(data.query, list(ANALYZERS.values()))
+    return merge_findings([f for found in per_analyzer for f in found])
 
 
 def _meta(s: Summary, opts: Options) -> str:

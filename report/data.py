@@ -94,6 +94,7 @@ class ReportData:
     # ── setup ────────────────────────────────────────────────────────────────────────────────────
     def open(self) -> ReportData:
         self.conn.execute("SET enable_progress_bar = false")
+        self.query.shareable()  # (asked first: the analyzers may then run in threads, analyzers/concurrent_run.py)
         self.query.materialize()  # the logical passes of the selection, which the analyzers of this run share
         self.conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE {PASSES} AS
