@@ -15,6 +15,12 @@ if TYPE_CHECKING:
     from llmtrace.backend.model.llama import LlamaModel
 
 os.environ.setdefault("LLMTRACE_STRICT", "1")  # unknown stage ids raise in tests
+# One OpenMP thread in every process the tests start (each `llmtrace serve`, demo, CLI run inherits this env):
+# on a 2-core box that also runs pytest, the clients and often a second server, torch's two OpenMP threads
+# spin-wait for each other and a server's small ops get many times slower (time_breakdown's eight-shape test:
+# 80.5 s -> 11.4 s side by side at load 11-13). What the tests assert does not depend on the thread count;
+# the tests of two-thread kernels set their threads themselves. A caller's own setting wins.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(autouse=True)
