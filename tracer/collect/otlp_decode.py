@@ -209,6 +209,8 @@ def any_value(v: Any, drops: list[int] | None = None) -> object:  # v: an OTLP A
 
 
 def attributes(kvs: Any, drops: list[int] | None = None) -> dict[str, object]:  # repeated KeyValue
+    """A resource's or a span's attributes; the common scalar kinds are read here, not in ``any_value``
+    (this runs once per span on the collector's hot path)."""
     out: dict[str, object] = {}
     for kv in kvs:
         v = kv.value
@@ -217,6 +219,12 @@ def attributes(kvs: Any, drops: list[int] | None = None) -> dict[str, object]:  
             out[kv.key] = v.string_value
         elif which == "int_value":
             out[kv.key] = v.int_value
+        elif which == "double_value":
+            d = v.double_value
+            if d - d == 0.0:  # finite: inf - inf and nan - nan are nan
+                out[kv.key] = d
+            elif drops is not None:
+                drops[0] += 1
         elif which == "bool_value":
             out[kv.key] = v.bool_value
         elif which is not None:
@@ -242,7 +250,8 @@ def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = Non
     before its rows are appended, so a span that fails midway leaves no partial row.
 
     This loop is the collector's hot path (a few microseconds a span): locals only, no per-span calls
-    beyond what the protobuf runtime needs and ``span_row`` (the row rules, shared with the exporter).
+    beyond what the protobuf runtime needs, ``attributes`` (one call, not one per value: 1.002-1.009x the
+    inlined loop's CPU, 3000 spans of 20 values) and ``span_row`` (the row rules, shared with the exporter).
     """
     rows: list[SpanRow] = []
     append, extend, make_row = rows.append, rows.extend, span_row
@@ -277,28 +286,7 @@ def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = Non
                     reason = reason or "span with a timestamp past the year 2262"
                     continue
                 try:
-                    # attributes(), inlined on purpose to spare a call per span on this hot loop; keep the
-                    # two in step.
-                    attrs: dict[str, object] = {}
-                    for kv in s.attributes:
-                        v = kv.value
-                        which = v.WhichOneof("value")
-                        if which == "string_value":
-                            attrs[kv.key] = v.string_value
-                        elif which == "int_value":
-                            attrs[kv.key] = v.int_value
-                        elif which == "double_value":
-                            d = v.double_value
-                            if d - d == 0.0:
-                                attrs[kv.key] = d
-                            else:
-                                drops[0] += 1
-                        elif which == "bool_value":
-                            attrs[kv.key] = v.bool_value
-                        elif which is not None:
-                            x = any_value(v, drops)
-                            if x is not _DROP:
-                                attrs[kv.key] = x
+                    attrs = attributes(s.attributes, drops)
                     if end < start:
                         end = start
                     trace_hex = tid.hex()
