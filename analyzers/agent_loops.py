@@ -8,6 +8,11 @@ from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.query import Query, attr, sample_ids
 
 REPEATS = 4  # identical tool calls in one trace before it looks like a loop
+# Read from the messages array (llmtrace.loop.observed=wire) a repeat is only a count: an agent that asks
+# for a status again after "pending", or retries a lookup once, repeats a call by design. The same call
+# REPEATS times in one request's history (REPEATS - 1 repeats) is the loop; an app's own budget decides
+# for itself (its loop_detected stands).
+WIRE_REPEATS = REPEATS - 1
 MANY_PASSES = 12  # passes in one trace with no budget recorded
 
 
@@ -20,8 +25,10 @@ class AgentLoops(SymptomAnalyzer):
         budget = q.stage_sql("loop.budget", {
             "steps": ("llmtrace.budget.steps", "int"), "max_steps": ("llmtrace.budget.max_steps", "int"),
             "spend": ("llmtrace.budget.spend_usd", "float"), "loop": ("llmtrace.budget.loop_detected", "bool"),
-            "stopped_by": ("llmtrace.budget.stopped_by", "str")})
-        looped = "(coalesce(loop, false) OR coalesce(stopped_by, 'none') <> 'none')"
+            "stopped_by": ("llmtrace.budget.stopped_by", "str"),
+            "repeats": ("llmtrace.loop.repeated_tool_calls", "int"), "observed": ("llmtrace.loop.observed", "str")})
+        looped = (f"(CASE WHEN coalesce(observed, '') = 'wire' THEN coalesce(repeats, 0) >= {WIRE_REPEATS} "
+                  "ELSE coalesce(loop, false) OR coalesce(stopped_by, 'none') <> 'none' END)")
         uncapped = f"(coalesce(max_steps, 0) = 0 AND coalesce(steps, 0) >= {MANY_PASSES})"
         a = q.one(f"""
             SELECT count(*) AS n, count(*) FILTER (WHERE {looped}) AS looped,

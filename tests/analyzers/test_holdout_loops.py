@@ -1,0 +1,57 @@
+"""Hold-out loops: a tool the agent calls again with the same arguments once (a status re-checked, a
+lookup retried after a pending answer) is no loop; the same call made over and over is. Both read from the
+messages array the app sends back (the middleware's inference, ``llmtrace.loop.observed=wire``), through
+the real OpenAI SDK wrapped by ``instrument()`` against the real backend, and ``llmtrace diagnose --json``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import analyzers_live as live
+import pytest
+
+from llmtrace.cli import main
+
+DESK = ("You are the front desk of a veterinary clinic. Confirm the pet's name before booking and never give "
+        "dosage advice. ") * 2
+
+
+def _agent(db: Path, polls: int) -> None:
+    """Three conversations, each asking for the same record ``polls`` times before it answers."""
+    srv = live.server()
+    with live.store(db, capture="hashes"):
+        c = live.client(srv)
+        for run in range(3):
+            msgs: list[dict[str, Any]] = [{"role": "system", "content": DESK},
+                                          {"role": "user", "content": f"Are Miso's lab results back? ref {run}"}]
+            for step in range(polls):
+                c.chat.completions.create(model="tiny", messages=msgs, max_tokens=3, temperature=0)
+                cid = f"po_{run}_{step}"
+                msgs = msgs + [
+                    {"role": "assistant", "content": None, "tool_calls": [{"id": cid, "type": "function", "function": {
+                        "name": "pet_record", "arguments": '{"pet": "Miso"}'}}]},
+                    {"role": "tool", "tool_call_id": cid, "content": "pending" if step == 0 else "normal"}]
+            c.chat.completions.create(model="tiny", messages=msgs, max_tokens=3, temperature=0)
+
+
+def _diagnose(db: Path, capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
+    capsys.readouterr()
+    assert main(["diagnose", "--db", str(db), "--json"]) == 0
+    return list(json.loads(capsys.readouterr().out)["findings"])
+
+
+@pytest.mark.parametrize("polls", [2, 5], ids=["rechecked-once", "stuck"])
+def test_one_repeated_tool_call_is_no_loop_five_are(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    polls: int) -> None:
+    db = tmp_path / "t.duckdb"
+    _agent(db, polls)
+    found = _diagnose(db, capsys)
+    loops = [f for f in found if f["stage"].startswith("loop.") and f["severity"] != "info"]
+    if polls == 2:
+        assert not loops, loops  # the result was pending, the agent asked once more: by design
+        return
+    assert loops and loops[0]["stage"] == "loop.budget", found
+    assert "repeat" in loops[0]["title"] or "loop" in loops[0]["title"], loops[0]["title"]
