@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -15,12 +17,49 @@ from llmtrace.demo import COMPLAINTS
 pytestmark = pytest.mark.slow
 
 
-def test_demo_names_the_right_stage_for_each_complaint(tmp_path: Path) -> None:
-    db = tmp_path / "demo.duckdb"
-    db.write_bytes(b"an older store")  # moved aside, not mixed in
-    proc = subprocess.run([sys.executable, "-m", "llmtrace.cli", "demo", "--model", "tiny", "--db", str(db), "--json"],
-                          capture_output=True, text=True, timeout=280, cwd=tmp_path,
-                          env={**os.environ, "LLMTRACE_STRICT": "1"})
+@dataclass
+class DemoRun:
+    """One ``llmtrace demo --model tiny`` process, in a folder of its own."""
+
+    dir: Path
+    db: Path
+    process: subprocess.Popen[bytes]
+
+    def result(self) -> subprocess.CompletedProcess[str]:
+        """Wait for it; its stdout and stderr went to files (a pipe nobody reads yet could stall it)."""
+        self.process.wait(timeout=280)
+        out, err = ((self.dir / f"demo.{kind}").read_text(errors="replace") for kind in ("out", "err"))
+        return subprocess.CompletedProcess(self.process.args, self.process.returncode, out, err)
+
+
+@pytest.fixture(scope="module")
+def demos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, DemoRun]]:
+    """Both demo runs of this module, started at once: they share nothing (each its own folder, store and
+    in-process server on a free port), and each spends most of its time on one core (one OpenMP thread), so
+    on two cores the second no longer waits for the first."""
+    runs: dict[str, DemoRun] = {}
+    for name, extra, env in (("json", ["--json"], {}), ("text", [], {"COLUMNS": "200"})):
+        folder = tmp_path_factory.mktemp(f"demo-{name}")
+        db = folder / "demo.duckdb"
+        if name == "json":
+            db.write_bytes(b"an older store")  # moved aside, not mixed in
+        with (folder / "demo.out").open("wb") as out, (folder / "demo.err").open("wb") as err:
+            proc = subprocess.Popen([sys.executable, "-m", "llmtrace.cli", "demo", "--model", "tiny", "--db",
+                                     str(db), *extra], stdout=out, stderr=err, cwd=folder,
+                                    env={**os.environ, "LLMTRACE_STRICT": "1", **env})
+        runs[name] = DemoRun(folder, db, proc)
+    try:
+        yield runs
+    finally:
+        for run in runs.values():
+            if run.process.poll() is None:
+                run.process.kill()
+            run.process.wait()
+
+
+def test_demo_names_the_right_stage_for_each_complaint(demos: dict[str, DemoRun]) -> None:
+    tmp_path, db = demos["json"].dir, demos["json"].db
+    proc = demos["json"].result()
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     assert out["passes"] >= 20
@@ -44,11 +83,9 @@ def test_demo_names_the_right_stage_for_each_complaint(tmp_path: Path) -> None:
     assert db.exists() and (tmp_path / "demo.duckdb.before-demo").read_bytes() == b"an older store"
 
 
-def test_demo_prints_the_commands_to_explore(tmp_path: Path) -> None:
-    db = tmp_path / "demo.duckdb"
-    proc = subprocess.run([sys.executable, "-m", "llmtrace.cli", "demo", "--model", "tiny", "--db", str(db)],
-                          capture_output=True, text=True, timeout=280, cwd=tmp_path,
-                          env={**os.environ, "LLMTRACE_STRICT": "1", "COLUMNS": "200"})
+def test_demo_prints_the_commands_to_explore(demos: dict[str, DemoRun]) -> None:
+    db = demos["text"].db
+    proc = demos["text"].result()
     assert proc.returncode == 0, proc.stderr[-3000:]
     for cmd in ("llmtrace explore", "llmtrace sql --db", "llmtrace check --db", "--baseline-deploy v1"):
         assert cmd in proc.stdout
