@@ -47,6 +47,8 @@ READER = textwrap.dedent("""
             n = conn.execute("SELECT count(*) FROM spans").fetchone()[0]
             conn.execute("SELECT model, count(*) FROM requests GROUP BY model").fetchall()
         assert not seen or n >= seen[-1], (n, seen)  # committed spans never go away
+        if not seen:
+            print("reading", flush=True)  # the senders start now, not while this process still imports
         seen.append(n)
         time.sleep(0.05)
     print(" ".join(map(str, seen)))
@@ -63,6 +65,11 @@ def test_several_apps_and_a_reader_lose_no_span(tmp_path: Path) -> None:
         stop_file = tmp_path / "stop-reading"
         reader = subprocess.Popen([sys.executable, str(tmp_path / "reader.py"), str(col.db), str(stop_file)],
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        # wait for the reader's first read: on a busy machine its imports could otherwise outlast all the
+        # sending, and it would only ever see the finished store (a race of the test, not of the collector)
+        assert reader.stdout is not None
+        first = reader.stdout.readline()
+        assert first.strip() == "reading", first + reader.stdout.read()
         senders = [subprocess.Popen([sys.executable, str(tmp_path / "app.py"), col.endpoint, f"app{i}",
                                      str(per_app)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                    for i in range(apps)]
