@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from llmtrace.tracer.record import untrusted_text
+from llmtrace.tracer.record.orthography import count_unwritten, strip_unwritten
 
 _INVISIBLE, _BIDI = untrusted_text.INVISIBLE, untrusted_text.BIDI  # one definition, shared with the prompt segments
 _NBSP = re.compile("[\u00a0\u2007\u202f]")
@@ -50,13 +51,14 @@ def count_chars(text: str) -> CharCounts:
         if _LATIN.search(word):  # look-alikes only deceive inside Latin words
             confusables += len(_CONF_ONE.findall(word))
     return CharCounts(
-        invisible=len(_INVISIBLE.findall(text)),
+        invisible=count_unwritten(_INVISIBLE, text),  # (a joiner that is a word's spelling is not hidden)
         bidi=len(_BIDI.findall(text)),
-        nbsp=len(_NBSP.findall(text)),
+        nbsp=count_unwritten(_NBSP, text),
         confusables=confusables,
     )
 
 
 def strip_hidden(text: str) -> str:
-    """Remove invisible characters and bidi controls; turn non-breaking spaces into plain spaces."""
-    return _NBSP.sub(" ", _BIDI.sub("", _INVISIBLE.sub("", text)))
+    """Remove invisible characters and bidi controls; turn non-breaking spaces into plain spaces (those that
+    are the text's spelling stay: tracer/record/orthography.py)."""
+    return strip_unwritten(_NBSP, _BIDI.sub("", strip_unwritten(_INVISIBLE, text)), " ")

@@ -7,6 +7,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
+from llmtrace.tracer.record.orthography import written
+
 Form = Literal["nfc", "nfkc", "none"]
 
 # Zero-width, word-joiner, BOM, soft hyphen and bidi controls: they render as nothing but cost tokens and
@@ -48,14 +50,18 @@ class NormalizationPolicy:
 
     def apply(self, text: str) -> tuple[str, NormalizationCounts]:
         counts = NormalizationCounts()
-        if not text:
+        if not text or text.isascii():  # nothing to count, and ASCII is in every normal form
             return text, counts
-        counts.nbsp = sum(1 for ch in text if ord(ch) in _NBSP)
-        counts.invisible_chars = sum(1 for ch in text if _is_invisible(ch))
+        # (a joiner or no-break space that is the text's spelling, tracer/record/orthography.py, is neither
+        # counted nor stripped: Persian words and family emoji keep theirs)
+        counts.nbsp = sum(1 for i, ch in enumerate(text) if ord(ch) in _NBSP and not written(text, i))
+        hidden = [i for i, ch in enumerate(text) if _is_invisible(ch) and not written(text, i)]
+        counts.invisible_chars = len(hidden)
         counts.confusables = _count_confusables(text)
         out = text
-        if self.strip_invisible and counts.invisible_chars:
-            out = "".join(ch for ch in out if not _is_invisible(ch))
+        if self.strip_invisible and hidden:
+            drop = set(hidden)
+            out = "".join(ch for i, ch in enumerate(text) if i not in drop)
             counts.chars_changed += len(text) - len(out)
         if self.form != "none":
             form: Literal["NFC", "NFKC"] = "NFC" if self.form == "nfc" else "NFKC"

@@ -12,12 +12,14 @@ The rules are general, not tuned to one phrasing: a passage is a paragraph (blan
 separated) of at least ``MIN_CHARS`` characters; a passage is labelled when it opens with an id of its own
 (``[3]``, ``[kb-12]``, ``Doc 2:``, ``Source: x.pdf``, ``id=...``) or carries one in its tag; the block is
 delimited when its passages are wrapped in tags, headed by markdown headings, fenced, or separated by rule
-lines (a blank line alone does not tell the model where one source ends).
+lines (a blank line alone does not tell the model where one source ends), or sent as JSON objects (an
+array, an object holding one, or one a line), each labelled by an id-like key (``id``, ``doc_id``, ``url``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -73,6 +75,9 @@ _LABEL = re.compile(
 # id=, key=, source=, ... and their prefixed forms (doc_id=, data-key=)
 _ID_ATTR = re.compile(r"(?<![\w-])(?:[\w-]*[_-])?(?:id|key|source|src|name|title|ref|url)\s*=", re.IGNORECASE)
 _QUESTION = re.compile(r"^[ \t]*(?:question|query|q|task|user|instructions?|answer)[ \t]*:", re.IGNORECASE)
+# a JSON document's key that names it (its id, source or title), not its content
+_JSON_LABEL = re.compile(r"(?:[\w-]*[_-])?(?:id|key|source|src|url|uri|title|name|ref|path|file)|[a-z]+Id", re.IGNORECASE)
+_JSON_START = re.compile(r"^[ \t]*[\[{]", re.MULTILINE)
 _WS = re.compile(r"\s+")
 _BULLET = re.compile(r"^[-*+•][ \t]+")
 _TAG = re.compile(r"</?[A-Za-z][\w-]*[^>]*>")
@@ -178,6 +183,9 @@ def _shape_one(text: str) -> EvidenceShape | None:
     if cue is None:
         return None
     block = text[cue.end():]
+    documents = _json_documents(block)
+    if documents is not None:  # passages as JSON objects: each is delimited, and labelled by an id key
+        return _result([t for t, _ in documents], [label for _, label in documents], "json", tagged_ids=False)
     if len(passages) < 2:  # one passage a line, no blank lines between them
         passages = [p for p in _paragraphs(block.replace("\n", "\n\n")) if "\n" not in p]
         if len(passages) < 2:
@@ -194,6 +202,46 @@ def _shape_one(text: str) -> EvidenceShape | None:
     if delimiter == "none" and all(labels):
         delimiter = "label"  # each passage opens with its own id: the id is the boundary
     return _result(passages, labels, delimiter, tagged_ids=False)
+
+
+def _json_documents(block: str) -> list[tuple[str, str | None]] | None:
+    """Passages given as JSON right after the cue: an array of objects (or an object holding one), or one
+    object a line; each passage is an object's longest string, labelled by its id-like key's value. None
+    when the block does not open with such JSON or it holds fewer than two passages."""
+    start = _JSON_START.search(block)
+    if start is None or block[:start.start()].strip():
+        return None
+    at = start.end() - 1
+    decoder = json.JSONDecoder()
+    try:
+        doc, _ = decoder.raw_decode(block, at)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict):
+        lists = [v for v in doc.values() if isinstance(v, list)]
+        doc = lists[0] if len(lists) == 1 else [doc]
+    if isinstance(doc, list) and len(doc) == 1 and block[at] == "{":  # perhaps one object a line (JSON Lines)
+        doc = []
+        for line in block[at:].splitlines():
+            if not line.strip():
+                break
+            try:
+                doc.append(json.loads(line))
+            except ValueError:
+                break
+    if not isinstance(doc, list):
+        return None
+    out: list[tuple[str, str | None]] = []
+    for item in doc:
+        if not isinstance(item, dict):
+            return None
+        strings = [v for v in item.values() if isinstance(v, str)]
+        body = max(strings, key=len, default="")
+        if len(body) >= MIN_CHARS:
+            label = next((str(v) for k, v in item.items() if _JSON_LABEL.fullmatch(str(k)) and isinstance(v, (str, int))
+                          and v != body and str(v).strip()), None)
+            out.append((body, label))
+    return out if len(out) >= 2 else None
 
 
 def _result(passages: list[str], labels: list[str | None], delimiter: str, *, tagged_ids: bool) -> EvidenceShape:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from llmtrace.tracer.record.digest_cache import DigestCache, digest
+from llmtrace.tracer.record.orthography import count_unwritten
 
 # what a reader cannot see: invisible characters and bidirectional controls (also the client's
 # intake.normalization counts, adapters/textscan.py, so a segment and its normalization agree)
@@ -148,4 +149,6 @@ def first_mark(text: str) -> str:
 
 
 def hidden_chars(text: str) -> int:
-    return 0 if text.isascii() else len(HIDDEN.findall(text))
+    """How many characters of ``text`` a reader cannot see (not counting those that are its spelling:
+    tracer/record/orthography.py)."""
+    return 0 if text.isascii() else count_unwritten(HIDDEN, text)

@@ -45,7 +45,7 @@ STAGES: tuple[Stage, ...] = (
            V("llmtrace.evidence.chunks_out", "int", "chunks", "chunks placed in the prompt"),
            V("llmtrace.evidence.duplicates_removed", "int", "chunks", "duplicates dropped"),
            V("llmtrace.evidence.id_scheme", "str", "", "how chunks are labelled (none, index, source_id)"),
-           V("llmtrace.evidence.delimiter", "str", "", "delimiter scheme (none, xml, markdown, fenced)"),
+           V("llmtrace.evidence.delimiter", "str", "", "delimiter scheme (none, xml, markdown, fenced, rule, label, json)"),
            V("llmtrace.evidence.unlabelled", "int", "items", "evidence items without a source label"),
            V("llmtrace.evidence.duplicates_sent", "int", "chunks", "identical passages that reached the model more than once", when="read off the wire, when a prompt pastes retrieved passages"),
            V("llmtrace.evidence.observed", "str", "", "wire when the client middleware read the passages' shape from the prompt (counts only, never the text)", when="read off the wire, when a prompt pastes retrieved passages")),
