@@ -97,8 +97,16 @@ def wire_facts(texts: list[str], *, max_chars: int = 200_000) -> dict[str, str]:
     return wire_facts_since(texts, None, max_chars=max_chars).labels
 
 
-def wire_facts_since(texts: list[str], memo: FactMemo | None, *, max_chars: int = 200_000) -> FactMemo:
-    """``wire_facts`` of ``texts``, reading again only the texts ``memo`` (an earlier request's) lacks."""
+def text_digest(text: str) -> bytes:
+    """What a text is known by, in a fact memo and in the middleware's conversations."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def wire_facts_since(
+    texts: list[str], memo: FactMemo | None, *, max_chars: int = 200_000, digests: list[bytes] | None = None
+) -> FactMemo:
+    """``wire_facts`` of ``texts``, reading again only the texts ``memo`` (an earlier request's) lacks;
+    ``digests``, when the caller has them, are the texts' ``text_digest``s (not computed again)."""
     from llmtrace.tracer import capture
 
     full = capture.mode() == "full"
@@ -107,10 +115,10 @@ def wire_facts_since(texts: list[str], memo: FactMemo | None, *, max_chars: int 
     out: dict[str, str] = {}
     by_text: dict[tuple[bytes, int], tuple[str, ...]] = {}
     budget = max_chars
-    for text in texts:
+    for i, text in enumerate(texts):
         if budget <= 0:
             break
-        key = (hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest(), max_chars - budget)
+        key = (digests[i] if digests is not None else text_digest(text), max_chars - budget)
         text = text[:budget]
         budget -= len(text)
         known = old.by_text.get(key) if old is not None else None

@@ -59,7 +59,7 @@ def session(session_id: str, user: str | None = None) -> Iterator[None]:
 class Message:
     role: str
     digest: bytes  # chained: covers this message and every one before it
-    tool_calls: list[tuple[str, str, str]]  # (call id, name, argument hash) asked for in this message
+    tool_calls: list[tuple[str, str, str]]  # (call id, name, arguments' key: _args_key) asked for in this message
     tool_results: list[tuple[str, int]]  # (call id, result chars) answered in this message
 
 
@@ -119,15 +119,26 @@ class Anchor:
         self.context = trace.set_span_in_context(NonRecordingSpan(pass_span.otel_span.get_span_context()))
 
 
-def _h(value: object) -> str:
+def _canonical(value: object) -> bytes:
     try:
-        return hashlib.blake2b(dumps(value, option=OPT_SORT_KEYS), digest_size=8).hexdigest()
+        return dumps(value, option=OPT_SORT_KEYS)
     except TypeError:
-        return hashlib.blake2b(str(value).encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+        return str(value).encode("utf-8", "surrogatepass")
 
 
-def _digest(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+def _h(value: object) -> str:
+    return hashlib.blake2b(_canonical(value), digest_size=8).hexdigest()
+
+
+def _args_key(arguments: object) -> str:
+    """What tells two calls' arguments apart: the JSON string itself as the SDKs send it (no hash needed
+    for an equality test), else a digest of the canonical JSON (Anthropic's parsed ``input``)."""
+    return arguments if isinstance(arguments, str) else _h(arguments)
+
+
+def _chained(parent: bytes, value: object) -> bytes:
+    """The chain's next digest: ``value`` hashed once, keyed by the digest before it (``b""`` first)."""
+    return hashlib.blake2b(_canonical(value), digest_size=16, key=parent).digest()
 
 
 def _shrunk(conv: Conversation, view: View) -> bool:
@@ -169,20 +180,20 @@ def _tools_of(m: Mapping[str, Any]) -> tuple[list[tuple[str, str, str]], list[tu
         results.append((str(m.get("tool_call_id", "")), len(str(m.get("content", "")))))
     kind = m.get("type")
     if kind == "function_call":  # Responses API items
-        calls.append((str(m.get("call_id", "")), str(m.get("name", "")), _h(m.get("arguments"))))
+        calls.append((str(m.get("call_id", "")), str(m.get("name", "")), _args_key(m.get("arguments"))))
     elif kind == "function_call_output":
         results.append((str(m.get("call_id", "")), len(str(m.get("output", "")))))
     for tc in m.get("tool_calls") or ():
         fn = tc.get("function") if isinstance(tc, Mapping) else None
         if isinstance(fn, Mapping):
-            calls.append((str(tc.get("id", "")), str(fn.get("name", "")), _h(fn.get("arguments"))))
+            calls.append((str(tc.get("id", "")), str(fn.get("name", "")), _args_key(fn.get("arguments"))))
     content = m.get("content")
     if isinstance(content, list):  # Anthropic blocks
         for part in content:
             if not isinstance(part, Mapping):
                 continue
             if part.get("type") == "tool_use":
-                calls.append((str(part.get("id", "")), str(part.get("name", "")), _h(part.get("input"))))
+                calls.append((str(part.get("id", "")), str(part.get("name", "")), _args_key(part.get("input"))))
             elif part.get("type") == "tool_result":
                 results.append((str(part.get("tool_use_id", "")), len(str(part.get("content", "")))))
     return calls, results
@@ -194,9 +205,9 @@ def read_messages(body: Mapping[str, object]) -> list[Message]:
     parent = b""
     for key in ("system", "instructions"):  # Anthropic system / Responses instructions lead the chain
         if body.get(key):
-            parent = hashlib.blake2b(parent + _h(body[key]).encode(), digest_size=16).digest()
+            parent = _chained(parent, body[key])
     for m in _messages(body):
-        parent = hashlib.blake2b(parent + _h(m).encode(), digest_size=16).digest()
+        parent = _chained(parent, m)
         calls, results = _tools_of(m)
         out.append(Message(str(m.get("role") or m.get("type") or "item"), parent, calls, results))
     return out
@@ -280,10 +291,11 @@ class Tracker:
             # The system prompt and the turns, as the model sees them (the tools are not said in turns).
             said = [(kind, text) for kind, text in segments if kind != "tools"]
             texts = [text for _, text in said]
+            digests = [compaction.text_digest(t) for t in texts]  # each text hashed once: the fact memo keys on them too
             # Only the turns the conversation's last request lacked are read again (compaction.FactMemo).
-            view.facts = compaction.wire_facts_since(texts, conv.facts if conv is not None else None)
+            view.facts = compaction.wire_facts_since(texts, conv.facts if conv is not None else None, digests=digests)
             view.text_chars = sum(len(t) for t in texts)
-            view.texts = [(_digest(t), len(t), kind == "system") for kind, t in said]
+            view.texts = [(d, len(t), kind == "system") for d, (kind, t) in zip(digests, said, strict=True)]
         user = explicit[1] if explicit and explicit[1] else (_private(wire_user) if wire_user else None)
         if conv is None:
             view.session_id = sid or uuid.uuid4().hex
