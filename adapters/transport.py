@@ -47,15 +47,28 @@ class _StreamMixin:
 
 
 # The chunk loops stay written out twice (sync and async): a shared helper would cost a call per chunk.
+# Each has two loops, chosen once per stream: as the chunks came, or without the usage the middleware
+# asked for (``call.strip``, set before the stream is wrapped and not changed after).
 class _SyncStreamMixin(_StreamMixin):
     __slots__ = ()
 
     def __iter__(self) -> Iterator[bytes]:
         call = self._call
+        strip = call.strip
         try:
-            for chunk in self._inner:
-                call.feed(chunk)
-                yield chunk
+            if strip is None:
+                for chunk in self._inner:
+                    call.feed(chunk)
+                    yield chunk
+            else:
+                for chunk in self._inner:
+                    call.feed(chunk)
+                    out = strip.feed(chunk)
+                    if out:
+                        yield out
+                tail = strip.flush()
+                if tail:
+                    yield tail
         except GeneratorExit:
             raise
         except BaseException as exc:
@@ -66,68 +79,6 @@ class _SyncStreamMixin(_StreamMixin):
     def close(self) -> None:
         try:
             self._inner.close()
-        finally:
-            self._call.finish_closed()
-
-
-class _SyncStripMixin(_StreamMixin):
-    """The sync stream when the middleware asked for usage: the app reads it without the additions."""
-
-    __slots__ = ()
-
-    def __iter__(self) -> Iterator[bytes]:
-        call = self._call
-        strip = call.strip
-        assert strip is not None  # _wrap_stream picks this wrapper only for a call that strips usage
-        try:
-            for chunk in self._inner:
-                call.feed(chunk)
-                out = strip.feed(chunk)
-                if out:
-                    yield out
-            tail = strip.flush()
-            if tail:
-                yield tail
-        except GeneratorExit:
-            raise
-        except BaseException as exc:
-            call.finish_error(exc)
-            raise
-        call.finish_eof()
-
-    def close(self) -> None:
-        try:
-            self._inner.close()
-        finally:
-            self._call.finish_closed()
-
-
-class _AsyncStripMixin(_StreamMixin):
-    __slots__ = ()
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        call = self._call
-        strip = call.strip
-        assert strip is not None  # _wrap_stream picks this wrapper only for a call that strips usage
-        try:
-            async for chunk in self._inner:
-                call.feed(chunk)
-                out = strip.feed(chunk)
-                if out:
-                    yield out
-            tail = strip.flush()
-            if tail:
-                yield tail
-        except GeneratorExit:
-            raise
-        except BaseException as exc:
-            call.finish_error(exc)
-            raise
-        call.finish_eof()
-
-    async def aclose(self) -> None:
-        try:
-            await self._inner.aclose()
         finally:
             self._call.finish_closed()
 
@@ -137,10 +88,21 @@ class _AsyncStreamMixin(_StreamMixin):
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         call = self._call
+        strip = call.strip
         try:
-            async for chunk in self._inner:
-                call.feed(chunk)
-                yield chunk
+            if strip is None:
+                async for chunk in self._inner:
+                    call.feed(chunk)
+                    yield chunk
+            else:
+                async for chunk in self._inner:
+                    call.feed(chunk)
+                    out = strip.feed(chunk)
+                    if out:
+                        yield out
+                tail = strip.flush()
+                if tail:
+                    yield tail
         except GeneratorExit:
             raise
         except BaseException as exc:
@@ -195,7 +157,7 @@ def _hook_trace(request: Any, call: Call, make_hook: Any) -> None:
         call._fault(exc)
 
 
-def _wrap_stream(response: Any, call: Call, name: str, mixin: type, strip_mixin: type) -> None:
+def _wrap_stream(response: Any, call: Call, name: str, mixin: type) -> None:
     """Note the headers and swap the response's byte stream for our wrapper around it."""
     call.on_headers(response)
     content = getattr(response, "_content", None)
@@ -206,8 +168,6 @@ def _wrap_stream(response: Any, call: Call, name: str, mixin: type, strip_mixin:
         call.feed(content)
         call.finish_eof()
         return
-    if call.strip is not None:
-        mixin = strip_mixin
     try:
         wrapper = _wrapper_class(response.stream, name, mixin)(response.stream, call)
         # A response dropped unread and unclosed still ends its span (as cancelled) when collected.
@@ -244,7 +204,7 @@ class InstrumentedTransport(_Wrapping, httpx.BaseTransport):
         except BaseException as exc:
             call.finish_error(exc)
             raise
-        _wrap_stream(response, call, "SyncByteStream", _SyncStreamMixin, _SyncStripMixin)
+        _wrap_stream(response, call, "SyncByteStream", _SyncStreamMixin)
         return response
 
     def close(self) -> None:
@@ -271,7 +231,7 @@ class AsyncInstrumentedTransport(_Wrapping, httpx.AsyncBaseTransport):
         except BaseException as exc:
             call.finish_error(exc)
             raise
-        _wrap_stream(response, call, "AsyncByteStream", _AsyncStreamMixin, _AsyncStripMixin)
+        _wrap_stream(response, call, "AsyncByteStream", _AsyncStreamMixin)
         return response
 
     async def aclose(self) -> None:
