@@ -53,8 +53,6 @@ class AnthropicParser:
     def on_chunk(self, event: bytes | None, data: bytes, t_ns: int) -> None:
         o = self.obs
         msg = o.stream_event(data, t_ns)
-        if msg is None:
-            return
         kind = msg.get("type")
         if kind == "content_block_delta":
             delta = msg.get("delta")

@@ -113,12 +113,13 @@ class Observation:
             return [("tools", _as_sent(tools))]
         return []
 
-    def stream_event(self, data: bytes, t_ns: int) -> Message | None:
-        """Count one streamed chunk and parse its JSON; None (noted once as malformed) if not an object."""
+    def stream_event(self, data: bytes, t_ns: int) -> Message:
+        """Count one streamed chunk and parse its JSON; empty (noted once as malformed) if not an object,
+        so a typed stream's dispatch on ``msg.get("type")`` passes it by with no check of its own."""
         if not self.first_chunk_ns:
             self.first_chunk_ns = t_ns
         self.chunks += 1
-        return self._parse(data, "malformed_event")
+        return self._parse(data, "malformed_event") or {}
 
     def body(self, data: bytes) -> Message | None:
         """Parse a buffered response body; None (noted as malformed) if it is not a JSON object."""

@@ -67,7 +67,7 @@ class OpenAIParser:
             o.done = True
             return
         msg = o.stream_event(data, t_ns)
-        if msg is None:
+        if not msg:
             return
         if "error" in msg:
             self.obs.provider_error(msg["error"], "code")

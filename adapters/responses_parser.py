@@ -69,8 +69,6 @@ class ResponsesParser:
     def on_chunk(self, event: bytes | None, data: bytes, t_ns: int) -> None:
         o = self.obs
         msg = o.stream_event(data, t_ns)
-        if msg is None:
-            return
         kind = msg.get("type")
         if kind == "response.output_text.delta":
             delta = msg.get("delta")
