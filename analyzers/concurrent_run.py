@@ -9,11 +9,12 @@ the analyzers that do not read it. Findings come back in the analyzers' order, w
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
+
+import duckdb
 
 from llmtrace.analyzers.finding import Finding
 from llmtrace.analyzers.query import Query
@@ -24,15 +25,20 @@ if TYPE_CHECKING:
 MAX_THREADS = 4  # past a few, threads only queue on the cores DuckDB's own threads already use
 
 
-def default_threads() -> int:
-    return max(1, min(MAX_THREADS, os.cpu_count() or 1))
+def default_threads(q: Query) -> int:
+    """As many as the connection's DuckDB may use cores (its ``threads`` setting: what it detected, or what the
+    user capped it at), up to MAX_THREADS."""
+    if not isinstance(q.conn, duckdb.DuckDBPyConnection):  # (ClickHouse: one by one)
+        return 1
+    row = q.conn.execute("SELECT current_setting('threads')").fetchone()
+    return max(1, min(MAX_THREADS, int(row[0]) if row else 1))
 
 
 def analyze_all(q: Query, analyzers: Sequence[Analyzer], threads: int | None = None) -> list[list[Finding]]:
-    """Each analyzer's findings over ``q``, in the order given: with ``threads`` > 1 (default: the cores, up
-    to MAX_THREADS) and a connection that can be shared (:meth:`Query.shareable`), several at once; else one
-    by one on ``q`` itself. ``q`` stays the caller's to release."""
-    n = min(default_threads() if threads is None else threads, len(analyzers))
+    """Each analyzer's findings over ``q``, in the order given: with ``threads`` > 1 (default:
+    :func:`default_threads`) and a connection that can be shared (:meth:`Query.shareable`), several at once;
+    else one by one on ``q`` itself. ``q`` stays the caller's to release."""
+    n = min(default_threads(q) if threads is None else threads, len(analyzers))
     if n < 2 or not q.shareable():
         return [a.analyze(q.conn, q.since_ns, query=q) for a in analyzers]
     # the analyzers that never read the pass table go first: they fill the time the first thread builds it

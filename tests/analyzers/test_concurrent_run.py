@@ -127,3 +127,18 @@ def test_a_failing_analyzer_stops_the_run_and_leaves_nothing_behind(stores: dict
             q.release()
         assert (_attached(conn), _temp_tables(conn)) == before
         assert run_analyzers(conn, threads=2) == run_analyzers(conn, threads=1)  # the connection still works
+
+
+def test_a_duckdb_capped_at_one_thread_runs_them_one_by_one(stores: dict[str, Path]) -> None:
+    """The default follows the connection's own ``threads`` setting: a user who capped DuckDB at one core gets
+    no analyzer threads (the pass table stays a temporary table of the connection, no catalog is attached)."""
+    with read_store(stores["spans"]) as conn:
+        for setting, forked in ((1, False), (2, True)):
+            conn.execute(f"SET threads = {setting}")
+            q = Query(conn)
+            try:
+                found = analyze_all(q, list(ANALYZERS.values()))
+                assert ("." in q.passes) == forked and len(_attached(conn)) == 1 + forked
+            finally:
+                q.release()
+            assert any(found)
