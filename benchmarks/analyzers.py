@@ -10,40 +10,29 @@ reads them from the per-pass table today's writer keeps beside the same spans (t
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from synthetic_store import PLANTED, make_store  # noqa: E402
+from synthetic_store import PLANTED, bench_store  # noqa: E402
 
 from common import diagnose_spans_and_kept, keep_pass_table  # noqa: E402
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--passes", type=int, default=100_000)
-    ap.add_argument("--store", help="reuse (or keep) the synthetic store at this path")
-    args = ap.parse_args()
+    store = bench_store(__doc__.splitlines()[0])
+    path, suffix, tmp = store.path, store.suffix, store.tmp
 
     from llmtrace.analyzers import ANALYZERS
     from llmtrace.analyzers.query import Query
     from llmtrace.tracer.storage.store import read_connection
 
-    tmp = tempfile.TemporaryDirectory()
-    path = Path(args.store) if args.store else Path(tmp.name) / "synthetic.duckdb"
-    t = time.perf_counter()
-    if not path.exists():
-        make_store(path, passes=args.passes, seed=0)
-    build_s = time.perf_counter() - t
-    results: dict[str, object] = {"passes": args.passes, "store_build_s": round(build_s, 2)}
-    suffix = "100k" if args.passes == 100_000 else str(args.passes)
+    results: dict[str, object] = {"passes": store.args.passes, "store_build_s": round(store.build_s, 2)}
     # The same store with the pass table its writer keeps (tracer/storage/pass_table.py: a store the
     # collector or the in-app exporter wrote has it; make_store writes spans alone): a copy, so the store
     # named by --store stays as it was. The passes then come from that table instead of every pass span's JSON.

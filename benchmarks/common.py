@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,6 +80,14 @@ def keep_pass_table(path: Path) -> float:
         return time.perf_counter() - t
 
 
+def timed_run(run: Callable[[], list]) -> DiagnoseRun:
+    """One timed ``run()`` (every analyzer, as ``diagnose`` runs them): wall and CPU seconds, what it found.
+    Also the timing of benchmarks/diagnose_vs_ref.py's processes, which load this file on its own."""
+    t, c = time.perf_counter(), cpu_s()
+    findings = run()
+    return DiagnoseRun(time.perf_counter() - t, cpu_s() - c, findings)
+
+
 def diagnose_spans_and_kept(spans_db: Path, kept_db: Path, rounds: int, warm: bool = False,
                             one_thread: bool = False) -> dict[str, list[DiagnoseRun]]:
     """``rounds`` timed runs of every analyzer (what ``llmtrace diagnose`` runs) per mode, alternated (with
@@ -102,7 +111,5 @@ def diagnose_spans_and_kept(spans_db: Path, kept_db: Path, rounds: int, warm: bo
                     raise RuntimeError(f"{mode}: the kept pass table is {'not ' if kept else ''}bound")
                 if warm:  # the timed run then finds the connection's caches filled, as d50ff3b's baseline did
                     run_analyzers(conn, threads=threads)
-                t, c = time.perf_counter(), cpu_s()
-                findings = run_analyzers(conn, threads=threads)
-                runs[mode].append(DiagnoseRun(time.perf_counter() - t, cpu_s() - c, findings))
+                runs[mode].append(timed_run(lambda: run_analyzers(conn, threads=threads)))  # noqa: B023 (run at once)
     return runs

@@ -32,9 +32,10 @@ _ROOT = Path(__file__).resolve().parent.parent
 # the top-level folders setup.py maps onto llmtrace's sub-packages (a ref may lack some: skipped)
 _FOLDERS = ("tracer", "adapters", "backend", "analyzers", "tui", "report")
 
-# One timing process. argv: store, package root (or "" for the installed working tree).
+# One timing process. argv: store, package root (or "" for the installed working tree), this benchmarks/
+# common.py (loaded from its file: its timing, nothing of llmtrace's at import, so it serves either tree).
 _CHILD = r"""
-import json, resource, sys, time
+import importlib.util, json, sys
 if sys.argv[2]:
     sys.path.insert(0, sys.argv[2])
 import llmtrace.analyzers as A
@@ -42,17 +43,15 @@ try:
     from llmtrace.tracer.storage.store import read_store as opener
 except ImportError:  # a ref from before tracer/ was split into sub-packages
     from llmtrace.tracer.store import read_connection as opener
-def cpu():
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
+spec = importlib.util.spec_from_file_location("bench_common", sys.argv[3])
+common = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = common  # its dataclasses look their module up
+spec.loader.exec_module(common)
 with opener(sys.argv[1]) as conn:
     A.run_analyzers(conn)
-    wall = cpu_s = float("inf")
-    for _ in range(3):
-        t, c = time.perf_counter(), cpu()
-        found = A.run_analyzers(conn)
-        wall, cpu_s = min(wall, time.perf_counter() - t), min(cpu_s, cpu() - c)
-print("RESULT " + json.dumps({"wall": wall, "cpu": cpu_s, "findings": len(found), "from": A.__file__}))
+    runs = [common.timed_run(lambda: A.run_analyzers(conn)) for _ in range(3)]
+print("RESULT " + json.dumps({"wall": min(r.wall_s for r in runs), "cpu": min(r.cpu_s for r in runs),
+                              "findings": len(runs[-1].findings), "from": A.__file__}))
 """
 
 # Builds a store with a tree's own synthetic_store.py. argv: package root, benchmarks dir, path, passes.
@@ -114,7 +113,8 @@ def main() -> None:
     loads: list[float] = []
     for _ in range(args.rounds):
         for side, (root, _bench, store) in sides.items():
-            line = next(x for x in _run(_CHILD, str(store), root).splitlines() if x.startswith("RESULT "))
+            out = _run(_CHILD, str(store), root, str(_ROOT / "benchmarks" / "common.py"))
+            line = next(x for x in out.splitlines() if x.startswith("RESULT "))
             got = json.loads(line[len("RESULT "):])
             if (side == "ref") != (str(tmp) in got["from"]):
                 raise SystemExit(f"{side}: imported the wrong tree ({got['from']})")

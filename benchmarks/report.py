@@ -9,17 +9,15 @@ browser-side library would add (Plotly's, when plotly is installed). Targets: â‰
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from synthetic_store import make_store  # noqa: E402
+from synthetic_store import bench_store  # noqa: E402
 
 from common import cpu_s as _cpu_s  # noqa: E402
 from common import save  # noqa: E402
@@ -65,22 +63,14 @@ def chart_costs() -> dict[str, object]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--passes", type=int, default=100_000)
-    ap.add_argument("--store", help="reuse (or keep) the synthetic store at this path")
-    args = ap.parse_args()
+    store = bench_store(__doc__.splitlines()[0])
+    path, suffix, tmp = store.path, store.suffix, store.tmp
 
     from llmtrace.analyzers import run_analyzers
     from llmtrace.report import Options, build_report
     from llmtrace.tracer.storage.store import read_connection
 
-    tmp = tempfile.TemporaryDirectory()
-    path = Path(args.store) if args.store else Path(tmp.name) / "synthetic.duckdb"
-    t = time.perf_counter()
-    if not path.exists():
-        make_store(path, passes=args.passes, seed=0)
-    suffix = "100k" if args.passes == 100_000 else str(args.passes)
-    results: dict[str, object] = {"passes": args.passes, "store_build_s": round(time.perf_counter() - t, 2)}
+    results: dict[str, object] = {"passes": store.args.passes, "store_build_s": round(store.build_s, 2)}
     with read_connection(path) as conn:
         _, diag_s, diag_cpu = _timed(lambda: run_analyzers(conn))
         report, rep_s, rep_cpu = _timed(lambda: build_report(conn, Options(source=str(path))))

@@ -13,9 +13,13 @@ pass numbers; everything else looks healthy.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
+import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without install
@@ -223,3 +227,32 @@ if __name__ == "__main__":
     t = time.perf_counter()
     make_store(a.path, a.passes, a.seed)
     print(f"wrote {a.path}: {a.passes} passes in {time.perf_counter() - t:.1f}s")
+
+
+@dataclass
+class BenchStore:
+    """The store a benchmark over a synthetic store reads, with its command line (``--passes``, ``--store``)."""
+
+    args: argparse.Namespace
+    path: Path
+    build_s: float  # seconds to make it (about 0 when --store named one that exists)
+    suffix: str  # the results' key suffix: "100k" at the default size, else the pass count
+    tmp: tempfile.TemporaryDirectory[str]  # where a store not named by --store lives, and scratch files
+
+
+def bench_store(description: str, *, name: str = "synthetic.duckdb",
+                more_args: Callable[[argparse.ArgumentParser], object] | None = None) -> BenchStore:
+    """Parse ``--passes``/``--store`` (and what ``more_args`` adds), make the store if it is missing."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--passes", type=int, default=100_000)
+    ap.add_argument("--store", type=Path, default=None, help="reuse (or keep) the synthetic store at this path")
+    if more_args is not None:
+        more_args(ap)
+    args = ap.parse_args()
+    tmp = tempfile.TemporaryDirectory(prefix="llmtrace-bench-")
+    path = args.store or Path(tmp.name) / name
+    t = time.perf_counter()
+    if not path.exists():
+        make_store(path, passes=args.passes, seed=0)
+    suffix = "100k" if args.passes == 100_000 else str(args.passes)
+    return BenchStore(args, path, time.perf_counter() - t, suffix, tmp)
