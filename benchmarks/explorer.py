@@ -23,7 +23,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +30,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
+
+from synthetic_store import bench_store  # noqa: E402
 
 from common import cpu_s, keep_pass_table, save  # noqa: E402
 
@@ -105,27 +106,15 @@ def findings_refresh(path: Path, tmp: Path, rounds: int = 3) -> dict[str, object
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--passes", type=int, default=100_000)
-    parser.add_argument("--store", type=Path, default=None, help="reuse this store (made if missing)")
-    parser.add_argument("--findings-only", action="store_true",
+    def findings_only(ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--findings-only", action="store_true",
                         help="only the findings refresh and the kept-table cache view (results/explorer_findings.json)")
-    args = parser.parse_args()
+
+    store = bench_store(__doc__.splitlines()[0], name="explorer.duckdb", more_args=findings_only)
+    args, path, tmp, made_s = store.args, store.path, store.tmp, store.build_s
 
     from llmtrace.tui.data.filter_expr import compile_filter
     from llmtrace.tui.data.store_reader import StoreReader
-
-    tmp = tempfile.TemporaryDirectory(prefix="llmtrace-explorer-")
-    path = args.store or Path(tmp.name) / "explorer.duckdb"
-    made_s = 0.0
-    if not path.exists():
-        try:
-            from synthetic_store import make_store
-        except ImportError:  # keep the benchmark usable on its own
-            raise SystemExit("benchmarks/synthetic_store.py is needed to build the store") from None
-        t = time.perf_counter()
-        make_store(path, passes=args.passes, seed=0)
-        made_s = time.perf_counter() - t
 
     reader = StoreReader(path)
     stamp = reader.check()
