@@ -11,6 +11,7 @@ import httpx
 import openai
 import pytest
 from adapters_store import client_pass, rows, stages_of, wait_for
+from adapters_tools import WEATHER_TOOL
 
 from llmtrace.adapters import instrument, is_instrumented, uninstrument
 from llmtrace.adapters.loops import Tools, as_tool_call
@@ -18,19 +19,6 @@ from llmtrace.adapters.transport import AsyncInstrumentedTransport, Instrumented
 
 SYSTEM = "You are a support agent. Current time: 2026-11-29T10:15:00Z. Answer briefly."
 MSGS = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Where is my parcel?"}]
-WEATHER_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Weather for a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string", "enum": ["Oslo", "Paris"]}},
-            "required": ["city"],
-            "additionalProperties": False,
-        },
-    },
-}
 
 
 def _openai(server: Any, **kw: Any) -> openai.OpenAI:

@@ -17,6 +17,7 @@ import openai
 import pytest
 from adapters_fake_provider import FakeProvider, Script, fake_provider, sse
 from adapters_store import assert_no_text, client_pass, rows, stages_of
+from adapters_tools import WEATHER_TOOL
 
 from llmtrace.adapters import instrument
 
@@ -235,34 +236,19 @@ def test_plain_text_and_fenced_answers(provider: FakeProvider, traced: Path) -> 
 
 
 # ── 5. sessions; an agent turn with tool round trips is one trace ───────────────────────────
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Weather for a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string", "enum": ["Oslo", "Paris"]}},
-            "required": ["city"],
-            "additionalProperties": False,
-        },
-    },
-}
-
-
 def _agent_turns(client: Any, user: str | None = None) -> list[dict[str, Any]]:
     """Question -> tool call -> tool result -> answer, then a second question: what an agent sends."""
     extra: dict[str, Any] = {"user": user} if user else {}
     msgs: list[Any] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Weather in Oslo today?"}]
     forced = {"type": "function", "function": {"name": "get_weather"}}
     r = client.chat.completions.create(
-        model="tiny", messages=msgs, tools=[WEATHER], tool_choice=forced, max_tokens=30, **extra
+        model="tiny", messages=msgs, tools=[WEATHER_TOOL], tool_choice=forced, max_tokens=30, **extra
     )
     call = r.choices[0].message.tool_calls[0]
     msgs += [r.choices[0].message, {"role": "tool", "tool_call_id": call.id, "content": "Sunny and 21 degrees in Oslo"}]
-    r2 = client.chat.completions.create(model="tiny", messages=msgs, tools=[WEATHER], max_tokens=4, **extra)
+    r2 = client.chat.completions.create(model="tiny", messages=msgs, tools=[WEATHER_TOOL], max_tokens=4, **extra)
     msgs += [r2.choices[0].message, {"role": "user", "content": "And tomorrow in Paris?"}]
-    client.chat.completions.create(model="tiny", messages=msgs, tools=[WEATHER], max_tokens=4, **extra)
+    client.chat.completions.create(model="tiny", messages=msgs, tools=[WEATHER_TOOL], max_tokens=4, **extra)
     return msgs
 
 
@@ -318,7 +304,7 @@ def test_repeated_tool_calls_in_the_history_are_a_wire_loop_signal(tiny_server: 
         msgs.append({"role": "assistant", "content": None, "tool_calls": [_tool_call(i, city)]})
         msgs.append({"role": "tool", "tool_call_id": f"call_{i}", "content": "Unavailable, try again"})
     client = instrument(_openai(tiny_server))
-    client.chat.completions.create(model="tiny", messages=msgs, tools=[WEATHER], max_tokens=2)
+    client.chat.completions.create(model="tiny", messages=msgs, tools=[WEATHER_TOOL], max_tokens=2)
     client.chat.completions.create(model="tiny", messages=MSGS, max_tokens=2)  # no tools: no loop.budget
     passes = rows(traced, "SELECT span_id FROM requests WHERE side='client' ORDER BY start_ns")
     budget = stages_of(traced, passes[0]["span_id"])["loop.budget"]["attributes"]
