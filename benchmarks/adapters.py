@@ -24,6 +24,7 @@ timed block ends with a flush of the tracer's queue.
 
     python benchmarks/adapters.py      # BENCH_ROUNDS, BENCH_MAX_TOKENS, BENCH_SHORT_CALLS, BENCH_TURNS to resize
     BENCH_CASES=conversation python benchmarks/adapters.py   # only the conversation case (adapters_conversation.json)
+    BENCH_CASES=long_values python benchmarks/adapters.py    # 20 KB kebab-case values (adapters_long_values.json)
 """
 
 from __future__ import annotations
@@ -396,10 +397,45 @@ def measure_conversation(base: str, rounds: int, turns: int) -> dict[str, float]
     }
 
 
+# ── long values: a prompt scan that must stay linear in a value's length ─────────────────────────────
+LONG_VALUE_KB = int(os.environ.get("BENCH_LONG_VALUE_KB", "20"))
+
+
+def measure_long_values(base: str, rounds: int, kb: int) -> dict[str, float]:
+    """One call whose user turn holds ``kb`` KB of kebab-case text without a digit ("a-b-c-...") and as much
+    without a letter ("1-2-3-..."), bare and instrumented in paired rounds: (instrumented - bare) CPU per
+    call. The id pattern once read to the end of such a run at each of its words (20 KB: 3 s)."""
+    llmtrace.init(db="none", service_name="bench-adapters", exporters=[InMemorySpanExporter()])
+    n = kb * 512  # "x-" is 2 characters
+    letters = "-".join("abcdefghijklmnopqrstuvwxyz"[i % 26] for i in range(n))
+    digits = "-".join(str(i % 10) for i in range(n))
+    msgs = [{"role": "user", "content": f"Slug {letters} and {digits}: which order is this?"}]
+    clients = {name: openai.OpenAI(api_key="sk-bench", base_url=f"{base}/v1", max_retries=0)
+               for name in ("bare", "llmtrace")}
+    clients["llmtrace"] = instrument(clients["llmtrace"])
+    flushes: dict[str, Callable[[], object]] = {"bare": lambda: None, "llmtrace": llmtrace.force_flush}
+    cpu: dict[str, list[float]] = {k: [] for k in clients}
+    for r in range(rounds + 1):  # the first round warms up and is not counted
+        for name in list(clients)[r % 2:] + list(clients)[: r % 2]:
+            c0 = time.process_time()
+            clients[name].chat.completions.create(model="tiny", messages=msgs, max_tokens=1, temperature=0.0)
+            flushes[name]()
+            if r:
+                cpu[name].append((time.process_time() - c0) * 1e3)
+    diffs = sorted(a - b for a, b in zip(cpu["llmtrace"], cpu["bare"], strict=True))
+    return {"long_value_kb": kb, "long_value_chars": len(msgs[0]["content"]),
+            "long_value_overhead_cpu_ms_per_call": round(statistics.median(diffs), 2),
+            "long_value_bare_cpu_ms_per_call": round(statistics.median(cpu["bare"]), 2)}
+
+
 def main() -> None:
     if os.environ.get("BENCH_CASES") == "conversation":  # only the long-conversation case (quick A/B runs)
         with replay_server([], _short_body()) as base:
             save("adapters_conversation", {**measure_conversation(base, ROUNDS, TURNS), "rounds": ROUNDS})
+        return
+    if os.environ.get("BENCH_CASES") == "long_values":  # only the long-value case (adapters_long_values.json)
+        with replay_server([], _short_body()) as base:
+            save("adapters_long_values", {**measure_long_values(base, ROUNDS, LONG_VALUE_KB), "rounds": ROUNDS})
         return
     tmp = Path(tempfile.mkdtemp(prefix="llmtrace-bench-adapters-"))
     proc, base = start_server(tmp)
