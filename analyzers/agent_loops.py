@@ -64,6 +64,10 @@ class AgentLoops(SymptomAnalyzer):
         reps = q.rows(f"""
             SELECT trace_id, {attr('gen_ai.tool.name')} AS tool, count(*) AS calls
             FROM {q.spans} WHERE operation = 'execute_tool'
+              -- read off the messages array, a tool span has no arguments: four lookups of four pets (one
+              -- fan-out, or one a step) share a name and are no loop. Those calls' repeats, arguments and all,
+              -- are the wire's loop.budget count above.
+              AND coalesce({attr('llmtrace.tool.observed')}, '') <> 'wire'
             GROUP BY trace_id, {attr('gen_ai.tool.name')} HAVING count(*) >= {REPEATS}
             ORDER BY calls DESC, trace_id, tool""")
         if reps:

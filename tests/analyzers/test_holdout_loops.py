@@ -55,3 +55,31 @@ def test_one_repeated_tool_call_is_no_loop_five_are(tmp_path: Path, capsys: pyte
         return
     assert loops and loops[0]["stage"] == "loop.budget", found
     assert "repeat" in loops[0]["title"] or "loop" in loops[0]["title"], loops[0]["title"]
+
+
+def _lookups(db: Path, pets: list[str], parallel: bool) -> None:
+    """An agent that looks up each of the owner's pets once (in one fan-out, or one a step), then answers."""
+    srv = live.server()
+    with live.store(db, capture="hashes"):
+        c = live.client(srv)
+        for run in range(2):
+            msgs: list[dict[str, Any]] = [{"role": "system", "content": DESK},
+                                          {"role": "user", "content": f"When are my pets due? owner {run}"}]
+            batches = [pets] if parallel else [[p] for p in pets]
+            for k, batch in enumerate(batches):
+                c.chat.completions.create(model="tiny", messages=msgs, max_tokens=3, temperature=0)
+                calls = [(f"f{run}_{k}_{j}", p) for j, p in enumerate(batch)]
+                msgs = msgs + [{"role": "assistant", "content": None, "tool_calls": [
+                    {"id": cid, "type": "function", "function": {"name": "pet_record", "arguments": json.dumps({"pet": p})}}
+                    for cid, p in calls]}] + [{"role": "tool", "tool_call_id": cid, "content": f"{p}: due Friday"}
+                                              for cid, p in calls]
+            c.chat.completions.create(model="tiny", messages=msgs, max_tokens=3, temperature=0)
+
+
+@pytest.mark.parametrize("parallel", [True, False], ids=["fan-out", "one-a-step"])
+def test_one_tool_for_several_pets_is_no_loop(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                              parallel: bool) -> None:
+    db = tmp_path / "t.duckdb"
+    _lookups(db, ["Biscuit", "Miso", "Pepper", "Rolo", "Tansy"], parallel)
+    loops = [f for f in _diagnose(db, capsys) if f["stage"].startswith("loop.") and f["severity"] != "info"]
+    assert not loops, loops  # the same tool, other arguments each time: the work the user asked for
