@@ -17,7 +17,6 @@ from pathlib import Path
 
 from llmtrace.analyzers.baseline import Metrics, deploys, latest_deploy, load_baseline, measure, save_baseline
 from llmtrace.analyzers.check_report import FORMATS, Verdict
-from llmtrace.analyzers.finding import Finding
 from llmtrace.analyzers.query import Query
 from llmtrace.analyzers.stats import quantile_ratio_low
 from llmtrace.tracer.storage.store import StoreError
@@ -102,22 +101,20 @@ def explain(q: Query, verdicts: list[Verdict]) -> list[Verdict]:
     """Attach to each failed verdict the best finding of the analyzers that explain that metric."""
     from dataclasses import replace
 
+    from llmtrace.analyzers.concurrent_run import analyze_all
     from llmtrace.analyzers.merge import merge_findings
     from llmtrace.analyzers.registry import ANALYZERS
 
-    cache: dict[str, list[Finding]] = {}
+    # every analyzer a failed verdict needs, run once (in threads: analyzers/concurrent_run.py)
+    needed = list(dict.fromkeys(s for v in verdicts if not v.ok for s in _EXPLAINERS.get(v.metric, ())))
+    cache = dict(zip(needed, analyze_all(q, [ANALYZERS[s] for s in needed]), strict=True))
     out = []
     for v in verdicts:
         if v.ok:
             out.append(v)
             continue
-        found: list[Finding] = []
-        for symptom in _EXPLAINERS.get(v.metric, ()):
-            if symptom not in cache:
-                cache[symptom] = ANALYZERS[symptom].analyze(q.conn, q.since_ns, query=q)
-            found += cache[symptom]
-        found = merge_findings(found)  # one cause, one explanation (sorted best first)
-        out.append(replace(v, explanation=found[0] if found else None))
+        found = merge_findings([f for s in _EXPLAINERS.get(v.metric, ()) for f in cache[s]])
+        out.append(replace(v, explanation=found[0] if found else None))  # one cause, one explanation (best first)
     return out
 
 
@@ -141,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace, q: Query, baseline_file: Metrics | None) -> int:
+    q.shareable()  # (before the pass table is built: the analyzers that explain a failure may then run in threads)
     q.materialize()
     try:
         deploy = args.deploy
