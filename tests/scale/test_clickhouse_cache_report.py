@@ -13,14 +13,13 @@ import pytest
 pytest.importorskip("chdb")
 pytest.importorskip("clickhouse_connect")
 
-from llmtrace.tracer.storage.clickhouse import connect, ensure_views, insert_from_parquet_sql  # noqa: E402
-from llmtrace.tracer.storage.store import StoreError, read_connection  # noqa: E402
+from llmtrace.tracer.storage.store import StoreError  # noqa: E402
 from llmtrace.tui.data.store_reader import StoreReader  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from chdb_http import ChdbHTTP  # noqa: E402
-from synthetic_store import make_store  # noqa: E402
+from chdb_store import synthetic_pair  # noqa: E402
 
 
 def _memory_tables(server: ChdbHTTP) -> list[str]:
@@ -29,13 +28,7 @@ def _memory_tables(server: ChdbHTTP) -> list[str]:
 
 
 def test_cache_report_reads_passes_and_leaves_no_table_when_it_fails(tmp_path: Path) -> None:
-    db = make_store(tmp_path / "syn.duckdb", passes=60, seed=5)
-    pq = tmp_path / "spans.parquet"
-    with read_connection(db) as conn:
-        conn.execute(f"COPY (SELECT * FROM spans) TO '{pq}' (FORMAT parquet)")
-    with connect(f"chdb://{tmp_path / 'ch'}") as ch:
-        ensure_views(ch, create_table=True)
-        ch.raw(insert_from_parquet_sql(str(pq)))
+    db, _ = synthetic_pair(tmp_path, passes=60, seed=5)
     want = StoreReader(db).cache_report(buckets=20)
     server = ChdbHTTP(str(tmp_path / "ch"))
     with server as port:

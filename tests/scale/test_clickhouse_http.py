@@ -20,28 +20,18 @@ from llmtrace.cli import main  # noqa: E402
 from llmtrace.tracer.storage.clickhouse import (  # noqa: E402
     ClickHouseConnection,
     connect,
-    ensure_views,
-    insert_from_parquet_sql,  # noqa: E402
+    ensure_views,  # noqa: E402
 )
-from llmtrace.tracer.storage.store import read_connection  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from chdb_http import ChdbHTTP  # noqa: E402
-from synthetic_store import make_store  # noqa: E402
+from chdb_store import synthetic_pair  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def chdb_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tmp = tmp_path_factory.mktemp("chh")
-    db = make_store(tmp / "syn.duckdb", passes=100, seed=4)
-    pq = tmp / "spans.parquet"
-    with read_connection(db) as conn:
-        conn.execute(f"COPY (SELECT * FROM spans) TO '{pq}' (FORMAT parquet)")
-    with connect(f"chdb://{tmp / 'ch'}") as ch:
-        ensure_views(ch, create_table=True)
-        ch.raw(insert_from_parquet_sql(str(pq)))
-    return tmp / "ch"
+    return synthetic_pair(tmp_path_factory.mktemp("chh"), passes=100, seed=4)[1]
 
 
 def _recorded(conn: ClickHouseConnection) -> list[str]:

@@ -19,29 +19,21 @@ from textual.widgets import DataTable, Static  # noqa: E402
 
 from llmtrace.cli import main  # noqa: E402
 from llmtrace.report.data import ReportData, Selection  # noqa: E402
-from llmtrace.tracer.storage.clickhouse import connect, ensure_views, insert_from_parquet_sql  # noqa: E402
-from llmtrace.tracer.storage.store import read_connection, read_store  # noqa: E402
+from llmtrace.tracer.storage.clickhouse import connect  # noqa: E402
+from llmtrace.tracer.storage.store import read_store  # noqa: E402
 from llmtrace.tui.app import ExplorerApp  # noqa: E402
 from llmtrace.tui.components.cache_chart import CacheChart  # noqa: E402
 from llmtrace.tui.data.filter_expr import compile_filter  # noqa: E402
 from llmtrace.tui.data.store_reader import StoreReader  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from synthetic_store import make_store  # noqa: E402
+from chdb_store import synthetic_pair  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    tmp = tmp_path_factory.mktemp("chr")
-    db = make_store(tmp / "syn.duckdb", passes=120, seed=3)
-    pq = tmp / "spans.parquet"
-    with read_connection(db) as conn:
-        conn.execute(f"COPY (SELECT * FROM spans) TO '{pq}' (FORMAT parquet)")
-    url = f"chdb://{tmp / 'ch'}"
-    with connect(url) as ch:
-        ensure_views(ch, create_table=True)
-        ch.raw(insert_from_parquet_sql(str(pq)))
-    return db, url
+    db, folder = synthetic_pair(tmp_path_factory.mktemp("chr"), passes=120, seed=3)
+    return db, f"chdb://{folder}"
 
 
 def _finding_key(f: Any) -> tuple:

@@ -14,11 +14,12 @@ pytest.importorskip("chdb")  # in the dev extra; a checkout without it cannot ru
 
 from llmtrace.analyzers import run_analyzers  # noqa: E402
 from llmtrace.cli import main  # noqa: E402
-from llmtrace.tracer.storage.clickhouse import connect, ensure_views, insert_from_parquet_sql  # noqa: E402
+from llmtrace.tracer.storage.clickhouse import connect, ensure_views  # noqa: E402
 from llmtrace.tracer.storage.store import read_connection  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from synthetic_store import PLANTED, make_store  # noqa: E402
+from chdb_store import synthetic_pair  # noqa: E402
+from synthetic_store import PLANTED  # noqa: E402
 
 # The columns of the exporter's table (opentelemetry-collector-contrib clickhouseexporter traces_table.sql)
 EXPORTER_COLUMNS = [
@@ -44,19 +45,8 @@ def _key(findings: list) -> list[tuple]:
 
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    tmp = tmp_path_factory.mktemp("ch")
-    db = make_store(tmp / "syn.duckdb", passes=300, seed=1)
-    pq = tmp / "spans.parquet"
-    with read_connection(db) as conn:
-        conn.execute(f"COPY (SELECT * FROM spans) TO '{pq}' (FORMAT parquet)")
-    url = f"chdb://{tmp / 'ch'}"
-    ch = connect(url)
-    try:
-        ensure_views(ch, create_table=True)
-        ch.raw(insert_from_parquet_sql(str(pq)))
-    finally:
-        ch.close()
-    return db, url
+    db, folder = synthetic_pair(tmp_path_factory.mktemp("ch"), passes=300, seed=1)
+    return db, f"chdb://{folder}"
 
 
 def test_otel_traces_has_the_exporter_layout_and_the_spans_as_strings(stores: tuple[Path, str]) -> None:
