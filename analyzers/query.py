@@ -86,7 +86,7 @@ class Query:
     server's spans of it joined) over that window, read once into a temporary table that every analyzer
     of a run shares: the view parses each pass's JSON attributes and joins the two sides, and doing that
     once instead of per analyzer is most of what keeps ``diagnose`` fast on large stores. ``release()``
-    drops it.
+    drops it. ``fork()`` gives another thread a Query of its own over the same run (concurrent_run.py).
     """
 
     conn: duckdb.DuckDBPyConnection

@@ -28,6 +28,9 @@ CANDIDATES: tuple[tuple[str, str, str, str, str], ...] = (
     ("gen.reasoning_budget", "reasoning", "gen_ai.usage.reasoning.output_tokens", "int",
      "the model spent many tokens thinking before the visible answer"),
 )
+# A value that is a pass's total is compared per step, as TPOT is per token: the KV bytes read over a whole
+# pass grow with the tokens it generated (a raised max_tokens) though no step read more.
+PER_STEP = {"kv_read": ("llmtrace.decode.steps", "per decode step")}
 
 
 class SlowStream(SymptomAnalyzer):
@@ -77,7 +80,9 @@ class SlowStream(SymptomAnalyzer):
         # (the medians compared need a few thousand passes, not all of them).
         only = "AND parent_span_id IN (SELECT span_id FROM pick)"
         joins = "\n".join(
-            f"LEFT JOIN {q.stage_sql(stage, {alias: (name, typ)}, only)} {alias}_t ON {alias}_t.parent_span_id = pick.span_id"
+            f"LEFT JOIN (SELECT parent_span_id, {_value(alias)} AS {alias} FROM "
+            f"{q.stage_sql(stage, {alias: (name, typ), **({'steps': (PER_STEP[alias][0], 'int')} if alias in PER_STEP else {})}, only)})"
+            f" {alias}_t ON {alias}_t.parent_span_id = pick.span_id"
             for stage, alias, name, typ, _ in CANDIDATES)
         att = q.stage_sql("forward.attention", {"fallback": ("llmtrace.attention.fallback", "bool"),
                                                 "backend": ("llmtrace.attention.backend", "str")}, only)
@@ -127,6 +132,7 @@ class SlowStream(SymptomAnalyzer):
             if ratio < 1.5 or p_value >= 0.05:
                 continue
             score = min(1.0, share * 0.5 + min(1.0, (ratio - 1) / 3) * 0.5)
+            name = f"{name} {PER_STEP[alias][1]}" if alias in PER_STEP else name
             out.append(self.finding(
                 stage, severity_for(share, 0.2, 0.5),
                 f"Slow-stream passes differ in {name} ({a:.3g} vs {b:.3g})",
@@ -157,3 +163,8 @@ class SlowStream(SymptomAnalyzer):
                 "Open forward.decode and forward.batching on the listed traces.", 0.2 * share,
             ))
         return out
+
+
+def _value(alias: str) -> str:
+    """A candidate's value in SQL over its stage relation (a total divided by the pass's steps, see PER_STEP)."""
+    return f"{alias} / nullif(steps, 0)" if alias in PER_STEP else alias
