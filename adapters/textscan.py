@@ -14,7 +14,7 @@ from llmtrace.tracer.record import untrusted_text
 from llmtrace.tracer.record.orthography import count_unwritten, strip_unwritten
 
 _INVISIBLE, _BIDI = untrusted_text.INVISIBLE, untrusted_text.BIDI  # one definition, shared with the prompt segments
-_NBSP = re.compile("[\u00a0\u2007\u202f]")
+_NBSP = untrusted_text.NBSP
 # Cyrillic and Greek letters that render like Latin ones.
 _CONFUSABLE_CHARS = (
     "\u0430\u0435\u043e\u0440\u0441\u0443\u0445\u0456\u0458\u0455\u04bb\u0501"  # а е о р с у х і ј ѕ һ ԁ

@@ -18,11 +18,10 @@ import re
 from collections.abc import Mapping
 
 from llmtrace.tracer.collect.otlp_segments import messages
-from llmtrace.tracer.record.untrusted_text import HIDDEN
+from llmtrace.tracer.record.untrusted_text import hidden_chars, nbsp_chars
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 
-_NBSP = re.compile("[\u00a0\u2007\u202f]")
 _OI_CALL = re.compile(r"^llm\.input_messages\.(\d+)\.message\.tool_calls\.(\d+)\.tool_call\.function\.(name|arguments)$")
 _PROMPT_CALL = re.compile(r"^gen_ai\.prompt\.(\d+)\.tool_calls\.(\d+)\.(name|arguments)$")
 
@@ -98,6 +97,7 @@ def conversation_rows(attrs: Mapping[str, object], mode: str) -> list[tuple[str,
     texts = [text for _, text in messages(attrs) if text]
     if texts:
         rows.append((S.INTAKE_NORMALIZATION, {
-            N.NORMALIZATION_INVISIBLE_CHARS: sum(len(HIDDEN.findall(t)) for t in texts),
-            N.NORMALIZATION_NBSP: sum(len(_NBSP.findall(t)) for t in texts)}))
+            # (the app's own counts, adapters/textscan.py: a joiner that is a word's spelling is not hidden)
+            N.NORMALIZATION_INVISIBLE_CHARS: sum(hidden_chars(t) for t in texts),
+            N.NORMALIZATION_NBSP: sum(nbsp_chars(t) for t in texts)}))
     return rows

@@ -19,6 +19,7 @@ from llmtrace.tracer.record.orthography import count_unwritten
 INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200d\u2060-\u2064\ufeff\U000e0000-\U000e007f]")
 BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 HIDDEN = re.compile(f"{INVISIBLE.pattern}|{BIDI.pattern}")
+NBSP = re.compile("[\u00a0\u2007\u202f]")  # spaces that do not break: they look like one and tokenize apart
 # The one list of phrases that address the model as its operator would. Every place that looks for
 # instructions in text matches these: the per-segment counts the middleware and the collector record
 # (prompt_segments.py), the analyzer's scan of kept text (analyzers/untrusted_input.py) and the app's own
@@ -152,3 +153,8 @@ def hidden_chars(text: str) -> int:
     """How many characters of ``text`` a reader cannot see (not counting those that are its spelling:
     tracer/record/orthography.py)."""
     return 0 if text.isascii() else count_unwritten(HIDDEN, text)
+
+
+def nbsp_chars(text: str) -> int:
+    """How many no-break spaces ``text`` holds that are not its typography (orthography.py)."""
+    return 0 if text.isascii() else count_unwritten(NBSP, text)
