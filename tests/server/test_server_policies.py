@@ -39,7 +39,9 @@ def policy_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningS
                         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
     server = start_server(tmp, "--replicas", "2", "--routing", "round_robin", "--normalize", "nfkc",
                           "--strip-invisible", "--chat-template", str(template), "--alias", "gpt-4o-mini=tiny",
-                          "--max-running", "1", "--max-queued", "0")
+                          "--max-running", "1", "--max-queued", "0",
+                          # the shutdown test's stream must finish inside the drain, on a busy machine too
+                          "--drain-s", "150")
     yield server
     stop_server(server)
 
@@ -73,7 +75,9 @@ def test_shed_then_graceful_shutdown(policy_server: RunningServer) -> None:
     """Runs last in this module: it stops the server."""
     server = policy_server
     url = server.base_url + CHAT
-    body = {"model": "tiny", "messages": [{"role": "user", "content": "long answer"}], "max_tokens": 3000,
+    # 1000 tokens: ~4 s of the tiny model's CPU, ten times the half second from the first chunk to the late
+    # request; that the stream still ran then is checked below, not assumed (3000 took ~30 s at load 13-19)
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "long answer"}], "max_tokens": 1000,
             "stream": True, "ignore_eos": True}
     first_chunk = threading.Event()
     result: dict[str, object] = {}
@@ -87,6 +91,7 @@ def test_shed_then_graceful_shutdown(policy_server: RunningServer) -> None:
                     lines.append(line)
                     first_chunk.set()
         result["lines"] = lines
+        result["ended"] = time.monotonic()
 
     t = threading.Thread(target=stream)
     t.start()
@@ -100,15 +105,18 @@ def test_shed_then_graceful_shutdown(policy_server: RunningServer) -> None:
     time.sleep(0.3)
     late = httpx.post(url, json={**body, "stream": False, "max_tokens": 2}, timeout=30)
     assert late.status_code == 503 and "shutting down" in _err(late)["message"]
-    t.join(60)
+    refused_at = time.monotonic()
+    t.join(150)  # the drain's length: the stream finishes inside it or is cut at its end
     lines = result["lines"]
     assert isinstance(lines, list) and lines[-1] == "data: [DONE]"
     assert any(c["choices"] and c["choices"][0]["finish_reason"] == "length"
                for c in (json.loads(ln[6:]) for ln in lines if ln != "data: [DONE]"))
+    ended = result["ended"]
+    assert isinstance(ended, float) and ended > refused_at, "the stream ended before the shutdown: nothing drained"
     assert server.process.wait(timeout=30) == 0
     rows = query(server.db_path, "SELECT status, output_tokens FROM requests WHERE trace_id = ?",
                  [result["trace_id"]])
-    assert rows == [("ok", 3000)]
+    assert rows == [("ok", 1000)]
     for refused in (shed, late):
         rows = query(server.db_path, "SELECT status FROM requests WHERE trace_id = ?",
                      [refused.headers["x-llmtrace-trace-id"]])
