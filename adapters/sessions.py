@@ -30,7 +30,7 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan
-from orjson import OPT_SORT_KEYS, dumps
+from orjson import OPT_SORT_KEYS, JSONDecodeError, dumps, loads
 
 from llmtrace.tracer import capture
 from llmtrace.tracer.record import lifecycle
@@ -131,9 +131,15 @@ def _h(value: object) -> str:
 
 
 def _args_key(arguments: object) -> str:
-    """What tells two calls' arguments apart: the JSON string itself as the SDKs send it (no hash needed
-    for an equality test), else a digest of the canonical JSON (Anthropic's parsed ``input``)."""
-    return arguments if isinstance(arguments, str) else _h(arguments)
+    """What tells two calls' arguments apart: the canonical JSON (sorted keys, no whitespace), so a call
+    re-sent with its keys in another order or other spacing is the same call; a string that is not JSON is
+    compared as it is; Anthropic's parsed ``input`` by a digest of its canonical JSON."""
+    if isinstance(arguments, str):
+        try:
+            return dumps(loads(arguments), option=OPT_SORT_KEYS).decode()
+        except (JSONDecodeError, TypeError):
+            return arguments
+    return _h(arguments)
 
 
 def _chained(parent: bytes, value: object) -> bytes:

@@ -19,8 +19,13 @@ DESK = ("You are the front desk of a veterinary clinic. Confirm the pet's name b
         "dosage advice. ") * 2
 
 
-def _agent(db: Path, polls: int) -> None:
-    """Three conversations, each asking for the same record ``polls`` times before it answers."""
+REORDERED = ['{"pet": "Miso", "owner": "Ng"}', '{"owner":"Ng","pet":"Miso"}', '{ "pet" : "Miso", "owner" : "Ng" }',
+             '{"owner": "Ng",\n "pet": "Miso"}', '{"pet":"Miso","owner":"Ng"}']
+
+
+def _agent(db: Path, polls: int, reordered: bool = False) -> None:
+    """Three conversations, each asking for the same record ``polls`` times before it answers (with
+    ``reordered``, its arguments' keys in another order or other spacing each time)."""
     srv = live.server()
     with live.store(db, capture="hashes"):
         c = live.client(srv)
@@ -32,7 +37,7 @@ def _agent(db: Path, polls: int) -> None:
                 cid = f"po_{run}_{step}"
                 msgs = msgs + [
                     {"role": "assistant", "content": None, "tool_calls": [{"id": cid, "type": "function", "function": {
-                        "name": "pet_record", "arguments": '{"pet": "Miso"}'}}]},
+                        "name": "pet_record", "arguments": REORDERED[step] if reordered else '{"pet": "Miso"}'}}]},
                     {"role": "tool", "tool_call_id": cid, "content": "pending" if step == 0 else "normal"}]
             c.chat.completions.create(model="tiny", messages=msgs, max_tokens=3, temperature=0)
 
@@ -43,11 +48,12 @@ def _diagnose(db: Path, capsys: pytest.CaptureFixture[str]) -> list[dict[str, An
     return list(json.loads(capsys.readouterr().out)["findings"])
 
 
-@pytest.mark.parametrize("polls", [2, 5], ids=["rechecked-once", "stuck"])
+@pytest.mark.parametrize(("polls", "reordered"), [(2, False), (5, False), (5, True)],
+                         ids=["rechecked-once", "stuck", "stuck-keys-reordered"])
 def test_one_repeated_tool_call_is_no_loop_five_are(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                    polls: int) -> None:
+                                                    polls: int, reordered: bool) -> None:
     db = tmp_path / "t.duckdb"
-    _agent(db, polls)
+    _agent(db, polls, reordered)
     found = _diagnose(db, capsys)
     loops = [f for f in found if f["stage"].startswith("loop.") and f["severity"] != "info"]
     if polls == 2:
