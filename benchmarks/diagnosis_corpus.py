@@ -352,6 +352,26 @@ def stuck_tool_loop(c: Ctx, twin: bool) -> None:
                             "function": {"name": name, "arguments": json.dumps(args)}}]},
                            {"role": "tool", "tool_call_id": cid, "content": "Carrier desk: claims@northwind.example"}]
 
+def stuck_lookup_vs_fan_out(c: Ctx, twin: bool) -> None:
+    """An agent that re-asks the payout history of one claim after every answer, the arguments' keys in
+    another order each time; the twin asks the same tool once for each of five claims (one a step), which
+    is the work the user asked for, not a loop."""
+    same = ['{"claim": "C-61", "since": "2026-01"}', '{"since":"2026-01","claim":"C-61"}',
+            '{ "claim" : "C-61", "since" : "2026-01" }', '{"since": "2026-01",\n "claim": "C-61"}',
+            '{"claim":"C-61","since":"2026-01"}']
+    for run in range(2):
+        msgs: list[dict[str, Any]] = [{"role": "system", "content": POLICY},
+                                      {"role": "user", "content": f"Which of my claims were paid? account {run}"}]
+        for step in range(5):
+            c.ask(msgs)
+            args = json.dumps({"claim": f"C-{61 + step}", "since": "2026-01"}) if twin else same[step]
+            cid = f"ph_{run}_{step}"
+            msgs = msgs + [{"role": "assistant", "content": None, "tool_calls": [{"id": cid, "type": "function",
+                            "function": {"name": "payout_history", "arguments": args}}]},
+                           {"role": "tool", "tool_call_id": cid, "content": "One payout, 2026-03-02."}]
+        c.ask(msgs)
+
+
 # ── intake: retrieved passages pasted in, compaction done by the app ─────────────────────────
 KB = ["Claims for water damage must include the moisture reading taken by the driver at unloading.",
       "Pallets refused at the Gdansk hub are returned to the shipper at the carrier's cost within ten days.",
@@ -568,6 +588,7 @@ CASES: tuple[Case, ...] = (
     Case("nbsp_coming_and_going", nbsp_in_tools_text, ("intake.normalization",)),
     Case("injection_in_tool_output", injected_tool_result, ("safety.injection",), capture="full"),
     Case("stuck_tool_loop", stuck_tool_loop, ("loop.budget", "loop.tool_dispatch")),
+    Case("stuck_lookup_vs_fan_out", stuck_lookup_vs_fan_out, ("loop.budget", "loop.tool_dispatch")),
     Case("rag_paragraphs_no_ids", rag_paragraphs, ("intake.evidence_formatting",)),
     Case("rag_lines_in_system_anthropic", rag_lines_in_system, ("intake.evidence_formatting",)),
     Case("summary_drops_ids_session", summary_drops_ids, ("loop.compaction",)),

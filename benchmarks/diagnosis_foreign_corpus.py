@@ -197,6 +197,35 @@ def pasted_notes(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
     return out
 
 
+def resent_tool_call(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
+    """A concierge agent re-sending one availability lookup (its keys reordered, other whitespace) after every
+    answer; the twin checks availability, books, and answers. Seen only in the input messages recorded."""
+    same = ['{"restaurant": "Brine", "time": "19:30"}', '{"time":"19:30","restaurant":"Brine"}',
+            '{ "restaurant" : "Brine" , "time" : "19:30" }', '{"time": "19:30",\n "restaurant": "Brine"}',
+            '{"restaurant":"Brine","time":"19:30"}']
+    walk = [("table_availability", same[0]), ("book_table", '{"restaurant": "Brine", "time": "19:30", "guests": 2}'),
+            ("spa_hours", "{}")]
+    out: list[dict[str, Any]] = []
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": HOTEL}, {"role": "user", "content": "A table for two at Brine tonight?"}]
+    for k, (name, args) in enumerate(walk if twin else [("table_availability", a) for a in same]):
+        out.append(_call(msgs, k))
+        cid = f"call_{k}"
+        msgs = msgs + [{"role": "assistant", "content": None, "tool_calls": [
+                           {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}]},
+                       {"role": "tool", "tool_call_id": cid, "content": "Brine: fully booked at 19:30."}]
+    out.append(_call(msgs, len(out)))
+    return out
+
+
+def zero_width_in_system(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
+    """Zero-width spaces that come and go inside a word of the system prompt (a copy from a web CMS)."""
+    out = []
+    for i in range(8):
+        zw = "" if twin else "\u200b" * (1 + i % 3)
+        out.append(_call([{"role": "system", "content": TAX.replace("council tax", f"council{zw} tax")}, _ask(i)], i))
+    return out
+
+
 # (id, instrumentation, calls, stages that name the cause, collector capture mode)
 FOREIGN: tuple[tuple[str, str, Any, tuple[str, ...], str], ...] = (
     ("otelv2_request_uuid_top", "otel-v2", request_uuid_top, ("cache.prefix_match", "intake.system_prompt"), "hashes"),
@@ -229,6 +258,9 @@ FOREIGN: tuple[tuple[str, str, Any, tuple[str, ...], str], ...] = (
      ("cache.prefix_match", "intake.system_prompt"), "hashes"),
     ("openllmetry_pasted_notes_no_ids", "openllmetry", pasted_notes, ("intake.evidence_formatting",), "hashes"),
     ("litellm_pasted_notes_no_ids", "litellm", pasted_notes, ("intake.evidence_formatting",), "hashes"),
+    ("openinference_resent_tool_call", "openinference", resent_tool_call, ("loop.budget", "loop.tool_dispatch"),
+     "hashes"),
+    ("openllmetry_zero_width_in_system", "openllmetry", zero_width_in_system, ("intake.normalization",), "hashes"),
 )
 
 
