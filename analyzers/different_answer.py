@@ -19,6 +19,15 @@ class DifferentAnswer(SymptomAnalyzer):
         # The same prompt under another length cap is another request: an answer cut at 6 tokens and the
         # same answer let run to 60 differ by design (a deploy that raised max_tokens is no nondeterminism).
         cap = "coalesce(max_tokens, -1)"
+        # An answer whose every token its constraint forced (a schema with one allowed value) is the schema's,
+        # not the model's: the same question under two such schemas has two answers by design, and neither
+        # batching nor sampling could have moved it. The schema is not part of the prompt hash, so those
+        # passes are left out of the comparison.
+        forced = f"""(SELECT c.parent_span_id FROM {q.spans} c JOIN {q.passes} f
+                        ON c.parent_span_id = coalesce(f.server_span_id, f.span_id)
+                      WHERE c.stage = 'gen.constrained' AND f.output_tokens > 0
+                        AND {attr('llmtrace.constraint.forced_tokens', 'int', 'c.attributes')} >= f.output_tokens)"""
+        free = f"coalesce(server_span_id, span_id) NOT IN {forced}"
         groups = q.rows(f"""
             SELECT prompt_hash, count(*) AS n, count(DISTINCT output_hash) AS outputs,
                    list(trace_id ORDER BY start_ns) AS trace_ids, list(coalesce(server_span_id, span_id)) AS span_ids,
@@ -32,9 +41,9 @@ class DifferentAnswer(SymptomAnalyzer):
                    list(DISTINCT coalesce(response_model, model)) AS model_list,
                    count(DISTINCT replica) AS replicas, list(DISTINCT replica) FILTER (WHERE replica IS NOT NULL) AS replica_list
             FROM {q.passes}
-            WHERE prompt_hash IN (SELECT prompt_hash FROM {q.passes} WHERE output_hash IS NOT NULL
+            WHERE prompt_hash IN (SELECT prompt_hash FROM {q.passes} WHERE output_hash IS NOT NULL AND {free}
                                   GROUP BY prompt_hash, {cap} HAVING count(DISTINCT output_hash) > 1)
-              AND output_hash IS NOT NULL
+              AND output_hash IS NOT NULL AND {free}
             GROUP BY prompt_hash, {cap} HAVING count(DISTINCT output_hash) > 1
             ORDER BY min(start_ns), prompt_hash, {cap}""")  # the same groups quoted in the same order on every engine
         invariant = self._invariant_spans(q, [sid for g in groups for sid in g["span_ids"]])
