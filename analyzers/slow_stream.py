@@ -31,6 +31,12 @@ CANDIDATES: tuple[tuple[str, str, str, str, str], ...] = (
 # A value that is a pass's total is compared per step, as TPOT is per token: the KV bytes read over a whole
 # pass grow with the tokens it generated (a raised max_tokens) though no step read more.
 PER_STEP = {"kv_read": ("llmtrace.decode.steps", "per decode step")}
+# Work per step: a step's time grows at most in proportion to the work it does (the sequences it serves, the
+# KV bytes it reads; the weights read each step only add a fixed part), so a candidate whose ratio is well
+# short of the TPOT ratio cannot be the slow stream's cause. A busy machine slows every step of the passes it
+# overlaps, and a multi-turn chat's context grows at the same time: KV 3x, TPOT 10x is load, not KV.
+WORK_PER_STEP = frozenset({"batch", "kv_read"})
+EXPLAIN_SLACK = 1.5  # the TPOT ratio a candidate's ratio may fall short of (timer and scheduling noise)
 
 
 class SlowStream(SymptomAnalyzer):
@@ -117,6 +123,7 @@ class SlowStream(SymptomAnalyzer):
         mid = float(normal_g["tpot"])
         base_ev = Evidence("median TPOT of slow-stream passes", slow_tpot, "ms", ids, baseline=mid)
         out: list[Finding] = []
+        unexplained: list[str] = []  # candidates that differ, but by far less than TPOT does
         for stage, alias, name, _, why in CANDIDATES:
             a, b = slow_g[alias], normal_g[alias]
             if a is None or b is None:
@@ -131,6 +138,9 @@ class SlowStream(SymptomAnalyzer):
             p_value = mann_whitney_p(slow_g[f"{alias}_vals"] or [], normal_g[f"{alias}_vals"] or [])
             if ratio < 1.5 or p_value >= 0.05:
                 continue
+            if alias in WORK_PER_STEP and slow_tpot > EXPLAIN_SLACK * ratio * mid:
+                unexplained.append(f"{alias} {ratio:.1f}x")
+                continue  # too small a difference for the slowdown it would have to explain
             score = min(1.0, share * 0.5 + min(1.0, (ratio - 1) / 3) * 0.5)
             name = f"{name} {PER_STEP[alias][1]}" if alias in PER_STEP else name
             out.append(self.finding(
@@ -157,7 +167,10 @@ class SlowStream(SymptomAnalyzer):
         if not out and share >= 0.25 and slow_tpot >= 3 * mid and slow_tpot - mid >= 10 * MIN_GAP_MS:
             out.append(self.finding(
                 "forward.decode", "info", f"{n_slow} passes streamed slower than the rest",
-                "No batching, KV, speculation or kernel difference stands out; compare decode steps on the traces.",
+                "No batching, KV, speculation or kernel difference stands out"
+                + (f" (those that differ, {', '.join(unexplained)}, are too small for a {slow_tpot / mid:.1f}x slower "
+                   "step; a busy machine slows every step)" if unexplained else "")
+                + "; compare decode steps on the traces.",
                 [base_ev, Evidence("median output tokens", slow_g["output_tokens"], "tokens", ids,
                                    baseline=normal_g["output_tokens"])], ids,
                 "Open forward.decode and forward.batching on the listed traces.", 0.2 * share,
