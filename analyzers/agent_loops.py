@@ -31,7 +31,8 @@ class AgentLoops(SymptomAnalyzer):
                   "ELSE coalesce(loop, false) OR coalesce(stopped_by, 'none') <> 'none' END)")
         uncapped = f"(coalesce(max_steps, 0) = 0 AND coalesce(steps, 0) >= {MANY_PASSES})"
         a = q.one(f"""
-            SELECT count(*) AS n, count(*) FILTER (WHERE {looped}) AS looped,
+            -- runs, not budget spans: read off the wire every request of a conversation has its own span
+            SELECT count(DISTINCT trace_id) AS n, count(DISTINCT trace_id) FILTER (WHERE {looped}) AS looped,
                    histogram(coalesce(stopped_by, 'loop')) FILTER (WHERE {looped}) AS caps,
                    median(coalesce(steps, 0)) FILTER (WHERE {looped}) AS steps,
                    median(coalesce(spend, 0)) FILTER (WHERE {looped}) AS spend,

@@ -60,7 +60,7 @@ def test_one_repeated_tool_call_is_no_loop_five_are(tmp_path: Path, capsys: pyte
         assert not loops, loops  # the result was pending, the agent asked once more: by design
         return
     assert loops and loops[0]["stage"] == "loop.budget", found
-    assert "repeat" in loops[0]["title"] or "loop" in loops[0]["title"], loops[0]["title"]
+    assert loops[0]["title"].startswith("3 agent runs"), loops[0]["title"]  # three conversations, not their requests
 
 
 def _lookups(db: Path, pets: list[str], parallel: bool) -> None:
