@@ -37,6 +37,11 @@ PER_STEP = {"kv_read": ("llmtrace.decode.steps", "per decode step")}
 # overlaps, and a multi-turn chat's context grows at the same time: KV 3x, TPOT 10x is load, not KV.
 WORK_PER_STEP = frozenset({"batch", "kv_read"})
 EXPLAIN_SLACK = 1.5  # the TPOT ratio a candidate's ratio may fall short of (timer and scheduling noise)
+# Dose and response: where such a candidate spans a wide range inside the slow group itself, a real cause
+# makes its slower passes the ones with more of it. Load that came at once while a chat's context grew all
+# along leaves the slow passes' TPOT flat across their KV: not the cause, however large the groups' ratio.
+DOSE_SPREAD = 1.5  # the slow group's 90th/10th percentile of the candidate from which it must be followed
+MIN_FOLLOW = 0.3  # the rank correlation of TPOT with the candidate inside the slow group it must reach then
 
 
 class SlowStream(SymptomAnalyzer):
@@ -94,6 +99,8 @@ class SlowStream(SymptomAnalyzer):
                                                 "backend": ("llmtrace.attention.backend", "str")}, only)
         meds = ", ".join(f"median({alias}) AS {alias}, list({alias}) FILTER (WHERE {alias} IS NOT NULL) AS {alias}_vals"
                          for _, alias, _, _, _ in CANDIDATES)
+        meds += "".join(f", list([pick.tpot_ms, {alias}::DOUBLE]) FILTER (WHERE {alias} IS NOT NULL) AS {alias}_pairs"
+                        for alias in sorted(WORK_PER_STEP))
         groups = q.rows(f"""
             WITH r AS (SELECT coalesce(server_span_id, span_id) AS span_id, trace_id, tpot_ms, output_tokens,
                               start_ns FROM {q.passes} WHERE tpot_ms IS NOT NULL),
@@ -141,6 +148,10 @@ class SlowStream(SymptomAnalyzer):
             if alias in WORK_PER_STEP and slow_tpot > EXPLAIN_SLACK * ratio * mid:
                 unexplained.append(f"{alias} {ratio:.1f}x")
                 continue  # too small a difference for the slowdown it would have to explain
+            follow = _unfollowed(slow_g[f"{alias}_pairs"]) if alias in WORK_PER_STEP else None
+            if follow is not None:
+                unexplained.append(f"{alias} not followed by TPOT, rank correlation {follow:.2f}")
+                continue
             score = min(1.0, share * 0.5 + min(1.0, (ratio - 1) / 3) * 0.5)
             name = f"{name} {PER_STEP[alias][1]}" if alias in PER_STEP else name
             out.append(self.finding(
@@ -181,3 +192,41 @@ class SlowStream(SymptomAnalyzer):
 def _value(alias: str) -> str:
     """A candidate's value in SQL over its stage relation (a total divided by the pass's steps, see PER_STEP)."""
     return f"{alias} / nullif(steps, 0)" if alias in PER_STEP else alias
+
+
+def _unfollowed(pairs: list[list[float]] | None) -> float | None:
+    """The rank correlation of TPOT with a candidate across the slow group's (tpot, value) pairs, when the
+    value spans a wide range there (DOSE_SPREAD) and TPOT does not follow it (under MIN_FOLLOW); else None."""
+    pts = [(float(t), float(v)) for t, v in pairs or () if t is not None and v is not None]
+    if len(pts) < 5:
+        return None
+    vs = sorted(v for _, v in pts)
+    lo, hi = vs[len(vs) // 10], vs[(9 * len(vs)) // 10]
+    if lo <= 0 or hi / lo < DOSE_SPREAD:
+        return None
+    rho = _spearman([t for t, _ in pts], [v for _, v in pts])
+    return rho if rho < MIN_FOLLOW else None
+
+
+def _spearman(xs: list[float], ys: list[float]) -> float:
+    rx, ry = _ranks(xs), _ranks(ys)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
+    sx = sum((a - mx) ** 2 for a in rx) ** 0.5
+    sy = sum((b - my) ** 2 for b in ry) ** 0.5
+    return cov / (sx * sy) if sx and sy else 0.0
+
+
+def _ranks(xs: list[float]) -> list[float]:
+    """Average ranks (ties share theirs)."""
+    order = sorted(range(len(xs)), key=xs.__getitem__)
+    out = [0.0] * len(xs)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            out[order[k]] = (i + j) / 2
+        i = j + 1
+    return out

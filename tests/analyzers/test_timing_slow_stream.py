@@ -56,3 +56,25 @@ def test_a_busy_machine_is_not_blamed_on_a_batch_of_two(tmp_path: Path) -> None:
             _pass(5.0 if turn < 4 else 50.0 + turn * 0.01, 100, 11, 1000, batch=1.0 if turn < 4 else 2.0)
     found = findings(db, "slow_stream")
     assert [f.title for f in found if f.severity != "info"] == [], found
+
+
+def test_a_step_change_in_load_is_not_blamed_on_a_context_that_grows_smoothly(tmp_path: Path) -> None:
+    # moderate load from turn 4 on (TPOT 5 -> 12 ms, flat after) while the KV read per step grows 1000 bytes a
+    # turn: big enough a ratio (3.4x) for the slowdown, but the slow passes' TPOT does not follow their KV
+    # (1.1e4 bytes per step streams as fast as 5e3): the slowdown came at once, the context grew all along
+    with store(tmp_path / "t.duckdb") as db:
+        for turn in range(12):
+            jitter = ((turn * 7) % 5) * 0.02  # not ordered by turn
+            _pass((5.0 if turn < 4 else 12.0) + jitter, 40 + 25 * turn, 11, 1000 + 1000 * turn)
+    found = findings(db, "slow_stream")
+    assert [f.title for f in found if f.severity != "info"] == [], found
+
+
+def test_kv_per_step_that_the_slow_stream_follows_is_still_named(tmp_path: Path) -> None:
+    # the same growing context, each slow pass slower as its KV per step grows: a dose and its response
+    with store(tmp_path / "t.duckdb") as db:
+        for turn in range(12):
+            kv = 1000 + 1000 * turn
+            _pass(5.0 if turn < 4 else 1.2e-3 * kv + ((turn * 7) % 5) * 0.02, 40 + 25 * turn, 11, kv)
+    found = findings(db, "slow_stream")
+    assert found and found[0].stage == "forward.decode" and found[0].severity != "info", found
