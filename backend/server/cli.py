@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -220,6 +221,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"llmtrace serve: {exc}", file=sys.stderr)
             return 2
         load_s = time.perf_counter() - t0
+        # Everything alive now (the model, torch, the tokenizer) lives as long as the server: out of every
+        # later collection, which then only walks what requests allocate, and out of the interpreter's last
+        # collection at exit, which took seconds after the traces were flushed
+        gc.freeze()
         app: Any = build_app(service)
         if api_key:
             app = ApiKeyGuard(app, api_key)
