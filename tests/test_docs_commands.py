@@ -8,6 +8,7 @@ distribution name and every extra they name exist in pyproject.toml, and the oth
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import os
 import re
 import shlex
@@ -55,9 +56,8 @@ def _check_pip(line: str) -> None:
             __import__(name.replace("-", "_"))  # the other packages the page names are installable
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("page", PAGES)
-def test_every_command_of_the_page_runs(page: str, provider: RunningServer, tmp_path: Path) -> None:
+def _run_page(page: str, provider: RunningServer, tmp_path: Path) -> list[str]:
+    """Every command of ``page`` in order, in ``tmp_path``; the outputs of the foreground ones."""
     text = (ROOT / "docs" / page).read_text()
     port = str(_free_port())  # pages use the OTLP default 4318; a test never takes a fixed port
     env = {**os.environ, "OPENAI_BASE_URL": provider.base_url + "/v1", "OPENAI_API_KEY": "sk-docs",
@@ -95,6 +95,28 @@ def test_every_command_of_the_page_runs(page: str, provider: RunningServer, tmp_
         for proc in background:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=30)
+    return outputs
+
+
+@pytest.fixture(scope="module")
+def page_runs(provider: RunningServer, tmp_path_factory: pytest.TempPathFactory,
+              request: pytest.FixtureRequest) -> Iterator[dict[str, cf.Future[list[str]]]]:
+    """The selected pages' commands, two pages at a time: each page keeps its order, its own folder and its
+    own OTLP port; the pages share only the provider, as users would. A page's commands are one-core Python
+    processes (most of their time is imports), so on two cores a second page no longer waits for the first.
+    Each test still checks its own page: the future raises what its run raised."""
+    selected = [item.callspec.params["page"] for item in request.session.items
+                if item.module is request.module and hasattr(item, "callspec") and "page" in item.callspec.params]
+    with cf.ThreadPoolExecutor(2) as pool:
+        runs = {page: pool.submit(_run_page, page, provider, tmp_path_factory.mktemp(page.replace("/", "-")))
+                for page in dict.fromkeys(selected)}
+        yield runs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", PAGES)
+def test_every_command_of_the_page_runs(page: str, page_runs: dict[str, cf.Future[list[str]]]) -> None:
+    outputs = page_runs[page].result(timeout=900)
     assert outputs, f"{page} has no command to run"
     if page == "quickstart.md":  # the first finding the page promises: the clock at the top of the prompt
         diagnosis = outputs[-2]  # llmtrace diagnose, before the sql line
