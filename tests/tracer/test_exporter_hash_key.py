@@ -42,11 +42,19 @@ def stored_hashes(db: Path) -> list[str]:
         con.close()
 
 
-def run_app(db: Path, text: str = SECRET, env_key: str | None = None) -> None:
+def start_app(db: Path, text: str = SECRET, env_key: str | None = None) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if k != "LLMTRACE_HASH_KEY"}
     if env_key is not None:
         env["LLMTRACE_HASH_KEY"] = env_key
-    subprocess.run([sys.executable, "-c", APP, str(db), text], check=True, env=env, timeout=60)
+    return subprocess.Popen([sys.executable, "-c", APP, str(db), text], env=env)
+
+
+def finish(proc: subprocess.Popen[bytes]) -> None:
+    assert proc.wait(timeout=60) == 0, proc.args
+
+
+def run_app(db: Path, text: str = SECRET, env_key: str | None = None) -> None:
+    finish(start_app(db, text, env_key))
 
 
 def unkeyed(text: str) -> str:
@@ -79,18 +87,20 @@ def test_a_short_secret_is_not_found_by_brute_force_without_the_key(tmp_path: Pa
 
 def test_equal_text_matches_within_a_store_and_across_a_fleet_sharing_the_key(tmp_path: Path) -> None:
     one, two = tmp_path / "one.duckdb", tmp_path / "two.duckdb"
-    run_app(one)
-    run_app(one)  # a second process on the same store reads the same key file
-    run_app(one, "Your verification code is 482914")
-    run_app(two)  # another store: another key
-    first, again, different = stored_hashes(one)
-    assert first == again and first != different
-    assert stored_hashes(two)[0] != first
     # A fleet: two stores, one shared key, equal hashes; and no key file is written for it.
     fleet_key = "a fleet-wide secret"
     a, b = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
-    run_app(a, env_key=fleet_key)
-    run_app(b, env_key=fleet_key)
+    # the stores other than `one` share nothing with it or each other: their apps run while `one`'s three
+    # run one after the other (those must: the second and third read the key file the first wrote)
+    others = [start_app(two), start_app(a, env_key=fleet_key), start_app(b, env_key=fleet_key)]
+    run_app(one)
+    run_app(one)  # a second process on the same store reads the same key file
+    run_app(one, "Your verification code is 482914")
+    for proc in others:
+        finish(proc)
+    first, again, different = stored_hashes(one)
+    assert first == again and first != different
+    assert stored_hashes(two)[0] != first  # another store: another key
     assert stored_hashes(a) == stored_hashes(b) and stored_hashes(a)[0] != first
     assert not (tmp_path / "a.duckdb.key").exists() and not (tmp_path / "b.duckdb.key").exists()
 
