@@ -12,7 +12,7 @@ from __future__ import annotations
 from llmtrace.analyzers.base import SymptomAnalyzer, severity_for
 from llmtrace.analyzers.cache_findings import cache_findings
 from llmtrace.analyzers.finding import Evidence, Finding
-from llmtrace.analyzers.query import Query
+from llmtrace.analyzers.query import Query, attr
 
 
 class SlowFirstToken(SymptomAnalyzer):
@@ -63,13 +63,20 @@ class SlowFirstToken(SymptomAnalyzer):
             return []  # the cheap count first: the overlap test below only keeps some of the fresh ones
         # A fresh connection is the client's fault only when a pooled one was idle: an earlier call of the same
         # service had ended and none was still in flight. Concurrent calls each need a connection of their own,
-        # and the first call has none to reuse (the control: calls that could not have reused one).
+        # and the first call has none to reuse (the control: calls that could not have reused one). Nor does a
+        # call after a streamed one: the official SDKs (httpx) do not return a stream's connection to the pool
+        # (one OpenAI client, four streams: four connections; four plain calls: one), and a busy machine makes
+        # each of those connects slow enough to pass the bar below.
+        streamed = attr("llmtrace.stream.requested", "bool", "p.attributes")
         a = q.one(f"""
             WITH c AS (SELECT rel.trace_id, rel.reused, rel.ms, p.start_ns AS ps,
                               max(p.end_ns) OVER (PARTITION BY rel.service ORDER BY p.start_ns
-                                                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+                                                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end,
+                              coalesce(lag({streamed}) OVER (PARTITION BY rel.service ORDER BY p.start_ns), false)
+                                AS after_stream
                        FROM {rel} rel JOIN {q.spans} p ON p.span_id = rel.parent_span_id),
-                 f AS (SELECT *, reused = false AND prev_end IS NOT NULL AND prev_end <= ps AS avoidable FROM c)
+                 f AS (SELECT *, reused = false AND prev_end IS NOT NULL AND prev_end <= ps AND NOT after_stream
+                                 AS avoidable FROM c)
             SELECT count(*) AS n, count(*) FILTER (WHERE avoidable) AS fresh,
                    median(ms) FILTER (WHERE avoidable) AS ms,
                    (list(trace_id ORDER BY ps DESC) FILTER (WHERE avoidable))[1:5] AS ids FROM f""")
