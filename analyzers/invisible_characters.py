@@ -41,13 +41,23 @@ class InvisibleCharacters(SymptomAnalyzer):
             "confusables": ("llmtrace.normalization.confusables", "int"), "strip": ("llmtrace.normalization.strip", "bool")})
         tok = q.stage_sql("intake.tokenization", {"cpt": ("llmtrace.tokenization.chars_per_token", "float")})
         dirty = "coalesce(n.invisible, 0) + coalesce(n.nbsp, 0) + coalesce(n.confusables, 0) > 0"
+        # One row a pass: the middleware and the server each record the prompt's counts (a joined pass has
+        # both spans), and six calls are six prompts, not twelve. Stripped on either side: it never reached
+        # the model.
+        per_pass = f"""(SELECT coalesce(pc.span_id, ps.span_id, n.parent_span_id) AS pass, any_value(n.trace_id) AS trace_id,
+                   max(n.start_ns) AS start_ns, max(n.invisible) AS invisible, max(n.nbsp) AS nbsp,
+                   max(n.confusables) AS confusables, bool_or(coalesce(n.strip, false)) AS strip, median(t.cpt) AS cpt
+            FROM {norm} n LEFT JOIN {tok} t ON t.parent_span_id = n.parent_span_id
+            LEFT JOIN {q.passes} pc ON pc.client_span_id = n.parent_span_id
+            LEFT JOIN {q.passes} ps ON ps.server_span_id = n.parent_span_id
+            GROUP BY 1)"""
         a = q.one(f"""
             SELECT count(*) AS n, count(*) FILTER (WHERE {dirty}) AS dirty,
                    count(*) FILTER (WHERE {dirty} AND NOT coalesce(n.strip, false)) AS kept,
                    sum(n.invisible) FILTER (WHERE {dirty}) AS invisible, sum(n.nbsp) FILTER (WHERE {dirty}) AS nbsp,
-                   median(t.cpt) FILTER (WHERE {dirty}) AS cpt_dirty, median(t.cpt) FILTER (WHERE NOT ({dirty})) AS cpt_clean,
+                   median(n.cpt) FILTER (WHERE {dirty}) AS cpt_dirty, median(n.cpt) FILTER (WHERE NOT ({dirty})) AS cpt_clean,
                    (list(n.trace_id ORDER BY n.start_ns DESC) FILTER (WHERE {dirty}))[1:5] AS ids
-            FROM {norm} n LEFT JOIN {tok} t ON t.parent_span_id = n.parent_span_id""")
+            FROM {per_pass} n""")
         n, n_dirty, kept = (int(a.get(k) or 0) for k in ("n", "dirty", "kept"))
         if n_dirty:
             ids = tuple(a["ids"])
