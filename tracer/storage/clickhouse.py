@@ -322,8 +322,13 @@ class ClickHouseConnection:
         self.close()
 
 
+# what a statement may open with before its first keyword: whitespace, and comments (an analyzer's SQL says
+# why it counts what it counts in a leading `--` line)
+_LEAD = r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*"
+
+
 def _is_query(sql: str) -> bool:
-    return bool(re.match(r"\s*(\(|SELECT|WITH|SHOW|DESCRIBE|EXPLAIN)\b", sql, re.IGNORECASE))
+    return bool(re.match(rf"{_LEAD}(\(|SELECT|WITH|SHOW|DESCRIBE|EXPLAIN)\b", sql, re.IGNORECASE | re.DOTALL))
 
 
 def connect(url: str, database: str = "llmtrace") -> ClickHouseConnection:
