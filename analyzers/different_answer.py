@@ -23,12 +23,20 @@ class DifferentAnswer(SymptomAnalyzer):
         # not the model's: the same question under two such schemas has two answers by design, and neither
         # batching nor sampling could have moved it. The schema is not part of the prompt hash, so those
         # passes are left out of the comparison.
-        forced = f"""(SELECT c.parent_span_id FROM {q.spans} c JOIN {q.passes} f
-                        ON c.parent_span_id = coalesce(f.server_span_id, f.span_id)
-                      WHERE c.stage = 'gen.constrained' AND f.output_tokens > 0
-                        AND {attr('llmtrace.constraint.forced_tokens', 'int', 'c.attributes')} >= f.output_tokens)"""
-        free = f"coalesce(server_span_id, span_id) NOT IN {forced}"
+        # Only the passes of a prompt that already has two answers under one cap are looked up (leaving passes
+        # out can only take answers away), so the constraint spans of every other pass are never parsed.
+        forced = f"""forced AS MATERIALIZED (
+                SELECT c.parent_span_id FROM {q.spans} c JOIN (
+                    SELECT coalesce(p.server_span_id, p.span_id) AS sid, p.output_tokens FROM {q.passes} p JOIN (
+                        SELECT prompt_hash, {cap} AS cap FROM {q.passes} WHERE output_hash IS NOT NULL
+                        GROUP BY prompt_hash, {cap} HAVING count(DISTINCT output_hash) > 1) g
+                      ON g.prompt_hash = p.prompt_hash AND g.cap = coalesce(p.max_tokens, -1)
+                    WHERE p.output_hash IS NOT NULL AND p.output_tokens > 0) f ON c.parent_span_id = f.sid
+                WHERE c.stage = 'gen.constrained'
+                  AND {attr('llmtrace.constraint.forced_tokens', 'int', 'c.attributes')} >= f.output_tokens)"""
+        free = "coalesce(server_span_id, span_id) NOT IN (SELECT parent_span_id FROM forced)"
         groups = q.rows(f"""
+            WITH {forced}
             SELECT prompt_hash, count(*) AS n, count(DISTINCT output_hash) AS outputs,
                    list(trace_id ORDER BY start_ns) AS trace_ids, list(coalesce(server_span_id, span_id)) AS span_ids,
                    max(coalesce(temperature, 1.0)) AS max_temp, min(coalesce(temperature, 1.0)) AS min_temp,

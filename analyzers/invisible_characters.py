@@ -44,11 +44,12 @@ class InvisibleCharacters(SymptomAnalyzer):
         # One row a pass: the middleware and the server each record the prompt's counts (a joined pass has
         # both spans), and six calls are six prompts, not twelve. Stripped on either side: it never reached
         # the model.
-        per_pass = f"""(SELECT coalesce(pc.span_id, ps.span_id, n.parent_span_id) AS pass, any_value(n.trace_id) AS trace_id,
+        # (a pass's span_id is its client span's where it has one: a span under a client pass span is keyed by its
+        # parent already, one under a server pass span by the pass it joined, so one join names every pass)
+        per_pass = f"""(SELECT coalesce(ps.span_id, n.parent_span_id) AS pass, any_value(n.trace_id) AS trace_id,
                    max(n.start_ns) AS start_ns, max(n.invisible) AS invisible, max(n.nbsp) AS nbsp,
                    max(n.confusables) AS confusables, bool_or(coalesce(n.strip, false)) AS strip, median(t.cpt) AS cpt
             FROM {norm} n LEFT JOIN {tok} t ON t.parent_span_id = n.parent_span_id
-            LEFT JOIN {q.passes} pc ON pc.client_span_id = n.parent_span_id
             LEFT JOIN {q.passes} ps ON ps.server_span_id = n.parent_span_id
             GROUP BY 1)"""
         a = q.one(f"""
