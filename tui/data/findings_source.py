@@ -83,12 +83,12 @@ class _Refresh:
     analyzers: Mapping[str, Analyzer]
     total: int
     progress: Callable[[int, int, str], object] | None
-    failures: list[str] = field(default_factory=list)
+    failures: list[str] = field(init=False)
     started: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        self.failures = [""] * self.total
+        self.failures = [""] * self.total  # one place per analyzer, filled where one fails
 
 
 @dataclass(slots=True)
