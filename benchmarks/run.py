@@ -17,7 +17,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 # helpers and tools (corpora, the foreign-instrumentation child, a findings diff), and the GPU script (run on a device)
 SKIP = {"run", "common", "synthetic_store", "gpu_kernels", "diagnosis_corpus", "diagnosis_foreign",
-        "diagnosis_foreign_corpus", "diagnose_compare", "analyzers_ab"}  # helpers and A/B tools
+        "diagnosis_foreign_corpus", "diagnose_compare", "analyzers_ab",  # helpers and A/B tools
+        "diagnosis_corpus_common", "diagnosis_corpus_cache", "diagnosis_corpus_load", "diagnosis_corpus_output",
+        "diagnosis_corpus_context"}  # the corpus's apps by kind (diagnosis_corpus.py is their table)
 DOC = ROOT / "docs" / "benchmarks.md"
 
 
