@@ -10,9 +10,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from llmtrace.analyzers.query import Query
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 BASELINE_VERSION = 1
 TTFT_SAMPLE = 500  # TTFTs a baseline keeps: enough for a bootstrap bound on p50 and p95
+MIN_CPU_PASSES = 5  # prefill steps measured on fewer passes than this say nothing about the machine
+_PREFILL_CPU = {"wall": (N.PREFILL_MS, "float"), "cpu": (N.PREFILL_CPU_MS, "float"),
+                "wait": (N.PREFILL_CPU_WAIT_MS, "float")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +31,13 @@ class Metrics:
     side: str | None = None  # kept so older baseline files load; the numbers come from the passes view
     # the passes' TTFTs (newest first, at most TTFT_SAMPLE), so a TTFT check can tell a rise from noise
     ttft_sample: tuple[float, ...] = ()
+    # over the prefill steps of the passes our server ran (forward.prefill): the engine thread's CPU time per
+    # pass (median: the work, which a busier machine leaves about as it was), and the share of those steps'
+    # wall time it waited for a CPU (the machine's other load). None when too few passes recorded them
+    # (hosted providers, foreign servers, older stores and baselines). With them a TTFT check can tell a
+    # busier machine from a slower deploy.
+    prefill_cpu_ms: float | None = None
+    prefill_wait_share: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {"version": BASELINE_VERSION, **asdict(self),
@@ -52,7 +64,8 @@ class Metrics:
                    passes=int(passes) if isinstance(passes, int) else 0, hit_rate=num("hit_rate"),
                    ttft_p50_ms=num("ttft_p50_ms"), ttft_p95_ms=num("ttft_p95_ms"),
                    cost_per_request_usd=num("cost_per_request_usd"),
-                   side=side if isinstance(side, str) else None, ttft_sample=sample)
+                   side=side if isinstance(side, str) else None, ttft_sample=sample,
+                   prefill_cpu_ms=num("prefill_cpu_ms"), prefill_wait_share=num("prefill_wait_share"))
 
 
 def load_baseline(path: str | os.PathLike[str]) -> Metrics:
@@ -96,10 +109,30 @@ def measure(q: Query, deploy: str | None = None, side: str | None = None) -> Met
         FROM {q.passes}{dep}""", params)
     sample = q.rows(f"SELECT round(ttft_ms, 2) AS t FROM {q.passes}{dep}{' AND' if dep else ' WHERE'} "
                     f"ttft_ms IS NOT NULL ORDER BY start_ns DESC LIMIT {TTFT_SAMPLE}", params)
+    cpu_ms, wait_share = _prefill_cpu(q, deploy)
     return Metrics(deploy=deploy, passes=int(row.get("passes") or 0),
                    hit_rate=_f(row.get("hit_rate")), ttft_p50_ms=_f(row.get("p50")), ttft_p95_ms=_f(row.get("p95")),
                    cost_per_request_usd=_f(row.get("cost")), side=None,
-                   ttft_sample=tuple(float(r["t"]) for r in sample))
+                   ttft_sample=tuple(float(r["t"]) for r in sample),
+                   prefill_cpu_ms=cpu_ms, prefill_wait_share=wait_share)
+
+
+def _prefill_cpu(q: Query, deploy: str | None) -> tuple[float | None, float | None]:
+    """(median CPU ms per pass, wait share) of the engine thread over the prefill steps of the window's (or
+    deploy's) passes that our server ran, each None with fewer than MIN_CPU_PASSES passes measured (the wait
+    is Linux only)."""
+    dep = "" if deploy is None else " AND p.deploy = ?"
+    row = q.one(f"""
+        SELECT count(*) FILTER (WHERE f.cpu IS NOT NULL) AS n_cpu,
+               median(f.cpu) AS cpu_ms,
+               count(*) FILTER (WHERE f.wait IS NOT NULL) AS n_wait,
+               sum(f.wait) FILTER (WHERE f.wait IS NOT NULL) / nullif(sum(f.wall) FILTER (WHERE f.wait IS NOT NULL), 0)
+                 AS wait_share
+        FROM {q.passes} p JOIN {q.stage_sql(S.FORWARD_PREFILL, _PREFILL_CPU)} f ON f.parent_span_id = p.server_span_id
+        WHERE f.wall > 0{dep}""", [] if deploy is None else [deploy])
+    cpu = _f(row.get("cpu_ms")) if int(row.get("n_cpu") or 0) >= MIN_CPU_PASSES else None
+    wait = _f(row.get("wait_share")) if int(row.get("n_wait") or 0) >= MIN_CPU_PASSES else None
+    return cpu, wait
 
 
 def _f(v: float | None) -> float | None:

@@ -20,9 +20,10 @@ class Verdict:
     ok: bool
     skipped: str | None = None  # why the metric could not be compared
     explanation: Finding | None = None
+    warning: str | None = None  # passed, but beyond the allowance for a reason that is not the deploy's
 
     def line(self) -> str:
-        state = "SKIP" if self.skipped else "PASS" if self.ok else "FAIL"
+        state = "SKIP" if self.skipped else "WARN" if self.warning else "PASS" if self.ok else "FAIL"
         if self.skipped:
             return f"{state} {self.label}: {self.skipped}"
         return f"{state} {self.label}: {format_metric(self.metric, self.current)} (baseline {format_metric(self.metric, self.baseline)}; {self.limit})"
@@ -65,6 +66,8 @@ def text(verdicts: Sequence[Verdict], header: str) -> str:
     again = _first_seen(verdicts)
     for i, v in enumerate(verdicts):
         lines.append(v.line())
+        if v.warning:
+            lines.append(f"     {v.warning}")
         if not v.ok and v.explanation is not None:
             if i in again:
                 lines.append(f"     explained by the same cause as {again[i]} (above)")
@@ -72,7 +75,9 @@ def text(verdicts: Sequence[Verdict], header: str) -> str:
             lines.append(f"     explained by {_explain(v.explanation)}")
             lines.extend(f"       - {e.label}: {e.render_value()}" for e in v.explanation.evidence[:4])
     failed = sum(1 for v in verdicts if not v.ok)
-    lines.append(f"{'FAILED' if failed else 'OK'}: {failed} regression(s) in {len(verdicts)} check(s)")
+    warned = sum(1 for v in verdicts if v.warning)
+    lines.append(f"{'FAILED' if failed else 'OK'}: {failed} regression(s) in {len(verdicts)} check(s)"
+                 + (f", {warned} warning(s)" if warned else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -89,6 +94,10 @@ def github(verdicts: Sequence[Verdict], header: str) -> str:
     out = []
     again = _first_seen(verdicts)
     for i, v in enumerate(verdicts):
+        if v.warning:
+            out.append(f"::warning title={_gh_prop('llmtrace check: ' + v.label + ' rose with the machine load')}::"
+                       f"{_gh_escape(v.line() + chr(10) + v.warning)}")
+            continue
         if v.ok:
             out.append(f"::notice title={_gh_prop('llmtrace check: ' + v.label)}::{_gh_escape(v.line())}")
             continue
@@ -110,6 +119,8 @@ def junit(verdicts: Sequence[Verdict], header: str) -> str:
         body = ""
         if v.skipped:
             body = f"<skipped message={quoteattr(v.skipped)}/>"
+        elif v.warning:
+            body = f"<system-out>{escape(v.line() + chr(10) + v.warning)}</system-out>"
         elif not v.ok:
             detail = v.line() + ("\n" + _explain(v.explanation) if v.explanation else "")
             if v.explanation is not None:

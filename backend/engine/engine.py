@@ -19,6 +19,7 @@ import torch
 from llmtrace.backend.engine.block_manager import BlockManager
 from llmtrace.backend.engine.block_pool import BlockPool
 from llmtrace.backend.engine.config import EngineConfig
+from llmtrace.backend.engine.cpu_clock import ThreadCpuClock
 from llmtrace.backend.engine.drafting import Drafting
 from llmtrace.backend.engine.eviction import make_policy
 from llmtrace.backend.engine.host_tier import HostTier
@@ -145,6 +146,7 @@ class Engine:
         self._seqs: dict[str, Sequence] = {}
         self._ids = itertools.count()
         self._steps = 0
+        self._cpu = ThreadCpuClock()  # the engine thread's CPU time and run-queue wait per step
         self.last_step = StepMetadata()
         self._finishing: list[tuple[Sequence, str]] | None = None
         self.last_emit_ns = 0
@@ -250,6 +252,7 @@ class Engine:
             return outputs
         self._steps += 1
         start = sched.start_ns
+        cpu0, wait0 = self._cpu.read()
         inputs = self.runner.prepare(sched.scheduled)
         prepared = time.time_ns()
         self.drafting.fill_self_drafts(sched.scheduled, inputs)
@@ -257,10 +260,12 @@ class Engine:
         t_spec = time.time_ns()
         logits, clock = self.runner.run(inputs)
         end = time.time_ns()
+        cpu1, wait1 = self._cpu.read()
+        cpu = (cpu1 - cpu0, None if wait0 is None or wait1 is None else wait1 - wait0)
         sections = clock.totals()
         self._finishing = []  # passes that finish this step are emitted once the step's time is charged
         try:
-            outputs += self._postprocess(sched, inputs.logits_rows, logits, sections, start, end, t_spec)
+            outputs += self._postprocess(sched, inputs.logits_rows, logits, sections, start, end, t_spec, cpu)
             times = StepTimes(draft_start, sched.start_ns, sched.end_ns, prepared, t_spec, end, time.time_ns(),
                               sections)
             for item, did_draft in zip(sched.scheduled, drafted, strict=True):
@@ -281,13 +286,14 @@ class Engine:
         start: int,
         end: int,
         verify_start: int,
+        cpu: tuple[int, int | None],
     ) -> list[RequestOutput]:
         batch = len(sched.scheduled)
         meta = StepMetadata(step=self._steps, start_ns=start, end_ns=end, num_seqs=batch,
                             num_tokens=sched.num_batched_tokens, preempted=[s.request_id for s in sched.preempted],
                             sections_ms=sections)
         clock = StepClock(start, end, sched.start_ns, sched.end_ns, verify_start, batch, sections,
-                          self.kv.bytes_per_token)
+                          self.kv.bytes_per_token, *cpu)
         plain: list[tuple[Sequence, int]] = []
         spec: list[tuple[Sequence, int, int]] = []
         for item, (row, count) in zip(sched.scheduled, rows, strict=True):

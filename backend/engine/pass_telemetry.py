@@ -30,6 +30,10 @@ class StepClock:
     batch: int  # sequences in the step
     sections: dict[str, float]  # the forward clock's per-section milliseconds
     kv_bytes_per_token: int
+    # the engine thread's on-CPU time and run-queue wait from preparing the step's inputs to the forward's
+    # return (cpu_clock.py); wait None where the platform does not say
+    cpu_ns: int = 0
+    cpu_wait_ns: int | None = None
 
     @property
     def ms(self) -> float:
@@ -54,6 +58,9 @@ def note_forward(seq: Sequence, step: StepClock, *, tokens: int, first_pos: int,
         s.prefill_tokens += tokens
         s.prefill_chunks += 1
         s.prefill_ms += step.ms
+        s.prefill_cpu_ns += step.cpu_ns
+        if step.cpu_wait_ns is not None:
+            s.prefill_cpu_wait_ns = (s.prefill_cpu_wait_ns or 0) + step.cpu_wait_ns
         s.window(S.FORWARD_PREFILL, step.start_ns, step.end_ns)
     else:
         s.decode_steps += 1

@@ -32,6 +32,8 @@ class SequenceStats:
     prefill_tokens: int = 0
     prefill_chunks: int = 0
     prefill_ms: float = 0.0
+    prefill_cpu_ns: int = 0  # the engine thread's CPU time in the prefill steps
+    prefill_cpu_wait_ns: int | None = None  # ... and its run-queue wait there (None: not known here)
     decode_steps: int = 0
     decode_ms: float = 0.0
     kv_bytes_read: int = 0

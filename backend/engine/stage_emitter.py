@@ -138,6 +138,9 @@ def stage_values(seq: Sequence, facts: EngineFacts, free_blocks: int) -> dict[st
             N.PREFILL_CHUNKS: s.prefill_chunks,
             N.PREFILL_MS: round(s.prefill_ms, 3),
             N.PREFILL_TOKENS_PER_S: round(prefill_tps, 1),
+            N.PREFILL_CPU_MS: round(s.prefill_cpu_ns / 1e6, 3),
+            N.PREFILL_CPU_WAIT_MS: round(s.prefill_cpu_wait_ns / 1e6, 3) if s.prefill_cpu_wait_ns is not None
+            else None,
         },
         S.FORWARD_DECODE: {
             N.DECODE_STEPS: s.decode_steps,

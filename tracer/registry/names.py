@@ -242,6 +242,8 @@ PREFILL_TOKENS: Final = "llmtrace.prefill.tokens"  # int tokens; forward.prefill
 PREFILL_CHUNKS: Final = "llmtrace.prefill.chunks"  # int; forward.prefill
 PREFILL_MS: Final = "llmtrace.prefill.ms"  # float ms; forward.prefill
 PREFILL_TOKENS_PER_S: Final = "llmtrace.prefill.tokens_per_s"  # float tokens/s; forward.prefill
+PREFILL_CPU_MS: Final = "llmtrace.prefill.cpu_ms"  # float ms; forward.prefill
+PREFILL_CPU_WAIT_MS: Final = "llmtrace.prefill.cpu_wait_ms"  # float ms; forward.prefill
 
 # ── stage 24 forward.decode (catalog/forward.py)
 DECODE_STEPS: Final = "llmtrace.decode.steps"  # int steps; forward.decode

@@ -67,7 +67,11 @@ STAGES: tuple[Stage, ...] = (
           (V("llmtrace.prefill.tokens", "int", "tokens", "prompt tokens computed (not cached)"),
            V("llmtrace.prefill.chunks", "int", "", "chunks the prefill was split into"),
            V("llmtrace.prefill.ms", "float", "ms", "time spent in prefill"),
-           V("llmtrace.prefill.tokens_per_s", "float", "tokens/s", "prefill speed")),
+           V("llmtrace.prefill.tokens_per_s", "float", "tokens/s", "prefill speed"),
+           V("llmtrace.prefill.cpu_ms", "float", "ms", "the engine thread's CPU time in the prefill steps (the work, "
+             "whatever else the machine runs)"),
+           V("llmtrace.prefill.cpu_wait_ms", "float", "ms", "time the engine thread was ready but waited for a CPU "
+             "in the prefill steps (other load on the machine; Linux only)")),
           ("slow_first_token",)),
     Stage(24, "forward.decode", "forward", "Decode",
           "Produces one token per step, reading the whole KV cache each time.",

@@ -1,0 +1,52 @@
+"""The engine thread's own CPU time and its run-queue wait, read around each step, so a pass's prefill
+says how much CPU work it took and how long the engine waited for a CPU while doing it. A busier machine
+(another process, a noisy CI neighbour) shows as wait with the work unchanged; a slower deploy (a kernel,
+more uncached tokens) as more work. ``llmtrace check --ttft`` uses the two to tell them apart.
+
+Linux keeps both per thread in /proc/thread-self/schedstat (on-CPU ns, runnable-but-waiting ns, slices);
+the file is kept open and re-read with pread (about a microsecond). Elsewhere the CPU time comes from
+``time.thread_time_ns`` and the wait is unknown (None).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+
+class ThreadCpuClock:
+    """Readings for the thread that first reads it (the engine steps on one thread)."""
+
+    def __init__(self) -> None:
+        self._fd: int | None = None
+        self._thread: int | None = None
+
+    def read(self) -> tuple[int, int | None]:
+        """(on-CPU ns, run-queue wait ns or None), both cumulative for the calling thread."""
+        ident = threading.get_ident()
+        if self._thread != ident:  # the first read, or the engine moved to another thread
+            self.close()
+            self._thread = ident
+            try:
+                self._fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+            except OSError:
+                self._fd = None
+        if self._fd is not None:
+            try:
+                run, wait = os.pread(self._fd, 96, 0).split()[:2]
+                return int(run), int(wait)
+            except (OSError, ValueError):
+                self.close()
+        return time.thread_time_ns(), None
+
+    def close(self) -> None:
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = None
+
+    def __del__(self) -> None:
+        self.close()

@@ -1,0 +1,130 @@
+"""``llmtrace check --ttft`` on a machine that got busier between the two deploys. The real backend (tiny
+model), the real OpenAI SDK through ``instrument()``, CPU burner processes during the second deploy, and
+``llmtrace check`` through the CLI's entry point.
+
+A clean twin whose second deploy ran beside the burners is a warning that names the load, not a failure
+(it failed 5 of 6 such runs when TTFT alone was compared); a deploy that really made the first token slower
+(more uncached prompt tokens) still fails beside the same burners, and on a quiet machine. The rule itself
+(``busier_machine``) is checked on numbers too: old baselines without the readings fail as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import analyzers_live as live
+import pytest
+
+from llmtrace.analyzers.baseline import Metrics, load_baseline
+from llmtrace.analyzers.check_cli import compare
+from llmtrace.cli import main
+
+DESK = ("You answer for the Fernhollow water utility: billing, outages and meters. Quote the account number "
+        "back, never promise a refund above fifty euros, and send burst mains to the duty engineer. ") * 3
+ASKS = ["Why is my bill higher?", "Is there an outage on Birch Lane?", "How do I read my meter?",
+        "Can I pay in instalments?"]
+
+
+@contextlib.contextmanager
+def burners(n: int) -> Iterator[None]:
+    """``n`` processes that only spin: the machine's other load, which no deploy decides."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def _deploy(db: Path, deploy: str, *, context_words: int = 0, calls: int = 10) -> None:
+    srv = live.server()
+    with live.store(db, deploy=deploy, capture="hashes"):
+        c = live.client(srv)
+        for i in range(calls):
+            # a retrieval deploy puts uncached documents before each question: more prefill work per call
+            doc = " ".join(f"clause{(i * 7919 + k) % 10007}" for k in range(context_words))
+            user = (f"Context: {doc}\n" if doc else "") + ASKS[i % len(ASKS)] + f" (ticket {i})"
+            stream = c.chat.completions.create(model="tiny", temperature=0, max_tokens=4, stream=True,
+                                               messages=[{"role": "system", "content": DESK},
+                                                         {"role": "user", "content": user}])
+            for _ in stream:
+                pass
+
+
+def _check(db: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str]:
+    capsys.readouterr()
+    rc = main(["check", "--db", str(db), "--ttft", *extra])
+    return rc, capsys.readouterr().out
+
+
+def _burn() -> int:
+    return max(2, os.cpu_count() or 2)  # one spinner a core: the engine thread waits for a CPU
+
+
+def test_a_clean_deploy_on_a_busier_machine_is_a_warning_not_a_failure(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "t.duckdb"
+    _deploy(db, "v1")
+    with burners(_burn()):
+        _deploy(db, "v2")
+    rc, out = _check(db, capsys, "--deploy", "v2", "--baseline-deploy", "v1")
+    assert rc == 0, out
+    # the second deploy did run slower; where the gate would have failed it, it says why it did not
+    for line in out.splitlines():
+        if line.startswith("WARN TTFT"):
+            assert "the machine was busier" in line, out
+    if "WARN" in out:
+        assert "waited for a CPU" in out and "warning(s)" in out, out
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["quiet", "busy"])
+def test_a_deploy_that_prefills_more_still_fails_on_a_quiet_or_busy_machine(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], busy: bool) -> None:
+    db = tmp_path / "t.duckdb"
+    _deploy(db, "v1")
+    with burners(_burn() if busy else 0):
+        _deploy(db, "v2", context_words=150)
+    rc, out = _check(db, capsys, "--deploy", "v2", "--baseline-deploy", "v1")
+    assert rc == 1 and "FAIL TTFT p50" in out, out
+    assert "the machine was busier" not in out, out
+
+
+def test_a_baseline_file_keeps_the_engine_readings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db, saved = tmp_path / "t.duckdb", tmp_path / "baseline.json"
+    _deploy(db, "v1", calls=8)
+    assert main(["check", "--db", str(db), "--save-baseline", str(saved)]) == 0
+    data = json.loads(saved.read_text())
+    assert data["prefill_cpu_ms"] > 0 and 0 <= data["prefill_wait_share"] <= 1, data
+    assert load_baseline(saved).prefill_cpu_ms == data["prefill_cpu_ms"]
+
+
+def _m(ttft: float, cpu: float | None, wait: float | None) -> Metrics:
+    sample = tuple(ttft * (0.9 + 0.01 * i) for i in range(20))
+    return Metrics("v", 20, 0.9, ttft, ttft * 1.1, None, ttft_sample=sample, prefill_cpu_ms=cpu,
+                   prefill_wait_share=wait)
+
+
+def test_the_load_rule_on_numbers() -> None:
+    base = _m(20.0, 6.0, 0.30)
+
+    def p50(cur: Metrics) -> tuple[bool, str | None]:
+        (v,) = [v for v in compare(cur, base, ttft=True) if v.metric == "ttft_p50_ms"]
+        return v.ok, v.warning
+
+    ok, warning = p50(_m(90.0, 7.8, 0.78))  # 4.5x slower, the engine's work +30%, its wait share 0.30 -> 0.78
+    assert ok and warning and "waited for a CPU 78%" in warning, warning
+    assert p50(_m(90.0, 16.0, 0.78)) == (False, None)  # more work per prefill: the deploy's, busy or not
+    assert p50(_m(90.0, 6.0, 0.33)) == (False, None)  # the engine did not wait more: not the machine
+    assert p50(_m(90.0, None, None)) == (False, None)  # a hosted provider, a foreign server, an old baseline
+    ok, warning = p50(_m(21.0, 6.0, 0.78))
+    assert ok and warning is None  # within the allowance: nothing to explain
+    old = Metrics("v", 20, 0.9, 20.0, 22.0, None, ttft_sample=base.ttft_sample)
+    (v,) = [v for v in compare(_m(90.0, 7.8, 0.78), old, ttft=True) if v.metric == "ttft_p50_ms"]
+    assert not v.ok and v.warning is None
