@@ -6,7 +6,8 @@ read the paged cache in place and fuse the step's attention into one call per la
 
 The library is built once per machine with the system C compiler (``-O3 -march=native``) into the user's
 cache directory and loaded with ctypes; no compiler, a failed build or ``LLMTRACE_NATIVE=0`` leaves
-``load()`` returning None and every caller on its torch path.
+``load()`` returning None and every caller on its torch path. A build the compiler refused is remembered there
+too (``*.failed``, per source, flags, CPU and compiler), so later processes do not run it again.
 """
 
 from __future__ import annotations
@@ -78,6 +79,12 @@ def _build() -> ctypes.CDLL:
     if cc is None:
         raise RuntimeError("no C compiler (gcc/cc) on PATH")
     target = _cache_dir() / f"cpu_native-{_machine_key()}.so"
+    # A compiler's refusal of this source on this CPU (the kernels' #error without AVX-512) is as lasting as a
+    # build: remembered next to it, per compiler, so each later process (every `llmtrace serve`, every engine)
+    # does not spend ~1 s of CPU on the same failing gcc run. A timeout or a crash of the compiler is not kept.
+    failed = target.with_name(f"{target.stem}-{hashlib.sha256(cc.encode()).hexdigest()[:8]}.failed")
+    if not target.is_file() and failed.is_file():
+        raise RuntimeError(f"{failed.read_text(errors='replace')} (remembered in {failed}; remove it to retry)")
     if not target.is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
@@ -86,7 +93,12 @@ def _build() -> ctypes.CDLL:
             run = subprocess.run([cc, *FLAGS, "-o", tmp, *map(str, SOURCES), "-lm"], capture_output=True, text=True,
                                  timeout=120)
             if run.returncode != 0:
-                raise RuntimeError(f"{cc} failed: {run.stderr.strip()[:500]}")
+                error = f"{cc} failed: {run.stderr.strip()[:500]}"
+                if run.returncode > 0:  # the compiler ran and said no (a signal is not an answer)
+                    with tempfile.NamedTemporaryFile("w", dir=target.parent, delete=False) as note:
+                        note.write(error)
+                    os.replace(note.name, failed)
+                raise RuntimeError(error)
             os.replace(tmp, target)  # atomic: a concurrent process sees the old state or the whole library
         finally:
             if os.path.exists(tmp):
