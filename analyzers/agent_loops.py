@@ -18,6 +18,8 @@ MANY_PASSES = 12  # passes in one trace with no budget recorded
 
 class AgentLoops(SymptomAnalyzer):
     symptom = "agent_loops"
+    # (it reads the pass table only where no loop.budget span was recorded at all; the hint only orders the
+    # work, and reading the table before it is built waits for the build)
     reads_passes = False
 
     def find(self, q: Query) -> list[Finding]:

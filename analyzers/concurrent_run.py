@@ -49,8 +49,9 @@ def analyze_all(q: Query, analyzers: Sequence[Analyzer], threads: int | None = N
     stop = threading.Event()
     forks: list[Query] = []
     try:
+        views = q.temp_views()  # listed once for every fork
         for _ in range(n):
-            forks.append(q.fork())
+            forks.append(q.fork(views))
 
         def work(fork: Query, first: bool) -> None:
             if first and any(a.reads_passes for a in analyzers):

@@ -197,17 +197,23 @@ class Query:
         self.conn.execute(f"{create} {rel}{where}")
         return name
 
-    def fork(self) -> Query:
+    def temp_views(self) -> list[str]:
+        """The CREATE statements of the connection's temporary views (a span filter's ``spans`` and views), in
+        the order they were made: what :meth:`fork` makes again on its cursor."""
+        rows = self.conn.execute("SELECT sql FROM duckdb_views() WHERE temporary AND NOT internal "
+                                 "ORDER BY view_oid").fetchall()
+        return [str(sql) for (sql,) in rows]
+
+    def fork(self, views: Sequence[str] | None = None) -> Query:
         """A Query over a new cursor of the same database, for running analyzers in another thread (a DuckDB
         connection runs one query at a time): the same window, the same pass table (built once, by whichever
-        of them asks first) and memo. The connection's temporary views (a span filter's ``spans`` and views)
-        are made again on the cursor, which would not see them. Call :meth:`shareable` first; ``release()``
-        each fork, then this Query."""
+        of them asks first) and memo. The connection's temporary views are made again on the cursor, which
+        would not see them (``views``: :meth:`temp_views`, when the caller forks several times). Call
+        :meth:`shareable` first; ``release()`` each fork, then this Query."""
         checked, exported = self.json_checked, self.exported  # looked up once, here, not by every fork
         cursor = self.conn.cursor()
         try:
-            for (sql,) in self.conn.execute("SELECT sql FROM duckdb_views() WHERE temporary AND NOT internal "
-                                            "ORDER BY view_oid").fetchall():
+            for sql in self.temp_views() if views is None else views:
                 cursor.execute(sql)
         except BaseException:
             cursor.close()
