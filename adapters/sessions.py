@@ -167,6 +167,24 @@ def _shrunk(conv: Conversation, view: View) -> bool:
     return after < _SHRUNK * before
 
 
+def _opens_anew(last: list[bytes], msgs: list[Message]) -> bool:
+    """Whether a request that shares only its opening with a conversation's last request (``last``, its
+    chained digests) begins a conversation of its own rather than rewriting that one's history.
+
+    Few-shot examples sent as user and assistant turns, or a scripted greeting exchange, open every
+    conversation alike; a new conversation's first request is that opening and then the user's own
+    question: at most one message after the shared ones, following an assistant turn. A compaction puts
+    something in place of the turns it drops (a summary, then the question: two messages or more), or
+    folds the summary into the turn after a kept user message."""
+    kept = 0
+    for digest, m in zip(last, msgs):
+        if digest != m.digest:
+            break
+        kept += 1
+    new = len(msgs) - kept
+    return new == 0 or (new == 1 and kept > 0 and msgs[kept - 1].role == "assistant")
+
+
 def _messages(body: Mapping[str, object]) -> list[Mapping[str, Any]]:
     msgs = body.get("messages")
     if isinstance(msgs, list):
@@ -289,7 +307,7 @@ class Tracker:
                 conv, server_side = self._by_session.get(sid), False
             if conv is None and sid is None and view.anchor is not None and any(m.role == "assistant" for m in msgs):
                 conv = self._by_anchor.get(view.anchor)  # the same opening, its history since rewritten
-                if conv is not None and not conv.inferred:
+                if conv is not None and (not conv.inferred or _opens_anew(conv.chain, msgs)):
                     conv = None  # a named session is only continued by calls that name it
         # Read after the lookup: a request of a known conversation is read even when it is short (an app
         # may compact to [system + summary, question]: unread, every earlier fact would count as lost).

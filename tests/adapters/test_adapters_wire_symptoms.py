@@ -157,8 +157,10 @@ def test_the_same_opening_with_another_question_is_no_lost_fact(tiny_server: Any
                {"role": "assistant", "content": "Welcome, Kestrel Freight truck KF-2231 is registered."}]
     for q in ("Where is bay 12?", "Is the wash bay open on Sunday?", "Can I park overnight at gate 3?"):
         client.chat.completions.create(model="tiny", max_tokens=2, messages=[*opening, {"role": "user", "content": q}])
+    # each question after the shared opening is a conversation of its own (no rewrite at all) or, read as a
+    # rewrite, one that dropped nothing
     comp = [r["attributes"] for r in rows(traced, "SELECT attributes FROM spans WHERE stage = 'loop.compaction'")]
-    assert comp and all(c["llmtrace.compaction.facts_lost"] == [] for c in comp)
+    assert all(c["llmtrace.compaction.facts_lost"] == [] for c in comp)
     assert not [f for f in _findings(traced) if f["stage"] == "loop.compaction" and f["severity"] != "info"]
 
 
