@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import json
 import os
 import re
@@ -12,6 +13,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import duckdb
 from opentelemetry.exporter.otlp.proto.http import Compression
@@ -105,3 +107,47 @@ def count_spans(db: Path) -> int:
         return int(con.execute("SELECT count(*) FROM spans").fetchone()[0])
     finally:
         con.close()
+
+
+FOREIGN_RUNNER = Path(__file__).resolve().parents[2] / "benchmarks" / "diagnosis_foreign.py"
+
+
+@dataclass
+class ForeignApp:
+    """One service's traffic: ``calls`` (benchmarks/diagnosis_foreign.py's spec) made through ``app``'s
+    instrumentation; ``content`` turns the package's own prompt-capture switch on."""
+    app: str
+    calls: list[dict[str, Any]]
+    content: bool = True
+
+
+def send_foreign(col: RunningCollector, tmp: Path, base_url: str, apps: dict[str, ForeignApp],
+                 model: str = "tiny", timeout_s: float = 240) -> None:
+    """Each service's app run at once, one process each (instrumentations patch the SDK module-wide), against
+    ``base_url`` (the server's ``/v1``) and exporting to ``col``; returns when every call's span is written."""
+    procs = {}
+    for service, run in apps.items():
+        spec = tmp / f"{service}.json"
+        spec.write_text(json.dumps({"model": model, "calls": run.calls, "content": run.content}))
+        procs[service] = subprocess.Popen([sys.executable, str(FOREIGN_RUNNER), run.app, str(spec), col.endpoint,
+                                           base_url, service], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                          text=True)
+    for service, p in procs.items():
+        out, _ = p.communicate(timeout=timeout_s)
+        assert p.returncode == 0 and f"sent {len(apps[service].calls)}" in out, (service, out[-3000:])
+    col.wait_written(sum(len(run.calls) for run in apps.values()))
+
+
+def diagnose_service(db: Path, service: str) -> list[dict[str, Any]]:
+    """``llmtrace diagnose --json --service`` as a user runs it: a process of its own."""
+    out = subprocess.run([sys.executable, "-m", "llmtrace.cli", "diagnose", "--db", str(db), "--service", service,
+                          "--json"], capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return list(json.loads(out.stdout)["findings"])
+
+
+def diagnose_services(db: Path, services: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """Each service's findings, four diagnose processes at a time (each spends most of its time starting up;
+    they only read the store)."""
+    with cf.ThreadPoolExecutor(4) as pool:
+        return dict(zip(services, pool.map(lambda s: diagnose_service(db, s), services), strict=True))

@@ -8,7 +8,6 @@ calls. No prompt text reaches the store under the default capture (``hashes``)."
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import json
 import random
 import subprocess
@@ -20,12 +19,19 @@ from typing import Any
 
 import openai
 import pytest
-from collector_helpers import RunningCollector, query, start_collector
+from collector_helpers import (
+    ForeignApp,
+    RunningCollector,
+    diagnose_service,
+    diagnose_services,
+    query,
+    send_foreign,
+    start_collector,
+)
 from testkit import RunningServer
 
 import llmtrace
 
-RUNNER = Path(__file__).resolve().parents[2] / "benchmarks" / "diagnosis_foreign.py"
 LIBRARY = ("You answer questions for the Wrenfold public library. Give opening hours from the notice board, "
            "explain how to renew a loan online, say that overdue fines were abolished last spring, and offer "
            "to reserve a copy when every copy is out. Keep it to three short sentences. ")
@@ -73,36 +79,20 @@ def _calls(app: str, twin: bool, seed: str = "") -> list[dict[str, Any]]:
              "max_tokens": 5, "stream": i % 2 == 1, **extra} for i in range(8)]
 
 
-def _diagnose(db: Path, service: str) -> list[dict[str, Any]]:
-    out = subprocess.run([sys.executable, "-m", "llmtrace.cli", "diagnose", "--db", str(db), "--service", service,
-                          "--json"], capture_output=True, text=True, timeout=180)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return list(json.loads(out.stdout)["findings"])
-
-
 @pytest.fixture(scope="module")
 def collected(tiny_server: RunningServer, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[tuple[RunningCollector, dict[str, list[dict[str, Any]]]]]:
     tmp = tmp_path_factory.mktemp("foreign-diagnosis")
     col = start_collector(tmp)
     try:
-        procs = {}
+        apps = {}
         # each app planted and clean; OpenLLMetry once more with its content capture off (no prompt on record)
         for app, content in [*((a, True) for a in PLANTS), ("openllmetry", False)]:
             for twin in (False, True):
                 service = f"{app}{'' if content else '-blind'}-{'twin' if twin else 'cause'}"
-                spec = tmp / f"{service}.json"
-                calls = _calls(app, twin, seed="" if content else "blind")
-                spec.write_text(json.dumps({"model": "tiny", "calls": calls, "content": content}))
-                procs[service] = subprocess.Popen(
-                    [sys.executable, str(RUNNER), app, str(spec), col.endpoint, tiny_server.base_url + "/v1", service],
-                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for service, p in procs.items():
-            out, _ = p.communicate(timeout=240)
-            assert p.returncode == 0 and "sent 8" in out, (service, out[-3000:])
-        col.wait_written(8 * len(procs))
-        with cf.ThreadPoolExecutor(4) as pool:
-            found = dict(zip(procs, pool.map(lambda s: _diagnose(col.db, s), procs), strict=True))
+                apps[service] = ForeignApp(app, _calls(app, twin, seed="" if content else "blind"), content)
+        send_foreign(col, tmp, tiny_server.base_url + "/v1", apps)
+        found = diagnose_services(col.db, list(apps))
         yield col, found
     finally:
         col.stop()
@@ -169,7 +159,7 @@ def test_own_spans_name_the_same_value(tiny_server: RunningServer, tmp_path: Pat
                 client.chat.completions.create(**kw)
     finally:
         llmtrace.shutdown()
-    own = _diagnose(db, "own")[0]
+    own = diagnose_service(db, "own")[0]
     foreign = found["openllmetry-cause"][0]
     assert own["stage"] == foreign["stage"] == "cache.prefix_match"
     where = f"timestamp at char {_offset('openllmetry')} of the system"

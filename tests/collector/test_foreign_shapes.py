@@ -8,17 +8,24 @@ from the text before it hashes it, so ``diagnose`` says the structured answers w
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from collector_helpers import otlp_provider, query, start_collector
+from collector_helpers import (
+    ForeignApp,
+    diagnose_service,
+    diagnose_services,
+    otlp_provider,
+    query,
+    send_foreign,
+    start_collector,
+)
 from opentelemetry.trace import SpanKind
 from testkit import RunningServer
 
 ASK = 'Reply with JSON only, like {"dock": 3, "slot": "07:40"}, for lorry {n}.'
+STYLES = ("openllmetry", "genai", "openinference")
 CUT, WHOLE = '{"dock": 4, "sl', '{"dock": 4, "slot": "08:10"}'
 
 
@@ -45,7 +52,7 @@ def _attrs(style: str, i: int, answer: str, reason: str) -> dict[str, Any]:
 def test_cut_json_in_every_spelling_is_a_warning(tmp_path: Path) -> None:
     col = start_collector(tmp_path)
     try:
-        for style in ("openllmetry", "genai", "openinference"):
+        for style in STYLES:
             for twin in (False, True):
                 tp = otlp_provider(col.endpoint, f"{style}-{'twin' if twin else 'cause'}")
                 tracer = tp.get_tracer("app")
@@ -58,20 +65,15 @@ def test_cut_json_in_every_spelling_is_a_warning(tmp_path: Path) -> None:
         assert col.stop() == 0
     leaks = query(col.db, "SELECT count(*) FROM spans WHERE attributes LIKE '%dock%'")
     assert leaks == [(0,)]  # the shape is read from the text; the text itself is hashed
-    for style in ("openllmetry", "genai", "openinference"):
-        found = {}
-        for run in ("cause", "twin"):
-            out = subprocess.run([sys.executable, "-m", "llmtrace.cli", "diagnose", "--db", str(col.db), "--service",
-                                  f"{style}-{run}", "--json"], capture_output=True, text=True, timeout=120)
-            assert out.returncode == 0, out.stderr[-2000:]
-            found[run] = json.loads(out.stdout)["findings"]
+    services = diagnose_services(col.db, [f"{style}-{run}" for style in STYLES for run in ("cause", "twin")])
+    for style in STYLES:
+        found = {run: services[f"{style}-{run}"] for run in ("cause", "twin")}
         top = found["cause"][0]
         assert top["stage"] == "gen.stop" and top["severity"] == "warning", (style, found["cause"])
         assert "5 structured answers were cut" in top["title"] and "do not parse" in top["summary"], (style, top)
         assert not [f for f in found["twin"] if f["severity"] != "info"], (style, found["twin"])
 
 
-RUNNER = Path(__file__).resolve().parents[2] / "benchmarks" / "diagnosis_foreign.py"
 GALLERY = ("You plan visits to the Copperleaf gallery. Start the route in the east wing, mention the audio guide "
            "at the desk, and never book tickets yourself; point to the online shop instead. ") * 4
 
@@ -84,19 +86,13 @@ def test_openinference_responses_api(tiny_server: RunningServer, tmp_path: Path)
     calls = [{"messages": [{"role": "system", "content": f"Clock 10:{10 + i}:0{i}. " + GALLERY},
                            {"role": "user", "content": f"A route for group {i}?"}],
               "max_tokens": 5, "stream": i in (3, 6), "api": "responses"} for i in range(8)]
-    spec = tmp_path / "calls.json"
-    spec.write_text(json.dumps({"model": "tiny", "calls": calls}))
     try:
-        out = subprocess.run([sys.executable, str(RUNNER), "openinference", str(spec), col.endpoint,
-                              tiny_server.base_url + "/v1", "gallery"], capture_output=True, text=True, timeout=180)
-        assert out.returncode == 0 and "sent 8" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
-        col.wait_written(8)
+        send_foreign(col, tmp_path, tiny_server.base_url + "/v1", {"gallery": ForeignApp("openinference", calls)},
+                     timeout_s=180)
     finally:
         assert col.stop() == 0
     rows = query(col.db, "SELECT finish_reason, finish_reason_raw FROM passes WHERE service = 'gallery' "
                          "AND prompt_tokens > 0")
     assert len(rows) == 6 and set(rows) == {("length", "max_output_tokens")}, rows  # streamed: no body, no usage
-    found = subprocess.run([sys.executable, "-m", "llmtrace.cli", "diagnose", "--db", str(col.db), "--service",
-                            "gallery", "--json"], capture_output=True, text=True, timeout=120)
-    top = json.loads(found.stdout)["findings"][0]
+    top = diagnose_service(col.db, "gallery")[0]
     assert top["stage"] == "cache.prefix_match" and "timestamp at char 6 of the system" in top["title"], top

@@ -12,18 +12,20 @@ real ``llmtrace serve``, real ``llmtrace collect``, ``diagnose --json`` as a sub
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from collector_helpers import RunningCollector, query, start_collector
+from collector_helpers import (
+    ForeignApp,
+    RunningCollector,
+    diagnose_services,
+    query,
+    send_foreign,
+    start_collector,
+)
 from testkit import RunningServer
 
-RUNNER = Path(__file__).resolve().parents[2] / "benchmarks" / "diagnosis_foreign.py"
 DESK = ("You are the help desk of the Quillmark lending library. Check the member card before renewing, "
         "never waive a fine above ten pounds, and keep each reply to two short sentences. ") * 2
 ASKS = ["Can I renew The Hobbit again?", "Is the story hour on this Saturday?"]
@@ -66,29 +68,14 @@ def collected(tiny_server: RunningServer, tmp_path_factory: pytest.TempPathFacto
     tmp = tmp_path_factory.mktemp("holdout-foreign")
     col = start_collector(tmp)
     try:
-        procs = {}
+        apps = {}
         for app in APPS:
             runs = [("repeat", _calls()), ("json", _json_calls()), ("rag", _rag_calls(False))]
             if app == "openinference":
                 runs.append(("ragok", _rag_calls(True)))  # the clean twin: each passage tagged with its id
-            for what, calls in runs:
-                spec = tmp / f"{what}-{app}.json"
-                spec.write_text(json.dumps({"model": "tiny", "calls": calls, "content": True}))
-                procs[f"{what}-{app}"] = subprocess.Popen(
-                    [sys.executable, str(RUNNER), app, str(spec), col.endpoint, tiny_server.base_url + "/v1",
-                     f"{what}-{app}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        sent = {s: len(json.loads((tmp / f"{s}.json").read_text())["calls"]) for s in procs}
-        for service, p in procs.items():
-            out, _ = p.communicate(timeout=240)
-            assert p.returncode == 0 and f"sent {sent[service]}" in out, (service, out[-3000:])
-        col.wait_written(sum(sent.values()))
-        found = {}
-        for service in procs:
-            out = subprocess.run([sys.executable, "-m", "llmtrace.cli", "diagnose", "--db", str(col.db),
-                                  "--service", service, "--json"], capture_output=True, text=True, timeout=180)
-            assert out.returncode == 0, out.stderr[-2000:]
-            found[service] = list(json.loads(out.stdout)["findings"])
-        yield col, found
+            apps.update({f"{what}-{app}": ForeignApp(app, calls) for what, calls in runs})
+        send_foreign(col, tmp, tiny_server.base_url + "/v1", apps)
+        yield col, diagnose_services(col.db, list(apps))
     finally:
         col.stop()
 

@@ -8,18 +8,13 @@ raises neither. Real packages, real ``llmtrace serve``, real ``llmtrace collect`
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from collector_helpers import RunningCollector, start_collector
+from collector_helpers import ForeignApp, RunningCollector, diagnose_services, send_foreign, start_collector
 from testkit import RunningServer
 
-RUNNER = Path(__file__).resolve().parents[2] / "benchmarks" / "diagnosis_foreign.py"
 DESK = ("You are the front desk of Harrow Lane veterinary clinic. Confirm the pet's name before booking, "
         "never give dosage advice, and answer in two sentences at most. ") * 2
 APPS = ("openinference", "openllmetry")
@@ -55,27 +50,11 @@ def found(tiny_server: RunningServer, tmp_path_factory: pytest.TempPathFactory) 
     tmp = tmp_path_factory.mktemp("holdout-foreign-loops")
     col: RunningCollector = start_collector(tmp)
     try:
-        procs = {}
-        for app in APPS:
-            for what, calls in (("loop", _agent(True)), ("zw", _zero_width(True)),
-                                ("clean", _agent(False) + _zero_width(False))):
-                spec = tmp / f"{what}-{app}.json"
-                spec.write_text(json.dumps({"model": "tiny", "calls": calls, "content": True}))
-                procs[f"{what}-{app}"] = subprocess.Popen(
-                    [sys.executable, str(RUNNER), app, str(spec), col.endpoint, tiny_server.base_url + "/v1",
-                     f"{what}-{app}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        sent = {s: len(json.loads((tmp / f"{s}.json").read_text())["calls"]) for s in procs}
-        for service, p in procs.items():
-            out, _ = p.communicate(timeout=240)
-            assert p.returncode == 0 and f"sent {sent[service]}" in out, (service, out[-3000:])
-        col.wait_written(sum(sent.values()))
-        result = {}
-        for service in procs:
-            out = subprocess.run([sys.executable, "-m", "llmtrace.cli", "diagnose", "--db", str(col.db),
-                                  "--service", service, "--json"], capture_output=True, text=True, timeout=180)
-            assert out.returncode == 0, out.stderr[-2000:]
-            result[service] = list(json.loads(out.stdout)["findings"])
-        yield result
+        apps = {f"{what}-{app}": ForeignApp(app, calls) for app in APPS
+                for what, calls in (("loop", _agent(True)), ("zw", _zero_width(True)),
+                                    ("clean", _agent(False) + _zero_width(False)))}
+        send_foreign(col, tmp, tiny_server.base_url + "/v1", apps)
+        yield diagnose_services(col.db, list(apps))
     finally:
         col.stop()
 
