@@ -53,10 +53,17 @@ def cache_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
     prefill = 0.0  # the engine's prefill ms a token, for the what-if TTFT when the fit cannot say
     curve: kv_replay.SizeCurve | None = None
     curve_lines: list[Evidence] | None = None
+    services = {p.service for p in passes}
     for c in causes(passes):
         if len(c.passes) < MIN_PASSES and c.kind != "short":
             continue
-        share = c.lost_tokens / total_tokens if total_tokens else 0.0
+        # A store of several apps (a collector's, one server's many clients): a cause is weighed against the
+        # traffic of the services it was seen in, as `diagnose --service` would, or one app's broken cache
+        # drowns in the other apps' tokens (six planted windows in a store of 17 services: none over 5%).
+        own = {p.service for p in c.passes}
+        scope = passes if own == services else [p for p in passes if p.service in own]
+        scope_tokens = total_tokens if own == services else sum(p.prompt_tokens for p in scope)
+        share = c.lost_tokens / scope_tokens if scope_tokens else 0.0
         if c.kind not in ("short", "off", "blind") and share < MIN_SHARE:
             continue
         builder = {"window": _window, "engine": _engine, "short": _short, "off": _off, "blind": _blind}[c.kind]
@@ -64,7 +71,14 @@ def cache_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
             pool = kv_replay.pool(q)  # read once, and only for a finding that replays
             if mspt <= 0:  # prompts of one length: no TTFT fit, but the engine says what its prefill took
                 prefill = replay_what_if.prefill_ms_per_token(q, [p.trace_id for p in passes])
-        f = builder(analyzer, q, c, passes, share, mspt, usdpt, pool, prefill)
+        f = builder(analyzer, q, c, scope, share, mspt, usdpt, pool, prefill)
+        if f is not None and own != services:
+            names = sorted(str(s) for s in own)
+            # a window is each app's own prompt: two apps' windows in the system prompt are two causes, not
+            # one to merge (a server's routing or pool, the engine's causes, is one cause for all its apps)
+            cause = f"{f.cause}@{','.join(names)}" if f.cause.startswith("prompt-window:") else f.cause
+            f = dataclasses.replace(f, cause=cause, title=f"{f.title} (service{'s' if len(names) > 1 else ''} "
+                                    f"{', '.join(names[:3])}{', ...' if len(names) > 3 else ''})")
         if f is not None and pool is not None and c.kind in ("window", "engine"):
             if curve_lines is None:  # one replay per size for all findings
                 curve = replay_what_if.passes_curve(passes, pool)
