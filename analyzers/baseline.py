@@ -15,6 +15,7 @@ from llmtrace.tracer.registry import stage_ids as S
 
 BASELINE_VERSION = 1
 TTFT_SAMPLE = 500  # TTFTs a baseline keeps: enough for a bootstrap bound on p50 and p95
+SAMPLE = 500  # passes' token counts and costs a baseline keeps, for the same bounds on hit rate and cost
 MIN_CPU_PASSES = 5  # prefill steps measured on fewer passes than this say nothing about the machine
 _PREFILL_CPU = {"wall": (N.PREFILL_MS, "float"), "cpu": (N.PREFILL_CPU_MS, "float"),
                 "wait": (N.PREFILL_CPU_WAIT_MS, "float")}
@@ -38,6 +39,10 @@ class Metrics:
     # busier machine from a slower deploy.
     prefill_cpu_ms: float | None = None
     prefill_wait_share: float | None = None
+    # the passes' (cached, prompt) tokens and costs (newest first, at most SAMPLE each), so the hit rate and
+    # cost checks can tell a change from the few passes a small run has (its cold first call weighs more)
+    hit_sample: tuple[tuple[float, float], ...] = ()
+    cost_sample: tuple[float, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {"version": BASELINE_VERSION, **asdict(self),
@@ -60,12 +65,20 @@ class Metrics:
         raw = data.get("ttft_sample")
         sample = tuple(float(v) for v in raw if isinstance(v, (int, float)) and not isinstance(v, bool)) \
             if isinstance(raw, list) else ()
+        pairs = data.get("hit_sample")
+        hits = tuple((float(p[0]), float(p[1])) for p in pairs if isinstance(p, list) and len(p) == 2
+                     and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in p)) \
+            if isinstance(pairs, list) else ()
+        raw_cost = data.get("cost_sample")
+        costs = tuple(float(v) for v in raw_cost if isinstance(v, (int, float)) and not isinstance(v, bool)) \
+            if isinstance(raw_cost, list) else ()
         return cls(deploy=deploy if isinstance(deploy, str) else None,
                    passes=int(passes) if isinstance(passes, int) else 0, hit_rate=num("hit_rate"),
                    ttft_p50_ms=num("ttft_p50_ms"), ttft_p95_ms=num("ttft_p95_ms"),
                    cost_per_request_usd=num("cost_per_request_usd"),
                    side=side if isinstance(side, str) else None, ttft_sample=sample,
-                   prefill_cpu_ms=num("prefill_cpu_ms"), prefill_wait_share=num("prefill_wait_share"))
+                   prefill_cpu_ms=num("prefill_cpu_ms"), prefill_wait_share=num("prefill_wait_share"),
+                   hit_sample=hits, cost_sample=costs)
 
 
 def load_baseline(path: str | os.PathLike[str]) -> Metrics:
@@ -109,12 +122,17 @@ def measure(q: Query, deploy: str | None = None, side: str | None = None) -> Met
         FROM {q.passes}{dep}""", params)
     sample = q.rows(f"SELECT round(ttft_ms, 2) AS t FROM {q.passes}{dep}{' AND' if dep else ' WHERE'} "
                     f"ttft_ms IS NOT NULL ORDER BY start_ns DESC LIMIT {TTFT_SAMPLE}", params)
+    newest = q.rows(f"SELECT least(cached_tokens, prompt_tokens) AS c, prompt_tokens AS p, cost_usd AS usd "
+                    f"FROM {q.passes}{dep} ORDER BY start_ns DESC LIMIT {SAMPLE}", params)
     cpu_ms, wait_share = _prefill_cpu(q, deploy)
     return Metrics(deploy=deploy, passes=int(row.get("passes") or 0),
                    hit_rate=_f(row.get("hit_rate")), ttft_p50_ms=_f(row.get("p50")), ttft_p95_ms=_f(row.get("p95")),
                    cost_per_request_usd=_f(row.get("cost")), side=None,
                    ttft_sample=tuple(float(r["t"]) for r in sample),
-                   prefill_cpu_ms=cpu_ms, prefill_wait_share=wait_share)
+                   prefill_cpu_ms=cpu_ms, prefill_wait_share=wait_share,
+                   hit_sample=tuple((float(r["c"]), float(r["p"])) for r in newest
+                                    if r["c"] is not None and r["p"] is not None and r["p"] > 0),
+                   cost_sample=tuple(float(r["usd"]) for r in newest if r["usd"] is not None))
 
 
 def _prefill_cpu(q: Query, deploy: str | None) -> tuple[float | None, float | None]:

@@ -91,13 +91,30 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 
 def quantile_ratio_low(current: Sequence[float], baseline: Sequence[float] | None, q: float,
-                       baseline_value: float | None = None, rounds: int = 400, seed: int = 0) -> float | None:
+                       baseline_value: float | None = None, rounds: int = 400, seed: int = 0,
+                       min_n: int = 5) -> float | None:
     """One-sided 95% lower bound of quantile_q(current) / quantile_q(baseline), by a bootstrap over the passes
     of both groups (or of ``current`` alone against a fixed ``baseline_value``, for a baseline file that kept
-    no sample). None when a group is too small to tell (under 5 passes)."""
+    no sample). None when a group is too small to tell (under ``min_n`` passes)."""
+    return statistic_ratio_low(current, baseline, lambda xs: percentile(xs, q) or 0.0, baseline_value,
+                               rounds=rounds, seed=seed, min_n=min_n)
+
+
+def mean_ratio_low(current: Sequence[float], baseline: Sequence[float] | None, baseline_value: float | None = None,
+                   rounds: int = 400, seed: int = 0, min_n: int = 5) -> float | None:
+    """As :func:`quantile_ratio_low`, for the ratio of the means (cost per request)."""
+    return statistic_ratio_low(current, baseline, lambda xs: sum(xs) / len(xs), baseline_value,
+                               rounds=rounds, seed=seed, min_n=min_n)
+
+
+def statistic_ratio_low(current: Sequence[float], baseline: Sequence[float] | None,
+                        stat: Callable[[list[float]], float], baseline_value: float | None = None, *,
+                        rounds: int = 400, seed: int = 0, min_n: int = 5) -> float | None:
+    """One-sided 95% lower bound of stat(current) / stat(baseline) by a bootstrap over the passes of both
+    groups, or of ``current`` alone against ``baseline_value`` when the baseline kept fewer than ``min_n``."""
     cur = [float(v) for v in current if v is not None]
     base = [float(v) for v in baseline or () if v is not None]
-    if len(cur) < 5 or (len(base) < 5 and not baseline_value):
+    if len(cur) < min_n or (len(base) < min_n and not baseline_value):
         return None
     rng = random.Random(seed)
     cap = 400
@@ -105,8 +122,31 @@ def quantile_ratio_low(current: Sequence[float], baseline: Sequence[float] | Non
     base = rng.sample(base, cap) if len(base) > cap else base
     ratios = []
     for _ in range(rounds):
-        num = percentile(rng.choices(cur, k=len(cur)), q) or 0.0
-        den = (percentile(rng.choices(base, k=len(base)), q) or 0.0) if len(base) >= 5 else float(baseline_value or 0)
+        num = stat(rng.choices(cur, k=len(cur)))
+        den = stat(rng.choices(base, k=len(base))) if len(base) >= min_n else float(baseline_value or 0)
         ratios.append(num / den if den > 0 else math.inf)
     ratios.sort()
     return ratios[int(0.05 * rounds)]
+
+
+def ratio_drop_low(before: Sequence[tuple[float, float]] | None, after: Sequence[tuple[float, float]],
+                   before_value: float | None = None, rounds: int = 400, seed: int = 0,
+                   min_n: int = 3) -> float | None:
+    """One-sided 95% lower bound of ratio(before) - ratio(after), each ratio sum(x) / sum(y) over per-pass
+    (numerator, denominator) pairs (cached and prompt tokens), by a bootstrap over the passes of both groups,
+    or of ``after`` alone against a fixed ``before_value`` (a baseline file that kept no passes). None when a
+    group is too small to tell (under ``min_n`` passes)."""
+    b = [(float(x), float(y)) for x, y in before or ()]
+    a = [(float(x), float(y)) for x, y in after]
+    if len(a) < min_n or (len(b) < min_n and before_value is None):
+        return None
+    rng = random.Random(seed)
+    cap = 400
+    b = rng.sample(b, cap) if len(b) > cap else b
+    a = rng.sample(a, cap) if len(a) > cap else a
+    draw = rng.random
+    ax, ay = [x for x, _ in a], [y for _, y in a]
+    bx, by = [x for x, _ in b], [y for _, y in b]
+    drops = sorted((_resampled_ratio(bx, by, draw) if len(b) >= min_n else float(before_value or 0.0))
+                   - _resampled_ratio(ax, ay, draw) for _ in range(rounds))
+    return drops[int(0.05 * rounds)]

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,11 +46,13 @@ def burners(n: int) -> Iterator[None]:
 
 def _deploy(db: Path, deploy: str, *, context_words: int = 0, calls: int = 10) -> None:
     srv = live.server()
+    salt = uuid.uuid4().hex[:8]  # the server outlives the test: its documents must not be cached already
     with live.store(db, deploy=deploy, capture="hashes"):
         c = live.client(srv)
         for i in range(calls):
             # a retrieval deploy puts uncached documents before each question: more prefill work per call
             doc = " ".join(f"clause{(i * 7919 + k) % 10007}" for k in range(context_words))
+            doc = f"{salt} {doc}" if doc else ""
             user = (f"Context: {doc}\n" if doc else "") + ASKS[i % len(ASKS)] + f" (ticket {i})"
             stream = c.chat.completions.create(model="tiny", temperature=0, max_tokens=4, stream=True,
                                                messages=[{"role": "system", "content": DESK},
@@ -118,13 +121,15 @@ def test_the_load_rule_on_numbers() -> None:
         (v,) = [v for v in compare(cur, base, ttft=True) if v.metric == "ttft_p50_ms"]
         return v.ok, v.warning
 
-    ok, warning = p50(_m(90.0, 7.8, 0.78))  # 4.5x slower, the engine's work +30%, its wait share 0.30 -> 0.78
-    assert ok and warning and "waited for a CPU 78%" in warning, warning
-    assert p50(_m(90.0, 16.0, 0.78)) == (False, None)  # more work per prefill: the deploy's, busy or not
-    assert p50(_m(90.0, 6.0, 0.33)) == (False, None)  # the engine did not wait more: not the machine
-    assert p50(_m(90.0, None, None)) == (False, None)  # a hosted provider, a foreign server, an old baseline
+    # 3.5x slower, the engine's work +30%, its wait share 0.30 -> 0.78 (which alone is 3.2x): the machine
+    ok, warning = p50(_m(70.0, 7.8, 0.78))
+    assert ok and warning and "waited for a CPU 78%" in warning and "3.2x slower" in warning, warning
+    assert p50(_m(70.0, 16.0, 0.78)) == (False, None)  # more work per prefill: the deploy's, busy or not
+    assert p50(_m(150.0, 6.0, 0.78)) == (False, None)  # far more than the load explains (a queue, say)
+    assert p50(_m(70.0, 6.0, 0.33)) == (False, None)  # the engine did not wait more: not the machine
+    assert p50(_m(70.0, None, None)) == (False, None)  # a hosted provider, a foreign server, an old baseline
     ok, warning = p50(_m(21.0, 6.0, 0.78))
     assert ok and warning is None  # within the allowance: nothing to explain
     old = Metrics("v", 20, 0.9, 20.0, 22.0, None, ttft_sample=base.ttft_sample)
-    (v,) = [v for v in compare(_m(90.0, 7.8, 0.78), old, ttft=True) if v.metric == "ttft_p50_ms"]
+    (v,) = [v for v in compare(_m(70.0, 7.8, 0.78), old, ttft=True) if v.metric == "ttft_p50_ms"]
     assert not v.ok and v.warning is None
