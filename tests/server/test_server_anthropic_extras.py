@@ -38,12 +38,14 @@ def real_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSer
 def test_end_of_turn_token_is_end_turn(real_server: RunningServer) -> None:
     """The real model's own end (``<|im_end|>``) is end_turn with stop_sequence null, streamed and not."""
     client = _client(real_server)
-    ask = {"model": "smol", "max_tokens": 30, "messages": [{"role": "user", "content": "Say hello in one word."}],
+    # a cap well above the answer: the greedy answer's length depends on the CPU's kernels (37 tokens on an
+    # AVX2-only Zen 3, which takes torch's paths; under 30 where this test was written, at a cap of 30)
+    ask = {"model": "smol", "max_tokens": 160, "messages": [{"role": "user", "content": "Say hello in one word."}],
            "extra_body": {"temperature": 0}}
     raw = client.messages.with_raw_response.create(**ask)  # type: ignore[arg-type]
     m = raw.parse()
     assert m.stop_reason == "end_turn" and m.stop_sequence is None, (m.stop_reason, m.stop_sequence)
-    assert m.usage.output_tokens < 30
+    assert m.usage.output_tokens < 160
     with client.messages.stream(**ask) as s:  # type: ignore[arg-type]
         final = s.get_final_message()
     assert final.stop_reason == "end_turn" and final.stop_sequence is None
