@@ -64,7 +64,7 @@ def compare(current: Metrics, baseline: Metrics, *, max_hit_drop: float = 0.05, 
     out = []
     if current.hit_rate is None or baseline.hit_rate is None:
         out.append(Verdict("cache_hit_rate", "cache hit rate", current.hit_rate, baseline.hit_rate, "", True,
-                           skipped="no prompt token counts on one side"))
+                           skipped="no cached-token counts on one side (not every instrumentation records them)"))
     else:
         drop = baseline.hit_rate - current.hit_rate
         rule = f"allowed drop {max_hit_drop * 100:.3g} points"
