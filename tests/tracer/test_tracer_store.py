@@ -46,7 +46,8 @@ READER = textwrap.dedent("""
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         try:
-            with read_connection(db, timeout_s=10) as conn:
+            # the wait every reader gets (llmtrace sql, diagnose): at load ~20 two busy writers kept it out 10 s
+            with read_connection(db) as conn:
                 seen.append(conn.execute("SELECT count(*) FROM requests").fetchall()[0][0])
                 reads += 1
         except Exception as exc:
