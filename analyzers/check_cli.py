@@ -194,6 +194,39 @@ def explain(q: Query, verdicts: list[Verdict]) -> list[Verdict]:
     return out
 
 
+def hit_rate_from_prompts(q: Query, verdicts: list[Verdict], deploy: str | None) -> list[Verdict]:
+    """A hit rate the instrumentation could not measure (no cached-token counts: openai-v2 records none) is
+    still a regression when the prompts show the cache breaking at the candidate deploy: a cache finding
+    (read from the prompt hashes, as ``diagnose`` reads it) whose passes are all the candidate's. Only
+    between two deploys of one store: a baseline file kept no prompts to compare with."""
+    from dataclasses import replace
+
+    from llmtrace.analyzers.concurrent_run import analyze_all
+    from llmtrace.analyzers.merge import merge_findings
+    from llmtrace.analyzers.registry import ANALYZERS
+
+    at = next((i for i, v in enumerate(verdicts) if v.metric == "cache_hit_rate" and v.skipped), None)
+    if at is None or deploy is None:
+        return verdicts
+    found = merge_findings([f for fs in analyze_all(q, [ANALYZERS[s] for s in _EXPLAINERS["cache_hit_rate"]])
+                            for f in fs])
+    for f in found:
+        # the cache finding says "since deploy X" only when every pass of its cause is X's (cache_findings.py);
+        # its quoted traces are a sample, checked as well
+        if (f.severity == "info" or f.stage not in ("cache.prefix_match", "intake.normalization")
+                or not f.trace_ids or f"since deploy {deploy} " not in f.title + " "):
+            continue
+        marks = ", ".join("?" for _ in f.trace_ids)
+        seen = {r["deploy"] for r in q.rows(f"SELECT DISTINCT deploy FROM {q.passes} WHERE trace_id IN ({marks})",
+                                            list(f.trace_ids))}
+        if seen == {deploy}:
+            out = list(verdicts)
+            out[at] = replace(verdicts[at], ok=False, skipped=None, explanation=f,
+                              limit="cached tokens not recorded; the prompts show the cache breaking at this deploy")
+            return out
+    return verdicts
+
+
 def run(args: argparse.Namespace) -> int:
     from llmtrace.analyzers.diagnose_cli import parse_since
     from llmtrace.tracer.storage.store import read_store
@@ -253,6 +286,8 @@ def _check(args: argparse.Namespace, q: Query, baseline_file: Metrics | None) ->
                            max_ttft_increase=args.max_ttft_increase, cost=args.cost,
                            max_cost_increase=args.max_cost_increase)
         verdicts = explain(q, verdicts)
+        if args.baseline_deploy:
+            verdicts = hit_rate_from_prompts(q, verdicts, deploy)
         header = (f"llmtrace check: {current.passes} passes{' of deploy ' + deploy if deploy else ''} "
                   f"against {against}")
         if args.html:  # a CI artifact; lazy import: the report package sits above the analyzers
