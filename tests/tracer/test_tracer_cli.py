@@ -53,17 +53,20 @@ def test_every_docs_sql_example_runs(filled_store: Path) -> None:
 
 
 def test_sql_formats_and_read_only(filled_store: Path) -> None:
-    table = cli("sql", "SELECT deploy, count(*) AS n FROM requests GROUP BY deploy ORDER BY deploy", "--db", str(filled_store))
+    db = str(filled_store)
+    writes = ("DELETE FROM spans", "drop view requests", "  insert into deploys values ('x', null, 1, null)")
+    argvs = [("sql", "SELECT deploy, count(*) AS n FROM requests GROUP BY deploy ORDER BY deploy", "--db", db),
+             ("sql", "SELECT deploy FROM requests ORDER BY deploy LIMIT 1", "--db", db, "--csv"),
+             ("sql", "SELEC 1", "--db", db), ("sql", "SELECT 1", "--db", str(filled_store.parent / "missing.duckdb")),
+             *(("sql", stmt, "--db", db) for stmt in writes)]
+    with cf.ThreadPoolExecutor(4) as pool:  # each a process of its own, as in test_every_docs_sql_example_runs
+        table, csv, bad, missing, *refused = pool.map(lambda argv: cli(*argv), argvs)
     # piped: plain tab-separated text, header first (the box is for terminals, tests/tracer/test_sql_output.py)
     assert table.returncode == 0 and table.stdout.splitlines() == ["deploy\tn", "v1\t3", "v2\t3"]
-    csv = cli("sql", "SELECT deploy FROM requests ORDER BY deploy LIMIT 1", "--db", str(filled_store), "--csv")
     assert csv.stdout.splitlines() == ["deploy", "v1"]
-    for stmt in ("DELETE FROM spans", "drop view requests", "  insert into deploys values ('x', null, 1, null)"):
-        r = cli("sql", stmt, "--db", str(filled_store))
+    for r in refused:
         assert r.returncode == 2 and "only read queries" in r.stderr
-    bad = cli("sql", "SELEC 1", "--db", str(filled_store))
     assert bad.returncode == 2 and "syntax error" in bad.stderr.lower() and "Traceback" not in bad.stderr
-    missing = cli("sql", "SELECT 1", "--db", str(filled_store.parent / "missing.duckdb"))
     assert missing.returncode == 1 and "no store at" in missing.stderr
 
 
