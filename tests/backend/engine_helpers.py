@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import random
+import shutil
+from pathlib import Path
 
 import torch
 
@@ -48,3 +50,14 @@ def dense_greedy(model: LlamaModel, prompt: list[int], n: int) -> tuple[list[int
         rows.append(row)
         ids.append(int(row.argmax()))
     return ids[len(prompt):], rows
+
+
+def cpu_can_build_native() -> bool:
+    """AVX-512 F/BW/VNNI and F16C, and a C compiler: where the native kernels must build (a failure is a bug);
+    elsewhere (an AVX2-only CPU) their tests have nothing to check."""
+    try:
+        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
+    except (OSError, StopIteration):
+        return False
+    have = set(flags.split(":", 1)[1].split())
+    return {"avx512f", "avx512bw", "avx512_vnni", "f16c"} <= have and shutil.which("gcc") is not None

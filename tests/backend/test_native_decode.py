@@ -3,12 +3,12 @@ GGUF codes and the fused decode layers, checked against float64 / float32 refere
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from engine_helpers import cpu_can_build_native
 from paged_helpers import PagedHarness
 
 from llmtrace.backend.engine import Engine, EngineConfig, EngineRequest
@@ -20,20 +20,10 @@ from llmtrace.backend.model.gguf_reader import GGUFModelFile
 from llmtrace.backend.model.llama import LlamaModel
 
 
-def _cpu_can() -> bool:
-    """AVX-512 F/BW/VNNI and F16C, and a C compiler: where the kernels must build (a failure is a bug)."""
-    try:
-        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
-    except (OSError, StopIteration):
-        return False
-    have = set(flags.split(":", 1)[1].split())
-    return {"avx512f", "avx512bw", "avx512_vnni", "f16c"} <= have and shutil.which("gcc") is not None
-
-
 @pytest.fixture(scope="module", autouse=True)
 def native_lib() -> None:
     if cpu_native.load() is None:
-        if _cpu_can():
+        if cpu_can_build_native():
             pytest.fail(f"the native kernels should build on this CPU: {cpu_native.load_error}")
         pytest.skip(f"no native kernels on this machine: {cpu_native.load_error}")
 
