@@ -95,12 +95,13 @@ def compare(current: Metrics, baseline: Metrics, *, max_hit_drop: float = 0.05, 
         if not ok:
             # Latency moves with load on the machine, cost with the mix of a few answers: fail only when the
             # rise is beyond the allowance even at the low end of what resampling the passes gives
-            if metric.startswith("ttft_"):
-                b_sample = None if _few(baseline, baseline.ttft_sample) else baseline.ttft_sample
+            b_sample = baseline.ttft_sample if metric.startswith("ttft_") else baseline.cost_sample
+            if _few(baseline, b_sample):  # a baseline of one or two passes: no bound (see _bounded)
+                low = None
+            elif metric.startswith("ttft_"):
                 low = quantile_ratio_low(current.ttft_sample, b_sample, 0.5 if metric == "ttft_p50_ms" else 0.95,
                                          baseline_value=base, min_n=MIN_PASSES)
             else:
-                b_sample = None if _few(baseline, baseline.cost_sample) else baseline.cost_sample
                 low = mean_ratio_low(current.cost_sample, b_sample, baseline_value=base, min_n=MIN_PASSES)
             ok, rule, warning = _bounded(low, low is not None and low <= 1 + limit, rule,
                                          f"at least {low - 1:+.0%}" if low is not None else "", current, baseline)

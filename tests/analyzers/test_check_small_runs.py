@@ -89,3 +89,20 @@ def test_one_call_a_deploy_is_not_gated(tmp_path: Path, capsys: pytest.CaptureFi
     _deploy(db, "v2", f"[{salt}] Hello. {DESK}", 1)
     rc, out = _check(capsys, "--db", str(db), "--deploy", "v2", "--baseline-deploy", "v1")
     assert rc == 0 and "WARN cache hit rate" in out and "too few passes" in out, out
+
+
+def test_a_baseline_of_two_passes_gates_nothing_and_an_old_file_still_gates() -> None:
+    """Every metric alike: two baseline passes cannot tell a regression (a WARN, as the hit rate's); an older
+    baseline file that kept no passes but counted thirty is compared by its numbers."""
+    from llmtrace.analyzers.baseline import Metrics
+    from llmtrace.analyzers.check_cli import compare
+
+    cur = Metrics("v2", 30, 0.8, 60.0, 70.0, 0.03, ttft_sample=tuple(60.0 + i for i in range(30)),
+                  cost_sample=(0.03,) * 30, hit_sample=((160.0, 180.0),) * 30)
+    two = Metrics("v1", 2, 0.8, 20.0, 22.0, 0.01, ttft_sample=(20.0, 22.0), cost_sample=(0.01, 0.01),
+                  hit_sample=((160.0, 180.0),) * 2)
+    few = [v for v in compare(cur, two, ttft=True, cost=True) if v.metric != "cache_hit_rate"]
+    assert all(v.ok and v.warning and "too few passes" in v.warning for v in few), [v.line() for v in few]
+    old = Metrics("v1", 30, 0.8, 20.0, 22.0, 0.01)
+    gated = [v for v in compare(cur, old, ttft=True, cost=True) if v.metric != "cache_hit_rate"]
+    assert not any(v.ok for v in gated), [v.line() for v in gated]
