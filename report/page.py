@@ -61,7 +61,7 @@ summary{cursor:pointer;color:var(--muted);font-size:12.5px}
 .bv td:first-child{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;color:var(--muted);width:48%}
 .bv td{font-size:12px;word-break:break-all}
 .dot{display:inline-block;width:9px;height:9px;border-radius:2px;margin-right:5px;vertical-align:middle}
-.pass{color:#1e7a3a;font-weight:600}.fail{color:var(--crit);font-weight:600}.skip{color:var(--muted)}
+.pass{color:#1e7a3a;font-weight:600}.fail{color:var(--crit);font-weight:600}.skip{color:var(--muted)}.warn{color:#9a6a00;font-weight:600}
 .trace:target{outline:2px solid var(--info)}
 section.block,.trace,.finding{scroll-margin-top:46px}
 pre.text{white-space:pre-wrap;font-size:12px;background:#f7f8fa;border:1px solid var(--line);padding:8px;border-radius:6px;max-height:240px;overflow:auto}
