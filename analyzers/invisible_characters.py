@@ -46,9 +46,11 @@ class InvisibleCharacters(SymptomAnalyzer):
         # the model.
         # (a pass's span_id is its client span's where it has one: a span under a client pass span is keyed by its
         # parent already, one under a server pass span by the pass it joined, so one join names every pass)
+        # (avg: a pass has one tokenization a side, and the mean of two is their median, without a median's
+        # list per group)
         per_pass = f"""(SELECT coalesce(ps.span_id, n.parent_span_id) AS pass, any_value(n.trace_id) AS trace_id,
                    max(n.start_ns) AS start_ns, max(n.invisible) AS invisible, max(n.nbsp) AS nbsp,
-                   max(n.confusables) AS confusables, bool_or(coalesce(n.strip, false)) AS strip, median(t.cpt) AS cpt
+                   max(n.confusables) AS confusables, bool_or(coalesce(n.strip, false)) AS strip, avg(t.cpt) AS cpt
             FROM {norm} n LEFT JOIN {tok} t ON t.parent_span_id = n.parent_span_id
             LEFT JOIN {q.passes} ps ON ps.server_span_id = n.parent_span_id
             GROUP BY 1)"""
