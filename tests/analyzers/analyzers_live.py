@@ -80,3 +80,20 @@ def expect_first(path: Path, symptom: str, stage: str) -> list[Finding]:
     found = findings(path, symptom)
     assert found and found[0].stage == stage, f"{symptom}: expected {stage} first, got {stages(found)}"
     return found
+
+
+@contextlib.contextmanager
+def own_prices(tmp_path: Path, monkeypatch: Any, version: str, cached_input: float) -> Iterator[None]:
+    """A price file of the app's own for the tiny model (as a user with a negotiated rate has), loaded for the
+    block, and the bundled prices again after it."""
+    from llmtrace.adapters import meters
+
+    own = tmp_path / "prices.json"
+    own.write_text(f'{{"_version": "{version}", "tiny": {{"input": 1.0, "cached_input": {cached_input}, "output": 4.0}}}}')
+    monkeypatch.setenv("LLMTRACE_PRICES", str(own))
+    meters.load_prices()
+    try:
+        yield
+    finally:
+        monkeypatch.delenv("LLMTRACE_PRICES")
+        meters.load_prices()

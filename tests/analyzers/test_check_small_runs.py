@@ -25,17 +25,8 @@ ASKS = ["Can I book a belay course?", "Do I need a waiver?", "What are the openi
 
 @pytest.fixture
 def priced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    from llmtrace.adapters import meters
-
-    own = tmp_path / "prices.json"
-    own.write_text('{"_version": "small-runs", "tiny": {"input": 1.0, "cached_input": 0.1, "output": 4.0}}')
-    monkeypatch.setenv("LLMTRACE_PRICES", str(own))
-    meters.load_prices()
-    try:
+    with live.own_prices(tmp_path, monkeypatch, "small-runs", cached_input=0.1):
         yield
-    finally:
-        monkeypatch.delenv("LLMTRACE_PRICES")
-        meters.load_prices()
 
 
 def _deploy(db: Path, deploy: str, system: str, calls: int, volatile: bool = False) -> None:

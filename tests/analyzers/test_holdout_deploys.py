@@ -26,17 +26,8 @@ ASKS = ["Can I renew The Hobbit again?", "What do I owe on card 88213?", "Is the
 @pytest.fixture
 def priced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A price for the tiny model (the app's own price file, as a user with a negotiated rate has)."""
-    from llmtrace.adapters import meters
-
-    own = tmp_path / "prices.json"
-    own.write_text('{"_version": "holdout", "tiny": {"input": 1.0, "cached_input": 0.5, "output": 4.0}}')
-    monkeypatch.setenv("LLMTRACE_PRICES", str(own))
-    meters.load_prices()
-    try:
+    with live.own_prices(tmp_path, monkeypatch, "holdout", cached_input=0.5):
         yield
-    finally:
-        monkeypatch.delenv("LLMTRACE_PRICES")
-        meters.load_prices()
 
 
 def _deploys(db: Path, v2: dict[str, Any]) -> None:
