@@ -1,5 +1,6 @@
 """Labelled passages pasted into a prompt raise no "right fact, wrong source" alarm, whatever the app calls
-its tags or ids (``<note id=...>``, ``tax-0: ...``, ``- [0] ...``), while their unlabelled twin still does.
+its tags or ids (``<note id=...>``, ``tax-0: ...``, ``- [0] ...``, ``Note 3: ...``, ``FAQ 2) ...``, a title or
+a source per passage), while their unlabelled twin still does.
 Real OpenAI SDK, instrumented, against the loopback fake provider; ``diagnose --json`` in this process."""
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ LABELLED = {
     "tag": '<note id="tax-{i}">{p}</note>',
     "colon": "Note tax-{i}: {p}",
     "bullet": "- [{i}] {p}",
+    # index labels: a word and an index, a title line, a source at the end, an indexed tag
+    "note_index": "Note {n}: {p}",
+    "entry_dash": "Entry {n} — {p}",
+    "faq_paren": "FAQ {n}) {p}",
+    "heading": "### Yard notice {n}\n{p}",
+    "source_at_end": "{p} (source: yard-handbook-{n}.pdf)",
+    "document_index": '<document index="{n}"><document_content>{p}</document_content></document>',
 }
 
 
@@ -38,7 +46,7 @@ def client() -> Iterator[Any]:
 
 
 def _ask(client: Any, line: str) -> None:
-    body = "Relevant notes:\n" + "\n".join(line.format(i=i, p=p) for i, p in enumerate(PASSAGES))
+    body = "Relevant notes:\n" + "\n".join(line.format(i=i, n=i + 1, p=p) for i, p in enumerate(PASSAGES))
     for _ in range(3):
         client.chat.completions.create(model="gpt-4o-mini", max_tokens=1, messages=[
             {"role": "system", "content": body}, {"role": "user", "content": "When does the northern gate close?"}])

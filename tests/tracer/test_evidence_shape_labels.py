@@ -1,7 +1,8 @@
 """Labelled retrieved passages read as labelled, whatever the app calls its tags or ids, and unlabelled
-look-alikes (notes, steps, bullets, checklists) still read as unlabelled. A hold-out probe found clean apps
-raising "mixed several retrieved chunks without labels" for ``<note id=...>``, ``tax-0: ...`` and
-``- [0] ...`` passages."""
+look-alikes (notes without an index, steps, rules, bullets, checklists) still read as unlabelled. A hold-out
+probe found clean apps raising "mixed several retrieved chunks without labels" for ``<note id=...>``,
+``tax-0: ...`` and ``- [0] ...`` passages, and later for ``Note 3: ...`` (an index label: see
+test_evidence_shape_index_labels.py)."""
 
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ def test_a_bullet_before_a_label_keeps_the_label(fmt: str, scheme: str) -> None:
 @pytest.mark.parametrize("fmt", [
     "{p}",  # plain lines
     "Note: {p}", "Warning: {p}", "Tip: {p}", "Follow-up: {p}",  # a word and a colon names no passage
-    "Step {n}: {p}", "Rule {n}: {p}", "Note {n}: {p}",  # a word and a bare number: instructions, not ids
+    "Step {n}: {p}", "Rule {n}: {p}",  # a word that numbers instructions names no source
     "- {p}", "* {p}", "• {p}",  # bullets without labels
     "- [ ] {p}", "- [x] {p}",  # checklist boxes
     "<p>{p}</p>", "<li>{p}</li>",  # tags that carry no id

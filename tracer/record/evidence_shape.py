@@ -14,6 +14,13 @@ separated) of at least ``MIN_CHARS`` characters; a passage is labelled when it o
 delimited when its passages are wrapped in tags, headed by markdown headings, fenced, or separated by rule
 lines (a blank line alone does not tell the model where one source ends), or sent as JSON objects (an
 array, an object holding one, or one a line), each labelled by an id-like key (``id``, ``doc_id``, ``url``).
+
+A word and an index ("Note 3:", "Entry 2 —", "FAQ 12)", "Quelle 2:") labels a passage unless it numbers
+instructions: a word that names a step or a rule ("Step 2:", "Rule 4:") is no source, and an item whose text is
+one imperative line ("Note 1: Always answer in English.") is an instruction, not a passage; any other word is a
+label when it opens at least two passages. A title (a markdown heading or a bold line of its own, distinct per
+passage), a source given at the end ("... (source: x.pdf)"), a numbered tag name (``<doc1>``) or an
+``index=`` attribute label a passage too; a label alone on its line or paragraph labels the passage after it.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from bisect import bisect_left, bisect_right
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -73,7 +82,12 @@ _LABEL = re.compile(
     re.IGNORECASE,
 )
 # id=, key=, source=, ... and their prefixed forms (doc_id=, data-key=)
-_ID_ATTR = re.compile(r"(?<![\w-])(?:[\w-]*[_-])?(?:id|key|source|src|name|title|ref|url)\s*=", re.IGNORECASE)
+_ID_ATTR = re.compile(r"(?<![\w-])(?:[\w-]*[_-])?(?:id|key|source|src|name|title|ref|url|index|idx|num|number)\s*=",
+                      re.IGNORECASE)
+# a tag whose name carries its index (<doc1>, <source_2>, <passage-3>)
+_NUMBERED_TAG = re.compile(r"<([A-Za-z][A-Za-z_]{0,30}?)[-_]?(\d{1,4})\b([^<>]*)>")
+# a child tag that names its passage (<source>x.pdf</source>, <title>...</title>)
+_CHILD_LABEL = re.compile(r"<(?:source|src|title|url|uri|id|doc_id|filename|file|name|ref)>[ \t]*[^<\s]", re.IGNORECASE)
 _QUESTION = re.compile(r"^[ \t]*(?:question|query|q|task|user|instructions?|answer)[ \t]*:", re.IGNORECASE)
 # a JSON document's key that names it (its id, source or title), not its content
 _JSON_LABEL = re.compile(r"(?:[\w-]*[_-])?(?:id|key|source|src|url|uri|title|name|ref|path|file)|[a-z]+Id", re.IGNORECASE)
@@ -81,6 +95,54 @@ _JSON_START = re.compile(r"^[ \t]*[\[{]", re.MULTILINE)
 _WS = re.compile(r"\s+")
 _BULLET = re.compile(r"^[-*+•][ \t]+")
 _TAG = re.compile(r"</?[A-Za-z][\w-]*[^>]*>")
+
+# A word and an index at a passage's start: "Note 3:", "Entry 2 —", "FAQ 12)", "Item #4:", "Quelle 2:", "文档1：".
+# Whether it labels a passage or numbers an instruction is decided by the word and the text after it (_words).
+_WORD_INDEX = re.compile(
+    r"^[ \t]*(?:#{1,6}[ \t]*)?(?:[-*+•][ \t]+)?(?:\*\*|__)?(?P<word>[^\W\d_]{2,20})\.?[ \t]*"
+    r"(?:#|[Nn][or]\.|[Nn]°|№)?[ \t]*(?P<index>\d{1,4}(?:\.\d{1,3})*|[A-Z]|[IVXLC]{1,6})(?![\w.]\w)"
+    r"(?:[ \t]*(?:\([^)\n]{1,80}\)|\[[^\]\n]{1,80}\]))?[ \t]*(?:\*\*|__)?[ \t]*"
+    r"(?:[:.)\]|：）]|[-–—]{1,2}(?=\s|$)|(?=\n)|$)(?:[ \t]*(?:\*\*|__))?[ \t]*")
+# words that name a retrieved passage, in several languages
+_SOURCE_WORDS = frozenset("""
+source sources src doc docs document passage snippet excerpt extract article chunk result hit record file entry faq
+note item card fact memo page section citation reference ref evidence kb clip fragment quote quotation review ticket
+report paper study link chapter paragraph para clause part context
+quelle dokument abschnitt auszug eintrag notiz artikel ergebnis treffer textstelle absatz
+extrait entrée résultat fiche
+fuente documento pasaje extracto artículo nota entrada resultado fragmento
+fonte passaggio estratto articolo voce risultato trecho artigo
+bron notitie resultaat
+источник документ отрывок фрагмент статья заметка запись результат
+文档 文件 来源 资料 段落 片段 参考 文書 出典 資料 抜粋 記事 문서 출처 자료
+""".split())
+# words that number instructions, not sources
+_INSTRUCTION_WORDS = frozenset("""
+step steps rule rules instruction instructions task tasks phase stage requirement guideline constraint principle
+directive tip hint warning caution todo action objective goal criterion question answer query
+schritt regel anweisung aufgabe étape etape règle regle consigne tâche tache paso regla instrucción instruccion
+tarea passo regola istruzione compito regra instrução instrucao tarefa etapa stap opdracht
+шаг правило инструкция задача этап 步骤 规则 指令 任务 手順 ルール 指示
+""".split())
+# an instruction's first words: an imperative verb, "always"/"never", or the reader addressed
+_IMPERATIVE = re.compile(
+    r"^(?:\W{0,3})(?:always|never|do|don'?t|please|only|be|make|use|answer|respond|reply|write|keep|avoid|ask|check|"
+    r"confirm|greet|include|ensure|cite|follow|provide|return|give|tell|say|list|explain|summari[sz]e|refuse|"
+    r"decline|escalate|verify|mention|state|format|start|begin|end|stop|try|let|add|remove|call|send|offer|"
+    r"apologi[sz]e|thank|output|produce|quote|translate|assume|consider|prefer|limit|treat|stay|remain|read|"
+    r"look|find|search|pick|choose|select|note that|remember|report|flag|mark|skip|ignore|focus|prioriti[sz]e|"
+    r"identify|determine|compare|describe|suggest|recommend|collect|gather|open|close|click|enter|type|run|"
+    r"install|wait|go|move|show|display|print|set|create|update|delete|save|submit|review|analy[sz]e|classify|"
+    r"extract|rewrite|refer|direct|route|handle|reject|accept|allow|request|notify|inform|address|"
+    r"you(?:'ll| must| should| will| are| may| can| need)|if the user|when the user)\b", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"[.!?。！？](?:\s|$)")
+# a source named at the passage's end: "(source: handbook.pdf)", "[from: kb-12]", a last line "Source: x.pdf"
+_TRAILING_SOURCE = re.compile(
+    r"(?:[(\[][ \t]*(?:source|src|from|via|ref|reference|doc|document|file|url|quelle|fuente|fonte|bron|источник)"
+    r"[ \t]*[:=][^)\]\n]{1,120}[)\]]|\n[ \t]*(?:[-—–][ \t]*)?(?:source|src|from|reference|quelle|fuente|fonte|bron|"
+    r"источник)[ \t]*[:=][ \t]*\S[^\n]{0,120})[ \t]*[.]?[ \t]*$", re.IGNORECASE)
+# a title line of its own: a markdown heading or a line in bold
+_TITLE = re.compile(r"^[ \t]*(?:#{1,6}[ \t]+(?P<h>[^\n]{1,100})|(?:\*\*|__)(?P<b>[^*_\n]{1,100})(?:\*\*|__)[ \t:]*)(?=\n|$)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,42 +159,87 @@ def _key(text: str) -> str:
     return hashlib.blake2b(_WS.sub(" ", text).strip().casefold().encode(), digest_size=8).hexdigest()
 
 
-def _wrappers(block: str) -> list[re.Match[str]]:
-    """The open tags that may wrap a passage: the known names, and any other name that repeats with an id."""
-    known = list(_OPEN_TAG.finditer(block))
+def _wrappers(block: str) -> list[tuple[re.Match[str], bool]]:
+    """The open tags that may wrap a passage, each with whether its name carries an index: the known names,
+    any other name that repeats with an id, and names numbered in turn (``<doc1>``, ``<doc2>``)."""
+    known = [(m, False) for m in _OPEN_TAG.finditer(block)]
     named: dict[str, list[re.Match[str]]] = {}
     for m in _ANY_TAG.finditer(block):
         if not _OPEN_TAG.fullmatch(m.group(0)) and _ID_ATTR.search(m.group(2)):
             named.setdefault(m.group(1).casefold(), []).append(m)
-    known += [m for ms in named.values() if len(ms) >= 2 for m in ms]
-    return sorted(known, key=lambda m: m.start())
+    known += [(m, False) for ms in named.values() if len(ms) >= 2 for m in ms]
+    numbered: dict[str, list[re.Match[str]]] = {}
+    for m in _NUMBERED_TAG.finditer(block):
+        numbered.setdefault(m.group(1).casefold(), []).append(m)
+    indexed = {m.start() for ms in numbered.values() if len({x.group(2) for x in ms}) >= 2 for m in ms}
+    taken = {m.start() for m, _ in known}
+    known = [(m, m.start() in indexed) for m, _ in known]
+    known += [(m, True) for ms in numbered.values() for m in ms if m.start() in indexed and m.start() not in taken]
+    return sorted(known, key=lambda x: x[0].start())
 
 
 def _tagged(block: str) -> list[tuple[str, bool]] | None:
-    """Passages wrapped in tags, each with whether its tag names it; None when the block has fewer than two."""
-    out: list[tuple[str, bool]] = []
-    opens = _wrappers(block)
-    starts = [m.start() for m in opens]
-    for k, m in enumerate(opens):
-        close = re.search(rf"</{re.escape(m.group(1))}\s*>", block[m.end():], re.IGNORECASE)
+    """Passages wrapped in tags, each with whether it is named (by its tag, a child ``<source>``/``<title>``
+    or a label it opens with); None when the block has fewer than two. A tag holding two or more passages is
+    their container; a tag holding one (``<document index="1"><document_content>...``) is that passage."""
+    spans: list[tuple[int, int, str, bool]] = []
+    for m, numbered in _wrappers(block):
+        name = m.group(0)[1:].split(None, 1)[0].rstrip(">/")
+        close = re.search(rf"</{re.escape(name)}\s*>", block[m.end():], re.IGNORECASE)
         if close is None:
             continue
         end = m.end() + close.start()
         body = block[m.end(): end].strip()
-        nested = k + 1 < len(starts) and starts[k + 1] < end  # a container of tagged passages, not one
-        if len(body) >= MIN_CHARS and not nested:
-            out.append((body, bool(_ID_ATTR.search(m.group(2))) or bool(_LABEL.match(body))))
+        if len(_TAG.sub("", body).strip()) < MIN_CHARS:
+            continue
+        opened = _opening(_TAG.sub("", body).strip())
+        named = (numbered or bool(_ID_ATTR.search(m.group(0))) or bool(_CHILD_LABEL.search(body))
+                 or (opened is not None and opened[2] in ("id", "source", "title", "trail")))
+        spans.append((m.start(), end, body, named))
+    starts = [t[0] for t in spans]  # in order: the passages inside spans[i] are the next inner[i]
+    inner = [bisect_left(starts, end) - bisect_right(starts, start) for start, end, _, _ in spans]
+    out: list[tuple[str, bool]] = []
+    around: list[int] = []  # the wrappers enclosing this one
+    for i, (start, _, body, named) in enumerate(spans):
+        while around and spans[around[-1]][1] <= start:
+            around.pop()
+        alone_inside = any(inner[j] < 2 for j in around)
+        around.append(i)
+        if inner[i] >= 2 or alone_inside:
+            continue  # a container of tagged passages, or the one passage inside a wrapper (read as that wrapper)
+        out.append((body, named or any(spans[j][3] for j in range(i + 1, i + 1 + inner[i]))))
     return out if len(out) >= 2 else None
 
 
 def _paragraphs(block: str) -> list[str]:
-    paras = []
+    """The block's paragraphs that may be passages. A label alone on its paragraph ("Note 3:", "## Refunds",
+    "Source: x.pdf") is joined to the passage after it, or to the one before it when the labels follow
+    their passages (the block opens with a passage, and a label comes after one)."""
+    units: list[tuple[str, bool]] = []  # (text, a label alone)
     for p in _SPLIT.split(block):
         p = p.strip()
         if not p or _QUESTION.match(p) or (p.endswith("?") and "\n" not in p and len(p) < 200):
+            units.append(("", False))
             continue  # the question or an instruction after the passages
         if len(_TAG.sub("", p).strip()) >= MIN_CHARS:
-            paras.append(p)
+            units.append((p, False))
+            continue
+        opened = _opening(p) if "\n" not in p else None
+        units.append((p, True) if opened is not None and not opened[1].strip() else ("", False))
+    kinds = [label for p, label in units if p]
+    trailing = bool(kinds) and not kinds[0] and any(a is False and b for a, b in zip(kinds, kinds[1:]))
+    paras: list[str] = []
+    pending: str | None = None
+    for k, (p, label) in enumerate(units):
+        if label and trailing and k and units[k - 1][0] and not units[k - 1][1] and paras:
+            paras[-1] = f"{paras[-1]}\n{p}"
+        elif label:
+            pending = None if trailing else p
+        elif p:
+            paras.append(f"{pending}\n{p}" if pending else p)
+            pending = None
+        else:
+            pending = None
     return paras
 
 
@@ -143,9 +250,93 @@ def _scheme(labels: Sequence[str | None]) -> str:
     return "index" if all(re.fullmatch(r"[\[(#]?\d{1,4}[\])\].:]?", x.strip()) for x in given) else "source_id"
 
 
-def _label_of(p: str) -> str | None:
+def _opening(p: str) -> tuple[str, str, str] | None:
+    """The label a passage opens (or, for a source, ends) with, the text without it, and its kind: ``id``
+    (an id or a source word the id rule knows), ``number`` (a bare "3." or "(3)"), ``source`` or
+    ``instruction`` (a word and an index, by the word), ``word:<w>`` (any other word and an index),
+    ``title`` (a heading or a bold line) or ``trail`` (a source named at the end)."""
     m = _LABEL.match(p)
-    return _BULLET.sub("", m.group(0).strip()).rstrip(":—-|").strip() if m else None
+    if m is not None:
+        label = _BULLET.sub("", m.group(0).strip().lstrip("#").strip()).rstrip(":—-|").strip()
+        kind = "number" if re.fullmatch(r"\(?\d{1,3}[.)]?", label) else "id"
+        return label, p[m.end():], kind
+    w = _WORD_INDEX.match(p)
+    if w is not None:
+        word = w.group("word").casefold()
+        kind = "source" if word in _SOURCE_WORDS else "instruction" if word in _INSTRUCTION_WORDS else f"word:{word}"
+        return f"{w.group('word')} {w.group('index')}", p[w.end():], kind
+    t = _TITLE.match(p)
+    if t is not None:
+        return (t.group("h") or t.group("b") or "").strip(" :"), p[t.end():], "title"
+    s = _TRAILING_SOURCE.search(p, max(0, len(p) - 240))  # it ends the passage: read only the end
+    if s is not None:
+        return s.group(0).strip(" \n.()[]"), p[:s.start()], "trail"
+    return None
+
+
+def _instruction(body: str) -> bool:
+    """One imperative line ("Always answer in English.", "Cite the passage id."): an instruction, not a passage."""
+    text = _TAG.sub("", body).strip()
+    return ("\n" not in text and len(text) <= 200 and len(_SENTENCE_END.findall(text)) <= 2
+            and _IMPERATIVE.match(text) is not None)
+
+
+def _instruction_block(p: str) -> bool:
+    """Two or more numbered or bulleted lines, each one imperative line, perhaps under a line such as
+    "Rules:": an instruction list, not a passage."""
+    lines = [x.strip() for x in p.splitlines() if x.strip()]
+    if lines and lines[0].endswith(":") and len(lines[0]) <= 80 and _opening(lines[0]) is None:
+        lines = lines[1:]
+    if len(lines) < 2:
+        return False
+    bodies: list[str] = []
+    for x in lines:
+        o = _opening(x)
+        if o is not None and _numbered(o[2]):
+            bodies.append(o[1])
+        elif _BULLET.match(x):
+            bodies.append(_BULLET.sub("", x))
+        else:
+            return False
+    return sum(1 for b in bodies if _instruction(b)) > len(bodies) / 2
+
+
+def _numbered(kind: str) -> bool:
+    """A label kind that may number an instruction as well as a passage ("3.", "Note 3:", "Step 3:")."""
+    return kind in ("number", "source", "instruction") or kind.startswith("word:")
+
+
+def _read_labels(passages: list[str]) -> tuple[list[str], list[str | None], list[str]]:
+    """The passages that are not instructions, each with its label (None when it has none) and its text
+    without the label (for telling duplicates). Numbered items of one kind ("Note n:", "n.") most of which
+    are one imperative line are an instruction list and are left out, as is a paragraph holding one; a word
+    that numbers instructions labels nothing; any other word labels when it opens two passages or more; a
+    title labels when no other passage has the same."""
+    opened = [_opening(p) for p in passages]
+    words = Counter(o[2] for o in opened if o is not None and o[2].startswith("word:"))
+    orders = Counter(o[2] for o in opened if o is not None and _numbered(o[2]))
+    imperative = Counter(o[2] for o in opened if o is not None and _numbered(o[2]) and _instruction(o[1]))
+    titles = Counter(o[0].casefold() for o in opened if o is not None and o[2] == "title")
+    kept: list[str] = []
+    labels: list[str | None] = []
+    bodies: list[str] = []
+    for p, o in zip(passages, opened, strict=True):
+        if "\n" in p and _instruction_block(p):
+            continue
+        if o is None:
+            kept.append(p)
+            labels.append(None)
+            bodies.append(p)
+            continue
+        label, body, kind = o
+        if _numbered(kind) and imperative[kind] > orders[kind] / 2:
+            continue  # a numbered instruction ("Step 2: Greet the customer.", "1. Cite the id.")
+        named = (kind in ("id", "number", "source", "trail") or (kind.startswith("word:") and words[kind] >= 2)
+                 or (kind == "title" and titles[label.casefold()] == 1))
+        kept.append(p)
+        labels.append(label if named and label else None)
+        bodies.append(body if named and label else p)
+    return kept, labels, bodies
 
 
 # Shapes of texts already read, by digest: a conversation sends its whole history with every request, so
@@ -170,9 +361,8 @@ def shape(texts: Sequence[str]) -> EvidenceShape | None:
 def _shape_one(text: str) -> EvidenceShape | None:
     tagged = _tagged(text)
     if tagged is not None:
-        bodies = [t for t, _ in tagged]
-        labelled = [t for t, named in tagged if named]
-        return _result(bodies, [("x" if t in labelled else None) for t in bodies], "xml", tagged_ids=True)
+        return _result([t for t, _ in tagged], [("x" if named else None) for _, named in tagged], "xml",
+                       tagged_ids=True)
     cue = None
     passages: list[str] = []
     for m in _CUE.finditer(text):
@@ -186,8 +376,9 @@ def _shape_one(text: str) -> EvidenceShape | None:
     documents = _json_documents(block)
     if documents is not None:  # passages as JSON objects: each is delimited, and labelled by an id key
         return _result([t for t, _ in documents], [label for _, label in documents], "json", tagged_ids=False)
+    passages, labels, bodies = _read_labels(passages)
     if len(passages) < 2:  # one passage a line, no blank lines between them
-        passages = [p for p in _paragraphs(block.replace("\n", "\n\n")) if "\n" not in p]
+        passages, labels, bodies = _read_labels(_paragraphs(block.replace("\n", "\n\n")))
         if len(passages) < 2:
             return None
     if len(_HEADING.findall(block)) >= len(passages) - 1 and _HEADING.search(block):
@@ -198,10 +389,9 @@ def _shape_one(text: str) -> EvidenceShape | None:
         delimiter = "rule"
     else:
         delimiter = "none"
-    labels = [_label_of(p) for p in passages]
     if delimiter == "none" and all(labels):
-        delimiter = "label"  # each passage opens with its own id: the id is the boundary
-    return _result(passages, labels, delimiter, tagged_ids=False)
+        delimiter = "label"  # each passage opens (or ends) with its own id: the id is the boundary
+    return _result(bodies, labels, delimiter, tagged_ids=False)
 
 
 def _json_documents(block: str) -> list[tuple[str, str | None]] | None:
@@ -245,10 +435,11 @@ def _json_documents(block: str) -> list[tuple[str, str | None]] | None:
 
 
 def _result(passages: list[str], labels: list[str | None], delimiter: str, *, tagged_ids: bool) -> EvidenceShape:
+    """The shape of passages given without their labels (so one passage under two labels is a duplicate)."""
     seen: set[str] = set()
     distinct: list[int] = []
     for i, p in enumerate(passages):
-        k = _key(_LABEL.sub("", p, count=1) if labels[i] else p)
+        k = _key(p)
         if k not in seen:
             seen.add(k)
             distinct.append(i)
