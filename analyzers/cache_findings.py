@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING
 
 from llmtrace.analyzers import kv_replay
 from llmtrace.analyzers import what_if as replay_what_if
-from llmtrace.analyzers.cache_loss import Cause, PassLoss, causes, load, ms_per_token, usd_per_token
+from llmtrace.analyzers.cache_loss import (
+    Cause,
+    PassLoss,
+    block_recurs,
+    causes,
+    load,
+    ms_per_token,
+    usd_per_token,
+)
 from llmtrace.analyzers.finding import Evidence, Finding, Severity
 from llmtrace.analyzers.query import Query, attr, percentile, sample_ids
 from llmtrace.analyzers.ttft_evidence import ttft_share
@@ -65,6 +73,8 @@ def cache_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
         scope_tokens = total_tokens if own == services else sum(p.prompt_tokens for p in scope)
         share = c.lost_tokens / scope_tokens if scope_tokens else 0.0
         if c.kind not in ("short", "off", "blind") and share < MIN_SHARE:
+            continue
+        if c.key.endswith(":block") and not block_recurs(c, scope):
             continue
         builder = {"window": _window, "engine": _engine, "short": _short, "off": _off, "blind": _blind}[c.kind]
         if pool is None and chains and c.kind in ("window", "engine"):
@@ -135,6 +145,11 @@ def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
     if len({p.deploy for p in passes}) > 1 and len(hit_deploys) == 1 and None not in hit_deploys:
         where += f" since deploy {next(iter(hit_deploys))}"  # it shipped with that deploy
     estimated = not all(p.cached_known for p in c.passes)  # no cached tokens recorded: from the prompts alone
+    width = fixed = 0
+    if cls == "block":  # retrieved notes, a profile: content that changes every call, ahead of fixed text
+        width = int(_median([float(p.window_chars) for p in c.passes]))
+        fixed = int(_median([p.run_tokens for p in c.passes]))
+        what = f"a changing block of ~{width} chars (retrieved notes, per-user data) ahead of ~{fixed} tokens of fixed text"
     title = (f"{what[0].upper() + what[1:]} {where} → the cache stops at token {'~' if estimated else ''}{tok} → "
              f"{re_share:.0%} of prompt tokens re-prefilled")
     ids = sample_ids([p.trace_id for p in reversed(c.passes)])
@@ -143,6 +158,9 @@ def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
     if gl:
         ev.insert(1, Evidence("its offset from the start of the prompt", int(_median([float(x) for x in gl])), "chars", ids))
     ev.insert(2, Evidence("first prompt token the cache missed", tok, "tokens", ids))
+    if cls == "block":
+        ev.insert(3, Evidence("size of the changing block (median)", width, "chars", ids))
+        ev.insert(4, Evidence("fixed text after it, recurring in every pass (median)", fixed, "tokens", ids))
     if estimated:
         ev.append(Evidence("cached tokens", "not recorded by the instrumentation: the first missed token and the "
                            "loss are estimated from the prompts", "", ids))
@@ -154,11 +172,16 @@ def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
     ev += what_if(c, passes, mspt, usdpt, pool, prefill)
     stages = ("intake.system_prompt", "cache.prefix_match") if base == "system" else \
         ("intake.context_ordering", "cache.prefix_match") if cls == "reordered" else ("cache.prefix_match",)
+    if cls == "block" and "intake.context_ordering" not in stages:
+        stages = (*stages, "intake.context_ordering")  # where the app puts what it retrieved
     stage, cause = "cache.prefix_match", window_cause(seg)
     if cls in ("invisible", "whitespace"):
         # characters nobody can see made prompts that look alike differ: the cause is normalization
         stage, cause, stages = "intake.normalization", "invisible-chars", ("intake.normalization", *stages)
     fix = ("Keep the examples in one fixed order" if cls == "reordered" else
+           f"Move the changing block after the fixed text: put the fixed instructions first in the {base} and the "
+           "retrieved or per-user content after them (the end of the system prompt, or the last user message), so "
+           "every call shares the instructions as a cached prefix" if cls == "block" else
            f"Move the {cls if cls not in ('field', 'free_text') else 'changing value'} after the stable part of the "
            "prompt (the end of the last message) or drop it")
     return analyzer.finding(

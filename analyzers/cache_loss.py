@@ -7,7 +7,9 @@ window sat after the stable part. Set against the tokens the engine actually reu
 tokens split into:
 
 - ``window``: shared text behind a volatile window (an id, a timestamp, a per-user value, reordered
-  examples): the prompt's fault, fixable by moving the window;
+  examples), or long fixed instructions behind a *block* that changes every call (retrieved notes, a
+  profile; analyzers/prompt_compare.py finds the run, ``block_recurs`` wants it in most of the service's
+  passes): the prompt's fault, fixable by moving the window;
 - ``engine``: a shared *prefix* the engine did not reuse (another replica held it, it was evicted, the
   prefix cache is off);
 - ``short``: the prompt is under the minimum cacheable prefix of the engine or provider;
@@ -20,47 +22,29 @@ The window's position is exact with full capture (text), to a chunk with hashes;
 from __future__ import annotations
 
 import json
-import re
+from collections import Counter
 from dataclasses import dataclass, field
 
+from llmtrace.analyzers.prompt_compare import (  # noqa: F401  (classify, _segments: what_if_log reads them here)
+    FIELD_CHARS,
+    _Compare,
+    _compare,
+    _Prompt,
+    _segments,
+    _strs,
+    classify,
+    run_anchor,
+)
 from llmtrace.analyzers.query import SKEW_NS, Query, as_float, as_int, attr
 from llmtrace.tracer.storage.views import PASS_OPERATIONS
 
 MAX_PASSES = 2000  # recent passes examined: divergence is a property of a template, not of history
 CANDIDATES = 16  # earlier passes of the same service and model compared with each pass
-CHUNK_CHARS = 64
-FIELD_CHARS = 96  # a window up to this wide between identical text is a field, not different content
+BLOCK_MIN_TOKENS = 64  # fixed text after a block shorter than this is not worth moving the block for
+BLOCK_MIN_SHARE = 0.15  # ... nor fixed text under this share of the prompt
+BLOCK_MIN_PASSES = 3  # passes that lost fixed text to a block before it is a pattern (block_recurs)
 PROVIDER_MIN_PREFIX = {"openai": 1024, "anthropic": 1024, "azure.ai.openai": 1024, "aws.bedrock": 1024,
                        "gcp.gemini": 1024, "gcp.vertex_ai": 1024}
-
-_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("uuid", re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}")),
-    ("timestamp", re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(:\d{2})?|\d{1,2}:\d{2}:\d{2}")),
-    ("date", re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}/\d{1,2}/\d{2,4}|(mon|tue|wed|thu|fri|sat|sun)[a-z]*\b", re.I)),
-    ("email", re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+")),
-    ("epoch", re.compile(r"\b1[5-9]\d{8}(\d{3})?\b")),
-    ("hex_id", re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{6,}\b", re.I)),
-    ("base64_id", re.compile(r"[A-Za-z0-9_-]{16,}")),
-    ("id", re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9][\w-]{4,}\b")),  # acct_7Hq2Lx, CUS-4F2A
-    ("number", re.compile(r"\d+")),
-)
-
-
-def classify(text: str, start: int, end: int) -> tuple[str, int]:
-    """What the differing window ``text[start:end]`` looks like (uuid, timestamp, hex_id, number, ...) and
-    where the value starts: a diff often begins mid-value (the minutes of a timestamp), so the first
-    pattern match that overlaps the window names it."""
-    window = text[start:end]
-    if window and not window.strip():
-        return "whitespace", start
-    if any(ord(ch) in (0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, 0x00A0) for ch in window):
-        return "invisible", start
-    lo, hi = max(0, start - 40), min(len(text), max(end, start + 1) + 40)
-    for name, pat in _CLASSES:
-        for m in pat.finditer(text, lo, hi):
-            if m.start() <= max(end, start + 1) - 1 and m.end() > start:
-                return name, m.start()
-    return "free_text", start
 
 
 @dataclass(slots=True)
@@ -91,149 +75,9 @@ class PassLoss:
     partner: PassLoss | None = None  # the earlier pass it shared text with beyond its window
     shared_chars: int = 0  # chars of the prompt a cache could serve with the window at the end
     prompt_chars: int = 0
-
-
-@dataclass(slots=True)
-class _Prompt:
-    segs: list[dict[str, object]]
-    texts: list[str] | None  # segment texts (full capture)
-    chars: int
-    hashes: list[str] = field(default_factory=list)
-    stable_chars: int = 0  # chars outside the user's own (last) turn
-    tail_from: int = 0  # index of the first segment of the user's own turn (the trailing user segments)
-
-    def __post_init__(self) -> None:
-        self.hashes = [str(s.get("hash")) for s in self.segs]
-        self.tail_from = _tail_from(self.segs)
-        self.stable_chars = sum(as_int(s.get("chars")) for s in self.segs[:self.tail_from])
-
-
-def _segments(raw: object, text: object) -> _Prompt | None:
-    try:
-        segs = json.loads(str(raw)) if raw is not None else None
-    except ValueError:
-        segs = None
-    if not isinstance(segs, list) or not segs or not all(isinstance(s, dict) for s in segs):
-        return None
-    texts: list[str] | None = None
-    if all(isinstance(s.get("text"), str) for s in segs):
-        # the server keeps each segment's text in its record (its prompt text is the rendered template,
-        # not the "[kind]" layout the adapters write)
-        texts = [str(s["text"]) for s in segs]
-    elif isinstance(text, str):
-        texts, pos = [], 0
-        for s in segs:  # the adapters render "\n".join(f"[{kind}]\n{text}")
-            pos += len(f"[{s.get('kind')}]\n")
-            n = as_int(s.get("chars"))
-            texts.append(text[pos:pos + n])
-            pos += n + 1
-        if any(len(t) != as_int(s.get("chars")) for t, s in zip(texts, segs, strict=False)):
-            texts = None
-    return _Prompt(segs, texts, sum(as_int(s.get("chars")) for s in segs))
-
-
-def _lcp(a: str, b: str) -> int:
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:  # binary search on slice equality (C speed) instead of a per-character loop
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def _lcs(a: str, b: str, limit: int) -> int:
-    """Length of the common suffix, at most ``limit``."""
-    lo, hi = 0, min(len(a), len(b), limit)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[len(a) - mid:] == b[len(b) - mid:]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-@dataclass(slots=True)
-class _Compare:
-    prefix: int  # chars shared from the start
-    shared: int  # chars a cache could serve if the window sat at the end
-    segment: str = ""
-    seg_offset: int = -1
-    window_class: str = ""
-    window_text: str | None = None
-    distinct: bool = False  # the prompts differ in content (another template), not in a field
-
-
-def _tail_from(segs: list[dict[str, object]]) -> int:
-    """Where the user's own turn starts: the trailing run of user segments. An earlier user turn is history,
-    as stable as the system prompt (a tag in the first turn of a conversation breaks every later call)."""
-    i = len(segs)
-    while i > 0 and str(segs[i - 1].get("kind")) == "user":
-        i -= 1
-    return i
-
-
-def _compare(cur: _Prompt, prev: _Prompt) -> _Compare:
-    a, b = cur.segs, prev.segs
-    ha, hb = cur.hashes, prev.hashes
-    si = next((i for i, (x, y) in enumerate(zip(ha, hb, strict=False)) if x != y), min(len(a), len(b)))
-    before = sum(as_int(s.get("chars")) for s in a[:si])
-    if si >= len(a) or si >= len(b):  # one extends the other: a growing conversation
-        return _Compare(before, before)
-    kind = str(a[si].get("kind"))
-    # everything after the first differing segment that appears, unchanged, in the earlier prompt
-    rest_prev = set(hb[si + 1:])
-    later = sum(as_int(a[j].get("chars")) for j in range(si + 1, cur.tail_from) if ha[j] in rest_prev)
-    if si >= cur.tail_from:
-        return _Compare(before, before)  # the user's own turn: new by nature
-    # reordered segments (shuffled few-shot examples): the same hashes in another order
-    tail_a, tail_b = ha[si:cur.tail_from], hb[si:prev.tail_from]
-    if len(tail_a) > 1 and sorted(tail_a) == sorted(tail_b):
-        moved = sum(as_int(s.get("chars")) for s in a[si:cur.tail_from])
-        return _Compare(before, before + moved, kind, 0, "reordered")
-    sa, sb = a[si], b[si]
-    ca, cb = as_int(sa.get("chars")), as_int(sb.get("chars"))
-    if cur.texts is not None and prev.texts is not None:
-        ta, tb = cur.texts[si], prev.texts[si]
-        p = _lcp(ta, tb)
-        s = _lcs(ta, tb, min(len(ta), len(tb)) - p)
-        window = ta[p:len(ta) - s]
-        width = max(len(window), len(tb) - p - s)
-        if width <= FIELD_CHARS and (p + s) >= 0.5 * max(ca, 1):
-            cls, at = classify(ta, p, len(ta) - s)
-            return _Compare(before + p, before + p + s + later, kind, at, cls, ta[at:max(len(ta) - s, at + 1)][:48])
-        return _Compare(before + p, before + p, kind, p, "free_text", window[:48], distinct=True)
-    # hashes only: the chunk chain gives the offset to 64 chars; equal lengths suggest a fixed-width field
-    chain_a, chain_b = _strs(sa.get("chunk_hashes")), _strs(sb.get("chunk_hashes"))
-    ci = next((i for i, (x, y) in enumerate(zip(chain_a, chain_b, strict=False)) if x != y), min(len(chain_a), len(chain_b)))
-    p = min(ci * CHUNK_CHARS, ca)
-    fld = _recorded_field(sa, sb, p)
-    if fld is not None:  # the collector listed the value and proved the text around it unchanged
-        at, width, cls = fld
-        return _Compare(before + at, before + ca - width + later, kind, at, cls)
-    if ca == cb and ca - p > CHUNK_CHARS:
-        return _Compare(before + p, before + ca - CHUNK_CHARS + later, kind, p, "field")
-    return _Compare(before + p, before + p, kind, p, "free_text", distinct=True)
-
-
-def _recorded_field(sa: dict[str, object], sb: dict[str, object], p: int) -> tuple[int, int, str] | None:
-    """A volatile-looking value both segments list (``fields``: class, offset, length, hash of what follows,
-    as the collector records them for hashed foreign prompts) that ends past the first differing chunk
-    (starting at ``p``) with the same text before it and after it in both: (offset, width, class)."""
-    fa, fb = sa.get("fields"), sb.get("fields")
-    if not isinstance(fa, list) or not isinstance(fb, list):
-        return None
-    theirs = {(f.get("class"), f.get("at"), f.get("before"), f.get("after")) for f in fb if isinstance(f, dict)}
-    for f in fa:
-        if not isinstance(f, dict) or as_int(f.get("at")) + as_int(f.get("chars")) <= p:
-            continue
-        if as_int(f.get("at")) >= p + CHUNK_CHARS:
-            return None  # the chunk that differs holds no listed value: something else changed there
-        if (f.get("class"), f.get("at"), f.get("before"), f.get("after")) in theirs:
-            return as_int(f.get("at")), as_int(f.get("chars")), str(f.get("class"))
-    return None
+    window_chars: int = 0  # a block's size (chars)
+    run_tokens: float = 0.0  # the fixed text after a block (tokens): the same length in every pass that recurs
+    run_anchor: int = 0  # a fingerprint of that text (full capture; 0 when unknown): the same in every pass
 
 
 def _json(raw: object) -> dict[str, object]:
@@ -407,6 +251,13 @@ def _blind(pl: PassLoss, block: int, seen: dict[tuple[object, object], int], key
         pl.kind = "blind"
 
 
+def block_counts(run_tokens: float, prefix_tokens: float, prompt_tokens: int, block: int, minimum: int) -> bool:
+    """Whether fixed text this long after a block (or in the user's own turn) is worth a move: several KV blocks
+    and a good part of the prompt, and with what precedes the block at least the minimum cacheable prefix."""
+    return run_tokens >= max(BLOCK_MIN_TOKENS, 4 * block) and run_tokens >= BLOCK_MIN_SHARE * prompt_tokens \
+        and prefix_tokens + run_tokens >= minimum
+
+
 def _classify(pl: PassLoss, prompt: _Prompt | None, chain: list[str] | None,
               past: list[tuple[_Prompt | None, PassLoss, list[str] | None]], tpc: float,
               block: int, minimum: int, div: dict[str, object], first_miss: object) -> None:
@@ -455,10 +306,14 @@ def _classify(pl: PassLoss, prompt: _Prompt | None, chain: list[str] | None,
     # never more than was actually prefilled: a client-side estimate can see text the server never got
     # (tools a server leaves out with tool_choice none, say)
     window_gap = min(shared_tokens - max(pl.cached_tokens, prefix_tokens), uncached)
+    run_tokens = c.run * tpc
+    if c.run and not block_counts(run_tokens, prefix_tokens, pl.prompt_tokens, block, minimum):
+        window_gap = 0.0  # a short run after different content: nothing a move would make cacheable
     if c.segment and not c.distinct and window_gap > 2 * block:
         pl.kind, pl.lost_tokens = "window", window_gap
         pl.segment, pl.char_offset, pl.window_class, pl.window_text = c.segment, c.seg_offset, c.window_class, c.window_text
         pl.global_offset = c.prefix
+        pl.window_chars, pl.run_tokens, pl.run_anchor = c.width, run_tokens, run_anchor(prompt, c) if prompt else 0
         pl.partner, pl.shared_chars, pl.prompt_chars = prev_pl, c.shared, prompt.chars if prompt is not None else 0
         pl.token_offset = int(first_miss) if isinstance(first_miss, int) and first_miss >= 0 else \
             pl.cached_tokens if pl.cached_known else int(prefix_tokens)
@@ -466,10 +321,17 @@ def _classify(pl: PassLoss, prompt: _Prompt | None, chain: list[str] | None,
     if div and pl.kind in ("window", "new"):
         reusable = div.get("reusable_after_tokens")
         cls = div.get("class")
+        width = div.get("length")
+        # different text wider than a field (retrieved notes, a profile) with long fixed text after it: a block
+        wide = cls == "free_text" and isinstance(width, int) and width > FIELD_CHARS and \
+            isinstance(reusable, (int, float)) and block_counts(float(reusable), 0.0, pl.prompt_tokens, block, minimum)
         if pl.kind == "new" and isinstance(reusable, (int, float)) and min(reusable, uncached) > 2 * block \
-                and cls != "free_text":
+                and (cls != "free_text" or wide):
             pl.kind, pl.lost_tokens = "window", float(min(reusable, uncached))
             pl.segment = str(div.get("segment") or "prompt")
+        if wide and pl.kind == "window" and pl.window_class in ("", "field", "free_text") \
+                and isinstance(width, int) and isinstance(reusable, (int, float)):
+            pl.window_class, pl.window_chars, pl.run_tokens = "block", width, float(reusable)
         if pl.kind == "window" and pl.window_class == "field" and cls == "free_text" \
                 and isinstance(reusable, (int, float)) and reusable <= 2 * block:
             # a hashes-only guess (same length, so maybe one field) that the middleware, which saw the text,
@@ -516,6 +378,22 @@ def causes(passes: list[PassLoss]) -> list[Cause]:
     return sorted(groups.values(), key=lambda c: -c.lost_tokens)
 
 
+def block_recurs(c: Cause, scope: list[PassLoss]) -> bool:
+    """A block cause is a pattern, not a coincidence: the same fixed text (as long, within a quarter) follows
+    the block in most of its passes, and they are several, a good part of the service's passes (``scope``)
+    and more than its cache hits. Documents edited here and there share a tail of another length each time;
+    a few personas, each reused, miss once apiece and hit after that."""
+    runs = sorted(p.run_tokens for p in c.passes)
+    hits = sum(1 for p in scope if p.kind == "hit")
+    if len(runs) < max(BLOCK_MIN_PASSES, 0.2 * len(scope), hits):
+        return False
+    mid = runs[len(runs) // 2]
+    if sum(1 for r in runs if abs(r - mid) <= 0.25 * mid) < 0.6 * len(runs):
+        return False
+    anchors = [p.run_anchor for p in c.passes if p.run_anchor]  # full capture: the same text, not just as long
+    return not anchors or Counter(anchors).most_common(1)[0][1] >= 0.6 * len(anchors)
+
+
 def ms_per_token(passes: list[PassLoss]) -> float:
     """TTFT per uncached prompt token: the median of pairwise slopes (Theil-Sen, robust to the queueing and
     scheduling noise in single TTFTs) over up to 200 recent passes, never more than the median TTFT per
@@ -535,10 +413,6 @@ def usd_per_token(passes: list[PassLoss]) -> float:
     the median price per prompt token, of which a cache read saves ~90% at the big providers."""
     xs = sorted(float(p.cost_usd) / p.prompt_tokens for p in passes if p.cost_usd and p.prompt_tokens)
     return 0.9 * xs[len(xs) // 2] if xs else 0.0
-
-
-def _strs(value: object) -> list[str]:
-    return [str(v) for v in value] if isinstance(value, (list, tuple)) else []
 
 
 def _opt(value: object) -> str | None:

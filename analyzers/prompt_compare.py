@@ -1,0 +1,267 @@
+"""Two prompts of one service and model, compared segment by segment (system, tools, history turns, user):
+where they part, what the window that differs looks like, and how much of the prompt a cache could serve
+if that window sat after the stable part (analyzers/cache_loss.py weighs it against what the engine
+reused).
+
+The window's position is exact with full capture (text), to a chunk with hashes. A window up to
+``FIELD_CHARS`` wide between identical text is a field (an id, a clock); a wider one is a *block* (retrieved
+notes, a per-user profile) when a long run of identical text follows it in both prompts: stable text placed
+after content that changes every call.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from llmtrace.analyzers.query import as_int
+
+CHUNK_CHARS = 64
+FIELD_CHARS = 96  # a window up to this wide between identical text is a field, not different content
+# a run of identical text at least this long after a window: stable text behind it that a cache could serve if
+# the window moved after it (a shorter run is not looked for past a wider window: that is different content)
+BLOCK_MIN_CHARS = 256
+_PROBE_CHARS = 32  # the piece of the earlier prompt looked for in the current one
+_PROBES = 16  # at most this many pieces per comparison (spread over the text after the first difference)
+
+_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("uuid", re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}")),
+    ("timestamp", re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(:\d{2})?|\d{1,2}:\d{2}:\d{2}")),
+    ("date", re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}/\d{1,2}/\d{2,4}|(mon|tue|wed|thu|fri|sat|sun)[a-z]*\b", re.I)),
+    ("email", re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+")),
+    ("epoch", re.compile(r"\b1[5-9]\d{8}(\d{3})?\b")),
+    ("hex_id", re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{6,}\b", re.I)),
+    ("base64_id", re.compile(r"[A-Za-z0-9_-]{16,}")),
+    ("id", re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9][\w-]{4,}\b")),  # acct_7Hq2Lx, CUS-4F2A
+    ("number", re.compile(r"\d+")),
+)
+
+
+def classify(text: str, start: int, end: int) -> tuple[str, int]:
+    """What the differing window ``text[start:end]`` looks like (uuid, timestamp, hex_id, number, ...) and
+    where the value starts: a diff often begins mid-value (the minutes of a timestamp), so the first
+    pattern match that overlaps the window names it."""
+    window = text[start:end]
+    if window and not window.strip():
+        return "whitespace", start
+    if any(ord(ch) in (0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, 0x00A0) for ch in window):
+        return "invisible", start
+    lo, hi = max(0, start - 40), min(len(text), max(end, start + 1) + 40)
+    for name, pat in _CLASSES:
+        for m in pat.finditer(text, lo, hi):
+            if m.start() <= max(end, start + 1) - 1 and m.end() > start:
+                return name, m.start()
+    return "free_text", start
+
+
+@dataclass(slots=True)
+class _Prompt:
+    segs: list[dict[str, object]]
+    texts: list[str] | None  # segment texts (full capture)
+    chars: int
+    hashes: list[str] = field(default_factory=list)
+    stable_chars: int = 0  # chars outside the user's own (last) turn
+    tail_from: int = 0  # index of the first segment of the user's own turn (the trailing user segments)
+
+    def __post_init__(self) -> None:
+        self.hashes = [str(s.get("hash")) for s in self.segs]
+        self.tail_from = _tail_from(self.segs)
+        self.stable_chars = sum(as_int(s.get("chars")) for s in self.segs[:self.tail_from])
+
+
+def _segments(raw: object, text: object) -> _Prompt | None:
+    try:
+        segs = json.loads(str(raw)) if raw is not None else None
+    except ValueError:
+        segs = None
+    if not isinstance(segs, list) or not segs or not all(isinstance(s, dict) for s in segs):
+        return None
+    texts: list[str] | None = None
+    if all(isinstance(s.get("text"), str) for s in segs):
+        # the server keeps each segment's text in its record (its prompt text is the rendered template,
+        # not the "[kind]" layout the adapters write)
+        texts = [str(s["text"]) for s in segs]
+    elif isinstance(text, str):
+        texts, pos = [], 0
+        for s in segs:  # the adapters render "\n".join(f"[{kind}]\n{text}")
+            pos += len(f"[{s.get('kind')}]\n")
+            n = as_int(s.get("chars"))
+            texts.append(text[pos:pos + n])
+            pos += n + 1
+        if any(len(t) != as_int(s.get("chars")) for t, s in zip(texts, segs, strict=False)):
+            texts = None
+    return _Prompt(segs, texts, sum(as_int(s.get("chars")) for s in segs))
+
+
+def _lcp(a: str, b: str) -> int:
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:  # binary search on slice equality (C speed) instead of a per-character loop
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _lcs(a: str, b: str, limit: int) -> int:
+    """Length of the common suffix, at most ``limit``."""
+    lo, hi = 0, min(len(a), len(b), limit)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[len(a) - mid:] == b[len(b) - mid:]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+@dataclass(slots=True)
+class _Compare:
+    prefix: int  # chars shared from the start
+    shared: int  # chars a cache could serve if the window sat at the end
+    segment: str = ""
+    seg_offset: int = -1
+    window_class: str = ""
+    window_text: str | None = None
+    distinct: bool = False  # the prompts differ in content (another template), not in a field
+    width: int = 0  # chars of the window in the current prompt (a block's size)
+    run: int = 0  # chars of the stable run found after a wide window or in the user's turn (judged by size)
+    run_at: int = -1  # where that run starts in the segment (``seg_index``) of the current prompt
+    seg_index: int = -1
+
+
+def _tail_from(segs: list[dict[str, object]]) -> int:
+    """Where the user's own turn starts: the trailing run of user segments. An earlier user turn is history,
+    as stable as the system prompt (a tag in the first turn of a conversation breaks every later call)."""
+    i = len(segs)
+    while i > 0 and str(segs[i - 1].get("kind")) == "user":
+        i -= 1
+    return i
+
+
+def _compare(cur: _Prompt, prev: _Prompt) -> _Compare:
+    a, b = cur.segs, prev.segs
+    ha, hb = cur.hashes, prev.hashes
+    si = next((i for i, (x, y) in enumerate(zip(ha, hb, strict=False)) if x != y), min(len(a), len(b)))
+    before = sum(as_int(s.get("chars")) for s in a[:si])
+    if si >= len(a) or si >= len(b):  # one extends the other: a growing conversation
+        return _Compare(before, before)
+    kind = str(a[si].get("kind"))
+    # everything after the first differing segment that appears, unchanged, in the earlier prompt
+    rest_prev = set(hb[si + 1:])
+    later = sum(as_int(a[j].get("chars")) for j in range(si + 1, cur.tail_from) if ha[j] in rest_prev)
+    if si >= cur.tail_from:  # the user's own turn: new by nature, unless long fixed text follows what changed
+        return _tail_block(cur, prev, si, before, kind)
+    # reordered segments (shuffled few-shot examples): the same hashes in another order
+    tail_a, tail_b = ha[si:cur.tail_from], hb[si:prev.tail_from]
+    if len(tail_a) > 1 and sorted(tail_a) == sorted(tail_b):
+        moved = sum(as_int(s.get("chars")) for s in a[si:cur.tail_from])
+        return _Compare(before, before + moved, kind, 0, "reordered")
+    sa, sb = a[si], b[si]
+    ca, cb = as_int(sa.get("chars")), as_int(sb.get("chars"))
+    if cur.texts is not None and prev.texts is not None:
+        ta, tb = cur.texts[si], prev.texts[si]
+        p = _lcp(ta, tb)
+        s = _lcs(ta, tb, min(len(ta), len(tb)) - p)
+        window = ta[p:len(ta) - s]
+        width = max(len(window), len(tb) - p - s)
+        if width <= FIELD_CHARS and (p + s) >= 0.5 * max(ca, 1):
+            cls, at = classify(ta, p, len(ta) - s)
+            return _Compare(before + p, before + p + s + later, kind, at, cls, ta[at:max(len(ta) - s, at + 1)][:48])
+        at, run = _stable_run(ta, tb, p, s)
+        if run >= BLOCK_MIN_CHARS:  # a wide window (retrieved notes, a profile) ahead of long fixed text
+            after = later if at + run == len(ta) else 0
+            return _Compare(before + p, before + p + run + after, kind, p, "block", ta[p:at][:48], width=at - p, run=run, run_at=at, seg_index=si)
+        return _Compare(before + p, before + p, kind, p, "free_text", window[:48], distinct=True)
+    # hashes only: the chunk chain gives the offset to 64 chars; equal lengths suggest a fixed-width field
+    chain_a, chain_b = _strs(sa.get("chunk_hashes")), _strs(sb.get("chunk_hashes"))
+    ci = next((i for i, (x, y) in enumerate(zip(chain_a, chain_b, strict=False)) if x != y), min(len(chain_a), len(chain_b)))
+    p = min(ci * CHUNK_CHARS, ca)
+    fld = _recorded_field(sa, sb, p)
+    if fld is not None:  # the collector listed the value and proved the text around it unchanged
+        at, width, cls = fld
+        return _Compare(before + at, before + ca - width + later, kind, at, cls)
+    if ca == cb and ca - p > CHUNK_CHARS:
+        return _Compare(before + p, before + ca - CHUNK_CHARS + later, kind, p, "field")
+    return _Compare(before + p, before + p, kind, p, "free_text", distinct=True)
+
+
+def _tail_block(cur: _Prompt, prev: _Prompt, si: int, before: int, kind: str) -> _Compare:
+    """The user's own turn differs: new text by nature, unless (full capture) a long run of identical text
+    follows the first difference in both, instructions pasted after a changing block in the same message."""
+    if cur.texts is None or prev.texts is None or str(prev.segs[si].get("kind")) != kind:
+        return _Compare(before, before)
+    ta, tb = cur.texts[si], prev.texts[si]
+    if min(len(ta), len(tb)) < 2 * BLOCK_MIN_CHARS:  # a question, not a block and instructions
+        return _Compare(before, before)
+    p = _lcp(ta, tb)
+    at, run = _stable_run(ta, tb, p, _lcs(ta, tb, min(len(ta), len(tb)) - p))
+    if run < BLOCK_MIN_CHARS:
+        return _Compare(before, before)
+    cls = "block" if at - p > FIELD_CHARS else classify(ta, p, max(at, p + 1))[0]
+    return _Compare(before + p, before + p + run, kind, p, cls, ta[p:at][:48], width=at - p, run=run, run_at=at, seg_index=si)
+
+
+def run_anchor(prompt: _Prompt, c: _Compare) -> int:
+    """A fingerprint of the stable run ``c`` found (0 without one): the smallest hash of its 32-char pieces
+    (in its first 2,048 chars), which the same fixed text gives wherever its run starts or ends by a few
+    chars, and other shared text (a chunk retrieved twice, a document's tail) does not."""
+    if prompt.texts is None or c.run <= 0 or c.seg_index < 0:
+        return 0
+    text = prompt.texts[c.seg_index]
+    lo, hi = c.run_at, min(c.run_at + c.run, c.run_at + 2048) - _PROBE_CHARS
+    return min((hash(text[i:i + _PROBE_CHARS]) for i in range(lo, hi + 1)), default=0)
+
+
+def _stable_run(ta: str, tb: str, p: int, s: int) -> tuple[int, int]:
+    """The longest run of identical text after the first difference ``p`` of ``ta`` and ``tb`` that this finds,
+    as (start in ``ta``, length): their common suffix (``s`` chars) when it is long, else a run found from
+    pieces of ``tb`` taken at even steps after ``p`` and looked up in ``ta`` (str.find and slice compares, all
+    in C), each hit extended both ways. A step is at most ``BLOCK_MIN_CHARS - _PROBE_CHARS``, so a run that
+    long is always hit, or a sixteenth of the text when that is longer (a run worth naming is a large part of
+    the prompt). Returns a length under ``BLOCK_MIN_CHARS`` when there is none."""
+    best = (len(ta) - s, s)
+    if s >= BLOCK_MIN_CHARS or min(len(ta), len(tb)) - p < BLOCK_MIN_CHARS:
+        return best
+    step = max(BLOCK_MIN_CHARS - _PROBE_CHARS, (len(tb) - p) // _PROBES)
+    shift = len(ta) - len(tb)  # the alignment of text at the same distance from both ends
+    done = p  # pieces of tb before this lie in a run already found
+    for i in range(p + 1, len(tb) - _PROBE_CHARS + 1, step):
+        if i < done:
+            continue
+        piece = tb[i:i + _PROBE_CHARS]
+        hits = {ta.find(piece, p + 1)}
+        if i + shift > p and ta.startswith(piece, i + shift):
+            hits.add(i + shift)
+        for j in hits:
+            if j <= p:
+                continue
+            back = _lcs(ta[p + 1:j], tb[p + 1:i], min(j, i) - p - 1)
+            n = back + _lcp(ta[j:], tb[i:])
+            if n > best[1]:
+                best, done = (j - back, n), i - back + n
+    return best
+
+
+def _recorded_field(sa: dict[str, object], sb: dict[str, object], p: int) -> tuple[int, int, str] | None:
+    """A volatile-looking value both segments list (``fields``: class, offset, length, hash of what follows,
+    as the collector records them for hashed foreign prompts) that ends past the first differing chunk
+    (starting at ``p``) with the same text before it and after it in both: (offset, width, class)."""
+    fa, fb = sa.get("fields"), sb.get("fields")
+    if not isinstance(fa, list) or not isinstance(fb, list):
+        return None
+    theirs = {(f.get("class"), f.get("at"), f.get("before"), f.get("after")) for f in fb if isinstance(f, dict)}
+    for f in fa:
+        if not isinstance(f, dict) or as_int(f.get("at")) + as_int(f.get("chars")) <= p:
+            continue
+        if as_int(f.get("at")) >= p + CHUNK_CHARS:
+            return None  # the chunk that differs holds no listed value: something else changed there
+        if (f.get("class"), f.get("at"), f.get("before"), f.get("after")) in theirs:
+            return as_int(f.get("at")), as_int(f.get("chars")), str(f.get("class"))
+    return None
+
+
+def _strs(value: object) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, (list, tuple)) else []

@@ -1,0 +1,154 @@
+"""A changing block ahead of fixed text: an app that puts a few hundred characters that differ on every call
+(retrieved notes, a per-user profile) at the top of its system prompt, ahead of a long fixed instruction
+block, breaks the prefix cache on every call. `llmtrace diagnose` must name that (the block, where it sits,
+the fixed text behind it, a move as the fix), whatever the block's size, through the OpenAI SDK and the
+Anthropic SDK (system as a string and as blocks), and with the block in the first user message instead.
+
+Its clean twins send different content legitimately: different questions after a fixed system prompt,
+different documents after it, or the changing block already at the end; they get nothing above info.
+
+Real parts only: the tiny model served in-process, the official SDKs wrapped by ``instrument()``,
+``llmtrace diagnose --json``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import analyzers_live as live
+import pytest
+
+import llmtrace
+from llmtrace.cli import main
+
+FIXED = ("You answer for Brackwater Marine's warranty desk. Ask for the hull number and the date of purchase, "
+         "name the part of the warranty that applies, and never promise a repair date. If the owner mentions "
+         "water in the bilge, tell them to haul out before anything else. Keep answers under ninety words. ") * 4
+WORDS = ("impeller gasket anode bilge pump transom bracket gelcoat crack outdrive bellows throttle cable seized "
+         "rudder bearing leak bracket invoice dealer survey moisture osmosis blister keel bolt").split()
+CALLS = 8
+
+
+def _notes(rng: random.Random, size: int) -> str:
+    """Retrieved notes of about ``size`` characters (a fifth more or less), different on every call."""
+    n = size + rng.randint(-size // 5, size // 5)
+    lines: list[str] = []
+    while sum(len(x) + 1 for x in lines) < n:
+        lines.append(" ".join(rng.choice(WORDS) for _ in range(9)).capitalize() + ".")
+    return "Notes retrieved for this owner:\n" + "\n".join(lines)[:n] + "\n\n"
+
+
+def _question(i: int) -> str:
+    return f"My boat HN-{3100 + 7 * i} has a problem, is it covered? Day {i + 1} of waiting."
+
+
+Messages = Callable[[random.Random, int], dict[str, Any]]  # the request body of call i
+
+
+def _openai(srv: Any, body: Messages, rng: random.Random) -> None:
+    c = live.client(srv)
+    for i in range(CALLS):
+        c.chat.completions.create(model="tiny", temperature=0, max_tokens=2, **body(rng, i))
+
+
+def _anthropic(srv: Any, body: Messages, rng: random.Random) -> None:
+    import anthropic
+
+    from llmtrace.adapters import instrument
+
+    c = instrument(anthropic.Anthropic(base_url=srv.base_url, api_key="unused", max_retries=0))
+    for i in range(CALLS):
+        c.messages.create(model="tiny", max_tokens=2, **body(rng, i))
+
+
+def _cache_findings(tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str, sdk: str, body: Messages,
+                    capture: str) -> list[dict[str, Any]]:
+    db = tmp_path / "t.duckdb"
+    srv = live.server()
+    llmtrace.init(db=db, service_name="warranty-desk", capture=capture, strict=True)
+    try:
+        # notes of its own per case: the server's prefix cache and the middleware's recent prompts outlive a test
+        (_openai if sdk == "openai" else _anthropic)(srv, body, random.Random(case))
+    finally:
+        llmtrace.shutdown()
+    capsys.readouterr()
+    assert main(["diagnose", "--db", str(db), "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)["findings"]
+    return [f for f in found if f["stage"] == "cache.prefix_match" or "cache.prefix_match" in f.get("stages", ())]
+
+
+def _system_top(size: int) -> Messages:
+    return lambda rng, i: {"messages": [{"role": "system", "content": _notes(rng, size) + FIXED},
+                                        {"role": "user", "content": _question(i)}]}
+
+
+PLANTED: dict[str, tuple[str, Messages, str, str]] = {
+    # id: (sdk, request body, capture, the segment the finding names)
+    "system-top-150": ("openai", _system_top(150), "hashes", "system"),
+    "system-top-600": ("openai", _system_top(600), "hashes", "system"),
+    "system-top-2000": ("openai", _system_top(2000), "hashes", "system"),
+    "system-top-600-full": ("openai", _system_top(600), "full", "system"),
+    "anthropic-system-string": ("anthropic", lambda rng, i: {
+        "system": _notes(rng, 500) + FIXED, "messages": [{"role": "user", "content": _question(i)}]}, "hashes", "system"),
+    "anthropic-system-blocks": ("anthropic", lambda rng, i: {
+        "system": [{"type": "text", "text": _notes(rng, 500)}, {"type": "text", "text": FIXED}],
+        "messages": [{"role": "user", "content": _question(i)}]}, "hashes", "system"),
+    # the block and the instructions in a first user message, the question asked after them
+    "first-user-message": ("openai", lambda rng, i: {"messages": [
+        {"role": "user", "content": _notes(rng, 700) + FIXED},
+        {"role": "assistant", "content": "Understood."},
+        {"role": "user", "content": _question(i)}]}, "hashes", "history"),
+    # one user message: block, instructions, question (the text is needed to see the instructions recur)
+    "one-user-message-full": ("openai", lambda rng, i: {"messages": [
+        {"role": "user", "content": _notes(rng, 700) + FIXED + "\n\n" + _question(i)}]}, "full", "user"),
+}
+
+
+@pytest.mark.parametrize("case", list(PLANTED))
+def test_a_changing_block_ahead_of_fixed_text_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       case: str) -> None:
+    sdk, body, capture, segment = PLANTED[case]
+    found = [f for f in _cache_findings(tmp_path, capsys, case, sdk, body, capture) if f["severity"] != "info"]
+    assert found, f"{case}: no cache finding"
+    f = found[0]
+    assert f["stage"] == "cache.prefix_match" and f["severity"] in ("warning", "critical"), (f["severity"], f["title"])
+    assert "changing block" in f["title"] and f"of the {segment}" in f["title"], f["title"]
+    assert "Move the changing block after the fixed text" in f["next_check"], f["next_check"]
+    assert "intake.context_ordering" in f["stages"], f["stages"]
+    if segment == "system":
+        assert "intake.system_prompt" in f["stages"], f["stages"]
+
+
+CLEAN: dict[str, tuple[str, Messages, str]] = {
+    "different-questions": ("openai", lambda rng, i: {"messages": [
+        {"role": "system", "content": FIXED}, {"role": "user", "content": _question(i) + " " + _notes(rng, 150)}]},
+        "hashes"),
+    "documents-after-fixed-system": ("openai", lambda rng, i: {"messages": [
+        {"role": "system", "content": FIXED}, {"role": "user", "content": _notes(rng, 1500) + _question(i)}]}, "hashes"),
+    "documents-after-fixed-system-full": ("openai", lambda rng, i: {"messages": [
+        {"role": "system", "content": FIXED}, {"role": "user", "content": _notes(rng, 1500) + _question(i)}]}, "full"),
+    "block-at-end-of-system": ("openai", lambda rng, i: {"messages": [
+        {"role": "system", "content": FIXED + "\n" + _notes(rng, 600)}, {"role": "user", "content": _question(i)}]},
+        "hashes"),
+    "block-at-end-of-system-full": ("openai", lambda rng, i: {"messages": [
+        {"role": "system", "content": FIXED + "\n" + _notes(rng, 600)}, {"role": "user", "content": _question(i)}]},
+        "full"),
+    "anthropic-block-at-end": ("anthropic", lambda rng, i: {
+        "system": [{"type": "text", "text": FIXED}, {"type": "text", "text": _notes(rng, 600)}],
+        "messages": [{"role": "user", "content": _question(i)}]}, "hashes"),
+    "block-in-last-user-message-full": ("openai", lambda rng, i: {"messages": [
+        {"role": "system", "content": FIXED}, {"role": "user", "content": _question(i) + "\n" + _notes(rng, 900)}]},
+        "full"),
+}
+
+
+@pytest.mark.parametrize("case", list(CLEAN))
+def test_different_content_after_the_fixed_text_is_not_a_cache_finding(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str) -> None:
+    sdk, body, capture = CLEAN[case]
+    found = [f for f in _cache_findings(tmp_path, capsys, case, sdk, body, capture) if f["severity"] != "info"]
+    assert not found, [(f["severity"], f["title"]) for f in found]
