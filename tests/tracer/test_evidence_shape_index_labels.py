@@ -41,7 +41,9 @@ LABELLED = [
     "Result {n} | {p}", "Chunk {n}: {p}", "Section {n}.1: {p}", "**Note {n}**: {p}", "**Source {n}:** {p}",
     "- Entry {n}: {p}", "Note {n} (handbook.pdf): {p}", "Memo {n}: {p}", "Card {n} — {p}",
     "Quelle {n}: {p}", "Fuente {n}: {p}", "Extrait {n} : {p}", "Документ {n}: {p}", "文档{n}：{p}",
-    "{p} (source: handbook-{n}.pdf)", "{p} [source: kb-{n}]",
+    "{p} (source: handbook-{n}.pdf)", "{p} [source: kb-{n}]", "{p} (https://kb.example.com/a/{n})",
+    "Search result {n}: {p}", "Knowledge base article {n}: {p}", "Document {n} of 4: {p}", "handbook-{n}.pdf: {p}",
+    "From handbook-{n}.pdf (p. 3): {p}", "Passage #{n} — {p}", "Ref. {n}: {p}",
 ]
 
 
@@ -55,7 +57,8 @@ def test_index_labels_label_their_passages(fmt: str, sep: str) -> None:
 
 @pytest.mark.parametrize("fmt", [
     "Note {n}:\n{p}", "Note {n}:\n\n{p}", "Entry {n} —\n{p}", "## Doc {n}\n{p}", "### {t}\n{p}", "### {t}\n\n{p}",
-    "**{t}**\n{p}", "Source: handbook-{n}.pdf\n{p}", "{p}\nSource: handbook-{n}.pdf",
+    "**{t}**\n{p}", "Source: handbook-{n}.pdf\n{p}", "{p}\nSource: handbook-{n}.pdf", "Title: {t}\n{p}",
+    "### Yard rule {n}\n{p}",  # a heading is a title whatever its last word
 ])
 def test_a_label_heading_its_own_block_labels_the_block(fmt: str) -> None:
     for sep in ("\n", "\n\n") if "\n\n" not in fmt else ("\n\n",):
@@ -116,6 +119,12 @@ def test_a_word_and_an_index_on_one_passage_only_is_no_scheme() -> None:
     assert s is not None and (s.id_scheme, s.unlabelled) == ("none", 4)
 
 
+@pytest.mark.parametrize("fmt", ["Passage: {p}", "Document: {p}", "Source: {p}", "[Source] {p}", "Doc — {p}"])
+def test_the_same_bare_word_on_every_passage_labels_none(fmt: str) -> None:
+    s = _read(_lines(fmt, "\n\n"))
+    assert s is not None and (s.chunks_in, s.id_scheme, s.unlabelled) == (4, "none", 4)
+
+
 def test_repeated_titles_label_nothing() -> None:
     s = _read("\n\n".join(f"### Passage\n{p}" for p in FACTS))
     assert s is not None and (s.id_scheme, s.unlabelled) == ("none", 4)
@@ -126,7 +135,11 @@ def test_the_same_passage_under_two_index_labels_is_a_duplicate() -> None:
     assert s is not None and (s.chunks_in, s.chunks_out, s.duplicates, s.unlabelled) == (3, 1, 2, 0)
 
 
-def test_plain_pasted_passages_stay_unlabelled() -> None:
+@pytest.mark.parametrize("fmt", [
+    "{p}", "- {p}", "> {p}", "**{p}**", "Today: {p}", "Important: {p}", "2024-03-0{n}: {p}", "Gate {n} closes. {p}",
+    "{p} See also the handbook.", "In 202{n} {p}",
+])
+def test_plain_pasted_passages_stay_unlabelled(fmt: str) -> None:
     for sep in ("\n", "\n\n"):
-        s = _read(sep.join(FACTS))
+        s = _read(_lines(fmt, sep))
         assert s is not None and (s.chunks_in, s.id_scheme, s.delimiter, s.unlabelled) == (4, "none", "none", 4)

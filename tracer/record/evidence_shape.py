@@ -78,7 +78,10 @@ _LABEL = re.compile(
     r"(?:doc(?:ument)?|source|src|id|chunk|passage|snippet|ref(?:erence)?|result|article|excerpt|record|file|"
     r"url)[ \t]*(?:#|no\.?)?[ \t]*[:=#]?[ \t]*[\w./:-]{1,64}[ \t]*(?:[:\]\-—|)]|\n|$)|"
     # "Source 2 (handbook.pdf):", "Document B — refunds:", "Title: ...", "【3】"
-    r"(?:doc(?:ument)?|source|passage|snippet|excerpt|article|chunk|result|title)\b[^\n:]{0,60}:|【[^】\n]{1,40}】)",
+    r"(?:doc(?:ument)?|source|passage|snippet|excerpt|article|chunk|result|title)\b[^\n:]{0,60}:|【[^】\n]{1,40}】|"
+    # a file or a web address the passage comes from: "handbook.pdf: ...", "From refunds.md (p. 3): ..."
+    r"(?:(?:from|in|see)[ \t]+)?(?:[\w-]+\.(?:pdf|docx?|md|txt|html?|csv|json|pptx?|xlsx?|rst)|https?://[^\s:]{3,200})"
+    r"\b[^\n:]{0,40}:(?=[ \t]|$))",
     re.IGNORECASE,
 )
 # id=, key=, source=, ... and their prefixed forms (doc_id=, data-key=)
@@ -99,8 +102,11 @@ _TAG = re.compile(r"</?[A-Za-z][\w-]*[^>]*>")
 # A word and an index at a passage's start: "Note 3:", "Entry 2 —", "FAQ 12)", "Item #4:", "Quelle 2:", "文档1：".
 # Whether it labels a passage or numbers an instruction is decided by the word and the text after it (_words).
 _WORD_INDEX = re.compile(
-    r"^[ \t]*(?:#{1,6}[ \t]*)?(?:[-*+•][ \t]+)?(?:\*\*|__)?(?P<word>[^\W\d_]{2,20})\.?[ \t]*"
-    r"(?:#|[Nn][or]\.|[Nn]°|№)?[ \t]*(?P<index>\d{1,4}(?:\.\d{1,3})*|[A-Z]|[IVXLC]{1,6})(?![\w.]\w)"
+    # "Search result 3", "Knowledge base article 12": the last word names the item
+    r"^[ \t]*(?:#{1,6}[ \t]*)?(?:[-*+•][ \t]+)?(?:\*\*|__)?(?P<pre>(?:[^\W\d_]{2,20}(?![^\W\d_])[ \t]+){0,2}?)(?P<word>[^\W\d_]{2,20})"
+    r"(?![^\W\d_])\.?[ \t]*(?:#|[Nn][or]\.|[Nn]°|№)?[ \t]*"
+    r"(?P<index>\d{1,4}(?:\.\d{1,3})*|(?<=[\s#.°№])(?:[A-Z]|[IVXLC]{1,6}))(?![\w.]\w)"
+    r"(?:[ \t]*(?:of|/)[ \t]*\d{1,4})?"  # "Document 3 of 5"
     r"(?:[ \t]*(?:\([^)\n]{1,80}\)|\[[^\]\n]{1,80}\]))?[ \t]*(?:\*\*|__)?[ \t]*"
     r"(?:[:.)\]|：）]|[-–—]{1,2}(?=\s|$)|(?=\n)|$)(?:[ \t]*(?:\*\*|__))?[ \t]*")
 # words that name a retrieved passage, in several languages
@@ -139,8 +145,10 @@ _SENTENCE_END = re.compile(r"[.!?。！？](?:\s|$)")
 # a source named at the passage's end: "(source: handbook.pdf)", "[from: kb-12]", a last line "Source: x.pdf"
 _TRAILING_SOURCE = re.compile(
     r"(?:[(\[][ \t]*(?:source|src|from|via|ref|reference|doc|document|file|url|quelle|fuente|fonte|bron|источник)"
-    r"[ \t]*[:=][^)\]\n]{1,120}[)\]]|\n[ \t]*(?:[-—–][ \t]*)?(?:source|src|from|reference|quelle|fuente|fonte|bron|"
+    r"[ \t]*[:=][^)\]\n]{1,120}[)\]]|[(\[<]https?://[^)\]>\s]{3,200}[)\]>]|\n[ \t]*(?:[-—–][ \t]*)?(?:source|src|from|reference|quelle|fuente|fonte|bron|"
     r"источник)[ \t]*[:=][ \t]*\S[^\n]{0,120})[ \t]*[.]?[ \t]*$", re.IGNORECASE)
+# a short header line naming the passage under it ("Title: Gate hours", "Source: handbook.pdf, p. 3")
+_HEADER = re.compile(r"^[ \t]*(?:title|source|url|uri|link|file|doc(?:ument)?|id)[ \t]*:", re.IGNORECASE)
 # a title line of its own: a markdown heading or a line in bold
 _TITLE = re.compile(r"^[ \t]*(?:#{1,6}[ \t]+(?P<h>[^\n]{1,100})|(?:\*\*|__)(?P<b>[^*_\n]{1,100})(?:\*\*|__)[ \t:]*)(?=\n|$)")
 
@@ -225,7 +233,8 @@ def _paragraphs(block: str) -> list[str]:
             units.append((p, False))
             continue
         opened = _opening(p) if "\n" not in p else None
-        units.append((p, True) if opened is not None and not opened[1].strip() else ("", False))
+        alone = opened is not None and (not opened[1].strip() or _HEADER.match(p) is not None)
+        units.append((p, True) if alone else ("", False))
     kinds = [label for p, label in units if p]
     trailing = bool(kinds) and not kinds[0] and any(a is False and b for a, b in zip(kinds, kinds[1:]))
     paras: list[str] = []
@@ -261,10 +270,10 @@ def _opening(p: str) -> tuple[str, str, str] | None:
         kind = "number" if re.fullmatch(r"\(?\d{1,3}[.)]?", label) else "id"
         return label, p[m.end():], kind
     w = _WORD_INDEX.match(p)
-    if w is not None:
-        word = w.group("word").casefold()
+    word = w.group("word").casefold() if w is not None else ""
+    if w is not None and (not w.group("pre") or word in _SOURCE_WORDS):  # "Yard rule 1" is a title, not a rule
         kind = "source" if word in _SOURCE_WORDS else "instruction" if word in _INSTRUCTION_WORDS else f"word:{word}"
-        return f"{w.group('word')} {w.group('index')}", p[w.end():], kind
+        return f"{w.group('pre')}{w.group('word')} {w.group('index')}", p[w.end():], kind
     t = _TITLE.match(p)
     if t is not None:
         return (t.group("h") or t.group("b") or "").strip(" :"), p[t.end():], "title"
@@ -282,8 +291,10 @@ def _instruction(body: str) -> bool:
 
 
 def _instruction_block(p: str) -> bool:
-    """Two or more numbered or bulleted lines, each one imperative line, perhaps under a line such as
-    "Rules:": an instruction list, not a passage."""
+    """Two or more numbered or bulleted lines, most of them one imperative line, perhaps under a line such
+    as "Rules:": an instruction list, not a passage."""
+    if len(p) > 4000:  # an instruction list is short; a long paragraph is read as text
+        return False
     lines = [x.strip() for x in p.splitlines() if x.strip()]
     if lines and lines[0].endswith(":") and len(lines[0]) <= 80 and _opening(lines[0]) is None:
         lines = lines[1:]
@@ -331,8 +342,11 @@ def _read_labels(passages: list[str]) -> tuple[list[str], list[str | None], list
         label, body, kind = o
         if _numbered(kind) and imperative[kind] > orders[kind] / 2:
             continue  # a numbered instruction ("Step 2: Greet the customer.", "1. Cite the id.")
-        named = (kind in ("id", "number", "source", "trail") or (kind.startswith("word:") and words[kind] >= 2)
-                 or (kind == "title" and titles[label.casefold()] == 1))
+        generic = label.casefold().strip(" :#[]()") in _SOURCE_WORDS  # "Passage: ..." on each names none
+        text = body.strip() and ("<" not in body or _TAG.sub("", body).strip())
+        named = bool(text) and not generic and (  # nor is the whole passage ("**...**")
+            kind in ("id", "number", "source", "trail") or (kind.startswith("word:") and words[kind] >= 2)
+            or (kind == "title" and titles[label.casefold()] == 1))
         kept.append(p)
         labels.append(label if named and label else None)
         bodies.append(body if named and label else p)
