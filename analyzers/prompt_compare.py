@@ -205,14 +205,14 @@ def _tail_block(cur: _Prompt, prev: _Prompt, si: int, before: int, kind: str) ->
 
 
 def run_anchor(prompt: _Prompt, c: _Compare) -> int:
-    """A fingerprint of the stable run ``c`` found (0 without one): the smallest hash of its 32-char pieces
-    (in its first 2,048 chars), which the same fixed text gives wherever its run starts or ends by a few
-    chars, and other shared text (a chunk retrieved twice, a document's tail) does not."""
-    if prompt.texts is None or c.run <= 0 or c.seg_index < 0:
+    """A fingerprint of the stable run ``c`` found (0 without one): the smallest hash of the 32-char pieces
+    starting 32 to 96 chars into it. Where a run starts moves by the few chars the blocks before it happen to
+    share at their ends; past that margin the same fixed text gives the same pieces, so (almost always) the
+    same smallest one, and other shared text (a chunk retrieved twice, a document's tail) another."""
+    if prompt.texts is None or c.run < 4 * _PROBE_CHARS or c.seg_index < 0:
         return 0
-    text = prompt.texts[c.seg_index]
-    lo, hi = c.run_at, min(c.run_at + c.run, c.run_at + 2048) - _PROBE_CHARS
-    return min((hash(text[i:i + _PROBE_CHARS]) for i in range(lo, hi + 1)), default=0)
+    text, lo = prompt.texts[c.seg_index], c.run_at + _PROBE_CHARS
+    return min(hash(text[i:i + _PROBE_CHARS]) for i in range(lo, lo + 2 * _PROBE_CHARS))
 
 
 def _stable_run(ta: str, tb: str, p: int, s: int) -> tuple[int, int]:
