@@ -92,7 +92,26 @@ def test_numbered_instruction_lists_are_not_passages(fmt: str, sep: str) -> None
         assert _read(_lines(fmt, sep, INSTRUCTIONS), cue) is None, (fmt, cue)
 
 
-@pytest.mark.parametrize("fmt", ["Step {n}: {p}", "{n}. {p}", "Note {n}: {p}"])
+SYSTEM_PROMPTS = [
+    "You are a support assistant for a port operator.\n\nWhen you answer from the documents below, follow these "
+    "steps:\n\nStep 1: Read the question carefully and find the passage that answers it.\n\nStep 2: Quote the "
+    "passage's exact words where you can.\n\nStep 3: Name the passage you used at the end of your answer.",
+    "Rules for using the context:\n1. Answer only from the retrieved passages and nothing else.\n2. Say you do not "
+    "know when the passages are silent.\n3. Keep every answer shorter than one hundred words.",
+    "Guidelines (read the notes below):\n- Always answer in the customer's own language.\n- Never promise delivery "
+    "dates that are not in the notes.\n- Escalate to a human when the customer is angry or threatening.",
+    "Notes:\nNote 1: Always greet the customer by their first name.\nNote 2: Never share another customer's booking "
+    "details.\nNote 3: Offer the callback form when the queue is long.",
+]
+
+
+@pytest.mark.parametrize("text", SYSTEM_PROMPTS)
+def test_a_system_prompt_of_instructions_holds_no_passages(text: str) -> None:
+    # the first, third and fourth read as three unlabelled passages before 6e74101 (the second as three indexed)
+    assert shape([text]) is None and shape([text + "\n\n" + QUESTION]) is None
+
+
+@pytest.mark.parametrize("fmt", ["Step {n}: {p}", "{n}. {p}", "Note {n}: {p}", "- {p}"])
 def test_pasted_passages_stay_unlabelled_next_to_a_numbered_instruction_list(fmt: str) -> None:
     s = _read("\n\n".join(FACTS) + "\n\nRules:\n" + _lines(fmt, "\n", INSTRUCTIONS))
     assert s is not None and (s.chunks_in, s.id_scheme, s.unlabelled) == (4, "none", 4)

@@ -17,7 +17,8 @@ array, an object holding one, or one a line), each labelled by an id-like key (`
 
 A word and an index ("Note 3:", "Entry 2 —", "FAQ 12)", "Quelle 2:") labels a passage unless it numbers
 instructions: a word that names a step or a rule ("Step 2:", "Rule 4:") is no source, and an item whose text is
-one imperative line ("Note 1: Always answer in English.") is an instruction, not a passage; any other word is a
+one imperative line ("Note 1: Always answer in English.") is an instruction, not a passage (so is a bulleted
+list of such lines); any other word is a
 label when it opens at least two passages. A title (a markdown heading or a bold line of its own, distinct per
 passage), a source given at the end ("... (source: x.pdf)"), a numbered tag name (``<doc1>``) or an
 ``index=`` attribute label a passage too; a label alone on its line or paragraph labels the passage after it.
@@ -314,7 +315,7 @@ def _instruction_block(p: str) -> bool:
 
 def _numbered(kind: str) -> bool:
     """A label kind that may number an instruction as well as a passage ("3.", "Note 3:", "Step 3:")."""
-    return kind in ("number", "source", "instruction") or kind.startswith("word:")
+    return kind in ("number", "source", "instruction", "bullet") or kind.startswith("word:")
 
 
 def _read_labels(passages: list[str]) -> tuple[list[str], list[str | None], list[str]]:
@@ -324,6 +325,9 @@ def _read_labels(passages: list[str]) -> tuple[list[str], list[str | None], list
     that numbers instructions labels nothing; any other word labels when it opens two passages or more; a
     title labels when no other passage has the same."""
     opened = [_opening(p) for p in passages]
+    # a bullet without a label is an item too: a bulleted list of imperative lines is an instruction list
+    opened = [o if o is not None or not _BULLET.match(p) else ("", _BULLET.sub("", p), "bullet")
+              for p, o in zip(passages, opened, strict=True)]
     words = Counter(o[2] for o in opened if o is not None and o[2].startswith("word:"))
     orders = Counter(o[2] for o in opened if o is not None and _numbered(o[2]))
     imperative = Counter(o[2] for o in opened if o is not None and _numbered(o[2]) and _instruction(o[1]))
