@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 CAUSE = "truncation:length-cap"
 SAMPLE = 3000  # truncated passes read for what followed
+# later passes of a cut pass's trace or session whose prompts are searched for its answer: the next turn of
+# its conversation is among them even when several conversations share the trace (a fan-out's branches)
+NEXT = 16
 _JSON_WORDS = re.compile(r"\bjson\b|\{\s*\"", re.I)
 
 
@@ -40,10 +43,27 @@ def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
                      WHERE {attr('llmtrace.penalties.on_structured_output', 'bool')}),
              checked AS (SELECT DISTINCT trace_id FROM {q.spans} WHERE stage = 'safety.stop_reason'
                          AND trace_id IN (SELECT trace_id FROM cut)),
-             later AS (SELECT cut.span_id FROM cut JOIN {q.passes} p
-                       ON p.trace_id = cut.trace_id AND p.start_ns >= cut.end_ns
-                       UNION SELECT cut.span_id FROM cut JOIN {q.passes} p
-                       ON p.session_id = cut.session_id AND p.start_ns >= cut.end_ns)
+             -- the app went on with a cut answer when a later prompt of its trace or session carries it: a
+             -- segment (an assistant turn, a tool result, a user turn) hashed as the answer was, and not empty
+             -- (an empty answer carries nothing); passes that only share the trace or session (a fan-out, the
+             -- app's own next step) carried nothing of it
+             outs AS (SELECT cut.span_id, cut.trace_id, cut.session_id, cut.end_ns,
+                             {attr('llmtrace.output.hash', 'str', 'c.attributes')} AS h
+                      FROM cut JOIN ps c ON c.span_id = cut.client_span_id
+                      WHERE {attr('llmtrace.output.hash', 'str', 'c.attributes')} IS NOT NULL),
+             pairs AS (SELECT o.span_id AS cut_id, o.h, p.client_span_id AS later_id, p.start_ns FROM outs o
+                       JOIN {q.passes} p ON p.trace_id = o.trace_id AND p.start_ns >= o.end_ns
+                       WHERE p.client_span_id IS NOT NULL
+                       UNION SELECT o.span_id AS cut_id, o.h, p.client_span_id AS later_id, p.start_ns FROM outs o
+                       JOIN {q.passes} p ON p.session_id = o.session_id AND p.start_ns >= o.end_ns
+                       WHERE p.client_span_id IS NOT NULL),
+             near AS (SELECT cut_id, h, later_id FROM (SELECT cut_id, h, later_id, row_number() OVER (
+                          PARTITION BY cut_id ORDER BY start_ns, later_id) AS k FROM pairs) WHERE k <= {NEXT}),
+             segs AS (SELECT span_id, {attr('llmtrace.prompt.segments')} AS segs FROM {q.spans}
+                      WHERE operation IN {PASS_OPERATIONS} AND span_id IN (SELECT later_id FROM near)),
+             later AS (SELECT DISTINCT near.cut_id AS span_id FROM near JOIN segs ON segs.span_id = near.later_id
+                       WHERE contains(segs.segs, '"hash":"' || near.h || '"')
+                       AND NOT contains(segs.segs, '"hash":"' || near.h || '","chars":0,'))
         SELECT cut.trace_id, cut.output_tokens, cut.max_tokens, cut.finish_reason_raw, cut.tpot_ms,
                coalesce({attr('gen_ai.output.type', 'str', 'c.attributes')},
                         {attr('gen_ai.output.type', 'str', 's.attributes')}) AS output_type,
@@ -72,7 +92,7 @@ def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
     structured = [r for r in structured if not r["penalised"]]
     broken = [r for r in rows if r["parses"] is False and not r["penalised"]]
     unread = [r for r in structured + tools if not r["checked"]]
-    # the app went on (another pass in the same trace) after a structured answer or tool call was cut
+    # the app went on with a structured answer or tool call that was cut: a later prompt carries it
     continued = [r for r in structured + tools if r["continued"] and not r["checked"]]
     spellings = sorted({str(r["finish_reason_raw"]) for r in rows if r["finish_reason_raw"]})
     ids = sample_ids([r["trace_id"] for r in (tools + structured or rows)])
@@ -115,7 +135,7 @@ def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
         what = "tool calls" if len(tools) >= len(structured) else "structured answers (JSON asked for)"
         title = f"{hurt} {what} were cut at max_tokens ({n} of {total} passes hit the cap)"
         summary = ("They cannot be complete; nothing on record shows a consumer failing on them yet (no parse "
-                   "failure, no later pass), so this is reported rather than blamed.")
+                   "failure, no later prompt carrying one), so this is reported rather than blamed.")
     else:
         severity, score, stages = "info", 0.1 + 0.1 * share, ("gen.stop",)
         title = f"{n} of {total} answers were cut at max_tokens"
