@@ -381,11 +381,12 @@ def causes(passes: list[PassLoss]) -> list[Cause]:
 def block_recurs(c: Cause, scope: list[PassLoss]) -> bool:
     """A block cause is a pattern, not a coincidence: the same fixed text (as long, within a quarter) follows
     the block in most of its passes, and they are several, a good part of the service's passes (``scope``)
-    and more than its cache hits. Documents edited here and there share a tail of another length each time;
-    a few personas, each reused, miss once apiece and hit after that."""
+    and more than those that reused half their prompt from the cache. Documents edited here and there share
+    a tail of another length each time; a few personas, each reused, miss once apiece and hit after that;
+    retrieved chunks that recur at shifted places share other text each time."""
     runs = sorted(p.run_tokens for p in c.passes)
-    hits = sum(1 for p in scope if p.kind == "hit")
-    if len(runs) < max(BLOCK_MIN_PASSES, 0.2 * len(scope), hits):
+    reused = sum(1 for p in scope if p.cached_tokens >= 0.5 * p.prompt_tokens)  # hits, or near enough
+    if len(runs) < max(BLOCK_MIN_PASSES, 0.2 * len(scope), reused):
         return False
     mid = runs[len(runs) // 2]
     if sum(1 for r in runs if abs(r - mid) <= 0.25 * mid) < 0.6 * len(runs):

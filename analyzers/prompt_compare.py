@@ -200,8 +200,9 @@ def _tail_block(cur: _Prompt, prev: _Prompt, si: int, before: int, kind: str) ->
     at, run = _stable_run(ta, tb, p, _lcs(ta, tb, min(len(ta), len(tb)) - p))
     if run < BLOCK_MIN_CHARS:
         return _Compare(before, before)
-    cls = "block" if at - p > FIELD_CHARS else classify(ta, p, max(at, p + 1))[0]
-    return _Compare(before + p, before + p + run, kind, p, cls, ta[p:at][:48], width=at - p, run=run, run_at=at, seg_index=si)
+    # a block whatever its width: the fixed text after it is the finding, and the checks on a block's run apply
+    return _Compare(before + p, before + p + run, kind, p, "block", ta[p:at][:48], width=at - p, run=run, run_at=at,
+                    seg_index=si)
 
 
 def run_anchor(prompt: _Prompt, c: _Compare) -> int:

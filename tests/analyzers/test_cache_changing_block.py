@@ -146,6 +146,37 @@ CLEAN: dict[str, tuple[str, Messages, str]] = {
 }
 
 
+PERSONAS = [f"You are the {k} desk of Brackwater Marine. " + " ".join(WORDS[(3 * n + j) % len(WORDS)] for j in range(60))
+            + ".\n\n" for n, k in enumerate(("hull", "engine", "rigging", "trailer"))]
+_RNG = random.Random("passages and a document")
+KB = [" ".join(_RNG.choice(WORDS) for _ in range(55)).capitalize() + "." for _ in range(8)]
+DOC = " ".join(_RNG.choice(WORDS) for _ in range(500))
+
+
+def _edited(rng: random.Random, i: int) -> str:
+    """The same long document, a different stretch of it rewritten each call (an editor's drafts)."""
+    at = rng.randrange(0, len(DOC) - 400)
+    return DOC[:at] + _notes(rng, 200) + DOC[at + 200:]
+
+
+# different content that shares long text across calls, which is no block ahead of fixed text
+CLEAN.update({
+    # a few long personas ahead of the instructions, each reused: one miss per persona, hits after that
+    "reused-personas": ("openai", lambda rng, i: {"messages": [
+        {"role": "system", "content": PERSONAS[i % 4] + FIXED}, {"role": "user", "content": _question(i)}]}, "hashes"),
+    "reused-personas-full": ("openai", lambda rng, i: {"messages": [
+        {"role": "system", "content": PERSONAS[i % 4] + FIXED}, {"role": "user", "content": _question(i)}]}, "full"),
+    # retrieved passages that recur at shifted places (a sliding top three): shared text, another each time
+    "shifted-passages-full": ("openai", lambda rng, i: {"messages": [
+        {"role": "system", "content": FIXED},
+        {"role": "user", "content": "\n\n".join(KB[(i + k) % 8] for k in range(3)) + "\n\n" + _question(i)}]}, "full"),
+    # one document edited in a different place each call
+    "edited-document-full": ("openai", lambda rng, i: {"messages": [
+        {"role": "system", "content": FIXED},
+        {"role": "user", "content": _edited(rng, i) + "\n\nFix the spelling."}]}, "full"),
+})
+
+
 @pytest.mark.parametrize("case", list(CLEAN))
 def test_different_content_after_the_fixed_text_is_not_a_cache_finding(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str) -> None:
