@@ -7,8 +7,11 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
+from itertools import islice
 from math import floor
 from operator import itemgetter
+
+BOOT_CAP = 400  # passes per group a bootstrap resamples (a random subset past it): plenty for a bound
 
 
 def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
@@ -55,28 +58,44 @@ def bootstrap_drop(before: Sequence[tuple[float, float]], after: Sequence[tuple[
     point = ratio(before) - ratio(after)
     if len(before) < 3 or len(after) < 3:
         return point, -1.0
+    return point, _resampled_drops(before, after, rounds, seed)[int(0.025 * rounds)]
+
+
+def _resampled_drops(before: Sequence[tuple[float, float]], after: Sequence[tuple[float, float]], rounds: int,
+                     seed: int, fixed: float | None = None) -> list[float]:
+    """ratio(before) - ratio(after) over ``rounds`` bootstrap resamples of both groups' passes, sorted; with
+    ``fixed``, that value stands for ratio(before) and only ``after`` is resampled. Each group is first cut to a
+    random BOOT_CAP of its passes. One seed gives the same draws, in the same order, to every caller."""
     rng = random.Random(seed)
     b, a = list(before), list(after)
-    cap = 400  # resampling a few hundred passes per side is plenty for a bound
-    if len(b) > cap:
-        b = rng.sample(b, cap)
-    if len(a) > cap:
-        a = rng.sample(a, cap)
+    if len(b) > BOOT_CAP:
+        b = rng.sample(b, BOOT_CAP)
+    if len(a) > BOOT_CAP:
+        a = rng.sample(a, BOOT_CAP)
     draw = rng.random
     bx, by = [x for x, _ in b], [y for _, y in b]
     ax, ay = [x for x, _ in a], [y for _, y in a]
-    drops = sorted(_resampled_ratio(bx, by, draw) - _resampled_ratio(ax, ay, draw) for _ in range(rounds))
-    return point, drops[int(0.025 * rounds)]
+    if fixed is not None:
+        return sorted(fixed - _resampled_ratio(ax, ay, draw) for _ in range(rounds))
+    return sorted(_resampled_ratio(bx, by, draw) - _resampled_ratio(ax, ay, draw) for _ in range(rounds))
 
 
 def _resampled_ratio(xs: list[float], ys: list[float], draw: Callable[[], float]) -> float:
     """sum(x) / sum(y) over one bootstrap resample of the pairs: the draws and the order of the sums are
     those of ``random.choices(pairs, k=len(pairs))`` (so a seed gives the same bound), without building the
     resampled list of pairs twice over (diagnose runs 800 of these)."""
-    n = len(xs)
-    pick = itemgetter(*[floor(draw() * n) for _ in range(n)])
+    pick = _picker(len(xs), draw)
     d = sum(pick(ys))
     return sum(pick(xs)) / d if d else 0.0
+
+
+def _picker(n: int, draw: Callable[[], float]) -> Callable[[list[float]], tuple[float, ...]]:
+    """The n items of one resample of a list of n, as a tuple: index ``floor(draw() * n)`` each, the draws of
+    ``random.choices`` (its loop, with the random numbers read in C: ``iter(draw, None)`` never stops)."""
+    if n == 1:
+        floor(draw())  # (the one draw a list of one takes, so the draws after it stay the same)
+        return lambda xs: (xs[0],)
+    return itemgetter(*[floor(r * n) for r in islice(iter(draw, None), n)])
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -117,13 +136,13 @@ def statistic_ratio_low(current: Sequence[float], baseline: Sequence[float] | No
     if len(cur) < min_n or (len(base) < min_n and not baseline_value):
         return None
     rng = random.Random(seed)
-    cap = 400
-    cur = rng.sample(cur, cap) if len(cur) > cap else cur
-    base = rng.sample(base, cap) if len(base) > cap else base
+    cur = rng.sample(cur, BOOT_CAP) if len(cur) > BOOT_CAP else cur
+    base = rng.sample(base, BOOT_CAP) if len(base) > BOOT_CAP else base
+    draw = rng.random
     ratios = []
     for _ in range(rounds):
-        num = stat(rng.choices(cur, k=len(cur)))
-        den = stat(rng.choices(base, k=len(base))) if len(base) >= min_n else float(baseline_value or 0)
+        num = stat(list(_picker(len(cur), draw)(cur)))
+        den = stat(list(_picker(len(base), draw)(base))) if len(base) >= min_n else float(baseline_value or 0)
         ratios.append(num / den if den > 0 else math.inf)
     ratios.sort()
     return ratios[int(0.05 * rounds)]
@@ -140,13 +159,5 @@ def ratio_drop_low(before: Sequence[tuple[float, float]] | None, after: Sequence
     a = [(float(x), float(y)) for x, y in after]
     if len(a) < min_n or (len(b) < min_n and before_value is None):
         return None
-    rng = random.Random(seed)
-    cap = 400
-    b = rng.sample(b, cap) if len(b) > cap else b
-    a = rng.sample(a, cap) if len(a) > cap else a
-    draw = rng.random
-    ax, ay = [x for x, _ in a], [y for _, y in a]
-    bx, by = [x for x, _ in b], [y for _, y in b]
-    drops = sorted((_resampled_ratio(bx, by, draw) if len(b) >= min_n else float(before_value or 0.0))
-                   - _resampled_ratio(ax, ay, draw) for _ in range(rounds))
-    return drops[int(0.05 * rounds)]
+    fixed = None if len(b) >= min_n else float(before_value or 0.0)
+    return _resampled_drops(b, a, rounds, seed, fixed)[int(0.05 * rounds)]
