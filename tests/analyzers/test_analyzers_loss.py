@@ -82,8 +82,11 @@ def test_cut_tool_calls_are_reported_and_blamed_once_the_app_goes_on(tmp_path: P
         c = client(srv)
         for i in range(3):
             first = [{"role": "user", "content": f"check web-{i}"}]
-            c.chat.completions.create(model=srv.model_id, messages=first, tools=TOOLS, max_tokens=5)
-            _ask(c, srv, [*first, {"role": "assistant", "content": "(cut)"}, {"role": "user", "content": "and?"}])
+            r = c.chat.completions.create(model=srv.model_id, messages=first, tools=TOOLS, max_tokens=5)
+            # the app writes the cut answer back as the SDK returned it (a placeholder would not be "going on"
+            # with the cut output: analyzers/truncation.py looks for its hash in the later prompt)
+            cut_text = r.choices[0].message.content or ""
+            _ask(c, srv, [*first, {"role": "assistant", "content": cut_text}, {"role": "user", "content": "and?"}])
     f = next(f for f in all_findings(went_on) if f.stage == "gen.stop")
     assert f.severity == "warning" and "gen.stop" in f.stages
     assert any(e.label.startswith("cut answers the app went on with") for e in f.evidence)
