@@ -40,6 +40,8 @@ Row = dict[str, Any]
 # server stamp their spans by their own hosts' clocks, which may differ
 SKEW_NS = 60 * 10**9
 
+# the span columns a stage's relation carries beside its values (Query.stage_sql)
+_STAGE_COLUMNS = "trace_id, span_id, parent_span_id, start_ns, duration_ms, deploy, service"
 _TYPES = {"int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "str": "VARCHAR", "str[]": "VARCHAR[]"}
 
 def struct_spec(values: dict[str, tuple[str, str]]) -> str:
@@ -340,16 +342,28 @@ class Query:
         row = self.conn.execute(f"SELECT count(*) FROM {self.spans} WHERE stage = '{stage_id}'").fetchone()
         return int(row[0]) if row else 0
 
-    def stage_sql(self, stage_id: str, values: dict[str, tuple[str, str]], extra: str = "") -> str:
-        """The same relation as :meth:`stage`, as SQL to build on. Each span's JSON is parsed once."""
+    def stage_sql(self, stage_id: str, values: dict[str, tuple[str, str]], extra: str = "",
+                  source: str | None = None) -> str:
+        """The same relation as :meth:`stage`, as SQL to build on. Each span's JSON is parsed once. ``source``:
+        a relation of the window's spans to read them from instead of all of them (:meth:`stage_spans_sql`, for
+        a query that reads several stages' spans of the same few passes in one scan); an export's per-stage
+        datasets are read as they are."""
         if self.exported:
             typed = self._exported_stage_sql(stage_id, values, extra)
             if typed is not None:
                 return typed
         cols = ", ".join(f'v."{n}" AS {alias}' for alias, (n, _) in values.items())
-        return (f"(SELECT trace_id, span_id, parent_span_id, start_ns, duration_ms, deploy, service"
-                f"{', ' + cols if cols else ''} FROM (SELECT *, {json_values(struct_spec(values), self.json_checked)} AS v "
-                f"FROM {self.spans} WHERE stage = '{stage_id}'{' ' + extra if extra else ''}))")
+        return (f"(SELECT {_STAGE_COLUMNS}{', ' + cols if cols else ''} FROM (SELECT *, "
+                f"{json_values(struct_spec(values), self.json_checked)} AS v FROM {source or self.spans} "
+                f"WHERE stage = '{stage_id}'{' ' + extra if extra else ''}))")
+
+    def stage_spans_sql(self, stage_ids: Sequence[str], extra: str = "") -> str:
+        """The spans of several stages (``extra``: more of the WHERE clause), with the columns :meth:`stage_sql`
+        reads: one scan of the store for a query that then reads each stage from it (its ``source``), where one
+        scan a stage would read every span's stage column once per stage."""
+        stages = ", ".join(_quote(s) for s in stage_ids)
+        return (f"(SELECT {_STAGE_COLUMNS}, stage, attributes FROM {self.spans} "
+                f"WHERE stage IN ({stages}){' ' + extra if extra else ''})")
 
     def _view_columns(self, view: str) -> frozenset[str]:
         """The columns of one of the export's stage views (cached: an export does not change under a run)."""

@@ -90,13 +90,17 @@ class SlowStream(SymptomAnalyzer):
         # Classify every pass from the requests table; read stage values for a sample of each group only
         # (the medians compared need a few thousand passes, not all of them).
         only = "AND parent_span_id IN (SELECT span_id FROM pick)"
+        # the sampled passes' spans of every stage read here, in one scan of the store (``picked``), not one each
+        stages = [c[0] for c in CANDIDATES] + ["forward.attention"]
+        src = None if q.exported else "picked"
+        picked = "" if src is None else f"picked AS MATERIALIZED {q.stage_spans_sql(stages, only)},"
         joins = "\n".join(
             f"LEFT JOIN (SELECT parent_span_id, {_value(alias)} AS {alias} FROM "
-            f"{q.stage_sql(stage, {alias: (name, typ), **({'steps': (PER_STEP[alias][0], 'int')} if alias in PER_STEP else {})}, only)})"
+            f"{q.stage_sql(stage, {alias: (name, typ), **({'steps': (PER_STEP[alias][0], 'int')} if alias in PER_STEP else {})}, only, src)})"
             f" {alias}_t ON {alias}_t.parent_span_id = pick.span_id"
             for stage, alias, name, typ, _ in CANDIDATES)
         att = q.stage_sql("forward.attention", {"fallback": ("llmtrace.attention.fallback", "bool"),
-                                                "backend": ("llmtrace.attention.backend", "str")}, only)
+                                                "backend": ("llmtrace.attention.backend", "str")}, only, src)
         meds = ", ".join(f"median({alias}) AS {alias}, list({alias}) FILTER (WHERE {alias} IS NOT NULL) AS {alias}_vals"
                          for _, alias, _, _, _ in CANDIDATES)
         meds += "".join(f", list([pick.tpot_ms, {alias}::DOUBLE]) FILTER (WHERE {alias} IS NOT NULL) AS {alias}_pairs"
@@ -110,6 +114,7 @@ class SlowStream(SymptomAnalyzer):
                  counts AS (SELECT slow, count(*) AS n, median(tpot_ms) AS tpot, median(output_tokens) AS output_tokens,
                                    (list(trace_id ORDER BY tpot_ms DESC))[1:5] AS ids FROM cls GROUP BY slow),
                  pick AS (SELECT * FROM cls QUALIFY row_number() OVER (PARTITION BY slow ORDER BY start_ns DESC) <= {SAMPLE}),
+                 {picked}
                  vals AS (
                     SELECT pick.slow, {meds}, count(*) FILTER (WHERE att.fallback) AS fallbacks, count(*) AS sampled,
                            any_value(att.backend) FILTER (WHERE att.fallback) AS fallback_backend,
