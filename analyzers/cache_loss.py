@@ -385,6 +385,8 @@ def block_recurs(c: Cause, scope: list[PassLoss]) -> bool:
     a tail of another length each time; a few personas, each reused, miss once apiece and hit after that;
     retrieved chunks that recur at shifted places share other text each time."""
     runs = sorted(p.run_tokens for p in c.passes)
+    deploys = {p.deploy for p in c.passes}  # a deploy that moved the block up is weighed against its own passes
+    scope = [p for p in scope if p.deploy in deploys]
     reused = sum(1 for p in scope if p.cached_tokens >= 0.5 * p.prompt_tokens)  # hits, or near enough
     if len(runs) < max(BLOCK_MIN_PASSES, 0.2 * len(scope), reused):
         return False

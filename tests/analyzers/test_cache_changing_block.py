@@ -183,3 +183,37 @@ def test_different_content_after_the_fixed_text_is_not_a_cache_finding(
     sdk, body, capture = CLEAN[case]
     found = [f for f in _cache_findings(tmp_path, capsys, case, sdk, body, capture) if f["severity"] != "info"]
     assert not found, [(f["severity"], f["title"]) for f in found]
+
+
+@pytest.mark.parametrize("moved", [True, False], ids=["moved-up", "kept-at-end"])
+def test_a_deploy_that_moves_the_block_up_fails_check_and_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                   moved: bool) -> None:
+    """v1 sends the notes after the instructions (more calls); v2 puts them on top (fewer calls, so v1's hits
+    outnumber them: the block is weighed against v2's passes): `llmtrace check` fails v2 on the hit rate and
+    diagnose names the block since v2; the twin's v2 changed nothing."""
+    db = tmp_path / "t.duckdb"
+    srv = live.server()
+    rng = random.Random(f"deploy {moved}")
+    for deploy, calls in (("v1", 12), ("v2", 6)):
+        top = moved and deploy == "v2"
+        with live.store(db, deploy=deploy, capture="hashes"):
+            c = live.client(srv)
+            for i in range(calls):
+                notes = _notes(rng, 500)
+                system = notes + FIXED if top else FIXED + "\n" + notes
+                c.chat.completions.create(model="tiny", temperature=0, max_tokens=2, messages=[
+                    {"role": "system", "content": system}, {"role": "user", "content": _question(i)}])
+    capsys.readouterr()
+    rc = main(["check", "--db", str(db), "--deploy", "v2", "--baseline-deploy", "v1"])
+    report = capsys.readouterr().out
+    assert main(["diagnose", "--db", str(db), "--json"]) == 0
+    found = [f for f in json.loads(capsys.readouterr().out)["findings"]
+             if f["stage"] == "cache.prefix_match" and f["severity"] != "info"]
+    if not moved:
+        assert rc == 0 and not found, (report, [f["title"] for f in found])
+        return
+    assert rc == 1 and "FAIL cache hit rate" in report, report
+    # (check explains the fall by cost_after_deploy's finding: the system prompt's hash changed on every call at
+    # both deploys, so it names no segment that moved, and the two findings keep separate causes)
+    blocks = [f["title"] for f in found if "changing block" in f["title"]]
+    assert len(blocks) == 1 and "of the system since deploy v2" in blocks[0], [f["title"] for f in found]
