@@ -1,7 +1,8 @@
 """Cost up after a deploy: Cache → Meters.
 
-Hit rate (cached over prompt tokens) per deploy, in the order deploys first appear; the deploy where it
-fell; the prompt segment whose hash started changing every call at that deploy (client segments, or the
+Hit rate (cached over prompt tokens) per deploy, in the order deploys first appear, each service's deploys
+against that service's own (a store of several apps compares each app's deploys, as `diagnose --service`
+does, not one app's v1 with another's v2); the deploy where it fell; the prompt segment whose hash started changing every call at that deploy (client segments, or the
 system-prompt volatile field); and cost per request on both sides. Usage invariants ride along: a bill
 computed from impossible token counts is its own cost problem.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import dataclass
 
 from llmtrace.analyzers.base import SymptomAnalyzer
 from llmtrace.analyzers.cache_findings import window_cause
@@ -30,16 +32,54 @@ OUTPUT_WEIGHT = 4.0
 
 
 def hit_rates_by_deploy(q: Query) -> list[Row]:
-    """Rows of deploy, passes, hit_rate, cost_per_request, first_ns, trace_ids over the logical passes,
-    oldest deploy first."""
+    """Rows of service, deploy, passes, hit_rate, cost_per_request, first_ns, trace_ids over the logical passes,
+    one per service and deploy, oldest first."""
     return q.rows(f"""
-        SELECT coalesce(deploy, '(none)') AS deploy, count(*) AS passes,
+        SELECT service, coalesce(deploy, '(none)') AS deploy, count(*) AS passes,
                sum(least(coalesce(cached_tokens, 0), prompt_tokens)) / nullif(sum(prompt_tokens), 0) AS hit_rate,
                avg(cost_usd) AS cost_per_request, min(start_ns) AS first_ns,
                list(trace_id ORDER BY start_ns DESC)[1:5] AS trace_ids,
                (list([coalesce(cached_tokens, 0), prompt_tokens] ORDER BY start_ns DESC))[1:{BOOT_SAMPLE}] AS tokens
         FROM {q.passes} WHERE prompt_tokens > 0
-        GROUP BY coalesce(deploy, '(none)') ORDER BY first_ns""")
+        GROUP BY service, coalesce(deploy, '(none)') ORDER BY first_ns, service""")
+
+
+def by_service(rows: list[Row]) -> list[list[Row]]:
+    """Rows of several services' deploys (oldest first) as one list per service, each still oldest first, the
+    services in the order they first appear."""
+    out: dict[object, list[Row]] = {}
+    for r in rows:
+        out.setdefault(r["service"], []).append(r)
+    return list(out.values())
+
+
+def _pairs(rows: list[Row]) -> list[tuple[Row, Row]]:
+    """Each deploy with the one before it, of the same service."""
+    return [p for svc in by_service(rows) for p in zip(svc, svc[1:], strict=False)]
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """The service a finding is about, in a run over several (None: the run's one service, nothing to add)."""
+
+    service: str | None = None
+
+    @staticmethod
+    def of(rows: list[Row], row: Row) -> _Scope:
+        return _Scope(row["service"]) if len({r["service"] for r in rows}) > 1 else _Scope()
+
+    def passes(self) -> tuple[str, list[object]]:
+        """SQL to add to a WHERE over the pass table, and its parameters."""
+        return ("", []) if self.service is None else (" AND service = ?", [self.service])
+
+    def title(self, text: str) -> str:
+        return text if self.service is None else f"{text} (service {self.service})"
+
+    def cause(self, cause: str) -> str:
+        return cause if self.service is None else f"{cause}@{self.service}"
+
+    def flag(self) -> str:
+        return "" if self.service is None else f" --service {self.service}"
 
 
 class CostAfterDeploy(SymptomAnalyzer):
@@ -57,7 +97,7 @@ class CostAfterDeploy(SymptomAnalyzer):
         (a longer prompt, a higher max_tokens that the answers now fill) or pays more per token (another
         model). Priced passes compare cost; unpriced ones compare the tokens a provider bills."""
         rows = q.rows(f"""
-            SELECT coalesce(deploy, '(none)') AS deploy, count(*) AS passes, min(start_ns) AS first_ns,
+            SELECT service, coalesce(deploy, '(none)') AS deploy, count(*) AS passes, min(start_ns) AS first_ns,
                    count(cost_usd) AS priced, avg(cost_usd) AS cost,
                    avg(prompt_tokens - least(coalesce(cached_tokens, 0), prompt_tokens)) AS uncached,
                    avg(prompt_tokens) AS prompt, avg(coalesce(output_tokens, 0)) AS output,
@@ -69,10 +109,10 @@ class CostAfterDeploy(SymptomAnalyzer):
                    (list(prompt_tokens + {OUTPUT_WEIGHT} * coalesce(output_tokens, 0) ORDER BY start_ns DESC))
                        [1:{BOOT_SAMPLE}] AS tokens
             FROM {q.passes} WHERE prompt_tokens > 0
-            GROUP BY coalesce(deploy, '(none)') ORDER BY first_ns""")
+            GROUP BY service, coalesce(deploy, '(none)') ORDER BY first_ns, service""")
         rows = [r for r in rows if int(r["passes"]) >= MIN_PASSES]
         best: tuple[float, Row, Row, bool] | None = None
-        for before, after in zip(rows, rows[1:], strict=False):
+        for before, after in _pairs(rows):
             priced = int(before["priced"]) >= MIN_PASSES and int(after["priced"]) >= MIN_PASSES \
                 and float(before["cost"] or 0) > 0
             key = "costs" if priced else "tokens"
@@ -91,6 +131,8 @@ class CostAfterDeploy(SymptomAnalyzer):
         if best is None:
             return []
         rise, before, after, priced = best
+        scope = _Scope.of(rows, after)
+        rows = [r for r in rows if r["service"] == after["service"]]
         ids = tuple(after["trace_ids"])
         ev = []
         if priced:
@@ -120,7 +162,7 @@ class CostAfterDeploy(SymptomAnalyzer):
                     moved = f"answers got longer (max_tokens {before['max_tokens']:.0f} → {after['max_tokens']:.0f})"
         else:
             moved, stage = "prompts got longer", "intake.system_prompt"
-            growth = self._segment_growth(q, str(before["deploy"]), str(after["deploy"]))
+            growth = self._segment_growth(q, str(before["deploy"]), str(after["deploy"]), scope)
             if growth is not None:
                 app, users = growth
                 ev.append(Evidence("growth of the app's own prompt parts (system, tools, history)", round(app), "chars"))
@@ -132,14 +174,14 @@ class CostAfterDeploy(SymptomAnalyzer):
         severity: Severity = "info" if by_users else "critical" if rise >= 1.0 else "warning"
         return [self.finding(
             "meters.cache_accounting", severity,
-            f"{what} rose {rise:.0%} at deploy {after['deploy']}: {moved}",
+            scope.title(f"{what} rose {rise:.0%} at deploy {after['deploy']}: {moved}"),
             f"The cache serves as much of each prompt as under {before['deploy']}; deploy {after['deploy']} pays "
             "for more per call" + ("" if priced else " (no price is known for this model: counted in tokens, an "
                                    f"answer token as {OUTPUT_WEIGHT:g} prompt tokens)") + ".",
             ev, ids,
             "Diff the two deploys' request parameters at the stage named here (max_tokens, the prompt, the model); "
-            f"gate it with `llmtrace check --cost --baseline-deploy {before['deploy']}`.",
-            min(1.0, 0.5 + 0.25 * rise), cause=f"deploy-cost:{after['deploy']}",
+            f"gate it with `llmtrace check --cost --baseline-deploy {before['deploy']}{scope.flag()}`.",
+            min(1.0, 0.5 + 0.25 * rise), cause=scope.cause(f"deploy-cost:{after['deploy']}"),
             stages=("meters.cache_accounting", stage),
             affected_share=int(after["passes"]) / max(1, sum(int(d["passes"]) for d in rows)),
         )]
@@ -148,7 +190,7 @@ class CostAfterDeploy(SymptomAnalyzer):
         deploys = hit_rates_by_deploy(q)
         deploys = [d for d in deploys if int(d["passes"]) >= MIN_PASSES and d["hit_rate"] is not None]
         worst: tuple[float, Row, Row] | None = None
-        for before, after in zip(deploys, deploys[1:], strict=False):
+        for before, after in _pairs(deploys):
             drop = float(before["hit_rate"]) - float(after["hit_rate"])
             if drop < DROP or (worst is not None and drop <= worst[0]):
                 continue
@@ -161,6 +203,8 @@ class CostAfterDeploy(SymptomAnalyzer):
         if worst is None:
             return []
         drop, before, after = worst
+        scope = _Scope.of(deploys, after)
+        deploys = [d for d in deploys if d["service"] == after["service"]]
         ids = tuple(after["trace_ids"])
         ev = [Evidence(f"hit rate at {d['deploy']}", round(float(d["hit_rate"]), 3), "", tuple(d["trace_ids"]))
               for d in deploys]
@@ -170,7 +214,7 @@ class CostAfterDeploy(SymptomAnalyzer):
                 and (after["cost_per_request"] or before["cost_per_request"]):  # no price known: both zero
             ev.append(Evidence("cost per request", round(float(after["cost_per_request"]), 6), "USD", ids,
                                baseline=round(float(before["cost_per_request"]), 6)))
-        moved = self._segment_that_moved(q, str(before["deploy"]), str(after["deploy"]))
+        moved = self._segment_that_moved(q, str(before["deploy"]), str(after["deploy"]), scope)
         because, cause = "", f"deploy-drop:{after['deploy']}"
         if moved is not None:
             seg, ratio_before, ratio_after, seg_ids = moved
@@ -178,34 +222,35 @@ class CostAfterDeploy(SymptomAnalyzer):
                                baseline=round(ratio_before, 2)))
             because = f": the {seg} segment started changing every call"
             cause = window_cause(seg.split("#")[0])
-        volatile = self._volatile_moved(q, str(after["deploy"]))
+        volatile = self._volatile_moved(q, str(after["deploy"]), scope)
         if volatile is not None:
             ev.append(Evidence("volatile field in the system prompt", volatile[0], "", volatile[1]))
             because = because or f": the system prompt gained a volatile field ({volatile[0]})"
             cause = cause if moved is not None else window_cause("system")
         return [self.finding(
             "cache.prefix_match", "critical" if drop >= 0.3 else "warning",
-            f"Cache hit rate fell from {float(before['hit_rate']):.0%} to {float(after['hit_rate']):.0%} "
-            f"at deploy {after['deploy']}{because}",
+            scope.title(f"Cache hit rate fell from {float(before['hit_rate']):.0%} to {float(after['hit_rate']):.0%} "
+                        f"at deploy {after['deploy']}{because}"),
             f"Passes after deploy {after['deploy']} reuse far less of their prompts from the prefix cache than "
             f"under {before['deploy']}, so every call pays for more uncached prompt tokens.",
             ev, ids,
             "Diff the prompt assembly between the two deploys at the segment named here; run `llmtrace check "
-            f"--baseline-deploy {before['deploy']}` in CI to catch it next time.",
-            min(1.0, 0.5 + drop), cause=cause, stages=("cache.prefix_match", "meters.cache_accounting"),
+            f"--baseline-deploy {before['deploy']}{scope.flag()}` in CI to catch it next time.",
+            min(1.0, 0.5 + drop), cause=scope.cause(cause), stages=("cache.prefix_match", "meters.cache_accounting"),
             affected_share=int(after["passes"]) / max(1, sum(int(d["passes"]) for d in deploys)),
         )]
 
-    def _segment_growth(self, q: Query, before: str, after: str) -> tuple[float, float] | None:
+    def _segment_growth(self, q: Query, before: str, after: str, scope: _Scope) -> tuple[float, float] | None:
         """(growth of the app's own prompt parts, growth of the users' turns), mean chars per pass from the
         recorded prompt segments of both deploys; None where no segments were recorded."""
+        svc, args = scope.passes()
         rows = q.rows(f"""
             WITH pick AS (
                 SELECT client_span_id AS span_id, coalesce(deploy, '(none)') AS deploy FROM {q.passes}
-                WHERE client_span_id IS NOT NULL AND coalesce(deploy, '(none)') IN (?, ?)
+                WHERE client_span_id IS NOT NULL AND coalesce(deploy, '(none)') IN (?, ?){svc}
                 QUALIFY row_number() OVER (PARTITION BY coalesce(deploy, '(none)') ORDER BY start_ns DESC) <= {SAMPLE})
             SELECT pick.deploy, {attr('llmtrace.prompt.segments', 'str', 's.attributes')} AS segs
-            FROM {q.spans} s JOIN pick USING (span_id) WHERE s.operation IN {PASS_OPERATIONS}""", [before, after])
+            FROM {q.spans} s JOIN pick USING (span_id) WHERE s.operation IN {PASS_OPERATIONS}""", [before, after, *args])
         sums: dict[str, list[float]] = {before: [0.0, 0.0, 0.0], after: [0.0, 0.0, 0.0]}  # app, users, passes
         for r in rows:
             try:
@@ -224,16 +269,17 @@ class CostAfterDeploy(SymptomAnalyzer):
         mean = {d: (v[0] / v[2], v[1] / v[2]) for d, v in sums.items()}
         return mean[after][0] - mean[before][0], mean[after][1] - mean[before][1]
 
-    def _segment_that_moved(self, q: Query, before: str, after: str
+    def _segment_that_moved(self, q: Query, before: str, after: str, scope: _Scope
                             ) -> tuple[str, float, float, tuple[str, ...]] | None:
+        svc, args = scope.passes()
         rows = q.rows(f"""
             WITH pick AS (
                 SELECT client_span_id AS span_id, coalesce(deploy, '(none)') AS deploy FROM {q.passes}
-                WHERE client_span_id IS NOT NULL AND coalesce(deploy, '(none)') IN (?, ?)
+                WHERE client_span_id IS NOT NULL AND coalesce(deploy, '(none)') IN (?, ?){svc}
                 QUALIFY row_number() OVER (PARTITION BY coalesce(deploy, '(none)') ORDER BY start_ns DESC) <= {SAMPLE})
             SELECT pick.deploy, s.trace_id, {attr('llmtrace.prompt.segments', 'str', 's.attributes')} AS segs
             FROM {q.spans} s JOIN pick USING (span_id)
-            WHERE s.operation IN {PASS_OPERATIONS} ORDER BY s.start_ns DESC, s.span_id""", [before, after])
+            WHERE s.operation IN {PASS_OPERATIONS} ORDER BY s.start_ns DESC, s.span_id""", [before, after, *args])
         rows = [r for r in rows if r["segs"] is not None]
         hashes: dict[tuple[str, str], set[str]] = defaultdict(set)
         counts: dict[tuple[str, str], int] = defaultdict(int)
@@ -265,13 +311,16 @@ class CostAfterDeploy(SymptomAnalyzer):
                 best = (label, ratio_before, ratio_after, sample_ids(ids[label]))
         return best
 
-    def _volatile_moved(self, q: Query, after: str) -> tuple[str, tuple[str, ...]] | None:
+    def _volatile_moved(self, q: Query, after: str, scope: _Scope) -> tuple[str, tuple[str, ...]] | None:
+        svc, args = scope.passes()
+        # (a span is the service's when its trace has a pass of it: a server's stage spans carry its own name)
+        mine = f" AND trace_id IN (SELECT trace_id FROM {q.passes} WHERE true{svc})" if svc else ""
         rows = q.rows(f"""
             SELECT trace_id, {attr('llmtrace.system.volatile_offset', 'int')} AS off,
                    {attr('llmtrace.system.volatile_kind')} AS kind
             FROM {q.spans} WHERE stage = 'intake.system_prompt' AND coalesce(deploy, '(none)') = ?
-              AND {attr('llmtrace.system.volatile_offset', 'int')} >= 0
-            ORDER BY start_ns DESC LIMIT 50""", [after])
+              AND {attr('llmtrace.system.volatile_offset', 'int')} >= 0{mine}
+            ORDER BY start_ns DESC LIMIT 50""", [after, *args])
         if not rows:
             return None
         r = rows[0]
