@@ -162,3 +162,17 @@ def test_plain_pasted_passages_stay_unlabelled(fmt: str) -> None:
     for sep in ("\n", "\n\n"):
         s = _read(_lines(fmt, sep))
         assert s is not None and (s.chunks_in, s.id_scheme, s.delimiter, s.unlabelled) == (4, "none", "none", 4)
+
+
+@pytest.mark.parametrize("fmt", ["[{n}] {p}", "Note {n}:\n\n{p}", "FAQ {n}) {p}"])
+def test_a_line_introducing_or_closing_labelled_passages_is_no_passage(fmt: str) -> None:
+    intro = "Here are the passages our search found for this question, most relevant first."
+    outro = "Answer using the passages above and cite each one you use by its number."
+    s = _read("\n\n".join([intro, _lines(fmt, "\n\n"), outro]))
+    assert s is not None and (s.chunks_in, s.unlabelled, s.delimiter) == (4, 0, "label")
+
+
+def test_the_same_lines_around_plain_passages_leave_them_unlabelled() -> None:
+    intro = "Here are the passages our search found for this question, most relevant first."
+    s = _read("\n\n".join([intro, *FACTS]))
+    assert s is not None and (s.id_scheme, s.delimiter) == ("none", "none") and s.unlabelled >= 4

@@ -101,7 +101,8 @@ _BULLET = re.compile(r"^[-*+•][ \t]+")
 _TAG = re.compile(r"</?[A-Za-z][\w-]*[^>]*>")
 
 # A word and an index at a passage's start: "Note 3:", "Entry 2 —", "FAQ 12)", "Item #4:", "Quelle 2:", "文档1：".
-# Whether it labels a passage or numbers an instruction is decided by the word and the text after it (_words).
+# Whether it labels a passage or numbers an instruction is decided by the word and the text after it
+# (_read_labels).
 _WORD_INDEX = re.compile(
     # "Search result 3", "Knowledge base article 12": the last word names the item
     r"^[ \t]*(?:#{1,6}[ \t]*)?(?:[-*+•][ \t]+)?(?:\*\*|__)?(?P<pre>(?:[^\W\d_]{2,20}(?![^\W\d_])[ \t]+){0,2}?)(?P<word>[^\W\d_]{2,20})"
@@ -142,6 +143,8 @@ _IMPERATIVE = re.compile(
     r"install|wait|go|move|show|display|print|set|create|update|delete|save|submit|review|analy[sz]e|classify|"
     r"extract|rewrite|refer|direct|route|handle|reject|accept|allow|request|notify|inform|address|"
     r"you(?:'ll| must| should| will| are| may| can| need)|if the user|when the user)\b", re.IGNORECASE)
+# a sentence that speaks of the passages ("Here are the notes we found.", "the sources above")
+_ABOUT = re.compile(rf"\b(?:{_WORDS}|above|below|following)\b", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[.!?。！？](?:\s|$)")
 # a source named at the passage's end: "(source: handbook.pdf)", "[from: kb-12]", a last line "Source: x.pdf"
 _TRAILING_SOURCE = re.compile(
@@ -223,7 +226,7 @@ def _tagged(block: str) -> list[tuple[str, bool]] | None:
 def _paragraphs(block: str) -> list[str]:
     """The block's paragraphs that may be passages. A label alone on its paragraph ("Note 3:", "## Refunds",
     "Source: x.pdf") is joined to the passage after it, or to the one before it when the labels follow
-    their passages (the block opens with a passage, and a label comes after one)."""
+    their passages (the block opens with a passage and ends with a label)."""
     units: list[tuple[str, bool]] = []  # (text, a label alone)
     for p in _SPLIT.split(block):
         p = p.strip()
@@ -237,7 +240,7 @@ def _paragraphs(block: str) -> list[str]:
         alone = opened is not None and (not opened[1].strip() or _HEADER.match(p) is not None)
         units.append((p, True) if alone else ("", False))
     kinds = [label for p, label in units if p]
-    trailing = bool(kinds) and not kinds[0] and any(a is False and b for a, b in zip(kinds, kinds[1:]))
+    trailing = bool(kinds) and not kinds[0] and kinds[-1]  # a passage first and a label last
     paras: list[str] = []
     pending: str | None = None
     for k, (p, label) in enumerate(units):
@@ -278,7 +281,8 @@ def _opening(p: str) -> tuple[str, str, str] | None:
     t = _TITLE.match(p)
     if t is not None:
         return (t.group("h") or t.group("b") or "").strip(" :"), p[t.end():], "title"
-    s = _TRAILING_SOURCE.search(p, max(0, len(p) - 240))  # it ends the passage: read only the end
+    end = max(0, len(p) - 240)  # a source named at the end: read only the end, and only if it may hold one
+    s = _TRAILING_SOURCE.search(p, end) if any(c in p[end:] for c in "([<\n") else None
     if s is not None:
         return s.group(0).strip(" \n.()[]"), p[:s.start()], "trail"
     return None
@@ -328,14 +332,16 @@ def _read_labels(passages: list[str]) -> tuple[list[str], list[str | None], list
     # a bullet without a label is an item too: a bulleted list of imperative lines is an instruction list
     opened = [o if o is not None or not _BULLET.match(p) else ("", _BULLET.sub("", p), "bullet")
               for p, o in zip(passages, opened, strict=True)]
+    # one list is one word's items ("Note n", "Step n"), or the bare numbers, or the bullets
+    group = [None if o is None or not _numbered(o[2]) else f"{o[2]}:{o[0].split(' ')[0].casefold()}" for o in opened]
     words = Counter(o[2] for o in opened if o is not None and o[2].startswith("word:"))
-    orders = Counter(o[2] for o in opened if o is not None and _numbered(o[2]))
-    imperative = Counter(o[2] for o in opened if o is not None and _numbered(o[2]) and _instruction(o[1]))
+    orders = Counter(g for g in group if g)
+    imperative = Counter(g for g, o in zip(group, opened, strict=True) if g and o and _instruction(o[1]))
     titles = Counter(o[0].casefold() for o in opened if o is not None and o[2] == "title")
     kept: list[str] = []
     labels: list[str | None] = []
     bodies: list[str] = []
-    for p, o in zip(passages, opened, strict=True):
+    for p, o, g in zip(passages, opened, group, strict=True):
         if "\n" in p and _instruction_block(p):
             continue
         if o is None:
@@ -344,7 +350,7 @@ def _read_labels(passages: list[str]) -> tuple[list[str], list[str | None], list
             bodies.append(p)
             continue
         label, body, kind = o
-        if _numbered(kind) and imperative[kind] > orders[kind] / 2:
+        if g and imperative[g] > orders[g] / 2:
             continue  # a numbered instruction ("Step 2: Greet the customer.", "1. Cite the id.")
         generic = label.casefold().strip(" :#[]()") in _SOURCE_WORDS  # "Passage: ..." on each names none
         text = body.strip() and ("<" not in body or _TAG.sub("", body).strip())
@@ -354,7 +360,18 @@ def _read_labels(passages: list[str]) -> tuple[list[str], list[str | None], list
         kept.append(p)
         labels.append(label if named and label else None)
         bodies.append(body if named and label else p)
+    # a line before or after labelled passages that speaks of them ("Here are the notes we found.", "Cite the
+    # note you used.") introduces or closes them: it is no passage
+    while sum(1 for x in labels if x) >= 2 and labels[0] is None and _about_them(kept[0]):
+        del kept[0], labels[0], bodies[0]
+    while sum(1 for x in labels if x) >= 2 and labels[-1] is None and _about_them(kept[-1]):
+        del kept[-1], labels[-1], bodies[-1]
     return kept, labels, bodies
+
+
+def _about_them(p: str) -> bool:
+    return ("\n" not in p.strip() and len(p) <= 300
+            and (_IMPERATIVE.match(p.strip()) is not None or _ABOUT.search(p) is not None))
 
 
 # Shapes of texts already read, by digest: a conversation sends its whole history with every request, so
