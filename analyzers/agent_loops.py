@@ -32,16 +32,21 @@ class AgentLoops(SymptomAnalyzer):
         looped = (f"(CASE WHEN coalesce(observed, '') = 'wire' THEN coalesce(repeats, 0) >= {WIRE_REPEATS} "
                   "ELSE coalesce(loop, false) OR coalesce(stopped_by, 'none') <> 'none' END)")
         uncapped = f"(coalesce(max_steps, 0) = 0 AND coalesce(steps, 0) >= {MANY_PASSES})"
+        # runs, not budget spans: read off the wire every request of a conversation has its own span. The runs
+        # are counted off one grouping by trace (two count(DISTINCT) kept two hash sets of every trace id).
         a = q.one(f"""
-            -- runs, not budget spans: read off the wire every request of a conversation has its own span
-            SELECT count(DISTINCT trace_id) AS n, count(DISTINCT trace_id) FILTER (WHERE {looped}) AS looped,
-                   histogram(coalesce(stopped_by, 'loop')) FILTER (WHERE {looped}) AS caps,
-                   median(coalesce(steps, 0)) FILTER (WHERE {looped}) AS steps,
-                   median(coalesce(spend, 0)) FILTER (WHERE {looped}) AS spend,
-                   (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE {looped}))[1:5] AS looped_ids,
-                   count(*) FILTER (WHERE {uncapped}) AS uncapped, max(steps) FILTER (WHERE {uncapped}) AS most,
-                   (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE {uncapped}))[1:5] AS uncapped_ids
-            FROM {budget}""")
+            WITH b AS MATERIALIZED (SELECT trace_id, start_ns, stopped_by, steps, spend, {looped} AS is_looped,
+                                           {uncapped} AS is_uncapped FROM {budget}),
+                 runs AS (SELECT count(trace_id) AS n, count(trace_id) FILTER (WHERE looped) AS looped
+                          FROM (SELECT trace_id, bool_or(is_looped) AS looped FROM b GROUP BY trace_id))
+            SELECT any_value(runs.n) AS n, any_value(runs.looped) AS looped,
+                   histogram(coalesce(stopped_by, 'loop')) FILTER (WHERE is_looped) AS caps,
+                   median(coalesce(steps, 0)) FILTER (WHERE is_looped) AS steps,
+                   median(coalesce(spend, 0)) FILTER (WHERE is_looped) AS spend,
+                   (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE is_looped))[1:5] AS looped_ids,
+                   count(*) FILTER (WHERE is_uncapped) AS uncapped, max(steps) FILTER (WHERE is_uncapped) AS most,
+                   (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE is_uncapped))[1:5] AS uncapped_ids
+            FROM b, runs""")
         n_budgets = int(a.get("n") or 0)
         if a.get("looped"):
             ids = tuple(a["looped_ids"])
