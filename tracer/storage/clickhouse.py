@@ -108,13 +108,18 @@ DEPLOYS_DDL = ("CREATE TABLE IF NOT EXISTS deploys (name String, service Nullabl
 # go back to typed JSON, so attributes read as our store's JSON; any other text stays a string. A list
 # holding objects is a string an app wrote as JSON (llmtrace.prompt.segments): an OTLP array attribute
 # holds primitives (every SDK's attribute type), so it stays the string our store holds.
-_TYPED = r"^(-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?|true|false)$"
+# A number is one as the writers spell it: pcommon's AsString, Python's json and orjson all write an exponent
+# with its sign (1e+21, 1.5e-07), and a double is finite. A hex hash such as `1234e56789012345` is text: read
+# as a number it overflows, and one value ClickHouse's JSON parser refuses voids the whole document (every
+# value of that span read NULL: its side, so a server pass span became a client pass of its own).
+_TYPED = r"^(-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-][0-9]+)?|true|false)$"
 
 
 def map_json_sql(m: str) -> str:
     """ClickHouse SQL: a Map(String, String) of OTLP attributes as a JSON object text."""
     array = "(startsWith(_v, '[') AND isValidJSON(_v) AND NOT arrayExists(_x -> startsWith(_x, '{'), JSONExtractArrayRaw(_v)))"
-    value = (f"if(match(_v, '{_TYPED}') OR {array} OR (startsWith(_v, '{{') AND isValidJSON(_v)), "
+    number = f"(match(_v, '{_TYPED}') AND isFinite(toFloat64OrZero(_v)))"
+    value = (f"if({number} OR {array} OR (startsWith(_v, '{{') AND isValidJSON(_v)), "
              f"_v, toJSONString(_v))")
     return (f"concat('{{', arrayStringConcat(arrayMap((_k, _v) -> concat(toJSONString(toString(_k)), ':', {value}), "
             f"mapKeys({m}), mapValues({m})), ','), '}}')")
