@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from . import cache_diagnostics
+from . import assistant_turn, cache_diagnostics
 from . import usage as usage_mod
 from .observation import Observation, integer, number
 from .segments import canonical, part_text, turn_segments
 
 
 def _message_text(m: Mapping[str, object]) -> str:
-    return part_text(m.get("content"))
+    return assistant_turn.anthropic_content(m.get("content"))
 
 
 class AnthropicParser:
@@ -59,12 +59,15 @@ class AnthropicParser:
             if not isinstance(delta, dict):
                 return
             dt = delta.get("type")
+            at = msg.get("index", 0)
             if dt == "text_delta":
                 text = delta.get("text")
                 if text:
-                    o.content(text, t_ns)
+                    o.content(text, t_ns, at)
             elif dt == "input_json_delta":
                 o.tool_delta(delta.get("partial_json"), t_ns)
+                if at in o.turn.calls:
+                    o.turn.add_call(at, args=delta.get("partial_json"))
             elif dt == "thinking_delta":
                 o.reasoning_chars += len(str(delta.get("thinking", "")))
                 o.last_token_ns = t_ns
@@ -74,6 +77,9 @@ class AnthropicParser:
                 o.tool_calls += 1
                 if not o.first_tool_ns:
                     o.first_tool_ns = t_ns
+                o.turn.add_call(msg.get("index", 0), block.get("name"), start=block.get("input"), streamed=True)
+            elif isinstance(block, dict) and block.get("type") == "text":
+                o.turn.add_text(msg.get("index", 0), str(block.get("text") or ""))
         elif kind == "message_start":
             m = msg.get("message")
             if isinstance(m, dict):
@@ -107,14 +113,16 @@ class AnthropicParser:
             return
         o.answered(msg)
         o.cache_diagnosis = cache_diagnostics.from_anthropic(msg.get("diagnostics"))
-        for block in msg.get("content") or ():
+        for at, block in enumerate(msg.get("content") or ()):
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "text" and isinstance(block.get("text"), str):
                 o.output_parts.append(block["text"])
+                o.turn.add_text(at, block["text"])
             elif block.get("type") == "tool_use":
                 o.tool_calls += 1
                 o.output_parts.append(canonical(block.get("input")))
+                o.turn.add_call(at, block.get("name"), assistant_turn.arguments(block.get("input")))
         if isinstance(msg.get("stop_reason"), str):
             o.finish_reasons.append(msg["stop_reason"])
         if isinstance(msg.get("stop_sequence"), str):

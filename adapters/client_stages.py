@@ -136,7 +136,8 @@ def _summary(e: _Emit) -> tuple[str, ...]:
     if call.body_overflow:
         summary[N.RESPONSE_UNPARSED_BYTES] = call.body_overflow
     if capture.mode() != "none":
-        summary.update(segments.capture_attributes(obs.segments, out_text))
+        summary.update(segments.capture_attributes(obs.segments, out_text,
+                                                   None if out_text is None else obs.turn.text()))
     # An llmtrace backend records the engine stages on its own pass span (a child of this one); only a
     # provider that answered and hides them gets them marked unobserved here (no answer: nothing ran).
     hidden = () if call.server_span or not call.status_code else call.opts.hidden_stages

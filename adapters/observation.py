@@ -13,6 +13,7 @@ from typing import Any
 # orjson: ~3x faster than json.loads on small events; a core dependency
 from orjson import JSONEncodeError, dumps, loads
 
+from .assistant_turn import Turn
 from .segments import canonical
 
 # A provider's decoded JSON object: values are whatever it sent, so readers check what they rely on.
@@ -80,6 +81,8 @@ class Observation:
     content_chunks: int = 0
     tool_calls: int = 0
     output_parts: list[str] = field(default_factory=list)
+    # the answer's text blocks and tool calls, for its canonical turn (the output hash; assistant_turn.py)
+    turn: Turn = field(default_factory=Turn)
     reasoning_chars: int = 0
     error_type: str | None = None
     error_message: str | None = None
@@ -142,13 +145,16 @@ class Observation:
         if isinstance(usage, dict):
             self.usage_raw = usage
 
-    def content(self, text: object, t_ns: int) -> None:
-        """A chunk of answer text arrived."""
+    def content(self, text: object, t_ns: int, block: object = 0) -> None:
+        """A chunk of answer text arrived (of text block ``block``: a choice, a content block; None: a
+        choice other than the first, which is no part of the turn an app writes back)."""
         if not self.first_content_ns:
             self.first_content_ns = t_ns
         self.content_chunks += 1
         self.last_token_ns = t_ns
         self.output_parts.append(str(text))
+        if block is not None:
+            self.turn.add_text(block, str(text))
 
     def tool_delta(self, arguments: object, t_ns: int) -> None:
         """A piece of a tool call arrived (its argument text, when it is text)."""

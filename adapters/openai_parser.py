@@ -10,14 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from . import assistant_turn
 from .observation import Message, Observation, format_type, integer, number
-from .segments import canonical, part_text, turn_segments
-
-
-def _message_text(m: Mapping[str, object]) -> str:
-    # An assistant turn's tool calls are part of what the model sees again.
-    text = part_text(m.get("content"))
-    return text + canonical(m["tool_calls"]) if m.get("tool_calls") else text
+from .segments import part_text, turn_segments
 
 
 class OpenAIParser:
@@ -52,7 +47,7 @@ class OpenAIParser:
         o.output_type = format_type(body.get("response_format"))
         messages = body.get("messages")
         if isinstance(messages, list):
-            turns, system = turn_segments(messages, _message_text, system_roles=("system", "developer"))
+            turns, system = turn_segments(messages, assistant_turn.chat_message, system_roles=("system", "developer"))
             segments += turns
             if system:
                 o.system_text = "\n".join(system)
@@ -92,8 +87,9 @@ class OpenAIParser:
             tool_calls = delta.get("tool_calls")
         else:  # legacy completions stream "text" on the choice itself
             content, reasoning, tool_calls = choice.get("text"), None, None
+        first = choice.get("index", 0) in (0, None)  # the turn an app writes back is the first choice
         if content:
-            o.content(content, t_ns)
+            o.content(content, t_ns, 0 if first else None)
         if reasoning and isinstance(reasoning, str):
             o.reasoning_chars += len(reasoning)
             o.last_token_ns = t_ns
@@ -112,6 +108,8 @@ class OpenAIParser:
                     fn = tc.get("function")
                     if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
                         o.output_parts.append(fn["arguments"])
+                    if first and isinstance(fn, dict):
+                        o.turn.add_call(key, fn.get("name"), fn.get("arguments"))
         fr = choice.get("finish_reason")
         if isinstance(fr, str):
             o.finish_reasons.append(fr)
@@ -130,16 +128,23 @@ class OpenAIParser:
             if not isinstance(choice, dict):
                 continue
             m = choice.get("message")
+            first = choice.get("index", 0) in (0, None) and not o.turn.texts  # the turn an app writes back
             if isinstance(m, dict):
                 if isinstance(m.get("content"), str):
                     o.output_parts.append(m["content"])
-                for tc in m.get("tool_calls") or ():
+                if first:
+                    o.turn.add_text(0, part_text(m.get("content")))
+                for k, tc in enumerate(m.get("tool_calls") or ()):
                     o.tool_calls += 1
                     fn = tc.get("function") if isinstance(tc, dict) else None
                     if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
                         o.output_parts.append(fn["arguments"])
+                    if first and isinstance(tc, dict):
+                        o.turn.add_call(k, *assistant_turn.tool_call(tc))
             elif isinstance(choice.get("text"), str):
                 o.output_parts.append(choice["text"])
+                if first:
+                    o.turn.add_text(0, choice["text"])
             fr = choice.get("finish_reason")
             if isinstance(fr, str):
                 o.finish_reasons.append(fr)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from . import cache_diagnostics
+from . import assistant_turn, cache_diagnostics
 from .observation import Observation, format_type, integer
 from .segments import canonical, part_text, turn_segments
 
@@ -26,12 +26,41 @@ def _content_text(content: object) -> str:
 
 
 def _item_text(m: Mapping[str, object]) -> str:
-    # A message item has content; any other input item (a function call, its output) counts as its JSON.
+    # An assistant turn is its items (messages, function calls) as one turn, as its answer was hashed; a
+    # message item has content; any other input item (a function call's output) counts as its JSON.
+    turn = m.get(_TURN)
+    if isinstance(turn, list):
+        return assistant_turn.responses_items([i for i in turn if isinstance(i, Mapping)], _content_text)
     return _content_text(m.get("content")) if "content" in m else canonical(m)
 
 
 def _item_role(m: Mapping[str, object]) -> str:
     return str(m.get("role") or m.get("type") or "item")
+
+
+_TURN = " turn"  # a key no item has: the items of one assistant turn, grouped by _turns
+
+
+def _of_turn(item: object) -> bool:
+    """An input item the assistant wrote: a message of its own or a function call."""
+    return isinstance(item, Mapping) and (item.get("type") == "function_call" or (
+        item.get("role") == "assistant" and item.get("type", "message") == "message"))
+
+
+def _turns(items: list[object]) -> list[object]:
+    """The input items with each run of one assistant turn's items (its message, its calls, as the app
+    writes ``response.output`` back) made one item, as the answer was one."""
+    out: list[object] = []
+    for item in items:
+        if _of_turn(item):
+            last = out[-1] if out else None
+            if isinstance(last, dict) and _TURN in last:
+                last[_TURN].append(item)
+            else:
+                out.append({"role": "assistant", _TURN: [item]})
+        else:
+            out.append(item)
+    return out
 
 
 class ResponsesParser:
@@ -59,7 +88,7 @@ class ResponsesParser:
             segments.append(("user", items))
         elif isinstance(items, list):
             turns, system = turn_segments(
-                items, _item_text, role_of=_item_role, system_roles=("system", "developer")
+                _turns(items), _item_text, role_of=_item_role, system_roles=("system", "developer")
             )
             segments += turns
             if system:
@@ -70,17 +99,21 @@ class ResponsesParser:
         o = self.obs
         msg = o.stream_event(data, t_ns)
         kind = msg.get("type")
+        at = msg.get("output_index", 0)
         if kind == "response.output_text.delta":
             delta = msg.get("delta")
             if delta:
-                o.content(delta, t_ns)
+                o.content(delta, t_ns, (at, msg.get("content_index", 0)))
         elif kind == "response.function_call_arguments.delta":
             o.tool_delta(msg.get("delta"), t_ns)
+            if at in o.turn.calls:
+                o.turn.add_call(at, args=msg.get("delta"))
         elif kind == "response.output_item.added":
             item = msg.get("item")
             if isinstance(item, dict) and item.get("type") == "function_call":
                 o.tool_calls += 1
                 self._saw_call = True
+                o.turn.add_call(at, item.get("name"), item.get("arguments") or None)
         elif kind == "response.reasoning_summary_text.delta" or kind == "response.reasoning_text.delta":
             o.reasoning_chars += len(str(msg.get("delta", "")))
         elif kind == "response.created":
@@ -125,17 +158,19 @@ class ResponsesParser:
         if isinstance(msg.get("error"), dict) and msg.get("object") != "response":
             o.provider_error(msg["error"], "code")
             return
-        for item in msg.get("output") or ():
+        for at, item in enumerate(msg.get("output") or ()):
             if not isinstance(item, dict):
                 continue
             if item.get("type") == "message":
-                for part in item.get("content") or ():
+                for k, part in enumerate(item.get("content") or ()):
                     if isinstance(part, dict) and isinstance(part.get("text"), str):
                         o.output_parts.append(part["text"])
+                        o.turn.add_text((at, k), part["text"])
             elif item.get("type") == "function_call":
                 o.tool_calls += 1
                 self._saw_call = True
                 if isinstance(item.get("arguments"), str):
                     o.output_parts.append(item["arguments"])
+                o.turn.add_call(at, item.get("name"), item.get("arguments", ""))
         self._final(msg)
         o.done = True

@@ -87,8 +87,10 @@ def turn_segments(
     return segments, system
 
 
-def capture_attributes(segments: list[tuple[str, str]], output_text: str | None) -> dict[str, object]:
-    """Pass-span attributes for the prompt and output under the current capture mode."""
+def capture_attributes(segments: list[tuple[str, str]], output_text: str | None,
+                       turn_text: str | None = None) -> dict[str, object]:
+    """Pass-span attributes for the prompt and output under the current capture mode; the output hash is
+    over ``turn_text`` (the answer as the canonical assistant turn, assistant_turn.py) when given."""
     mode = capture.mode()
     if mode == "none":
         return {}
@@ -98,7 +100,7 @@ def capture_attributes(segments: list[tuple[str, str]], output_text: str | None)
         if mode == "full":
             attrs[N.PROMPT_TEXT] = ""
     if output_text is not None:
-        attrs[N.OUTPUT_HASH] = capture.hash_text(output_text)
+        attrs[N.OUTPUT_HASH] = capture.hash_text(output_text if turn_text is None else turn_text)
         if mode == "full":
             attrs[N.OUTPUT_TEXT] = capture.scrub(output_text)
     return attrs
