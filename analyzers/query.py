@@ -360,10 +360,13 @@ class Query:
     def stage_spans_sql(self, stage_ids: Sequence[str], extra: str = "") -> str:
         """The spans of several stages (``extra``: more of the WHERE clause), with the columns :meth:`stage_sql`
         reads: one scan of the store for a query that then reads each stage from it (its ``source``), where one
-        scan a stage would read every span's stage column once per stage."""
+        scan a stage would read every span's stage column once per stage. (DuckDB applies a list of stages only
+        after the scan has read every span's attributes; a range of stage names it applies inside the scan, so
+        the range the stages span goes first and the list picks them out of it: the same rows.)"""
         stages = ", ".join(_quote(s) for s in stage_ids)
+        lo, hi = _quote(min(stage_ids)), _quote(max(stage_ids))
         return (f"(SELECT {_STAGE_COLUMNS}, stage, attributes FROM {self.spans} "
-                f"WHERE stage IN ({stages}){' ' + extra if extra else ''})")
+                f"WHERE stage >= {lo} AND stage <= {hi} AND stage IN ({stages}){' ' + extra if extra else ''})")
 
     def _view_columns(self, view: str) -> frozenset[str]:
         """The columns of one of the export's stage views (cached: an export does not change under a run)."""
