@@ -4,6 +4,7 @@ same seed, the same draws in the same order, the same bounds (diagnose's and che
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Callable, Sequence
 
 import pytest
@@ -103,3 +104,19 @@ def test_quantile_and_mean_bounds_are_the_plain_bootstrap(nc: int, nb: int, q: f
             == _plain_statistic_low(cur, base, mean, None, 400, 2, min_n)
         assert stats.quantile_ratio_low(cur, base[:0], q, baseline_value=50.0, min_n=min_n) \
             == _plain_statistic_low(cur, [], quant, 50.0, 400, 0, min_n)
+
+
+@pytest.mark.parametrize(("nb", "na"), [(1, 3), (3, 3), (50, 7), (1000, 2500)])
+def test_whole_token_counts_give_the_same_drops_with_and_without_numpy(
+        nb: int, na: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Token counts are whole numbers: with numpy loaded the rounds run vectorised, bit for bit the drops of
+    the plain loop (the same random numbers, indices and exact sums)."""
+    np = pytest.importorskip("numpy")
+    r = random.Random(nb + na)
+    b = [(float(r.randrange(0, 900)), float(r.randrange(1, 1000))) for _ in range(nb)]
+    a = [(float(r.randrange(0, 500)), float(r.randrange(0, 3))) for _ in range(na)]  # some zero denominators
+    monkeypatch.setitem(sys.modules, "numpy", np)
+    with_numpy = stats._resampled_drops(b, a, 300, 4), stats._resampled_drops(b, a, 300, 4, fixed=0.25)
+    assert with_numpy == (_drops(b, a, 300, 4, None), _drops(b, a, 300, 4, 0.25))
+    monkeypatch.delitem(sys.modules, "numpy")
+    assert (stats._resampled_drops(b, a, 300, 4), stats._resampled_drops(b, a, 300, 4, fixed=0.25)) == with_numpy
