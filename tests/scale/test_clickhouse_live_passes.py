@@ -25,7 +25,13 @@ pytest.importorskip("chdb")  # in the dev extra; a checkout without it cannot ru
 
 from llmtrace.cli import main  # noqa: E402
 from llmtrace.tracer.record import capture  # noqa: E402
-from llmtrace.tracer.storage.clickhouse import connect, ensure_views, insert_from_parquet_sql  # noqa: E402
+from llmtrace.tracer.storage.clickhouse import (  # noqa: E402
+    SPANS_SELECT,
+    SPANS_TABLE,
+    connect,
+    ensure_views,
+    insert_from_parquet_sql,
+)
 from llmtrace.tracer.storage.store import read_connection  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyzers"))
@@ -75,7 +81,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
         with ThreadPoolExecutor(4) as pool:  # passes that overlap in time
             list(pool.map(call, range(3, 11)))
         c.completions.create(model=srv.model_id, prompt=_number_shaped_prompt(), max_tokens=5, temperature=0)
-    pq = tmp / "spans.parquet"
+    pq = tmp / "spans.parquet"  # the fixture's Parquet, for the test of an older store below
     with read_connection(db) as conn:
         conn.execute(f"COPY (SELECT * FROM spans) TO '{pq}' (FORMAT parquet)")
     url = f"chdb://{tmp / 'ch'}"
@@ -124,3 +130,29 @@ def test_diagnose_and_check_on_chdb_say_what_they_say_on_duckdb(pair: tuple[Path
     assert ch_ttft == pytest.approx(duck_ttft, abs=0.0101)
     # the gate itself: the chdb store checked against the DuckDB store's baseline passes
     assert main(["check", "--store", url, "--baseline", str(tmp_path / "db.json")]) == 0
+
+
+def test_a_store_an_older_mapping_filled_is_repaired_when_opened(pair: tuple[Path, str], tmp_path: Path) -> None:
+    """A chdb store whose materialized view still maps with the older rule (numbers with an unsigned exponent,
+    overflowing ones too) holds the unreadable span; the next open gives the view this mapping and writes that
+    span again, so its passes are DuckDB's."""
+    db, _ = pair
+    older = SPANS_SELECT.replace(" AND isFinite(toFloat64OrZero(_v))", "").replace("[eE][+-][0-9]+", "[eE][+-]?[0-9]+")
+    assert older != SPANS_SELECT and "isFinite" not in older
+    with read_connection(db) as conn:
+        want = conn.execute(PASS_SQL).fetchall()
+    url = f"chdb://{tmp_path / 'ch'}"
+    with connect(url) as ch:
+        ensure_views(ch, create_table=True)
+        ch.raw(f"ALTER TABLE {SPANS_TABLE}_mv MODIFY QUERY {older}")  # as an older llmtrace left it
+        ch.raw(insert_from_parquet_sql(str(db.parent / "spans.parquet")))
+        assert ch.execute(f"SELECT count(*) FROM {SPANS_TABLE} WHERE NOT isValidJSON(attributes)").fetchone() == (1,)
+        assert ch.execute(PASS_SQL).fetchall() != want  # the bug, in place
+        spans = ch.execute("SELECT count(*) FROM spans").fetchone()
+    with connect(url) as ch:
+        ensure_views(ch)  # what every read command does on open
+        assert ch.execute(f"SELECT count(*) FROM {SPANS_TABLE} WHERE NOT isValidJSON(attributes)").fetchone() == (0,)
+        assert ch.execute("SELECT count(*) FROM spans").fetchone() == spans
+        assert ch.execute(PASS_SQL).fetchall() == want
+        ensure_views(ch)  # once upgraded, an open changes nothing
+        assert ch.execute(PASS_SQL).fetchall() == want

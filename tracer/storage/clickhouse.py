@@ -415,9 +415,36 @@ def ensure_views(conn: ClickHouseConnection, create_table: bool = False, materia
             cutoff = conn.raw("SELECT toString(now64(9))").column(0).to_pylist()[0]
             conn.raw(SPANS_MV_DDL.format(select=SPANS_SELECT))
             conn.raw(f"INSERT INTO {SPANS_TABLE} {SPANS_SELECT} WHERE Timestamp < toDateTime64('{cutoff}', 9)")
+        else:
+            _upgrade_spans_view(conn)
     for stmt in views(materialized):
         conn.raw(stmt)
     conn.pass_table = "passes" if materialized else None
+
+
+# what the spans mapping has that the one before it lacked: a number must be finite (map_json_sql)
+_MAPPING_MARK = "isFinite(toFloat64OrZero(_v))"
+# a span an older mapping wrote with a document ClickHouse cannot parse (all its values read NULL)
+_UNREADABLE = ("NOT isValidJSON(attributes) OR NOT isValidJSON(resource) OR "
+               "(events IS NOT NULL AND NOT isValidJSON(events))")
+
+
+def _upgrade_spans_view(conn: ClickHouseConnection) -> None:
+    """A store an older llmtrace prepared keeps its materialized view's mapping: give the view this one, and
+    write again, from otel_traces, the spans the older one left unreadable (a hash read as an out-of-range
+    number): their rows in llmtrace_requests go, the spans are inserted anew (the pass table's view takes
+    them on), and the unreadable rows are deleted. Not atomic: a read in between may see a span twice."""
+    got = conn.raw(f"SELECT as_select FROM system.tables WHERE database = currentDatabase() "
+                   f"AND name = '{SPANS_TABLE}_mv'").column(0).to_pylist()
+    if not got or _MAPPING_MARK in str(got[0]):
+        return
+    conn.raw(f"ALTER TABLE {SPANS_TABLE}_mv MODIFY QUERY {SPANS_SELECT}")
+    bad = f"(SELECT trace_id, span_id FROM {SPANS_TABLE} WHERE {_UNREADABLE})"
+    if not conn.raw(f"SELECT count() FROM {bad}").column(0).to_pylist()[0]:
+        return
+    conn.raw(f"DELETE FROM {REQUESTS_TABLE} WHERE (trace_id, span_id) IN {bad}")
+    conn.raw(f"INSERT INTO {SPANS_TABLE} {SPANS_SELECT} WHERE (TraceId, SpanId) IN {bad}")
+    conn.raw(f"DELETE FROM {SPANS_TABLE} WHERE {_UNREADABLE}")
 
 
 @contextmanager
