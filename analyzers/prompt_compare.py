@@ -173,7 +173,8 @@ def _compare(cur: _Prompt, prev: _Prompt) -> _Compare:
         at, run = _stable_run(ta, tb, p, s)
         if run >= BLOCK_MIN_CHARS:  # a wide window (retrieved notes, a profile) ahead of long fixed text
             after = later if at + run == len(ta) else 0
-            return _Compare(before + p, before + p + run + after, kind, p, "block", ta[p:at][:48], width=at - p, run=run, run_at=at, seg_index=si)
+            return _Compare(before + p, before + p + run + after, kind, p, "block", ta[p:at][:48], width=at - p,
+                            run=run, run_at=at, seg_index=si)
         return _Compare(before + p, before + p, kind, p, "free_text", window[:48], distinct=True)
     # hashes only: the chunk chain gives the offset to 64 chars; equal lengths suggest a fixed-width field
     chain_a, chain_b = _strs(sa.get("chunk_hashes")), _strs(sb.get("chunk_hashes"))
