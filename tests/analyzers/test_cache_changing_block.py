@@ -108,7 +108,28 @@ PLANTED: dict[str, tuple[str, Messages, str, str]] = {
 }
 
 
-@pytest.mark.parametrize("case", list(PLANTED))
+# With hashes capture the analysis sees the text after the first difference only through the middleware's
+# divergence window (llmtrace.divergence.*), which ends at the next difference: a block that starts with a value
+# of its own (an id, a date) or a question after the instructions in the same message leave no trace of the
+# fixed text behind. Seen with full capture (the same shapes find the block); here they wait for a recorded value
+# (the longest identical run after the window, or content-defined chunk hashes per segment).
+_NEEDS_A_RECORDED_RUN = pytest.mark.xfail(strict=True, reason="hashes: no recorded run of fixed text after the window")
+PLANTED.update({
+    "id-ahead-of-the-block-hashes": ("openai", lambda rng, i: {"messages": [
+        {"role": "system", "content": f"Owner record OW-{rng.randrange(10**5):05d}, hull HN-{3100 + 7 * i}.\n"
+                                      + _notes(rng, 500) + FIXED},
+        {"role": "user", "content": _question(i)}]}, "hashes", "system"),
+    "id-ahead-of-the-block-full": ("openai", lambda rng, i: {"messages": [
+        {"role": "system", "content": f"Owner record OW-{rng.randrange(10**5):05d}, hull HN-{3100 + 7 * i}.\n"
+                                      + _notes(rng, 500) + FIXED},
+        {"role": "user", "content": _question(i)}]}, "full", "system"),
+    "one-user-message-hashes": ("openai", lambda rng, i: {"messages": [
+        {"role": "user", "content": _notes(rng, 700) + FIXED + "\n\n" + _question(i)}]}, "hashes", "user"),
+})
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=_NEEDS_A_RECORDED_RUN) if c.endswith("-hashes") else c
+                                  for c in PLANTED])
 def test_a_changing_block_ahead_of_fixed_text_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                        case: str) -> None:
     sdk, body, capture, segment = PLANTED[case]
