@@ -53,18 +53,29 @@ def _window_tokens(text: str, cls: str, average: float) -> float:
     """Tokens of a window's value: ids and digits split into far more tokens than prose (common tokenizers
     give each digit and each separator its own token, and cut hex or base64 ids into short pieces), so the
     prompt's average ratio would understate the window and overstate the stable text after it."""
-    if cls in ("free_text", "field", "whitespace", "invisible", "reordered", ""):
+    if cls in ("free_text", "field", "whitespace", "invisible", "reordered", "block", ""):
         return len(text) * average
     return float(sum(1.0 if not ch.isalpha() else 0.6 for ch in text))
+
+
+def _window_span(p: PassLoss) -> tuple[int, float]:
+    """Chars and tokens of the pass's window within the part of its prompt a cache could not serve. A block
+    (retrieved notes, a profile) keeps only its first chars as text: its recorded width says how wide it is."""
+    unshared = max(0, p.prompt_chars - p.shared_chars)
+    average = p.prompt_tokens / max(1, p.prompt_chars)
+    if p.window_class == "block" and p.window_chars > 0:
+        chars = min(p.window_chars, unshared)
+        return chars, chars * average
+    text = (p.window_text or "")[:unshared]
+    return len(text), _window_tokens(text, p.window_class, average)
 
 
 def _stable_tokens(p: PassLoss, head_tokens: int) -> float:
     """Tokens of the prompt a cache serves once the window sits after the stable part: the shared chars at
     the density of the prompt's text without the window (the window's own tokens taken out first)."""
     if p.shared_chars > 0 and p.prompt_chars > p.shared_chars:
-        text = (p.window_text or "")[: p.prompt_chars - p.shared_chars]
-        w = _window_tokens(text, p.window_class, p.prompt_tokens / p.prompt_chars)
-        density = max(0.0, p.prompt_tokens - w) / max(1, p.prompt_chars - len(text))
+        chars, w = _window_span(p)
+        density = max(0.0, p.prompt_tokens - w) / max(1, p.prompt_chars - chars)
         return min(p.prompt_tokens - 1.0, max(float(head_tokens), p.shared_chars * density))
     return max(p.cached_tokens, head_tokens) + p.lost_tokens
 
@@ -75,8 +86,7 @@ def _plans(c: Cause, passes: Sequence[PassLoss], block: int) -> dict[int, _Plan]
         chain = p.chain or []
         head = min(len(chain), max(0, p.token_offset if p.token_offset >= 0 else p.cached_tokens) // block)
         stable = min(len(chain), int(_stable_tokens(p, head * block)) // block)
-        text = (p.window_text or "")[: max(0, p.prompt_chars - p.shared_chars)]
-        span = _window_tokens(text, p.window_class, p.prompt_tokens / max(1, p.prompt_chars))
+        span = _window_span(p)[1]
         plans[id(p)] = (head, max(head, stable), f"{c.key}|{chain[head - 1] if head else ''}",
                         max(1, math.ceil(span / block)))
     for p in c.passes:  # the earlier pass it shared its text with: the template's cold start
