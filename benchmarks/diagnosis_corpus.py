@@ -8,11 +8,18 @@ prompt ahead of long examples), and Anthropic's Messages API as well as OpenAI's
 
 This module is the table; the apps live by kind in ``diagnosis_corpus_cache.py`` (cache breakers),
 ``_load.py`` (load and server flags), ``_output.py`` (generation, safety, detokenization) and ``_context.py``
-(what goes into the context, loops, deploys), what they share in ``diagnosis_corpus_common.py``.
+(what goes into the context, loops, deploys) and ``_agents.py`` (agents whose tool calls are cut at the cap),
+what they share in ``diagnosis_corpus_common.py``.
 """
 
 from __future__ import annotations
 
+from diagnosis_corpus_agents import (
+    cut_berth_call_carried_on,
+    cut_berth_call_carried_on_anthropic,
+    cut_tools_stuck_vs_fan_out,
+    cut_tools_stuck_vs_fan_out_anthropic,
+)
 from diagnosis_corpus_cache import (
     anthropic_clock,
     clock_local_full,
@@ -21,7 +28,9 @@ from diagnosis_corpus_cache import (
     distinct_personas,
     epoch_before_examples,
     hex_mid_system,
+    notes_block_top,
     per_customer_top,
+    profile_block_top_anthropic,
     short_prompts,
     shuffled_examples,
     tenant_email,
@@ -30,6 +39,8 @@ from diagnosis_corpus_cache import (
 )
 from diagnosis_corpus_common import Case, Ctx
 from diagnosis_corpus_context import (
+    entry_labelled_passages,
+    faq_labelled_passages_anthropic,
     injected_tool_result,
     invisible_in_prompt,
     longer_system_prompt,
@@ -122,4 +133,18 @@ CASES: tuple[Case, ...] = (
          "default"),
     Case("deploy_raised_max_tokens", raised_max_tokens, ("meters.cache_accounting", "gen.stop")),
     Case("deploy_longer_system_prompt", longer_system_prompt, ("meters.cache_accounting", "intake.system_prompt")),
+    # a changing block (catalogue matches, a member profile) ahead of long fixed rules; the twin: after them
+    Case("catalogue_notes_top_of_system", notes_block_top, CACHE),
+    Case("member_profile_top_anthropic", profile_block_top_anthropic, CACHE),
+    # passages pasted without labels; the twin labels them by index ('Entry 2 — ', 'FAQ 12) ')
+    Case("unlabelled_vs_entry_labels", entry_labelled_passages, ("intake.evidence_formatting",)),
+    Case("unlabelled_vs_faq_labels_anthropic", faq_labelled_passages_anthropic, ("intake.evidence_formatting",)),
+    # tools= with a six-token cap: every tool call cut. Stuck on one lookup (the twin fans out, one session)...
+    Case("cut_tools_stuck_vs_fan_out", cut_tools_stuck_vs_fan_out, ("loop.budget", "loop.tool_dispatch")),
+    Case("cut_tools_stuck_vs_fan_out_anthropic", cut_tools_stuck_vs_fan_out_anthropic,
+         ("loop.budget", "loop.tool_dispatch")),
+    # ...or the cut call written back and gone on with (the twin: room for the call to finish)
+    Case("cut_berth_call_carried_on", cut_berth_call_carried_on, ("gen.stop", "safety.stop_reason")),
+    Case("cut_berth_call_carried_on_anthropic", cut_berth_call_carried_on_anthropic,
+         ("gen.stop", "safety.stop_reason")),
 )

@@ -117,3 +117,52 @@ def distinct_personas(c: Ctx, twin: bool) -> None:
     for i in range(15):
         p = personas[i % 5]
         c.ask([{"role": "system", "content": (p if twin else f"msg#{1000 + i} " + p)}, user_turn(i)])
+
+
+# ── cache: a changing block (retrieved notes, a member profile) ahead of long fixed instructions ────────
+LOANS = ("You are the loans assistant of the Fenwick Public Library. Check a title's availability before you "
+         "promise it, explain the renewal rules (two renewals, none if someone holds the book), point members to "
+         "the self-service kiosks for returns, and never reveal another member's loans. Late fees are twenty "
+         "pence a day for adults and nothing for children. Keep replies under a hundred words. ") * 3
+SHELF = ["a signed first edition kept in the reading room", "two copies on the ground floor, one on loan",
+         "an audiobook edition with a waiting list of four", "a large-print copy at the Millbrook branch",
+         "an e-book licence for three readers at once", "the only copy, sent for rebinding until Friday"]
+TITLES = ["The Salt Road", "Winter Orchards", "A Field Guide to Moths", "Harbour Lights", "The Glass Cartographer",
+          "Notes on Bread", "Rivers of the North", "The Quiet Engine"]
+
+
+def _catalogue_notes(i: int) -> str:
+    """Search hits for this member's question, about four hundred characters, different on every call."""
+    hits = [f"- {TITLES[(i + k) % 8]} (ISBN 978-1-{40210 + 97 * i + k:05d}-{(3 * i + k) % 10}): "
+            f"{SHELF[(i * 5 + k) % 6]}." for k in range(4)]
+    return "Catalogue matches for this question:\n" + "\n".join(hits) + "\n\n"
+
+
+def _member_profile(i: int) -> str:
+    """A per-request member profile, a few hundred characters."""
+    return (f"Member card LB-{0x3A1F00 + 7919 * i:06X}, home branch {('Millbrook', 'Castle Hill', 'Quayside')[i % 3]}, "
+            f"joined {2009 + i % 14}. On loan: {TITLES[i % 8]} (due in {3 + i} days), {TITLES[(i + 3) % 8]} "
+            f"(overdue {i % 4} days). Holds: {TITLES[(i + 5) % 8]}, position {1 + i % 6}. "
+            f"Fees owed: {0.2 * (i % 4) * (1 + i % 3):.2f} GBP. Prefers e-mail reminders.\n\n")
+
+
+LOAN_ASKS = ["Can I renew my books?", "Is my hold ready yet?", "Why do I owe a fee?", "Which branch has it?",
+             "Can I borrow one more?", "When is my book due?", "Can my daughter use my card?", "Is the e-book free?"]
+
+
+def notes_block_top(c: Ctx, twin: bool) -> None:
+    """OpenAI: the catalogue matches of each question at the top of the system prompt, ahead of the loans
+    rules; the twin sends the same matches after the rules."""
+    for i in range(8):
+        notes = _catalogue_notes(i)
+        system = LOANS + "\n" + notes if twin else notes + LOANS
+        c.ask([{"role": "system", "content": system}, {"role": "user", "content": LOAN_ASKS[i]}], max_tokens=4)
+
+
+def profile_block_top_anthropic(c: Ctx, twin: bool) -> None:
+    """Anthropic: the signed-in member's profile heads the system string; the twin puts it after the rules."""
+    for i in range(8):
+        profile = _member_profile(i)
+        system = LOANS + "\n" + profile if twin else profile + LOANS
+        c.anthropic.messages.create(model=c.model, max_tokens=4, system=system,
+                                    messages=[{"role": "user", "content": LOAN_ASKS[(i + 3) % 8]}])

@@ -160,3 +160,40 @@ def raised_max_tokens(c: Ctx, twin: bool) -> None:
 
 def longer_system_prompt(c: Ctx, twin: bool) -> None:
     _two_deploys(c, {} if twin else {"times": 7})
+
+
+# ── intake: the same passages with index labels, or pasted without them ────────────────────────
+SKI = ["The Corrie chairlift stops running when gusts at the top station pass seventy kilometres an hour; "
+       "staff post the closure on the boards at the base.",
+       "Season passes bought before the first of December include two free days at the partner resort in "
+       "Glenmarra, booked at its ticket office.",
+       "Children under six ski free when an adult with a paid pass is with them; the child still needs a "
+       "hands-free card from the desk.",
+       "Lost property from the gondola is kept at the mountain restaurant for a week, then sent to the "
+       "village tourist office.",
+       "Night skiing on the Birch run is open on Fridays and Saturdays from six until nine, floodlit, "
+       "weather permitting."]
+SKI_ASKS = ["Is the Corrie lift open in this wind?", "Does my pass work at Glenmarra?", "Does my four-year-old pay?",
+            "I left gloves on the gondola.", "Can we ski after dark on Friday?", "What does a pass include?"]
+
+
+def entry_labelled_passages(c: Ctx, twin: bool) -> None:
+    """OpenAI: three help-centre passages under the question; the twin labels them 'Entry n — ', the
+    planted app pastes the same passages blank-line apart with no label."""
+    for i in range(6):
+        picked = [SKI[(i + k) % 5] for k in range(3)]
+        body = "\n\n".join(f"Entry {k + 1} — {p}" if twin else p for k, p in enumerate(picked))
+        c.ask([{"role": "system", "content": "You answer guests of the Ardvane ski resort from the help centre."},
+               {"role": "user", "content": f"{SKI_ASKS[i]}\n\nFrom the help centre:\n\n{body}"}])
+
+
+def faq_labelled_passages_anthropic(c: Ctx, twin: bool) -> None:
+    """Anthropic: the passages in the system prompt after the resort's instructions; the twin numbers them
+    'FAQ n) ' by their place in the FAQ, the planted app one a paragraph, unlabelled."""
+    for i in range(6):
+        ks = [(2 * i + k) % 5 for k in range(3)]
+        body = "\n\n".join(f"FAQ {11 + k}) {SKI[k]}" if twin else SKI[k] for k in ks)
+        c.anthropic.messages.create(
+            model=c.model, max_tokens=6, messages=[{"role": "user", "content": SKI_ASKS[(i + 1) % 6]}],
+            system="You answer guests of the Ardvane ski resort. Say so when the FAQ does not cover the question.\n\n"
+                   + body)

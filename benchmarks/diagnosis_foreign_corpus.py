@@ -226,6 +226,44 @@ def zero_width_in_system(twin: bool, rng: random.Random) -> list[dict[str, Any]]
     return out
 
 
+
+CLINIC_LEAFLETS = ["After a knee replacement, the first session is booked no sooner than ten days after discharge, "
+                   "and the surgeon's letter must be sent ahead.",
+                   "Patients on the hydrotherapy programme bring a towel and a padlock; the changing rooms open "
+                   "fifteen minutes before each slot.",
+                   "Missed appointments without a day's notice are charged half the session fee, waived once a year.",
+                   "Shockwave therapy for heel pain is offered on Tuesdays only, by the senior physiotherapist.",
+                   "Home visits are possible within six miles of the clinic for patients who cannot drive."]
+
+
+def leaflet_note_labels(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
+    """Clinic leaflets retrieved for the patient's question; the twin labels them 'Note n: ', the planted app
+    pastes the same leaflets blank-line apart, unlabelled."""
+    out = []
+    for i in range(6):
+        picked = [CLINIC_LEAFLETS[(i + 2 * k) % 5] for k in range(3)]
+        body = "\n\n".join(f"Note {k + 1}: {p}" if twin else p for k, p in enumerate(picked))
+        out.append(_call([{"role": "system", "content": CLINIC.replace("Moorfield", "Birchgate")},
+                          {"role": "user", "content": f"{_ask(i)['content']}\n\nClinic leaflets:\n\n{body}"}], i))
+    return out
+
+
+def patient_card_top(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
+    """A per-request patient card (a few hundred characters) heading the clinic's system prompt; the twin
+    sends the same card after the booking rules."""
+    text = CLINIC.replace("Moorfield", "Thornbury")
+    out = []
+    for i in range(8):
+        nhs = f"{rng.randrange(400, 499)} {rng.randrange(100, 999)} {rng.randrange(1000, 9999)}"
+        card = (f"Patient card: NHS no. {nhs}; referred by Dr {('Okafor', 'Lindqvist', 'Marsh', 'Ibarra')[i % 4]} "
+                f"for {('lower back pain', 'a frozen shoulder', 'ankle rehab', 'post-op knee')[i % 4]}; "
+                f"{2 + i % 5} sessions left of {6 + i % 3}; last seen {3 + 2 * i} days ago; prefers "
+                f"{('mornings', 'late afternoons', 'Fridays')[i % 3]}; mobility aid: {('none', 'crutches')[i % 2]}.\n\n")
+        system = text + "\n" + card if twin else card + text
+        out.append(_call([{"role": "system", "content": system}, _ask(i + 2)], i))
+    return out
+
+
 # (id, instrumentation, calls, stages that name the cause, collector capture mode)
 FOREIGN: tuple[tuple[str, str, Any, tuple[str, ...], str], ...] = (
     ("otelv2_request_uuid_top", "otel-v2", request_uuid_top, ("cache.prefix_match", "intake.system_prompt"), "hashes"),
@@ -261,6 +299,10 @@ FOREIGN: tuple[tuple[str, str, Any, tuple[str, ...], str], ...] = (
     ("openinference_resent_tool_call", "openinference", resent_tool_call, ("loop.budget", "loop.tool_dispatch"),
      "hashes"),
     ("openllmetry_zero_width_in_system", "openllmetry", zero_width_in_system, ("intake.normalization",), "hashes"),
+    ("openllmetry_unlabelled_vs_note_labels", "openllmetry", leaflet_note_labels, ("intake.evidence_formatting",),
+     "hashes"),
+    ("openinference_patient_card_top", "openinference", patient_card_top,
+     ("cache.prefix_match", "intake.system_prompt"), "hashes"),
 )
 
 
