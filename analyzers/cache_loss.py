@@ -25,14 +25,13 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 
-from llmtrace.analyzers.prompt_compare import (  # noqa: F401  (classify, _segments: what_if_log reads them here)
+from llmtrace.analyzers.prompt_compare import (
     FIELD_CHARS,
     _Compare,
     _compare,
     _Prompt,
     _segments,
     _strs,
-    classify,
     run_anchor,
 )
 from llmtrace.analyzers.query import SKEW_NS, Query, as_float, as_int, attr

@@ -25,7 +25,8 @@ import duckdb
 
 from llmtrace.analyzers import kv_replay
 from llmtrace.analyzers import what_if as replay
-from llmtrace.analyzers.cache_loss import _segments, causes, classify, load
+from llmtrace.analyzers.cache_loss import causes, load
+from llmtrace.analyzers.prompt_compare import _segments, classify
 from llmtrace.analyzers.query import Query, as_float
 
 # recorded request values -> request body fields (what the store keeps of a request; nothing else is known)
