@@ -39,7 +39,9 @@ from diagnosis_corpus_cache import (
 )
 from diagnosis_corpus_common import Case, Ctx
 from diagnosis_corpus_context import (
+    entry_labelled_articles,
     entry_labelled_passages,
+    faq_labelled_faqs_anthropic,
     faq_labelled_passages_anthropic,
     injected_tool_result,
     invisible_in_prompt,
@@ -139,6 +141,9 @@ CASES: tuple[Case, ...] = (
     # passages pasted without labels; the twin labels them by index ('Entry 2 — ', 'FAQ 12) ')
     Case("unlabelled_vs_entry_labels", entry_labelled_passages, ("intake.evidence_formatting",)),
     Case("unlabelled_vs_faq_labels_anthropic", faq_labelled_passages_anthropic, ("intake.evidence_formatting",)),
+    # the same two under a line naming the material ('Help centre articles:', 'Relevant FAQs:')
+    Case("unlabelled_vs_entry_labels_cued", entry_labelled_articles, ("intake.evidence_formatting",)),
+    Case("unlabelled_vs_faq_labels_cued_anthropic", faq_labelled_faqs_anthropic, ("intake.evidence_formatting",)),
     # tools= with a six-token cap: every tool call cut. Stuck on one lookup (the twin fans out, one session)...
     Case("cut_tools_stuck_vs_fan_out", cut_tools_stuck_vs_fan_out, ("loop.budget", "loop.tool_dispatch")),
     Case("cut_tools_stuck_vs_fan_out_anthropic", cut_tools_stuck_vs_fan_out_anthropic,

@@ -177,17 +177,22 @@ SKI_ASKS = ["Is the Corrie lift open in this wind?", "Does my pass work at Glenm
             "I left gloves on the gondola.", "Can we ski after dark on Friday?", "What does a pass include?"]
 
 
-def entry_labelled_passages(c: Ctx, twin: bool) -> None:
+def entry_labelled_passages(c: Ctx, twin: bool, cue: str = "From the help centre:") -> None:
     """OpenAI: three help-centre passages under the question; the twin labels them 'Entry n — ', the
     planted app pastes the same passages blank-line apart with no label."""
     for i in range(6):
         picked = [SKI[(i + k) % 5] for k in range(3)]
         body = "\n\n".join(f"Entry {k + 1} — {p}" if twin else p for k, p in enumerate(picked))
         c.ask([{"role": "system", "content": "You answer guests of the Ardvane ski resort from the help centre."},
-               {"role": "user", "content": f"{SKI_ASKS[i]}\n\nFrom the help centre:\n\n{body}"}])
+               {"role": "user", "content": f"{SKI_ASKS[i]}\n\n{cue}\n\n{body}"}])
 
 
-def faq_labelled_passages_anthropic(c: Ctx, twin: bool) -> None:
+def entry_labelled_articles(c: Ctx, twin: bool) -> None:
+    """The same with a heading that names the material ('Help centre articles:')."""
+    entry_labelled_passages(c, twin, cue="Help centre articles:")
+
+
+def faq_labelled_passages_anthropic(c: Ctx, twin: bool, cue: str = "") -> None:
     """Anthropic: the passages in the system prompt after the resort's instructions; the twin numbers them
     'FAQ n) ' by their place in the FAQ, the planted app one a paragraph, unlabelled."""
     for i in range(6):
@@ -196,4 +201,9 @@ def faq_labelled_passages_anthropic(c: Ctx, twin: bool) -> None:
         c.anthropic.messages.create(
             model=c.model, max_tokens=6, messages=[{"role": "user", "content": SKI_ASKS[(i + 1) % 6]}],
             system="You answer guests of the Ardvane ski resort. Say so when the FAQ does not cover the question.\n\n"
-                   + body)
+                   + cue + body)
+
+
+def faq_labelled_faqs_anthropic(c: Ctx, twin: bool) -> None:
+    """The same with a line that announces them ('Relevant FAQs:')."""
+    faq_labelled_passages_anthropic(c, twin, cue="Relevant FAQs:\n\n")

@@ -236,7 +236,7 @@ CLINIC_LEAFLETS = ["After a knee replacement, the first session is booked no soo
                    "Home visits are possible within six miles of the clinic for patients who cannot drive."]
 
 
-def leaflet_note_labels(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
+def leaflet_note_labels(twin: bool, rng: random.Random, cue: str = "Clinic leaflets:") -> list[dict[str, Any]]:
     """Clinic leaflets retrieved for the patient's question; the twin labels them 'Note n: ', the planted app
     pastes the same leaflets blank-line apart, unlabelled."""
     out = []
@@ -244,8 +244,13 @@ def leaflet_note_labels(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
         picked = [CLINIC_LEAFLETS[(i + 2 * k) % 5] for k in range(3)]
         body = "\n\n".join(f"Note {k + 1}: {p}" if twin else p for k, p in enumerate(picked))
         out.append(_call([{"role": "system", "content": CLINIC.replace("Moorfield", "Birchgate")},
-                          {"role": "user", "content": f"{_ask(i)['content']}\n\nClinic leaflets:\n\n{body}"}], i))
+                          {"role": "user", "content": f"{_ask(i)['content']}\n\n{cue}\n\n{body}"}], i))
     return out
+
+
+def leaflet_note_labels_cued(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
+    """The same under a line naming the material ('Leaflet notes:')."""
+    return leaflet_note_labels(twin, rng, cue="Leaflet notes:")
 
 
 def patient_card_top(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
@@ -301,6 +306,8 @@ FOREIGN: tuple[tuple[str, str, Any, tuple[str, ...], str], ...] = (
     ("openllmetry_zero_width_in_system", "openllmetry", zero_width_in_system, ("intake.normalization",), "hashes"),
     ("openllmetry_unlabelled_vs_note_labels", "openllmetry", leaflet_note_labels, ("intake.evidence_formatting",),
      "hashes"),
+    ("openllmetry_unlabelled_vs_note_labels_cued", "openllmetry", leaflet_note_labels_cued,
+     ("intake.evidence_formatting",), "hashes"),
     ("openinference_patient_card_top", "openinference", patient_card_top,
      ("cache.prefix_match", "intake.system_prompt"), "hashes"),
 )
