@@ -15,7 +15,7 @@ from .segments import canonical, part_text, turn_segments
 
 
 def _message_text(m: Mapping[str, object]) -> str:
-    return assistant_turn.anthropic_content(m.get("content"))
+    return part_text(m.get("content"))
 
 
 class AnthropicParser:
@@ -47,6 +47,7 @@ class AnthropicParser:
         messages = body.get("messages")
         if isinstance(messages, list):
             # The system prompt is its own field here: no turn is read as a system turn.
+            o.turns = assistant_turn.of_messages(messages, assistant_turn.anthropic_turn, len(segments))
             segments += turn_segments(messages, _message_text)[0]
         o.segments = segments
 

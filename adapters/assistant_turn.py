@@ -3,6 +3,9 @@ and what it hashes as that turn's prompt segment when the app writes the answer 
 so "a later prompt carries this answer" is one hash lookup, for every shape an SDK returns and an app sends
 back (plain text, OpenAI ``tool_calls``, Responses ``function_call`` items, Anthropic ``tool_use`` blocks).
 
+The turn's hash goes on its segment's record as ``turn`` (prompt_segments.py); the segment's own hash stays
+over the text as the model sees it again, call ids included, so the cache analysis reads prompts as before.
+
 The form: the turn's text parts joined by newlines; then, when it called tools, the calls as canonical JSON,
 ``[{"arguments": ..., "name": ...}]``, with the arguments as text: OpenAI's argument string as it came (a
 cut call's partial JSON included), an Anthropic input object as canonical JSON. A turn of text alone is its
@@ -89,6 +92,51 @@ def anthropic_content(content: object) -> str:
     return text(texts, calls)
 
 
+def of_messages(messages: Sequence[object], turn_of: Callable[[Mapping[str, object]], str | None],
+                offset: int = 0) -> dict[int, str]:
+    """The canonical turns of a message list by segment index (``offset`` + the index among its mapping
+    turns, as ``turn_segments`` numbers them): ``turn_of`` gives a message's turn, None for no turn."""
+    out: dict[int, str] = {}
+    k = offset
+    for m in messages:
+        if isinstance(m, Mapping):
+            turn = turn_of(m)
+            if turn is not None:
+                out[k] = turn
+            k += 1
+    return out
+
+
+def chat_turn(m: Mapping[str, object]) -> str | None:
+    """A chat-completions assistant message's turn (None for any other role)."""
+    return chat_message(m) if m.get("role") == "assistant" else None
+
+
+def anthropic_turn(m: Mapping[str, object]) -> str | None:
+    """An Anthropic assistant message's turn (None for any other role)."""
+    return anthropic_content(m.get("content")) if m.get("role") == "assistant" else None
+
+
+def of_items(items: Sequence[object], content_text: Callable[[object], str], offset: int = 0) -> dict[int, str]:
+    """Responses API input items: each run of one assistant turn's items (its message, its function calls,
+    as the app writes ``response.output`` back) is one turn, put on the run's first item's segment."""
+    out: dict[int, str] = {}
+    run: list[Mapping[str, object]] = []
+    at = k = offset
+    for item in [*items, None]:
+        if isinstance(item, Mapping) and (item.get("type") == "function_call" or (
+                item.get("role") == "assistant" and item.get("type", "message") == "message")):
+            if not run:
+                at = k
+            run.append(item)
+        elif run:
+            out[at] = responses_items(run, content_text)
+            run = []
+        if isinstance(item, Mapping):
+            k += 1
+    return out
+
+
 def responses_items(items: Sequence[Mapping[str, object]], content_text: Callable[[object], str]) -> str:
     """Consecutive Responses API items of one assistant turn (messages, ``function_call`` items) as one turn;
     ``content_text`` reads a message item's content."""
@@ -136,6 +184,10 @@ class Turn:
             call.args.append(args)
         elif args is not None:
             call.args.append(arguments(args))
+
+    def words(self) -> str:
+        """The answer's text parts alone, without its calls."""
+        return "\n".join("".join(p) for p in self.texts.values())
 
     def text(self) -> str:
         return text(["".join(p) for p in self.texts.values()],

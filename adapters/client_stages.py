@@ -137,7 +137,7 @@ def _summary(e: _Emit) -> tuple[str, ...]:
         summary[N.RESPONSE_UNPARSED_BYTES] = call.body_overflow
     if capture.mode() != "none":
         summary.update(segments.capture_attributes(obs.segments, out_text,
-                                                   None if out_text is None else obs.turn.text()))
+                                                   None if out_text is None else obs.turn.text(), obs.turns))
     # An llmtrace backend records the engine stages on its own pass span (a child of this one); only a
     # provider that answered and hides them gets them marked unobserved here (no answer: nothing ran).
     hidden = () if call.server_span or not call.status_code else call.opts.hidden_stages
@@ -302,7 +302,13 @@ def _stop(e: _Emit) -> None:
     # Whether the output was cut and whether it parses go on gen.stop. safety.stop_reason is left to
     # the app (stop_reason.check_stop): only the app knows whether it read the reason, and the
     # broken-JSON analyzer takes a safety.stop_reason span as proof that it did.
-    shape = wire.output_values(obs.output_type, out_text if obs.output_parts else None, obs.segments)
+    # An answer that called tools is a tool call (as the collector records one, otlp_segments.py): its shape
+    # is its words' shape, not its arguments' (a cut call's partial arguments are the truncation analyzer's
+    # to judge, by whether the app sent them back; two parallel calls' arguments never parse as one text).
+    called = obs.tool_calls > 0 and obs.output_type is None
+    shape = wire.output_values("tool_calls" if called else obs.output_type,
+                               (obs.turn.words() if called else out_text) if obs.output_parts else None,
+                               obs.segments)
     if shape:
         span.set_many(shape)
     if obs.finish_reasons or usage is not None or shape:

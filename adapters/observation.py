@@ -67,6 +67,8 @@ class Observation:
     # (kind, text) per prompt segment: system, tools, history:<role>, user
     segments: list[tuple[str, str]] = field(default_factory=list)
     system_text: str | None = None
+    # the canonical assistant turns among the segments, by segment index (their records' ``turn`` hash)
+    turns: dict[int, str] = field(default_factory=dict)
     # ── the response ────────────────────────────────────────────────────────────────────────
     response_id: str | None = None
     response_model: str | None = None

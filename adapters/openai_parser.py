@@ -12,7 +12,13 @@ from collections.abc import Mapping
 
 from . import assistant_turn
 from .observation import Message, Observation, format_type, integer, number
-from .segments import part_text, turn_segments
+from .segments import canonical, part_text, turn_segments
+
+
+def _message_text(m: Mapping[str, object]) -> str:
+    # An assistant turn's tool calls (ids included) are part of what the model sees again.
+    text = part_text(m.get("content"))
+    return text + canonical(m["tool_calls"]) if m.get("tool_calls") else text
 
 
 class OpenAIParser:
@@ -47,7 +53,8 @@ class OpenAIParser:
         o.output_type = format_type(body.get("response_format"))
         messages = body.get("messages")
         if isinstance(messages, list):
-            turns, system = turn_segments(messages, assistant_turn.chat_message, system_roles=("system", "developer"))
+            turns, system = turn_segments(messages, _message_text, system_roles=("system", "developer"))
+            o.turns = assistant_turn.of_messages(messages, assistant_turn.chat_turn, len(segments))
             segments += turns
             if system:
                 o.system_text = "\n".join(system)

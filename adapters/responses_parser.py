@@ -26,41 +26,12 @@ def _content_text(content: object) -> str:
 
 
 def _item_text(m: Mapping[str, object]) -> str:
-    # An assistant turn is its items (messages, function calls) as one turn, as its answer was hashed; a
-    # message item has content; any other input item (a function call's output) counts as its JSON.
-    turn = m.get(_TURN)
-    if isinstance(turn, list):
-        return assistant_turn.responses_items([i for i in turn if isinstance(i, Mapping)], _content_text)
+    # A message item has content; any other input item (a function call, its output) counts as its JSON.
     return _content_text(m.get("content")) if "content" in m else canonical(m)
 
 
 def _item_role(m: Mapping[str, object]) -> str:
     return str(m.get("role") or m.get("type") or "item")
-
-
-_TURN = " turn"  # a key no item has: the items of one assistant turn, grouped by _turns
-
-
-def _of_turn(item: object) -> bool:
-    """An input item the assistant wrote: a message of its own or a function call."""
-    return isinstance(item, Mapping) and (item.get("type") == "function_call" or (
-        item.get("role") == "assistant" and item.get("type", "message") == "message"))
-
-
-def _turns(items: list[object]) -> list[object]:
-    """The input items with each run of one assistant turn's items (its message, its calls, as the app
-    writes ``response.output`` back) made one item, as the answer was one."""
-    out: list[object] = []
-    for item in items:
-        if _of_turn(item):
-            last = out[-1] if out else None
-            if isinstance(last, dict) and _TURN in last:
-                last[_TURN].append(item)
-            else:
-                out.append({"role": "assistant", _TURN: [item]})
-        else:
-            out.append(item)
-    return out
 
 
 class ResponsesParser:
@@ -87,8 +58,9 @@ class ResponsesParser:
         if isinstance(items, str):
             segments.append(("user", items))
         elif isinstance(items, list):
+            o.turns = assistant_turn.of_items(items, _content_text, len(segments))
             turns, system = turn_segments(
-                _turns(items), _item_text, role_of=_item_role, system_roles=("system", "developer")
+                items, _item_text, role_of=_item_role, system_roles=("system", "developer")
             )
             segments += turns
             if system:

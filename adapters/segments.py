@@ -88,13 +88,14 @@ def turn_segments(
 
 
 def capture_attributes(segments: list[tuple[str, str]], output_text: str | None,
-                       turn_text: str | None = None) -> dict[str, object]:
+                       turn_text: str | None = None, turns: Mapping[int, str] | None = None) -> dict[str, object]:
     """Pass-span attributes for the prompt and output under the current capture mode; the output hash is
-    over ``turn_text`` (the answer as the canonical assistant turn, assistant_turn.py) when given."""
+    over ``turn_text`` (the answer as the canonical assistant turn, assistant_turn.py) when given, and the
+    assistant segments in ``turns`` (by index) carry the same form's hash as ``turn``."""
     mode = capture.mode()
     if mode == "none":
         return {}
-    attrs = prompt_attributes(segments, mode)
+    attrs = prompt_attributes(segments, mode, turns)
     if not attrs:  # no segment: the prompt hash still names the (empty) prompt
         attrs = {N.PROMPT_SEGMENTS: "[]", N.PROMPT_HASH: capture.hash_text("")}
         if mode == "full":

@@ -61,9 +61,12 @@ def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
                           PARTITION BY cut_id ORDER BY start_ns, later_id) AS k FROM pairs) WHERE k <= {NEXT}),
              segs AS (SELECT span_id, {attr('llmtrace.prompt.segments')} AS segs FROM {q.spans}
                       WHERE operation IN {PASS_OPERATIONS} AND span_id IN (SELECT later_id FROM near)),
+             -- an assistant turn written back (tool calls and all) carries its answer's hash as "turn"
+             -- (adapters/assistant_turn.py: the canonical form both hashes are over)
              later AS (SELECT DISTINCT near.cut_id AS span_id FROM near JOIN segs ON segs.span_id = near.later_id
-                       WHERE contains(segs.segs, '"hash":"' || near.h || '"')
-                       AND NOT contains(segs.segs, '"hash":"' || near.h || '","chars":0,'))
+                       WHERE (contains(segs.segs, '"hash":"' || near.h || '"')
+                              AND NOT contains(segs.segs, '"hash":"' || near.h || '","chars":0,'))
+                       OR contains(segs.segs, '"turn":"' || near.h || '"'))
         SELECT cut.trace_id, cut.output_tokens, cut.max_tokens, cut.finish_reason_raw, cut.tpot_ms,
                coalesce({attr('gen_ai.output.type', 'str', 'c.attributes')},
                         {attr('gen_ai.output.type', 'str', 's.attributes')}) AS output_type,

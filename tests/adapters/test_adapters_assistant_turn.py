@@ -24,6 +24,7 @@ import pytest
 from adapters_cut_shapes import CUT
 from adapters_fake_provider import FakeProvider, Script, fake_provider
 from adapters_store import rows
+from adapters_tools import WEATHER_TOOL
 
 import llmtrace
 from llmtrace.adapters import instrument
@@ -49,11 +50,12 @@ def _passes(db: Path) -> list[dict[str, Any]]:
 
 
 def _carried(db: Path) -> None:
-    """The first pass's output hash is the hash of an assistant segment of the second pass's prompt."""
+    """The first pass's output hash is the ``turn`` hash of an assistant segment of the second pass's prompt
+    (or, for a text answer, that segment's own hash)."""
     first, second = (p["attributes"] for p in _passes(db))
     h = first["llmtrace.output.hash"]
     segs = json.loads(second["llmtrace.prompt.segments"])
-    assert [s["kind"] for s in segs if s["hash"] == h] == ["history:assistant"], (h, segs)
+    assert [s["kind"] for s in segs if s.get("turn") == h] == ["history:assistant"], (h, segs)
 
 
 MSGS: list[dict[str, Any]] = [{"role": "system", "content": "You run a bike shop's front desk."},
@@ -143,7 +145,10 @@ def test_openai_plain_text_answer_hash_is_unchanged(stub: FakeProvider, traced_a
     _carried(traced_as)
     from llmtrace.tracer import capture
 
-    assert _passes(traced_as)[0]["attributes"]["llmtrace.output.hash"] == capture.hash_text("Yes, in stock.")
+    first, second = _passes(traced_as)
+    assert first["attributes"]["llmtrace.output.hash"] == capture.hash_text("Yes, in stock.")
+    segs = json.loads(second["attributes"]["llmtrace.prompt.segments"])
+    assert capture.hash_text("Yes, in stock.") in [s["hash"] for s in segs]  # the segment's own hash too
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["unary", "stream"])
@@ -190,4 +195,39 @@ def test_anthropic_cut_tool_use_written_back_hashes_as_answered(stub: FakeProvid
     content: Any = [b.model_dump(exclude_none=True) for b in r.content] if way == "model_dump" else r.content
     c.messages.create(messages=[*first, {"role": "assistant", "content": content}, {"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "toolu_1", "content": "error: cut"}]}], **kw)
+    _carried(traced_as)
+
+
+@pytest.mark.parametrize("max_tokens", [40, 4], ids=["whole", "cut"])
+@pytest.mark.parametrize("stream", [False, True], ids=["unary", "stream"])
+def test_our_server_tool_calls_written_back_hash_as_answered(tiny_server: Any, traced_as: Path, stream: bool,
+                                                             max_tokens: int) -> None:
+    """``llmtrace serve`` answers a forced tool choice with real ``tool_calls`` (and a cut one as it cuts it);
+    written back as the SDK gave it (or the app put the stream together), the turn hashes as answered."""
+    c = instrument(openai.OpenAI(base_url=tiny_server.base_url + "/v1", api_key="sk-test", max_retries=0))
+    kw: dict[str, Any] = {"model": "tiny", "messages": MSGS, "tools": [WEATHER_TOOL], "max_tokens": max_tokens,
+                          "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
+    if stream:
+        text, calls, finish = "", {}, None
+        for ch in c.chat.completions.create(stream=True, **kw):
+            for choice in ch.choices:
+                finish = choice.finish_reason or finish
+                text += choice.delta.content or ""
+                for tc in choice.delta.tool_calls or ():
+                    call = calls.setdefault(tc.index, {"id": "", "type": "function",
+                                                       "function": {"name": "", "arguments": ""}})
+                    call["id"] = tc.id or call["id"]
+                    call["function"]["name"] += tc.function.name or ""
+                    call["function"]["arguments"] += tc.function.arguments or ""
+        turn: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if calls:
+            turn["tool_calls"] = [calls[k] for k in sorted(calls)]
+    else:
+        r = c.chat.completions.create(**kw)
+        finish, turn = r.choices[0].finish_reason, dict(r.choices[0].message.model_dump(exclude_none=True))
+    assert finish == ("tool_calls" if max_tokens == 40 else "length"), (finish, turn)
+    if max_tokens == 40:
+        assert turn.get("tool_calls"), turn
+    c.chat.completions.create(model="tiny", messages=[*MSGS, turn, {"role": "user", "content": "go on"}],
+                              max_tokens=2)
     _carried(traced_as)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from functools import partial
 
 from llmtrace.tracer.record import capture, untrusted_text
@@ -125,8 +125,14 @@ def rendered(segments: Iterable[tuple[str, str]]) -> str:
     return "\n".join(f"[{kind}]\n{text}" for kind, text in segments)
 
 
-def prompt_attributes(segments: list[tuple[str, str]], mode: str) -> dict[str, object]:
+def prompt_attributes(segments: list[tuple[str, str]], mode: str,
+                      turns: Mapping[int, str] | None = None) -> dict[str, object]:
     """Pass-span attributes for the prompt under capture ``mode``.
+
+    ``turns``: the assistant turns among the segments by index, in the canonical form the answer's
+    ``llmtrace.output.hash`` has (adapters/assistant_turn.py); each such segment's record carries its hash as
+    ``turn`` (not for an empty turn, which carries nothing), so a later prompt that carries an answer is
+    found by the answer's hash.
 
     Each segment is scrubbed once, first, so its ``chars``, its hashes and its place in the full-capture
     text all describe the same string (the divergence finder maps offsets between them)."""
@@ -137,11 +143,13 @@ def prompt_attributes(segments: list[tuple[str, str]], mode: str) -> dict[str, o
     parts: list[str] = []
     hashes: list[str] = []
     clean: list[bool] = []
-    for kind, text in segments:
+    for i, (kind, text) in enumerate(segments):
         own = kind in _OWN_KINDS
         body, seg_hash, unchanged = _RECORDS.remember(
             keyed + (b"o" if own else b"x") + digest(text), partial(_record, text, own))
-        parts.append(f'{{"kind":{json.dumps(kind)},{body}')
+        turn = turns.get(i) if turns else None
+        mark = f'"turn":"{capture.hash_text(turn)}",' if turn else ""
+        parts.append(f'{{"kind":{json.dumps(kind)},{mark}{body}')
         hashes.append(seg_hash)
         clean.append(unchanged)
     attrs: dict[str, object] = {
