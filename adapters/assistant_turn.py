@@ -92,18 +92,25 @@ def anthropic_content(content: object) -> str:
     return text(texts, calls)
 
 
+# Only the latest assistant turns of a prompt are marked: an answer an app goes on with is written back into
+# its next prompt, as its newest turn (several, after parallel calls); each turn costs a scrub and a keyed hash
+# on every request, so a 90-message history marked whole doubled the middleware's work per call.
+RECENT_TURNS = 4
+
+
 def of_messages(messages: Sequence[object], turn_of: Callable[[Mapping[str, object]], str | None],
-                offset: int = 0) -> dict[int, str]:
+                offset: int = 0, last: int = RECENT_TURNS) -> dict[int, str]:
     """The canonical turns of a message list by segment index (``offset`` + the index among its mapping
-    turns, as ``turn_segments`` numbers them): ``turn_of`` gives a message's turn, None for no turn."""
+    turns, as ``turn_segments`` numbers them), the ``last`` newest only: ``turn_of`` gives a message's turn,
+    None for no turn."""
+    turns = [m for m in messages if isinstance(m, Mapping)]
     out: dict[int, str] = {}
-    k = offset
-    for m in messages:
-        if isinstance(m, Mapping):
-            turn = turn_of(m)
-            if turn is not None:
-                out[k] = turn
-            k += 1
+    for k in range(len(turns) - 1, -1, -1):
+        if len(out) >= last:
+            break
+        turn = turn_of(turns[k])
+        if turn is not None:
+            out[offset + k] = turn
     return out
 
 
@@ -119,7 +126,8 @@ def anthropic_turn(m: Mapping[str, object]) -> str | None:
 
 def of_items(items: Sequence[object], content_text: Callable[[object], str], offset: int = 0) -> dict[int, str]:
     """Responses API input items: each run of one assistant turn's items (its message, its function calls,
-    as the app writes ``response.output`` back) is one turn, put on the run's first item's segment."""
+    as the app writes ``response.output`` back) is one turn, put on the run's first item's segment; the
+    ``RECENT_TURNS`` newest only."""
     out: dict[int, str] = {}
     run: list[Mapping[str, object]] = []
     at = k = offset
@@ -134,7 +142,7 @@ def of_items(items: Sequence[object], content_text: Callable[[object], str], off
             run = []
         if isinstance(item, Mapping):
             k += 1
-    return out
+    return dict(sorted(out.items())[-RECENT_TURNS:])
 
 
 def responses_items(items: Sequence[Mapping[str, object]], content_text: Callable[[object], str]) -> str:
