@@ -85,12 +85,13 @@ def _unary_built(c: openai.OpenAI) -> dict[str, Any]:
         for t in m.tool_calls or ()]}
 
 
-def _stream_built(c: openai.OpenAI) -> dict[str, Any]:
-    """The app puts the streamed deltas together itself, as the OpenAI cookbook does."""
-    text, calls = "", {}
-    for ch in c.chat.completions.create(model="gpt-4o-mini", messages=MSGS, tools=TOOLS, max_tokens=6,
-                                        stream=True):
+def _put_together(chunks: Any) -> tuple[dict[str, Any], str | None]:
+    """The assistant turn an app puts together from the streamed deltas itself, as the OpenAI cookbook does
+    (its tool calls only when some came), and the stream's finish reason."""
+    text, calls, finish = "", {}, None
+    for ch in chunks:
         for choice in ch.choices:
+            finish = choice.finish_reason or finish
             text += choice.delta.content or ""
             for tc in choice.delta.tool_calls or ():
                 call = calls.setdefault(tc.index, {"id": "", "type": "function",
@@ -98,7 +99,16 @@ def _stream_built(c: openai.OpenAI) -> dict[str, Any]:
                 call["id"] = tc.id or call["id"]
                 call["function"]["name"] += tc.function.name or ""
                 call["function"]["arguments"] += tc.function.arguments or ""
-    return {"role": "assistant", "content": text or None, "tool_calls": [calls[k] for k in sorted(calls)]}
+    turn: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        turn["tool_calls"] = [calls[k] for k in sorted(calls)]
+    return turn, finish
+
+
+def _stream_built(c: openai.OpenAI) -> dict[str, Any]:
+    """The app puts the streamed deltas together itself."""
+    return _put_together(c.chat.completions.create(model="gpt-4o-mini", messages=MSGS, tools=TOOLS, max_tokens=6,
+                                                   stream=True))[0]
 
 
 def _stream_helper(c: openai.OpenAI) -> dict[str, Any]:
@@ -207,21 +217,9 @@ def test_our_server_tool_calls_written_back_hash_as_answered(tiny_server: Any, t
     c = instrument(openai.OpenAI(base_url=tiny_server.base_url + "/v1", api_key="sk-test", max_retries=0))
     kw: dict[str, Any] = {"model": "tiny", "messages": MSGS, "tools": [WEATHER_TOOL], "max_tokens": max_tokens,
                           "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
+    turn: dict[str, Any]
     if stream:
-        text, calls, finish = "", {}, None
-        for ch in c.chat.completions.create(stream=True, **kw):
-            for choice in ch.choices:
-                finish = choice.finish_reason or finish
-                text += choice.delta.content or ""
-                for tc in choice.delta.tool_calls or ():
-                    call = calls.setdefault(tc.index, {"id": "", "type": "function",
-                                                       "function": {"name": "", "arguments": ""}})
-                    call["id"] = tc.id or call["id"]
-                    call["function"]["name"] += tc.function.name or ""
-                    call["function"]["arguments"] += tc.function.arguments or ""
-        turn: dict[str, Any] = {"role": "assistant", "content": text or None}
-        if calls:
-            turn["tool_calls"] = [calls[k] for k in sorted(calls)]
+        turn, finish = _put_together(c.chat.completions.create(stream=True, **kw))
     else:
         r = c.chat.completions.create(**kw)
         finish, turn = r.choices[0].finish_reason, dict(r.choices[0].message.model_dump(exclude_none=True))
