@@ -3,8 +3,10 @@
 what followed — structured output that does not parse, a tool call cut mid-arguments, JSON asked for in
 words, the app going on without reading the reason.
 
-One finding for the one cause (the cap), at ``gen.stop``: a warning or worse when something structured
-was cut, ``info`` when only prose hit the cap (reported, but a clean run's prose answers are no alarm).
+One finding for the one cause (the cap), at ``gen.stop``: a warning when something structured was cut and
+hurt — a structured answer that does not parse, or a cut answer or tool call the app went on with (a later
+prompt carries it) — ``info`` otherwise (reported, but a clean run's cut prose, or cut calls an agent never
+went on with, are no alarm).
 """
 
 from __future__ import annotations
@@ -93,7 +95,17 @@ def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
     # answers bent by penalties on structured output are gen.penalties' finding (it names the cause)
     penalised = [r for r in structured if r["penalised"]]
     structured = [r for r in structured if not r["penalised"]]
-    broken = [r for r in rows if r["parses"] is False and not r["penalised"]]
+    # What does not parse is harm only where the app was going to parse it: a structured answer (JSON asked for
+    # by schema, by a constraint or in words) is the app's to parse, so one that does not parse is blamed as it
+    # stands. A cut tool call (an answer the request's tools shaped: structured calls, or a call the backend
+    # sent back as its text, `{"name": "cont` under tool_choice required / any) never parses either, but that
+    # is the same harm as any cut call: it matters when the app went on with it (sent it back in a later
+    # prompt, below), not because its arguments are incomplete. An agent whose next steps are its own (a loop
+    # that re-asks one lookup, a fan-out over other records) never read them. A call dispatched without being
+    # written back is not seen: the adapters keep no call ids of an answer to match an execute_tool span to,
+    # and a tool result sent back comes with the assistant turn that asked for it (its "turn" hash, below).
+    broken = [r for r in structured if r["parses"] is False]
+    broken_calls = [r for r in tools if r["parses"] is False and not r["penalised"]]
     unread = [r for r in structured + tools if not r["checked"]]
     # the app went on with a structured answer or tool call that was cut: a later prompt carries it
     continued = [r for r in structured + tools if r["continued"] and not r["checked"]]
@@ -114,6 +126,9 @@ def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
         ev.append(Evidence("answers that do not parse", len(broken), "", sample_ids([r["trace_id"] for r in broken])))
     if tools:
         ev.append(Evidence("tool calls cut mid-arguments", len(tools), "", sample_ids([r["trace_id"] for r in tools])))
+    if broken_calls:
+        ev.append(Evidence("cut tool calls that do not parse (harm only if the app went on with them)",
+                           len(broken_calls), "", sample_ids([r["trace_id"] for r in broken_calls])))
     if penalised:
         ev.append(Evidence("cut structured answers generated under repetition penalties (see gen.penalties)",
                            len(penalised), "", sample_ids([r["trace_id"] for r in penalised])))
@@ -121,8 +136,9 @@ def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
         ev.append(Evidence("cut answers the app went on with, without checking the stop reason", len(continued), "",
                            sample_ids([r["trace_id"] for r in continued])))
     hurt = len(structured) + len(tools)
-    # Blame needs a consequence on record (something did not parse, or the app carried on with a cut answer);
-    # a cap that only shortened answers is reported as info, so a run that is otherwise clean stays quiet.
+    # Blame needs a consequence on record (a structured answer did not parse, or the app carried on with a cut
+    # answer or call); a cap that only shortened answers, or cut calls nobody went on with, is reported as info,
+    # so a run that is otherwise clean stays quiet.
     harmed = len(broken) + len(continued)
     if hurt and harmed:
         what = ("tool calls" if len(tools) >= len(structured) else "structured answers")
@@ -137,8 +153,9 @@ def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
         severity, score, stages = "info", 0.3 + 0.1 * share, ("gen.stop", "safety.stop_reason")
         what = "tool calls" if len(tools) >= len(structured) else "structured answers (JSON asked for)"
         title = f"{hurt} {what} were cut at max_tokens ({n} of {total} passes hit the cap)"
-        summary = ("They cannot be complete; nothing on record shows a consumer failing on them yet (no parse "
-                   "failure, no later prompt carrying one), so this is reported rather than blamed.")
+        summary = ("They cannot be complete; nothing on record shows a consumer failing on them yet (no "
+                   "structured answer that fails to parse, no later prompt carrying a cut answer or call), so "
+                   "this is reported rather than blamed.")
     else:
         severity, score, stages = "info", 0.1 + 0.1 * share, ("gen.stop",)
         title = f"{n} of {total} answers were cut at max_tokens"

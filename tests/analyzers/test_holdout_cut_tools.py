@@ -7,6 +7,10 @@ records) shares a trace or a session with the cut passes and carries none of the
 - its clean twin (one lookup per record, each once): nothing above info;
 - an agent that sends the cut answer back and carries on: the warning at ``gen.stop``.
 
+The same with a tool call the model must make (OpenAI ``tool_choice="required"``, Anthropic ``{"type": "any"}``):
+the cut call comes back as text shaped like a call that does not parse, which is no harm of its own (the app
+was not going to parse it as an answer; it matters, as any cut call does, when the app goes on with it).
+
 Through the real OpenAI and Anthropic SDKs wrapped by ``instrument()``, streamed and not, against the real
 backend (tiny model), and ``llmtrace diagnose --json``.
 """
@@ -35,8 +39,13 @@ STEPS = 5
 class Agent:
     """One model call with the tools, and how a turn of the conversation is written back, per API."""
 
-    def __init__(self, srv: Any, api: str, stream: bool) -> None:
+    def __init__(self, srv: Any, api: str, stream: bool, forced: bool = False) -> None:
         self.api, self.stream = api, stream
+        # a tool call the model must make (OpenAI tool_choice "required", Anthropic {"type": "any"}): this backend
+        # sends a cut one back as its text, `{"name": "repair_st`, which the client pass records as an answer
+        # that does not parse
+        self.choice: dict[str, Any] = ({"tool_choice": "required" if api == "openai" else {"type": "any"}}
+                                       if forced else {})
         if api == "openai":
             self.client = live.client(srv)
         else:
@@ -55,13 +64,13 @@ class Agent:
         comes back from this backend as its partial text), or the streamed text put together."""
         if self.api == "openai":
             r = self.client.chat.completions.create(model="tiny", messages=msgs, tools=OPENAI_TOOLS, max_tokens=6,
-                                                    temperature=0, stream=self.stream)
+                                                    temperature=0, stream=self.stream, **self.choice)
             if self.stream:
                 return {"role": "assistant", "content": "".join(ch.choices[0].delta.content or "" for ch in r
                                                                 if ch.choices)}
             return dict(r.choices[0].message.model_dump(exclude_none=True))
         kw = {"model": "tiny", "system": DESK, "messages": msgs, "tools": ANTHROPIC_TOOLS, "max_tokens": 6,
-              "extra_body": {"temperature": 0}}  # this SDK has no temperature argument
+              "extra_body": {"temperature": 0}, **self.choice}  # this SDK has no temperature argument
         if self.stream:
             with self.client.messages.stream(**kw) as st:
                 return {"role": "assistant", "content": "".join(st.text_stream)}
@@ -125,11 +134,11 @@ SHAPES = [("openai", False), ("openai", True), ("anthropic", False), ("anthropic
 IDS = ["openai", "openai-stream", "anthropic", "anthropic-stream"]
 
 
-def _run(tmp_path: Path, api: str, stream: bool, app: Any, stuck: bool) -> Path:
+def _run(tmp_path: Path, api: str, stream: bool, app: Any, stuck: bool, forced: bool = False) -> Path:
     db = tmp_path / "t.duckdb"
     srv = live.server()
     with live.store(db, capture="hashes"):
-        app(Agent(srv, api, stream), stuck)
+        app(Agent(srv, api, stream, forced), stuck)
     return db
 
 
@@ -160,3 +169,22 @@ def test_cut_tool_call_sent_back_is_the_truncation(tmp_path: Path, capsys: pytes
     assert found and found[0]["stage"] == "gen.stop", [(f["severity"], f["stage"], f["title"]) for f in found]
     assert found[0]["severity"] != "info", found[0]
     assert "went on" in found[0]["summary"], found[0]["summary"]
+
+
+@pytest.mark.parametrize(("api", "stream"), SHAPES, ids=IDS)
+@pytest.mark.parametrize("app", ["stuck", "fan-out", "written-back"])
+def test_forced_tool_choice_cut_calls_that_do_not_parse(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       api: str, stream: bool, app: str) -> None:
+    run = {"stuck": _loop, "fan-out": _fan_out, "written-back": _carried}[app]
+    found = _diagnose(_run(tmp_path, api, stream, run, app == "stuck", forced=True), capsys)
+    seen = [(f["severity"], f["stage"], f["title"]) for f in found]
+    cut = [f for f in found if f["stage"] == "gen.stop"]
+    assert cut, seen  # every call was cut: reported
+    if app == "stuck":
+        assert found[0]["stage"] == "loop.budget", seen
+        assert cut[0]["severity"] == "info", cut[0]  # the app never sent a cut call back
+    elif app == "fan-out":
+        assert not [s for s in seen if s[0] != "info"], seen
+    else:
+        assert found[0]["stage"] == "gen.stop" and found[0]["severity"] != "info", seen
+        assert "went on" in found[0]["summary"], found[0]["summary"]
