@@ -5,8 +5,9 @@ and the collector, for other instrumentations' spans. It needs nothing but the r
 
 A RAG app that pastes retrieved passages into the prompt without ``format_evidence`` still shows their
 structure on the wire: a block introduced by a cue ("Context:", "Use the passages below", a ``<documents>``
-tag) followed by several passages. Only the *shape* is recorded (counts and scheme names), never the text,
-so this runs under every capture mode but ``none``.
+tag) followed by several passages, or, when no line names them, found by their own shape: statements
+under any heading, or ending a text after its instructions (evidence_run.py). Only the *shape* is
+recorded (counts and scheme names), never the text, so this runs under every capture mode but ``none``.
 
 The rules are general, not tuned to one phrasing: a passage is a paragraph (blank-line, rule or tag
 separated) of at least ``MIN_CHARS`` characters; a passage is labelled when it opens with an id of its own
@@ -36,9 +37,8 @@ from dataclasses import dataclass
 from functools import partial
 
 from llmtrace.tracer.record.digest_cache import DigestCache, digest
+from llmtrace.tracer.record.evidence_run import _IMPERATIVE, _QUESTION, _SENTENCE_END, _SPLIT, MIN_CHARS, run
 from llmtrace.tracer.registry import names as N
-
-MIN_CHARS = 40  # shorter paragraphs are headings, questions or instructions, not retrieved passages
 
 # A line that announces retrieved material ("Context:", "Here are the search results:", "## Sources").
 _WORDS = (r"context|documents?|passages?|sources?|excerpts?|snippets?|search results?|retrieved|knowledge(?: base)?|"
@@ -61,8 +61,6 @@ _ANY_TAG = re.compile(r"<([A-Za-z][\w.:-]{0,40})\b([^<>]*)>")
 _HEADING = re.compile(r"^[ \t]*#{1,6}[ \t]+\S", re.MULTILINE)
 _FENCE = re.compile(r"^[ \t]*(?:```|~~~)", re.MULTILINE)
 _RULE = re.compile(r"^[ \t]*(?:-{3,}|\*{3,}|={3,}|_{3,})[ \t]*$", re.MULTILINE)
-_SPLIT = re.compile(r"\n[ \t]*\n|^[ \t]*(?:-{3,}|\*{3,}|={3,}|_{3,}|```[^\n]*|~~~[^\n]*)[ \t]*$",
-                    re.MULTILINE)
 # An id-like token: letters and digits joined by a dash or underscore, or mixing letters with digits
 # ("tax-0", "kb_12", "A7"), or three dash-joined parts ("refund-policy-uk"); "follow-up" and "Step 1" are not.
 _IDTOK = (r"(?=[\w-]*[A-Za-z])(?=[\w-]*[\d_]|[A-Za-z0-9]+(?:-[A-Za-z0-9]+){2})"
@@ -92,7 +90,6 @@ _ID_ATTR = re.compile(r"(?<![\w-])(?:[\w-]*[_-])?(?:id|key|source|src|name|title
 _NUMBERED_TAG = re.compile(r"<([A-Za-z][A-Za-z_]{0,30}?)[-_]?(\d{1,4})\b([^<>]*)>")
 # a child tag that names its passage (<source>x.pdf</source>, <title>...</title>)
 _CHILD_LABEL = re.compile(r"<(?:source|src|title|url|uri|id|doc_id|filename|file|name|ref)>[ \t]*[^<\s]", re.IGNORECASE)
-_QUESTION = re.compile(r"^[ \t]*(?:question|query|q|task|user|instructions?|answer)[ \t]*:", re.IGNORECASE)
 # a JSON document's key that names it (its id, source or title), not its content
 _JSON_LABEL = re.compile(r"(?:[\w-]*[_-])?(?:id|key|source|src|url|uri|title|name|ref|path|file)|[a-z]+Id", re.IGNORECASE)
 _JSON_START = re.compile(r"^[ \t]*[\[{]", re.MULTILINE)
@@ -132,20 +129,8 @@ schritt regel anweisung aufgabe étape etape règle regle consigne tâche tache 
 tarea passo regola istruzione compito regra instrução instrucao tarefa etapa stap opdracht
 шаг правило инструкция задача этап 步骤 规则 指令 任务 手順 ルール 指示
 """.split())
-# an instruction's first words: an imperative verb, "always"/"never", or the reader addressed
-_IMPERATIVE = re.compile(
-    r"^(?:\W{0,3})(?:always|never|do|don'?t|please|only|be|make|use|answer|respond|reply|write|keep|avoid|ask|check|"
-    r"confirm|greet|include|ensure|cite|follow|provide|return|give|tell|say|list|explain|summari[sz]e|refuse|"
-    r"decline|escalate|verify|mention|state|format|start|begin|end|stop|try|let|add|remove|call|send|offer|"
-    r"apologi[sz]e|thank|output|produce|quote|translate|assume|consider|prefer|limit|treat|stay|remain|read|"
-    r"look|find|search|pick|choose|select|note that|remember|report|flag|mark|skip|ignore|focus|prioriti[sz]e|"
-    r"identify|determine|compare|describe|suggest|recommend|collect|gather|open|close|click|enter|type|run|"
-    r"install|wait|go|move|show|display|print|set|create|update|delete|save|submit|review|analy[sz]e|classify|"
-    r"extract|rewrite|refer|direct|route|handle|reject|accept|allow|request|notify|inform|address|"
-    r"you(?:'ll| must| should| will| are| may| can| need)|if the user|when the user)\b", re.IGNORECASE)
 # a sentence that speaks of the passages ("Here are the notes we found.", "the sources above")
 _ABOUT = re.compile(rf"\b(?:{_WORDS}|above|below|following)\b", re.IGNORECASE)
-_SENTENCE_END = re.compile(r"[.!?。！？](?:\s|$)")
 # a source named at the passage's end: "(source: handbook.pdf)", "[from: kb-12]", a last line "Source: x.pdf"
 _TRAILING_SOURCE = re.compile(
     r"(?:[(\[][ \t]*(?:source|src|from|via|ref|reference|doc|document|file|url|quelle|fuente|fonte|bron|источник)"
@@ -405,9 +390,13 @@ def _shape_one(text: str) -> EvidenceShape | None:
         passages = _paragraphs(text[m.end():])  # the chosen cue's paragraphs: read once, kept
         if passages:
             break
-    if cue is None:
+    found = run(text, _opening) if not passages else None  # no line names them: passages by their shape
+    if found is not None:
+        block, passages = found, _paragraphs(found)
+    elif cue is None:
         return None
-    block = text[cue.end():]
+    else:
+        block = text[cue.end():]
     documents = _json_documents(block)
     if documents is not None:  # passages as JSON objects: each is delimited, and labelled by an id key
         return _result([t for t, _ in documents], [label for _, label in documents], "json", tagged_ids=False)

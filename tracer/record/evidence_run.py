@@ -1,0 +1,185 @@
+"""Retrieved passages found by their shape when no line names them (evidence_shape.py reads what is found).
+
+An app may paste retrieved passages under any heading ("From the help centre:", "Clinic leaflets:", "Aus dem
+Handbuch:") or none at all (its instructions, then the passages, a blank line apart). Such a run is told from
+instructions written as prose by what its paragraphs are, not by a word list:
+
+* under a heading (a line ending in a colon that names no rules, examples, style or persona): two or more
+  paragraphs of statements (few imperative sentences, none in the first person), nothing but a question or
+  a closing one-line instruction after them;
+* with no heading: three or more such paragraphs at the end of a text whose opening paragraph instructs
+  (an imperative or "You ...") and speaks of the material ("from the FAQ", "the notes", "the passages
+  below"), each a self-contained statement (not opening with "It", "They", "However"...), none an
+  imperative or in the first or second person, of like length (the longest at most four times the shortest).
+
+Rules, personas, style guides, few-shot examples, a company's self-description and a policy written as
+prose fail one of these: they instruct, address the model, speak as "we", continue one another, or are
+followed by more instructions. Labels are then read as for any passages (a label heading a paragraph is
+stripped before its text is judged).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+MIN_CHARS = 40  # shorter paragraphs are headings, questions or instructions, not retrieved passages
+
+_SPLIT = re.compile(r"\n[ \t]*\n|^[ \t]*(?:-{3,}|\*{3,}|={3,}|_{3,}|```[^\n]*|~~~[^\n]*)[ \t]*$",
+                    re.MULTILINE)
+_QUESTION = re.compile(r"^[ \t]*(?:question|query|q|task|user|instructions?|answer)[ \t]*:", re.IGNORECASE)
+# an instruction's first words: an imperative verb, "always"/"never", or the reader addressed
+_IMPERATIVE = re.compile(
+    r"^(?:\W{0,3})(?:always|never|do|don'?t|please|only|be|make|use|answer|respond|reply|write|keep|avoid|ask|check|"
+    r"confirm|greet|include|ensure|cite|follow|provide|return|give|tell|say|list|explain|summari[sz]e|refuse|"
+    r"decline|escalate|verify|mention|state|format|start|begin|end|stop|try|let|add|remove|call|send|offer|"
+    r"apologi[sz]e|thank|output|produce|quote|translate|assume|consider|prefer|limit|treat|stay|remain|read|"
+    r"look|find|search|pick|choose|select|note that|remember|report|flag|mark|skip|ignore|focus|prioriti[sz]e|"
+    r"identify|determine|compare|describe|suggest|recommend|collect|gather|open|close|click|enter|type|run|"
+    r"install|wait|go|move|show|display|print|set|create|update|delete|save|submit|review|analy[sz]e|classify|"
+    r"extract|rewrite|refer|direct|route|handle|reject|accept|allow|request|notify|inform|address|"
+    r"you(?:'ll| must| should| will| are| may| can| need)|if the user|when the user)\b", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"[.!?。！？](?:\s|$)")
+_SENTENCE = re.compile(r"[^.!?。！？]+(?:[.!?。！？]+|$)")
+# a line ending in a colon, alone: a heading over what follows
+_HEAD = re.compile(r"^[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*|__)?(?P<head>[^\n:：]{2,80}?)(?:\*\*|__)?[ \t]*[:：](?:\*\*|__)?[ \t]*$",
+                   re.MULTILINE)
+# headings over instructions, examples or the assistant itself, not over material
+_NOT_MATERIAL = re.compile(
+    r"\b(?:rules?|instructions?|guidelines?|guidance|examples?|samples?|steps?|style|tone|voice|format(?:ting)?|"
+    r"persona|role|character|constraints?|outputs?|responses?|tasks?|polic(?:y|ies)|dos|don'?ts|requirements?|"
+    r"goals?|objectives?|about|background on|overview|profile|bio|conversation|dialogue|transcript|history|"
+    r"user|assistant|customer|agent|input|notes? for|remember|important|warnings?|tips?|do not|never|always|"
+    r"background|situation|scenario|setting|premise|plot|world|characters?|setup|description|"
+    r"company|business|brand|text|e-?mail|letter|essay|story|poem|draft|message|code|summary|translation|"
+    # the same in other languages
+    r"regeln?|anweisungen?|richtlinien?|beispiele?|aufgaben?|stil|rolle|règles?|consignes?|exemples?|"
+    r"reglas?|instrucciones|ejemplos?|tareas?|regole|istruzioni|esempi|regras?|instruções|exemplos?|"
+    r"правила|инструкции|примеры|задачи)\b|规则|指令|指示|示例|例子|要求|ルール|例",
+    re.IGNORECASE)
+# a deontic sentence: what may, must or cannot be done (a policy's, not a passage's, voice when most are)
+# ("cannot be returned", "may only be used"; not "patients who cannot drive")
+_MODAL = re.compile(r"\b(?:must|shall|should|may|(?:can|cannot|can't)(?: not| only)? be|is required|are required|"
+                    r"not allowed|prohibited|not permitted|entitled)\b", re.IGNORECASE)
+# the assistant told what it does in the third person ("The assistant answers in English.")
+_ASSISTANT = re.compile(r"^\W{0,3}(?:the )?(?:assistant|model|bot|chatbot|agent|ai|llm)\b", re.IGNORECASE)
+# a paragraph that goes on from the one before ("It ...", "However, ...") or speaks as "we"/"you"
+_CONTINUES = re.compile(
+    r"^\W{0,3}(?:it|its|this|that|these|those|they|their|them|he|she|his|her|him|we|our|us|i|my|you|your|however|"
+    r"but|and|or|also|so|then|moreover|furthermore|additionally|in addition|finally|next|meanwhile|otherwise|"
+    r"for example|for instance|because|therefore|thus|later|afterwards|there)\b", re.IGNORECASE)
+_FIRST_PERSON = re.compile(r"\b(?:we|we're|we've|our|ours|us|i|i'm|my|me)\b", re.IGNORECASE)
+_SECOND_PERSON = re.compile(r"\b(?:you|your|yours|you're|you'll)\b", re.IGNORECASE)
+_DIALOGUE = re.compile(r"^[ \t]*(?:user|assistant|human|ai|bot|customer|agent|client|q|a|input|output|example)"
+                       r"[ \t]*\d{0,3}[ \t]*:", re.IGNORECASE | re.MULTILINE)
+_LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+•]|\d{1,3}[.)])[ \t]+")
+# an instruction that speaks of the material it is given ("answer from the FAQ", "use the notes below")
+_MATERIAL = re.compile(
+    r"\b(?:context|documents?|passages?|sources?|excerpts?|snippets?|search results?|retrieved|knowledge(?: base)?|"
+    r"references?|articles?|notes|records|chunks?|results|information|materials?|extracts?|quotes?|pages?|docs|"
+    r"faqs?|kb|evidence|entries|help ?cent(?:re|er)|handbook|manuals?|guides?|leaflets?|brochures?|wiki|"
+    r"catalog(?:ue)?s?)\b", re.IGNORECASE)
+# what names a style guide, rules or a story's world, not material to answer from ("the style notes below")
+_NOT_SOURCE = re.compile(r"\b(?:style|tone|voice|format|persona|character|world|story|stories|rules?|guidelines?|"
+                         r"polic(?:y|ies)|examples?)\b", re.IGNORECASE)
+
+Opening = Callable[[str], "tuple[str, str, str] | None"]
+_MAX_HEADS = 16  # headings tried, from the last
+_MAX_RUN = 40  # paragraphs a run without a heading may hold
+
+
+def _imperative(sentence: str) -> bool:
+    return _IMPERATIVE.match(sentence.strip()) is not None or _ASSISTANT.match(sentence.strip()) is not None
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.findall(text.replace("\n", " ")) if len(s.strip()) > 2]
+
+
+def _units(block: str) -> list[str]:
+    return [u.strip() for u in _SPLIT.split(block) if u and u.strip()]
+
+
+def _after(units: list[str]) -> list[str]:
+    """The units without what closes them: a question or a one-line instruction (two at most)."""
+    out = list(units)
+    for _ in range(2):
+        if not out:
+            break
+        last = out[-1]
+        if "\n" not in last and len(last) <= 300 and (last.endswith(("?", "？")) or _QUESTION.match(last)
+                                                       or _imperative(last)):
+            out.pop()
+    return out
+
+
+def _statements(units: list[str], opening: Opening, *, strict: bool) -> list[str] | None:
+    """The passages of a run of paragraphs that state things (one paragraph, or one line when a paragraph
+    holds lines of a passage each), or None when the run instructs, speaks as "we", holds a list of short
+    items or a dialogue, or (``strict``) addresses the reader, goes on from the one before or varies in
+    length."""
+    if len(units) == 1 and "\n" in units[0]:
+        units = [x.strip() for x in units[0].splitlines() if x.strip()]
+    bodies: list[str] = []
+    pending = False  # a label alone on its paragraph heads the next
+    for u in units:
+        if _DIALOGUE.search(u):
+            return None
+        o = opening(u)
+        body = o[1].strip() if o is not None and o[2] != "instruction" else u
+        if len(body) < MIN_CHARS:
+            if o is None or body or pending:
+                return None  # a short line among the passages: a sub-heading or an instruction
+            pending = True
+            continue
+        pending = False
+        if body.endswith((":", "：")):
+            return None  # a heading over what follows, not a passage
+        lines = [x for x in body.splitlines() if x.strip()]
+        if len(lines) >= 2 and sum(1 for x in lines if _LIST_ITEM.match(x)) > len(lines) / 2:
+            return None  # a list, not a paragraph of prose
+        sentences = _sentences(body)
+        if not sentences or sum(1 for s in sentences if _imperative(s)) > (0 if strict else len(sentences) / 2):
+            return None
+        if _FIRST_PERSON.search(body):
+            return None
+        if (strict and _SECOND_PERSON.search(body)) or (bodies and _CONTINUES.match(body)):
+            return None
+        bodies.append(body)
+    if pending or len(bodies) < (3 if strict else 2):
+        return None
+    sentences = [s for b in bodies for s in _sentences(b)]
+    if sum(1 for s in sentences if _MODAL.search(s)) > len(sentences) / (3 if strict else 2):
+        return None  # a policy written as prose
+    lengths = [len(b) for b in bodies]
+    if strict and max(lengths) > 4 * min(lengths):
+        return None
+    return bodies
+
+
+def run(text: str, opening: Opening) -> str | None:
+    """The block of passages a text pastes without a cue word, or None: the paragraphs under the last
+    heading line over two or more statements, or the three or more statements that end a text after its
+    instructions (module docstring). ``opening`` reads a paragraph's label (evidence_shape._opening)."""
+    heads = list(_HEAD.finditer(text))
+    for m in reversed(heads[-_MAX_HEADS:]):
+        head = m.group("head")
+        if (_NOT_MATERIAL.search(head) or _QUESTION.match(m.group(0)) or _imperative(head)
+                or _FIRST_PERSON.search(head) or _SECOND_PERSON.search(head)
+                or (o := opening(m.group(0).strip())) is not None and o[2] != "title"):
+            continue
+        units = _after(_units(text[m.end():]))
+        if units and _statements(units, opening, strict=False) is not None:
+            return "\n\n".join(units)
+    units = _after(_units(text))
+    first = _sentences(units[0]) if units else []
+    if len(units) < 4 or not any(_imperative(s) or s.lower().startswith("you ") for s in first):
+        return None  # no instructions open the text
+    named = False  # the instructions so far speak of the material they are given
+    for k in range(1, len(units) - 2):  # the instructions are units[:k], the passages the rest
+        named = named or any(_MATERIAL.search(x) and not _NOT_SOURCE.search(x) for x in _sentences(units[k - 1]))
+        if k < len(units) - _MAX_RUN or not named or units[k - 1].endswith((":", "：")):
+            continue
+        if _statements(units[k:], opening, strict=True) is not None:
+            return "\n\n".join(units[k:])
+    return None
