@@ -5,7 +5,8 @@ the middle of the tool list, a user id in the system prompt, shuffled few-shot e
 top. The middleware keeps the last few prompts of each template (same model, same leading segments) in
 process memory only, compares each new prompt with the closest of them, and records the first divergent
 window: its segment, offsets, length, a class (uuid, hex_id, base64_id, timestamp, date, epoch, counter,
-number, email, id (a short id of any other shape), reordered, whitespace, invisible, free_text), and how much of the prompt after the window is
+number, email, id (a short id of any other shape), reordered, whitespace, invisible, free_text, fields (several
+values with short fixed words between them, up to long text identical in both)), and how much of the prompt after the window is
 identical to the earlier one (what moving that field to the end would make cacheable). Only these
 classes, offsets and counts leave this module; the texts stay in memory and are bounded.
 """
@@ -38,6 +39,8 @@ _SHORT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{3,}")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}/\d{1,2}/\d{2,4}")
 _TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]?\d{1,2}:\d{2}.*|\d{1,2}:\d{2}(?::\d{2})?")
 _WS = re.compile(r"\s+")
+_WHOLE = ("free_text", "reordered", "invisible", "whitespace")  # classes whose window is already the segment's
+_FIELDS_RUN_CHARS = 256  # identical text at least this long after several values: one "fields" window ahead of it
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +156,12 @@ def _common_suffix(a: str, b: str) -> int:
     return len(a) if off < 0 else off
 
 
+def _reusable(prev: _Prompt, new: _Prompt, end_a: int, end_b: int) -> int:
+    """Chars identical in both prompts from the end of a window (``end_a`` in ``prev``, ``end_b`` in ``new``)."""
+    after = first_difference(prev.joined[end_a:], new.joined[end_b:])
+    return (min(len(prev.joined) - end_a, len(new.joined) - end_b)) if after < 0 else after
+
+
 def compare(prev: _Prompt, new: _Prompt, offset: int) -> Divergence:
     """The first divergent window of ``new`` against ``prev``, which agree up to ``offset``."""
     kb, ka = _at(new, offset), _at(prev, offset)
@@ -160,6 +169,7 @@ def compare(prev: _Prompt, new: _Prompt, offset: int) -> Divergence:
     start_b, start_a = new.starts[kb], prev.starts[ka]
     d = offset - start_b
     klass: str | None = None
+    tail = 0  # chars of the segment identical at its end in both prompts (same segment kind and offset)
     win_b = win_a = (d, d)
     if new.kinds[kb] == prev.kinds[ka] and start_a == start_b:
         tail = _common_suffix(sa[d:], sb[d:])
@@ -185,9 +195,19 @@ def compare(prev: _Prompt, new: _Prompt, offset: int) -> Divergence:
                 klass, (win_b, win_a) = "free_text", seg_window
     else:  # a segment was added, dropped or changed kind here: the whole segment is the window
         klass, win_b, win_a = "free_text", (d, len(sb)), (offset - start_a, len(sa))
-    end_b, end_a = start_b + max(win_b[1], d), start_a + max(win_a[1], offset - start_a)
-    after = first_difference(prev.joined[end_a:], new.joined[end_b:])
-    reusable = (min(len(prev.joined) - end_a, len(new.joined) - end_b)) if after < 0 else after
+    reusable = _reusable(prev, new, start_a + max(win_a[1], offset - start_a),
+                         start_b + max(win_b[1], d))
+    if klass not in _WHOLE and tail >= _FIELDS_RUN_CHARS and reusable < tail:
+        # several values with short fixed words between them (a per-request profile: card LB-48213, branch
+        # Eastgate, joined 2019) ahead of long fixed text: the text after the first value differs again before
+        # the segment's identical tail, so the window is the whole stretch from the first value to that tail
+        # (named "fields" however narrow: analyzers/cache_loss.py weighs it as a block, which must recur in most
+        # passes, so a few reused personas that differ in a word or two are not taken for it)
+        klass = "fields"
+        win_b = (min(win_b[0], d), max(win_b[1], len(sb) - tail))
+        win_a = (min(win_a[0], d), max(win_a[1], len(sa) - tail))
+        reusable = _reusable(prev, new, start_a + max(win_a[1], d), start_b + max(win_b[1], d))
+    end_b = start_b + max(win_b[1], d)
     win_start = start_b + min(win_b[0], d)
     return Divergence(
         segment=_segment_name(new.kinds[kb]),

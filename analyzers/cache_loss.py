@@ -321,9 +321,13 @@ def _classify(pl: PassLoss, prompt: _Prompt | None, chain: list[str] | None,
         reusable = div.get("reusable_after_tokens")
         cls = div.get("class")
         width = div.get("length")
-        # different text wider than a field (retrieved notes, a profile) with long fixed text after it: a block
-        wide = cls == "free_text" and isinstance(width, int) and width > FIELD_CHARS and \
-            isinstance(reusable, (int, float)) and block_counts(float(reusable), 0.0, pl.prompt_tokens, block, minimum)
+        # different text wider than a field (retrieved notes, a profile), or several values with short fixed words
+        # between them (the middleware's "fields": a per-request profile), with long fixed text after it: a block
+        wide = (cls == "fields" or cls == "free_text" and isinstance(width, int) and width > FIELD_CHARS) and \
+            isinstance(width, int) and isinstance(reusable, (int, float)) and \
+            block_counts(float(reusable), 0.0, pl.prompt_tokens, block, minimum)
+        if cls == "fields" and not wide:
+            cls = "free_text"  # too little fixed text after the values to move them for: different content
         if pl.kind == "new" and isinstance(reusable, (int, float)) and min(reusable, uncached) > 2 * block \
                 and (cls != "free_text" or wide):
             pl.kind, pl.lost_tokens = "window", float(min(reusable, uncached))
