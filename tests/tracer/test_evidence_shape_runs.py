@@ -195,6 +195,18 @@ PROSE_INSTRUCTIONS = {
         "Tu es l'assistant de l'école de ski.\n\nConsignes :\n\n"
         "Réponds toujours poliment et brièvement, en trois phrases au plus et sans jargon.\n\n"
         "Ne donne jamais de conseil médical et renvoie les blessés vers les secours des pistes."),
+    # reference the app writes into its own prompt under a heading that names no retrieved material, with
+    # instructions that name none either (a critical evidence finding on such clean apps, seen end to end)
+    "specials-under-a-heading": (
+        "You are the host at Rosa's Trattoria. Greet guests and help them choose.\n\nToday's specials:\n\n"
+        "The risotto is made with porcini from the Sila forest and finished with aged parmesan. It takes twenty "
+        "minutes.\n\n"
+        "The sea bass is grilled whole and served with lemon potatoes. It is caught off Calabria every morning."),
+    "plans-under-a-heading": (
+        "You help customers choose a storage plan. Be brief and friendly.\n\nPlans:\n\n"
+        "The Basic plan costs 5 dollars a month and includes 10 GB of storage.\n\n"
+        "The Pro plan costs 12 dollars a month and includes 1 TB of storage and priority support.\n\n"
+        "The Team plan costs 30 dollars a month per five users."),
     "summarise-an-article": (
         "Summarise this news story in three sentences:\n\n"
         "The city council approved a new cycle lane along the harbour road on Tuesday evening.\n\n"

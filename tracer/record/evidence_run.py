@@ -4,9 +4,10 @@ An app may paste retrieved passages under any heading ("From the help centre:", 
 Handbuch:") or none at all (its instructions, then the passages, a blank line apart). Such a run is told from
 instructions written as prose by what its paragraphs are, not by a word list:
 
-* under a heading (a line ending in a colon that names no rules, examples, style or persona): two or more
-  paragraphs of statements (few imperative sentences, none in the first person), nothing but a question or
-  a closing one-line instruction after them;
+* under a heading (a line ending in a colon that names no rules, examples, style or persona) that names the
+  material, or after instructions that do ("From the help centre:"; not "Plans:" or "Today's specials:",
+  reference an app writes into its own prompt): two or more paragraphs of statements (few imperative
+  sentences, none in the first person), nothing but a question or a closing one-line instruction after them;
 * with no heading: three or more such paragraphs at the end of a text whose opening paragraph instructs
   (an imperative or "You ...") and speaks of the material ("from the FAQ", "the notes", "the passages
   below"), each a self-contained statement (not opening with "It", "They", "However"...), none an
@@ -78,7 +79,10 @@ _MATERIAL = re.compile(
     r"\b(?:context|documents?|passages?|sources?|excerpts?|snippets?|search results?|retrieved|knowledge(?: base)?|"
     r"references?|articles?|notes|records|chunks?|results|information|materials?|extracts?|quotes?|pages?|docs|"
     r"faqs?|kb|evidence|entries|help ?cent(?:re|er)|handbook|manuals?|guides?|leaflets?|brochures?|wiki|"
-    r"catalog(?:ue)?s?)\b", re.IGNORECASE)
+    r"catalog(?:ue)?s?|search|found|matches|hits|help ?desk|"
+    # the same in other languages
+    r"handbuch|hilfe|dokumente?|quellen?|ayuda|documentos?|fuentes?|extraits?|aide|fiches?|sources|"
+    r"документы?|источники)\b|帮助|资料|文档|文件|検索|資料|ヘルプ", re.IGNORECASE)
 # what names a style guide, rules or a story's world, not material to answer from ("the style notes below")
 _NOT_SOURCE = re.compile(r"\b(?:style|tone|voice|format|persona|character|world|story|stories|rules?|guidelines?|"
                          r"polic(?:y|ies)|examples?)\b", re.IGNORECASE)
@@ -86,6 +90,12 @@ _NOT_SOURCE = re.compile(r"\b(?:style|tone|voice|format|persona|character|world|
 Opening = Callable[[str], "tuple[str, str, str] | None"]
 _MAX_HEADS = 16  # headings tried, from the last
 _MAX_RUN = 40  # paragraphs a run without a heading may hold
+
+
+def _names_material(text: str) -> bool:
+    """Whether ``text`` speaks of retrieved material ("From the help centre", "answer from the notes"), not of
+    a style guide's or a story's ("the style notes")."""
+    return _MATERIAL.search(text) is not None and _NOT_SOURCE.search(text) is None
 
 
 def _imperative(sentence: str) -> bool:
@@ -168,6 +178,8 @@ def run(text: str, opening: Opening) -> str | None:
                 or _FIRST_PERSON.search(head) or _SECOND_PERSON.search(head)
                 or (o := opening(m.group(0).strip())) is not None and o[2] != "title"):
             continue
+        if not (_names_material(head) or any(_names_material(x) for x in _sentences(text[:m.start()]))):
+            continue  # "Plans:", "Today's specials:": reference the app wrote, not material it retrieved
         units = _after(_units(text[m.end():]))
         if units and _statements(units, opening, strict=False) is not None:
             return "\n\n".join(units)
@@ -177,7 +189,7 @@ def run(text: str, opening: Opening) -> str | None:
         return None  # no instructions open the text
     named = False  # the instructions so far speak of the material they are given
     for k in range(1, len(units) - 2):  # the instructions are units[:k], the passages the rest
-        named = named or any(_MATERIAL.search(x) and not _NOT_SOURCE.search(x) for x in _sentences(units[k - 1]))
+        named = named or any(_names_material(x) for x in _sentences(units[k - 1]))
         if k < len(units) - _MAX_RUN or not named or units[k - 1].endswith((":", "：")):
             continue
         if _statements(units[k:], opening, strict=True) is not None:
