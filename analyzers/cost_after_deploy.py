@@ -1,9 +1,11 @@
 """Cost up after a deploy: Cache → Meters.
 
-Hit rate (cached over prompt tokens) per deploy, in the order deploys first appear, each service's deploys
-against that service's own (a store of several apps compares each app's deploys, as `diagnose --service`
-does, not one app's v1 with another's v2); the deploy where it fell; the prompt segment whose hash started changing every call at that deploy (client segments, or the
-system-prompt volatile field); and cost per request on both sides. Usage invariants ride along: a bill
+Hit rate (cached over prompt tokens) per deploy, in the order deploys first appear, over every service's
+passes of a deploy (the numbers `check` and the explorer's Cache tab give); where that finds nothing, each
+service's deploys against that service's own (two apps that share deploy names, one hiding the other's
+drop or rise, as `diagnose --service` would see it); the deploy where it fell; the prompt segment whose hash
+started changing every call at that deploy (client segments, or the system-prompt volatile field); and cost
+per request on both sides. Usage invariants ride along: a bill
 computed from impossible token counts is its own cost problem.
 """
 
@@ -31,17 +33,25 @@ RISE = 0.25  # a rise in cost (or billed tokens) per request worth a finding, wh
 OUTPUT_WEIGHT = 4.0
 
 
-def hit_rates_by_deploy(q: Query) -> list[Row]:
+def _grouping(per_service: bool) -> tuple[str, str]:
+    """The service column and the GROUP BY prefix: one row per deploy over every service (the service ''),
+    or one per service and deploy."""
+    return ("service", "service, ") if per_service else ("'' AS service", "")
+
+
+def hit_rates_by_deploy(q: Query, per_service: bool = False) -> list[Row]:
     """Rows of service, deploy, passes, hit_rate, cost_per_request, first_ns, trace_ids over the logical passes,
-    one per service and deploy, oldest first."""
+    one per deploy (the numbers `check` and the explorer's Cache tab give), or with ``per_service`` one per
+    service and deploy; oldest first."""
+    col, group = _grouping(per_service)
     return q.rows(f"""
-        SELECT service, coalesce(deploy, '(none)') AS deploy, count(*) AS passes,
+        SELECT {col}, coalesce(deploy, '(none)') AS deploy, count(*) AS passes,
                sum(least(coalesce(cached_tokens, 0), prompt_tokens)) / nullif(sum(prompt_tokens), 0) AS hit_rate,
                avg(cost_usd) AS cost_per_request, min(start_ns) AS first_ns,
                list(trace_id ORDER BY start_ns DESC)[1:5] AS trace_ids,
                (list([coalesce(cached_tokens, 0), prompt_tokens] ORDER BY start_ns DESC))[1:{BOOT_SAMPLE}] AS tokens
         FROM {q.passes} WHERE prompt_tokens > 0
-        GROUP BY service, coalesce(deploy, '(none)') ORDER BY first_ns, service""")
+        GROUP BY {group}coalesce(deploy, '(none)') ORDER BY first_ns, service""")
 
 
 def by_service(rows: list[Row]) -> list[list[Row]]:
@@ -96,8 +106,23 @@ class CostAfterDeploy(SymptomAnalyzer):
         """Cost per request up at a deploy with the cache as good as before: the deploy asked for more
         (a longer prompt, a higher max_tokens that the answers now fill) or pays more per token (another
         model). Priced passes compare cost; unpriced ones compare the tokens a provider bills."""
+        # every service's passes of a deploy together first (the numbers `check` gives); only when that finds
+        # nothing, each service's deploys against its own (two apps that share deploy names, one hiding the other)
+        for per_service in (False, True):
+            rows, best = self._best_rise(q, per_service)
+            if best is not None:
+                break
+        if best is None:
+            return []
+        rise, before, after, priced = best
+        scope = _Scope.of(rows, after)
+        rows = [r for r in rows if r["service"] == after["service"]]
+        return self._rise_finding(q, rows, rise, before, after, priced, scope)
+
+    def _best_rise(self, q: Query, per_service: bool) -> tuple[list[Row], tuple[float, Row, Row, bool] | None]:
+        col, group = _grouping(per_service)
         rows = q.rows(f"""
-            SELECT service, coalesce(deploy, '(none)') AS deploy, count(*) AS passes, min(start_ns) AS first_ns,
+            SELECT {col}, coalesce(deploy, '(none)') AS deploy, count(*) AS passes, min(start_ns) AS first_ns,
                    count(cost_usd) AS priced, avg(cost_usd) AS cost,
                    avg(prompt_tokens - least(coalesce(cached_tokens, 0), prompt_tokens)) AS uncached,
                    avg(prompt_tokens) AS prompt, avg(coalesce(output_tokens, 0)) AS output,
@@ -109,7 +134,7 @@ class CostAfterDeploy(SymptomAnalyzer):
                    (list(prompt_tokens + {OUTPUT_WEIGHT} * coalesce(output_tokens, 0) ORDER BY start_ns DESC))
                        [1:{BOOT_SAMPLE}] AS tokens
             FROM {q.passes} WHERE prompt_tokens > 0
-            GROUP BY service, coalesce(deploy, '(none)') ORDER BY first_ns, service""")
+            GROUP BY {group}coalesce(deploy, '(none)') ORDER BY first_ns, service""")
         rows = [r for r in rows if int(r["passes"]) >= MIN_PASSES]
         best: tuple[float, Row, Row, bool] | None = None
         for before, after in _pairs(rows):
@@ -128,11 +153,10 @@ class CostAfterDeploy(SymptomAnalyzer):
                 rise = a / b - 1 if b else 0.0
             if rise >= RISE and low is not None and low > 1 + RISE / 2 and (best is None or rise > best[0]):
                 best = (rise, before, after, priced)
-        if best is None:
-            return []
-        rise, before, after, priced = best
-        scope = _Scope.of(rows, after)
-        rows = [r for r in rows if r["service"] == after["service"]]
+        return rows, best
+
+    def _rise_finding(self, q: Query, rows: list[Row], rise: float, before: Row, after: Row, priced: bool,
+                      scope: _Scope) -> list[Finding]:
         ids = tuple(after["trace_ids"])
         ev = []
         if priced:
@@ -187,8 +211,20 @@ class CostAfterDeploy(SymptomAnalyzer):
         )]
 
     def _deploys(self, q: Query) -> list[Finding]:
-        deploys = hit_rates_by_deploy(q)
-        deploys = [d for d in deploys if int(d["passes"]) >= MIN_PASSES and d["hit_rate"] is not None]
+        # every service's passes of a deploy together first (the hit rate `check` and the Cache tab give); only
+        # when that finds no drop, each service's deploys against its own
+        for per_service in (False, True):
+            deploys = [d for d in hit_rates_by_deploy(q, per_service)
+                       if int(d["passes"]) >= MIN_PASSES and d["hit_rate"] is not None]
+            worst = self._worst_drop(deploys)
+            if worst is not None:
+                break
+        if worst is None:
+            return []
+        return self._drop_finding(q, deploys, *worst)
+
+    @staticmethod
+    def _worst_drop(deploys: list[Row]) -> tuple[float, Row, Row] | None:
         worst: tuple[float, Row, Row] | None = None
         for before, after in _pairs(deploys):
             drop = float(before["hit_rate"]) - float(after["hit_rate"])
@@ -200,9 +236,9 @@ class CostAfterDeploy(SymptomAnalyzer):
                                     [(float(c), float(t)) for c, t in after["tokens"]])
             if low > 0.5 * DROP:
                 worst = (drop, before, after)
-        if worst is None:
-            return []
-        drop, before, after = worst
+        return worst
+
+    def _drop_finding(self, q: Query, deploys: list[Row], drop: float, before: Row, after: Row) -> list[Finding]:
         scope = _Scope.of(deploys, after)
         deploys = [d for d in deploys if d["service"] == after["service"]]
         ids = tuple(after["trace_ids"])
