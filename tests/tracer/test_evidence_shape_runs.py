@@ -207,6 +207,13 @@ PROSE_INSTRUCTIONS = {
         "The Basic plan costs 5 dollars a month and includes 10 GB of storage.\n\n"
         "The Pro plan costs 12 dollars a month and includes 1 TB of storage and priority support.\n\n"
         "The Team plan costs 30 dollars a month per five users."),
+    # records listed as bullets, each under its own title and id, under a heading that names search hits
+    "bulleted-search-hits": (
+        "You are the parts desk of Harrow Cycles. Say whether a part is in stock and where.\n\n"
+        "Catalogue hits for this question:\n"
+        "- Chain KMC X11 (SKU 40-1182): two in the Leeds store, none online.\n"
+        "- Cassette Shimano 105 11-32 (SKU 40-2210): on order, due on Thursday.\n"
+        "- Brake pads Swiss Stop (SKU 41-0077): twelve in the warehouse, ships the same day."),
     "summarise-an-article": (
         "Summarise this news story in three sentences:\n\n"
         "The city council approved a new cycle lane along the harbour road on Tuesday evening.\n\n"

@@ -130,6 +130,8 @@ def _statements(units: list[str], opening: Opening, *, strict: bool) -> list[str
     length."""
     if len(units) == 1 and "\n" in units[0]:
         units = [x.strip() for x in units[0].splitlines() if x.strip()]
+    if sum(1 for u in units if _LIST_ITEM.match(u)) > len(units) / 2:
+        return None  # a bulleted or numbered list of records ("- The Salt Road (ISBN ...): ..."), not pasted prose
     bodies: list[str] = []
     pending = False  # a label alone on its paragraph heads the next
     for u in units:
