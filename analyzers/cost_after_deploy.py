@@ -33,17 +33,18 @@ RISE = 0.25  # a rise in cost (or billed tokens) per request worth a finding, wh
 OUTPUT_WEIGHT = 4.0
 
 
-def _grouping(per_service: bool) -> tuple[str, str]:
-    """The service column and the GROUP BY prefix: one row per deploy over every service (the service ''),
-    or one per service and deploy."""
-    return ("service", "service, ") if per_service else ("'' AS service", "")
+def _grouping(per_service: bool) -> tuple[str, str, str]:
+    """The service column, the GROUP BY prefix and the ORDER BY suffix: one row per deploy over every service
+    (the service ''; ClickHouse would read ``service`` in ORDER BY as the column, not that constant), or one
+    per service and deploy."""
+    return ("service", "service, ", ", service") if per_service else ("'' AS service", "", "")
 
 
 def hit_rates_by_deploy(q: Query, per_service: bool = False) -> list[Row]:
     """Rows of service, deploy, passes, hit_rate, cost_per_request, first_ns, trace_ids over the logical passes,
     one per deploy (the numbers `check` and the explorer's Cache tab give), or with ``per_service`` one per
     service and deploy; oldest first."""
-    col, group = _grouping(per_service)
+    col, group, order = _grouping(per_service)
     return q.rows(f"""
         SELECT {col}, coalesce(deploy, '(none)') AS deploy, count(*) AS passes,
                sum(least(coalesce(cached_tokens, 0), prompt_tokens)) / nullif(sum(prompt_tokens), 0) AS hit_rate,
@@ -51,7 +52,7 @@ def hit_rates_by_deploy(q: Query, per_service: bool = False) -> list[Row]:
                list(trace_id ORDER BY start_ns DESC)[1:5] AS trace_ids,
                (list([coalesce(cached_tokens, 0), prompt_tokens] ORDER BY start_ns DESC))[1:{BOOT_SAMPLE}] AS tokens
         FROM {q.passes} WHERE prompt_tokens > 0
-        GROUP BY {group}coalesce(deploy, '(none)') ORDER BY first_ns, service""")
+        GROUP BY {group}coalesce(deploy, '(none)') ORDER BY first_ns{order}""")
 
 
 def by_service(rows: list[Row]) -> list[list[Row]]:
@@ -120,7 +121,7 @@ class CostAfterDeploy(SymptomAnalyzer):
         return self._rise_finding(q, rows, rise, before, after, priced, scope)
 
     def _best_rise(self, q: Query, per_service: bool) -> tuple[list[Row], tuple[float, Row, Row, bool] | None]:
-        col, group = _grouping(per_service)
+        col, group, order = _grouping(per_service)
         rows = q.rows(f"""
             SELECT {col}, coalesce(deploy, '(none)') AS deploy, count(*) AS passes, min(start_ns) AS first_ns,
                    count(cost_usd) AS priced, avg(cost_usd) AS cost,
@@ -134,7 +135,7 @@ class CostAfterDeploy(SymptomAnalyzer):
                    (list(prompt_tokens + {OUTPUT_WEIGHT} * coalesce(output_tokens, 0) ORDER BY start_ns DESC))
                        [1:{BOOT_SAMPLE}] AS tokens
             FROM {q.passes} WHERE prompt_tokens > 0
-            GROUP BY {group}coalesce(deploy, '(none)') ORDER BY first_ns, service""")
+            GROUP BY {group}coalesce(deploy, '(none)') ORDER BY first_ns{order}""")
         rows = [r for r in rows if int(r["passes"]) >= MIN_PASSES]
         best: tuple[float, Row, Row, bool] | None = None
         for before, after in _pairs(rows):
