@@ -168,7 +168,10 @@ def test_a_store_an_older_mapping_filled_is_repaired_when_opened(pair: tuple[Pat
         ensure_views(ch, create_table=True)
         ch.raw(f"ALTER TABLE {SPANS_TABLE}_mv MODIFY QUERY {older}")  # as an older llmtrace left it
         ch.raw(insert_from_parquet_sql(str(db.parent / "spans.parquet")))
-        assert ch.execute(f"SELECT count(*) FROM {SPANS_TABLE} WHERE NOT isValidJSON(attributes)").fetchone() == (1,)
+        # at least the span the fixture made so; the store's other hashes come from this run's key, and now and
+        # then one more is shaped like a number too (3 in one clean-clone run)
+        (bad,) = ch.execute(f"SELECT count(*) FROM {SPANS_TABLE} WHERE NOT isValidJSON(attributes)").fetchone()
+        assert bad >= 1
         assert ch.execute(PASS_SQL).fetchall() != want  # the bug, in place
         spans = ch.execute("SELECT count(*) FROM spans").fetchone()
     with connect(url) as ch:
