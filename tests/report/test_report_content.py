@@ -19,7 +19,8 @@ from llmtrace.adapters import instrument
 from llmtrace.tracer import recording as rec
 from llmtrace.tracer.storage.store import read_store
 
-SECRET_PROMPT = "Ticket 5521: the PURPLE-ELEPHANT invoice is wrong"
+# Words, not digits: a number like "5521" turns up in hashes and timestamps of any page by chance (CI saw it once).
+SECRET_PROMPT = "Ticket QUOKKA-WALTZ: the PURPLE-ELEPHANT invoice is wrong"
 SECRET_OUTPUT = "Refund MAGENTA-TIGER issued"
 
 
@@ -56,7 +57,7 @@ def test_prompt_text_appears_only_when_captured_in_full(capture: str, tmp_path: 
         assert "PURPLE-ELEPHANT" in html and "MAGENTA-TIGER" in html
         assert "prompt text: stored (capture full)" in html
     else:
-        assert "PURPLE-ELEPHANT" not in html and "MAGENTA-TIGER" not in html and "5521" not in html
+        assert "PURPLE-ELEPHANT" not in html and "MAGENTA-TIGER" not in html and "QUOKKA-WALTZ" not in html
         assert "Prompt text not stored" in html
 
 
