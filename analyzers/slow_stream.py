@@ -153,7 +153,8 @@ class SlowStream(SymptomAnalyzer):
             if alias in WORK_PER_STEP and slow_tpot > EXPLAIN_SLACK * ratio * mid:
                 unexplained.append(f"{alias} {ratio:.1f}x")
                 continue  # too small a difference for the slowdown it would have to explain
-            follow = _unfollowed(slow_g[f"{alias}_pairs"]) if alias in WORK_PER_STEP else None
+            follow = (_unfollowed(slow_g[f"{alias}_pairs"], normal_g[f"{alias}_vals"])
+                      if alias in WORK_PER_STEP else None)
             if follow is not None:
                 unexplained.append(f"{alias} not followed by TPOT, rank correlation {follow:.2f}")
                 continue
@@ -199,10 +200,17 @@ def _value(alias: str) -> str:
     return f"{alias} / nullif(steps, 0)" if alias in PER_STEP else alias
 
 
-def _unfollowed(pairs: list[list[float]] | None) -> float | None:
+def _unfollowed(pairs: list[list[float]] | None, normal: list[float] | None) -> float | None:
     """The rank correlation of TPOT with a candidate across the slow group's (tpot, value) pairs, when the
-    value spans a wide range there (DOSE_SPREAD) and TPOT does not follow it (under MIN_FOLLOW); else None."""
-    pts = [(float(t), float(v)) for t, v in pairs or () if t is not None and v is not None]
+    value spans a wide range there (DOSE_SPREAD) and TPOT does not follow it (under MIN_FOLLOW); else None.
+
+    Only slow passes whose value is above the normal passes' range (their 90th percentile) are read: a slow
+    pass at a normal value (a lone pass that lost its CPU for a while) is slow for some other reason, and two
+    such among sixteen full-batch passes made batching look "not followed" and left a clear batching
+    slowdown unnamed."""
+    usual = sorted(float(v) for v in normal or () if v is not None)
+    above = usual[(9 * len(usual)) // 10] if usual else float("-inf")
+    pts = [(float(t), float(v)) for t, v in pairs or () if t is not None and v is not None and float(v) > above]
     if len(pts) < 5:
         return None
     vs = sorted(v for _, v in pts)
