@@ -41,6 +41,7 @@ EXPLAIN_SLACK = 1.5  # the TPOT ratio a candidate's ratio may fall short of (tim
 # makes its slower passes the ones with more of it. Load that came at once while a chat's context grew all
 # along leaves the slow passes' TPOT flat across their KV: not the cause, however large the groups' ratio.
 DOSE_SPREAD = 1.5  # the slow group's 90th/10th percentile of the candidate from which it must be followed
+FEW_AT_NORMAL = 0.2  # the share of slow passes at a normal value the dose check leaves out (see _unfollowed)
 MIN_FOLLOW = 0.3  # the rank correlation of TPOT with the candidate inside the slow group it must reach then
 
 
@@ -204,13 +205,17 @@ def _unfollowed(pairs: list[list[float]] | None, normal: list[float] | None) -> 
     """The rank correlation of TPOT with a candidate across the slow group's (tpot, value) pairs, when the
     value spans a wide range there (DOSE_SPREAD) and TPOT does not follow it (under MIN_FOLLOW); else None.
 
-    Only slow passes whose value is above the normal passes' range (their 90th percentile) are read: a slow
-    pass at a normal value (a lone pass that lost its CPU for a while) is slow for some other reason, and two
-    such among sixteen full-batch passes made batching look "not followed" and left a clear batching
-    slowdown unnamed."""
+    A few slow passes at a normal value (at most FEW_AT_NORMAL of the group, at or under the normal passes'
+    median: a lone pass that lost its CPU for a while) are slow for another reason and are left out: two such
+    among sixteen full-batch passes made batching look "not followed" and left a clear batching slowdown
+    unnamed. More of them than that are kept: then the candidate does not explain the slow group."""
+    pts = [(float(t), float(v)) for t, v in pairs or () if t is not None and v is not None]
     usual = sorted(float(v) for v in normal or () if v is not None)
-    above = usual[(9 * len(usual)) // 10] if usual else float("-inf")
-    pts = [(float(t), float(v)) for t, v in pairs or () if t is not None and v is not None and float(v) > above]
+    if usual:
+        mid = usual[len(usual) // 2]
+        raised = [(t, v) for t, v in pts if v > mid]
+        if len(pts) - len(raised) <= FEW_AT_NORMAL * len(pts):
+            pts = raised
     if len(pts) < 5:
         return None
     vs = sorted(v for _, v in pts)

@@ -10,6 +10,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -90,3 +91,21 @@ def undeclared(db: Path, *, ours: tuple[str, ...] = ("llmtrace.", "gen_ai.")) ->
         elif declared_value(key) is None:
             bad.add((where, key))
     return bad
+
+
+# The four client shapes a call can take: each SDK, plain and streamed (parametrize ``("api", "stream")``)
+API_SHAPES = [("openai", False), ("openai", True), ("anthropic", False), ("anthropic", True)]
+API_SHAPE_IDS = ["openai", "openai-stream", "anthropic", "anthropic-stream"]
+
+
+def diagnose_json(db: Path, capsys: Any) -> list[dict[str, Any]]:
+    """``llmtrace diagnose --json`` through the CLI's entry point; its findings, best first (``capsys`` is
+    pytest's fixture: what was printed before is dropped)."""
+    import json
+
+    from llmtrace.cli import main
+
+    capsys.readouterr()
+    assert main(["diagnose", "--db", str(db), "--json"]) == 0
+    return list(json.loads(capsys.readouterr().out)["findings"])
+

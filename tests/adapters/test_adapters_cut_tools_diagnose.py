@@ -12,7 +12,6 @@ returns a call cut mid-arguments as text, which is not what a hosted provider se
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,10 +21,10 @@ import anthropic
 import openai
 import pytest
 from adapters_fake_provider import FakeProvider, Script, fake_provider
+from testkit import API_SHAPE_IDS, API_SHAPES, diagnose_json
 
 import llmtrace
 from llmtrace.adapters import instrument, loops
-from llmtrace.cli import main
 
 TOOLS = [{"type": "function", "function": {"name": "parts_stock", "parameters": {
     "type": "object", "properties": {"ticket": {"type": "string"}}}}}]
@@ -106,16 +105,6 @@ def stub() -> Iterator[FakeProvider]:
         yield fp
 
 
-def _diagnose(db: Path, capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
-    capsys.readouterr()
-    assert main(["diagnose", "--db", str(db), "--json"]) == 0
-    return list(json.loads(capsys.readouterr().out)["findings"])
-
-
-SHAPES = [("openai", False), ("openai", True), ("anthropic", False), ("anthropic", True)]
-IDS = ["openai", "openai-stream", "anthropic", "anthropic-stream"]
-
-
 def _run(tmp_path: Path, stub: FakeProvider, api: str, stream: bool, app: Any, capture: str) -> Path:
     db = tmp_path / "t.duckdb"
     llmtrace.init(db=db, service_name="desk", strict=True, capture=capture)
@@ -127,20 +116,20 @@ def _run(tmp_path: Path, stub: FakeProvider, api: str, stream: bool, app: Any, c
 
 
 @pytest.mark.parametrize("capture", ["hashes", "full"])
-@pytest.mark.parametrize(("api", "stream"), SHAPES, ids=IDS)
+@pytest.mark.parametrize(("api", "stream"), API_SHAPES, ids=API_SHAPE_IDS)
 def test_cut_provider_tool_call_written_back_is_the_truncation(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], stub: FakeProvider, api: str, stream: bool,
         capture: str) -> None:
-    found = _diagnose(_run(tmp_path, stub, api, stream, _carried, capture), capsys)
+    found = diagnose_json(_run(tmp_path, stub, api, stream, _carried, capture), capsys)
     cut = [f for f in found if f["stage"] == "gen.stop"]
     assert cut and cut[0]["severity"] != "info", [(f["severity"], f["stage"], f["title"]) for f in found]
     assert "went on" in cut[0]["summary"], cut[0]["summary"]
 
 
-@pytest.mark.parametrize(("api", "stream"), SHAPES, ids=IDS)
+@pytest.mark.parametrize(("api", "stream"), API_SHAPES, ids=API_SHAPE_IDS)
 def test_cut_provider_tool_calls_not_written_back_are_info(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], stub: FakeProvider, api: str, stream: bool) -> None:
-    found = _diagnose(_run(tmp_path, stub, api, stream, _fan_out, "hashes"), capsys)
+    found = diagnose_json(_run(tmp_path, stub, api, stream, _fan_out, "hashes"), capsys)
     cut = [f for f in found if f["stage"] == "gen.stop"]
     assert cut, found  # the cut calls are reported
     assert all(f["severity"] == "info" for f in cut), [(f["severity"], f["title"], f["summary"]) for f in cut]

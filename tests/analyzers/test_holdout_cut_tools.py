@@ -23,8 +23,7 @@ from typing import Any
 
 import analyzers_live as live
 import pytest
-
-from llmtrace.cli import main
+from testkit import API_SHAPE_IDS, API_SHAPES, diagnose_json
 
 DESK = ("You run the front desk of a bike-repair shop. Look repairs up with the tools before answering and "
         "never quote a price you did not look up. ") * 2
@@ -124,16 +123,6 @@ def _carried(agent: Agent, stuck: bool) -> None:
         agent.call(msgs)
 
 
-def _diagnose(db: Path, capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
-    capsys.readouterr()
-    assert main(["diagnose", "--db", str(db), "--json"]) == 0
-    return list(json.loads(capsys.readouterr().out)["findings"])
-
-
-SHAPES = [("openai", False), ("openai", True), ("anthropic", False), ("anthropic", True)]
-IDS = ["openai", "openai-stream", "anthropic", "anthropic-stream"]
-
-
 def _run(tmp_path: Path, api: str, stream: bool, app: Any, stuck: bool, forced: bool = False) -> Path:
     db = tmp_path / "t.duckdb"
     srv = live.server()
@@ -142,41 +131,41 @@ def _run(tmp_path: Path, api: str, stream: bool, app: Any, stuck: bool, forced: 
     return db
 
 
-@pytest.mark.parametrize(("api", "stream"), SHAPES, ids=IDS)
+@pytest.mark.parametrize(("api", "stream"), API_SHAPES, ids=API_SHAPE_IDS)
 def test_stuck_loop_with_cut_tool_calls_is_the_loop(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                     api: str, stream: bool) -> None:
-    found = _diagnose(_run(tmp_path, api, stream, _loop, True), capsys)
+    found = diagnose_json(_run(tmp_path, api, stream, _loop, True), capsys)
     cut = [f for f in found if f["stage"] == "gen.stop"]
     assert cut, found  # every tool call was cut: reported
     assert found[0]["stage"] == "loop.budget", [(f["severity"], f["stage"], f["title"]) for f in found]
     assert cut[0]["severity"] == "info", cut[0]  # the app never sent a cut call back
 
 
-@pytest.mark.parametrize(("api", "stream"), SHAPES, ids=IDS)
+@pytest.mark.parametrize(("api", "stream"), API_SHAPES, ids=API_SHAPE_IDS)
 @pytest.mark.parametrize("fan_out", [False, True], ids=["one-a-step", "fan-out"])
 def test_independent_calls_with_cut_tool_calls_are_quiet(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                          api: str, stream: bool, fan_out: bool) -> None:
-    found = _diagnose(_run(tmp_path, api, stream, _fan_out if fan_out else _loop, False), capsys)
+    found = diagnose_json(_run(tmp_path, api, stream, _fan_out if fan_out else _loop, False), capsys)
     loud = [(f["severity"], f["stage"], f["title"]) for f in found if f["severity"] != "info"]
     assert not loud, loud
     assert any(f["stage"] == "gen.stop" for f in found), found  # the cut calls are still reported, as info
 
 
-@pytest.mark.parametrize(("api", "stream"), SHAPES, ids=IDS)
+@pytest.mark.parametrize(("api", "stream"), API_SHAPES, ids=API_SHAPE_IDS)
 def test_cut_tool_call_sent_back_is_the_truncation(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                    api: str, stream: bool) -> None:
-    found = _diagnose(_run(tmp_path, api, stream, _carried, False), capsys)
+    found = diagnose_json(_run(tmp_path, api, stream, _carried, False), capsys)
     assert found and found[0]["stage"] == "gen.stop", [(f["severity"], f["stage"], f["title"]) for f in found]
     assert found[0]["severity"] != "info", found[0]
     assert "went on" in found[0]["summary"], found[0]["summary"]
 
 
-@pytest.mark.parametrize(("api", "stream"), SHAPES, ids=IDS)
+@pytest.mark.parametrize(("api", "stream"), API_SHAPES, ids=API_SHAPE_IDS)
 @pytest.mark.parametrize("app", ["stuck", "fan-out", "written-back"])
 def test_forced_tool_choice_cut_calls_that_do_not_parse(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                        api: str, stream: bool, app: str) -> None:
     run = {"stuck": _loop, "fan-out": _fan_out, "written-back": _carried}[app]
-    found = _diagnose(_run(tmp_path, api, stream, run, app == "stuck", forced=True), capsys)
+    found = diagnose_json(_run(tmp_path, api, stream, run, app == "stuck", forced=True), capsys)
     seen = [(f["severity"], f["stage"], f["title"]) for f in found]
     cut = [f for f in found if f["stage"] == "gen.stop"]
     assert cut, seen  # every call was cut: reported

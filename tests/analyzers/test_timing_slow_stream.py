@@ -91,3 +91,17 @@ def test_a_full_batch_is_named_when_two_lone_passes_also_lost_their_cpu(tmp_path
             _pass(10.2 + (i % 4) * 0.3, 230, 47, 1000, batch=15.5 + (i % 3) * 0.25)
     found = findings(db, "slow_stream")
     assert found and found[0].stage == "forward.batching" and found[0].severity != "info", found
+
+
+def test_three_workers_on_a_busy_machine_are_not_blamed_on_batching(tmp_path: Path) -> None:
+    # a fan-out of three workers on a busy machine (the shape of a clean twin that failed live): batches of
+    # 1.8-2.8 among the slow passes and TPOT not following them (the slowest ran at the smallest batches), and
+    # three of the ten slow passes at batches the fast ones had: batching does not explain the slow group
+    fast = [(3.1, 1.0), (3.4, 1.0), (3.6, 1.0), (3.9, 1.5), (4.2, 2.0)]
+    slow = [(14.0, 1.0), (13.0, 1.5), (12.5, 2.0), (9.0, 2.17), (11.0, 2.33), (8.0, 2.33), (10.0, 2.5), (8.5, 2.5),
+            (9.5, 2.67), (8.2, 2.83)]
+    with store(tmp_path / "t.duckdb") as db:
+        for tpot, batch in fast + slow:
+            _pass(tpot, 230, 47, 1000, batch=batch)
+    found = findings(db, "slow_stream")
+    assert [f.title for f in found if f.severity != "info"] == [], found
