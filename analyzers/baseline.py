@@ -8,6 +8,7 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from llmtrace.analyzers.query import Query
 from llmtrace.tracer.registry import names as N
@@ -19,6 +20,20 @@ SAMPLE = 500  # passes' token counts and costs a baseline keeps, for the same bo
 MIN_CPU_PASSES = 5  # prefill steps measured on fewer passes than this say nothing about the machine
 _PREFILL_CPU = {"wall": (N.PREFILL_MS, "float"), "cpu": (N.PREFILL_CPU_MS, "float"),
                 "wait": (N.PREFILL_CPU_WAIT_MS, "float")}
+
+
+class PrefillPass(NamedTuple):
+    """One pass our server ran, as a TTFT check reads it (check_cli.busier_passes): its TTFT, its prefill steps' wall
+    time, the engine thread's own CPU time there and its wait for a CPU (ms), the prompt tokens it
+    prefilled (uncached), and whether it shared the engine (waited for a running slot, or ran in a batch
+    with another pass: a scheduler's queue) — 1.0 — or had it to itself — 0.0."""
+
+    ttft_ms: float
+    wall_ms: float
+    cpu_ms: float
+    wait_ms: float
+    tokens: float
+    shared: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +58,10 @@ class Metrics:
     # cost checks can tell a change from the few passes a small run has (its cold first call weighs more)
     hit_sample: tuple[tuple[float, float], ...] = ()
     cost_sample: tuple[float, ...] = ()
+    # the same readings pass by pass (newest first, at most SAMPLE), so a TTFT check can read the passes that
+    # set a quantile (the slowest, for p95): did they wait for a CPU, prefill more, or queue behind other
+    # passes. Empty where the server recorded no wait and in baseline files written before them.
+    prefill_sample: tuple[PrefillPass, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {"version": BASELINE_VERSION, **asdict(self),
@@ -72,13 +91,19 @@ class Metrics:
         raw_cost = data.get("cost_sample")
         costs = tuple(float(v) for v in raw_cost if isinstance(v, (int, float)) and not isinstance(v, bool)) \
             if isinstance(raw_cost, list) else ()
+        raw_passes = data.get("prefill_sample")
+        width = len(PrefillPass._fields)
+        readings = tuple(PrefillPass(*(float(v) for v in p)) for p in raw_passes
+                         if isinstance(p, list) and len(p) == width
+                         and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in p)) \
+            if isinstance(raw_passes, list) else ()
         return cls(deploy=deploy if isinstance(deploy, str) else None,
                    passes=int(passes) if isinstance(passes, int) else 0, hit_rate=num("hit_rate"),
                    ttft_p50_ms=num("ttft_p50_ms"), ttft_p95_ms=num("ttft_p95_ms"),
                    cost_per_request_usd=num("cost_per_request_usd"),
                    side=side if isinstance(side, str) else None, ttft_sample=sample,
                    prefill_cpu_ms=num("prefill_cpu_ms"), prefill_wait_share=num("prefill_wait_share"),
-                   hit_sample=hits, cost_sample=costs)
+                   hit_sample=hits, cost_sample=costs, prefill_sample=readings)
 
 
 def load_baseline(path: str | os.PathLike[str]) -> Metrics:
@@ -132,7 +157,8 @@ def measure(q: Query, deploy: str | None = None, side: str | None = None) -> Met
                    prefill_cpu_ms=cpu_ms, prefill_wait_share=wait_share,
                    hit_sample=tuple((float(r["c"]), float(r["p"])) for r in newest
                                     if r["c"] is not None and r["p"] is not None and r["p"] > 0),
-                   cost_sample=tuple(float(r["usd"]) for r in newest if r["usd"] is not None))
+                   cost_sample=tuple(float(r["usd"]) for r in newest if r["usd"] is not None),
+                   prefill_sample=_prefill_passes(q, deploy))
 
 
 def _prefill_cpu(q: Query, deploy: str | None) -> tuple[float | None, float | None]:
@@ -151,6 +177,40 @@ def _prefill_cpu(q: Query, deploy: str | None) -> tuple[float | None, float | No
     cpu = _f(row.get("cpu_ms")) if int(row.get("n_cpu") or 0) >= MIN_CPU_PASSES else None
     wait = _f(row.get("wait_share")) if int(row.get("n_wait") or 0) >= MIN_CPU_PASSES else None
     return cpu, wait
+
+
+_PASS_PREFILL = {**_PREFILL_CPU, "tokens": (N.PREFILL_TOKENS, "int")}
+_PASS_BATCH = {"batch": (N.BATCH_SIZE_MAX, "int")}
+
+
+def _prefill_passes(q: Query, deploy: str | None) -> tuple[PrefillPass, ...]:
+    """The newest SAMPLE passes our server ran with a known wait for a CPU, one PrefillPass each (newest
+    first); empty with fewer than MIN_CPU_PASSES. Their prefill and batching stage spans are read in one
+    scan of the store (the spans of the picked passes only)."""
+    dep = "" if deploy is None else " AND deploy = ?"
+    only = "AND parent_span_id IN (SELECT server_span_id FROM pick)"
+    src = None if q.exported else "picked"
+    picked = "" if src is None else \
+        f"picked AS MATERIALIZED {q.stage_spans_sql([S.FORWARD_PREFILL, S.FORWARD_BATCHING], only)},"
+    rows = q.rows(f"""
+        WITH pick AS (SELECT server_span_id, ttft_ms, queue_wait_ms, start_ns FROM {q.passes}
+                      WHERE server_span_id IS NOT NULL AND ttft_ms IS NOT NULL{dep}
+                      ORDER BY start_ns DESC LIMIT {SAMPLE}),
+             {picked}
+             f AS (SELECT parent_span_id, sum(wall) AS wall, sum(cpu) AS cpu, sum(wait) AS wait,
+                          sum(tokens) AS tokens, count(wait) AS n_wait, count(*) AS n
+                   FROM {q.stage_sql(S.FORWARD_PREFILL, _PASS_PREFILL, only, src)} GROUP BY parent_span_id),
+             b AS (SELECT parent_span_id, max(batch) AS batch
+                   FROM {q.stage_sql(S.FORWARD_BATCHING, _PASS_BATCH, only, src)} GROUP BY parent_span_id)
+        SELECT pick.ttft_ms AS t, f.wall AS wall, f.cpu AS cpu, f.wait AS wait, coalesce(f.tokens, 0) AS tokens,
+               CASE WHEN coalesce(pick.queue_wait_ms, 0) > 0 OR coalesce(b.batch, 1) > 1 THEN 1 ELSE 0 END AS shared
+        FROM pick JOIN f ON f.parent_span_id = pick.server_span_id
+        LEFT JOIN b ON b.parent_span_id = pick.server_span_id
+        WHERE f.wall > 0 AND f.cpu IS NOT NULL AND f.n_wait = f.n
+        ORDER BY pick.start_ns DESC""", [] if deploy is None else [deploy])
+    out = tuple(PrefillPass(round(float(r["t"]), 2), round(float(r["wall"]), 3), round(float(r["cpu"]), 3),
+                            round(float(r["wait"]), 3), float(r["tokens"]), float(r["shared"])) for r in rows)
+    return out if len(out) >= MIN_CPU_PASSES else ()
 
 
 def _f(v: float | None) -> float | None:
