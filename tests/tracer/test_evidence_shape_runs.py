@@ -12,19 +12,19 @@ import pytest
 
 from llmtrace.tracer.record.evidence_shape import EvidenceShape, shape
 
-SKI = ["The Corrie chairlift stops running when gusts at the top station pass seventy kilometres an hour; "
-       "staff post the closure on the boards at the base.",
-       "Season passes bought before the first of December include two free days at the partner resort in "
-       "Glenmarra, booked at its ticket office.",
-       "Children under six ski free when an adult with a paid pass is with them; the child still needs a "
-       "hands-free card from the desk.",
-       "Lost property from the gondola is kept at the mountain restaurant for a week, then sent to the "
-       "village tourist office."]
+FERRY = ["The Skerrow ferry does not sail when the wind at the harbour mouth passes forty knots; the "
+         "crew post the cancellation on the pier boards an hour before departure.",
+         "Return tickets bought before the first of April include one free crossing to the partner island of "
+         "Hallasey, booked at its harbour office.",
+         "Children under five travel free with an adult holding a paid ticket; the child still needs a boarding "
+         "card from the kiosk.",
+         "Property left on the car deck is kept at the terminal cafe for a week, then sent to the council's "
+         "lost property office."]
 # several sentences each
-LONG = [f"{p} The rule was last reviewed in {2019 + n}. Staff at the base station can explain the details."
-        for n, p in enumerate(SKI)]
-SYSTEM = "You answer guests of the Ardvane ski resort. Say so when the FAQ does not cover the question."
-ASK = "Is the Corrie lift open in this wind?"
+LONG = [f"{p} The rule was last reviewed in {2019 + n}. Staff at the terminal can explain the details."
+        for n, p in enumerate(FERRY)]
+SYSTEM = "You answer passengers of the Skerrow ferry. Say so when the FAQ does not cover the question."
+ASK = "Is the Skerrow ferry sailing in this wind?"
 
 
 def _paste(passages: list[str], fmt: str = "{p}") -> str:
@@ -45,7 +45,7 @@ HEADINGS = ["From the help centre:", "Clinic leaflets:", "What the search found:
 
 
 @pytest.mark.parametrize("head", HEADINGS)
-@pytest.mark.parametrize("passages", [SKI[:3], LONG], ids=["one-sentence", "several-sentences"])
+@pytest.mark.parametrize("passages", [FERRY[:3], LONG], ids=["one-sentence", "several-sentences"])
 def test_passages_under_any_heading_are_found(head: str, passages: list[str]) -> None:
     s = shape([SYSTEM, f"{ASK}\n\n{head}\n\n{_paste(passages)}"])
     assert _unlabelled(s, len(passages)), (head, s)
@@ -66,17 +66,17 @@ def test_passages_that_say_what_must_or_cannot_happen_are_still_passages() -> No
 @pytest.mark.parametrize("fmt", ["Entry {n} — {p}", "FAQ {n}) {p}", "Note {n}: {p}", "[{n}] {p}", "Note {n}:\n{p}"])
 @pytest.mark.parametrize("head", HEADINGS[:4])
 def test_labelled_twins_under_any_heading_stay_labelled(head: str, fmt: str) -> None:
-    s = shape([SYSTEM, f"{ASK}\n\n{head}\n\n{_paste(SKI[:3], fmt)}"])
+    s = shape([SYSTEM, f"{ASK}\n\n{head}\n\n{_paste(FERRY[:3], fmt)}"])
     assert _labelled(s, 3), (head, fmt, s)
 
 
 @pytest.mark.parametrize("lead", [
     SYSTEM,
-    "You are the help desk of the Ardvane ski resort.\n\nAnswer only from the knowledge base and say when it is silent.",
+    "You are the help desk of the Skerrow ferry.\n\nAnswer only from the knowledge base and say when it is silent.",
     "Tu réponds aux clients de la station. Utilise les notes ci-dessous.",  # the material named in another way
     "Answer guests' questions from the information that follows, in two sentences at most.",
 ])
-@pytest.mark.parametrize("passages", [SKI[:3], SKI, LONG], ids=["three", "four", "several-sentences"])
+@pytest.mark.parametrize("passages", [FERRY[:3], FERRY, LONG], ids=["three", "four", "several-sentences"])
 def test_passages_after_the_instructions_with_no_heading_are_found(lead: str, passages: list[str]) -> None:
     s = shape([f"{lead}\n\n{_paste(passages)}"])
     if lead.startswith("Tu "):  # "notes" is a word of any language's cue list; the French one is not named
@@ -88,11 +88,11 @@ def test_passages_after_the_instructions_with_no_heading_are_found(lead: str, pa
 
 @pytest.mark.parametrize("fmt", ["FAQ {n}) {p}", "Entry {n} — {p}", "Note {n}: {p}", "[kb-{n}] {p}"])
 def test_labelled_passages_after_the_instructions_stay_labelled(fmt: str) -> None:
-    assert _labelled(shape([f"{SYSTEM}\n\n{_paste(SKI[:3], fmt)}"]), 3)
+    assert _labelled(shape([f"{SYSTEM}\n\n{_paste(FERRY[:3], fmt)}"]), 3)
 
 
 def test_two_passages_and_no_heading_are_not_enough() -> None:
-    assert shape([f"{SYSTEM}\n\n{_paste(SKI[:2])}"]) is None
+    assert shape([f"{SYSTEM}\n\n{_paste(FERRY[:2])}"]) is None
 
 
 PROSE_INSTRUCTIONS = {

@@ -39,7 +39,43 @@ _IMPERATIVE = re.compile(
     r"identify|determine|compare|describe|suggest|recommend|collect|gather|open|close|click|enter|type|run|"
     r"install|wait|go|move|show|display|print|set|create|update|delete|save|submit|review|analy[sz]e|classify|"
     r"extract|rewrite|refer|direct|route|handle|reject|accept|allow|request|notify|inform|address|"
-    r"you(?:'ll| must| should| will| are| may| can| need)|if the user|when the user)\b", re.IGNORECASE)
+    r"you(?:'ll| must| should| will| are| may| can| need)|if the user|when the user)\b(?!-)", re.IGNORECASE)
+# A verb that is also a noun can open a statement: "Return tickets bought in April include a free crossing",
+# "Open days are held in May". After such a word, an object follows an imperative ("Return the form",
+# "Check your balance is right") and a clause of its own does not: a statement's verb comes before any
+# subordinate clause ("Keep answers short when the user is in a hurry" instructs).
+_OBJECT_OPENER = frozenset(
+    "the a an your our their my his her its this that these those all any each every some no it them me us him "
+    "her up out back down in on off to for with from by at if when whether what which how who where why sure "
+    "only always never not just so as than also again".split())
+_FINITE = frozenset(
+    "is are was were has have had will can may must include includes apply applies cost costs run runs close "
+    "closes open opens start starts end ends take takes need needs remain remains leave leaves arrive arrives "
+    "vary varies last lasts come comes depend depends stay stays get gets go goes sit sits".split())
+_CLAUSE_BREAK = frozenset(
+    "that which who whom whose if when whenever while whether unless because so and or but once where".split())
+
+
+def imperative_opening(sentence: str) -> bool:
+    """True when ``sentence`` opens as an instruction: an imperative verb, "always"/"never" or the reader
+    addressed (_IMPERATIVE), and not a statement whose first word is a noun that is also a verb."""
+    text = sentence.strip()
+    m = _IMPERATIVE.match(text)
+    if m is None:
+        return False
+    if " " in m.group(0).strip():
+        return True  # "you must", "note that", "if the user": no noun reading
+    words = re.findall(r"[\w'-]+|[,;:()\u2014\u2013]", text[m.end():])
+    if not words or words[0].lower() in _OBJECT_OPENER or not words[0][0].isalpha():
+        return True
+    for w in words[1:]:
+        low = w.lower()
+        if low in _FINITE:
+            return False  # "Return tickets bought in April include ...": the noun phrase's own verb
+        if low in _CLAUSE_BREAK or not w[0].isalnum():
+            return True
+    return True
+
 _SENTENCE_END = re.compile(r"[.!?。！？](?:\s|$)")
 _SENTENCE = re.compile(r"[^.!?。！？]+(?:[.!?。！？]+|$)")
 # a line ending in a colon, alone: a heading over what follows
@@ -99,7 +135,7 @@ def _names_material(text: str) -> bool:
 
 
 def _imperative(sentence: str) -> bool:
-    return _IMPERATIVE.match(sentence.strip()) is not None or _ASSISTANT.match(sentence.strip()) is not None
+    return imperative_opening(sentence) or _ASSISTANT.match(sentence.strip()) is not None
 
 
 def _sentences(text: str) -> list[str]:

@@ -37,7 +37,14 @@ from dataclasses import dataclass
 from functools import partial
 
 from llmtrace.tracer.record.digest_cache import DigestCache, digest
-from llmtrace.tracer.record.evidence_run import _IMPERATIVE, _QUESTION, _SENTENCE_END, _SPLIT, MIN_CHARS, run
+from llmtrace.tracer.record.evidence_run import (
+    _QUESTION,
+    _SENTENCE_END,
+    _SPLIT,
+    MIN_CHARS,
+    imperative_opening,
+    run,
+)
 from llmtrace.tracer.registry import names as N
 
 # A line that announces retrieved material ("Context:", "Here are the search results:", "## Sources").
@@ -277,7 +284,7 @@ def _instruction(body: str) -> bool:
     """One imperative line ("Always answer in English.", "Cite the passage id."): an instruction, not a passage."""
     text = _TAG.sub("", body).strip()
     return ("\n" not in text and len(text) <= 200 and len(_SENTENCE_END.findall(text)) <= 2
-            and _IMPERATIVE.match(text) is not None)
+            and imperative_opening(text))
 
 
 def _instruction_block(p: str) -> bool:
@@ -356,7 +363,7 @@ def _read_labels(passages: list[str]) -> tuple[list[str], list[str | None], list
 
 def _about_them(p: str) -> bool:
     return ("\n" not in p.strip() and len(p) <= 300
-            and (_IMPERATIVE.match(p.strip()) is not None or _ABOUT.search(p) is not None))
+            and (imperative_opening(p) or _ABOUT.search(p) is not None))
 
 
 # Shapes of texts already read, by digest: a conversation sends its whole history with every request, so
