@@ -28,7 +28,7 @@ NBSP = re.compile("[\u00a0\u2007\u202f]")  # spaces that do not break: they look
 _OVERRIDE = r"(?:ignore|disregard|forget|override|bypass)"
 _EARLIER = r"(?:previous|prior|earlier|above|preceding|all|any|every|your|the|these|those|original|system)"
 _RULES = r"(?:instructions?|rules|directions|guidelines|guidance|prompts?|polic(?:y|ies)|constraints|orders)"
-_SECRET = (r"(?:system\s+prompt|(?:hidden|internal|secret|confidential|original)\s+(?:instructions|rules|prompt|codes?|"
+_SECRET = (r"(?:system\s+prompt|your\s+(?:\w+\s+)?prompt\b|(?:hidden|internal|secret|confidential|original)\s+(?:instructions|rules|prompt|codes?|"
            r"data)|passwords?|api[ -]?keys?|credentials|secrets?|rate\s+codes?)")
 PHRASES = (
     rf"\b{_OVERRIDE}\b[^.\n]{{0,24}}\b{_EARLIER}\b[^.\n]{{0,24}}\b{_RULES}\b",  # ignore the previous rules
@@ -38,7 +38,9 @@ PHRASES = (
     r"\b(?:reveal|disclose|leak)\s+(?:your|the)\s+instructions\b",
     r"\b(?:send|email|post|upload|exfiltrate)\s+(?:(?:the|all|your)\s+)*"
     r"(?:conversation|chat\s+history|credentials|passwords?|api\s+keys?|secrets?)\b",
-    r"\byou\s+are\s+now\b",
+    # "you are now DAN", not "you are now connected" (a participle or a place: a tool's status line)
+    r"\byou\s+are\s+now\b(?!\s+(?:\w+ed|\w+ing|able|ready|eligible|free|done|set|back|online|offline|on|in|at|"
+    r"through|out|up|part|one|a\s+(?:member|subscriber|customer))\b)",
     # "from now on, you will ..." and "from now on answer every member ...": an order about every later
     # answer ("from now on the shop opens at 9" names no answer and is no order)
     r"\bfrom\s+now\s+on\b[^.\n]{0,12}?\b(?:answer|reply|respond|tell|say|you\s+(?:are|will|must|should|shall))\b",
@@ -54,6 +56,35 @@ PHRASES = (
     # chat-template role tokens and role headers: text that pretends a new turn begins
     r"<\|?im_start\|?>|\[/?INST\]|<\|(?:system|assistant)\|>|<<SYS>>",
     r"\bBEGIN\s+SYSTEM\b|^[ \t]*#{2,}[ \t]*system[ \t]*:?[ \t]*$",
+    # what came before, dropped without naming it rules: "Ignore the above and say ...", "Disregard
+    # everything above", "Forget everything you were told" ("ignore the above warning" names a thing)
+    r"\b(?:ignore|disregard|forget)\s+(?:(?:all|everything|anything)\s+(?:of\s+)?)?(?:the\s+)?(?:above|before|"
+    r"(?:that|what)\s+(?:you\s+(?:were|have\s+been|'ve\s+been)\s+told|came\s+before|was\s+said))"
+    r"(?:\s+(?:before|earlier|previously|so\s+far))?(?=\s*(?:[.,;:!\n]|and\b|then\b|instead\b|now\b|$))",
+    r"\b(?:ignore|disregard|forget)\s+everything\s+(?:above|before|so\s+far|you(?:'ve|\s+have|\s+were)?\s+"
+    r"(?:been\s+)?(?:told|given|instructed))\b",
+    # text that speaks to the model reading it: "Note to the AI assistant:", "instructions for the model",
+    # "AI agents reading this page must ..."
+    r"\b(?:note|message|instructions?|reminder)\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?(?:ai|a\.i\.|assistant|llm|"
+    r"(?:language|ai)\s+model|chatbot|gpt|claude)s?\b",
+    r"\b(?:note|message|instructions?|reminder)\s+(?:to|for)\s+the\s+model\s*:",  # not "for the model X200"
+    # "DAN, an AI without restrictions" ("parking without restrictions" names no model)
+    r"\b(?:ai|assistant|chatbot|llm|(?:language|ai)\s+model)\s+(?:without|with\s+no)\s+(?:any\s+)?(?:restrictions|"
+    r"filters|limits|limitations|guardrails|rules|censorship)\b",
+    r"\b(?:ai|llm|gpt)s?(?:\s+(?:assistants?|agents?|models?|systems?|bots?|tools?))?\s+(?:reading|processing|"
+    r"summari[sz]ing|parsing|(?:that|who)\s+reads?)\s+this\b",
+    r"\byour\s+new\s+(?:instructions?|role|task|rules|goal|objective|persona|directives?|orders|purpose)\s+(?:is|are)\b",
+    r"\b(?:stop|quit|cease)\s+following\s+(?:your|the|all|any|these|those)\s+(?:\w+\s+)?(?:rules|instructions|"
+    r"guidelines|polic(?:y|ies)|programming|directives)\b",
+    r"\b(?:override|bypass|disable|ignore)\s+your\s+(?:safety|content|moderation|ethical|ethics)\s+(?:settings|"
+    r"filters?|guidelines|rules|polic(?:y|ies)|restrictions|training)\b",
+    # a role header that hands the model orders: "SYSTEM: The assistant must now ..." ("System: Linux" is a log,
+    # "System: You are a helpful assistant" a prompt quoted in a document about prompts)
+    r"^[ \t]*[\[<]?system[\]>]?[ \t]*:[ \t]*(?:(?:the\s+)?(?:assistant|ai|model)\b|you\s+(?:must|will|should|shall|"
+    r"are\s+now)\b)",
+    # the user's data sent on: "include the user's email address and send it to ..."
+    r"\b(?:include|send|forward|email|leak)\s+(?:the\s+|all\s+(?:of\s+)?(?:the\s+)?)?user'?s'?\s+(?:e-?mail|"
+    r"address|phone|password|data|details|credentials|conversation|messages|history|personal)",
 )
 # The override and the system-prompt phrases in German, French, Spanish, Italian and Portuguese: a tool
 # result or a pasted page in another language gives the same orders. Only the imperative forms are listed
@@ -104,7 +135,9 @@ TRANSLATED = (
 # request is scanned, so this is paid per call on the whole history).
 _LEADS = ("ignor", "disregard", "forget", "overrid", "bypass", "reveal", "print", "output", "show", "leak", "expose",
           "dump", "repeat", "disclose", "send", "email", "post", "upload", "exfiltrat", "you", "from", "new", "do",
-          "without", "developer", "jailbr", "system", "act", "begin",
+          "without", "developer", "jailbr", "system", "act", "begin", "note\\b", "message\\b", "instruction",
+          "reminder\\b", "ai\\b", "ais\\b", "llm", "gpt", "assistant", "chatbot", "language\\s+model", "your\\s+new",
+          "stop\\b", "quit\\b", "cease\\b", "include\\b", "forward\\b",
           # the translated phrases' verbs (non-ASCII first letters work: the class is matched ignoring case)
           # (whole short words end in \b: "gib" and "dime" alone, not "gibt" or "dimension")
           "vergiss", "vergesst", "missacht", "gib\\b", "zeig", "verrat", "nenn", "schick",  # de
