@@ -6,9 +6,14 @@ from __future__ import annotations
 
 from llmtrace.analyzers.base import SymptomAnalyzer, severity_for
 from llmtrace.analyzers.finding import Evidence, Finding
-from llmtrace.analyzers.query import Query
+from llmtrace.analyzers.query import Query, attr
 
 SLO_FACTOR = 2.0  # the TTFT objective, absent one given: twice the TTFT of requests that did not queue
+# HTTP answers that refuse a request for load, not for what it asked: rate limited (429), over capacity or
+# a connection limit (503), Anthropic's overloaded (529); as a status code, or as the error type a foreign
+# instrumentation names
+REFUSED = ("429", "503", "529", "RateLimitError", "OverloadedError", "rate_limit_error", "overloaded_error")
+MIN_REFUSED_SHARE = 0.1
 
 
 class DegradesUnderTraffic(SymptomAnalyzer):
@@ -57,6 +62,8 @@ class DegradesUnderTraffic(SymptomAnalyzer):
                     ev, ids, "Compare queue_depth and running with max_running; add replicas or raise the running "
                     "limit if the KV pool has room (cache.block_allocation utilization).", 0.5 + 0.5 * bad_share,
                 ))
+        if not any(f.stage == "arrival.admission" for f in out):
+            out += self._refused(q)
         hit = q.flagged("cache.block_allocation", {"pre": ("llmtrace.blocks.preemptions", "int"),
                                                    "util": ("llmtrace.blocks.utilization", "float")},
                         "pre > 0", "median(coalesce(util, 0)) AS util")
@@ -70,3 +77,40 @@ class DegradesUnderTraffic(SymptomAnalyzer):
                 ids, "Lower max_running or grow the KV pool.", 0.4,
             ))
         return out
+
+    def _refused(self, q: Query) -> list[Finding]:
+        """Requests the client saw refused for load (REFUSED): a server in front of the engine (a connection
+        limit, a gateway) or a hosted provider sheds them before any admission span is written, so only the
+        client's pass says so."""
+        tally = q.one(f"SELECT count(*) FILTER (WHERE client_span_id IS NOT NULL) AS n, "
+                      f"count(*) FILTER (WHERE client_span_id IS NOT NULL AND status = 'error') AS errors FROM {q.passes}")
+        n, errors = int(tally.get("n") or 0), int(tally.get("errors") or 0)
+        if n < 3 or errors < 2 or errors < MIN_REFUSED_SHARE * n:
+            return []
+        code = f"coalesce({attr('http.response.status_code')}, {attr('error.type')})"
+        codes = ", ".join(f"'{c}'" for c in REFUSED)
+        r = q.one(f"""
+            WITH e AS (SELECT trace_id, start_ns, {code} AS code FROM {q.spans}
+                       WHERE span_id IN (SELECT client_span_id FROM {q.passes}
+                                         WHERE client_span_id IS NOT NULL AND status = 'error'))
+            SELECT count(*) FILTER (WHERE code IN ({codes})) AS refused,
+                   (list(code ORDER BY start_ns DESC) FILTER (WHERE code IN ({codes})))[1:50] AS codes,
+                   (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE code IN ({codes})))[1:5] AS ids
+            FROM e""")
+        refused = int(r.get("refused") or 0)
+        share = refused / n
+        if refused < 2 or share < MIN_REFUSED_SHARE:
+            return []
+        seen = sorted({str(c) for c in r["codes"] or ()})
+        ids = tuple(r["ids"] or ())
+        return [self.finding(
+            "arrival.admission", severity_for(share, 0.2, 0.5),
+            f"{refused} of {n} requests were refused for load (HTTP {', '.join(seen)})",
+            "The server turned requests away before running them: a rate limit (429), a concurrency or "
+            "connection limit (503) or an overloaded provider (529). Each refused request failed or waited out "
+            "its client's retries.",
+            [Evidence("requests refused", refused, f"of {n}", ids),
+             Evidence("HTTP status", ", ".join(seen), "", ids)],
+            ids, "Send fewer requests at once (a client-side limit or queue), raise the server's concurrency "
+            "limit or its rate limit, and retry with backoff.", 0.5 + 0.5 * share,
+        )]

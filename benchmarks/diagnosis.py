@@ -52,6 +52,9 @@ SERVERS: dict[str, list[str]] = {
     "moderated": ["--moderation-words", "refund,compensation", "--moderation-every-tokens", "6"],
     "no_holdback": ["--detokenizer-holdback", "off"],
     "short_stop_window": ["--stop-holdback", "1"],
+    "short_default": ["--default-max-tokens", "10"],
+    "conn_limit": ["--limit-concurrency", "3"],
+    "one_seq": ["--max-num-seqs", "1"],
     # the bundled SmolLM2-135M: the tiny model's answers never vary, so causes of different answers need it
     "smol": ["--model", "default"],
     "smol_invariant": ["--model", "default", "--batch-invariant"],

@@ -57,8 +57,10 @@ from diagnosis_corpus_context import (
 )
 from diagnosis_corpus_load import (
     batch_greedy,
+    connection_burst,
     foreign_template,
     many_prefixes,
+    no_max_tokens_structured,
     queue_burst,
     shared_prefix_burst,
     shed_burst,
@@ -138,6 +140,11 @@ CASES: tuple[Case, ...] = (
     # a changing block (catalogue matches, a member profile) ahead of long fixed rules; the twin: after them
     Case("catalogue_notes_top_of_system", notes_block_top, CACHE),
     Case("member_profile_top_anthropic", profile_block_top_anthropic, CACHE),
+    # server flags the app never set: a short default max_tokens, a connection limit, one sequence per engine
+    Case("server_default_cuts_structured", no_max_tokens_structured, ("gen.stop", "safety.stop_reason"),
+         "short_default", "default"),
+    Case("connection_limit_sheds", connection_burst, ("arrival.admission",), "conn_limit", "default"),
+    Case("one_sequence_engine_queue", connection_burst, ("arrival.admission",), "one_seq", "default"),
     # passages pasted without labels; the twin labels them by index ('Entry 2 — ', 'FAQ 12) ')
     Case("unlabelled_vs_entry_labels", entry_labelled_passages, ("intake.evidence_formatting",)),
     Case("unlabelled_vs_faq_labels_anthropic", faq_labelled_passages_anthropic, ("intake.evidence_formatting",)),

@@ -83,3 +83,20 @@ def foreign_template(c: Ctx, twin: bool) -> None:
 def shed_burst(c: Ctx, twin: bool) -> None:
     concurrent(c, 10, lambda i: [{"role": "system", "content": POLICY}, {"role": "user", "content": f"Burst {i}."}],
                max_tokens=16)
+
+
+# ── server flags the app never sees: a default length, a connection limit, one sequence per engine ─────────
+def no_max_tokens_structured(c: Ctx, twin: bool) -> None:
+    """Structured answers from an app that sets no max_tokens: the server's default decides where they end."""
+    for i in range(8):
+        c.openai.chat.completions.create(
+            model=c.model, temperature=0,
+            messages=[{"role": "system", "content": POLICY}, {"role": "user", "content": f"Where is crate C-{40 + i}?"}],
+            response_format=json_enum(*(f"Crate {k} waits at bay {k + 7} of the north warehouse for the "
+                                        f"afternoon van to depot {k * 5}" for k in range(3))))
+
+
+def connection_burst(c: Ctx, twin: bool) -> None:
+    """Twelve calls at once from a worker pool."""
+    concurrent(c, 12, lambda i: [{"role": "system", "content": POLICY}, {"role": "user", "content": f"Ticket {i}?"}],
+               max_tokens=20)
