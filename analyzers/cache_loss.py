@@ -332,7 +332,9 @@ def _classify(pl: PassLoss, prompt: _Prompt | None, chain: list[str] | None,
                 and (cls != "free_text" or wide):
             pl.kind, pl.lost_tokens = "window", float(min(reusable, uncached))
             pl.segment = str(div.get("segment") or "prompt")
-        if wide and pl.kind == "window" and pl.window_class in ("", "field", "free_text") \
+        # (a block found from the hashed pieces is known to a piece; the middleware's is exact)
+        if wide and pl.kind == "window" and (pl.window_class in ("", "field", "free_text") or
+                                             pl.window_class == "block" and pl.window_text is None) \
                 and isinstance(width, int) and isinstance(reusable, (int, float)):
             pl.window_class, pl.window_chars, pl.run_tokens = "block", width, float(reusable)
         if pl.kind == "window" and pl.window_class == "field" and cls == "free_text" \

@@ -3,7 +3,8 @@ where they part, what the window that differs looks like, and how much of the pr
 if that window sat after the stable part (analyzers/cache_loss.py weighs it against what the engine
 reused).
 
-The window's position is exact with full capture (text), to a chunk with hashes. A window up to
+The window's position is exact with full capture (text), to a chunk with hashes; with hashes a block's fixed
+text is found from the content-defined pieces the recorder keeps for long segments (``piece_run``). A window up to
 ``FIELD_CHARS`` wide between identical text is a field (an id, a clock); a wider one is a *block* (retrieved
 notes, a per-user profile) when a long run of identical text follows it in both prompts: stable text placed
 after content that changes every call.
@@ -24,6 +25,7 @@ FIELD_CHARS = 96  # a window up to this wide between identical text is a field, 
 BLOCK_MIN_CHARS = 256
 _PROBE_CHARS = 32  # the piece of the earlier prompt looked for in the current one
 _PROBES = 16  # at most this many pieces per comparison (spread over the text after the first difference)
+_HEX = re.compile(r"[0-9a-f]{1,16}")
 
 _CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("uuid", re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}")),
@@ -130,6 +132,7 @@ class _Compare:
     run: int = 0  # chars of the stable run found after a wide window or in the user's turn (judged by size)
     run_at: int = -1  # where that run starts in the segment (``seg_index``) of the current prompt
     seg_index: int = -1
+    anchor: int = 0  # with hashes only: the fingerprint piece_run gives the run
 
 
 def _tail_from(segs: list[dict[str, object]]) -> int:
@@ -177,23 +180,98 @@ def _compare(cur: _Prompt, prev: _Prompt) -> _Compare:
                             run=run, run_at=at, seg_index=si)
         return _Compare(before + p, before + p, kind, p, "free_text", window[:48], distinct=True)
     # hashes only: the chunk chain gives the offset to 64 chars; equal lengths suggest a fixed-width field
-    chain_a, chain_b = _strs(sa.get("chunk_hashes")), _strs(sb.get("chunk_hashes"))
-    ci = next((i for i, (x, y) in enumerate(zip(chain_a, chain_b, strict=False)) if x != y), min(len(chain_a), len(chain_b)))
-    p = min(ci * CHUNK_CHARS, ca)
+    p = _chain_split(sa, sb)
     fld = _recorded_field(sa, sb, p)
     if fld is not None:  # the collector listed the value and proved the text around it unchanged
         at, width, cls = fld
         return _Compare(before + at, before + ca - width + later, kind, at, cls)
     if ca == cb and ca - p > CHUNK_CHARS:
         return _Compare(before + p, before + ca - CHUNK_CHARS + later, kind, p, "field")
+    found = piece_run(sa, sb, p)
+    if found is not None:  # a block (or a field the collector could not list) ahead of long identical text
+        at, run, anchor = found
+        after = later if at + run == ca else 0
+        cls = "block" if at - p > FIELD_CHARS else "field"
+        return _Compare(before + p, before + p + run + after, kind, p, cls, width=at - p, run=run, run_at=at,
+                        seg_index=si, anchor=anchor)
     return _Compare(before + p, before + p, kind, p, "free_text", distinct=True)
+
+
+def _chain_split(sa: dict[str, object], sb: dict[str, object]) -> int:
+    """Where two segments' chunk chains part, in chars of ``sa`` (to a chunk)."""
+    chain_a, chain_b = _strs(sa.get("chunk_hashes")), _strs(sb.get("chunk_hashes"))
+    ci = next((i for i, (x, y) in enumerate(zip(chain_a, chain_b, strict=False)) if x != y), min(len(chain_a), len(chain_b)))
+    return min(ci * CHUNK_CHARS, as_int(sa.get("chars")))
+
+
+def _pieces(seg: dict[str, object]) -> list[tuple[str, int, int]]:
+    """A segment record's content-defined pieces as (hash, start, chars); empty when it has none."""
+    out: list[tuple[str, int, int]] = []
+    pos = 0
+    for item in _strs(seg.get("pieces")):
+        h, _, n = item.partition(":")
+        if not n.isdigit():
+            return []
+        out.append((h, pos, int(n)))
+        pos += int(n)
+    return out if pos == as_int(seg.get("chars")) else []
+
+
+def piece_run(sa: dict[str, object], sb: dict[str, object], p: int) -> tuple[int, int, int] | None:
+    """With hashes only: the longest run of identical content-defined pieces (``pieces``, recorded for long
+    segments) that starts at or after ``p`` (where the chunk chains part) in both segments, at least
+    ``BLOCK_MIN_CHARS`` long, as (its start in ``sa``, its chars, a fingerprint of it); None without one.
+
+    A piece's cuts depend on the text around them alone, so the same text after a changed block is cut alike
+    in both prompts from its first cut on: the run starts at most a piece after the block ends (the block's
+    width is that much too wide). The fingerprint (as ``run_anchor``'s: the same fixed text gives the same one
+    whichever pass it is measured in) is the hash of the run's last piece when the run reaches the segment's
+    end, else the smallest hash among its pieces but the first and last (where a run starts and ends moves by
+    a piece with the text around it)."""
+    a, b = _pieces(sa), _pieces(sb)
+    if not a or not b:
+        return None
+    where: dict[str, list[int]] = {}
+    for j, (h, start, _) in enumerate(b):
+        if start >= p:
+            spots = where.setdefault(h, [])
+            if len(spots) < 16:  # a piece repeated all over (a table's rows): its first places are enough
+                spots.append(j)
+    best: tuple[int, int, int] | None = None
+    for i, (h, start, _) in enumerate(a):
+        if start < p:
+            continue
+        for j in where.get(h, ()):
+            if i > 0 and j > 0 and a[i - 1][0] == b[j - 1][0] and a[i - 1][1] >= p and b[j - 1][1] >= p:
+                continue  # inside a run already measured from its first piece
+            k = 0
+            while i + k < len(a) and j + k < len(b) and a[i + k][0] == b[j + k][0]:
+                k += 1
+            chars = a[i + k - 1][1] + a[i + k - 1][2] - start
+            if chars >= BLOCK_MIN_CHARS and (best is None or chars > best[1]):
+                # to the segment's end: its last piece, wherever the run starts; else the pieces inside it
+                inner = a[i + k - 1:i + k] if i + k == len(a) else a[i + 1:i + k - 1] or a[i:i + k]
+                best = (start, chars, min(int(x[0], 16) if _HEX.fullmatch(x[0]) else 0 for x in inner))
+    return best
 
 
 def _tail_block(cur: _Prompt, prev: _Prompt, si: int, before: int, kind: str) -> _Compare:
     """The user's own turn differs: new text by nature, unless (full capture) a long run of identical text
-    follows the first difference in both, instructions pasted after a changing block in the same message."""
-    if cur.texts is None or prev.texts is None or str(prev.segs[si].get("kind")) != kind:
+    follows the first difference in both, instructions pasted after a changing block in the same message
+    (with hashes only: a run of identical pieces, ``piece_run``)."""
+    if str(prev.segs[si].get("kind")) != kind:
         return _Compare(before, before)
+    if cur.texts is None or prev.texts is None:
+        sa, sb = cur.segs[si], prev.segs[si]
+        if min(as_int(sa.get("chars")), as_int(sb.get("chars"))) < 2 * BLOCK_MIN_CHARS:
+            return _Compare(before, before)
+        p = _chain_split(sa, sb)
+        found = piece_run(sa, sb, p)
+        if found is None:
+            return _Compare(before, before)
+        at, run, anchor = found
+        return _Compare(before + p, before + p + run, kind, p, "block", width=at - p, run=run, run_at=at,
+                        seg_index=si, anchor=anchor)
     ta, tb = cur.texts[si], prev.texts[si]
     if min(len(ta), len(tb)) < 2 * BLOCK_MIN_CHARS:  # a question, not a block and instructions
         return _Compare(before, before)
@@ -212,7 +290,7 @@ def run_anchor(prompt: _Prompt, c: _Compare) -> int:
     share at their ends; past that margin the same fixed text gives the same pieces, so (almost always) the
     same smallest one, and other shared text (a chunk retrieved twice, a document's tail) another."""
     if prompt.texts is None or c.run < 4 * _PROBE_CHARS or c.seg_index < 0:
-        return 0
+        return c.anchor
     text, lo = prompt.texts[c.seg_index], c.run_at + _PROBE_CHARS
     return min(hash(text[i:i + _PROBE_CHARS]) for i in range(lo, lo + 2 * _PROBE_CHARS))
 

@@ -1,8 +1,10 @@
 """A prompt as the store keeps it: one record per segment (system, tools, each history turn, user) with a
 keyed hash and a hash chain over fixed-size chunks, so the analyzers can say in which segment, and at which
-chunk, two prompts part without a word of them stored. The one definition for the client middleware
-(``adapters/segments.py`` turns a request's messages into segments) and the collector
-(``otlp_segments.py`` does the same for other instrumentations' spans).
+chunk, two prompts part without a word of them stored; and, for a long segment, keyed hashes of
+content-defined pieces (``pieces``), so they can also find the long text two prompts share *after* the
+place they part (fixed instructions behind a block that changes every call), which an anchored chain
+cannot. The one definition for the client middleware (``adapters/segments.py`` turns a request's messages
+into segments) and the collector (``otlp_segments.py`` does the same for other instrumentations' spans).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from functools import partial
 
@@ -47,17 +50,82 @@ def canonical(value: object) -> str:
 
 
 def segment_records(segments: Iterable[tuple[str, str]]) -> list[dict[str, object]]:
-    """One record per segment: {kind, hash, chars, chunk_hashes} (the store's llmtrace.prompt.segments;
-    ``prompt_attributes`` adds each segment's ``fields``)."""
-    return [
-        {
-            "kind": kind,
-            "hash": capture.hash_text(text),
-            "chars": len(text),
-            "chunk_hashes": capture.chunk_hash_chain(text, CHUNK_CHARS),
-        }
-        for kind, text in segments
-    ]
+    """One record per segment: {kind, hash, chars, chunk_hashes, pieces (long segments)} (the store's
+    llmtrace.prompt.segments; ``prompt_attributes`` adds each segment's ``fields``)."""
+    out: list[dict[str, object]] = []
+    for kind, text in segments:
+        rec: dict[str, object] = {"kind": kind, "hash": capture.hash_text(text), "chars": len(text),
+                                  "chunk_hashes": capture.chunk_hash_chain(text, CHUNK_CHARS)}
+        if len(text) >= PIECES_MIN_CHARS:
+            rec["pieces"] = pieces(capture.scrub(text))
+        out.append(rec)
+    return out
+
+
+# Content-defined pieces. A cut goes after a run of white space (or CJK punctuation) when a keyed CRC of the
+# 16 chars before it falls under a threshold, so where a cut goes depends on the text around it alone: after
+# an insertion or a changed block, the cuts (and so the pieces' hashes) are the same again one piece later,
+# wherever the shared text now sits. Each piece is recorded as "hash:chars" (32-bit keyed BLAKE2b): the
+# analyzers line two segments' pieces up to find the long identical run after the place they part.
+PIECES_MIN_CHARS = 512  # a shorter segment cannot hold a block and a run worth moving it for
+PIECE_CHARS = 64  # roughly the mean piece in prose, up to MAX_PIECES pieces (a 4k-char prompt: ~900 bytes)
+MAX_PIECES = 256  # a longer text takes pieces twice as long per doubling: a 100k-char text ~200 pieces, ~3 KB;
+# never 2 * MAX_PIECES or more
+_CUT = re.compile(r"[\s\u3001\u3002\uff01\uff0c\uff0e\uff1a\uff1b\uff1f]+")
+_CUT_WINDOW = 16
+
+
+def pieces(text: str) -> list[str]:
+    """``text`` (scrubbed) in content-defined pieces, each as "keyed hash:chars" in order; their chars add up
+    to ``len(text)``. The piece size doubles with each doubling of the text past ``PIECE_CHARS * MAX_PIECES``
+    chars (and once more for a text that still makes over twice ``MAX_PIECES``), so a record stays small; two
+    texts compare only at the same size (no run is found between a 30k and a 40k-char version of a prompt)."""
+    level = 0
+    while len(text) > (PIECE_CHARS << level) * MAX_PIECES:
+        level += 1
+    seed = _piece_seed()
+    cuts = _cuts(text, level, seed)
+    while len(cuts) >= 2 * MAX_PIECES:
+        level += 1
+        cuts = _cuts(text, level, seed)
+    out: list[str] = []
+    start = 0
+    for end in (*cuts, len(text)):
+        h = capture.hasher()
+        h.update(text[start:end].encode("utf-8", "surrogatepass"))
+        out.append(f"{h.hexdigest()[:8]}:{end - start}")
+        start = end
+    return out
+
+
+def _cuts(text: str, level: int, seed: int) -> list[int]:
+    # one white-space run in 8 << level: ~55 chars of prose a piece. Finer pieces place a block's end closer and
+    # find shorter runs; text with few distinct cut places (one sentence repeated) still gets one
+    threshold = (1 << 32) >> (3 + level)
+    shortest, longest = 16 << level, 512 << level
+    cuts: list[int] = []
+    last = 0
+    crc = zlib.crc32
+    for m in _CUT.finditer(text):
+        i = m.end()
+        while i - last > longest:  # no cut for this long (a base64 blob, a run without spaces): a fixed one
+            last += longest
+            cuts.append(last)
+        if i - last >= shortest and i < len(text) and \
+                crc(text[i - _CUT_WINDOW:i].encode("utf-8", "surrogatepass"), seed) < threshold:
+            cuts.append(i)
+            last = i
+    while len(text) - last > longest:
+        last += longest
+        cuts.append(last)
+    return cuts
+
+
+def _piece_seed() -> int:
+    """The cut CRC's start value, from the hash key: where the cuts fall is the key's too."""
+    h = capture.hasher()
+    h.update(b"llmtrace.prompt.pieces")
+    return int.from_bytes(h.digest()[:4], "big")
 
 
 def fields(text: str) -> list[dict[str, object]]:

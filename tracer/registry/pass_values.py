@@ -86,7 +86,9 @@ PASS_VALUES: tuple[BoundaryValue, ...] = (
     V("llmtrace.meters.usage_consistent", "bool", "", "false when the reported usage cannot add up"),
     V("llmtrace.prompt.hash", "str", "", "keyed hash of the rendered prompt (capture=hashes)", column="prompt_hash"),
     V("llmtrace.output.hash", "str", "", "keyed hash of the output text", column="output_hash"),
-    V("llmtrace.prompt.segments", "str", "", "JSON list of the prompt's segments: kind, keyed hash, chars, chunk hashes"),
+    V("llmtrace.prompt.segments", "str", "", "JSON list of the prompt's segments: kind, keyed hash, chars, chunk hashes "
+      "(a chain over 64-char chunks), and for a segment of 512 chars or more its content-defined pieces "
+      "(\"keyed hash:chars\", fewer than 512), which find text two prompts share after a changed block"),
     V("llmtrace.prompt.text", "str", "", "the rendered prompt (capture=full only, scrubbed)", when="capture=full only"),
     V("llmtrace.output.text", "str", "", "the output (capture=full only, scrubbed)", when="capture=full only"),
     V("llmtrace.output.shape", "str", "", "what the output looks like: json, fenced, xml or text"),
