@@ -199,9 +199,10 @@ def _intake(e: _Emit) -> None:
     if capture.mode() != "none":
         # Retrieved passages pasted into the prompt: their shape only (counts, schemes), never their text.
         # Not the tools (the app's own definitions, one JSON line) nor the model's own answers.
-        found = evidence_shape.shape([t for kind, t in obs.segments if kind not in _NOT_EVIDENCE])
+        # The segment's kind goes with it: a fixed block in the system prompt is the app's own reference text.
+        found = evidence_shape.read([(kind, t) for kind, t in obs.segments if kind not in _NOT_EVIDENCE])
         if found is not None:
-            at_request(S.INTAKE_EVIDENCE_FORMATTING, evidence_shape.values(found))
+            at_request(S.INTAKE_EVIDENCE_FORMATTING, evidence_shape.values(*found))
     counts = [textscan.count_chars(text) for _, text in obs.segments]
     if any(c.hidden or c.nbsp or c.confusables for c in counts):
         # Only when there is something to say: a clean prompt costs no span (the server records the stage).

@@ -1,11 +1,20 @@
 """Right fact, wrong source: Intake. Retrieved chunks without ids or clear delimiters let a model quote
-one source's fact under another's name; duplicates make two sources look like one."""
+one source's fact under another's name; duplicates make two sources look like one.
+
+Reference text the app wrote once (company facts under "Use the information below" in the system prompt)
+reads like passages but is one source, the same in every request: when every prompt with a bad shape (at
+least ``MIN_SAME``) carries the same passage set in its system prompt, it is no finding. Retrieved passages
+change with the question; a block in a user message is judged even when identical, and so are stores
+written before the set's hash and placement were recorded."""
 
 from __future__ import annotations
 
 from llmtrace.analyzers.base import SymptomAnalyzer
 from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.query import Query
+
+# Fewer prompts than this cannot show that a block never changes.
+MIN_SAME = 3
 
 
 class WrongSource(SymptomAnalyzer):
@@ -15,7 +24,8 @@ class WrongSource(SymptomAnalyzer):
     def find(self, q: Query) -> list[Finding]:
         rel = q.stage_sql("intake.evidence_formatting", {
             "chunks_out": ("llmtrace.evidence.chunks_out", "int"), "ids": ("llmtrace.evidence.id_scheme", "str"),
-            "delim": ("llmtrace.evidence.delimiter", "str"), "dups": ("llmtrace.evidence.duplicates_sent", "int")})
+            "delim": ("llmtrace.evidence.delimiter", "str"), "dups": ("llmtrace.evidence.duplicates_sent", "int"),
+            "passages": ("llmtrace.evidence.passages_hash", "str"), "placed": ("llmtrace.evidence.placement", "str")})
         unl, und = "coalesce(ids, 'none') = 'none'", "coalesce(delim, 'none') = 'none'"
         # A passage sent twice (under two labels, or none) makes one source look like two corroborating ones.
         dup = "coalesce(dups, 0) > 0"
@@ -24,11 +34,16 @@ class WrongSource(SymptomAnalyzer):
                              count(*) FILTER (WHERE {unl}) AS unlabelled, count(*) FILTER (WHERE {und}) AS undelimited,
                              count(*) FILTER (WHERE {dup}) AS duplicated,
                              median(chunks_out) FILTER (WHERE {bad_sql}) AS chunks,
-                             (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE {bad_sql}))[1:5] AS ids
+                             (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE {bad_sql}))[1:5] AS ids,
+                             count(DISTINCT passages) FILTER (WHERE {bad_sql}) AS sets,
+                             count(*) FILTER (WHERE ({bad_sql}) AND passages IS NOT NULL
+                                              AND placed = 'system') AS fixed_in_system
                       FROM {rel} WHERE chunks_out > 1""")
         n, bad = int(a.get("n") or 0), int(a.get("bad") or 0)
         if not bad:
             return []
+        if bad >= MIN_SAME and a["sets"] == 1 and a["fixed_in_system"] == bad:
+            return []  # one block, never changing, in the system prompt: the app's own reference text
         share = bad / n
         ids = tuple(a["ids"])
         only_dups = not a["unlabelled"] and not a["undelimited"]

@@ -23,7 +23,8 @@ from llmtrace.cli import main
 
 PASSAGES = ["Wharf 9 takes refrigerated containers only between six and ten in the morning on weekdays.",
             "Consignments held at customs for more than five days are charged a storage fee per pallet.",
-            "The northern yard gate closes at noon on Saturdays; drivers arriving later are turned away."]
+            "The northern yard gate closes at noon on Saturdays; drivers arriving later are turned away.",
+            "Hazardous goods need a declaration signed by the shipper before they may enter the terminal."]
 LABELLED = {
     "tag": '<note id="tax-{i}">{p}</note>',
     "colon": "Note tax-{i}: {p}",
@@ -46,8 +47,10 @@ def client() -> Iterator[Any]:
 
 
 def _ask(client: Any, line: str) -> None:
-    body = "Relevant notes:\n" + "\n".join(line.format(i=i, n=i + 1, p=p) for i, p in enumerate(PASSAGES))
-    for _ in range(3):
+    for call in range(3):  # three of the four passages, picked per call as retrieval would (the same block in
+        # every call's system prompt would be the app's own reference text: analyzers/wrong_source.py)
+        picked = [PASSAGES[(call + k) % len(PASSAGES)] for k in range(3)]
+        body = "Relevant notes:\n" + "\n".join(line.format(i=i, n=i + 1, p=p) for i, p in enumerate(picked))
         client.chat.completions.create(model="gpt-4o-mini", max_tokens=1, messages=[
             {"role": "system", "content": body}, {"role": "user", "content": "When does the northern gate close?"}])
 

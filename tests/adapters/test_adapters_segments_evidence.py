@@ -30,6 +30,6 @@ def test_the_middleware_records_the_tracer_rules_shape(traced: Path) -> None:
                                                  {"role": "user", "content": body}])
     (recorded,) = [r["attributes"] for r in rows(
         traced, "SELECT attributes FROM spans WHERE stage = 'intake.evidence_formatting'")]
-    found = rule.shape(["You answer for the yard.", body])
-    assert found is not None and (found.chunks_in, found.duplicates, found.delimiter) == (3, 1, "xml")
-    assert {k: recorded[k] for k in rule.values(found)} == rule.values(found)
+    found = rule.read([("system", "You answer for the yard."), ("user", body)])
+    assert found is not None and (found[0].chunks_in, found[0].duplicates, found[0].delimiter) == (3, 1, "xml")
+    assert found[1] == "user" and {k: recorded[k] for k in rule.values(*found)} == rule.values(*found)

@@ -28,7 +28,6 @@ passage), a source given at the end ("... (source: x.pdf)"), a numbered tag name
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from bisect import bisect_left, bisect_right
 from collections import Counter
@@ -36,7 +35,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
+from llmtrace.tracer.record import capture
 from llmtrace.tracer.record.digest_cache import DigestCache, digest
+from llmtrace.tracer.record.evidence_json import json_documents
 from llmtrace.tracer.record.evidence_run import (
     _QUESTION,
     _SENTENCE_END,
@@ -97,9 +98,6 @@ _ID_ATTR = re.compile(r"(?<![\w-])(?:[\w-]*[_-])?(?:id|key|source|src|name|title
 _NUMBERED_TAG = re.compile(r"<([A-Za-z][A-Za-z_]{0,30}?)[-_]?(\d{1,4})\b([^<>]*)>")
 # a child tag that names its passage (<source>x.pdf</source>, <title>...</title>)
 _CHILD_LABEL = re.compile(r"<(?:source|src|title|url|uri|id|doc_id|filename|file|name|ref)>[ \t]*[^<\s]", re.IGNORECASE)
-# a JSON document's key that names it (its id, source or title), not its content
-_JSON_LABEL = re.compile(r"(?:[\w-]*[_-])?(?:id|key|source|src|url|uri|title|name|ref|path|file)|[a-z]+Id", re.IGNORECASE)
-_JSON_START = re.compile(r"^[ \t]*[\[{]", re.MULTILINE)
 _WS = re.compile(r"\s+")
 _BULLET = re.compile(r"^[-*+•][ \t]+")
 _TAG = re.compile(r"</?[A-Za-z][\w-]*[^>]*>")
@@ -157,6 +155,9 @@ class EvidenceShape:
     id_scheme: str  # none, index, source_id
     delimiter: str  # none, xml, markdown, fenced, rule, label
     unlabelled: int  # distinct passages without a label of their own
+    # the distinct passages' in-memory keys, sorted (so the set, not the order): values() stores only a keyed
+    # hash of them, which tells the app's own fixed reference text (the same every call) from retrieved passages
+    passage_keys: tuple[str, ...] = ()
 
 
 def _key(text: str) -> str:
@@ -375,13 +376,21 @@ _SEEN: DigestCache[EvidenceShape | None] = DigestCache(4096)
 def shape(texts: Sequence[str]) -> EvidenceShape | None:
     """The retrieved-passage structure in a prompt's texts (system, history, user), or None when there is
     none (fewer than two passages after a cue or inside tags)."""
-    best: EvidenceShape | None = None
-    for text in texts:
+    found = read([("", t) for t in texts])
+    return None if found is None else found[0]
+
+
+def read(segments: Sequence[tuple[str, str]]) -> tuple[EvidenceShape, str] | None:
+    """The retrieved-passage structure in a prompt's segments ((kind, text), kind ``system``, ``user`` or
+    ``history:<role>`` as the prompt's segments are named) and where it sat: ``system``, ``user`` or
+    ``history``; None when there is none. The text with the most passages is the one read."""
+    best: tuple[EvidenceShape, str] | None = None
+    for kind, text in segments:
         if not text or len(text) < 2 * MIN_CHARS:
             continue
         found = _SEEN.remember(digest(text), partial(_shape_one, text))
-        if found is not None and (best is None or found.chunks_in > best.chunks_in):
-            best = found
+        if found is not None and (best is None or found.chunks_in > best[0].chunks_in):
+            best = (found, kind.split(":", 1)[0])
     return best
 
 
@@ -404,7 +413,7 @@ def _shape_one(text: str) -> EvidenceShape | None:
         return None
     else:
         block = text[cue.end():]
-    documents = _json_documents(block)
+    documents = json_documents(block)
     if documents is not None:  # passages as JSON objects: each is delimited, and labelled by an id key
         return _result([t for t, _ in documents], [label for _, label in documents], "json", tagged_ids=False)
     passages, labels, bodies = _read_labels(passages)
@@ -425,46 +434,6 @@ def _shape_one(text: str) -> EvidenceShape | None:
     return _result(bodies, labels, delimiter, tagged_ids=False)
 
 
-def _json_documents(block: str) -> list[tuple[str, str | None]] | None:
-    """Passages given as JSON right after the cue: an array of objects (or an object holding one), or one
-    object a line; each passage is an object's longest string, labelled by its id-like key's value. None
-    when the block does not open with such JSON or it holds fewer than two passages."""
-    start = _JSON_START.search(block)
-    if start is None or block[:start.start()].strip():
-        return None
-    at = start.end() - 1
-    decoder = json.JSONDecoder()
-    try:
-        doc, _ = decoder.raw_decode(block, at)
-    except ValueError:
-        doc = None
-    if isinstance(doc, dict):
-        lists = [v for v in doc.values() if isinstance(v, list)]
-        doc = lists[0] if len(lists) == 1 else [doc]
-    if isinstance(doc, list) and len(doc) == 1 and block[at] == "{":  # perhaps one object a line (JSON Lines)
-        doc = []
-        for line in block[at:].splitlines():
-            if not line.strip():
-                break
-            try:
-                doc.append(json.loads(line))
-            except ValueError:
-                break
-    if not isinstance(doc, list):
-        return None
-    out: list[tuple[str, str | None]] = []
-    for item in doc:
-        if not isinstance(item, dict):
-            return None
-        strings = [v for v in item.values() if isinstance(v, str)]
-        body = max(strings, key=len, default="")
-        if len(body) >= MIN_CHARS:
-            label = next((str(v) for k, v in item.items() if _JSON_LABEL.fullmatch(str(k)) and isinstance(v, (str, int))
-                          and v != body and str(v).strip()), None)
-            out.append((body, label))
-    return out if len(out) >= 2 else None
-
-
 def _result(passages: list[str], labels: list[str | None], delimiter: str, *, tagged_ids: bool) -> EvidenceShape:
     """The shape of passages given without their labels (so one passage under two labels is a duplicate)."""
     seen: set[str] = set()
@@ -477,12 +446,18 @@ def _result(passages: list[str], labels: list[str | None], delimiter: str, *, ta
     kept = [labels[i] for i in distinct]
     scheme = ("source_id" if sum(1 for x in kept if x) >= len(kept) / 2 else "none") if tagged_ids else _scheme(kept)
     unlabelled = sum(1 for x in kept if not x) if scheme != "none" else len(kept)
-    return EvidenceShape(len(passages), len(distinct), len(passages) - len(distinct), scheme, delimiter, unlabelled)
+    return EvidenceShape(len(passages), len(distinct), len(passages) - len(distinct), scheme, delimiter, unlabelled,
+                         tuple(sorted(seen)))
 
 
-def values(s: EvidenceShape) -> dict[str, object]:
-    """The ``intake.evidence_formatting`` values for a shape read off the wire."""
+def values(s: EvidenceShape, placement: str | None = None) -> dict[str, object]:
+    """The ``intake.evidence_formatting`` values for a shape read off the wire, and where it sat (``read``)."""
+    h = capture.hasher()  # keyed: the store never holds an unkeyed hash of prompt text
+    for k in s.passage_keys:
+        h.update(bytes.fromhex(k))
     return {
+        N.EVIDENCE_PASSAGES_HASH: h.hexdigest() if s.passage_keys else None,
+        N.EVIDENCE_PLACEMENT: placement,
         N.EVIDENCE_CHUNKS_IN: s.chunks_in,
         N.EVIDENCE_CHUNKS_OUT: s.chunks_out,
         N.EVIDENCE_DUPLICATES_REMOVED: 0,  # the app removed none: duplicates reached the model

@@ -143,6 +143,8 @@ EVIDENCE_DELIMITER: Final = "llmtrace.evidence.delimiter"  # str; intake.evidenc
 EVIDENCE_UNLABELLED: Final = "llmtrace.evidence.unlabelled"  # int items; intake.evidence_formatting
 EVIDENCE_DUPLICATES_SENT: Final = "llmtrace.evidence.duplicates_sent"  # int chunks; intake.evidence_formatting
 EVIDENCE_OBSERVED: Final = "llmtrace.evidence.observed"  # str; intake.evidence_formatting
+EVIDENCE_PASSAGES_HASH: Final = "llmtrace.evidence.passages_hash"  # str; intake.evidence_formatting
+EVIDENCE_PLACEMENT: Final = "llmtrace.evidence.placement"  # str; intake.evidence_formatting
 
 # ── stage 10 intake.chat_template (catalog/intake.py)
 TEMPLATE_HASH: Final = "llmtrace.template.hash"  # str; intake.chat_template
