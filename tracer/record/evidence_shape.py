@@ -7,7 +7,9 @@ A RAG app that pastes retrieved passages into the prompt without ``format_eviden
 structure on the wire: a block introduced by a cue ("Context:", "Use the passages below", a ``<documents>``
 tag) followed by several passages, or, when no line names them, found by their own shape: statements
 under any heading, or ending a text after its instructions (evidence_run.py). Only the *shape* is
-recorded (counts and scheme names), never the text, so this runs under every capture mode but ``none``.
+recorded (counts and scheme names), never the text, so this runs under every capture mode but ``none``;
+with it a keyed hash of the set of distinct passages and where the block sat (system prompt, user message,
+history), so the analyzer can tell the app's own fixed reference text from passages retrieved per question.
 
 The rules are general, not tuned to one phrasing: a passage is a paragraph (blank-line, rule or tag
 separated) of at least ``MIN_CHARS`` characters; a passage is labelled when it opens with an id of its own
