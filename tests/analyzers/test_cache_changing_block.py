@@ -111,10 +111,9 @@ PLANTED: dict[str, tuple[str, Messages, str, str]] = {
 # With hashes capture the analysis sees the text after the first difference only through the middleware's
 # divergence window (llmtrace.divergence.*). Since edb2e05 a window whose text changes again before an identical
 # ending of 256 chars or more runs to that ending (class 'fields'), so a block that starts with a value of its
-# own (an id, a date) is found. A question after the instructions in the same message still leaves no identical
-# ending, so no trace of the fixed text behind: seen with full capture, here it waits for a recorded value
-# (content-defined chunk hashes per segment).
-_NEEDS_A_RECORDED_RUN = pytest.mark.xfail(strict=True, reason="hashes: no recorded run of fixed text after the window")
+# own (an id, a date) is found. A question after the instructions in the same message leaves no identical
+# ending: the fixed text behind the block is found from the content-defined pieces each long segment records
+# (tracer/record/prompt_segments.py ``pieces``, analyzers/prompt_compare.py ``piece_run``).
 PLANTED.update({
     "id-ahead-of-the-block-hashes": ("openai", lambda rng, i: {"messages": [
         {"role": "system", "content": f"Owner record OW-{rng.randrange(10**5):05d}, hull HN-{3100 + 7 * i}.\n"
@@ -129,8 +128,7 @@ PLANTED.update({
 })
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=_NEEDS_A_RECORDED_RUN) if c == "one-user-message-hashes" else c
-                                  for c in PLANTED])
+@pytest.mark.parametrize("case", list(PLANTED))
 def test_a_changing_block_ahead_of_fixed_text_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                        case: str) -> None:
     sdk, body, capture, segment = PLANTED[case]
