@@ -26,6 +26,12 @@ Message = Mapping[str, Any]
 # like "Acme Corp" and ids like "INV-2291". Sentence-initial common words are filtered below.
 _NUMBER = re.compile(r"(?<![\w.])[$€£]?\d[\d,]*(?:\.\d+)?%?")
 _NAME = re.compile(r"\b(?:[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*|[A-Z]{2,}(?:-\d+)?|[A-Z][A-Za-z]*-\d+)\b")
+# Codes that mix letters and digits without a dash ("LH441", "X7K9P2", "INV2291", "ord_8fK2xQ", a UUID) and
+# e-mail addresses: a summary drops them as readily as "INV-2291". A number with its unit after it ("10kg",
+# "5pm", "3rd") is a number: its digits are found by _NUMBER.
+_CODE = re.compile(r"(?<![\w@.+-])[A-Za-z0-9][\w-]*\d[\w-]*(?![\w@])")  # holds a digit (checked in _code)
+_UNIT = re.compile(r"\d+[A-Za-z]+")
+_EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _COMMON = frozenset(
     """
 The A An I It This That These Those We You He She They My Our Your His Her Their What When Where Why How
@@ -44,6 +50,9 @@ def facts(text: str) -> set[str]:
     A capitalised word that opens a sentence ("Tried", "Checked") is capitalised by grammar, not because
     it names something: it counts only when the text also capitalises it mid-sentence."""
     found = {n for n in (m.group(0).rstrip(",") for m in _NUMBER.finditer(text)) if _telling(n)}
+    if "@" in text:
+        found.update(m.group(0).rstrip(".") for m in _EMAIL.finditer(text))
+    found.update(c for c in (m.group(0).rstrip("-") for m in _CODE.finditer(text)) if _code(c))
     runs: list[tuple[str, bool]] = []
     for m in _NAME.finditer(text):
         word = m.group(0)
@@ -58,6 +67,11 @@ def facts(text: str) -> set[str]:
             continue
         found.add(word)
     return found
+
+
+def _code(token: str) -> bool:
+    """A token holding a digit is a code when it also holds a letter and is not a number with its unit."""
+    return len(token) >= 3 and not token.isdigit() and any(ch.isalpha() for ch in token) and not _UNIT.fullmatch(token)
 
 
 def _telling(number: str) -> bool:

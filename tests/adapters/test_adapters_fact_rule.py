@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import openai
+import pytest
 from adapters_fake_provider import CHAT_OK, Script, fake_provider
 from adapters_store import rows
 
@@ -79,3 +80,17 @@ def test_wire_compaction_does_not_list_a_lone_digit_as_lost(traced: Path) -> Non
     lost = set(wire[0]["llmtrace.compaction.facts_lost"])
     assert set(compaction.stored_labels(sorted(LOST_FACTS))) <= lost
     assert not set(compaction.stored_labels(sorted(NOT_FACTS))) & lost
+
+
+@pytest.mark.parametrize(("text", "fact"), [
+    ("Your flight LH441 leaves at nine.", "LH441"), ("Booking ref X7K9P2 is confirmed.", "X7K9P2"),
+    ("Invoice INV2291 was paid.", "INV2291"), ("Order ord_8fK2xQ has shipped.", "ord_8fK2xQ"),
+    ("Write to jane.doe@example.com about it.", "jane.doe@example.com"),
+    ("The key is 3fa85f64-5717-4562-b3fc-2c963f66afa6.", "3fa85f64-5717-4562-b3fc-2c963f66afa6")])
+def test_codes_without_a_dash_and_emails_are_facts(text: str, fact: str) -> None:
+    # a summary drops "LH441" as readily as "INV-2291": none of these was a fact before
+    assert fact in compaction.facts(text)
+
+
+def test_a_number_with_its_unit_is_still_a_number() -> None:
+    assert compaction.facts("Collect the 10kg box at 5pm on the 3rd.") == {"10"}
