@@ -12,6 +12,7 @@ after content that changes every call.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from dataclasses import dataclass, field
@@ -204,17 +205,53 @@ def _chain_split(sa: dict[str, object], sb: dict[str, object]) -> int:
     return min(ci * CHUNK_CHARS, as_int(sa.get("chars")))
 
 
-def _pieces(seg: dict[str, object]) -> list[tuple[str, int, int]]:
-    """A segment record's content-defined pieces as (hash, start, chars); empty when it has none."""
-    out: list[tuple[str, int, int]] = []
-    pos = 0
+@dataclass(slots=True)
+class _PieceIndex:
+    hashes: list[str]
+    starts: list[int]  # where each piece starts, and the segment's length last
+    where: dict[str, list[int]]  # the indexes of each hash (its first 16: a table's repeated rows)
+
+
+_NO_PIECES = _PieceIndex([], [0], {})
+
+
+def _piece_index(seg: dict[str, object]) -> _PieceIndex:
+    """A segment record's content-defined pieces, parsed once per record (a pass is compared with up to 16
+    earlier ones, and each of them with the passes after it): kept in the record under a key of its own."""
+    got = seg.get(_INDEX_KEY)
+    if isinstance(got, _PieceIndex):
+        return got
+    hashes: list[str] = []
+    starts = [0]
+    where: dict[str, list[int]] = {}
     for item in _strs(seg.get("pieces")):
         h, _, n = item.partition(":")
         if not n.isdigit():
-            return []
-        out.append((h, pos, int(n)))
-        pos += int(n)
-    return out if pos == as_int(seg.get("chars")) else []
+            hashes = []
+            break
+        spots = where.setdefault(h, [])
+        if len(spots) < 16:
+            spots.append(len(hashes))
+        hashes.append(h)
+        starts.append(starts[-1] + int(n))
+    index = _PieceIndex(hashes, starts, where) if hashes and starts[-1] == as_int(seg.get("chars")) else _NO_PIECES
+    seg[_INDEX_KEY] = index
+    return index
+
+
+_INDEX_KEY = "\x00pieces"
+
+
+def _same_for(a: list[str], b: list[str], i: int, j: int) -> int:
+    """How many items from ``a[i]`` on equal those from ``b[j]`` on (slice compares, in C)."""
+    lo, hi = 0, min(len(a) - i, len(b) - j)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[i:i + mid] == b[j:j + mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def piece_run(sa: dict[str, object], sb: dict[str, object], p: int) -> tuple[int, int, int] | None:
@@ -228,31 +265,28 @@ def piece_run(sa: dict[str, object], sb: dict[str, object], p: int) -> tuple[int
     whichever pass it is measured in) is the hash of the run's last piece when the run reaches the segment's
     end, else the smallest hash among its pieces but the first and last (where a run starts and ends moves by
     a piece with the text around it)."""
-    a, b = _pieces(sa), _pieces(sb)
-    if not a or not b:
+    ia, ib = _piece_index(sa), _piece_index(sb)
+    ha, hb, at = ia.hashes, ib.hashes, ia.starts
+    if not ha or not hb:
         return None
-    where: dict[str, list[int]] = {}
-    for j, (h, start, _) in enumerate(b):
-        if start >= p:
-            spots = where.setdefault(h, [])
-            if len(spots) < 16:  # a piece repeated all over (a table's rows): its first places are enough
-                spots.append(j)
-    best: tuple[int, int, int] | None = None
-    for i, (h, start, _) in enumerate(a):
-        if start < p:
-            continue
-        for j in where.get(h, ()):
-            if i > 0 and j > 0 and a[i - 1][0] == b[j - 1][0] and a[i - 1][1] >= p and b[j - 1][1] >= p:
-                continue  # inside a run already measured from its first piece
-            k = 0
-            while i + k < len(a) and j + k < len(b) and a[i + k][0] == b[j + k][0]:
-                k += 1
-            chars = a[i + k - 1][1] + a[i + k - 1][2] - start
-            if chars >= BLOCK_MIN_CHARS and (best is None or chars > best[1]):
-                # to the segment's end: its last piece, wherever the run starts; else the pieces inside it
-                inner = a[i + k - 1:i + k] if i + k == len(a) else a[i + 1:i + k - 1] or a[i:i + k]
-                best = (start, chars, min(int(x[0], 16) if _HEX.fullmatch(x[0]) else 0 for x in inner))
-    return best
+    i0, j0 = bisect.bisect_left(at, p, 0, len(ha)), bisect.bisect_left(ib.starts, p, 0, len(hb))
+    best: tuple[int, int] | None = None  # (first piece, pieces)
+    most = BLOCK_MIN_CHARS - 1
+    for i in range(i0, len(ha)):
+        if at[-1] - at[i] <= most:
+            break  # no run from here on can be longer than the one found
+        for j in ib.where.get(ha[i], ()):
+            if j < j0 or i > i0 and j > j0 and ha[i - 1] == hb[j - 1]:
+                continue  # before the first difference, or inside a run already measured from its start
+            k = _same_for(ha, hb, i, j)
+            if at[i + k] - at[i] > most:
+                best, most = (i, k), at[i + k] - at[i]
+    if best is None:
+        return None
+    i, k = best
+    # to the segment's end: its last piece, wherever the run starts; else the pieces inside it
+    inner = ha[i + k - 1:i + k] if i + k == len(ha) else ha[i + 1:i + k - 1] or ha[i:i + k]
+    return at[i], most, min(int(h, 16) if _HEX.fullmatch(h) else 0 for h in inner)
 
 
 def _tail_block(cur: _Prompt, prev: _Prompt, si: int, before: int, kind: str) -> _Compare:
