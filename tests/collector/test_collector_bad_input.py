@@ -81,13 +81,13 @@ def test_bad_bodies_are_400_with_a_reason(tmp_path: Path) -> None:
 def test_oversized_bodies_are_413(tmp_path: Path) -> None:
     col = start_collector(tmp_path, "--max-body", "1MB")
     try:
-        r = httpx.post(col.endpoint, content=b"\0" * (2 << 20), headers=PB)
+        r = httpx.post(col.endpoint, content=b"\0" * (2 << 20), headers=PB, timeout=60)
         assert r.status_code == 413 and "limit" in _message(r)
         bomb = gzip.compress(b"\0" * (100 << 20), compresslevel=9)  # ~100 KB on the wire, 100 MB inflated
         assert len(bomb) < 1 << 20
-        r = httpx.post(col.endpoint, content=bomb, headers={**PB, "Content-Encoding": "gzip"})
+        r = httpx.post(col.endpoint, content=bomb, headers={**PB, "Content-Encoding": "gzip"}, timeout=60)
         assert r.status_code == 413 and "decompressed" in _message(r)
-        ok = httpx.post(col.endpoint, content=_request(5).SerializeToString(), headers=PB)
+        ok = httpx.post(col.endpoint, content=_request(5).SerializeToString(), headers=PB, timeout=60)
         assert ok.status_code == 200
     finally:
         col.stop()
@@ -97,9 +97,9 @@ def test_token(tmp_path: Path) -> None:
     col = start_collector(tmp_path, "--token", "s3cret")
     try:
         body = _request(2).SerializeToString()
-        r = httpx.post(col.endpoint, content=body, headers=PB)
+        r = httpx.post(col.endpoint, content=body, headers=PB, timeout=60)
         assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
-        r = httpx.post(col.endpoint, content=body, headers={**PB, "Authorization": "Bearer wrong"})
+        r = httpx.post(col.endpoint, content=body, headers={**PB, "Authorization": "Bearer wrong"}, timeout=60)
         assert r.status_code == 401
         tp = otlp_provider(col.endpoint, "authed", headers={"Authorization": "Bearer s3cret"})
         tp.get_tracer("t").start_span("fine").end()
@@ -139,7 +139,7 @@ def test_overload_pushes_back_with_bounded_memory_and_loses_nothing(tmp_path: Pa
     try:
         col.wait_written(accepted)
         # once the store is free again, the same client gets through
-        r = httpx.post(col.endpoint, content=_request(10, 99_999).SerializeToString(), headers=PB)
+        r = httpx.post(col.endpoint, content=_request(10, 99_999).SerializeToString(), headers=PB, timeout=60)
         assert r.status_code == 200
         col.wait_written(accepted + 10)
     finally:
