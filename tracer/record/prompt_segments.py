@@ -49,15 +49,16 @@ def canonical(value: object) -> str:
         return str(value)
 
 
-def segment_records(segments: Iterable[tuple[str, str]]) -> list[dict[str, object]]:
+def segment_records(segments: Iterable[tuple[str, str]], scrubbed: bool = False) -> list[dict[str, object]]:
     """One record per segment: {kind, hash, chars, chunk_hashes, pieces (long segments)} (the store's
-    llmtrace.prompt.segments; ``prompt_attributes`` adds each segment's ``fields``)."""
+    llmtrace.prompt.segments; ``prompt_attributes`` adds each segment's ``fields``). ``scrubbed``: the texts
+    are scrubbed already (the pieces do not scrub them again)."""
     out: list[dict[str, object]] = []
     for kind, text in segments:
         rec: dict[str, object] = {"kind": kind, "hash": capture.hash_text(text), "chars": len(text),
                                   "chunk_hashes": capture.chunk_hash_chain(text, CHUNK_CHARS)}
         if len(text) >= PIECES_MIN_CHARS:
-            rec["pieces"] = pieces(capture.scrub(text))
+            rec["pieces"] = pieces(text if scrubbed else capture.scrub(text))
         out.append(rec)
     return out
 
@@ -242,7 +243,7 @@ _RECORDS: DigestCache[tuple[str, str, bool]] = DigestCache(4096, weigh=lambda r:
 def _record(text: str, own: bool) -> tuple[str, str, bool]:
     """The uncached work for one segment, as it always was: scrub, hash, chain, fields, marks."""
     scrubbed = capture.scrub(text)
-    (rec,) = segment_records([("", scrubbed)])
+    (rec,) = segment_records([("", scrubbed)], scrubbed=True)
     del rec["kind"]
     # the volatile-looking values of each segment, located exactly: a hashed prompt then still says which
     # value moved and where (the text around it hashed, so "the same template" is proven, not guessed)
