@@ -63,16 +63,18 @@ def segment_records(segments: Iterable[tuple[str, str]], scrubbed: bool = False)
     return out
 
 
-# Content-defined pieces. A cut goes after a run of white space (or CJK punctuation) when a keyed CRC of the
-# 16 chars before it falls under a threshold, so where a cut goes depends on the text around it alone: after
-# an insertion or a changed block, the cuts (and so the pieces' hashes) are the same again one piece later,
-# wherever the shared text now sits. Each piece is recorded as "hash:chars" (32-bit keyed BLAKE2b): the
+# Content-defined pieces. A cut goes after a run of white space (or a comma, CJK punctuation) when a keyed
+# CRC of the 16 chars before it falls under a threshold, so where a cut goes depends on the text around it
+# alone: after an insertion or a changed block, the cuts (and so the pieces' hashes) are the same again one
+# piece later, wherever the shared text now sits. Each piece is recorded as "hash:chars" (32-bit keyed BLAKE2b): the
 # analyzers line two segments' pieces up to find the long identical run after the place they part.
 PIECES_MIN_CHARS = 512  # a shorter segment cannot hold a block and a run worth moving it for
 PIECE_CHARS = 64  # roughly the mean piece in prose, up to MAX_PIECES pieces (a 4k-char prompt: ~900 bytes)
 MAX_PIECES = 256  # a longer text takes pieces twice as long per doubling: a 100k-char text ~200 pieces, ~3 KB;
 # never 2 * MAX_PIECES or more
-_CUT = re.compile(r"[\s\u3001\u3002\uff01\uff0c\uff0e\uff1a\uff1b\uff1f]+")
+# where a cut may go: after white space, a comma or semicolon (minified JSON: a tools list, a document), or
+# CJK punctuation (text without spaces)
+_CUT = re.compile(r"[\s,;\u3001\u3002\uff01\uff0c\uff0e\uff1a\uff1b\uff1f]+")
 _CUT_WINDOW = 16
 
 
