@@ -75,7 +75,9 @@ class AgentLoops(SymptomAnalyzer):
               -- read off the messages array, a tool span has no arguments: four lookups of four pets (one
               -- fan-out, or one a step) share a name and are no loop. Those calls' repeats, arguments and all,
               -- are the wire's loop.budget count above.
-              AND coalesce({attr('llmtrace.tool.observed')}, '') <> 'wire'
+              -- (a span whose JSON never names the key is not parsed for it: most tool spans)
+              AND (NOT contains(attributes, 'llmtrace.tool.observed')
+                   OR coalesce({attr('llmtrace.tool.observed')}, '') <> 'wire')
             GROUP BY trace_id, {attr('gen_ai.tool.name')} HAVING count(*) >= {REPEATS}
             ORDER BY calls DESC, trace_id, tool""")
         if reps:

@@ -14,11 +14,15 @@ class DetokenizerWindow(SymptomAnalyzer):
     reads_passes = False
 
     def find(self, q: Query) -> list[Finding]:
+        # both stages' spans in one scan of the store (a scan a stage read every span's stage twice); an
+        # export's per-stage datasets are read as they are
+        src = None if q.exported else "ds"
+        both = "" if src is None else f"WITH ds AS MATERIALIZED {q.stage_spans_sql(['gen.detokenization', 'gen.stop'])}"
         detok = q.stage_sql("gen.detokenization", {
             "held": ("llmtrace.detok.held_back_max", "int"), "repl": ("llmtrace.detok.replacement_chars", "int"),
             "stop_hold": ("llmtrace.detok.stop_holdback_chars", "int"),
-            "leaked": ("llmtrace.detok.stop_leaked_chars", "int")})
-        stop = q.stage_sql("gen.stop", {"matched": ("llmtrace.stop.matched", "str")})
+            "leaked": ("llmtrace.detok.stop_leaked_chars", "int")}, source=src)
+        stop = q.stage_sql("gen.stop", {"matched": ("llmtrace.stop.matched", "str")}, source=src)
         # A stop string (not an end token like <|im_end|>, nor a reason like constraint_complete) longer than
         # the hold-back that was active: 0 means nothing was ever held, which says nothing about the window.
         # The engine's own count of stop-string characters streamed before the match is the direct evidence;
@@ -29,15 +33,19 @@ class DetokenizerWindow(SymptomAnalyzer):
                    "AND NOT regexp_matches(s.matched, '^(<\\|.*\\|>|</?s>|[a-z_]+)$')))")
         # No byte hold-back at all while replacement characters went out: split characters were emitted.
         narrow = "d.held = 0 AND coalesce(d.repl, 0) > 0"
+        # each span's two tests made once (as aggregate filters, the engine repeats one per aggregate)
         a = q.one(f"""
-            SELECT count(*) AS n, count(*) FILTER (WHERE {chopped}) AS chopped,
-                   any_value(d.stop_hold) FILTER (WHERE {chopped}) AS stop_hold,
-                   any_value(s.matched) FILTER (WHERE {chopped}) AS matched,
-                   sum(coalesce(d.leaked, 0)) FILTER (WHERE {chopped}) AS leaked,
-                   (list(d.trace_id ORDER BY d.start_ns DESC) FILTER (WHERE {chopped}))[1:5] AS chopped_ids,
-                   count(*) FILTER (WHERE {narrow}) AS narrow, max(d.held) FILTER (WHERE {narrow}) AS held,
-                   (list(d.trace_id ORDER BY d.start_ns DESC) FILTER (WHERE {narrow}))[1:5] AS narrow_ids
-            FROM {detok} d LEFT JOIN {stop} s ON s.parent_span_id = d.parent_span_id""")
+            {both}
+            SELECT count(*) AS n, count(*) FILTER (WHERE c) AS chopped,
+                   any_value(stop_hold) FILTER (WHERE c) AS stop_hold,
+                   any_value(matched) FILTER (WHERE c) AS matched,
+                   sum(coalesce(leaked, 0)) FILTER (WHERE c) AS leaked,
+                   (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE c))[1:5] AS chopped_ids,
+                   count(*) FILTER (WHERE nw) AS narrow, max(held) FILTER (WHERE nw) AS held,
+                   (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE nw))[1:5] AS narrow_ids
+            FROM (SELECT d.trace_id, d.start_ns, d.stop_hold, d.leaked, d.held, s.matched, {chopped} AS c,
+                         {narrow} AS nw
+                  FROM {detok} d LEFT JOIN {stop} s ON s.parent_span_id = d.parent_span_id)""")
         out: list[Finding] = []
         n = int(a.get("n") or 0)
         if a.get("chopped"):

@@ -24,21 +24,23 @@ class DifferentAnswer(SymptomAnalyzer):
         # batching nor sampling could have moved it. The schema is not part of the prompt hash, so those
         # passes are left out of the comparison.
         # Only the passes of a prompt that already has two answers under one cap are looked up (leaving passes
-        # out can only take answers away), so the constraint spans of every other pass are never parsed.
-        forced = f"""forced AS MATERIALIZED (
-                SELECT c.parent_span_id FROM {q.spans} c JOIN (
-                    SELECT coalesce(p.server_span_id, p.span_id) AS sid, p.output_tokens FROM {q.passes} p JOIN (
-                        SELECT prompt_hash, {cap} AS cap FROM {q.passes} WHERE output_hash IS NOT NULL
-                        GROUP BY prompt_hash, {cap} HAVING count(DISTINCT output_hash) > 1) g
-                      ON g.prompt_hash = p.prompt_hash AND g.cap = coalesce(p.max_tokens, -1)
-                    WHERE p.output_hash IS NOT NULL AND p.output_tokens > 0) f ON c.parent_span_id = f.sid
-                WHERE c.stage = 'gen.constrained'
-                  AND {attr('llmtrace.constraint.forced_tokens', 'int', 'c.attributes')} >= f.output_tokens)"""
-        free = "coalesce(server_span_id, span_id) NOT IN (SELECT parent_span_id FROM forced)"
+        # out can only take answers away), so the constraint spans of every other pass are never parsed. Those
+        # passes (``cand``) are read once: a group that still has two answers once the forced ones are left out
+        # is one of theirs, so the groups are made from them alone (one grouping of every pass, not three).
         groups = q.rows(f"""
-            WITH {forced}
+            WITH g AS MATERIALIZED (
+                SELECT prompt_hash, {cap} AS cap FROM {q.passes} WHERE output_hash IS NOT NULL
+                GROUP BY prompt_hash, {cap} HAVING count(DISTINCT output_hash) > 1),
+            cand AS MATERIALIZED (
+                SELECT p.*, coalesce(p.server_span_id, p.span_id) AS sid FROM {q.passes} p
+                JOIN g ON g.prompt_hash = p.prompt_hash AND g.cap = coalesce(p.max_tokens, -1)
+                WHERE p.output_hash IS NOT NULL),
+            forced AS MATERIALIZED (
+                SELECT c.parent_span_id FROM {q.spans} c JOIN cand f ON c.parent_span_id = f.sid
+                WHERE c.stage = 'gen.constrained' AND f.output_tokens > 0
+                  AND {attr('llmtrace.constraint.forced_tokens', 'int', 'c.attributes')} >= f.output_tokens)
             SELECT prompt_hash, count(*) AS n, count(DISTINCT output_hash) AS outputs,
-                   list(trace_id ORDER BY start_ns) AS trace_ids, list(coalesce(server_span_id, span_id)) AS span_ids,
+                   list(trace_id ORDER BY start_ns) AS trace_ids, list(sid) AS span_ids,
                    max(coalesce(temperature, 1.0)) AS max_temp, min(coalesce(temperature, 1.0)) AS min_temp,
                    count(DISTINCT seed) AS seeds, count(*) FILTER (WHERE seed IS NULL) AS unseeded,
                    count(DISTINCT composition_hash) AS compositions,
@@ -48,10 +50,7 @@ class DifferentAnswer(SymptomAnalyzer):
                    count(DISTINCT coalesce(response_model, model)) AS models,
                    list(DISTINCT coalesce(response_model, model)) AS model_list,
                    count(DISTINCT replica) AS replicas, list(DISTINCT replica) FILTER (WHERE replica IS NOT NULL) AS replica_list
-            FROM {q.passes}
-            WHERE prompt_hash IN (SELECT prompt_hash FROM {q.passes} WHERE output_hash IS NOT NULL AND {free}
-                                  GROUP BY prompt_hash, {cap} HAVING count(DISTINCT output_hash) > 1)
-              AND output_hash IS NOT NULL AND {free}
+            FROM cand WHERE sid NOT IN (SELECT parent_span_id FROM forced)
             GROUP BY prompt_hash, {cap} HAVING count(DISTINCT output_hash) > 1
             ORDER BY min(start_ns), prompt_hash, {cap}""")  # the same groups quoted in the same order on every engine
         invariant = self._invariant_spans(q, [sid for g in groups for sid in g["span_ids"]])
@@ -134,7 +133,10 @@ class DifferentAnswer(SymptomAnalyzer):
         """Pass span ids whose forward.batching ran in batch-invariant mode."""
         if not pass_span_ids:
             return set()
-        rows = q.rows(f"""SELECT parent_span_id FROM {q.spans} WHERE stage = 'forward.batching'
-                          AND parent_span_id IN (SELECT unnest(?::VARCHAR[]))
-                          AND {attr('llmtrace.batch.invariant_mode', 'bool')}""", [pass_span_ids])
+        # the passes' batching spans first, then their JSON (a filter on both parses every batching span's)
+        rows = q.rows(f"""WITH b AS MATERIALIZED (SELECT parent_span_id, attributes FROM {q.spans}
+                                                  WHERE stage = 'forward.batching'
+                                                    AND parent_span_id IN (SELECT unnest(?::VARCHAR[])))
+                          SELECT parent_span_id FROM b WHERE {attr('llmtrace.batch.invariant_mode', 'bool')}""",
+                      [pass_span_ids])
         return {str(r["parent_span_id"]) for r in rows}

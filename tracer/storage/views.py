@@ -100,7 +100,9 @@ def normalized_finish_reason_sql(expr: str) -> str:
     # plain lower-case words (nearly every stored value) take the direct lookup; only odd spellings pay for
     # the regular expressions (coalesce evaluates its second argument only where the first is NULL; the
     # same fall-through as an ELSE that nests a CASE, which plans four times slower)
-    return (f"(CASE WHEN {expr} IS NULL OR trim({expr}) = '' THEN NULL ELSE coalesce({lookup(expr)} END, "
+    # the two spellings nearly every pass has come first, as themselves (what the lookup gives them)
+    return (f"(CASE WHEN {expr} = 'stop' THEN 'stop' WHEN {expr} = 'length' THEN 'length' "
+            f"WHEN {expr} IS NULL OR trim({expr}) = '' THEN NULL ELSE coalesce({lookup(expr)} END, "
             f"{lookup(w)} ELSE 'other' END) END)")
 
 
