@@ -71,7 +71,7 @@ def facts(text: str) -> set[str]:
 
 def _code(token: str) -> bool:
     """A token holding a digit is a code when it also holds a letter and is not a number with its unit."""
-    return len(token) >= 3 and not token.isdigit() and any(ch.isalpha() for ch in token) and not _UNIT.fullmatch(token)
+    return len(token) >= 3 and any(ch.isalpha() for ch in token) and not _UNIT.fullmatch(token)
 
 
 def _telling(number: str) -> bool:

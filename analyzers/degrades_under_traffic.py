@@ -94,14 +94,14 @@ class DegradesUnderTraffic(SymptomAnalyzer):
                        WHERE span_id IN (SELECT client_span_id FROM {q.passes}
                                          WHERE client_span_id IS NOT NULL AND status = 'error'))
             SELECT count(*) FILTER (WHERE code IN ({codes})) AS refused,
-                   (list(code ORDER BY start_ns DESC) FILTER (WHERE code IN ({codes})))[1:50] AS codes,
+                   list(DISTINCT code) FILTER (WHERE code IN ({codes})) AS codes,
                    (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE code IN ({codes})))[1:5] AS ids
             FROM e""")
         refused = int(r.get("refused") or 0)
         share = refused / n
         if refused < 2 or share < MIN_REFUSED_SHARE:
             return []
-        seen = sorted({str(c) for c in r["codes"] or ()})
+        seen = sorted(str(c) for c in r["codes"] or ())
         ids = tuple(r["ids"] or ())
         return [self.finding(
             "arrival.admission", severity_for(share, 0.2, 0.5),
