@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from diagnosis_corpus import CASES, Case, Ctx  # noqa: E402
+from diagnosis_corpus_variants import VARIANT_SERVERS  # noqa: E402
 from diagnosis_foreign_corpus import FOREIGN_CASES  # noqa: E402
 
 TEMPLATE = """{%- for m in messages -%}<<{{ m['role'] }}>> {{ m['content'] }}
@@ -60,6 +61,7 @@ SERVERS: dict[str, list[str]] = {
     "smol_invariant": ["--model", "default", "--batch-invariant"],
     "smol_speculative": ["--model", "default", "--speculative", "draft"],
 }
+SERVERS.update(VARIANT_SERVERS)  # flag sets of diagnosis_corpus_variants.py
 LLMTRACE = [sys.executable, "-m", "llmtrace.cli"]
 
 

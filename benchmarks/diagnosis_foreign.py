@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 API_KEY = "sk-corpus-not-a-real-key-0000000000"
+# request fields a call may carry beyond messages and max_tokens
+PASSED = ("tools", "stop", "response_format", "frequency_penalty", "presence_penalty")
 
 
 def _provider(endpoint: str, service: str) -> Any:
@@ -61,7 +63,7 @@ def _openai_calls(client: Any, model: str, calls: list[dict[str, Any]]) -> None:
             continue
         kw: dict[str, Any] = {"model": model, "messages": c["messages"], "max_tokens": c["max_tokens"],
                               "temperature": 0}
-        kw.update({k: c[k] for k in ("tools", "stop") if c.get(k)})
+        kw.update({k: c[k] for k in PASSED if c.get(k)})
         if c.get("stream"):
             for _ in client.chat.completions.create(**kw, stream=True, stream_options={"include_usage": True}):
                 pass
@@ -83,7 +85,7 @@ def _litellm(endpoint: str, base_url: str, service: str, model: str, calls: list
         api_base = base_url.removesuffix("/v1") if provider == "anthropic" else base_url
         kw: dict[str, Any] = {"model": f"{provider}/{model}", "api_base": api_base, "api_key": API_KEY,
                               "messages": c["messages"], "max_tokens": c["max_tokens"], "temperature": 0}
-        kw.update({k: c[k] for k in ("tools", "stop") if c.get(k)})
+        kw.update({k: c[k] for k in PASSED if c.get(k)})
         if c.get("stream"):
             for _ in litellm.completion(**kw, stream=True, stream_options={"include_usage": True}):
                 pass
