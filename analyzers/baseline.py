@@ -13,6 +13,7 @@ from typing import NamedTuple
 from llmtrace.analyzers.query import Query
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
+from llmtrace.tracer.storage.views import capped_cached_sql, hit_rate_sql
 
 BASELINE_VERSION = 1
 TTFT_SAMPLE = 500  # TTFTs a baseline keeps: enough for a bootstrap bound on p50 and p95
@@ -139,15 +140,13 @@ def measure(q: Query, deploy: str | None = None, side: str | None = None) -> Met
     params = [] if deploy is None else [deploy]
     row = q.one(f"""
         SELECT count(*) AS passes,
-               sum(least(cached_tokens, prompt_tokens)) FILTER (WHERE prompt_tokens > 0 AND cached_tokens IS NOT NULL)
-                 / nullif(sum(prompt_tokens) FILTER (WHERE prompt_tokens > 0 AND cached_tokens IS NOT NULL), 0)
-                 AS hit_rate,
+               {hit_rate_sql()} AS hit_rate,
                quantile_cont(ttft_ms, 0.5) AS p50, quantile_cont(ttft_ms, 0.95) AS p95,
                avg(cost_usd) AS cost
         FROM {q.passes}{dep}""", params)
     sample = q.rows(f"SELECT round(ttft_ms, 2) AS t FROM {q.passes}{dep}{' AND' if dep else ' WHERE'} "
                     f"ttft_ms IS NOT NULL ORDER BY start_ns DESC LIMIT {TTFT_SAMPLE}", params)
-    newest = q.rows(f"SELECT least(cached_tokens, prompt_tokens) AS c, prompt_tokens AS p, cost_usd AS usd "
+    newest = q.rows(f"SELECT {capped_cached_sql()} AS c, prompt_tokens AS p, cost_usd AS usd "
                     f"FROM {q.passes}{dep} ORDER BY start_ns DESC LIMIT {SAMPLE}", params)
     cpu_ms, wait_share = _prefill_cpu(q, deploy)
     return Metrics(deploy=deploy, passes=int(row.get("passes") or 0),

@@ -21,7 +21,7 @@ from llmtrace.analyzers.finding import Evidence, Finding, Severity
 from llmtrace.analyzers.query import Query, Row, attr, sample_ids
 from llmtrace.analyzers.stats import bootstrap_drop, quantile_ratio_low
 from llmtrace.analyzers.usage_invariants import usage_problems
-from llmtrace.tracer.storage.views import PASS_OPERATIONS
+from llmtrace.tracer.storage.views import PASS_OPERATIONS, hit_rate_sql
 
 MIN_PASSES = 3  # per deploy
 DROP = 0.05  # absolute fall in hit rate worth a finding, when it is also beyond resampling noise
@@ -47,10 +47,11 @@ def hit_rates_by_deploy(q: Query, per_service: bool = False) -> list[Row]:
     col, group, order = _grouping(per_service)
     return q.rows(f"""
         SELECT {col}, coalesce(deploy, '(none)') AS deploy, count(*) AS passes,
-               sum(least(coalesce(cached_tokens, 0), prompt_tokens)) / nullif(sum(prompt_tokens), 0) AS hit_rate,
+               {hit_rate_sql()} AS hit_rate,
                avg(cost_usd) AS cost_per_request, min(start_ns) AS first_ns,
                list(trace_id ORDER BY start_ns DESC)[1:5] AS trace_ids,
-               (list([coalesce(cached_tokens, 0), prompt_tokens] ORDER BY start_ns DESC))[1:{BOOT_SAMPLE}] AS tokens
+               (list([cached_tokens, prompt_tokens] ORDER BY start_ns DESC) FILTER (WHERE cached_tokens IS NOT NULL))
+                   [1:{BOOT_SAMPLE}] AS tokens
         FROM {q.passes} WHERE prompt_tokens > 0
         GROUP BY {group}coalesce(deploy, '(none)') ORDER BY first_ns{order}""")
 

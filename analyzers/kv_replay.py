@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from llmtrace.analyzers.query import SKEW_NS, Query, as_int, attr
+from llmtrace.tracer.storage.views import capped_cached_sql
 
 # (replica, block hashes, prompt tokens, cached tokens), oldest first: one recorded prompt
 Chain = tuple[str, Sequence[str], int, int]
@@ -138,7 +139,7 @@ def recorded_chains(q: Query, visits: int = REPLAY_BLOCK_VISITS) -> list[Chain]:
     rows = q.rows(f"""
         SELECT replica, chain, prompt_tokens, cached_tokens FROM (
             SELECT coalesce(r.replica, '') AS replica, t.chain, coalesce(r.prompt_tokens, 0) AS prompt_tokens,
-                   coalesce(least(r.cached_tokens, r.prompt_tokens), 0) AS cached_tokens, r.start_ns,
+                   coalesce({capped_cached_sql("r.cached_tokens", "r.prompt_tokens")}, 0) AS cached_tokens, r.start_ns,
                    sum(len(t.chain)) OVER (ORDER BY r.start_ns DESC ROWS UNBOUNDED PRECEDING) AS visits
             FROM {tok} t JOIN {q.passes} r ON r.server_span_id = t.parent_span_id
             WHERE len(t.chain) > 0)

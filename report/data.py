@@ -18,7 +18,7 @@ import duckdb
 
 from llmtrace.analyzers.query import Query, Row
 from llmtrace.tracer.storage.fetch import first_row, scalar
-from llmtrace.tracer.storage.views import PASS_OPERATIONS
+from llmtrace.tracer.storage.views import PASS_OPERATIONS, capped_cached_sql, hit_rate_sql
 
 PASSES = "_llmtrace_report_passes"
 SAMPLE = "_llmtrace_report_sample"
@@ -100,7 +100,7 @@ class ReportData:
             CREATE OR REPLACE TEMP TABLE {PASSES} AS
             SELECT trace_id, span_id, client_span_id, server_span_id, service, coalesce(deploy, '(none)') AS deploy,
                    start_ns, coalesce(response_model, model, '(unknown)') AS model, replica, prompt_tokens,
-                   least(cached_tokens, prompt_tokens) AS cached_tokens, ttft_ms, tpot_ms, output_tokens,
+                   {capped_cached_sql()} AS cached_tokens, ttft_ms, tpot_ms, output_tokens,
                    finish_reason, cost_usd, status
             FROM {self.query.passes}""")
         return self
@@ -145,7 +145,7 @@ class ReportData:
         width = max(1, -(-(hi - lo + 1) // buckets))
         return self.rows(f"""
             SELECT {lo} + ((start_ns - {lo}) // {width}) * {width} + {width // 2} AS t_ns, deploy, count(*) AS passes,
-                   sum(coalesce(cached_tokens, 0)) / sum(prompt_tokens) AS hit_rate
+                   {hit_rate_sql()} AS hit_rate
             FROM {PASSES} WHERE prompt_tokens > 0 GROUP BY 1, 2 ORDER BY 1, 2""")
 
     def deploy_marks(self) -> list[Row]:
@@ -168,8 +168,7 @@ class ReportData:
     def by_deploy(self) -> list[Row]:
         return self.rows(f"""
             SELECT deploy, count(*) AS passes,
-                   sum(coalesce(cached_tokens, 0)) FILTER (WHERE prompt_tokens > 0)
-                     / nullif(sum(prompt_tokens) FILTER (WHERE prompt_tokens > 0), 0) AS hit_rate,
+                   {hit_rate_sql()} AS hit_rate,
                    quantile_cont(ttft_ms, 0.5) AS ttft_p50_ms, quantile_cont(ttft_ms, 0.95) AS ttft_p95_ms,
                    quantile_cont(tpot_ms, 0.5) AS tpot_p50_ms, avg(cost_usd) * 1000 AS cost_per_1k_usd,
                    avg(coalesce(cached_tokens, 0)) AS cached_per_call, avg(prompt_tokens - coalesce(cached_tokens, 0))
@@ -326,7 +325,7 @@ class ReportData:
         rows = self.conn.execute(f"""
             SELECT replica, chain, prompt_tokens, cached_tokens FROM (
                 SELECT coalesce(r.replica, '') AS replica, t.chain, coalesce(r.prompt_tokens, 0) AS prompt_tokens,
-                       coalesce(least(r.cached_tokens, r.prompt_tokens), 0) AS cached_tokens, t.start_ns,
+                       coalesce(r.cached_tokens, 0) AS cached_tokens, t.start_ns,
                        sum(len(t.chain)) OVER (ORDER BY t.start_ns DESC ROWS UNBOUNDED PRECEDING) AS visits
                 FROM {tok} t JOIN {PASSES} r ON r.server_span_id = t.parent_span_id
                 WHERE len(t.chain) > 0)

@@ -23,16 +23,20 @@ PASSES = [
     *[("v1", "server", None, (100, 80))] * 2,
     *[("v2", "both", (200, 200), (200, 20))] * 2, *[("v2", "client", (100, 10), None)] * 2,
     *[("v2", "server", None, (100, 30))] * 2,
+    # a provider (or instrumentation) that reports no cached tokens: in no hit rate, not a 0% that drags it down
+    *[("v1", "unknown", (300, None), None)] * 2, *[("v2", "unknown", (300, None), None)] * 2,
 ]
 EXPECTED = {"v1": 700 / 800, "v2": 120 / 800}
 
 
 def _span(trace: str, span: str, parent: str | None, side: str, deploy: str | None, t: int,
-          usage: tuple[int, int], finish: object) -> list[object]:
+          usage: tuple[int, int | None], finish: object) -> list[object]:
     attrs = {"llmtrace.side": side, "gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
              "gen_ai.usage.input_tokens": usage[0], "gen_ai.usage.cache_read.input_tokens": usage[1],
              "gen_ai.usage.output_tokens": 5, "gen_ai.response.finish_reasons": finish,
-             "llmtrace.ttft_ms": 50.0 + usage[0] - usage[1]}
+             "llmtrace.ttft_ms": 50.0 + usage[0] - (usage[1] or 0)}
+    if usage[1] is None:
+        del attrs["gen_ai.usage.cache_read.input_tokens"]
     return [trace, span, parent, "chat m", "client" if side == "client" else "server", "chat", None, None,
             "app" if side == "client" else "llmtrace-serve", deploy, t, t + 5_000_000, 5.0, "ok", None,
             json.dumps(attrs), "{}", None]
@@ -62,10 +66,12 @@ def test_passes_view_joins_the_sides_and_takes_the_trace_deploy(mixed: Path) -> 
         rows = conn.execute("""SELECT observed_by, deploy, count(*), sum(prompt_tokens), sum(cached_tokens),
                                       list(DISTINCT finish_reason)
                                FROM passes GROUP BY ALL ORDER BY ALL""").fetchall()
-        assert conn.execute("SELECT count(*) FROM requests").fetchone()[0] == 16  # the per-span view stays
+        assert conn.execute("SELECT count(*) FROM requests").fetchone()[0] == 20  # the per-span view stays
+        unknown = conn.execute("SELECT list(DISTINCT hit_ratio) FROM passes WHERE prompt_tokens = 300").fetchone()
     assert [(r[0], r[1], r[2]) for r in rows] == [
-        ("both", "v1", 2), ("both", "v2", 2), ("client", "v1", 2), ("client", "v2", 2),
+        ("both", "v1", 2), ("both", "v2", 2), ("client", "v1", 4), ("client", "v2", 4),
         ("server", "v1", 2), ("server", "v2", 2)]
+    assert unknown[0] == [None]  # no cached tokens reported: no ratio, not 0.0
     both_v2 = rows[1]
     assert (both_v2[3], both_v2[4]) == (400, 40)  # the server's counts, not the client's
     assert rows[0][5] == ["length"] and rows[2][5] == ["stop"]  # '["length"]' and max_tokens normalised
@@ -87,5 +93,15 @@ def test_check_diagnose_and_cache_tab_agree_per_deploy(mixed: Path, capsys: pyte
     assert ev["hit rate at v1"] == pytest.approx(EXPECTED["v1"], abs=1e-3)
     assert ev["hit rate at v2"] == pytest.approx(EXPECTED["v2"], abs=1e-3)
 
-    tab = {d.deploy: d.hit_rate for d in StoreReader(mixed).cache_report().costs}
+    report = StoreReader(mixed).cache_report()
+    tab = {d.deploy: d.hit_rate for d in report.costs}
     assert tab["v1"] == pytest.approx(EXPECTED["v1"]) and tab["v2"] == pytest.approx(EXPECTED["v2"])
+    # the chart's buckets add up to the same rate over the whole store
+    whole = sum(b.cached_tokens for b in report.buckets) / sum(b.prompt_tokens for b in report.buckets)
+    assert whole == pytest.approx((700 + 120) / 1600)
+
+    from llmtrace.report.data import ReportData
+
+    with read_connection(mixed) as conn:
+        page = {r["deploy"]: r["hit_rate"] for r in ReportData(conn).open().by_deploy()}
+    assert page["v1"] == pytest.approx(EXPECTED["v1"]) and page["v2"] == pytest.approx(EXPECTED["v2"])

@@ -12,7 +12,8 @@ import json
 from llmtrace.tracer.registry.model import BoundaryValue
 from llmtrace.tracer.registry.stages import PASS_VALUES, STAGES
 
-SCHEMA_VERSION = 5  # bump when a view changes: writers recreate the views (5: views generated from the registry)
+SCHEMA_VERSION = 6  # bump when a view changes: writers recreate the views (5: views generated from the registry;
+# 6: a pass's hit_ratio is NULL where no cached tokens were reported)
 
 SPAN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("trace_id", "VARCHAR"),
@@ -157,9 +158,24 @@ _VALUE_COLUMNS = tuple("finish_reason_raw" if v.column == "finish_reason" else s
 _PREFER_CLIENT = {v.column for v in REQUEST_VALUES if v.prefer == "client"}
 
 
+def hit_rate_sql(cached: str = "cached_tokens", prompt: str = "prompt_tokens") -> str:
+    """The hit rate of a group of passes (cached over prompt tokens), the one rule `check`, `diagnose`, the
+    explorer and the report share: a pass counts only when its cached tokens were reported. A provider or an
+    instrumentation that reports none (openai-v2 records none) gives no hit rate, not 0%."""
+    known = f"FILTER (WHERE {prompt} > 0 AND {cached} IS NOT NULL)"
+    return f"sum({capped_cached_sql(cached, prompt)}) {known} / nullif(sum({prompt}) {known}, 0)"
+
+
+def capped_cached_sql(cached: str = "cached_tokens", prompt: str = "prompt_tokens") -> str:
+    """A pass's cached tokens, at most its prompt tokens; NULL where none were reported. (DuckDB's ``least``
+    skips a NULL argument: ``least(NULL, 300)`` is 300, which would count a pass that reported nothing as a
+    full hit; ClickHouse's is NULL. The CASE makes both say "unknown".)"""
+    return f"CASE WHEN {cached} IS NOT NULL THEN least({cached}, {prompt}) END"
+
+
 def _pass_column(c: str) -> str:
-    if c == "cached_tokens":
-        return ("cached_tokens, CASE WHEN prompt_tokens > 0 THEN least(coalesce(cached_tokens, 0), prompt_tokens)"
+    if c == "cached_tokens":  # (NULL where no cached tokens were reported, as in hit_rate_sql)
+        return (f"cached_tokens, CASE WHEN prompt_tokens > 0 THEN {capped_cached_sql()}"
                 " / prompt_tokens END AS hit_ratio")
     if c == "finish_reason_raw":
         return f"{normalized_finish_reason_sql('finish_reason_raw')} AS finish_reason, finish_reason_raw"

@@ -28,7 +28,13 @@ from llmtrace.tracer.storage.store import (
     pass_table,
     read_connection,
 )
-from llmtrace.tracer.storage.views import PASS_OPERATIONS, passes_select, requests_select
+from llmtrace.tracer.storage.views import (
+    PASS_OPERATIONS,
+    capped_cached_sql,
+    hit_rate_sql,
+    passes_select,
+    requests_select,
+)
 
 from .filter_expr import CompiledFilter
 from .records import (
@@ -270,7 +276,7 @@ def _cache_report(conn: duckdb.DuckDBPyConnection, n: int) -> CacheReport:
     tui_passes = f"tui_passes_{uuid.uuid4().hex[:12]}"
     conn.execute(f"""CREATE TEMP TABLE {tui_passes} AS
         SELECT trace_id, start_ns, coalesce(deploy, '(none)') AS deploy, prompt_tokens AS prompt,
-               least(cached_tokens, prompt_tokens) AS cached, ttft_ms AS ttft, cost_usd AS cost
+               {capped_cached_sql()} AS cached, ttft_ms AS ttft, cost_usd AS cost
         FROM {source}""")
     try:
         return _cache_from(conn, tui_passes, n)
@@ -287,7 +293,8 @@ def _cache_from(conn: duckdb.DuckDBPyConnection, tui_passes: str, n: int) -> Cac
         span = max(1, int(hi) - int(lo) + 1)
         width = -(-span // n)  # ceiling division so the last pass falls inside bucket n-1
         rows = conn.execute(
-            f"""SELECT (start_ns - ?) // ? AS b, count(*), coalesce(sum(prompt), 0), coalesce(sum(cached), 0)
+            f"""SELECT (start_ns - ?) // ? AS b, count(*), coalesce(sum(prompt) FILTER (WHERE cached IS NOT NULL), 0),
+                       coalesce(sum(cached), 0)
                 FROM {tui_passes} WHERE {side} GROUP BY b ORDER BY b""",
             [int(lo), width],
         ).fetchall()
@@ -308,7 +315,7 @@ def _cache_from(conn: duckdb.DuckDBPyConnection, tui_passes: str, n: int) -> Cac
     marks.sort(key=lambda m: m.at_ns)
     costs = conn.execute(
         f"""WITH pass AS (
-                SELECT deploy, count(*) AS passes, sum(cached) / nullif(sum(prompt), 0) AS hit,
+                SELECT deploy, count(*) AS passes, {hit_rate_sql("cached", "prompt")} AS hit,
                        median(ttft) AS ttft, avg(prompt) AS prompt, min(start_ns) AS first
                 FROM {tui_passes} WHERE {side} GROUP BY 1),
             per_trace AS (
