@@ -191,7 +191,8 @@ def band_passes(sample: Sequence[PrefillPass], q: float) -> list[PrefillPass]:
     """The BAND_SHARE of ``sample`` (two at least) whose TTFT ranks are nearest quantile ``q``'s."""
     ranked = sorted(sample, key=lambda p: p.ttft_ms)
     at, k = q * (len(ranked) - 1), max(2, math.ceil(BAND_SHARE * len(ranked)))
-    return sorted(ranked[i] for i in sorted(range(len(ranked)), key=lambda i: (abs(i - at), -i))[:k])
+    nearest = sorted(range(len(ranked)), key=lambda i: (abs(i - at), -i))[:k]  # ties: the slower rank
+    return [ranked[i] for i in sorted(nearest)]  # in TTFT order
 
 
 def busier_passes(current: Metrics, baseline: Metrics, limit: float, low: float | None, q: float) -> str | None:
