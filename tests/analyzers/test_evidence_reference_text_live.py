@@ -38,8 +38,25 @@ QUESTIONS = ["When do you open on Saturday?", "How much is next-day delivery?", 
              "Can the driver carry a heavy parcel upstairs?", "How long do standard deliveries take?"]
 
 
+# help-centre articles a search picks per question, sent beside the fixed facts
+ARTICLES = [
+    "Claims for damaged parcels must be opened within fourteen days of delivery, with photos of the packaging and "
+    "the contents.",
+    "A parcel can be redirected to a depot for collection until the van leaves the depot on the delivery morning.",
+    "Customs paperwork for parcels to Norway is filled in online; the parcel waits at Aberdeen until it is done.",
+    "Drivers leave a card when nobody answers, and try again the next working day before the parcel returns.",
+    "Saturday delivery is offered in Aberdeen, Dundee and Inverness only, for an extra twelve pounds.",
+]
+
+
 def _messages(layout: str, i: int) -> list[dict[str, str]]:
     fixed = "\n\n".join(FACTS[:3])
+    if layout.startswith("reference_and_"):  # the fixed facts in the system prompt, and articles picked per question
+        picked = [ARTICLES[(i + k) % len(ARTICLES)] for k in range(2)]
+        if layout == "reference_and_labelled":
+            picked = [f"[{n}] {a}" for n, a in enumerate(picked, 1)]
+        return [{"role": "system", "content": f"{INTRO}\n\n{CUE}\n\n" + "\n\n".join(FACTS)},
+                {"role": "user", "content": "Relevant articles:\n\n" + "\n\n".join(picked) + f"\n\n{QUESTIONS[i]}"}]
     if layout == "reference":  # the app's own facts, the same every call, in the system prompt
         return [{"role": "system", "content": f"{INTRO}\n\n{CUE}\n\n{fixed}"},
                 {"role": "user", "content": QUESTIONS[i]}]
@@ -68,6 +85,14 @@ def _evidence(found: list[dict[str, Any]]) -> list[tuple[str, str]]:
 
 def test_the_apps_own_reference_text_in_the_system_prompt_is_no_finding(tmp_path: Path, capsys: Any) -> None:
     assert _evidence(_diagnose(tmp_path, "reference", capsys)) == []
+
+
+def test_articles_picked_per_question_beside_fixed_facts_are_read_not_the_facts(tmp_path: Path, capsys: Any) -> None:
+    """The system prompt's fixed facts hold more passages than the user message's two articles; the articles
+    are the retrieved ones (unlabelled: a finding; labelled [1], [2]: none)."""
+    found = _diagnose(tmp_path, "reference_and_unlabelled", capsys)
+    assert [s for s, _ in _evidence(found)] == ["critical"], found
+    assert _evidence(_diagnose(tmp_path, "reference_and_labelled", capsys)) == []
 
 
 @pytest.mark.parametrize("layout", ["retrieved", "in_user"])

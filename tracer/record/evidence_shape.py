@@ -385,14 +385,21 @@ def shape(texts: Sequence[str]) -> EvidenceShape | None:
 def read(segments: Sequence[tuple[str, str]]) -> tuple[EvidenceShape, str] | None:
     """The retrieved-passage structure in a prompt's segments ((kind, text), kind ``system``, ``user`` or
     ``history:<role>`` as the prompt's segments are named) and where it sat: ``system``, ``user`` or
-    ``history``; None when there is none. The text with the most passages is the one read."""
+    ``history``; None when there is none. Passages in the question's own message (``user``) are read first:
+    an app that keeps fixed facts in its system prompt and sends the passages a search picked beside the
+    question retrieved the latter, however many facts the former holds. Else the text with the most
+    passages is the one read."""
     best: tuple[EvidenceShape, str] | None = None
     for kind, text in segments:
         if not text or len(text) < 2 * MIN_CHARS:
             continue
         found = _SEEN.remember(digest(text), partial(_shape_one, text))
-        if found is not None and (best is None or found.chunks_in > best[0].chunks_in):
-            best = (found, kind.split(":", 1)[0])
+        if found is None:
+            continue
+        at = kind.split(":", 1)[0]
+        if best is None or (at == "user") > (best[1] == "user") or (
+                (at == "user") == (best[1] == "user") and found.chunks_in > best[0].chunks_in):
+            best = (found, at)
     return best
 
 
