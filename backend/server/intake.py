@@ -35,6 +35,43 @@ class IntakeResult:
     prefix_text: str = ""  # what completions with echo=true put before the output
 
 
+# Conversations a template is tried on to tell whether it renders as the model's own: with and without a
+# system turn (templates add a default one), several turns, an empty message, and tool traffic.
+_PROBES: tuple[tuple[dict[str, Any], ...], ...] = (
+    ({"role": "user", "content": "Hello there."},),
+    ({"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2 + 2?"}),
+    ({"role": "system", "content": "S"}, {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+     {"role": "user", "content": "c\n  d "}),
+    ({"role": "user", "content": "x"}, {"role": "assistant", "content": ""}, {"role": "user", "content": "y"}),
+    ({"role": "user", "content": "weather?"},
+     {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
+                                                          "function": {"name": "f", "arguments": "{}"}}]},
+     {"role": "tool", "tool_call_id": "c1", "content": "sunny"}),
+)
+
+
+def renders_alike(tokenizer: Any, template: str, model_template: str) -> bool:
+    """True when ``template`` renders every probe conversation (with and without the generation prompt)
+    exactly as ``model_template`` does."""
+    if template == model_template:
+        return True
+    for probe in _PROBES:
+        for gen in (True, False):
+            try:
+                ours = tokenizer.apply_chat_template(list(probe), add_generation_prompt=gen,
+                                                     template_override=template)
+            except (ChatTemplateError, ValueError, TypeError):
+                return False
+            try:
+                theirs = tokenizer.apply_chat_template(list(probe), add_generation_prompt=gen,
+                                                       template_override=model_template)
+            except (ChatTemplateError, ValueError, TypeError):
+                theirs = None
+            if ours != theirs:
+                return False
+    return True
+
+
 def block_hash_chain(token_ids: list[int], block_size: int) -> list[str]:
     """Hex hashes of the prompt's full blocks, the same keys the engine's prefix cache uses (each covers its
     parent's hash and the block's tokens), so a trace's hashes line up with the cache's ``prefix.key``."""
@@ -50,8 +87,12 @@ class Intake:
         self.policy = policy
         self.block_size = block_size
         self.model_template: str = tokenizer.chat_template
-        self.template = template_override if template_override is not None else self.model_template
-        self.template_matches = self.template == self.model_template
+        # A template file that renders every probe conversation exactly as the model's own does (the
+        # model's template saved by an editor with a newline at the end, reformatted whitespace control) is
+        # the model's template: recording it as foreign would blame intake.chat_template for nothing.
+        same = template_override is None or renders_alike(tokenizer, template_override, self.model_template)
+        self.template = self.model_template if same else str(template_override)
+        self.template_matches = same
         self.template_hash = capture.hash_text(self.template)
         self._template_has_tools = "tools" in self.template
         self.special_ids: frozenset[int] = frozenset(getattr(tokenizer, "special_ids", ()))
