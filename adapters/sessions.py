@@ -77,6 +77,7 @@ class Conversation:
     facts: compaction.FactMemo | None = None  # its last request's facts (fact digest -> label), per text
     text_chars: int = 0  # characters of its last request's texts (system and messages)
     texts: list[tuple[bytes, int, bool]] = field(default_factory=list)  # its last request's (digest, chars, system)
+    system: tuple[int, bytes] = (0, b"")  # its last request's system text: (chars, digest)
 
 
 @dataclass(slots=True)
@@ -103,6 +104,8 @@ class View:
     text_chars: int = 0
     texts: list[tuple[bytes, int, bool]] = field(default_factory=list)  # per text read: (digest, chars, system)
     facts_lost: list[str] = field(default_factory=list)  # labels of facts the rewrite dropped
+    opening: bytes | None = None  # the first user message on its own (not chained to the system prompt)
+    system: tuple[int, bytes] = (0, b"")  # the system text: (chars, digest)
 
     def attributes(self) -> dict[str, object]:
         """Pass-span attributes (OpenTelemetry ``session.id`` / ``user.id``)."""
@@ -165,6 +168,13 @@ def _shrunk(conv: Conversation, view: View) -> bool:
     before = sum(chars for _, chars, system in conv.texts[same:] if not system)
     after = sum(chars for _, chars, system in view.texts[same:] if not system)
     return after < _SHRUNK * before
+
+
+def _system_grew(before: tuple[int, bytes], system: str) -> bool:
+    """Whether ``system`` is the earlier system text (``before``: its chars and digest) with something put
+    before or after it: a summary folded into the system prompt keeps the instructions it was added to."""
+    n, digest = before
+    return 0 < n < len(system) and digest in (compaction.text_digest(system[:n]), compaction.text_digest(system[-n:]))
 
 
 def _opens_anew(last: list[bytes], msgs: list[Message]) -> bool:
@@ -261,11 +271,12 @@ class Tracker:
         self._by_session: OrderedDict[str, Conversation] = OrderedDict()
         self._by_anchor: OrderedDict[bytes, Conversation] = OrderedDict()
         self._by_response: OrderedDict[str, Conversation] = OrderedDict()
+        self._by_opening: OrderedDict[bytes, Conversation] = OrderedDict()
         self._max = max_conversations
 
     def clear(self) -> None:
         with self._lock:
-            for d in (self._by_digest, self._by_session, self._by_anchor, self._by_response):
+            for d in (self._by_digest, self._by_session, self._by_anchor, self._by_response, self._by_opening):
                 d.clear()
 
     def _put(self, table: OrderedDict[Any, Conversation], key: Any, conv: Conversation) -> None:
@@ -274,6 +285,20 @@ class Tracker:
         while len(table) > self._max:
             table.popitem(last=False)
 
+    @staticmethod
+    def _opening(view: View, said: list[tuple[str, str]]) -> list[bytes]:
+        """Each text's digest; with them the view's opening user turn and its system text (chars, digest),
+        which, unlike the anchor, are not chained to the system prompt (a fold keeps them)."""
+        digests = [compaction.text_digest(t) for _, t in said]
+        view.opening = next((d for d, (kind, _) in zip(digests, said) if kind in ("user", "history:user")), None)
+        systems = [(d, t) for d, (kind, t) in zip(digests, said) if kind == "system"]
+        if len(systems) == 1:
+            view.system = (len(systems[0][1]), systems[0][0])
+        elif systems:
+            joined = "\n".join(t for _, t in systems)
+            view.system = (len(joined), compaction.text_digest(joined))
+        return digests
+
     def begin(self, body: Mapping[str, object], segments: list[tuple[str, str]]) -> View:
         """What ``body`` shows about its conversation; ``segments`` are the prompt segments the protocol
         parser read off the same body (their texts are what the facts come from: read once, not again)."""
@@ -281,6 +306,12 @@ class Tracker:
         view = View(chain=[m.digest for m in msgs])
         first_user = next((i for i, m in enumerate(msgs) if m.role == "user"), None)
         view.anchor = msgs[first_user].digest if first_user is not None else None
+        # The system prompt and the turns, as the model sees them (the tools are not said in turns).
+        said = [(kind, text) for kind, text in segments if kind != "tools"]
+        digests: list[bytes] | None = None  # each text hashed once: the fact memo keys on them too
+        multi_turn = any(m.role == "assistant" for m in msgs)
+        if multi_turn or len(msgs) > 2:  # read below in any case: hashed before the lookup, which needs two
+            digests = self._opening(view, said)
         seen: dict[tuple[str, str], int] = {}
         for m in msgs:
             if m.tool_calls:
@@ -305,17 +336,23 @@ class Tracker:
             sid = explicit[0] if explicit else wire_sid
             if sid is not None and (conv is None or conv.session_id != sid):
                 conv, server_side = self._by_session.get(sid), False
-            if conv is None and sid is None and view.anchor is not None and any(m.role == "assistant" for m in msgs):
+            if conv is None and sid is None and view.anchor is not None and multi_turn:
                 conv = self._by_anchor.get(view.anchor)  # the same opening, its history since rewritten
                 if conv is not None and (not conv.inferred or _opens_anew(conv.chain, msgs)):
                     conv = None  # a named session is only continued by calls that name it
+            if conv is None and sid is None and view.opening is not None and multi_turn:
+                # The same opening under a system prompt that grew around the earlier one: a compaction that
+                # folded its summary into the system prompt (which changes every chained digest, the anchor's too)
+                conv = self._by_opening.get(view.opening)
+                system = "\n".join(text for kind, text in said if kind == "system")
+                if conv is not None and (not conv.inferred or not _system_grew(conv.system, system)):
+                    conv = None
         # Read after the lookup: a request of a known conversation is read even when it is short (an app
         # may compact to [system + summary, question]: unread, every earlier fact would count as lost).
-        if conv is not None or any(m.role == "assistant" for m in msgs) or len(msgs) > 2:  # not a one-shot
-            # The system prompt and the turns, as the model sees them (the tools are not said in turns).
-            said = [(kind, text) for kind, text in segments if kind != "tools"]
+        if conv is not None or multi_turn or len(msgs) > 2:  # not a one-shot
             texts = [text for _, text in said]
-            digests = [compaction.text_digest(t) for t in texts]  # each text hashed once: the fact memo keys on them too
+            if digests is None:
+                digests = self._opening(view, said)
             # Only the turns the conversation's last request lacked are read again (compaction.FactMemo).
             view.facts = compaction.wire_facts_since(texts, conv.facts if conv is not None else None, digests=digests)
             view.text_chars = sum(len(t) for t in texts)
@@ -375,11 +412,14 @@ class Tracker:
             conv.facts = view.facts
             conv.text_chars = view.text_chars
             conv.texts = view.texts
+            conv.system = view.system
             conv.user_id = view.user_id or conv.user_id
             if view.chain:
                 self._put(self._by_digest, view.chain[-1], conv)
             if view.anchor is not None:
                 self._put(self._by_anchor, view.anchor, conv)
+            if view.opening is not None and view.inferred:
+                self._put(self._by_opening, view.opening, conv)
             if not view.inferred:
                 self._put(self._by_session, view.session_id, conv)
             if response_id:
