@@ -7,8 +7,8 @@ through ``llmtrace collect``.
     arrival.replica_selection  --replicas 2 (Anthropic, each customer twice in a row), --replicas 3 (streamed)
     intake.chat_template       a Llama-3 style template (Anthropic, streamed); ChatML without the default system
                                turn; the twin of the first runs the model's own template saved to a file
-    gen.penalties              frequency/presence penalties (standard params) on a streamed json_schema; a
-                               repetition penalty on json_object; the same under OpenLLMetry
+    gen.penalties              frequency/presence penalties (standard params) on a streamed json_schema; an
+                               Anthropic schema under a repetition penalty; the same under OpenLLMetry
     safety.injection           an Anthropic tool_result, a web page pasted into the user turn, under OpenInference
     loop.compaction            Anthropic; the summary folded into the system prompt; under OpenLLMetry
     safety.moderation          words from a file, a longer lag, unary Anthropic, a stream under OpenLLMetry
@@ -43,24 +43,25 @@ VARIANT_SERVERS: dict[str, list[str]] = {
 }
 
 # ── a property-letting agency: long tenancy agreements, one per tenant ───────────────────────────────────
-_CLAUSES = ["The tenant keeps the garden tidy and the hedges below two metres.",
-            "Rent is due on the first working day of each month by standing order.",
-            "The deposit is protected with the national scheme within thirty days.",
-            "No pets other than one cat or small caged animals without written consent.",
-            "The landlord services the boiler every year and leaves the certificate.",
-            "Either party may end the tenancy with two months' notice after the fixed term.",
-            "Smoke alarms are tested by the tenant monthly and batteries replaced when needed.",
-            "Subletting any room requires the landlord's written permission in advance.",
-            "Meter readings are taken on the first and last day of the tenancy.",
-            "Window cleaning of the upper floors is arranged by the managing agent.",
-            "Bicycles are stored in the shed, never in the shared hallway.",
-            "The tenant reports damp or mould to the agency within a week of noticing it."]
+_STREETS = ["Elm Court", "Harrow Lane", "Quarry Rise", "Mill Wharf", "Tansy Gardens", "Bell Yard", "Otter Row",
+            "Fenwick Place", "Larch Close", "Saddler Street"]
+_WORDS = ("boiler hedge deposit meter bicycle shed window damp mould alarm battery notice landlord tenant agent "
+          "garden gutter carpet oven kettle boundary fence gate key parking permit council refuse recycling bin "
+          "laundry balcony loft cellar radiator thermostat valve tap drain sink shower tile grout paint ceiling "
+          "door lock hinge latch curtain blind rail socket fuse switch lamp bulb chimney flue vent extractor").split()
 
 
 def _agreement(k: int) -> str:
-    """A tenancy agreement of about 270 tokens, different clause order per tenant (no shared prefix)."""
-    clauses = random.Random(1000 + k).sample(_CLAUSES, len(_CLAUSES))
-    return f"Tenancy agreement for flat {k + 1}, Elm Court.\n" + "\n".join(clauses * 2)
+    """A tenancy agreement of about 300 tokens, its own wording from the first line on: different documents
+    (one per tenant) share no text a prefix cache could reuse, only what an app would send again."""
+    rng = random.Random(1000 + k)
+    lines = [f"{_STREETS[k % len(_STREETS)]}, flat {rng.randrange(2, 90)} - agreement {rng.getrandbits(24):06x}"]
+    for n in range(14):
+        words = rng.sample(_WORDS, 9)
+        lines.append(f"{n + 1}. The {words[0]} and {words[1]} are the {words[2]}'s duty; report the {words[3]}, "
+                     f"{words[4]} or {words[5]} near the {words[6]} within {rng.randrange(3, 60)} days ({words[7]}, "
+                     f"{words[8]}).")
+    return "\n".join(lines)
 
 
 def pool_agreements_anthropic(c: Ctx, twin: bool) -> None:
@@ -128,7 +129,7 @@ def template_no_system(c: Ctx, twin: bool) -> None:
 def _fare_schema(i: int) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": {"name": "fare", "schema": {
         "type": "object", "properties": {"route": {"type": "string", "enum": [f"R{i}", f"R{i + 1}"]},
-                                         "seats": {"type": "integer"}},
+                                         "seats": {"type": "string", "enum": ["none", "few", "many"]}},
         "required": ["route", "seats"], "additionalProperties": False}}}
 
 
@@ -143,13 +144,17 @@ def frequency_penalty_schema_stream(c: Ctx, twin: bool) -> None:
             pass
 
 
-def repetition_penalty_json_object(c: Ctx, twin: bool) -> None:
-    """json_object mode (no schema) under a repetition penalty sent as an extra body field."""
+def repetition_penalty_anthropic(c: Ctx, twin: bool) -> None:
+    """Anthropic structured output (output_config) with a repetition penalty as an extra body field."""
     for i in range(6):
-        extra = {} if twin else {"extra_body": {"repetition_penalty": 1.3}}
-        c.ask([{"role": "system", "content": "Reply with a JSON object only."},
-               {"role": "user", "content": f"Seat count for coach {i}?"}], max_tokens=24,
-              response_format={"type": "json_object"}, **extra)
+        schema = {"type": "object", "properties": {"coach": {"type": "string", "enum": [f"C{i}", f"C{i + 2}"]},
+                                                   "on_time": {"type": "boolean"}},
+                  "required": ["coach", "on_time"], "additionalProperties": False}
+        body: dict[str, Any] = {"output_config": {"format": {"type": "json_schema", "schema": schema}}}
+        if not twin:
+            body["repetition_penalty"] = 1.25
+        c.anthropic.messages.create(model=c.model, max_tokens=40, extra_body=body,
+                                    messages=[{"role": "user", "content": f"Is coach {i} on time? JSON."}])
 
 
 # ── injections: instructions in text the app did not write ──────────────────────────────────────────
@@ -184,7 +189,7 @@ def injection_in_pasted_page(c: Ctx, twin: bool) -> None:
         stream = c.openai.chat.completions.create(
             model=c.model, max_tokens=6, temperature=0, stream=True,
             messages=[{"role": "system", "content": _BRIEF},
-                      {"role": "user", "content": f"Question {i}: how much is extra luggage?\n\nPage:\n{page}"}])
+                      {"role": "user", "content": f"Page:\n{page}\n\nQuestion {i}: how much is extra luggage?"}])
         for _ in stream:
             pass
 
@@ -279,7 +284,7 @@ VARIANT_CASES: tuple[Case, ...] = (
     Case("chatml_template_no_system", template_no_system, ("intake.chat_template",), "chatml_no_default_system",
          "default"),
     Case("frequency_penalty_schema_stream", frequency_penalty_schema_stream, ("gen.penalties",)),
-    Case("repetition_penalty_json_object", repetition_penalty_json_object, ("gen.penalties",)),
+    Case("repetition_penalty_anthropic_schema", repetition_penalty_anthropic, ("gen.penalties",)),
     Case("injection_anthropic_tool_result", injection_anthropic_tool_result, ("safety.injection",)),
     Case("injection_in_pasted_page_stream", injection_in_pasted_page, ("safety.injection",)),
     Case("compaction_anthropic", compaction_anthropic, ("loop.compaction",)),
