@@ -239,7 +239,9 @@ def _requested_generation(e: _Emit) -> None:
             {
                 N.GEN_AI_REQUEST_FREQUENCY_PENALTY: obs.frequency_penalty,
                 N.GEN_AI_REQUEST_PRESENCE_PENALTY: obs.presence_penalty,
-                N.PENALTIES_ON_STRUCTURED_OUTPUT: obs.output_type == "json"
+                # a penalty sent as 0 (off) runs on nothing: only a penalty that bends scores counts
+                N.PENALTIES_ON_STRUCTURED_OUTPUT: obs.output_type == "json" and bool(obs.frequency_penalty
+                                                                                    or obs.presence_penalty)
                 if obs.output_type
                 else None,
             },

@@ -113,7 +113,9 @@ class BrokenJson(SymptomAnalyzer):
                                             "rep": ("llmtrace.penalties.repetition", "float"),
                                             "freq": ("gen_ai.request.frequency_penalty", "float"),
                                             "pres": ("gen_ai.request.presence_penalty", "float")})
-        row = q.one(f"""SELECT count(*) FILTER (WHERE structured) AS n, count(*) AS total, median(rep) FILTER (WHERE structured) AS rep,
+        # per pass, not per span: the app's middleware and the server each record the stage for one pass
+        row = q.one(f"""SELECT count(DISTINCT trace_id) FILTER (WHERE structured) AS n, count(DISTINCT trace_id) AS total,
+                               median(rep) FILTER (WHERE structured) AS rep,
                                median(freq) FILTER (WHERE structured) AS freq, median(pres) FILTER (WHERE structured) AS pres,
                                (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE structured))[1:5] AS ids FROM {rel}""")
         n = int(row.get("n") or 0)

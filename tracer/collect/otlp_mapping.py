@@ -52,6 +52,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from llmtrace.tracer.collect.otlp_conversation import conversation_rows
+from llmtrace.tracer.collect.otlp_penalties import penalty_values
 from llmtrace.tracer.collect.otlp_reasons import (
     body_reasons,
     event_reasons,
@@ -291,6 +292,9 @@ class Mapper:
             evidence = evidence_values(attrs, self.capture_mode)  # retrieved passages pasted into the prompt
             if evidence:
                 mapped.extra.append(self._row(span_hex, S.INTAKE_EVIDENCE_FORMATTING, start_ns, start_ns, evidence))
+            penalties = penalty_values(attrs)  # the penalties the request asked for (numbers, any capture mode)
+            if penalties:
+                mapped.extra.append(self._row(span_hex, S.GEN_PENALTIES, start_ns, start_ns, penalties))
             # repeated tool calls and invisible characters in the history, as the middleware reads them
             for stage_id, values in conversation_rows(attrs, self.capture_mode):
                 mapped.extra.append(self._row(span_hex, stage_id, start_ns, start_ns, values))
