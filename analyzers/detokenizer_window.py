@@ -21,7 +21,8 @@ class DetokenizerWindow(SymptomAnalyzer):
         detok = q.stage_sql("gen.detokenization", {
             "held": ("llmtrace.detok.held_back_max", "int"), "repl": ("llmtrace.detok.replacement_chars", "int"),
             "stop_hold": ("llmtrace.detok.stop_holdback_chars", "int"),
-            "leaked": ("llmtrace.detok.stop_leaked_chars", "int")}, source=src)
+            "leaked": ("llmtrace.detok.stop_leaked_chars", "int"), "hold": ("llmtrace.detok.hold_back", "bool")},
+            source=src)
         stop = q.stage_sql("gen.stop", {"matched": ("llmtrace.stop.matched", "str")}, source=src)
         # A stop string (not an end token like <|im_end|>, nor a reason like constraint_complete) longer than
         # the hold-back that was active: 0 means nothing was ever held, which says nothing about the window.
@@ -31,8 +32,10 @@ class DetokenizerWindow(SymptomAnalyzer):
         chopped = ("(d.leaked > 0 OR (d.leaked IS NULL AND length(s.matched) > 1 AND d.stop_hold > 0 "
                    "AND d.stop_hold < length(s.matched) - 1 "
                    "AND NOT regexp_matches(s.matched, '^(<\\|.*\\|>|</?s>|[a-z_]+)$')))")
-        # No byte hold-back at all while replacement characters went out: split characters were emitted.
-        narrow = "d.held = 0 AND coalesce(d.repl, 0) > 0"
+        # No byte hold-back at all while replacement characters went out: split characters were emitted. Where
+        # the engine says its hold-back was on, nothing was held because no character was ever partial, and
+        # its U+FFFD are bytes the model produced that never formed one (mangled_text reports those).
+        narrow = "d.held = 0 AND coalesce(d.repl, 0) > 0 AND NOT coalesce(d.hold, false)"
         # each span's two tests made once (as aggregate filters, the engine repeats one per aggregate)
         a = q.one(f"""
             {both}

@@ -356,6 +356,7 @@ class GenerationPipeline:
             S.GEN_DETOKENIZATION: {
                 N.DETOK_HELD_BACK_MAX: st.detokenizer.held_back_max,
                 N.DETOK_REPLACEMENT_CHARS: st.detokenizer.replacement_chars,
+                N.DETOK_HOLD_BACK: st.detokenizer.hold_back,
                 N.DETOK_SKIP_SPECIAL_TOKENS: p.skip_special_tokens,
                 N.DETOK_STOP_HOLDBACK_CHARS: st.stops.holdback_max,
                 N.DETOK_STOP_LEAKED_CHARS: st.stops.leaked_chars,

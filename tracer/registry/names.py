@@ -307,6 +307,7 @@ STOP_OUTPUT_PARSES: Final = "llmtrace.stop.output_parses"  # bool; gen.stop
 # ── stage 33 gen.detokenization (catalog/generation.py)
 DETOK_HELD_BACK_MAX: Final = "llmtrace.detok.held_back_max"  # int bytes; gen.detokenization
 DETOK_REPLACEMENT_CHARS: Final = "llmtrace.detok.replacement_chars"  # int chars; gen.detokenization
+DETOK_HOLD_BACK: Final = "llmtrace.detok.hold_back"  # bool; gen.detokenization
 DETOK_SKIP_SPECIAL_TOKENS: Final = "llmtrace.detok.skip_special_tokens"  # bool; gen.detokenization
 DETOK_STOP_HOLDBACK_CHARS: Final = "llmtrace.detok.stop_holdback_chars"  # int chars; gen.detokenization
 DETOK_STOP_LEAKED_CHARS: Final = "llmtrace.detok.stop_leaked_chars"  # int chars; gen.detokenization

@@ -93,6 +93,7 @@ STAGES: tuple[Stage, ...] = (
           ("B",),
           (V("llmtrace.detok.held_back_max", "int", "bytes", "most bytes held back at once"),
            V("llmtrace.detok.replacement_chars", "int", "chars", "U+FFFD characters emitted"),
+           V("llmtrace.detok.hold_back", "bool", "", "whether incomplete UTF-8 bytes were held until complete (off: each token decoded on its own); with it on, U+FFFD are bytes the model produced that never formed a character, or a character the cap cut"),
            V("llmtrace.detok.skip_special_tokens", "bool", "", "whether special tokens were dropped"),
            V("llmtrace.detok.stop_holdback_chars", "int", "chars", "most characters held back for a possible stop string"),
            V("llmtrace.detok.stop_leaked_chars", "int", "chars", "characters of the matched stop string streamed before the match was known (a hold-back window shorter than the stop string)"),
