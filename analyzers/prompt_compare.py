@@ -145,10 +145,28 @@ def _tail_from(segs: list[dict[str, object]]) -> int:
     return i
 
 
+def _split_index(cur: _Prompt, prev: _Prompt) -> int:
+    """The first segment whose hash differs (the shorter prompt's length when one extends the other)."""
+    return next((i for i, (x, y) in enumerate(zip(cur.hashes, prev.hashes, strict=False)) if x != y),
+                min(len(cur.segs), len(prev.segs)))
+
+
 def _compare(cur: _Prompt, prev: _Prompt) -> _Compare:
+    """Where and how two prompts part. The offset inside the segment is told from the message's own start:
+    a server's segment is the message as its chat template rendered it, with the template's text ahead of
+    the message's (the segment's ``lead``, in chars)."""
+    c = _parting(cur, prev)
+    si = _split_index(cur, prev)
+    lead = as_int(cur.segs[si].get("lead")) if si < len(cur.segs) else 0
+    if lead > 0 and c.seg_offset >= lead:
+        c.seg_offset -= lead
+    return c
+
+
+def _parting(cur: _Prompt, prev: _Prompt) -> _Compare:
     a, b = cur.segs, prev.segs
     ha, hb = cur.hashes, prev.hashes
-    si = next((i for i, (x, y) in enumerate(zip(ha, hb, strict=False)) if x != y), min(len(a), len(b)))
+    si = _split_index(cur, prev)
     before = sum(as_int(s.get("chars")) for s in a[:si])
     if si >= len(a) or si >= len(b):  # one extends the other: a growing conversation
         return _Compare(before, before)

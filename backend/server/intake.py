@@ -18,6 +18,7 @@ from llmtrace.backend.server.job import Job
 from llmtrace.backend.server.normalization import NormalizationCounts, NormalizationPolicy
 from llmtrace.tracer import capture
 from llmtrace.tracer import recording as rec
+from llmtrace.tracer.record import prompt_segments
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 
@@ -201,7 +202,7 @@ class Intake:
             for i, m in enumerate(messages):
                 cur = self._render(messages[: i + 1], tools, add_generation_prompt=False)
                 piece = cur[len(prev):] if cur.startswith(prev) else cur
-                segments.append(self._segment(_kind(m, i), piece))
+                segments.append(self._segment(_kind(m, i), piece, lead=_lead(piece, m.get("content"))))
                 prev = cur
             if rendered.startswith(prev) and len(rendered) > len(prev):
                 segments.append(self._segment("generation_prompt", rendered[len(prev):]))
@@ -216,11 +217,18 @@ class Intake:
             raise context_exceeded(job, limit, floor, at_least=True)
 
     @staticmethod
-    def _segment(kind: str, text: str) -> dict[str, Any]:
-        # Scrubbed first, so chars, hashes and (full capture) text all describe the same string.
+    def _segment(kind: str, text: str, lead: int = 0) -> dict[str, Any]:
+        # Scrubbed first, so chars, hashes and (full capture) text all describe the same string. The record
+        # the middleware and the collector write (hashes, chunk chain, a long segment's pieces) and the
+        # volatile-looking values located in it: a store of this server alone (an app that calls it without
+        # instrument()) can then say which value or block moved, as an instrumented app's store can.
         text = capture.scrub(text)
-        record: dict[str, Any] = {"kind": kind, "hash": capture.hash_text(text), "chars": len(text),
-                                  "chunk_hashes": capture.chunk_hash_chain(text)}
+        (record,) = prompt_segments.segment_records([(kind, text)], scrubbed=True)
+        found = prompt_segments.fields(text)
+        if found:
+            record["fields"] = found
+        if lead > 0:  # the template's own text ahead of the message's: offsets are told from the message's start
+            record["lead"] = lead
         if capture.mode() == "full":
             record["text"] = text
         return record
@@ -320,6 +328,12 @@ def context_exceeded(job: Job, limit: int, tokens: int, *, at_least: bool = Fals
         f"This model's maximum context length is {limit} tokens, but the prompt has {has}. Shorten the messages.",
         param="messages" if job.messages is not None else "prompt", code="context_length_exceeded",
     )
+
+
+def _lead(piece: str, content: object) -> int:
+    """Chars of chat-template text ahead of a message's own text in its rendered piece (0 when the content is
+    not plain text, or scrubbing or the template changed it)."""
+    return max(piece.find(content), 0) if isinstance(content, str) and content else 0
 
 
 def _kind(message: dict[str, Any], index: int) -> str:
