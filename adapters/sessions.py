@@ -405,7 +405,8 @@ class Tracker:
         with self._lock:
             if conv is None or conv.session_id != view.session_id:
                 conv = Conversation(view.session_id, view.user_id, view.inferred)
-            conv.root = view.parent if view.parent is not None else Anchor(pass_span)
+            # (no pass span: a request read by the collector, whose tool round trips join nothing)
+            conv.root = view.parent if view.parent is not None else (Anchor(pass_span) if pass_span is not None else None)
             conv.last_end_ns = end_ns
             conv.chain = view.chain
             conv.prompt_chars = prompt_chars

@@ -298,7 +298,7 @@ def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = Non
                     mapped = None
                     if mapper is not None and "llmtrace.side" not in attrs and "llmtrace.stage" not in attrs:
                         mapped = mapper.map(name, kind, attrs, trace_hex, span_hex, start, end, s.events,
-                                            st.message if st.code == 2 else None)
+                                            st.message if st.code == 2 else None, service=service)
                     labels = None
                     if mapped is not None:
                         attrs = mapped.attributes

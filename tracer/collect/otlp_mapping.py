@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from llmtrace.tracer.collect import conversation_hook
 from llmtrace.tracer.collect.otlp_conversation import conversation_rows
 from llmtrace.tracer.collect.otlp_penalties import penalty_values
 from llmtrace.tracer.collect.otlp_reasons import (
@@ -259,7 +260,8 @@ class Mapper:
         self._raw_payload = False  # the span being mapped is a raw provider payload (LiteLLM's)
 
     def map(self, name: str, kind: str, attrs: dict[str, object], trace_hex: str, span_hex: str,
-            start_ns: int, end_ns: int, events: object = (), status_message: str | None = None) -> Mapped | None:
+            start_ns: int, end_ns: int, events: object = (), status_message: str | None = None,
+            service: str | None = None) -> Mapped | None:
         if N.SIDE in attrs or sc.LLMTRACE_STAGE in attrs:
             return None  # llmtrace's own spans already speak the stage model
         self._raw_payload = name in _RAW_PAYLOAD_SPANS
@@ -298,6 +300,10 @@ class Mapper:
             # repeated tool calls and invisible characters in the history, as the middleware reads them
             for stage_id, values in conversation_rows(attrs, self.capture_mode):
                 mapped.extra.append(self._row(span_hex, stage_id, start_ns, start_ns, values))
+            # a history rewritten by a compaction, by the middleware's own reading (conversation_hook.py)
+            compacted = conversation_hook.compaction_values(service, attrs, end_ns) if self.capture_mode != "none" else None
+            if compacted:
+                mapped.extra.append(self._row(span_hex, S.LOOP_COMPACTION, start_ns, start_ns, compacted))
         return mapped
 
     @staticmethod
