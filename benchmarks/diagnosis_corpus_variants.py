@@ -33,6 +33,7 @@ VARIANT_SERVERS: dict[str, list[str]] = {
     "pool_48": ["--num-blocks", "48"],
     "round_robin_2": ["--replicas", "2", "--routing", "round_robin"],
     "prefix_aware_2": ["--replicas", "2", "--routing", "prefix_aware"],
+    "small_pool_2x": ["--replicas", "2", "--routing", "prefix_aware", "--num-blocks", "40"],
     "llama3_template": ["--chat-template", str(_FILES / "llama3_style.jinja")],
     "chatml_no_default_system": ["--chat-template", str(_FILES / "chatml_no_default_system.jinja")],
     # the model's own template, saved to a file as an editor saves it (a newline at the end): not a cause
@@ -136,7 +137,9 @@ def _fare_schema(i: int) -> dict[str, Any]:
 def frequency_penalty_schema_stream(c: Ctx, twin: bool) -> None:
     """Streamed structured answers with the standard frequency and presence penalties set app-wide."""
     for i in range(6):
-        kw: dict[str, Any] = {} if twin else {"frequency_penalty": 0.9, "presence_penalty": 0.6}
+        # the twin sends the penalties as 0 (off), as many apps send them
+        kw: dict[str, Any] = {"frequency_penalty": 0.0, "presence_penalty": 0.0} if twin else \
+            {"frequency_penalty": 0.9, "presence_penalty": 0.6}
         stream = c.openai.chat.completions.create(
             model=c.model, max_tokens=30, temperature=0, stream=True, response_format=_fare_schema(i),
             messages=[{"role": "user", "content": f"Fare {i} as JSON."}], **kw)
@@ -151,8 +154,7 @@ def repetition_penalty_anthropic(c: Ctx, twin: bool) -> None:
                                                    "on_time": {"type": "boolean"}},
                   "required": ["coach", "on_time"], "additionalProperties": False}
         body: dict[str, Any] = {"output_config": {"format": {"type": "json_schema", "schema": schema}}}
-        if not twin:
-            body["repetition_penalty"] = 1.25
+        body["repetition_penalty"] = 1.0 if twin else 1.25  # the twin's is 1: off
         c.anthropic.messages.create(model=c.model, max_tokens=40, extra_body=body,
                                     messages=[{"role": "user", "content": f"Is coach {i} on time? JSON."}])
 
@@ -272,6 +274,44 @@ def moderation_anthropic_unary(c: Ctx, twin: bool) -> None:
         raise errors[0]
 
 
+def moderation_openai_unary(c: Ctx, twin: bool) -> None:
+    """OpenAI, not streamed, a system prompt: the reply names a word the moderator cuts on."""
+    for i in range(5):
+        c.ask([{"role": "system", "content": _BRIEF}, {"role": "user", "content": f"Dispute {i}?"}], max_tokens=40,
+              response_format=json_enum(f"Dispute {i} is with our solicitor; expect a chargeback letter soon"))
+
+
+def replicas_burst_stream(c: Ctx, twin: bool) -> None:
+    """Two replicas, bursts of four streamed calls at once sharing one long prefix, three bursts."""
+    system = "Route desk, depot Q.\n" + _BRIEF * 3
+    errors: list[BaseException] = []
+    for rnd in range(3):
+        def one(i: int, rnd: int = rnd) -> None:
+            try:
+                stream = c.openai.chat.completions.create(
+                    model=c.model, max_tokens=6, temperature=0, stream=True,
+                    messages=[{"role": "system", "content": system}, {"role": "user", "content": f"Coach {rnd}-{i}?"}])
+                for _ in stream:
+                    pass
+            except Exception as exc:  # noqa: BLE001  (counted below)
+                errors.append(exc)
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+
+
+def pool_with_replicas(c: Ctx, twin: bool) -> None:
+    """Six documents reused in turn on two prefix-aware replicas: each replica's small pool still evicts."""
+    for rnd in range(3):
+        for k in range(6):
+            c.ask([{"role": "system", "content": _agreement(80 + k)}, {"role": "user", "content": f"Bins day? {rnd}"}])
+
+
 VARIANT_CASES: tuple[Case, ...] = (
     Case("pool64_agreements_anthropic", pool_agreements_anthropic, ("cache.eviction",), "pool_64", "default"),
     Case("pool48_back_and_forth_stream", pool_back_and_forth_stream, ("cache.eviction",), "pool_48", "default"),
@@ -293,6 +333,11 @@ VARIANT_CASES: tuple[Case, ...] = (
          "default"),
     Case("moderation_anthropic_unary", moderation_anthropic_unary, ("safety.moderation",), "moderated_tight",
          "default"),
+    Case("moderation_openai_unary", moderation_openai_unary, ("safety.moderation",), "moderated_tight", "default"),
+    Case("round_robin2_bursts_stream", replicas_burst_stream, ("arrival.replica_selection",), "round_robin_2",
+         "prefix_aware_2"),
+    Case("pool40_two_prefix_aware_replicas", pool_with_replicas, ("cache.eviction",), "small_pool_2x",
+         "prefix_aware_2"),
 )
 
 
@@ -302,7 +347,7 @@ def _fcall(messages: list[dict[str, Any]], i: int, max_tokens: int = 6, **kw: An
 
 
 def f_penalty_schema(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
-    pen = {} if twin else {"frequency_penalty": 1.0, "presence_penalty": 0.5}
+    pen = {"frequency_penalty": 0.0, "presence_penalty": 0.0} if twin else {"frequency_penalty": 1.0, "presence_penalty": 0.5}
     return [_fcall([{"role": "user", "content": f"Fare {i} as JSON."}], i, max_tokens=30,
                    response_format=_fare_schema(i), **pen) for i in range(6)]
 
@@ -367,4 +412,10 @@ VARIANT_FOREIGN_CASES: tuple[Case, ...] = (
     _foreign("openllmetry_moderation_stream", "openllmetry", f_moderation_stream, ("safety.moderation",),
              "moderated_file", "default"),
     _foreign("openinference_small_pool", "openinference", f_eviction, ("cache.eviction",), "small_pool", "default"),
+    _foreign("litellm_injection_in_tool", "litellm", f_injection_tool, ("safety.injection",)),
+    _foreign("otelv2_injection_in_tool", "otel-v2", f_injection_tool, ("safety.injection",)),
+    _foreign("litellm_summary_drops_ids", "litellm", f_compaction, ("loop.compaction",)),
+    _foreign("openinference_moderation_stream", "openinference", f_moderation_stream, ("safety.moderation",),
+             "moderated_file", "default"),
+    _foreign("litellm_penalty_on_schema", "litellm", f_penalty_schema, ("gen.penalties",)),
 )
