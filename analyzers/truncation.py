@@ -15,7 +15,7 @@ import re
 from typing import TYPE_CHECKING
 
 from llmtrace.analyzers.finding import Evidence, Finding, Severity
-from llmtrace.analyzers.query import Query, attr, percentile, sample_ids
+from llmtrace.analyzers.query import Query, Row, attr, percentile, sample_ids
 from llmtrace.tracer.storage.views import PASS_OPERATIONS
 
 if TYPE_CHECKING:
@@ -75,6 +75,7 @@ def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
                {attr('llmtrace.output.shape', 'str', 'c.attributes')} AS shape,
                {attr('llmtrace.output.parses', 'bool', 'c.attributes')} AS parses,
                {attr('llmtrace.output.asked_in_words', 'str', 'c.attributes')} AS asked,
+               {attr('llmtrace.output.structured_guess', 'bool', 'c.attributes')} AS guessed,
                {attr('llmtrace.prompt.text', 'str', 'c.attributes')} AS prompt_text,
                con.parent_span_id IS NOT NULL AS constrained,
                cut.server_span_id IN (SELECT parent_span_id FROM pen) AS penalised,
@@ -88,10 +89,17 @@ def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
         return []
     n = len(rows)
     tools = [r for r in rows if r["output_type"] in ("tool_calls", "function_call", "tool_use")]
+    def asked(r: Row) -> bool:  # the app asked for structure: by schema, by a constraint or in words
+        # The prompt's text is searched only where the adapter did not read the request's turns itself (it
+        # records structured_guess when it did, and asked_in_words from the system prompt and the last user
+        # turn): over the whole prompt, the arguments of earlier tool calls (`{"claim": ...`) read as an ask.
+        return bool(r["output_type"] in ("json", "json_object", "json_schema") or r["constrained"]
+                    or r["asked"] in ("json", "xml")
+                    or (r["guessed"] is None and isinstance(r["prompt_text"], str)
+                        and _JSON_WORDS.search(r["prompt_text"]) is not None))
+
     structured = [r for r in rows if r not in tools and (
-        r["output_type"] in ("json", "json_object", "json_schema") or r["constrained"]
-        or r["shape"] in ("json", "fenced", "xml") or r["parses"] is False or r["asked"] in ("json", "xml")
-        or (isinstance(r["prompt_text"], str) and _JSON_WORDS.search(r["prompt_text"]) is not None))]
+        asked(r) or r["shape"] in ("json", "fenced", "xml") or r["parses"] is False)]
     # answers bent by penalties on structured output are gen.penalties' finding (it names the cause)
     penalised = [r for r in structured if r["penalised"]]
     structured = [r for r in structured if not r["penalised"]]
@@ -104,7 +112,10 @@ def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
     # that re-asks one lookup, a fan-out over other records) never read them. A call dispatched without being
     # written back is not seen: the adapters keep no call ids of an answer to match an execute_tool span to,
     # and a tool result sent back comes with the assistant turn that asked for it (its "turn" hash, below).
-    broken = [r for r in structured if r["parses"] is False]
+    # An answer that only looks structured (the model chose to open a brace or a fence; nobody asked for JSON)
+    # was not the app's to parse either: a real model does that after tool turns in the history, and cut at the
+    # cap it never parses. Like a cut call, it is harm when the app went on with it, not for failing to parse.
+    broken = [r for r in structured if r["parses"] is False and asked(r)]
     broken_calls = [r for r in tools if r["parses"] is False and not r["penalised"]]
     unread = [r for r in structured + tools if not r["checked"]]
     # the app went on with a structured answer or tool call that was cut: a later prompt carries it
@@ -151,7 +162,8 @@ def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
         stages: tuple[str, ...] = ("gen.stop", "safety.stop_reason") if unread else ("gen.stop",)
     elif hurt:
         severity, score, stages = "info", 0.3 + 0.1 * share, ("gen.stop", "safety.stop_reason")
-        what = "tool calls" if len(tools) >= len(structured) else "structured answers (JSON asked for)"
+        what = ("tool calls" if len(tools) >= len(structured) else "structured answers (JSON asked for)"
+                if any(asked(r) for r in structured) else "answers shaped like JSON (none asked for)")
         title = f"{hurt} {what} were cut at max_tokens ({n} of {total} passes hit the cap)"
         summary = ("They cannot be complete; nothing on record shows a consumer failing on them yet (no "
                    "structured answer that fails to parse, no later prompt carrying a cut answer or call), so "
