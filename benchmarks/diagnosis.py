@@ -72,16 +72,20 @@ def _free_port() -> int:
 
 
 class Server:
-    """One `llmtrace serve --model tiny` process with its own store."""
+    """One `llmtrace serve --model tiny` process with its own store (or the model `--model-all` names)."""
 
-    def __init__(self, name: str, workdir: Path) -> None:
+    def __init__(self, name: str, workdir: Path, model_all: str | None = None) -> None:
         self.name = name
         self.db = workdir / f"{name}.duckdb"
         self.port = _free_port()
         template = workdir / "foreign.jinja"
         template.write_text(TEMPLATE)
         flags = [f.replace("{template}", str(template)) for f in SERVERS[name]]
-        model = ["--model", "tiny"] if "--model" not in flags else []
+        if model_all is not None:  # every server on one model: drop the set's own --model, keep its other flags
+            i = flags.index("--model") if "--model" in flags else -1
+            flags = ([] if model_all == "default" else ["--model", model_all]) + \
+                (flags[:i] + flags[i + 2:] if i >= 0 else flags)
+        model = ["--model", "tiny"] if "--model" not in flags and model_all is None else []
         if flags[:2] == ["--model", "default"]:
             flags = flags[2:]  # no --model: serve's bundled model
         self.proc = subprocess.Popen(
@@ -267,14 +271,21 @@ def main() -> None:
     ap.add_argument("--no-save", action="store_true", help="print, do not write results/diagnosis.json")
     ap.add_argument("--real-model", action="store_true",
                     help="also run the cases that need the bundled SmolLM2-135M (slow on two cores)")
+    ap.add_argument("--model-all", metavar="MODEL",
+                    help="every server serves MODEL ('default': serve's bundled SmolLM2-135M) instead of tiny, "
+                         "each keeping its other flags; runs the cases that need the bundled model too")
     ap.add_argument("--rediagnose", action="store_true",
                     help="with --keep DIR of an earlier run: diagnose its stores again without making calls")
     args = ap.parse_args()
     cases = [c for c in CASES + FOREIGN_CASES
-             if (not args.only or c.id in args.only) and (args.real_model or c.model == "tiny")]
+             if (not args.only or c.id in args.only) and (args.real_model or args.model_all or c.model == "tiny")]
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="llmtrace-diagnosis-"))
     work.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("LLMTRACE_STRICT", "0")
+    if args.model_all:
+        # the servers inherit it: on a busy 2-core box torch's two OpenMP threads spin-wait for each other, and
+        # the bundled model ran some 2.5 s a token with two (0.5 s with one; tests/conftest.py does the same)
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
     servers: dict[str, Server] = {}
     collectors: dict[str, Collector] = {}
     rows: list[dict[str, Any]] = []
@@ -291,7 +302,7 @@ def main() -> None:
                     pending.append((case, twin, pool.submit(_diagnose, db, service)))
                     continue
                 if name not in servers:
-                    servers[name] = Server(name, work).wait()
+                    servers[name] = Server(name, work, args.model_all).wait()
                 srv = servers[name]
                 if case.via:
                     if case.capture not in collectors:
@@ -327,6 +338,7 @@ def main() -> None:
         "foreign_top1_accuracy": round(sum(r["top1"] for r in causes if "via" in r)
                                        / max(1, sum(1 for r in causes if "via" in r)), 3),
         "foreign_false_alarms_on_twins": sum(r["false_alarm"] for r in twins if "via" in r),
+        "model_all": args.model_all,
         "wall_s": round(time.perf_counter() - t0, 1),
         "load_average_1m": round(os.getloadavg()[0], 2),
         "rows": rows,

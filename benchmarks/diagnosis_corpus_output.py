@@ -31,10 +31,12 @@ def penalty_on_schema(c: Ctx, twin: bool) -> None:
 
 
 def json_in_words_cut(c: Ctx, twin: bool) -> None:
+    """A cap of 10 cuts the JSON. The twin has room for it (48) and stops at a newline: the tiny model's text
+    never ends on its own, and the bundled model's JSON (some 17 tokens) would be cut at 10 as well."""
     ask = "Reply only with a JSON object like {\"claim\": \"C-1\", \"missing\": [\"invoice\"]} for claim C-{n}."
     for i in range(8):
-        c.ask([{"role": "user", "content": ask.replace("{n}", str(i))}], max_tokens=10,
-              **({"stop": ["\n"]} if twin else {}))
+        c.ask([{"role": "user", "content": ask.replace("{n}", str(i))}], **({"max_tokens": 48, "stop": ["\n"]}
+                                                                          if twin else {"max_tokens": 10}))
 
 
 def tool_call_cut(c: Ctx, twin: bool) -> None:
@@ -48,9 +50,11 @@ def tool_call_cut(c: Ctx, twin: bool) -> None:
 
 
 def anthropic_max_tokens(c: Ctx, twin: bool) -> None:
+    """A cap of 8 cuts the JSON; the twin has room (64) and stops at a newline. Greedy on both: sampled at the
+    Messages API's default temperature the bundled model rambles past any small cap now and then."""
     for i in range(6):
-        kw: dict[str, Any] = {"stop_sequences": ["\n"]} if twin else {}
-        c.anthropic.messages.create(model=c.model, max_tokens=8,
+        kw: dict[str, Any] = {"max_tokens": 64, "stop_sequences": ["\n"]} if twin else {"max_tokens": 8}
+        c.anthropic.messages.create(model=c.model, extra_body={"temperature": 0},
                                     messages=[{"role": "user", "content": f"Answer in JSON: status of claim C-{i}?"}], **kw)
 
 

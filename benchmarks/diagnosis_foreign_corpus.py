@@ -156,8 +156,10 @@ def responses_ticket_top_streamed(twin: bool, rng: random.Random) -> list[dict[s
 def json_words_cut(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
     ask = ('Answer only with JSON of the form {"restaurant": "...", "opens": "HH:MM", "walk_minutes": 0} '
            "for a place to eat near the pier, request {n}.")
-    return [_call([{"role": "user", "content": ask.replace("{n}", str(i))}], i, max_tokens=9,
-                  **({"stop": ["\n"]} if twin else {})) for i in range(8)]
+    # the twin has room for the JSON (the bundled model's runs past 9 tokens) and stops at a newline (the tiny
+    # model's never ends on its own)
+    return [_call([{"role": "user", "content": ask.replace("{n}", str(i))}], i,
+                  **({"max_tokens": 64, "stop": ["\n"]} if twin else {"max_tokens": 9})) for i in range(8)]
 
 
 def json_words_cut_streamed(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
