@@ -53,7 +53,7 @@ from urllib.parse import urlsplit
 
 from llmtrace.tracer.collect import conversation_hook
 from llmtrace.tracer.collect.otlp_conversation import conversation_rows
-from llmtrace.tracer.collect.otlp_penalties import penalty_values
+from llmtrace.tracer.collect.otlp_penalties import penalty_values, raw_penalty_values
 from llmtrace.tracer.collect.otlp_reasons import (
     body_reasons,
     event_reasons,
@@ -278,7 +278,9 @@ class Mapper:
         elif any(is_content(k, v, self._raw_payload) for k, v in attrs.items()):
             # a shape we do not map (an OpenLLMetry workflow, a framework's chain span) still carries
             # prompt or output text: it follows the capture mode like every other span's
-            return Mapped(None, None, None, self._protect(attrs))
+            return self._raw_penalties(Mapped(None, None, None, self._protect(attrs)), attrs, span_hex, start_ns)
+        elif self._raw_payload:
+            return self._raw_penalties(Mapped(None, None, None, dict(attrs)), attrs, span_hex, start_ns)
         else:
             return None
         self._common(attrs, mapped.attributes, start_ns, end_ns, events)
@@ -304,6 +306,14 @@ class Mapper:
             compacted = conversation_hook.compaction_values(service, attrs, end_ns) if self.capture_mode != "none" else None
             if compacted:
                 mapped.extra.append(self._row(span_hex, S.LOOP_COMPACTION, start_ns, start_ns, compacted))
+        return mapped
+
+    def _raw_penalties(self, mapped: Mapped, attrs: dict[str, object], span_hex: str, start_ns: int) -> Mapped:
+        """LiteLLM writes the request's penalties only in its raw payload span (``llm.<provider>.*``)."""
+        if self._raw_payload:
+            penalties = raw_penalty_values(attrs)
+            if penalties:
+                mapped.extra.append(self._row(span_hex, S.GEN_PENALTIES, start_ns, start_ns, penalties))
         return mapped
 
     @staticmethod
