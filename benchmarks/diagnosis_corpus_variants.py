@@ -282,21 +282,23 @@ def moderation_openai_unary(c: Ctx, twin: bool) -> None:
 
 
 def replicas_burst_stream(c: Ctx, twin: bool) -> None:
-    """Two replicas, bursts of four streamed calls at once sharing one long prefix, three bursts."""
-    system = "Route desk, depot Q.\n" + _BRIEF * 3
+    """Two replicas, four bursts of three streamed calls at once, one per tenant, each with its own long
+    agreement as the system prompt: which replica a tenant's call lands on follows the arrival order of the
+    burst. (Not one brief behind a per-account line: that shared text behind a changing one is a cause too.)"""
+    systems = [_agreement(120 + k) for k in range(3)]
     errors: list[BaseException] = []
-    for rnd in range(3):
-        def one(i: int, rnd: int = rnd) -> None:
+    for rnd in range(4):
+        def one(k: int, rnd: int = rnd) -> None:
             try:
                 stream = c.openai.chat.completions.create(
                     model=c.model, max_tokens=6, temperature=0, stream=True,
-                    messages=[{"role": "system", "content": system}, {"role": "user", "content": f"Coach {rnd}-{i}?"}])
+                    messages=[{"role": "system", "content": systems[k]}, {"role": "user", "content": f"Coach {rnd}?"}])
                 for _ in stream:
                     pass
             except Exception as exc:  # noqa: BLE001  (counted below)
                 errors.append(exc)
 
-        threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+        threads = [threading.Thread(target=one, args=(k,)) for k in range(3)]
         for t in threads:
             t.start()
         for t in threads:
