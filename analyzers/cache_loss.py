@@ -70,6 +70,7 @@ class PassLoss:
     # whether the cached tokens were reported (openai-v2 records none): when not, nothing is blamed on the
     # engine and the window's loss and first missed token are estimated from the prompts alone
     cached_known: bool = True
+    engine_boot: str | None = None  # the server process's lifetime (a restart empties every prefix cache)
     chain: list[str] | None = None  # the engine's block-hash chain (the what-if replays it: kv_replay.py)
     partner: PassLoss | None = None  # the earlier pass it shared text with beyond its window
     shared_chars: int = 0  # chars of the prompt a cache could serve with the window at the end
@@ -106,7 +107,7 @@ def load(q: Query) -> list[PassLoss]:
     newest = (f"(SELECT * FROM {q.passes} WHERE prompt_tokens > 0 "
               f"ORDER BY start_ns DESC, span_id DESC LIMIT {MAX_PASSES})")
     passes = q.rows(f"""
-        SELECT trace_id, start_ns, service, model, deploy, replica, provider, observed_by, client_span_id,
+        SELECT trace_id, start_ns, service, model, deploy, replica, engine_boot, provider, observed_by, client_span_id,
                server_span_id, prompt_tokens, coalesce(cached_tokens, 0) AS cached_tokens, ttft_ms, cost_usd,
                cached_tokens IS NOT NULL AS cached_known
         FROM {newest} ORDER BY start_ns, span_id""")
@@ -164,7 +165,8 @@ def load(q: Query) -> list[PassLoss]:
     for r in rows:
         pl = PassLoss(str(r["trace_id"]), as_int(r["start_ns"]), _opt(r["service"]), _opt(r["model"]), _opt(r["deploy"]),
                       _opt(r["replica"]), as_int(r["prompt_tokens"]), as_int(r["cached_tokens"]),
-                      _opt_float(r["ttft_ms"]), _opt_float(r["cost_usd"]), cached_known=bool(r["cached_known"]))
+                      _opt_float(r["ttft_ms"]), _opt_float(r["cost_usd"]), cached_known=bool(r["cached_known"]),
+                      engine_boot=_opt(r["engine_boot"]))
         out.append(pl)
         prompt = _segments(r["segs"], r["text"])
         server = r["observed_by"] in ("both", "server")
@@ -228,6 +230,8 @@ def _engine_gap(pl: PassLoss, chain: list[str], past: list[tuple[_Prompt | None,
             continue
         if prev.ttft_ms is not None and prev.start_ns + prev.ttft_ms * 1e6 > pl.start_ns:
             continue  # still prefilling when this one arrived (a concurrent burst): nothing of it was cached yet
+        if prev.engine_boot != pl.engine_boot:
+            continue  # served before the server restarted: every prefix cache started empty since
         n = _chain_lcp(chain, prev_chain)
         if prev.replica == pl.replica:
             same = max(same, n)

@@ -6,16 +6,22 @@ engine internals.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any
 
 from llmtrace.backend.engine.request import EngineRequest, RequestOutput
 
+# This server process's lifetime: every engine's prefix cache starts empty with it, so a pass that repeats a
+# prefix served before the server restarted had nothing to reuse (analyzers/cache_loss.py)
+BOOT_ID = uuid.uuid4().hex[:12]
+
 
 class Replica:
     def __init__(self, replica_id: str, engine: Any, async_engine: Any) -> None:
         self.id = replica_id
+        self.boot_id = BOOT_ID
         self.engine = engine
         self.async_engine = async_engine
         self.in_flight = 0  # requests this server has handed to the replica and not seen finish

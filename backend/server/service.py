@@ -340,6 +340,7 @@ class GenerationService:
             N.REPLICA_EXPECTED_HIT_TOKENS: sel.expected_hit_tokens,
         })
         ps.set(N.REPLICA_ID, sel.replica.id)
+        ps.set(N.ENGINE_BOOT_ID, sel.replica.boot_id)
         return sel
 
     # ───────────────────────────────────────────────────────────── responses

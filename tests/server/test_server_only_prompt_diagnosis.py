@@ -66,3 +66,23 @@ def test_a_changing_block_ahead_of_fixed_rules_is_found_and_its_twin_is_clean(tm
     assert found and found[0]["stage"] == "cache.prefix_match", found
     assert "changing block" in found[0]["title"], found[0]["title"]
     assert _serve_and_diagnose(tmp_path / "after", "profile_after", capsys) == []
+
+
+def test_a_restart_of_the_server_is_not_an_eviction(tmp_path: Path, capsys: Any) -> None:
+    """The same store across two runs of the server (its default ./llmtrace.duckdb): after the restart the
+    prefix cache starts empty, so the first calls that repeat the earlier run's prefix miss it. That is no
+    eviction (the finding was critical before each pass recorded its server's lifetime)."""
+    for _run in range(2):
+        srv = start_server(tmp_path)
+        try:
+            c = openai.OpenAI(base_url=f"{srv.base_url}/v1", api_key="unused", max_retries=0)
+            model = c.models.list().data[0].id
+            for i in range(6):  # the second run repeats the first's prompts, each with its member's profile
+                c.chat.completions.create(model=model, max_tokens=4, temperature=0, messages=[
+                    {"role": "system", "content": _system("profile_after", i)},
+                    {"role": "user", "content": QUESTIONS[i % len(QUESTIONS)].format(n=100 + i)}])
+        finally:
+            stop_server(srv)
+    found = diagnose_json(srv.db_path, capsys)
+    assert [f for f in found if f["stage"] == "cache.eviction"] == [], found
+    assert not [f for f in found if f["severity"] != "info"], found

@@ -58,6 +58,7 @@ USAGE_ESTIMATED_OUTPUT_TOKENS: Final = "llmtrace.usage.estimated_output_tokens" 
 USAGE_ESTIMATOR: Final = "llmtrace.usage.estimator"  # str; pass span
 USAGE_PROBLEMS: Final = "llmtrace.usage.problems"  # str[]; pass span
 REPLICA_ID: Final = "llmtrace.replica.id"  # str; pass span
+ENGINE_BOOT_ID: Final = "llmtrace.engine.boot_id"  # str; pass span
 ADMISSION_QUEUE_WAIT_MS: Final = "llmtrace.admission.queue_wait_ms"  # float ms; pass span
 ENGINE_QUEUE_WAIT_MS: Final = "llmtrace.engine.queue_wait_ms"  # float ms; pass span
 ENGINE_STATUS: Final = "llmtrace.engine.status"  # str; pass span

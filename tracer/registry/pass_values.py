@@ -72,6 +72,8 @@ PASS_VALUES: tuple[BoundaryValue, ...] = (
     V("llmtrace.usage.problems", "str[]", "", "impossible or inconsistent usage totals the provider reported", when="when the provider's usage totals do not add up"),
     # ── server / engine ──────────────────────────────────────────────────────────────────────
     V("llmtrace.replica.id", "str", "", "replica that served the pass", column="replica"),
+    V("llmtrace.engine.boot_id", "str", "", "the serving process's lifetime: a new id each time the server "
+      "starts, its engines' prefix caches empty", column="engine_boot"),
     V("llmtrace.admission.queue_wait_ms", "float", "ms", "time waiting for a running slot", column="queue_wait_ms"),
     V("llmtrace.engine.queue_wait_ms", "float", "ms", "time from the engine's arrival to its prefix lookup"),
     V("llmtrace.engine.status", "str", "", "how the engine ended the pass: ok, cancelled, error"),

@@ -12,8 +12,8 @@ import json
 from llmtrace.tracer.registry.model import BoundaryValue
 from llmtrace.tracer.registry.stages import PASS_VALUES, STAGES
 
-SCHEMA_VERSION = 6  # bump when a view changes: writers recreate the views (5: views generated from the registry;
-# 6: a pass's hit_ratio is NULL where no cached tokens were reported)
+SCHEMA_VERSION = 7  # bump when a view changes: writers recreate the views (5: views generated from the registry;
+# 6: a pass's hit_ratio is NULL where no cached tokens were reported; 7: engine_boot)
 
 SPAN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("trace_id", "VARCHAR"),
