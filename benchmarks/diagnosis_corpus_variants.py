@@ -420,4 +420,7 @@ VARIANT_FOREIGN_CASES: tuple[Case, ...] = (
     _foreign("openinference_moderation_stream", "openinference", f_moderation_stream, ("safety.moderation",),
              "moderated_file", "default"),
     _foreign("litellm_penalty_on_schema", "litellm", f_penalty_schema, ("gen.penalties",)),
+    _foreign("otelv2_summary_drops_ids", "otel-v2", f_compaction, ("loop.compaction",)),
+    _foreign("langchain_summary_drops_ids", "langchain", f_compaction, ("loop.compaction",)),
+    _foreign("openllmetry_small_pool", "openllmetry", f_eviction, ("cache.eviction",), "small_pool", "default"),
 )
