@@ -6,6 +6,14 @@ regresses by more than 5%" for the `analyzers` benchmark's diagnose_s_100k (span
 from the pass spans' JSON, as on a store the ref's writer made).
 
     python benchmarks/diagnose_vs_ref.py [--ref d50ff3b] [--rounds 5] [--passes 100000] [--tmp DIR]
+    python benchmarks/diagnose_vs_ref.py --instructions [--ref d50ff3b] [--tmp DIR]
+
+On a shared two-core machine the CPU seconds of one side vary between rounds by more than the 5% the check
+allows. ``--instructions`` counts instead, under valgrind's callgrind (deterministic, whatever the load):
+each side's process opens its store, sets DuckDB to one thread and runs every analyzer once, then twice;
+the difference is the instructions of one warm run (the opening, imports and first-run planning cancel).
+It writes benchmarks/results/diagnose_vs_ref_instructions.json (about 15 minutes: the four processes run
+two at a time, ~50x slower under callgrind).
 
 Each process opens its store, runs every analyzer once to warm the connection, then times three runs and
 keeps the fastest (how `analyzers.py` measures). Reports medians over rounds of wall and CPU seconds and the
@@ -83,6 +91,45 @@ def ref_tree(ref: str, tmp: Path) -> Path:
     return tree
 
 
+# One counted process. argv: store, package root (or "" for the installed working tree), runs (1 or 2).
+_COUNTED = r"""
+import sys
+if sys.argv[2]:
+    sys.path.insert(0, sys.argv[2])
+import llmtrace.analyzers as A
+try:
+    from llmtrace.tracer.storage.store import read_store as opener
+except ImportError:
+    from llmtrace.tracer.store import read_connection as opener
+with opener(sys.argv[1]) as conn:
+    conn.execute("SET threads = 1")  # DuckDB's worker threads would make the count depend on scheduling
+    for _ in range(int(sys.argv[3])):
+        found = A.run_analyzers(conn)
+print("RESULT", len(found), A.__file__)
+"""
+
+
+def count_instructions(sides: dict[str, tuple[str, Path, Path]]) -> dict[str, object]:
+    """Instructions of one warm run of every analyzer per side (callgrind; see the module's docstring)."""
+    import re
+
+    jobs = {(side, runs): subprocess.Popen(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-W", "ignore", "-c",
+         _COUNTED, str(store), root, str(runs)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tempfile.gettempdir()) for side, (root, _b, store) in sides.items() for runs in (1, 2)}
+    counts: dict[tuple[str, int], int] = {}
+    for key, proc in jobs.items():  # (all four at once: each is single-threaded under valgrind)
+        out, err = proc.communicate()
+        m = re.search(r"Collected\s*:\s*([\d,]+)", err)
+        if proc.returncode or m is None or "RESULT" not in out:
+            raise SystemExit(f"a counted process failed ({key}):\n{err[-3000:]}")
+        counts[key] = int(m.group(1).replace(",", ""))
+    warm = {side: counts[(side, 2)] - counts[(side, 1)] for side in sides}
+    return {**{f"{side}_warm_run_instructions": n for side, n in warm.items()},
+            **{f"{side}_one_run_process_instructions": counts[(side, 1)] for side in sides},
+            "ratio_instructions": round(warm["now"] / warm["ref"], 4), "duckdb_threads": 1}
+
+
 def _run(code: str, *args: str) -> str:
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", code, *args], capture_output=True, text=True,
                          cwd=tempfile.gettempdir())
@@ -97,6 +144,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--passes", type=int, default=100_000)
     ap.add_argument("--tmp", help="keep the ref's tree and both stores here (reused when present)")
+    ap.add_argument("--instructions", action="store_true",
+                    help="count instructions under callgrind instead of timing (deterministic under load)")
     args = ap.parse_args()
 
     holder = None if args.tmp else tempfile.TemporaryDirectory()
@@ -109,6 +158,9 @@ def main() -> None:
     for root, bench, store in sides.values():
         if not store.exists():
             _run(_BUILD, root, str(bench), str(store), str(args.passes))
+    if args.instructions:
+        save("diagnose_vs_ref_instructions", {"ref": args.ref, "passes": args.passes, **count_instructions(sides)})
+        return
     runs: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
     loads: list[float] = []
     for _ in range(args.rounds):
