@@ -90,12 +90,12 @@ def truncation_findings(analyzer: SymptomAnalyzer, q: Query) -> list[Finding]:
     n = len(rows)
     tools = [r for r in rows if r["output_type"] in ("tool_calls", "function_call", "tool_use")]
     def asked(r: Row) -> bool:  # the app asked for structure: by schema, by a constraint or in words
-        # The prompt's text is searched only where the adapter did not read the request's turns itself (it
-        # records structured_guess when it did, and asked_in_words from the system prompt and the last user
+        # The prompt's text is searched only where nothing read the answer and the turns (the adapters and the
+        # collector record the answer's shape, and asked_in_words from the system prompt and the last user
         # turn): over the whole prompt, the arguments of earlier tool calls (`{"claim": ...`) read as an ask.
         return bool(r["output_type"] in ("json", "json_object", "json_schema") or r["constrained"]
                     or r["asked"] in ("json", "xml")
-                    or (r["guessed"] is None and isinstance(r["prompt_text"], str)
+                    or (r["shape"] is None and r["guessed"] is None and isinstance(r["prompt_text"], str)
                         and _JSON_WORDS.search(r["prompt_text"]) is not None))
 
     structured = [r for r in rows if r not in tools and (
