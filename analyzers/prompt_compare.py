@@ -201,11 +201,12 @@ def _parting(cur: _Prompt, prev: _Prompt) -> _Compare:
     # hashes only: the chunk chain gives the offset to 64 chars; equal lengths suggest a fixed-width field
     p = _chain_split(sa, sb)
     fld = _recorded_field(sa, sb, p)
-    if fld is not None:  # the collector listed the value and proved the text around it unchanged
+    if fld is not None and fld[1] >= 0:  # a listed value, the text around it proven unchanged
         at, width, cls = fld
         return _Compare(before + at, before + ca - width + later, kind, at, cls)
-    if ca == cb and ca - p > CHUNK_CHARS:
-        return _Compare(before + p, before + ca - CHUNK_CHARS + later, kind, p, "field")
+    if ca == cb and ca - p > CHUNK_CHARS:  # same length: a field, placed by the listed value that starts it
+        at, cls = (fld[0], fld[2]) if fld is not None else (p, "field")
+        return _Compare(before + at, before + ca - CHUNK_CHARS + later, kind, at, cls)
     found = piece_run(sa, sb, p)
     if found is not None:  # a block (or a field the collector could not list) ahead of long identical text
         at, run, anchor = found
@@ -378,20 +379,25 @@ def _stable_run(ta: str, tb: str, p: int, s: int) -> tuple[int, int]:
 
 
 def _recorded_field(sa: dict[str, object], sb: dict[str, object], p: int) -> tuple[int, int, str] | None:
-    """A volatile-looking value both segments list (``fields``: class, offset, length, hash of what follows,
-    as the collector records them for hashed foreign prompts) that ends past the first differing chunk
-    (starting at ``p``) with the same text before it and after it in both: (offset, width, class)."""
+    """A volatile-looking value both segments list (``fields``: class, offset, length, hashes of the text
+    before and after it, as the middleware, the collector and the server record them for hashed prompts)
+    that ends past the first differing chunk (starting at ``p``) at the same offset after the same text in
+    both: (offset, width, class of the current one). The width is -1 when the text after it differs too (a
+    second value right after it, as in an id written in two parts): where the change starts is proven,
+    not where it ends."""
     fa, fb = sa.get("fields"), sb.get("fields")
     if not isinstance(fa, list) or not isinstance(fb, list):
         return None
-    theirs = {(f.get("class"), f.get("at"), f.get("before"), f.get("after")) for f in fb if isinstance(f, dict)}
+    theirs = {(f.get("at"), f.get("before")): f.get("after") for f in fb if isinstance(f, dict)}
     for f in fa:
         if not isinstance(f, dict) or as_int(f.get("at")) + as_int(f.get("chars")) <= p:
             continue
         if as_int(f.get("at")) >= p + CHUNK_CHARS:
             return None  # the chunk that differs holds no listed value: something else changed there
-        if (f.get("class"), f.get("at"), f.get("before"), f.get("after")) in theirs:
-            return as_int(f.get("at")), as_int(f.get("chars")), str(f.get("class"))
+        key = (f.get("at"), f.get("before"))
+        if key in theirs:
+            width = as_int(f.get("chars")) if theirs[key] == f.get("after") else -1
+            return as_int(f.get("at")), width, str(f.get("class"))
     return None
 
 

@@ -34,6 +34,8 @@ def _profile(i: int) -> str:
 def _system(layout: str, i: int) -> str:
     if layout == "clock":
         return f"Current time: 2026-12-02T11:{i:02d}:{7 * i % 60:02d}. {POLICY}"
+    if layout == "two_part_id":  # two values back to back: neither alone has the same text after it each call
+        return f"Request id {i * 7919:08x}-{i * 104729:06x}. {POLICY}"
     if layout == "profile_top":
         return f"{_profile(i)}\n\n{POLICY}"
     return f"{POLICY}\n\n{_profile(i)}"  # the twin: the profile after the fixed rules
@@ -55,10 +57,13 @@ def _serve_and_diagnose(tmp: Path, layout: str, capsys: Any) -> list[dict[str, A
     return [f for f in diagnose_json(srv.db_path, capsys) if f["severity"] != "info"]
 
 
-def test_a_timestamp_is_named_at_its_place_in_the_message(tmp_path: Path, capsys: Any) -> None:
-    found = _serve_and_diagnose(tmp_path, "clock", capsys)
+@pytest.mark.parametrize(("layout", "where"), [("clock", "timestamp at char 14 of the system"),
+                                               ("two_part_id", "at char 11 of the system")])
+def test_a_changing_value_is_named_at_its_place_in_the_message(tmp_path: Path, capsys: Any, layout: str,
+                                                               where: str) -> None:
+    found = _serve_and_diagnose(tmp_path, layout, capsys)
     assert found and found[0]["stage"] == "cache.prefix_match", found
-    assert "timestamp at char 14 of the system" in found[0]["title"], found[0]["title"]
+    assert where in found[0]["title"], found[0]["title"]
 
 
 def test_a_changing_block_ahead_of_fixed_rules_is_found_and_its_twin_is_clean(tmp_path: Path, capsys: Any) -> None:
