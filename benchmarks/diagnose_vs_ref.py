@@ -6,7 +6,7 @@ regresses by more than 5%" for the `analyzers` benchmark's diagnose_s_100k (span
 from the pass spans' JSON, as on a store the ref's writer made).
 
     python benchmarks/diagnose_vs_ref.py [--ref d50ff3b] [--rounds 5] [--passes 100000] [--tmp DIR]
-    python benchmarks/diagnose_vs_ref.py --instructions [--ref d50ff3b] [--tmp DIR]
+    python benchmarks/diagnose_vs_ref.py --instructions [--ref d50ff3b] [--now-ref REV] [--tmp DIR]
 
 On a shared two-core machine the CPU seconds of one side vary between rounds by more than the 5% the check
 allows. ``--instructions`` counts instead, under valgrind's callgrind (deterministic, whatever the load):
@@ -144,6 +144,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--passes", type=int, default=100_000)
     ap.add_argument("--tmp", help="keep the ref's tree and both stores here (reused when present)")
+    ap.add_argument("--now-ref", help="measure this commit's tree as 'now' instead of the installed working tree "
+                                      "(so edits in progress in the tree do not enter the measurement)")
     ap.add_argument("--instructions", action="store_true",
                     help="count instructions under callgrind instead of timing (deterministic under load)")
     args = ap.parse_args()
@@ -153,13 +155,21 @@ def main() -> None:
     tmp.mkdir(parents=True, exist_ok=True)
     if not (tmp / "pkg").exists():
         ref_tree(args.ref, tmp)
+    now_root = ""
+    if args.now_ref:
+        now_tmp = tmp / f"now-{args.now_ref}"
+        if not (now_tmp / "pkg").exists():
+            now_tmp.mkdir(parents=True, exist_ok=True)
+            ref_tree(args.now_ref, now_tmp)
+        now_root = str(now_tmp / "pkg")
     sides = {"ref": (str(tmp / "pkg"), tmp / "tree" / "benchmarks", tmp / f"ref_{args.passes}.duckdb"),
-             "now": ("", _ROOT / "benchmarks", tmp / f"now_{args.passes}.duckdb")}
+             "now": (now_root, _ROOT / "benchmarks", tmp / f"now_{args.passes}.duckdb")}
     for root, bench, store in sides.values():
         if not store.exists():
             _run(_BUILD, root, str(bench), str(store), str(args.passes))
     if args.instructions:
-        save("diagnose_vs_ref_instructions", {"ref": args.ref, "passes": args.passes, **count_instructions(sides)})
+        save("diagnose_vs_ref_instructions", {"ref": args.ref, "now": args.now_ref or "working tree",
+                                               "passes": args.passes, **count_instructions(sides)})
         return
     runs: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
     loads: list[float] = []
@@ -168,7 +178,7 @@ def main() -> None:
             out = _run(_CHILD, str(store), root, str(_ROOT / "benchmarks" / "common.py"))
             line = next(x for x in out.splitlines() if x.startswith("RESULT "))
             got = json.loads(line[len("RESULT "):])
-            if (side == "ref") != (str(tmp) in got["from"]):
+            if (side == "ref") != (str(tmp / "pkg") in got["from"]):
                 raise SystemExit(f"{side}: imported the wrong tree ({got['from']})")
             runs[side].append(got)
             loads.append(os.getloadavg()[0])
