@@ -359,7 +359,8 @@ def main() -> None:
     if not args.no_save:
         from common import save
 
-        save("diagnosis", results)
+        # a run on another model keeps the tiny model's results (the reference the corpus is scored on)
+        save("diagnosis" if not args.model_all else f"diagnosis_model_{args.model_all}", results)
 
 
 if __name__ == "__main__":
