@@ -34,6 +34,9 @@ class Evidence:
         return text
 
 
+SECURITY_STAGES = frozenset({"safety.injection"})
+
+
 @dataclass(frozen=True, slots=True)
 class Finding:
     """A symptom explained by one stage. ``score`` ranks findings: the share of the symptom this stage
@@ -75,10 +78,13 @@ class Finding:
                      "usd": round(self.loss_usd, 6), "share_of_passes": round(self.affected_share, 4)},
         }
 
-    def sort_key(self) -> tuple[int, float, float, float]:
-        """Severity first (a clean run's info never outranks a problem), then what the cause cost (TTFT and
-        decode time lost), then the analyzer's score."""
-        return (-SEVERITY_RANK[self.severity], -round(self.loss_ms, 1), -self.score, -self.loss_tokens)
+    def sort_key(self) -> tuple[int, bool, float, float, float]:
+        """Severity first (a clean run's info never outranks a problem); at one severity a security finding
+        (instructions from outside the app that reached the model) before any other, since it costs no time
+        and would otherwise rank under every latency finding; then what the cause cost (TTFT and decode time
+        lost), then the analyzer's score."""
+        return (-SEVERITY_RANK[self.severity], self.stage not in SECURITY_STAGES, -round(self.loss_ms, 1), -self.score,
+                -self.loss_tokens)
 
 
 def _plain(value: object) -> object:

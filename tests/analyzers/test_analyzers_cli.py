@@ -15,6 +15,7 @@ from llmtrace.analyzers import ANALYZERS, Evidence, Finding, run_analyzers
 from llmtrace.analyzers.baseline import Metrics
 from llmtrace.analyzers.check_cli import compare
 from llmtrace.analyzers.diagnose_cli import choose_symptoms, parse_since
+from llmtrace.analyzers.finding import Severity
 from llmtrace.cli import main
 from llmtrace.tracer.storage.store import parquet_connection, read_connection, write_connection
 
@@ -40,6 +41,19 @@ def test_synthetic_store_planted_causes_are_found_at_their_stage(synthetic: Path
     for symptom, stage in PLANTED.items():
         assert any(symptom in (f.symptoms or (f.symptom,)) and stage in (f.stages or (f.stage,)) for f in found), (symptom, stage)
     assert found == sorted(found, key=Finding.sort_key)
+
+
+def test_an_injection_ranks_first_among_equally_severe_findings() -> None:
+    """A cache loss measures the time it cost and an injection costs none; at the same severity the injection
+    (a security problem) still comes first, and severity still comes before it."""
+    def finding(stage: str, severity: Severity, loss_ms: float) -> Finding:
+        return Finding("s", "p", stage, severity, stage, "", (), (), "", 0.5, loss_ms=loss_ms)
+
+    cache, injection = finding("cache.prefix_match", "critical", 900.0), finding("safety.injection", "critical", 0.0)
+    assert [f.stage for f in sorted([cache, injection], key=Finding.sort_key)] == ["safety.injection",
+                                                                                    "cache.prefix_match"]
+    mild = finding("safety.injection", "warning", 0.0)
+    assert sorted([mild, cache], key=Finding.sort_key)[0] is cache
 
 
 def test_analyzers_on_an_empty_store_find_nothing(tmp_path: Path) -> None:
