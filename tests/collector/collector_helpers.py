@@ -151,3 +151,14 @@ def diagnose_services(db: Path, services: list[str]) -> dict[str, list[dict[str,
     they only read the store)."""
     with cf.ThreadPoolExecutor(4) as pool:
         return dict(zip(services, pool.map(lambda s: diagnose_service(db, s), services), strict=True))
+
+
+def diagnose_foreign(tmp: Path, base_url: str, apps: dict[str, ForeignApp]) -> dict[str, list[dict[str, Any]]]:
+    """The foreign apps run through a collector of their own (send_foreign), then each service diagnosed
+    (diagnose_services); the collector is stopped whatever happens."""
+    col = start_collector(tmp)
+    try:
+        send_foreign(col, tmp, base_url, apps)
+        return diagnose_services(col.db, list(apps))
+    finally:
+        col.stop()

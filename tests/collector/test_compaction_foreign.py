@@ -8,11 +8,10 @@ OpenLLMetry and OpenInference instrumentations of the openai SDK, real ``llmtrac
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from collector_helpers import ForeignApp, diagnose_services, send_foreign, start_collector
+from collector_helpers import ForeignApp, diagnose_foreign
 from testkit import RunningServer
 
 pytestmark = pytest.mark.slow
@@ -49,16 +48,9 @@ APPS = {"openllmetry_drops": ("openllmetry", False), "openllmetry_keeps": ("open
 
 
 @pytest.fixture(scope="module")
-def found(tiny_server: RunningServer, tmp_path_factory: pytest.TempPathFactory
-          ) -> Iterator[dict[str, list[dict[str, Any]]]]:
-    tmp = tmp_path_factory.mktemp("compaction-foreign")
-    col = start_collector(tmp)
-    try:
-        apps = {service: ForeignApp(app, _calls(keeps)) for service, (app, keeps) in APPS.items()}
-        send_foreign(col, tmp, tiny_server.base_url + "/v1", apps)
-        yield diagnose_services(col.db, list(apps))
-    finally:
-        col.stop()
+def found(tiny_server: RunningServer, tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
+    apps = {service: ForeignApp(app, _calls(keeps)) for service, (app, keeps) in APPS.items()}
+    return diagnose_foreign(tmp_path_factory.mktemp("compaction-foreign"), tiny_server.base_url + "/v1", apps)
 
 
 @pytest.mark.parametrize("service", ["openllmetry_drops", "openinference_drops"])

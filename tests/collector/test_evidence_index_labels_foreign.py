@@ -6,11 +6,10 @@ instrumentation of the openai SDK, real ``llmtrace serve`` (tiny), real ``llmtra
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from collector_helpers import ForeignApp, diagnose_services, send_foreign, start_collector
+from collector_helpers import ForeignApp, diagnose_foreign
 from testkit import RunningServer
 
 pytestmark = pytest.mark.slow
@@ -35,16 +34,9 @@ def _calls(fmt: str) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def found(tiny_server: RunningServer, tmp_path_factory: pytest.TempPathFactory
-          ) -> Iterator[dict[str, list[dict[str, Any]]]]:
-    tmp = tmp_path_factory.mktemp("evidence-labels-foreign")
-    col = start_collector(tmp)
-    try:
-        apps = {style: ForeignApp("openinference", _calls(fmt)) for style, fmt in STYLES.items()}
-        send_foreign(col, tmp, tiny_server.base_url + "/v1", apps)
-        yield diagnose_services(col.db, list(apps))
-    finally:
-        col.stop()
+def found(tiny_server: RunningServer, tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
+    apps = {style: ForeignApp("openinference", _calls(fmt)) for style, fmt in STYLES.items()}
+    return diagnose_foreign(tmp_path_factory.mktemp("evidence-labels-foreign"), tiny_server.base_url + "/v1", apps)
 
 
 @pytest.mark.parametrize("style", [s for s in STYLES if s != "plain"])

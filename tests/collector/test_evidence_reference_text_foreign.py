@@ -7,11 +7,10 @@ still found (critical). Real OpenInference and OpenLLMetry instrumentations of t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from collector_helpers import ForeignApp, diagnose_services, send_foreign, start_collector
+from collector_helpers import ForeignApp, diagnose_foreign
 from testkit import RunningServer
 
 pytestmark = pytest.mark.slow
@@ -48,16 +47,9 @@ APPS = {"reference": ("openinference", "reference"), "reference_openllmetry": ("
 
 
 @pytest.fixture(scope="module")
-def found(tiny_server: RunningServer, tmp_path_factory: pytest.TempPathFactory
-          ) -> Iterator[dict[str, list[dict[str, Any]]]]:
-    tmp = tmp_path_factory.mktemp("evidence-reference-foreign")
-    col = start_collector(tmp)
-    try:
-        apps = {service: ForeignApp(app, _calls(layout)) for service, (app, layout) in APPS.items()}
-        send_foreign(col, tmp, tiny_server.base_url + "/v1", apps)
-        yield diagnose_services(col.db, list(apps))
-    finally:
-        col.stop()
+def found(tiny_server: RunningServer, tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
+    apps = {service: ForeignApp(app, _calls(layout)) for service, (app, layout) in APPS.items()}
+    return diagnose_foreign(tmp_path_factory.mktemp("evidence-reference-foreign"), tiny_server.base_url + "/v1", apps)
 
 
 @pytest.mark.parametrize("service", ["reference", "reference_openllmetry"])

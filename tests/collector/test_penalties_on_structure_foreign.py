@@ -8,13 +8,12 @@ serve`` (tiny), real ``llmtrace collect``, ``diagnose --json`` as a subprocess."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
-from collector_helpers import ForeignApp, diagnose_service, diagnose_services, send_foreign, start_collector
+from collector_helpers import ForeignApp, diagnose_foreign, diagnose_service
 from testkit import RunningServer, start_server, stop_server
 
 import llmtrace
@@ -42,16 +41,9 @@ APPS = {"openllmetry_on": ("openllmetry", 1.0, 0.5), "openinference_on": ("openi
 
 
 @pytest.fixture(scope="module")
-def found(tiny_server: RunningServer, tmp_path_factory: pytest.TempPathFactory
-          ) -> Iterator[dict[str, list[dict[str, Any]]]]:
-    tmp = tmp_path_factory.mktemp("penalties-foreign")
-    col = start_collector(tmp)
-    try:
-        apps = {service: ForeignApp(app, _calls(freq, pres)) for service, (app, freq, pres) in APPS.items()}
-        send_foreign(col, tmp, tiny_server.base_url + "/v1", apps)
-        yield diagnose_services(col.db, list(apps))
-    finally:
-        col.stop()
+def found(tiny_server: RunningServer, tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
+    apps = {service: ForeignApp(app, _calls(freq, pres)) for service, (app, freq, pres) in APPS.items()}
+    return diagnose_foreign(tmp_path_factory.mktemp("penalties-foreign"), tiny_server.base_url + "/v1", apps)
 
 
 @pytest.mark.parametrize("service", ["openllmetry_on", "openinference_on", "litellm_on"])
