@@ -12,10 +12,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from llmtrace.tracer.registry import names as N
-
-from .sessions import Tracker
-from .usage_source import approx_tokens
+from .sessions import Tracker, compaction_values
 
 _MAX_SERVICES = 256
 
@@ -47,11 +44,4 @@ class WireConversations:
         tracker.end(view, None, None, end_ns, prompt_chars)
         if not view.rewritten:
             return None
-        return {N.COMPACTION_HISTORY_REWRITTEN: True,
-                N.COMPACTION_TOKENS_BEFORE: approx_tokens(view.prompt_chars_before),
-                N.COMPACTION_TOKENS_AFTER: approx_tokens(prompt_chars),
-                N.COMPACTION_TURNS_SUMMARIZED: view.turns_replaced,
-                N.COMPACTION_KEPT_MESSAGES: view.kept_messages,
-                N.COMPACTION_FACTS_LOST: view.facts_lost,
-                N.COMPACTION_FACTS_LOST_COUNT: len(view.facts_lost),
-                N.COMPACTION_OBSERVED: "wire"}
+        return compaction_values(view, prompt_chars)

@@ -112,6 +112,21 @@ class View:
         return {N.SESSION_ID: self.session_id, N.USER_ID: self.user_id, N.SESSION_INFERRED: self.inferred}
 
 
+def compaction_values(view: View, prompt_chars: int) -> dict[str, object]:
+    """The ``loop.compaction`` values of a request whose history ``view`` found rewritten, seen on the wire
+    (the middleware's own calls and the collector's foreign spans alike)."""
+    from .usage_source import approx_tokens
+
+    return {N.COMPACTION_HISTORY_REWRITTEN: True,
+            N.COMPACTION_TOKENS_BEFORE: approx_tokens(view.prompt_chars_before),
+            N.COMPACTION_TOKENS_AFTER: approx_tokens(prompt_chars),
+            N.COMPACTION_TURNS_SUMMARIZED: view.turns_replaced,
+            N.COMPACTION_KEPT_MESSAGES: view.kept_messages,
+            N.COMPACTION_FACTS_LOST: view.facts_lost,
+            N.COMPACTION_FACTS_LOST_COUNT: len(view.facts_lost),
+            N.COMPACTION_OBSERVED: "wire"}
+
+
 class Anchor:
     """What a later call needs of a finished pass to join its trace: its span context, not the span (whose
     attributes a long-lived conversation table would otherwise keep alive)."""

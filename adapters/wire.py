@@ -193,14 +193,5 @@ def conversation_stages(call: Call, end_wall: int) -> None:
             start_ns=t0w,
             end_ns=t0w,
             parent=span,
-            values={
-                N.COMPACTION_HISTORY_REWRITTEN: True,
-                N.COMPACTION_TOKENS_BEFORE: approx_tokens(view.prompt_chars_before),
-                N.COMPACTION_TOKENS_AFTER: approx_tokens(prompt_chars),
-                N.COMPACTION_TURNS_SUMMARIZED: view.turns_replaced,
-                N.COMPACTION_KEPT_MESSAGES: view.kept_messages,
-                N.COMPACTION_FACTS_LOST: view.facts_lost,
-                N.COMPACTION_FACTS_LOST_COUNT: len(view.facts_lost),
-                N.COMPACTION_OBSERVED: "wire",
-            },
+            values=sessions.compaction_values(view, prompt_chars),
         )
