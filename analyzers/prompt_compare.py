@@ -155,18 +155,17 @@ def _compare(cur: _Prompt, prev: _Prompt) -> _Compare:
     """Where and how two prompts part. The offset inside the segment is told from the message's own start:
     a server's segment is the message as its chat template rendered it, with the template's text ahead of
     the message's (the segment's ``lead``, in chars)."""
-    c = _parting(cur, prev)
     si = _split_index(cur, prev)
+    c = _parting(cur, prev, si)
     lead = as_int(cur.segs[si].get("lead")) if si < len(cur.segs) else 0
     if lead > 0 and c.seg_offset >= lead:
         c.seg_offset -= lead
     return c
 
 
-def _parting(cur: _Prompt, prev: _Prompt) -> _Compare:
+def _parting(cur: _Prompt, prev: _Prompt, si: int) -> _Compare:
     a, b = cur.segs, prev.segs
     ha, hb = cur.hashes, prev.hashes
-    si = _split_index(cur, prev)
     before = sum(as_int(s.get("chars")) for s in a[:si])
     if si >= len(a) or si >= len(b):  # one extends the other: a growing conversation
         return _Compare(before, before)
