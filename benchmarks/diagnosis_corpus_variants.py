@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -93,9 +94,11 @@ _BRIEF = ("You are the booking assistant of Northgate Coaches. Quote fares only 
 
 
 def replicas_twice_anthropic(c: Ctx, twin: bool) -> None:
-    """Anthropic: six accounts, each with its own long system prompt, each asking twice in a row."""
+    """Anthropic: six accounts, each with its own long system prompt, each asking twice in a row. Each
+    account's prompt is its own document: a shared brief behind a per-account first line would be a second,
+    real cause (the brief re-prefilled for every account), which a clean twin must not carry."""
     for k in range(6):
-        system = f"Account NC-{4410 + k}, fare table {chr(65 + k)}.\n" + _BRIEF * 3
+        system = f"Account NC-{4410 + k}, fare table {chr(65 + k)}.\n" + _agreement(200 + k)
         for turn in range(2):
             c.anthropic.messages.create(model=c.model, max_tokens=6, system=system,
                                         messages=[{"role": "user", "content": f"Next coach to York? ({turn})"}])
@@ -282,13 +285,17 @@ def moderation_openai_unary(c: Ctx, twin: bool) -> None:
 
 
 def replicas_burst_stream(c: Ctx, twin: bool) -> None:
-    """Two replicas, four bursts of three streamed calls at once, one per tenant, each with its own long
-    agreement as the system prompt: which replica a tenant's call lands on follows the arrival order of the
-    burst. (Not one brief behind a per-account line: that shared text behind a changing one is a cause too.)"""
-    systems = [_agreement(120 + k) for k in range(3)]
+    """Two replicas, three bursts of five streamed calls at once, one per tenant, each with its own long
+    agreement as the system prompt. The calls of a burst leave 40 ms apart (they still overlap: each takes
+    hundreds of ms), so arrival order is fixed and round robin puts a tenant on the other replica each burst,
+    an odd number of calls later; left to thread start-up, the order shuffles and a tenant may land where its
+    prefix already is, leaving too few avoidable misses to be a cause. (Not one brief behind a per-account
+    line: that shared text behind a changing one is a cause too.)"""
+    systems = [_agreement(120 + k) for k in range(5)]
     errors: list[BaseException] = []
-    for rnd in range(4):
+    for rnd in range(3):
         def one(k: int, rnd: int = rnd) -> None:
+            time.sleep(0.04 * k)
             try:
                 stream = c.openai.chat.completions.create(
                     model=c.model, max_tokens=6, temperature=0, stream=True,
@@ -298,7 +305,7 @@ def replicas_burst_stream(c: Ctx, twin: bool) -> None:
             except Exception as exc:  # noqa: BLE001  (counted below)
                 errors.append(exc)
 
-        threads = [threading.Thread(target=one, args=(k,)) for k in range(3)]
+        threads = [threading.Thread(target=one, args=(k,)) for k in range(5)]
         for t in threads:
             t.start()
         for t in threads:
