@@ -150,6 +150,11 @@ def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
         width = int(_median([float(p.window_chars) for p in c.passes]))
         fixed = int(_median([p.run_tokens for p in c.passes]))
         what = f"a changing block of ~{width} chars (retrieved notes, per-user data) ahead of ~{fixed} tokens of fixed text"
+        values = [p.value_class for p in c.passes if p.value_class]
+        if len(values) * 2 > len(c.passes):  # a value (an epoch, a uuid) with the user's fixed text behind it
+            value = max(set(values), key=values.count)
+            what = f"{'an' if value[:1] in 'aeio' else 'a'} {value}"
+            where += f" (ahead of ~{fixed} tokens of fixed text)"
     title = (f"{what[0].upper() + what[1:]} {where} → the cache stops at token {'~' if estimated else ''}{tok} → "
              f"{re_share:.0%} of prompt tokens re-prefilled")
     ids = sample_ids([p.trace_id for p in reversed(c.passes)])

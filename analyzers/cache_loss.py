@@ -77,6 +77,7 @@ class PassLoss:
     prompt_chars: int = 0
     window_chars: int = 0  # a block's size (chars)
     run_tokens: float = 0.0  # the fixed text after a block (tokens): the same length in every pass that recurs
+    value_class: str = ""  # a block no wider than a field in the user's turn: the value it holds (epoch, uuid, ...)
     run_anchor: int = 0  # a fingerprint of that text (full capture; 0 when unknown): the same in every pass
 
 
@@ -317,6 +318,7 @@ def _classify(pl: PassLoss, prompt: _Prompt | None, chain: list[str] | None,
         pl.segment, pl.char_offset, pl.window_class, pl.window_text = c.segment, c.seg_offset, c.window_class, c.window_text
         pl.global_offset = c.prefix
         pl.window_chars, pl.run_tokens, pl.run_anchor = c.width, run_tokens, run_anchor(prompt, c) if prompt else 0
+        pl.value_class = c.value_class
         pl.partner, pl.shared_chars, pl.prompt_chars = prev_pl, c.shared, prompt.chars if prompt is not None else 0
         pl.token_offset = int(first_miss) if isinstance(first_miss, int) and first_miss >= 0 else \
             pl.cached_tokens if pl.cached_known else int(prefix_tokens)

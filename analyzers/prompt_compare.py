@@ -134,6 +134,7 @@ class _Compare:
     run_at: int = -1  # where that run starts in the segment (``seg_index``) of the current prompt
     seg_index: int = -1
     anchor: int = 0  # with hashes only: the fingerprint piece_run gives the run
+    value_class: str = ""  # a block in the user's turn no wider than a field: what the value in it looks like
 
 
 def _tail_from(segs: list[dict[str, object]]) -> int:
@@ -322,8 +323,11 @@ def _tail_block(cur: _Prompt, prev: _Prompt, si: int, before: int, kind: str) ->
         if found is None:
             return _Compare(before, before)
         at, run, anchor = found
+        fld = _recorded_field(sa, sb, p)
+        # a listed value where the change starts (the text after it holds the question, so its end is not proven)
+        value = fld[2] if fld is not None and p <= fld[0] < at and at - fld[0] <= FIELD_CHARS else ""
         return _Compare(before + p, before + p + run, kind, p, "block", width=at - p, run=run, run_at=at,
-                        seg_index=si, anchor=anchor)
+                        seg_index=si, anchor=anchor, value_class=value)
     ta, tb = cur.texts[si], prev.texts[si]
     if min(len(ta), len(tb)) < 2 * BLOCK_MIN_CHARS:  # a question, not a block and instructions
         return _Compare(before, before)
@@ -332,8 +336,9 @@ def _tail_block(cur: _Prompt, prev: _Prompt, si: int, before: int, kind: str) ->
     if run < BLOCK_MIN_CHARS:
         return _Compare(before, before)
     # a block whatever its width: the fixed text after it is the finding, and the checks on a block's run apply
+    value = classify(ta, p, at)[0] if at - p <= FIELD_CHARS else ""
     return _Compare(before + p, before + p + run, kind, p, "block", ta[p:at][:48], width=at - p, run=run, run_at=at,
-                    seg_index=si)
+                    seg_index=si, value_class="" if value == "free_text" else value)
 
 
 def run_anchor(prompt: _Prompt, c: _Compare) -> int:

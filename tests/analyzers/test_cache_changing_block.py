@@ -237,3 +237,26 @@ def test_a_deploy_that_moves_the_block_up_fails_check_and_is_named(tmp_path: Pat
     # both deploys, so it names no segment that moved, and the two findings keep separate causes)
     blocks = [f["title"] for f in found if "changing block" in f["title"]]
     assert len(blocks) == 1 and "of the system since deploy v2" in blocks[0], [f["title"] for f in found]
+
+
+# A single value (a clock, a request id) ahead of the fixed instructions in the user's own message is the
+# same mistake as a block; the title names what the value is, from the text (full) or from the value the
+# middleware lists for a hashed segment (its ``fields``), and where the fixed text behind it starts.
+VALUE_AHEAD: dict[str, tuple[Callable[[random.Random, int], str], str, str]] = {
+    # (a value of the case's own: the shared server's prefix cache outlives a test)
+    "epoch-hashes": (lambda rng, i: f"[ts={1764680000 + rng.randrange(10**6)}] ", "hashes", "epoch"),
+    "epoch-full": (lambda rng, i: f"[ts={1764680000 + rng.randrange(10**6)}] ", "full", "epoch"),
+    "uuid-hashes": (lambda rng, i: f"req {rng.getrandbits(128):032x}: ", "hashes", "uuid"),
+}
+
+
+@pytest.mark.parametrize("case", list(VALUE_AHEAD))
+def test_a_value_ahead_of_the_instructions_in_the_users_message_is_named_by_its_kind(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str) -> None:
+    head, capture, kind = VALUE_AHEAD[case]
+    body: Messages = lambda rng, i: {"messages": [  # noqa: E731
+        {"role": "user", "content": head(rng, i) + "Policy follows.\n" + FIXED + "\n\n" + _question(i)}]}
+    found = [f for f in _cache_findings(tmp_path, capsys, case, "openai", body, capture) if f["severity"] != "info"]
+    assert found, f"{case}: no cache finding"
+    title = found[0]["title"]
+    assert title.startswith(f"{'An' if kind[0] in 'aeio' else 'A'} {kind} at char ") and "of the user (ahead of ~" in title, title
