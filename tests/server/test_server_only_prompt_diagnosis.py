@@ -34,6 +34,8 @@ def _profile(i: int) -> str:
 def _system(layout: str, i: int) -> str:
     if layout == "clock":
         return f"Current time: 2026-12-02T11:{i:02d}:{7 * i % 60:02d}. {POLICY}"
+    if layout == "spelt_clock":  # the year ahead of the time is listed too, and stays the same
+        return f"Today is Wednesday 2 December 2026, 9:{10 + 3 * i:02d} AM. {POLICY}"
     if layout == "two_part_id":  # two values back to back: neither alone has the same text after it each call
         return f"Request id {i * 7919:08x}-{i * 104729:06x}. {POLICY}"
     if layout == "profile_top":
@@ -58,7 +60,8 @@ def _serve_and_diagnose(tmp: Path, layout: str, capsys: Any) -> list[dict[str, A
 
 
 @pytest.mark.parametrize(("layout", "where"), [("clock", "timestamp at char 14 of the system"),
-                                               ("two_part_id", "at char 11 of the system")])
+                                               ("two_part_id", "at char 11 of the system"),
+                                               ("spelt_clock", "timestamp at char 36 of the system")])
 def test_a_changing_value_is_named_at_its_place_in_the_message(tmp_path: Path, capsys: Any, layout: str,
                                                                where: str) -> None:
     found = _serve_and_diagnose(tmp_path, layout, capsys)
