@@ -86,3 +86,27 @@ def test_id_labelled_duplicates_are_still_counted() -> None:
     lines = [f"{i}: {PASSAGES[0]}" for i in IDS]  # the same passage three times under three ids
     s = shape(["Relevant notes:\n" + "\n".join(lines) + "\n\nWhen?"])
     assert s is not None and (s.chunks_in, s.chunks_out, s.duplicates, s.unlabelled) == (3, 1, 2, 0)
+
+
+def test_a_passage_label_line_is_no_cue() -> None:
+    """'Document 3 (updated 2026-01-01):' heads its own passage: read as the cue, it left the first passage
+    without its label (an unlabelled, undelimited block in a clean app's prompt)."""
+    text = "When does the northern gate close?\n\n" + "\n\n".join(
+        f"Document {n + 3} (updated 2026-01-0{n + 1}):\n{p}" for n, p in enumerate(PASSAGES))
+    s = shape([text])
+    assert s is None or s.unlabelled == 0, s
+    s = shape(["Context:\n\n" + text.split("\n\n", 1)[1]])
+    assert s is not None and (s.id_scheme, s.delimiter, s.unlabelled) == ("source_id", "label", 0), s
+
+
+@pytest.mark.parametrize(("key", "expect"), [(None, ("none", "json", 3)), ("doc_id", ("source_id", "json", 0))])
+def test_json_passages_on_the_cue_line_are_read(key: str | None, expect: tuple[str, str, int]) -> None:
+    import json
+    docs = [{key: i, "text": p} if key else {"text": p} for i, p in zip(IDS, PASSAGES, strict=True)]
+    s = shape(["When does the northern gate close?\n\nDocuments: " + json.dumps(docs)])
+    assert s is not None and (s.id_scheme, s.delimiter, s.unlabelled) == expect, s
+
+
+@pytest.mark.parametrize("cue", ["Help centre:", "From the staff handbook:", "Wiki:"])
+def test_a_help_centre_or_handbook_names_its_material(cue: str) -> None:
+    assert _read([f"- {p}" for p in PASSAGES], cue=cue) == ("none", "none", 3, 3)

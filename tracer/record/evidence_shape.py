@@ -53,7 +53,7 @@ from llmtrace.tracer.registry import names as N
 # A line that announces retrieved material ("Context:", "Here are the search results:", "## Sources").
 _WORDS = (r"context|documents?|passages?|sources?|excerpts?|snippets?|search results?|retrieved|knowledge(?: base)?|"
           r"references?|articles?|notes|records|chunks?|results|information|materials?|extracts?|quotes?|"
-          r"quotations?|pages?|docs|faqs?|kb|evidence|entries")
+          r"quotations?|pages?|docs|faqs?|kb|evidence|entries|help[ -]?cent(?:re|er)|handbook|manual|wiki")
 # A line that announces retrieved material: a heading or a line ending in a colon that names it ("Context:",
 # "## Sources", "Search results:"), or a sentence pointing at it ("Answer from the passages below.").
 _CUE = re.compile(
@@ -63,6 +63,9 @@ _CUE = re.compile(
     rf"|[^\n]{{0,100}}?\b(?:the following|these|below)[ \t]+(?:\w+[ \t]+)?(?:{_WORDS})\b[^\n]{{0,80}})[ \t]*$",
     re.IGNORECASE | re.MULTILINE,
 )
+# A cue and JSON passages on one line ("Documents: [{...}, ...]").
+_INLINE_JSON_CUE = re.compile(rf"^[^\n]{{0,100}}?\b(?:{_WORDS})\b[^\n]{{0,40}}?:[ \t]*(?=[\[{{]\s*[\[{{\"])",
+                              re.IGNORECASE | re.MULTILINE)
 _OPEN_TAG = re.compile(r"<(doc|document|source|passage|chunk|context|snippet|result|article|item)\b([^>]*)>",
                        re.IGNORECASE)
 # Any other tag: it wraps a passage only when it carries an id of its own and repeats (``<note id="tax-0">``,
@@ -408,9 +411,15 @@ def _shape_one(text: str) -> EvidenceShape | None:
     if tagged is not None:
         return _result([t for t, _ in tagged], [("x" if named else None) for _, named in tagged], "xml",
                        tagged_ids=True)
+    inline = _INLINE_JSON_CUE.search(text)
+    documents = json_documents(text[inline.end():]) if inline is not None else None
+    if documents is not None:
+        return _result([t for t, _ in documents], [label for _, label in documents], "json", tagged_ids=False)
     cue = None
     passages: list[str] = []
     for m in _CUE.finditer(text):
+        if _source_label(m.group(0)):
+            continue  # "Document 3 (updated May):" opens a passage; it announces none
         cue = m  # the last cue before the passages (an instruction may mention "sources" earlier)
         passages = _paragraphs(text[m.end():])  # the chosen cue's paragraphs: read once, kept
         if passages:
@@ -441,6 +450,12 @@ def _shape_one(text: str) -> EvidenceShape | None:
     if delimiter == "none" and all(labels):
         delimiter = "label"  # each passage opens (or ends) with its own id: the id is the boundary
     return _result(bodies, labels, delimiter, tagged_ids=False)
+
+
+def _source_label(line: str) -> bool:
+    """A line that is a passage's own label: a word that names a source and an index ("Document 3:")."""
+    w = _WORD_INDEX.match(line.strip())
+    return w is not None and w.group("word").casefold() in _SOURCE_WORDS
 
 
 def _result(passages: list[str], labels: list[str | None], delimiter: str, *, tagged_ids: bool) -> EvidenceShape:
