@@ -137,7 +137,9 @@ def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
     tok = int(_median([float(p.token_offset) for p in c.passes if p.token_offset >= 0]))
     re_share = c.lost_tokens / max(1, sum(p.prompt_tokens for p in c.passes))
     distinct = len({p.window_text for p in c.passes if p.window_text is not None})
-    what = {"reordered": "segments in a different order each call (shuffled examples)", "field": "a changing field",
+    shuffled = "tools in a different order each call (a set or dict iterated)" if base == "tools" else \
+        "segments in a different order each call (shuffled examples)"
+    what = {"reordered": shuffled, "field": "a changing field",
             "invisible": "invisible characters", "whitespace": "changing whitespace",
             "free_text": "changing text"}.get(cls, f"{'an' if cls[:1] in 'aeio' else 'a'} {cls}")
     where = f"at char {off} of the {base}" if off >= 0 else f"in the {base}"

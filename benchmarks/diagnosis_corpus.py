@@ -81,6 +81,7 @@ from diagnosis_corpus_output import (
     tool_call_cut,
     unseeded_sampling,
 )
+from diagnosis_corpus_phrasings import PHRASING_CASES
 from diagnosis_corpus_variants import VARIANT_CASES
 
 __all__ = ["CASES", "Case", "Ctx"]
@@ -160,4 +161,4 @@ CASES: tuple[Case, ...] = (
     Case("cut_berth_call_carried_on", cut_berth_call_carried_on, ("gen.stop", "safety.stop_reason")),
     Case("cut_berth_call_carried_on_anthropic", cut_berth_call_carried_on_anthropic,
          ("gen.stop", "safety.stop_reason")),
-) + VARIANT_CASES  # other SDKs, positions, flags: diagnosis_corpus_variants.py
+) + VARIANT_CASES + PHRASING_CASES  # other SDKs, positions, flags: diagnosis_corpus_variants.py, _phrasings.py

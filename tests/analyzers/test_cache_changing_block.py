@@ -260,3 +260,19 @@ def test_a_value_ahead_of_the_instructions_in_the_users_message_is_named_by_its_
     assert found, f"{case}: no cache finding"
     title = found[0]["title"]
     assert title.startswith(f"{'An' if kind[0] in 'aeio' else 'A'} {kind} at char ") and "of the user (ahead of ~" in title, title
+
+
+def test_a_tool_list_in_another_order_each_call_is_named_as_tools(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    tools = [{"type": "function", "function": {"name": f"hull_{w}", "description": f"Look up the {w} of a hull by "
+              "its number, with the dealer's notes and the warranty part that covers it.",
+              "parameters": {"type": "object", "properties": {"hull": {"type": "string"}}}}}
+             for w in ("owner", "survey", "engine", "invoice", "repairs")]
+
+    def body(rng: random.Random, i: int) -> dict[str, Any]:
+        return {"tools": rng.sample(tools, len(tools)),
+                "messages": [{"role": "system", "content": FIXED}, {"role": "user", "content": _question(i)}]}
+    found = [f for f in _cache_findings(tmp_path, capsys, "shuffled tools", "openai", body, "hashes")
+             if f["severity"] != "info"]
+    assert found and found[0]["title"].startswith("Tools in a different order each call"), found[:1]
+    assert "intake.context_ordering" in found[0]["stages"], found[0]["stages"]
