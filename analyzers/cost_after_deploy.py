@@ -190,12 +190,18 @@ class CostAfterDeploy(SymptomAnalyzer):
             moved, stage = "prompts got longer", "intake.system_prompt"
             growth = self._segment_growth(q, str(before["deploy"]), str(after["deploy"]), scope)
             if growth is not None:
-                app, users = growth
+                app, users, parts = growth
                 ev.append(Evidence("growth of the app's own prompt parts (system, tools, history)", round(app), "chars"))
                 ev.append(Evidence("growth of the users' own turns", round(users), "chars"))
+                part, most = max(parts.items(), key=lambda kv: kv[1], default=("", 0.0))
                 if app <= 0.25 * max(1.0, app + users):
                     # the traffic changed, not what the deploy sends: reported, not blamed on the deploy
                     moved, stage, by_users = "the users' own turns got longer", "intake.tokenization", True
+                elif part and most >= 0.5 * app:  # one part of what the app sends explains it: name that part
+                    ev.append(Evidence(f"growth of the {part} per request", round(most), "chars"))
+                    moved = f"prompts got longer (the {part} grew by ~{most:,.0f} chars)"
+                    if part == "history":
+                        stage = "intake.context_ordering"  # more earlier turns sent along
         what = "Cost per request" if priced else "Billed tokens per request"
         severity: Severity = "info" if by_users else "critical" if rise >= 1.0 else "warning"
         return [self.finding(
@@ -278,9 +284,11 @@ class CostAfterDeploy(SymptomAnalyzer):
             affected_share=int(after["passes"]) / max(1, sum(int(d["passes"]) for d in deploys)),
         )]
 
-    def _segment_growth(self, q: Query, before: str, after: str, scope: _Scope) -> tuple[float, float] | None:
-        """(growth of the app's own prompt parts, growth of the users' turns), mean chars per pass from the
-        recorded prompt segments of both deploys; None where no segments were recorded."""
+    def _segment_growth(self, q: Query, before: str, after: str, scope: _Scope
+                        ) -> tuple[float, float, dict[str, float]] | None:
+        """(growth of the app's own prompt parts, growth of the users' turns, growth of each app part: system,
+        tools, history), mean chars per pass from the recorded prompt segments of both deploys; None where no
+        segments were recorded."""
         svc, args = scope.passes()
         rows = q.rows(f"""
             WITH pick AS (
@@ -290,6 +298,7 @@ class CostAfterDeploy(SymptomAnalyzer):
             SELECT pick.deploy, {attr('llmtrace.prompt.segments', 'str', 's.attributes')} AS segs
             FROM {q.spans} s JOIN pick USING (span_id) WHERE s.operation IN {PASS_OPERATIONS}""", [before, after, *args])
         sums: dict[str, list[float]] = {before: [0.0, 0.0, 0.0], after: [0.0, 0.0, 0.0]}  # app, users, passes
+        part_sums: dict[str, dict[str, float]] = {before: {}, after: {}}
         for r in rows:
             try:
                 segs = json.loads(str(r["segs"])) if r["segs"] is not None else None
@@ -297,15 +306,21 @@ class CostAfterDeploy(SymptomAnalyzer):
                 segs = None
             if not isinstance(segs, list):
                 continue
-            acc = sums[str(r["deploy"])]
+            acc, by_part = sums[str(r["deploy"])], part_sums[str(r["deploy"])]
             for seg in segs:
                 if isinstance(seg, dict):
-                    acc[1 if seg.get("kind") == "user" else 0] += float(seg.get("chars") or 0)
+                    kind, chars = str(seg.get("kind")), float(seg.get("chars") or 0)
+                    acc[1 if kind == "user" else 0] += chars
+                    if kind != "user":
+                        part = kind.split(":", 1)[0]
+                        by_part[part] = by_part.get(part, 0.0) + chars
             acc[2] += 1
         if sums[before][2] < MIN_PASSES or sums[after][2] < MIN_PASSES:
             return None
         mean = {d: (v[0] / v[2], v[1] / v[2]) for d, v in sums.items()}
-        return mean[after][0] - mean[before][0], mean[after][1] - mean[before][1]
+        parts = {p: part_sums[after].get(p, 0.0) / sums[after][2] - part_sums[before].get(p, 0.0) / sums[before][2]
+                 for p in set(part_sums[after]) | set(part_sums[before])}
+        return mean[after][0] - mean[before][0], mean[after][1] - mean[before][1], parts
 
     def _segment_that_moved(self, q: Query, before: str, after: str, scope: _Scope
                             ) -> tuple[str, float, float, tuple[str, ...]] | None:

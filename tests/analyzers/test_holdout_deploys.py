@@ -39,7 +39,8 @@ def _deploys(db: Path, v2: dict[str, Any]) -> None:
                 system = DESK * kw.get("system_times", 1)
                 c.chat.completions.create(model="tiny", temperature=0, max_tokens=kw.get("max_tokens", 4),
                                           messages=[{"role": "system", "content": system},
-                                                    {"role": "user", "content": ASKS[i % 3] + kw.get("more", "")}])
+                                                    {"role": "user", "content": ASKS[i % 3] + kw.get("more", "")}],
+                                          **({"tools": kw["tools"]} if "tools" in kw else {}))
 
 
 def _diagnose(db: Path, capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
@@ -84,6 +85,23 @@ def test_a_longer_system_prompt_without_prices_is_counted_in_billed_tokens(
     assert loud and loud[0]["stage"] == "meters.cache_accounting", loud
     assert "Billed tokens per request rose" in loud[0]["title"] and "prompts got longer" in loud[0]["title"], loud
     assert "intake.system_prompt" in loud[0]["stages"]
+    assert "(the system grew by ~" in loud[0]["title"], loud[0]["title"]
+
+
+def test_tool_definitions_added_at_a_deploy_are_named_as_what_grew(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """v2 sends five tool definitions with every call: the bill rose and the title names the tools, not the
+    system prompt that stayed as it was."""
+    db = tmp_path / "t.duckdb"
+    tools = [{"type": "function", "function": {
+        "name": f"loan_{w}", "description": f"Return the {w} of a loan by member card and title, with the branch "
+        "that holds the copy and the date it is due back.",
+        "parameters": {"type": "object", "properties": {"card": {"type": "string"}}}}}
+        for w in ("status", "fines", "holds", "history", "renewals")]
+    _deploys(db, {"tools": tools})
+    loud = [f for f in _diagnose(db, capsys) if f["severity"] != "info"]
+    assert loud and loud[0]["stage"] == "meters.cache_accounting", loud
+    assert "prompts got longer (the tools grew by ~" in loud[0]["title"], loud[0]["title"]
 
 
 def test_a_raised_max_tokens_without_prices_weighs_the_answer_tokens(
