@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from llmtrace.analyzers.base import SymptomAnalyzer
 from llmtrace.analyzers.finding import Evidence, Finding
-from llmtrace.analyzers.query import Query
+from llmtrace.analyzers.query import Query, attr
+from llmtrace.tracer.registry import names as N
 
 
 class RefusalAfterText(SymptomAnalyzer):
@@ -17,7 +18,9 @@ class RefusalAfterText(SymptomAnalyzer):
             "lag": ("llmtrace.moderation.lag_tokens", "int"), "aborted": ("llmtrace.moderation.aborted", "bool"),
             "retracted": ("llmtrace.moderation.retracted_chars", "int")})
         cut = "aborted AND coalesce(retracted, 0) > 0"
+        streamed = f"parent_span_id IN (SELECT span_id FROM {q.spans} WHERE {attr(N.STREAM_REQUESTED, 'bool')})"
         a = q.one(f"""SELECT count(*) AS n, count(*) FILTER (WHERE {cut}) AS cut,
+                             count(*) FILTER (WHERE {cut} AND {streamed}) AS streamed,
                              median(coalesce(lag, 0)) FILTER (WHERE {cut}) AS lag,
                              median(retracted) FILTER (WHERE {cut}) AS retracted,
                              (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE {cut}))[1:5] AS ids
@@ -27,11 +30,17 @@ class RefusalAfterText(SymptomAnalyzer):
             return self._filtered_after_text(q)
         ids = tuple(a["ids"])
         lag = float(a["lag"] or 0)
+        # a stream showed the text before the verdict; a buffered answer was generated, then thrown away
+        if int(a.get("streamed") or 0) * 2 >= n_cut:
+            title = f"{n_cut} streams showed text and then retracted it"
+            why = "users saw text before the verdict cut it"
+        else:
+            title = f"{n_cut} answers were generated and then withheld by a lagging moderator"
+            why = "whole answers were written before the verdict threw them away (a stream would have shown them)"
         return [self.finding(
-            "safety.moderation", "warning" if n_cut / n < 0.2 else "critical",
-            f"{n_cut} streams showed text and then retracted it",
-            f"Moderation ran {lag:.0f} tokens behind the generator, so users saw text before the verdict cut it.",
-            [Evidence("streams cut after text was shown", n_cut, f"of {n}", ids),
+            "safety.moderation", "warning" if n_cut / n < 0.2 else "critical", title,
+            f"Moderation ran {lag:.0f} tokens behind the generator, so {why}.",
+            [Evidence("answers cut after text was generated", n_cut, f"of {n}", ids),
              Evidence("median moderation lag", lag, "tokens", ids),
              Evidence("median characters retracted", a["retracted"], "chars", ids)],
             ids, "Moderate the prompt before generating, or hold the stream back by the moderator's lag.",
