@@ -324,7 +324,10 @@ class Tracker:
         # The system prompt and the turns, as the model sees them (the tools are not said in turns).
         said = [(kind, text) for kind, text in segments if kind != "tools"]
         digests: list[bytes] | None = None  # each text hashed once: the fact memo keys on them too
-        multi_turn = any(m.role == "assistant" for m in msgs)
+        # an answer in the history, or the app's own note after the first turn (a summary sent as a developer or
+        # system message in place of the turns it replaced): more than one exchange
+        multi_turn = any(m.role == "assistant" for m in msgs) or first_user is not None and any(
+            m.role in ("system", "developer") for m in msgs[first_user + 1:])
         if multi_turn or len(msgs) > 2:  # read below in any case: hashed before the lookup, which needs two
             digests = self._opening(view, said)
         seen: dict[tuple[str, str], int] = {}

@@ -104,3 +104,32 @@ def test_the_same_opening_under_another_system_prompt_is_another_conversation(
     lost, findings = _run(tmp_path, server, "openai", keeps=False, fold_system="You answer for Larkspur Freight.")
     assert lost == []
     assert not [f for f in findings if f["stage"] == "loop.compaction"]
+
+
+@pytest.mark.parametrize("keeps", [False, True], ids=["drops", "keeps"])
+def test_a_summary_sent_as_a_developer_message_is_a_compaction(tmp_path: Path, server: RunningServer,
+                                                               keeps: bool) -> None:
+    """[system, opening turn, developer: summary, question]: no answer in the history, yet more than one
+    exchange (the app's own note after the first turn), so the conversation is looked up by its opening."""
+    db = tmp_path / "app.duckdb"
+    llmtrace.init(db=db, service_name="coach-desk", strict=True)
+    try:
+        first: Msg = {"role": "user", "content": "Hello, I need help with a booking."}
+        hist: list[Msg] = [first, {"role": "assistant", "content": "Of course, tell me more."}]
+        for q, a in TURNS:
+            hist.append({"role": "user", "content": q})
+            _send(server, "openai", BRIEF, hist)
+            hist.append({"role": "assistant", "content": a})
+        summary = ("Conversation so far: order NG-88120, Edinburgh tour, booked by Priya Raman "
+                   "(priya.raman@example.org), paid £214.50 by card ending 7731, should be on the 19th." if keeps
+                   else "Conversation so far: a customer wants the date of a tour booking changed; payment was made.")
+        _send(server, "openai", BRIEF, [first, {"role": "developer", "content": summary},
+                                        {"role": "user", "content": "Which card did I pay with?"}])
+    finally:
+        llmtrace.shutdown()
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["diagnose", "--db", str(db), "--json"]) == 0
+    loud = [f for f in json.loads(buf.getvalue())["findings"]
+            if f["stage"] == "loop.compaction" and f["severity"] != "info"]
+    assert bool(loud) is not keeps, loud
