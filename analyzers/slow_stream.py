@@ -41,6 +41,9 @@ EXPLAIN_SLACK = 1.5  # the TPOT ratio a candidate's ratio may fall short of (tim
 # makes its slower passes the ones with more of it. Load that came at once while a chat's context grew all
 # along leaves the slow passes' TPOT flat across their KV: not the cause, however large the groups' ratio.
 DOSE_SPREAD = 1.5  # the slow group's 90th/10th percentile of the candidate from which it must be followed
+# A slow stream costs its reader the extra time per token over the whole answer: a few tokens slower by tens
+# of ms (a short answer beside a burst's prefills) lose a fraction of a second, never the critical finding
+SMALL_LOSS_MS = 250.0  # extra streaming time per slow pass under which a finding is at most a warning
 FEW_AT_NORMAL = 0.2  # the share of slow passes at a normal value the dose check leaves out (see _unfollowed)
 MIN_FOLLOW = 0.3  # the rank correlation of TPOT with the candidate inside the slow group it must reach then
 
@@ -135,6 +138,11 @@ class SlowStream(SymptomAnalyzer):
         ids = tuple(slow_g["ids"])
         mid = float(normal_g["tpot"])
         base_ev = Evidence("median TPOT of slow-stream passes", slow_tpot, "ms", ids, baseline=mid)
+        # what the slowdown cost each slow pass's reader: the extra ms per token over its answer's steps
+        extra_ms = max(0.0, slow_tpot - mid) * max(0.0, float(slow_g["output_tokens"] or 1) - 1)
+        severity = severity_for(share, 0.2, 0.5)
+        if severity == "critical" and extra_ms < SMALL_LOSS_MS:
+            severity = "warning"
         out: list[Finding] = []
         unexplained: list[str] = []  # candidates that differ, but by far less than TPOT does
         for stage, alias, name, _, why in CANDIDATES:
@@ -162,14 +170,18 @@ class SlowStream(SymptomAnalyzer):
             score = min(1.0, share * 0.5 + min(1.0, (ratio - 1) / 3) * 0.5)
             name = f"{name} {PER_STEP[alias][1]}" if alias in PER_STEP else name
             out.append(self.finding(
-                stage, severity_for(share, 0.2, 0.5),
+                stage, severity,
                 f"Slow-stream passes differ in {name} ({a:.3g} vs {b:.3g})",
                 f"{n_slow} of {total} passes streamed at {slow_tpot:.1f} ms per token or worse against a "
                 f"median of {mid:.1f} ms for the rest; {why}.",
                 [base_ev, Evidence(name, a, "", ids, baseline=b),
                  Evidence("rank-test p-value (slow vs the rest)", round(p_value, 5)),
-                 Evidence("control group", f"the {total - n_slow} passes at normal speed")], ids,
+                 Evidence("control group", f"the {total - n_slow} passes at normal speed"),
+                 Evidence("extra streaming time per slow pass (median)", round(extra_ms, 1), "ms", ids)], ids,
+                # (no loss_ms: at one severity the other analyzers' causes, a queue, a cache miss, that slow a
+                # burst's streams too carry none, and would sort under the symptom they explain)
                 f"Open {stage} on the listed traces and compare {name} with a normal pass.", score,
+                affected_share=share,
             ))
         fallbacks = int(slow_g["fallbacks"] or 0)
         if fallbacks and fallbacks / int(slow_g["sampled"]) >= 0.5:

@@ -105,3 +105,26 @@ def test_three_workers_on_a_busy_machine_are_not_blamed_on_batching(tmp_path: Pa
             _pass(tpot, 230, 47, 1000, batch=batch)
     found = findings(db, "slow_stream")
     assert [f.title for f in found if f.severity != "info"] == [], found
+
+
+def _batched(tmp: Path, steps: int) -> Path:
+    """Eight lone passes at ~3 ms a token and ten in a batch of eight at ~30 ms, answers ``steps`` + 1 long."""
+    with store(tmp / "t.duckdb") as db:
+        for i in range(8):
+            _pass(3.0 + i * 0.05, 230, steps, 1000)
+        for i in range(10):
+            _pass(30.0 + i * 0.2, 230, steps, 1000, batch=8.0 + (i % 3) * 0.25)
+    return db
+
+
+def test_a_short_answer_slowed_by_its_batch_is_a_warning_a_long_one_critical(tmp_path: Path) -> None:
+    """The same tenfold slowdown on most passes: six-token answers lose ~0.1 s each to it, 48-token answers
+    over a second. Only the second is critical (a burst's short answers outranked the cause that made them)."""
+    (tmp_path / "short").mkdir()
+    (tmp_path / "long").mkdir()
+    short = findings(_batched(tmp_path / "short", 5), "slow_stream")
+    assert short and short[0].stage == "forward.batching" and short[0].severity == "warning", short
+    long = findings(_batched(tmp_path / "long", 47), "slow_stream")
+    assert long and long[0].stage == "forward.batching" and long[0].severity == "critical", long
+    extra = {f.stage: next(e.value for e in f.evidence if e.label.startswith("extra streaming time")) for f in long}
+    assert float(extra["forward.batching"]) > 1000, extra  # ~27 ms over 47 steps
