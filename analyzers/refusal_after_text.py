@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from llmtrace.analyzers.base import SymptomAnalyzer
 from llmtrace.analyzers.finding import Evidence, Finding
-from llmtrace.analyzers.query import Query, attr
+from llmtrace.analyzers.query import Query
 from llmtrace.tracer.registry import names as N
 
 
@@ -18,7 +18,9 @@ class RefusalAfterText(SymptomAnalyzer):
             "lag": ("llmtrace.moderation.lag_tokens", "int"), "aborted": ("llmtrace.moderation.aborted", "bool"),
             "retracted": ("llmtrace.moderation.retracted_chars", "int")})
         cut = "aborted AND coalesce(retracted, 0) > 0"
-        streamed = f"parent_span_id IN (SELECT span_id FROM {q.spans} WHERE {attr(N.STREAM_REQUESTED, 'bool')})"
+        # the pass's stream set-up says whether it streamed (its sibling under the pass span; parsed guarded)
+        setup = q.stage_sql("arrival.stream_setup", {"streamed": (N.STREAM_REQUESTED, "bool")})
+        streamed = f"parent_span_id IN (SELECT parent_span_id FROM {setup} WHERE streamed)"
         a = q.one(f"""SELECT count(*) AS n, count(*) FILTER (WHERE {cut}) AS cut,
                              count(*) FILTER (WHERE {cut} AND {streamed}) AS streamed,
                              median(coalesce(lag, 0)) FILTER (WHERE {cut}) AS lag,

@@ -19,7 +19,8 @@ ROOT = HERE.parent
 SKIP = {"run", "common", "synthetic_store", "gpu_kernels", "diagnosis_corpus", "diagnosis_foreign",
         "diagnosis_foreign_corpus", "diagnose_compare", "analyzers_ab",  # helpers and A/B tools
         "diagnosis_corpus_common", "diagnosis_corpus_cache", "diagnosis_corpus_load", "diagnosis_corpus_output",
-        "diagnosis_corpus_context"}  # the corpus's apps by kind (diagnosis_corpus.py is their table)
+        "diagnosis_corpus_context", "diagnosis_corpus_agents", "diagnosis_corpus_variants",
+        "diagnosis_corpus_phrasings"}  # the corpus's apps by kind (diagnosis_corpus.py is their table)
 DOC = ROOT / "docs" / "benchmarks.md"
 
 
@@ -40,7 +41,9 @@ def render_doc() -> str:
         data = json.loads(path.read_text())
         lines += [f"## {path.stem}", "", f"Machine: {data.pop('machine', '?')}; run {data.pop('date', '?')}.", "",
                   "| key | value |", "|---|---|"]
-        lines += [f"| `{k}` | {v} |" for k, v in data.items()]
+        # a long list (the diagnosis corpus's rows) stays in the JSON: a table cell of 50 KB reads as nothing
+        lines += [f"| `{k}` | {v if len(str(v)) <= 400 else f'(see benchmarks/results/{path.name})'} |"
+                  for k, v in data.items()]
         lines.append("")
     return "\n".join(lines)
 
