@@ -63,9 +63,9 @@ _CUE = re.compile(
     rf"|[^\n]{{0,100}}?\b(?:the following|these|below)[ \t]+(?:\w+[ \t]+)?(?:{_WORDS})\b[^\n]{{0,80}})[ \t]*$",
     re.IGNORECASE | re.MULTILINE,
 )
-# A cue and JSON passages on one line ("Documents: [{...}, ...]").
-_INLINE_JSON_CUE = re.compile(rf"^[^\n]{{0,100}}?\b(?:{_WORDS})\b[^\n]{{0,40}}?:[ \t]*(?=[\[{{]\s*[\[{{\"])",
-                              re.IGNORECASE | re.MULTILINE)
+# JSON passages on the cue's line ("Documents: [{...}]"): JSON after a colon (a scan few prompts match), then a cue word
+_JSON_AFTER_COLON = re.compile(r":[ \t]*(?=[\[{]\s*[\[{\"])")
+_MATERIAL_WORD = re.compile(rf"\b(?:{_WORDS})\b", re.IGNORECASE)
 _OPEN_TAG = re.compile(r"<(doc|document|source|passage|chunk|context|snippet|result|article|item)\b([^>]*)>",
                        re.IGNORECASE)
 # Any other tag: it wraps a passage only when it carries an id of its own and repeats (``<note id="tax-0">``,
@@ -411,8 +411,7 @@ def _shape_one(text: str) -> EvidenceShape | None:
     if tagged is not None:
         return _result([t for t, _ in tagged], [("x" if named else None) for _, named in tagged], "xml",
                        tagged_ids=True)
-    inline = _INLINE_JSON_CUE.search(text)
-    documents = json_documents(text[inline.end():]) if inline is not None else None
+    documents = _inline_json(text)
     if documents is not None:
         return _result([t for t, _ in documents], [label for _, label in documents], "json", tagged_ids=False)
     cue = None
@@ -452,10 +451,18 @@ def _shape_one(text: str) -> EvidenceShape | None:
     return _result(bodies, labels, delimiter, tagged_ids=False)
 
 
+def _inline_json(text: str) -> list[tuple[str, str | None]] | None:
+    """JSON passages right after a cue on the same line ("Documents: [...]"), or None."""
+    for m in _JSON_AFTER_COLON.finditer(text):
+        head = text[text.rfind("\n", 0, m.start()) + 1:m.start()]
+        if len(head) <= 140 and _MATERIAL_WORD.search(head) and (documents := json_documents(text[m.end():])):
+            return documents
+    return None
+
+
 def _source_label(line: str) -> bool:
     """A line that is a passage's own label: a word that names a source and an index ("Document 3:")."""
-    w = _WORD_INDEX.match(line.strip())
-    return w is not None and w.group("word").casefold() in _SOURCE_WORDS
+    return (w := _WORD_INDEX.match(line.strip())) is not None and w.group("word").casefold() in _SOURCE_WORDS
 
 
 def _result(passages: list[str], labels: list[str | None], delimiter: str, *, tagged_ids: bool) -> EvidenceShape:
