@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from llmtrace.analyzers.query import as_int
+from llmtrace.tracer.record.prompt_segments import settled_after
 
 CHUNK_CHARS = 64
 FIELD_CHARS = 96  # a window up to this wide between identical text is a field, not different content
@@ -325,7 +326,7 @@ def _tail_block(cur: _Prompt, prev: _Prompt, si: int, before: int, kind: str) ->
         at, run, anchor = found
         fld = _recorded_field(sa, sb, p)
         # a listed value where the change starts (the text after it holds the question, so its end is not proven)
-        value = fld[2] if fld is not None and p <= fld[0] < at and at - fld[0] <= FIELD_CHARS else ""
+        value = fld[2] if fld is not None and p <= fld[0] < at and _run_follows_value(sa, fld[0], at) else ""
         return _Compare(before + p, before + p + run, kind, p, "block", width=at - p, run=run, run_at=at,
                         seg_index=si, anchor=anchor, value_class=value)
     ta, tb = cur.texts[si], prev.texts[si]
@@ -382,6 +383,23 @@ def _stable_run(ta: str, tb: str, p: int, s: int) -> tuple[int, int]:
     return best
 
 
+def _run_follows_value(seg: dict[str, object], start: int, at: int) -> bool:
+    """Whether the identical run at ``at`` may follow the listed value at ``start`` with nothing else changed
+    between them: text that is the same in both prompts past the value is cut alike from where the cuts
+    settle (``settled_after``), and a shared cut starts the run, so a cut of ``seg`` between there and ``at``
+    proves other text changed too. (The run's distance from the value alone says little: how far the first
+    settled cut falls depends on the hash key; a bound of 96 chars missed a uuid one key in four.)"""
+    chars = next((as_int(f.get("chars")) for f in _fields(seg) if as_int(f.get("at")) == start), 0)
+    starts = _piece_index(seg).starts
+    i = bisect.bisect_left(starts, settled_after(start + chars, as_int(seg.get("chars"))))
+    return i == len(starts) or starts[i] >= at
+
+
+def _fields(seg: dict[str, object]) -> list[dict[str, object]]:
+    found = seg.get("fields")
+    return [f for f in found if isinstance(f, dict)] if isinstance(found, list) else []
+
+
 def _recorded_field(sa: dict[str, object], sb: dict[str, object], p: int) -> tuple[int, int, str] | None:
     """A volatile-looking value both segments list (``fields``: class, offset, length, hashes of the text
     before and after it, as the middleware, the collector and the server record them for hashed prompts)
@@ -389,11 +407,8 @@ def _recorded_field(sa: dict[str, object], sb: dict[str, object], p: int) -> tup
     both: (offset, width, class of the current one). The width is -1 when the text after it differs too (a
     second value right after it, as in an id written in two parts): where the change starts is proven,
     not where it ends."""
-    fa, fb = sa.get("fields"), sb.get("fields")
-    if not isinstance(fa, list) or not isinstance(fb, list):
-        return None
-    theirs = {(f.get("at"), f.get("before")): f.get("after") for f in fb if isinstance(f, dict)}
-    mine = [f for f in fa if isinstance(f, dict)]
+    theirs = {(f.get("at"), f.get("before")): f.get("after") for f in _fields(sb)}
+    mine = _fields(sa)
     for n, f in enumerate(mine):
         if as_int(f.get("at")) + as_int(f.get("chars")) <= p:
             continue

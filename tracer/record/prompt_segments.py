@@ -83,9 +83,7 @@ def pieces(text: str) -> list[str]:
     to ``len(text)``. The piece size doubles with each doubling of the text past ``PIECE_CHARS * MAX_PIECES``
     chars (and once more for a text that still makes over twice ``MAX_PIECES``), so a record stays small; two
     texts compare only at the same size (no run is found between a 30k and a 40k-char version of a prompt)."""
-    level = 0
-    while len(text) > (PIECE_CHARS << level) * MAX_PIECES:
-        level += 1
+    level = _level(len(text))
     seed = _piece_seed()
     cuts = _cuts(text, level, seed)
     while len(cuts) >= 2 * MAX_PIECES:
@@ -99,6 +97,21 @@ def pieces(text: str) -> list[str]:
         out.append(f"{h.hexdigest()[:8]}:{end - start}")
         start = end
     return out
+
+
+def _level(chars: int) -> int:
+    level = 0
+    while chars > (PIECE_CHARS << level) * MAX_PIECES:
+        level += 1
+    return level
+
+
+def settled_after(end: int, chars: int) -> int:
+    """Where two texts of about ``chars`` characters that differ before ``end`` and agree after it are cut
+    into pieces alike again: a cut there looks at none of the differing text, nor is it held back by a
+    shortest-piece rule started by a cut that did (nearly always; a text cut coarser than its length alone
+    asks for settles later)."""
+    return end + _CUT_WINDOW + (16 << _level(chars))
 
 
 def _cuts(text: str, level: int, seed: int) -> list[int]:

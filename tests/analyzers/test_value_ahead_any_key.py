@@ -1,0 +1,69 @@
+"""A value ahead of fixed text in the user's message is named by its kind whatever the store's hash key.
+
+In hashes mode the analyzer sees content-defined pieces, and where the cuts fall is the hash key's (each
+store has its own). The identical run after a changed value starts at the first cut the two prompts share;
+how far past the value that falls depends on the key, so a rule on that distance named a uuid under one key
+and "a changing block" under another (CI's key failed test_cache_changing_block's uuid case at 637f4c2).
+Here the same prompts are recorded under 40 keys, as the middleware records them, and compared as
+``diagnose`` compares them: the uuid is named under every key, and a uuid followed by retrieved notes that
+change too (a block, not a value) is not taken for the uuid.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from llmtrace.analyzers import prompt_compare
+from llmtrace.tracer.record import capture, prompt_segments
+from llmtrace.tracer.registry import names as N
+
+FIXED = ("Answer for the harbour office. Ask for the berth number and the arrival date, quote the tariff that "
+         "applies, and never promise a berth before the harbour master confirms it. Keep it under ninety words. "
+         ) * 4
+WORDS = "mooring fender cleat warp bollard pontoon slipway crane fuel dock tide gauge buoy chain".split()
+
+
+def _notes(rng: random.Random) -> str:
+    return "Notes for this skipper: " + " ".join(rng.choice(WORDS) for _ in range(30)) + ".\n"
+
+
+def _uuid(rng: random.Random) -> str:
+    return f"req {rng.getrandbits(128):032x}: "
+
+
+@pytest.fixture
+def keys(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    yield [random.Random(n).randbytes(32).hex() for n in range(40)]
+    monkeypatch.delenv(capture.KEY_ENV, raising=False)
+    capture.use_store_key(None)  # a random key again, as a process without a store has
+
+
+def _value_classes(key: str, head: Callable[[random.Random], str], monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The value each of 6 prompts is found to differ from the one before by, under hash key ``key``."""
+    monkeypatch.setenv(capture.KEY_ENV, key)
+    capture.use_store_key(None)
+    rng = random.Random(f"harbour {key}")
+    prompts = []
+    for i in range(7):
+        text = head(rng) + "Policy follows.\n" + FIXED + f"\n\nBerth {40 + i}: may I moor a 12 m boat tonight?"
+        attrs = prompt_segments.prompt_attributes([("user", text)], "hashes")
+        prompt = prompt_compare._segments(attrs[N.PROMPT_SEGMENTS], None)
+        assert prompt is not None
+        prompts.append(prompt)
+    return [prompt_compare._compare(cur, prev).value_class for prev, cur in zip(prompts, prompts[1:])]
+
+
+def test_a_uuid_ahead_of_the_instructions_is_named_under_every_key(
+        keys: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    missed = {k[:8]: found for k in keys if (found := _value_classes(k, _uuid, monkeypatch)) != ["uuid"] * 6}
+    assert not missed, json.dumps(missed)
+
+
+def test_a_uuid_with_changing_notes_after_it_is_a_block_not_a_value(
+        keys: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    found = [c for k in keys for c in _value_classes(k, lambda rng: _uuid(rng) + _notes(rng), monkeypatch)]
+    assert found.count("uuid") * 10 <= len(found), f"{found.count('uuid')} of {len(found)} pairs named the uuid"
