@@ -44,6 +44,11 @@ def _severity(token_share: float) -> Severity:
     return "critical" if token_share >= 0.25 else "warning" if token_share >= 0.08 else "info"
 
 
+def _a(kind: str) -> str:
+    """A value's kind with its article: "an epoch", "a uuid" (a uuid is said you-you-id)."""
+    return f"{'an' if kind[:1] in 'aeio' else 'a'} {kind}"
+
+
 def _median(xs: list[float]) -> float:
     return float(percentile(xs, 0.5) or 0.0)
 
@@ -141,7 +146,7 @@ def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
         "segments in a different order each call (shuffled examples)"
     what = {"reordered": shuffled, "field": "a changing field",
             "invisible": "invisible characters", "whitespace": "changing whitespace",
-            "free_text": "changing text"}.get(cls, f"{'an' if cls[:1] in 'aeio' else 'a'} {cls}")
+            "free_text": "changing text"}.get(cls) or _a(cls)
     where = f"at char {off} of the {base}" if off >= 0 else f"in the {base}"
     hit_deploys = {p.deploy for p in c.passes}
     if len({p.deploy for p in passes}) > 1 and len(hit_deploys) == 1 and None not in hit_deploys:
@@ -155,7 +160,7 @@ def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
         values = [p.value_class for p in c.passes if p.value_class]
         if len(values) * 2 > len(c.passes):  # a value (an epoch, a uuid) with the user's fixed text behind it
             value = max(set(values), key=values.count)
-            what = f"{'an' if value[:1] in 'aeio' else 'a'} {value}"
+            what = _a(value)
             where += f" (ahead of ~{fixed} tokens of fixed text)"
     title = (f"{what[0].upper() + what[1:]} {where} → the cache stops at token {'~' if estimated else ''}{tok} → "
              f"{re_share:.0%} of prompt tokens re-prefilled")

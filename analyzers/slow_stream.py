@@ -177,7 +177,8 @@ class SlowStream(SymptomAnalyzer):
                 [base_ev, Evidence(name, a, "", ids, baseline=b),
                  Evidence("rank-test p-value (slow vs the rest)", round(p_value, 5)),
                  Evidence("control group", f"the {total - n_slow} passes at normal speed"),
-                 Evidence("extra streaming time per slow pass (median)", round(extra_ms, 1), "ms", ids)], ids,
+                 Evidence("extra streaming time per slow pass (about: the medians' extra TPOT × answer steps)",
+                          round(extra_ms, 1), "ms", ids)], ids,
                 # (no loss_ms: at one severity the other analyzers' causes, a queue, a cache miss, that slow a
                 # burst's streams too carry none, and would sort under the symptom they explain)
                 f"Open {stage} on the listed traces and compare {name} with a normal pass.", score,
