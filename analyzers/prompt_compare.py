@@ -212,7 +212,10 @@ def _parting(cur: _Prompt, prev: _Prompt, si: int) -> _Compare:
     if found is not None:  # a block (or a field the collector could not list) ahead of long identical text
         at, run, anchor = found
         after = later if at + run == ca else 0
-        cls = "block" if at - p > FIELD_CHARS else "field"
+        # a field when the change may end inside the chunk where the chains part (its end is the key's)
+        shift = cb - ca  # the run starts this much later in the earlier prompt
+        cls = "field" if at - p <= FIELD_CHARS or _run_follows(sa, p + CHUNK_CHARS, at) and \
+            _run_follows(sb, p + CHUNK_CHARS + max(0, shift), at + shift) else "block"
         return _Compare(before + p, before + p + run + after, kind, p, cls, width=at - p, run=run, run_at=at,
                         seg_index=si, anchor=anchor)
     return _Compare(before + p, before + p, kind, p, "free_text", distinct=True)
@@ -383,16 +386,21 @@ def _stable_run(ta: str, tb: str, p: int, s: int) -> tuple[int, int]:
     return best
 
 
-def _run_follows_value(seg: dict[str, object], start: int, at: int) -> bool:
-    """Whether the identical run at ``at`` may follow the listed value at ``start`` with nothing else changed
-    between them: text that is the same in both prompts past the value is cut alike from where the cuts
+def _run_follows(seg: dict[str, object], end: int, at: int) -> bool:
+    """Whether the identical run at ``at`` may follow a change that ends at ``end`` with nothing else changed
+    between them: text that is the same in both prompts past the change is cut alike from where the cuts
     settle (``settled_after``), and a shared cut starts the run, so a cut of ``seg`` between there and ``at``
-    proves other text changed too. (The run's distance from the value alone says little: how far the first
+    proves other text changed too. (The run's distance from the change alone says little: how far the first
     settled cut falls depends on the hash key; a bound of 96 chars missed a uuid one key in four.)"""
-    chars = next((as_int(f.get("chars")) for f in _fields(seg) if as_int(f.get("at")) == start), 0)
     starts = _piece_index(seg).starts
-    i = bisect.bisect_left(starts, settled_after(start + chars, as_int(seg.get("chars"))))
+    i = bisect.bisect_left(starts, settled_after(end, as_int(seg.get("chars"))))
     return i == len(starts) or starts[i] >= at
+
+
+def _run_follows_value(seg: dict[str, object], start: int, at: int) -> bool:
+    """``_run_follows`` the listed value at ``start``."""
+    chars = next((as_int(f.get("chars")) for f in _fields(seg) if as_int(f.get("at")) == start), 0)
+    return _run_follows(seg, start + chars, at)
 
 
 def _fields(seg: dict[str, object]) -> list[dict[str, object]]:

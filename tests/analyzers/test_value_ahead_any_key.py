@@ -1,4 +1,4 @@
-"""A value ahead of fixed text in the user's message is named by its kind whatever the store's hash key.
+"""A value ahead of fixed text is named by its kind, and a field told from a block, whatever the store's hash key.
 
 In hashes mode the analyzer sees content-defined pieces, and where the cuts fall is the hash key's (each
 store has its own). The identical run after a changed value starts at the first cut the two prompts share;
@@ -67,3 +67,38 @@ def test_a_uuid_with_changing_notes_after_it_is_a_block_not_a_value(
         keys: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     found = [c for k in keys for c in _value_classes(k, lambda rng: _uuid(rng) + _notes(rng), monkeypatch)]
     assert found.count("uuid") * 10 <= len(found), f"{found.count('uuid')} of {len(found)} pairs named the uuid"
+
+
+def _window_classes(key: str, head: Callable[[random.Random], str], monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What each of 6 prompts with ``head`` at the top of the system prompt differs from the one before by."""
+    monkeypatch.setenv(capture.KEY_ENV, key)
+    capture.use_store_key(None)
+    rng = random.Random(f"harbour system {key}")
+    prompts = []
+    for i in range(7):
+        attrs = prompt_segments.prompt_attributes([("system", head(rng) + FIXED), ("user", f"Berth {i}?")], "hashes")
+        prompt = prompt_compare._segments(attrs[N.PROMPT_SEGMENTS], None)
+        assert prompt is not None
+        prompts.append(prompt)
+    return [prompt_compare._compare(cur, prev).window_class for prev, cur in zip(prompts, prompts[1:])]
+
+
+SKIPPERS = ["Al", "Bartholomew", "Cy", "Desdemona", "Evangeline", "Fitzgerald", "Gus", "Hildegard"]
+
+
+def test_a_name_of_another_length_in_the_system_prompt_is_a_field_under_every_key(
+        keys: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """No listed value (a name), lengths differ: where the change ends is not recorded, only that the run
+    after it follows the chunk where the chains part. A bound on the run's distance called it a block under
+    3 keys in 10."""
+    def head(rng: random.Random) -> str:
+        return f"You are speaking with skipper {rng.choice(SKIPPERS)} today. "
+    found = [c for k in keys for c in _window_classes(k, head, monkeypatch)]
+    assert set(found) <= {"field", ""} and found.count("field") * 2 > len(found), found
+
+
+def test_retrieved_notes_in_the_system_prompt_stay_a_block_under_every_key(
+        keys: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """(About one pair in 25 draws two blocks of the same length, which reads as a fixed-width field.)"""
+    found = [c for k in keys for c in _window_classes(k, lambda rng: _notes(rng) + _notes(rng), monkeypatch)]
+    assert found.count("block") >= 0.95 * len(found), found
