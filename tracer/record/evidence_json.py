@@ -11,6 +11,18 @@ from llmtrace.tracer.record.evidence_run import MIN_CHARS
 # a JSON document's key that names it (its id, source or title), not its content
 _JSON_LABEL = re.compile(r"(?:[\w-]*[_-])?(?:id|key|source|src|url|uri|title|name|ref|path|file)|[a-z]+Id", re.IGNORECASE)
 _JSON_START = re.compile(r"^[ \t]*[\[{]", re.MULTILINE)
+# JSON passages on the cue's line ("Documents: [{...}]"): JSON after a colon (a scan few prompts match), then a cue word
+_JSON_AFTER_COLON = re.compile(r":[ \t]*(?=[\[{]\s*[\[{\"])")
+
+
+def inline_documents(text: str, announces: re.Pattern[str]) -> list[tuple[str, str | None]] | None:
+    """JSON passages right after a cue on the same line ("Documents: [...]"), the line's head naming the
+    material (``announces``), or None."""
+    for m in _JSON_AFTER_COLON.finditer(text):
+        head = text[text.rfind("\n", 0, m.start()) + 1:m.start()]
+        if len(head) <= 140 and announces.search(head) and (documents := json_documents(text[m.end():])):
+            return documents
+    return None
 
 
 def json_documents(block: str) -> list[tuple[str, str | None]] | None:

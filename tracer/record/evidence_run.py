@@ -22,7 +22,7 @@ stripped before its text is judged).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 MIN_CHARS = 40  # shorter paragraphs are headings, questions or instructions, not retrieved passages
 
@@ -111,18 +111,22 @@ _DIALOGUE = re.compile(r"^[ \t]*(?:user|assistant|human|ai|bot|customer|agent|cl
                        r"[ \t]*\d{0,3}[ \t]*:", re.IGNORECASE | re.MULTILINE)
 _LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+•]|\d{1,3}[.)])[ \t]+")
 # an instruction that speaks of the material it is given ("answer from the FAQ", "use the notes below")
-_MATERIAL = re.compile(
-    r"\b(?:context|documents?|passages?|sources?|excerpts?|snippets?|search results?|retrieved|knowledge(?: base)?|"
+_MATERIAL_WORDS = (
+    r"context|documents?|passages?|sources?|excerpts?|snippets?|search results?|retrieved|knowledge(?: base)?|"
     r"references?|articles?|notes|records|chunks?|results|information|materials?|extracts?|quotes?|pages?|docs|"
     r"faqs?|kb|evidence|entries|help ?cent(?:re|er)|handbook|manuals?|guides?|leaflets?|brochures?|wiki|"
     r"catalog(?:ue)?s?|search|found|matches|hits|help ?desk|"
     # the same in other languages
     r"handbuch|hilfe|dokumente?|quellen?|ayuda|documentos?|fuentes?|extraits?|aide|fiches?|sources|"
-    r"документы?|источники)\b|帮助|资料|文档|文件|検索|資料|ヘルプ", re.IGNORECASE)
+    r"документы?|источники")
+_MATERIAL = re.compile(rf"\b(?:{_MATERIAL_WORDS})\b|帮助|资料|文档|文件|検索|資料|ヘルプ", re.IGNORECASE)
 # what names a style guide, rules or a story's world, not material to answer from ("the style notes below")
 _NOT_SOURCE = re.compile(r"\b(?:style|tone|voice|format|persona|character|world|story|stories|rules?|guidelines?|"
                          r"polic(?:y|ies)|examples?)\b", re.IGNORECASE)
 
+# the material as where answers come from ("from the help centre", "using the notes", "based on the FAQ")
+_FROM_MATERIAL = re.compile(r"\b(?:from|using|use|based on|according to|grounded in|rely on|relying on|cite|citing)"
+                            rf"\s+(?:[\w'’-]+\s+){{0,4}}(?:{_MATERIAL_WORDS})\b", re.IGNORECASE)
 Opening = Callable[[str], "tuple[str, str, str] | None"]
 _MAX_HEADS = 16  # headings tried, from the last
 _MAX_RUN = 40  # paragraphs a run without a heading may hold
@@ -203,6 +207,30 @@ def _statements(units: list[str], opening: Opening, *, strict: bool) -> list[str
     if strict and max(lengths) > 4 * min(lengths):
         return None
     return bodies
+
+
+def after_question(text: str, instructions: Sequence[str], opening: Opening) -> str | None:
+    """The passages a question is followed by in its own message, no line naming them, when the app's
+    instructions (its system prompt, ``instructions``) tell the model to answer from material: three or more
+    statements as strict as those ending a text after its instructions (``run``)."""
+    units = _after(_units(text))
+    if len(units) < 4 or "\n" in units[0] or len(units[0]) > 300:
+        return None
+    ask = units[0].rstrip()  # a question, the user's own words ("I left my gloves...") or a request
+    if not (ask.endswith(("?", "？")) or _FIRST_PERSON.search(ask) or _imperative(ask)):
+        return None
+    if not any(_answers_from(s) for t in instructions for s in _sentences(t)):
+        return None
+    if _statements(units[1:], opening, strict=True) is None:
+        return None
+    return text[text.find(units[1]):text.rfind(units[-1]) + len(units[-1])]  # with the rules between them
+
+
+def _answers_from(sentence: str) -> bool:
+    """An instruction to answer from material ("You answer guests from the help centre", "Use the notes").
+    (Naming it is not enough: "You give feedback on the documents" works on the user's own text.)"""
+    return (_imperative(sentence) or sentence.lower().startswith("you ")) and _names_material(sentence) and \
+        _FROM_MATERIAL.search(sentence) is not None
 
 
 def run(text: str, opening: Opening) -> str | None:

@@ -39,15 +39,17 @@ from functools import partial
 
 from llmtrace.tracer.record import capture
 from llmtrace.tracer.record.digest_cache import DigestCache, digest
-from llmtrace.tracer.record.evidence_json import json_documents
+from llmtrace.tracer.record.evidence_json import inline_documents, json_documents
 from llmtrace.tracer.record.evidence_run import (
     _QUESTION,
     _SENTENCE_END,
     _SPLIT,
     MIN_CHARS,
+    after_question,
     imperative_opening,
     run,
 )
+from llmtrace.tracer.record.passage_recurrence import met_in_other_company
 from llmtrace.tracer.registry import names as N
 
 # A line that announces retrieved material ("Context:", "Here are the search results:", "## Sources").
@@ -63,8 +65,6 @@ _CUE = re.compile(
     rf"|[^\n]{{0,100}}?\b(?:the following|these|below)[ \t]+(?:\w+[ \t]+)?(?:{_WORDS})\b[^\n]{{0,80}})[ \t]*$",
     re.IGNORECASE | re.MULTILINE,
 )
-# JSON passages on the cue's line ("Documents: [{...}]"): JSON after a colon (a scan few prompts match), then a cue word
-_JSON_AFTER_COLON = re.compile(r":[ \t]*(?=[\[{]\s*[\[{\"])")
 _MATERIAL_WORD = re.compile(rf"\b(?:{_WORDS})\b", re.IGNORECASE)
 _OPEN_TAG = re.compile(r"<(doc|document|source|passage|chunk|context|snippet|result|article|item)\b([^>]*)>",
                        re.IGNORECASE)
@@ -403,6 +403,12 @@ def read(segments: Sequence[tuple[str, str]]) -> tuple[EvidenceShape, str] | Non
         if best is None or (at == "user") > (best[1] == "user") or (
                 (at == "user") == (best[1] == "user") and found.chunks_in > best[0].chunks_in):
             best = (found, at)
+    if best is None:  # instructions in the system prompt; in the user's turn a question, then passages a search
+        asks = [t for kind, t in segments if kind == "system"]  # returned before beside others (not pasted text)
+        for kind, text in segments if asks else ():
+            if kind == "user" and (block := after_question(text, asks, _opening)) is not None:
+                found = _shape_block(block, _paragraphs(block))
+                best = (found, "user") if found is not None and met_in_other_company(found.passage_keys) else best
     return best
 
 
@@ -411,7 +417,7 @@ def _shape_one(text: str) -> EvidenceShape | None:
     if tagged is not None:
         return _result([t for t, _ in tagged], [("x" if named else None) for _, named in tagged], "xml",
                        tagged_ids=True)
-    documents = _inline_json(text)
+    documents = inline_documents(text, _MATERIAL_WORD)
     if documents is not None:
         return _result([t for t, _ in documents], [label for _, label in documents], "json", tagged_ids=False)
     cue = None
@@ -425,11 +431,12 @@ def _shape_one(text: str) -> EvidenceShape | None:
             break
     found = run(text, _opening) if not passages else None  # no line names them: passages by their shape
     if found is not None:
-        block, passages = found, _paragraphs(found)
-    elif cue is None:
-        return None
-    else:
-        block = text[cue.end():]
+        return _shape_block(found, _paragraphs(found))
+    return None if cue is None else _shape_block(text[cue.end():], passages)
+
+
+def _shape_block(block: str, passages: list[str]) -> EvidenceShape | None:
+    """The shape of the passages in ``block`` (``passages``: its paragraphs)."""
     documents = json_documents(block)
     if documents is not None:  # passages as JSON objects: each is delimited, and labelled by an id key
         return _result([t for t, _ in documents], [label for _, label in documents], "json", tagged_ids=False)
@@ -449,15 +456,6 @@ def _shape_one(text: str) -> EvidenceShape | None:
     if delimiter == "none" and all(labels):
         delimiter = "label"  # each passage opens (or ends) with its own id: the id is the boundary
     return _result(bodies, labels, delimiter, tagged_ids=False)
-
-
-def _inline_json(text: str) -> list[tuple[str, str | None]] | None:
-    """JSON passages right after a cue on the same line ("Documents: [...]"), or None."""
-    for m in _JSON_AFTER_COLON.finditer(text):
-        head = text[text.rfind("\n", 0, m.start()) + 1:m.start()]
-        if len(head) <= 140 and _MATERIAL_WORD.search(head) and (documents := json_documents(text[m.end():])):
-            return documents
-    return None
 
 
 def _source_label(line: str) -> bool:
