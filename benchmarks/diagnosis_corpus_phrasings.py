@@ -95,7 +95,7 @@ def _ski(c: Ctx, body: Callable[[list[int]], str]) -> None:
 
 
 def dashes_vs_titles(c: Ctx, twin: bool) -> None:
-    """Rule lines between the passages, no line naming them; the twin heads each with its title. (Missed.)"""
+    """Rule lines between the passages, no line naming them; the twin heads each with its title."""
     _ski(c, lambda ks: "\n".join(f"### {TITLES[k]}\n{SKI[k]}" if twin else f"---\n{SKI[k]}" for k in ks))
 
 
@@ -112,7 +112,7 @@ def json_vs_ids(c: Ctx, twin: bool) -> None:
 
 
 def blank_vs_dated_docs(c: Ctx, twin: bool) -> None:
-    """Blank lines only, no line naming them; the twin: 'Document n (updated ...):' on each. (Missed.)"""
+    """Blank lines only, no line naming them; the twin: 'Document n (updated ...):' on each."""
     _ski(c, lambda ks: "\n\n".join(
         f"Document {k + 3} (updated 2026-01-0{k + 1}):\n{SKI[k]}" if twin else SKI[k] for k in ks))
 
