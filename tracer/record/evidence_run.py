@@ -22,7 +22,7 @@ stripped before its text is judged).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 MIN_CHARS = 40  # shorter paragraphs are headings, questions or instructions, not retrieved passages
 
@@ -209,17 +209,22 @@ def _statements(units: list[str], opening: Opening, *, strict: bool) -> list[str
     return bodies
 
 
-def after_question(text: str, instructions: Sequence[str], opening: Opening) -> str | None:
-    """The passages a question is followed by in its own message, no line naming them, when the app's
-    instructions (its system prompt, ``instructions``) tell the model to answer from material: three or more
-    statements as strict as those ending a text after its instructions (``run``)."""
+def answers_from_material(instructions: str) -> bool:
+    """Whether ``instructions`` (a system prompt) tell the model to answer from material."""
+    return any(_answers_from(s) for s in _sentences(instructions))
+
+
+def after_question(text: str, opening: Opening) -> str | None:
+    """The passages a question is followed by in its own message, no line naming them (for a prompt whose
+    system prompt ``answers_from_material``): three or more statements as strict as those ending a text after
+    its instructions (``run``)."""
+    if text.count("\n") < 6:
+        return None  # no room for a question and three passages, each a blank or rule line apart
     units = _after(_units(text))
     if len(units) < 4 or "\n" in units[0] or len(units[0]) > 300:
         return None
     ask = units[0].rstrip()  # a question, the user's own words ("I left my gloves...") or a request
     if not (ask.endswith(("?", "？")) or _FIRST_PERSON.search(ask) or _imperative(ask)):
-        return None
-    if not any(_answers_from(s) for t in instructions for s in _sentences(t)):
         return None
     if _statements(units[1:], opening, strict=True) is None:
         return None

@@ -46,6 +46,7 @@ from llmtrace.tracer.record.evidence_run import (
     _SPLIT,
     MIN_CHARS,
     after_question,
+    answers_from_material,
     imperative_opening,
     run,
 )
@@ -372,10 +373,10 @@ def _about_them(p: str) -> bool:
             and (imperative_opening(p) or _ABOUT.search(p) is not None))
 
 
-# Shapes of texts already read, by digest: a conversation sends its whole history with every request, so
-# the same turns come back each call and are hashed instead of read again. Digests and shapes only
-# (digest_cache.py).
+# Shapes of texts already read, by digest: a conversation sends its whole history with every request, so the
+# same turns come back each call and are hashed instead of read again. Digests and shapes only (digest_cache.py).
 _SEEN: DigestCache[EvidenceShape | None] = DigestCache(4096)
+_ANSWERS: DigestCache[bool] = DigestCache(1024)  # whether a system prompt says to answer from material
 
 
 def shape(texts: Sequence[str]) -> EvidenceShape | None:
@@ -403,10 +404,11 @@ def read(segments: Sequence[tuple[str, str]]) -> tuple[EvidenceShape, str] | Non
         if best is None or (at == "user") > (best[1] == "user") or (
                 (at == "user") == (best[1] == "user") and found.chunks_in > best[0].chunks_in):
             best = (found, at)
-    if best is None:  # instructions in the system prompt; in the user's turn a question, then passages a search
-        asks = [t for kind, t in segments if kind == "system"]  # returned before beside others (not pasted text)
+    if best is None:  # the system prompt's instructions; the user's question, then passages a search returned
+        asks = any(_ANSWERS.remember(digest(t), partial(answers_from_material, t)) for kind, t in segments
+                   if kind == "system")  # before beside other passages (not text the user pasted)
         for kind, text in segments if asks else ():
-            if kind == "user" and (block := after_question(text, asks, _opening)) is not None:
+            if kind == "user" and (block := after_question(text, _opening)) is not None:
                 found = _shape_block(block, _paragraphs(block))
                 best = (found, "user") if found is not None and met_in_other_company(found.passage_keys) else best
     return best
