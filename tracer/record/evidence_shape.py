@@ -394,20 +394,19 @@ def read(segments: Sequence[tuple[str, str]]) -> tuple[EvidenceShape, str] | Non
     question retrieved the latter, however many facts the former holds. Else the text with the most
     passages is the one read."""
     best: tuple[EvidenceShape, str] | None = None
-    for kind, text in segments:
-        if not text or len(text) < 2 * MIN_CHARS:
-            continue
-        found = _SEEN.remember(digest(text), partial(_shape_one, text))
+    digests = [digest(text) for _, text in segments]  # each text hashed once, for both caches
+    for (kind, text), key in zip(segments, digests, strict=True):
+        found = _SEEN.remember(key, partial(_shape_one, text)) if len(text) >= 2 * MIN_CHARS else None
         if found is None:
             continue
         at = kind.split(":", 1)[0]
         if best is None or (at == "user") > (best[1] == "user") or (
                 (at == "user") == (best[1] == "user") and found.chunks_in > best[0].chunks_in):
             best = (found, at)
-    if best is None:  # the system prompt's instructions; the user's question, then passages a search returned
-        asks = any(_ANSWERS.remember(digest(t), partial(answers_from_material, t)) for kind, t in segments
-                   if kind == "system")  # before beside other passages (not text the user pasted)
-        for kind, text in segments if asks else ():
+    # no cue: the system prompt answers from material, the user asks, then passages seen before beside others
+    if best is None and any(_ANSWERS.remember(key, partial(answers_from_material, text))
+                            for (kind, text), key in zip(segments, digests, strict=True) if kind == "system"):
+        for kind, text in segments:
             if kind == "user" and (block := after_question(text, _opening)) is not None:
                 found = _shape_block(block, _paragraphs(block))
                 best = (found, "user") if found is not None and met_in_other_company(found.passage_keys) else best

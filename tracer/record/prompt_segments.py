@@ -76,6 +76,7 @@ MAX_PIECES = 256  # a longer text takes pieces twice as long per doubling: a 100
 # CJK punctuation (text without spaces)
 _CUT = re.compile(r"[\s,;\u3001\u3002\uff01\uff0c\uff0e\uff1a\uff1b\uff1f]+")
 _CUT_WINDOW = 16
+_SHORTEST = 16  # the shortest piece, at level 0 (each level doubles it)
 
 
 def pieces(text: str) -> list[str]:
@@ -111,14 +112,14 @@ def settled_after(end: int, chars: int) -> int:
     into pieces alike again: a cut there looks at none of the differing text, nor is it held back by a
     shortest-piece rule started by a cut that did (nearly always; a text cut coarser than its length alone
     asks for settles later)."""
-    return end + _CUT_WINDOW + (16 << _level(chars))
+    return end + _CUT_WINDOW + (_SHORTEST << _level(chars))
 
 
 def _cuts(text: str, level: int, seed: int) -> list[int]:
     # one white-space run in 8 << level: ~55 chars of prose a piece. Finer pieces place a block's end closer and
     # find shorter runs; text with few distinct cut places (one sentence repeated) still gets one
     threshold = (1 << 32) >> (3 + level)
-    shortest, longest = 16 << level, 512 << level
+    shortest, longest = _SHORTEST << level, 512 << level
     cuts: list[int] = []
     last = 0
     crc = zlib.crc32
