@@ -42,19 +42,29 @@ def keys(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     capture.use_store_key(None)  # a random key again, as a process without a store has
 
 
-def _value_classes(key: str, head: Callable[[random.Random], str], monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The value each of 6 prompts is found to differ from the one before by, under hash key ``key``."""
+Prompt = Callable[[random.Random, int], list[tuple[str, str]]]  # the segments of call i
+
+
+def _compared(key: str, prompt: Prompt, monkeypatch: pytest.MonkeyPatch) -> list[prompt_compare._Compare]:
+    """How each of 6 prompts differs from the one before, recorded as the middleware records them (hashes)
+    under hash key ``key`` and compared as ``diagnose`` compares them."""
     monkeypatch.setenv(capture.KEY_ENV, key)
     capture.use_store_key(None)
     rng = random.Random(f"harbour {key}")
     prompts = []
     for i in range(7):
-        text = head(rng) + "Policy follows.\n" + FIXED + f"\n\nBerth {40 + i}: may I moor a 12 m boat tonight?"
-        attrs = prompt_segments.prompt_attributes([("user", text)], "hashes")
-        prompt = prompt_compare._segments(attrs[N.PROMPT_SEGMENTS], None)
-        assert prompt is not None
-        prompts.append(prompt)
-    return [prompt_compare._compare(cur, prev).value_class for prev, cur in zip(prompts, prompts[1:])]
+        attrs = prompt_segments.prompt_attributes(prompt(rng, i), "hashes")
+        found = prompt_compare._segments(attrs[N.PROMPT_SEGMENTS], None)
+        assert found is not None
+        prompts.append(found)
+    return [prompt_compare._compare(cur, prev) for prev, cur in zip(prompts, prompts[1:])]
+
+
+def _value_classes(key: str, head: Callable[[random.Random], str], monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The value each prompt with ``head`` ahead of the instructions in the user's turn differs by."""
+    def prompt(rng: random.Random, i: int) -> list[tuple[str, str]]:
+        return [("user", head(rng) + "Policy follows.\n" + FIXED + f"\n\nBerth {40 + i}: may I moor a 12 m boat tonight?")]
+    return [c.value_class for c in _compared(key, prompt, monkeypatch)]
 
 
 def test_a_uuid_ahead_of_the_instructions_is_named_under_every_key(
@@ -70,17 +80,10 @@ def test_a_uuid_with_changing_notes_after_it_is_a_block_not_a_value(
 
 
 def _window_classes(key: str, head: Callable[[random.Random], str], monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """What each of 6 prompts with ``head`` at the top of the system prompt differs from the one before by."""
-    monkeypatch.setenv(capture.KEY_ENV, key)
-    capture.use_store_key(None)
-    rng = random.Random(f"harbour system {key}")
-    prompts = []
-    for i in range(7):
-        attrs = prompt_segments.prompt_attributes([("system", head(rng) + FIXED), ("user", f"Berth {i}?")], "hashes")
-        prompt = prompt_compare._segments(attrs[N.PROMPT_SEGMENTS], None)
-        assert prompt is not None
-        prompts.append(prompt)
-    return [prompt_compare._compare(cur, prev).window_class for prev, cur in zip(prompts, prompts[1:])]
+    """What each prompt with ``head`` at the top of the system prompt differs by."""
+    def prompt(rng: random.Random, i: int) -> list[tuple[str, str]]:
+        return [("system", head(rng) + FIXED), ("user", f"Berth {i}?")]
+    return [c.window_class for c in _compared(key, prompt, monkeypatch)]
 
 
 SKIPPERS = ["Al", "Bartholomew", "Cy", "Desdemona", "Evangeline", "Fitzgerald", "Gus", "Hildegard"]
