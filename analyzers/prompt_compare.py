@@ -212,10 +212,9 @@ def _parting(cur: _Prompt, prev: _Prompt, si: int) -> _Compare:
     if found is not None:  # a block (or a field the collector could not list) ahead of long identical text
         at, run, anchor = found
         after = later if at + run == ca else 0
-        # a field when the change may end inside the chunk where the chains part (its end is the key's)
-        shift = cb - ca  # the run starts this much later in the earlier prompt
-        cls = "field" if at - p <= FIELD_CHARS or _run_follows(sa, p + CHUNK_CHARS, at) and \
-            _run_follows(sb, p + CHUNK_CHARS + max(0, shift), at + shift) else "block"
+        # (where the run starts past a change of unknown end is the hash key's: a name of another length is called
+        # a block under some keys; testing the cuts instead called 200-char blocks fields under others)
+        cls = "block" if at - p > FIELD_CHARS else "field"
         return _Compare(before + p, before + p + run + after, kind, p, cls, width=at - p, run=run, run_at=at,
                         seg_index=si, anchor=anchor)
     return _Compare(before + p, before + p, kind, p, "free_text", distinct=True)
