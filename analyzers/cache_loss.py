@@ -104,14 +104,14 @@ def _div_attrs(raw: object) -> dict[str, object]:
 
 def load(q: Query) -> list[PassLoss]:
     """Every recent pass with prompt tokens, classified, oldest first."""
-    # the newest passes (ties in start time broken by span id, so a run reads the same ones every time)
-    newest = (f"(SELECT * FROM {q.passes} WHERE prompt_tokens > 0 "
-              f"ORDER BY start_ns DESC, span_id DESC LIMIT {MAX_PASSES})")
-    passes = q.rows(f"""
-        SELECT trace_id, start_ns, service, model, deploy, replica, engine_boot, provider, observed_by, client_span_id,
-               server_span_id, prompt_tokens, coalesce(cached_tokens, 0) AS cached_tokens, ttft_ms, cost_usd,
-               cached_tokens IS NOT NULL AS cached_known
-        FROM {newest} ORDER BY start_ns, span_id""")
+    # the newest passes (ties in start time broken by span id, so a run reads the same ones every time), picked
+    # once: the three reads below use them, and a top-N over the whole pass table is most of a small read
+    newest = q.temp_table(f"""
+        SELECT trace_id, start_ns, span_id, service, model, deploy, replica, engine_boot, provider, observed_by,
+               client_span_id, server_span_id, prompt_tokens, coalesce(cached_tokens, 0) AS cached_tokens, ttft_ms,
+               cost_usd, cached_tokens IS NOT NULL AS cached_known
+        FROM {q.passes} WHERE prompt_tokens > 0 ORDER BY start_ns DESC, span_id DESC LIMIT {MAX_PASSES}""")
+    passes = q.rows(f"SELECT * FROM {newest} ORDER BY start_ns, span_id")
     if not passes:
         return []
     # Two scans of the spans for everything the model reads: the pass spans' prompt segments (and text with

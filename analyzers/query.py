@@ -351,9 +351,13 @@ class Query:
                     f"SELECT start_ns, end_ns FROM {self.spans} WHERE start_ns BETWEEN {lo} AND {hi} "
                     f"AND operation IN {PASS_OPERATIONS} AND trace_id IN ({literals})" for lo, hi in near)).fetchall()
                 exact = merged_windows([*client, *sides])
-        rel = windowed_spans_sql(self.spans, literals, exact)
-        name = f"_llmtrace_trace_spans_{self._tag}_{len(self._temp_tables)}"
-        self.conn.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {rel}")
+        return self.temp_table(windowed_spans_sql(self.spans, literals, exact))
+
+    def temp_table(self, select: str) -> str:
+        """``select``'s rows read once into a temporary table of this Query's, dropped by ``release()``: for a
+        result several queries read, which a subquery would compute again in each of them."""
+        name = f"_llmtrace_tmp_{self._tag}_{len(self._temp_tables)}"
+        self.conn.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {select}")
         self._temp_tables.append(name)
         return name
 
