@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from llmtrace.analyzers.base import SymptomAnalyzer
 from llmtrace.analyzers.finding import Evidence, Finding
-from llmtrace.analyzers.query import Query
+from llmtrace.analyzers.query import SKEW_NS, Query
 from llmtrace.tracer.registry import names as N
+
+# cut passes whose stream set-up is read to tell a stream from a buffered answer (the newest of them)
+STREAM_SAMPLE = 200
 
 
 class RefusalAfterText(SymptomAnalyzer):
@@ -18,14 +21,13 @@ class RefusalAfterText(SymptomAnalyzer):
             "lag": ("llmtrace.moderation.lag_tokens", "int"), "aborted": ("llmtrace.moderation.aborted", "bool"),
             "retracted": ("llmtrace.moderation.retracted_chars", "int")})
         cut = "aborted AND coalesce(retracted, 0) > 0"
-        # the pass's stream set-up says whether it streamed (its sibling under the pass span; parsed guarded)
-        setup = q.stage_sql("arrival.stream_setup", {"streamed": (N.STREAM_REQUESTED, "bool")})
-        streamed = f"parent_span_id IN (SELECT parent_span_id FROM {setup} WHERE streamed)"
         a = q.one(f"""SELECT count(*) AS n, count(*) FILTER (WHERE {cut}) AS cut,
-                             count(*) FILTER (WHERE {cut} AND {streamed}) AS streamed,
                              median(coalesce(lag, 0)) FILTER (WHERE {cut}) AS lag,
                              median(retracted) FILTER (WHERE {cut}) AS retracted,
-                             (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE {cut}))[1:5] AS ids
+                             (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE {cut}))[1:5] AS ids,
+                             (list(parent_span_id ORDER BY start_ns DESC, parent_span_id)
+                                 FILTER (WHERE {cut}))[1:{STREAM_SAMPLE}] AS recent,
+                             (list(start_ns ORDER BY start_ns DESC) FILTER (WHERE {cut}))[1:{STREAM_SAMPLE}] AS recent_ns
                       FROM {rel}""")
         n, n_cut = int(a.get("n") or 0), int(a.get("cut") or 0)
         if not n_cut:
@@ -33,7 +35,7 @@ class RefusalAfterText(SymptomAnalyzer):
         ids = tuple(a["ids"])
         lag = float(a["lag"] or 0)
         # a stream showed the text before the verdict; a buffered answer was generated, then thrown away
-        if int(a.get("streamed") or 0) * 2 >= n_cut:
+        if self._streamed(q, list(a["recent"]), min(a["recent_ns"])) * 2 >= len(a["recent"]):
             title = f"{n_cut} streams showed text and then retracted it"
             why = "users saw text before the verdict cut it"
         else:
@@ -48,6 +50,16 @@ class RefusalAfterText(SymptomAnalyzer):
             ids, "Moderate the prompt before generating, or hold the stream back by the moderator's lag.",
             0.6 + 0.4 * n_cut / n,
         )]
+
+    @staticmethod
+    def _streamed(q: Query, passes: list[str], since: int) -> int:
+        """How many of ``passes`` (their moderation spans' parents: the newest cut ones) streamed, by the stream
+        set-up span beside each. Only the newest are looked up: the time bound lets the scan skip the older row
+        groups, where reading every pass's set-up would parse each one's JSON for a share a sample gives."""
+        setup = q.stage_sql("arrival.stream_setup", {"streamed": (N.STREAM_REQUESTED, "bool")},
+                            f"AND start_ns >= {int(since) - SKEW_NS} AND parent_span_id IN (SELECT unnest(?::VARCHAR[]))")
+        return int(q.one(f"SELECT count(DISTINCT parent_span_id) AS n FROM {setup} WHERE streamed",
+                         [passes]).get("n") or 0)
 
     def _filtered_after_text(self, q: Query) -> list[Finding]:
         """No moderation stage on record (a provider's filter, a foreign instrumentation): a pass that ended
