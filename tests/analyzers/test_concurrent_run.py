@@ -142,3 +142,40 @@ def test_a_duckdb_capped_at_one_thread_runs_them_one_by_one(stores: dict[str, Pa
             finally:
                 q.release()
             assert any(found)
+
+
+class _PoolReader(SymptomAnalyzer):
+    """Records the database's DuckDB thread count while it runs among other analyzers."""
+
+    symptom = "slow_stream"
+    reads_passes = False
+
+    def __init__(self, seen: list[int]) -> None:
+        self.seen = seen
+
+    def find(self, q: Query) -> list[Finding]:
+        self.seen.append(int(q.one("SELECT current_setting('threads') AS n")["n"]))
+        return []
+
+
+@pytest.mark.parametrize("analyzers", [3, 4])
+def test_analyzers_at_once_shrink_the_pool_by_the_threads_they_add(stores: dict[str, Path], analyzers: int) -> None:
+    """n analyzers at once each work on DuckDB's pool as well: the pool is cut by n - 1 (at least one thread) for
+    the run, and the user's setting is back when it ends, after a failed run too."""
+    with read_store(stores["spans"]) as conn:
+        conn.execute("SET threads = 4")
+        seen: list[int] = []
+        q = Query(conn)
+        try:
+            analyze_all(q, [*ANALYZERS.values(), _PoolReader(seen)], threads=analyzers)
+        finally:
+            q.release()
+        assert seen == [4 - analyzers + 1]
+        assert conn.execute("SELECT current_setting('threads')").fetchone() == (4,)
+        q = Query(conn)
+        try:
+            with pytest.raises(duckdb.BinderException):
+                analyze_all(q, [*ANALYZERS.values(), _BrokenAnalyzer()], threads=analyzers)
+        finally:
+            q.release()
+        assert conn.execute("SELECT current_setting('threads')").fetchone() == (4,)
