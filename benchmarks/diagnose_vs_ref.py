@@ -157,7 +157,10 @@ def main() -> None:
         ref_tree(args.ref, tmp)
     now_root = ""
     if args.now_ref:
-        now_tmp = tmp / f"now-{args.now_ref}"
+        # named by the commit, not the name given: a branch or HEAD moves, and the tree kept for it would not
+        commit = subprocess.run(["git", "rev-parse", "--short=12", f"{args.now_ref}^{{commit}}"], cwd=_ROOT,
+                                check=True, capture_output=True, text=True).stdout.strip()
+        now_tmp = tmp / f"now-{commit}"
         if not (now_tmp / "pkg").exists():
             now_tmp.mkdir(parents=True, exist_ok=True)
             ref_tree(args.now_ref, now_tmp)
