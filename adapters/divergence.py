@@ -4,7 +4,7 @@ Hashes say *that* two prompts differ; this says *where* and *what kind of thing*
 the middle of the tool list, a user id in the system prompt, shuffled few-shot examples, a clock at the
 top. The middleware keeps the last few prompts of each template (same model, same leading segments) in
 process memory only, compares each new prompt with the closest of them, and records the first divergent
-window: its segment, offsets, length, a class (uuid, hex_id, base64_id, timestamp, date, epoch, counter,
+window: its segment, offsets, length, a class (credential, uuid, hex_id, base64_id, timestamp, date, epoch, counter,
 number, email, id (a short id of any other shape), reordered, whitespace, invisible, free_text, fields (several
 values with short fixed words between them, up to long text identical in both)), and how much of the prompt after the window is
 identical to the earlier one (what moving that field to the end would make cacheable). Only these
@@ -19,6 +19,8 @@ import threading
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from llmtrace.tracer.record import capture
 
 from .textscan import strip_hidden
 from .volatile import _VOLATILE, first_difference
@@ -181,6 +183,10 @@ def compare(prev: _Prompt, new: _Prompt, offset: int) -> Divergence:
             klass, (win_b, win_a) = "invisible", seg_window
         elif _WS.sub("", sa) == _WS.sub("", sb):
             klass, (win_b, win_a) = "whitespace", seg_window
+        elif (secret := capture.secret_at(sb, d)) is not None:
+            # a key or token (a JWT minted per request): what the scrubber hides, named as such
+            klass, win_b = "credential", secret
+            win_a = capture.secret_at(sa, d) or _token(sa, d)
         else:
             vb, va = _volatile_at(sb, d), _volatile_at(sa, d)
             if vb is not None:

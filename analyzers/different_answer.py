@@ -53,17 +53,24 @@ class DifferentAnswer(SymptomAnalyzer):
             FROM cand WHERE sid NOT IN (SELECT parent_span_id FROM forced)
             GROUP BY prompt_hash, {cap} HAVING count(DISTINCT output_hash) > 1
             ORDER BY min(start_ns), prompt_hash, {cap}""")  # the same groups quoted in the same order on every engine
-        invariant = self._invariant_spans(q, [sid for g in groups for sid in g["span_ids"]])
+        invariant, drafted = self._engine_modes(q, [sid for g in groups for sid in g["span_ids"]])
         for g in groups:
             g["any_invariant"] = any(sid in invariant for sid in g["span_ids"])
+            g["speculated"] = sum(1 for sid in g["span_ids"] if sid in drafted)
         if not groups:
             return []
-        buckets: dict[str, list[Row]] = {"routing": [], "sampling": [], "batching": [], "other": []}
+        buckets: dict[str, list[Row]] = {"routing": [], "sampling": [], "speculation": [], "batching": [],
+                                         "other": []}
         for g in groups:
             if int(g["models"]) > 1:
                 buckets["routing"].append(g)
             elif float(g["max_temp"]) > 0 and (int(g["unseeded"]) > 0 or int(g["seeds"]) > 1):
                 buckets["sampling"].append(g)
+            elif g["speculated"] and not g["any_invariant"]:
+                # Drafts are checked by scoring several tokens in one forward pass: other shapes than a
+                # one-token decode step, so greedy logits move as they do between batch shapes (and which
+                # tokens were drafted, and so the shapes, depends on the batch too).
+                buckets["speculation"].append(g)
             elif (int(g["compositions"]) > 1 or int(g["cache_shapes"]) > 1) and not g["any_invariant"]:
                 # Different batches, or the same prompt computed from a different cached prefix: either way
                 # the arithmetic ran in other shapes, which moves greedy logits without invariant kernels.
@@ -85,6 +92,24 @@ class DifferentAnswer(SymptomAnalyzer):
                  Evidence("passes without a seed", sum(int(g["unseeded"]) for g in gs), "", ids)],
                 ids, "Set temperature 0 (or a fixed seed) where answers must repeat; open gen.sampling for the "
                 "effective values.", 0.5 + 0.5 * len(gs) / total,
+            ))
+        if buckets["speculation"]:
+            gs = buckets["speculation"]
+            ids = sample_ids([t for g in gs for t in g["trace_ids"]])
+            out.append(self.finding(
+                "gen.speculation", "warning",
+                f"{len(gs)} prompts at temperature 0 gave different answers with speculative decoding on",
+                "Greedy decoding repeats only when the arithmetic does: speculation checks drafted tokens several "
+                "at a time, in other shapes than a one-token decode step, without batch-invariant kernels, and "
+                "the logits moved enough to flip a token.",
+                [Evidence("prompts with more than one answer", len(gs), f"of {total} such prompts", ids),
+                 Evidence("temperature", 0.0, "", ids),
+                 Evidence("passes that drafted tokens", sum(int(g["speculated"]) for g in gs),
+                          f"of {sum(int(g['n']) for g in gs)}", ids),
+                 Evidence("batch-invariant mode", False, "", ids)],
+                ids, "Turn speculation off (or run batch-invariant kernels) where answers must repeat, and "
+                "confirm the answers agree; open gen.speculation for each pass's drafts.",
+                0.5 + 0.5 * len(gs) / total,
             ))
         if buckets["batching"]:
             gs = buckets["batching"]
@@ -129,14 +154,17 @@ class DifferentAnswer(SymptomAnalyzer):
             ))
         return out
 
-    def _invariant_spans(self, q: Query, pass_span_ids: list[str]) -> set[str]:
-        """Pass span ids whose forward.batching ran in batch-invariant mode."""
+    def _engine_modes(self, q: Query, pass_span_ids: list[str]) -> tuple[set[str], set[str]]:
+        """Pass span ids whose forward.batching ran in batch-invariant mode, and those that drafted tokens."""
         if not pass_span_ids:
-            return set()
-        # the passes' batching spans first, then their JSON (a filter on both parses every batching span's)
-        rows = q.rows(f"""WITH b AS MATERIALIZED (SELECT parent_span_id, attributes FROM {q.spans}
-                                                  WHERE stage = 'forward.batching'
+            return set(), set()
+        # the passes' stage spans first, then their JSON (a filter on both parses every such span's)
+        rows = q.rows(f"""WITH b AS MATERIALIZED (SELECT parent_span_id, stage, attributes FROM {q.spans}
+                                                  WHERE stage IN ('forward.batching', 'gen.speculation')
                                                     AND parent_span_id IN (SELECT unnest(?::VARCHAR[])))
-                          SELECT parent_span_id FROM b WHERE {attr('llmtrace.batch.invariant_mode', 'bool')}""",
+                          SELECT parent_span_id, stage FROM b
+                          WHERE stage = 'forward.batching' AND {attr('llmtrace.batch.invariant_mode', 'bool')}
+                             OR stage = 'gen.speculation' AND {attr('llmtrace.spec.drafted', 'int')} > 0""",
                       [pass_span_ids])
-        return {str(r["parent_span_id"]) for r in rows}
+        return ({str(r["parent_span_id"]) for r in rows if r["stage"] == "forward.batching"},
+                {str(r["parent_span_id"]) for r in rows if r["stage"] == "gen.speculation"})

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from llmtrace.analyzers.query import as_int
+from llmtrace.tracer.record import capture
 from llmtrace.tracer.record.prompt_segments import settled_after
 
 CHUNK_CHARS = 64
@@ -30,6 +31,7 @@ _PROBES = 16  # at most this many pieces per comparison (spread over the text af
 _HEX = re.compile(r"[0-9a-f]{1,16}")
 
 _CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("credential", capture.REDACTED_MARKER),  # full capture keeps the scrubber's marker where a token was
     ("uuid", re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}")),
     ("timestamp", re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(:\d{2})?|\d{1,2}:\d{2}:\d{2}")),
     ("date", re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}/\d{1,2}/\d{2,4}|(mon|tue|wed|thu|fri|sat|sun)[a-z]*\b", re.I)),

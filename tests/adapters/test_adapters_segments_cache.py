@@ -16,7 +16,7 @@ from adapters_store import rows
 
 import llmtrace
 from llmtrace.adapters import instrument
-from llmtrace.tracer.record import prompt_segments
+from llmtrace.tracer.record import capture, prompt_segments
 
 _KEYS = ("llmtrace.prompt.segments", "llmtrace.prompt.hash", "llmtrace.prompt.text")
 
@@ -69,4 +69,4 @@ def test_remembered_segments_record_the_same_bytes_as_fresh_ones(store_path: Pat
     last = json.loads(warm[-1]["llmtrace.prompt.segments"])
     assert len(last) == len(requests[-1]) and any(s.get("orders") for s in last) and any(s.get("hidden") for s in last)
     if mode == "full":
-        assert "[REDACTED]" in warm[-1]["llmtrace.prompt.text"] and "sk-proj-ABC" not in warm[-1]["llmtrace.prompt.text"]
+        assert capture.REDACTED_MARKER.search(warm[-1]["llmtrace.prompt.text"]) and "sk-proj-ABC" not in warm[-1]["llmtrace.prompt.text"]

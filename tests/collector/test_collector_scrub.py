@@ -10,6 +10,8 @@ import pytest
 from collector_helpers import otlp_provider, query, start_collector
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from llmtrace.tracer.record import capture
+
 KEY = "sk-proj-" + "A1b2C3d4" * 4
 GH = "ghp_" + "x" * 36
 SECRETS = (KEY, GH, "hunter2hunter2", "Zm9vYmFyYmF6cXV4", "sess-0123456789abcdef")
@@ -52,7 +54,10 @@ def test_header_and_credential_attributes_are_scrubbed(tmp_path: Path, mode: str
     text = json.dumps(rows)
     for secret in SECRETS:
         assert secret not in text, (mode, secret)
-    by_name = {r[0]: r for r in rows}
+    # a secret inside text becomes a keyed marker, [REDACTED:<8 hex>]; a credential attribute, plain [REDACTED]
+    markers = capture.REDACTED_MARKER.findall(text)
+    assert markers and len(set(markers)) > 1, "two different secrets share one marker"
+    by_name = {r[0]: r for r in json.loads(capture.REDACTED_MARKER.sub("[REDACTED]", text))}
     a = json.loads(by_name["POST /v1/chat/completions"][1])
     assert a["http.request.header.authorization"] == "[REDACTED]"
     assert a["http.request.header.x-api-key"] == "[REDACTED]" and a["db.password"] == "[REDACTED]"

@@ -137,20 +137,26 @@ def test_short_script_loses_no_span_without_calling_shutdown(tmp_path: Path) -> 
 def test_capture_scrubs_secrets_and_chains_hashes() -> None:
     text = "use key sk-proj-abcdefghijklmnopqrstuvwx and Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcdefghijklmnop"
     cleaned = capture.scrub(text)
-    assert "sk-proj" not in cleaned and "eyJ" not in cleaned and cleaned.count("[REDACTED]") == 2
+    assert "sk-proj" not in cleaned and "eyJ" not in cleaned and len(capture.REDACTED_MARKER.findall(cleaned)) == 2
     a = capture.chunk_hash_chain("x" * 200 + "2026-11-29T10:00", chunk_chars=64)
     b = capture.chunk_hash_chain("x" * 200 + "2026-11-30T10:00", chunk_chars=64)
     assert capture.first_divergence(a, b) == 3 and len(a) == 4
     c = capture.chunk_hash_chain("y" + "x" * 199 + "2026-11-29T10:00", chunk_chars=64)
     assert capture.first_divergence(a, c) == 0  # a change early breaks every later chunk, like KV blocks
-    assert capture.hash_text("sk-proj-abcdefghijklmnopqrstuvwx") == capture.hash_text("sk-proj-zzzzzzzzzzzzzzzzzzzzzzzz")
+    # a secret's marker is a keyed hash of it: one key sent on every call is one marker (a stable prefix), a
+    # token minted per call is a marker that changes (the cache analysis sees the prompts part there)
+    key = "sk-proj-abcdefghijklmnopqrstuvwx"
+    assert capture.scrub(key) == capture.scrub(key) != capture.scrub("sk-proj-zzzzzzzzzzzzzzzzzzzzzzzz")
+    assert capture.hash_text(key) != capture.hash_text("sk-proj-zzzzzzzzzzzzzzzzzzzzzzzz")
+    assert capture.scrub(capture.scrub(key)) == capture.scrub(key)  # scrubbing twice changes nothing
 
 
 def test_capture_modes(store_path: Path) -> None:
     llmtrace.init(db=store_path, capture="none")
     assert capture.keep_text("hello") is None
     llmtrace.init(db=store_path, capture="full")
-    assert capture.keep_text("token sk-ant-abcdefghijklmnopqrstu") == "token [REDACTED]"
+    kept = capture.keep_text("token sk-ant-abcdefghijklmnopqrstu")
+    assert kept is not None and capture.REDACTED_MARKER.fullmatch(kept.removeprefix("token "))
     with pytest.raises(ValueError, match="capture must be one of"):
         llmtrace.init(db=store_path, capture="everything")
     llmtrace.init(db=store_path)

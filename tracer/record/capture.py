@@ -2,7 +2,11 @@
 
 ``none`` keeps nothing; ``hashes`` (the default) keeps per-segment hashes and chunk hash chains — enough
 to say *where* two prompts part without keeping a word; ``full`` keeps the text. Secrets that look like
-API keys or bearer tokens are scrubbed in every mode before anything is hashed or stored.
+API keys or bearer tokens are scrubbed in every mode before anything is hashed or stored. Each becomes
+``[REDACTED:<8 hex>]``, a keyed hash of the secret: the same key in every call stays the same marker (a
+fixed prefix), and a token minted per request becomes a marker that changes, so the cache analysis still
+sees the prompts part there. 32 bits of a keyed hash tell secrets apart; they cannot be reversed without
+the key, and even with it a secret of any length cannot be recovered from them.
 
 The hashes are keyed BLAKE2b: a 64-bit hash of a short secret ("Your verification code is 482913") is
 found by brute force in seconds, a keyed one is not without the key. The key is a per-store secret kept
@@ -49,11 +53,33 @@ def mode() -> str:
     return _mode
 
 
+# what ``scrub`` leaves where a secret was (the analyzers name such a value a credential)
+REDACTED_MARKER = re.compile(r"\[REDACTED:[0-9a-f]{8}\]")
+
+
+def _marker(m: re.Match[str]) -> str:
+    if REDACTED_MARKER.fullmatch(m.group(0)):
+        return m.group(0)
+    digest = hashlib.blake2b(m.group(0).encode("utf-8", "surrogatepass"), key=_current_key(), digest_size=4)
+    return f"[REDACTED:{digest.hexdigest()}]"
+
+
 def scrub(text: str) -> str:
-    """Replace anything that looks like a credential with a fixed marker."""
+    """Replace anything that looks like a credential with its marker (equal secrets, equal markers)."""
     for pattern in _SECRET_PATTERNS:
-        text = pattern.sub("[REDACTED]", text)
+        text = pattern.sub(_marker, text)
     return text
+
+
+def secret_at(text: str, pos: int) -> tuple[int, int] | None:
+    """The span of the credential-looking value of ``text`` that covers ``pos``, if one does."""
+    for pattern in _SECRET_PATTERNS:
+        for m in pattern.finditer(text, max(0, pos - 512), pos + 512):
+            if m.start() <= pos < m.end():
+                return m.start(), m.end()
+            if m.start() > pos:
+                break
+    return None
 
 
 def key_path(store: str | os.PathLike[str]) -> Path:

@@ -23,6 +23,7 @@ from llmtrace.tracer.registry import names as N
 CHUNK_CHARS = 64
 # Values that change between calls of one template, most specific first (the cache analysis's classes).
 _VOLATILE: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("credential", capture.REDACTED_MARKER),  # a token or key, scrubbed: its marker changes when it does
     ("uuid", re.compile(r"\b[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}\b")),
     ("timestamp", re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
                              # a clock time, seconds and AM/PM optional (10:05, 9:07 PM, 16:05:38.2)

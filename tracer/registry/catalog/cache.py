@@ -21,7 +21,7 @@ STAGES: tuple[Stage, ...] = (
            V("llmtrace.divergence.segment_offset", "int", "chars", "start of the divergent window inside its segment"),
            V("llmtrace.divergence.token_offset", "int", "tokens", "approximate token position of the divergent window"),
            V("llmtrace.divergence.length", "int", "chars", "length of the divergent window"),
-           V("llmtrace.divergence.class", "str", "", "what differs: uuid, hex_id, base64_id, timestamp, date, epoch, counter, number, email, id (a short id of another shape), reordered, whitespace, invisible, free_text, or fields (several values with fixed words between them, up to an identical ending: a profile, a record)"),
+           V("llmtrace.divergence.class", "str", "", "what differs: credential (a key or token the scrubber hid), uuid, hex_id, base64_id, timestamp, date, epoch, counter, number, email, id (a short id of another shape), reordered, whitespace, invisible, free_text, or fields (several values with fixed words between them, up to an identical ending: a profile, a record)"),
            V("llmtrace.divergence.shared_prefix_tokens", "int", "tokens", "approximate tokens before the window, identical to the previous prompt"),
            V("llmtrace.divergence.reusable_after_tokens", "int", "tokens", "approximate tokens after the window identical to the previous prompt (cacheable if the field moved to the end)"),
            V("llmtrace.cache.miss_reason", "str", "", "the provider's own reason for a cache miss (its diagnostics)", when="when the provider returns cache diagnostics for the call"),
