@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import random
 import threading
 from pathlib import Path
 
@@ -45,6 +47,33 @@ def test_slow_first_token_silent_when_the_prompt_is_stable(tmp_path: Path) -> No
     with store(tmp_path / "t.duckdb") as db:
         _calls(tmp_path, "You are Acme's support agent ({tag}). " + POLICY, tag="sft2")
     assert findings(db, "slow_first_token") == []
+
+
+def _jwt(i: int) -> str:
+    """A JWT as an app mints one per request: the header fixed, the claims and the signature new each time."""
+    claims = base64.urlsafe_b64encode(f'{{"sub":"agent","iat":{1764500000 + 61 * i}}}'.encode()).decode().rstrip("=")
+    sig = base64.urlsafe_b64encode(random.Random(i).randbytes(32)).decode().rstrip("=")
+    return f"eyJhbGciOiJIUzI1NiJ9.{claims}.{sig}"
+
+
+@pytest.mark.parametrize("per_call", [True, False], ids=["token-per-call", "same-token"])
+def test_a_credential_minted_per_call_is_named_and_a_fixed_one_is_not(tmp_path: Path, per_call: bool) -> None:
+    """The scrubber hides secrets before anything is hashed; each becomes a marker keyed on the secret, so a
+    token that changes on every call still shows where the prompts part (and is never stored)."""
+    srv = server()
+    c = client(srv)
+    with store(tmp_path / "t.duckdb") as db:
+        for i in range(4):
+            _ask(c, srv.model_id, f"You are Acme's support agent (jwt{per_call}). " + POLICY
+                 + f"Upstream credential: {_jwt(i if per_call else 0)}\n" + POLICY)
+    text = db.read_bytes()
+    assert b"eyJhbGciOiJIUzI1NiJ9" not in text and _jwt(1).split(".")[2][:12].encode() not in text
+    if not per_call:
+        assert findings(db, "slow_first_token") == []
+        return
+    found = expect_first(db, "slow_first_token", "cache.prefix_match")
+    window = next(e for e in found[0].evidence if e.label == "volatile window")
+    assert str(window.value).startswith("credential at char "), window.value
 
 
 def test_cost_after_deploy_names_the_deploy_and_the_segment(tmp_path: Path) -> None:
