@@ -59,6 +59,7 @@ def session(session_id: str, user: str | None = None) -> Iterator[None]:
 class Message:
     role: str
     digest: bytes  # chained: covers this message and every one before it
+    plain: bytes  # this message alone (a history that dropped its oldest turns still holds it)
     tool_calls: list[tuple[str, str, str]]  # (call id, name, arguments' key: _args_key) asked for in this message
     tool_results: list[tuple[str, int]]  # (call id, result chars) answered in this message
 
@@ -78,6 +79,7 @@ class Conversation:
     text_chars: int = 0  # characters of its last request's texts (system and messages)
     texts: list[tuple[bytes, int, bool]] = field(default_factory=list)  # its last request's (digest, chars, system)
     system: tuple[int, bytes] = (0, b"")  # its last request's system text: (chars, digest)
+    turns: list[bytes] = field(default_factory=list)  # its last request's turns (after the system), unchained
 
 
 @dataclass(slots=True)
@@ -106,6 +108,8 @@ class View:
     facts_lost: list[str] = field(default_factory=list)  # labels of facts the rewrite dropped
     opening: bytes | None = None  # the first user message on its own (not chained to the system prompt)
     system: tuple[int, bytes] = (0, b"")  # the system text: (chars, digest)
+    turns: list[bytes] = field(default_factory=list)  # the turns after the system messages, unchained digests
+    window_dropped: int = 0  # turns dropped from the front of a history otherwise sent as before (a window)
 
     def attributes(self) -> dict[str, object]:
         """Pass-span attributes (OpenTelemetry ``session.id`` / ``user.id``)."""
@@ -124,6 +128,7 @@ def compaction_values(view: View, prompt_chars: int) -> dict[str, object]:
             N.COMPACTION_KEPT_MESSAGES: view.kept_messages,
             N.COMPACTION_FACTS_LOST: view.facts_lost,
             N.COMPACTION_FACTS_LOST_COUNT: len(view.facts_lost),
+            N.COMPACTION_METHOD: "window" if view.window_dropped else "summary",
             N.COMPACTION_OBSERVED: "wire"}
 
 
@@ -163,6 +168,28 @@ def _args_key(arguments: object) -> str:
 def _chained(parent: bytes, value: object) -> bytes:
     """The chain's next digest: ``value`` hashed once, keyed by the digest before it (``b""`` first)."""
     return hashlib.blake2b(_canonical(value), digest_size=16, key=parent).digest()
+
+
+def _turns(msgs: list[Message]) -> list[bytes]:
+    """The unchained digests of the messages after the leading system (or developer) ones."""
+    start = 0
+    while start < len(msgs) and msgs[start].role in ("system", "developer"):
+        start += 1
+    return [m.plain for m in msgs[start:]]
+
+
+def _window_key(system: tuple[int, bytes], turn: bytes) -> tuple[bytes, bytes]:
+    return system[1], turn
+
+
+def _dropped(prev: list[bytes], turns: list[bytes]) -> int:
+    """How many turns from the front of ``prev`` (a request's turns) ``turns`` dropped while sending the rest as
+    they were, then new ones: the last turns of ``prev`` (two at least, its last message among them) open
+    ``turns``. 0: not such a window."""
+    for overlap in range(min(len(prev) - 1, len(turns) - 1), 1, -1):
+        if turns[overlap - 1] == prev[-1] and prev[len(prev) - overlap:] == turns[:overlap]:
+            return len(prev) - overlap
+    return 0
 
 
 def _shrunk(conv: Conversation, view: View) -> bool:
@@ -256,9 +283,11 @@ def read_messages(body: Mapping[str, object]) -> list[Message]:
         if body.get(key):
             parent = _chained(parent, body[key])
     for m in _messages(body):
-        parent = _chained(parent, m)
+        # the message is read once, into a digest of its own; the chain links those 16-byte digests
+        plain = hashlib.blake2b(_canonical(m), digest_size=16).digest()
+        parent = hashlib.blake2b(plain, digest_size=16, key=parent).digest()
         calls, results = _tools_of(m)
-        out.append(Message(str(m.get("role") or m.get("type") or "item"), parent, calls, results))
+        out.append(Message(str(m.get("role") or m.get("type") or "item"), parent, plain, calls, results))
     return out
 
 
@@ -287,11 +316,13 @@ class Tracker:
         self._by_anchor: OrderedDict[bytes, Conversation] = OrderedDict()
         self._by_response: OrderedDict[str, Conversation] = OrderedDict()
         self._by_opening: OrderedDict[bytes, Conversation] = OrderedDict()
+        self._by_last_turn: OrderedDict[tuple[bytes, bytes], Conversation] = OrderedDict()
         self._max = max_conversations
 
     def clear(self) -> None:
         with self._lock:
-            for d in (self._by_digest, self._by_session, self._by_anchor, self._by_response, self._by_opening):
+            for d in (self._by_digest, self._by_session, self._by_anchor, self._by_response, self._by_opening,
+                      self._by_last_turn):
                 d.clear()
 
     def _put(self, table: OrderedDict[Any, Conversation], key: Any, conv: Conversation) -> None:
@@ -314,11 +345,27 @@ class Tracker:
             view.system = (len(joined), compaction.text_digest(joined))
         return digests
 
+    def _window_of(self, view: View, msgs: list[Message]) -> tuple[Conversation | None, int]:
+        """The conversation whose last request this one continues after dropping its oldest turns (an app
+        that sends the last N messages), and how many it dropped; lock held.
+
+        Its last message (the question it asked) must sit inside this request, with every turn before it here
+        being the last turns of that request, in order, two at least; the system text the same."""
+        turns = view.turns
+        for t in range(len(turns) - 2, 0, -1):
+            conv = self._by_last_turn.get(_window_key(view.system, turns[t]))
+            if conv is None or not conv.inferred or conv.system != view.system:
+                continue
+            dropped = _dropped(conv.turns, turns)
+            if dropped:
+                return conv, dropped
+        return None, 0
+
     def begin(self, body: Mapping[str, object], segments: list[tuple[str, str]]) -> View:
         """What ``body`` shows about its conversation; ``segments`` are the prompt segments the protocol
         parser read off the same body (their texts are what the facts come from: read once, not again)."""
         msgs = read_messages(body)
-        view = View(chain=[m.digest for m in msgs])
+        view = View(chain=[m.digest for m in msgs], turns=_turns(msgs))
         first_user = next((i for i, m in enumerate(msgs) if m.role == "user"), None)
         view.anchor = msgs[first_user].digest if first_user is not None else None
         # The system prompt and the turns, as the model sees them (the tools are not said in turns).
@@ -365,6 +412,8 @@ class Tracker:
                 system = "\n".join(text for kind, text in said if kind == "system")
                 if conv is not None and (not conv.inferred or not _system_grew(conv.system, system)):
                     conv = None
+            if conv is None and sid is None and multi_turn:
+                conv, view.window_dropped = self._window_of(view, msgs)
         # Read after the lookup: a request of a known conversation is read even when it is short (an app
         # may compact to [system + summary, question]: unread, every earlier fact would count as lost).
         if conv is not None or multi_turn or len(msgs) > 2:  # not a one-shot
@@ -398,6 +447,16 @@ class Tracker:
             view.rewritten, view.kept_messages = True, kept
             view.turns_replaced = n_prev - kept
             view.prompt_chars_before = conv.prompt_chars
+            if not view.window_dropped and conv.system == view.system:
+                view.window_dropped = _dropped(conv.turns, view.turns)  # a named session's window
+            if view.window_dropped:
+                # The oldest turns dropped and the rest sent as they were: nothing stands in for the dropped
+                # turns, so whatever they alone said is gone, however long the history stays.
+                view.turns_replaced = view.window_dropped
+                before = conv.facts.labels if conv.facts is not None else {}
+                now = view.facts.labels if view.facts is not None else {}
+                view.facts_lost = sorted(label for h, label in before.items() if h not in now)[:200]
+                return view
             # Names and numbers the previous request carried and this one does not: what the rewrite lost.
             # Only a rewrite that replaced several turns and shrank the context is a compaction: the same
             # opening with another last question (or one edited turn) drops nothing the model needed.
@@ -432,6 +491,7 @@ class Tracker:
             conv.text_chars = view.text_chars
             conv.texts = view.texts
             conv.system = view.system
+            conv.turns = view.turns
             conv.user_id = view.user_id or conv.user_id
             if view.chain:
                 self._put(self._by_digest, view.chain[-1], conv)
@@ -439,6 +499,8 @@ class Tracker:
                 self._put(self._by_anchor, view.anchor, conv)
             if view.opening is not None and view.inferred:
                 self._put(self._by_opening, view.opening, conv)
+            if len(view.turns) >= 2 and view.inferred:
+                self._put(self._by_last_turn, _window_key(view.system, view.turns[-1]), conv)
             if not view.inferred:
                 self._put(self._by_session, view.session_id, conv)
             if response_id:

@@ -24,6 +24,7 @@ class SessionForgets(SymptomAnalyzer):
             "trigger": ("llmtrace.compaction.trigger_tokens", "int"), "before": ("llmtrace.compaction.tokens_before", "int"),
             "after": ("llmtrace.compaction.tokens_after", "int"), "turns": ("llmtrace.compaction.turns_summarized", "int"),
             "pinned": ("llmtrace.compaction.pinned", "int"), "lost": ("llmtrace.compaction.facts_lost", "str[]"),
+            "method": ("llmtrace.compaction.method", "str"),
         })
         a = q.one(f"""
             SELECT count(*) AS n, count(*) FILTER (WHERE len(lost) > 0) AS lossy,
@@ -32,6 +33,7 @@ class SessionForgets(SymptomAnalyzer):
                    median(before) FILTER (WHERE len(lost) > 0) AS before,
                    median(after) FILTER (WHERE len(lost) > 0) AS after,
                    median(coalesce(pinned, 0)) FILTER (WHERE len(lost) > 0) AS pinned,
+                   count(*) FILTER (WHERE len(lost) > 0 AND method = 'window') AS windows,
                    (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE len(lost) > 0))[1:5] AS ids,
                    (list(lost ORDER BY start_ns DESC) FILTER (WHERE len(lost) > 0))[1:200] AS lost
             FROM {comp}""")
@@ -42,18 +44,25 @@ class SessionForgets(SymptomAnalyzer):
             facts = Counter(f for lst in a["lost"] for f in lst)
             unpinned = int(a["unpinned"] or 0)
             share = lossy / n
+            # an app that sends only its last N messages drops the oldest turns with nothing in their place
+            trimmed = int(a.get("windows") or 0) == lossy
+            what = "Dropping the oldest turns" if trimmed else "Compaction"
             out.append(self.finding(
                 "loop.compaction", "critical" if share >= 0.5 else "warning",
-                f"Compaction dropped {len(facts)} fact{'s' if len(facts) != 1 else ''}: {', '.join(list(facts)[:4])}",
-                f"{lossy} of {n} compactions summarised away names or numbers that were in the context before"
+                f"{what} {'lost' if trimmed else 'dropped'} {len(facts)} fact{'s' if len(facts) != 1 else ''}: {', '.join(list(facts)[:4])}",
+                (f"{lossy} of {n} requests sent only the latest turns of their conversation, leaving out names or "
+                 "numbers that only the dropped turns held" if trimmed else
+                 f"{lossy} of {n} compactions summarised away names or numbers that were in the context before")
                 + (f"; {unpinned} of them pinned nothing" if unpinned else "") + ".",
                 [Evidence("compactions that lost facts", lossy, f"of {n}", ids),
                  Evidence("facts lost", [f for f, _ in facts.most_common(8)], "", ids),
                  Evidence("trigger threshold", a["trigger"], "tokens", ids),
                  Evidence("context before → after", f"{a['before'] or 0:.0f} → {a['after'] or 0:.0f}", "tokens", ids),
                  Evidence("items pinned", a["pinned"], "", ids)],
-                ids, "Pin identifiers, numbers and commitments (order ids, names, amounts) so compaction keeps them "
-                "verbatim, or raise the trigger threshold.", 0.6 + 0.4 * share,
+                ids, ("Keep identifiers, numbers and commitments (order ids, names, amounts) from the dropped turns: "
+                     "summarise them into a pinned note, or keep more of the history." if trimmed else
+                     "Pin identifiers, numbers and commitments (order ids, names, amounts) so compaction keeps them "
+                     "verbatim, or raise the trigger threshold."), 0.6 + 0.4 * share,
             ))
         hit = q.flagged("intake.context_ordering", {"middle": ("llmtrace.ordering.middle_items", "int"),
                                                     "strategy": ("llmtrace.ordering.strategy", "str")},

@@ -365,6 +365,7 @@ COMPACTION_KEPT_MESSAGES: Final = "llmtrace.compaction.kept_messages"  # int mes
 COMPACTION_OBSERVED: Final = "llmtrace.compaction.observed"  # str; loop.compaction
 COMPACTION_COMPACTED: Final = "llmtrace.compaction.compacted"  # bool; loop.compaction
 COMPACTION_FACTS_LOST_COUNT: Final = "llmtrace.compaction.facts_lost_count"  # int facts; loop.compaction
+COMPACTION_METHOD: Final = "llmtrace.compaction.method"  # str; loop.compaction
 
 # ── stage 39 safety.injection (catalog/safety.py)
 INJECTION_SPANS_SCANNED: Final = "llmtrace.injection.spans_scanned"  # int spans; safety.injection

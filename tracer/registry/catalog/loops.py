@@ -58,6 +58,7 @@ STAGES: tuple[Stage, ...] = (
            V("llmtrace.compaction.kept_messages", "int", "messages", "leading messages still identical to the previous request", when="inferred from the messages array, when a conversation's history shrinks"),
            V("llmtrace.compaction.observed", "str", "", "wire when read by the client middleware from the messages array", when="inferred from the messages array, when a conversation's history shrinks"),
            V("llmtrace.compaction.compacted", "bool", "", "true when the history was compacted on this turn"),
-           V("llmtrace.compaction.facts_lost_count", "int", "facts", "facts the compaction dropped")),
+           V("llmtrace.compaction.facts_lost_count", "int", "facts", "facts the compaction dropped"),
+           V("llmtrace.compaction.method", "str", "", "summary (turns replaced by other text) or window (the oldest turns dropped, the rest sent as before)", when="inferred from the messages array, when a conversation's history shrinks")),
           ("session_forgets",)),
 )
