@@ -9,6 +9,7 @@ prompt ahead of long examples), and Anthropic's Messages API as well as OpenAI's
 This module is the table; the apps live by kind in ``diagnosis_corpus_cache.py`` (cache breakers),
 ``_load.py`` (load and server flags), ``_output.py`` (generation, safety, detokenization) and ``_context.py``
 (what goes into the context, loops, deploys) and ``_agents.py`` (agents whose tool calls are cut at the cap),
+``_holdout.py`` (session 15's probes: credentials, a sliding window over a conversation),
 what they share in ``diagnosis_corpus_common.py``.
 """
 
@@ -55,6 +56,7 @@ from diagnosis_corpus_context import (
     summary_drops_ids,
     summary_drops_ids_inferred,
 )
+from diagnosis_corpus_holdout import HOLDOUT_CASES
 from diagnosis_corpus_load import (
     batch_greedy,
     connection_burst,
@@ -161,4 +163,5 @@ CASES: tuple[Case, ...] = (
     Case("cut_berth_call_carried_on", cut_berth_call_carried_on, ("gen.stop", "safety.stop_reason")),
     Case("cut_berth_call_carried_on_anthropic", cut_berth_call_carried_on_anthropic,
          ("gen.stop", "safety.stop_reason")),
-) + VARIANT_CASES + PHRASING_CASES  # other SDKs, positions, flags: diagnosis_corpus_variants.py, _phrasings.py
+) + VARIANT_CASES + PHRASING_CASES + HOLDOUT_CASES  # other SDKs, positions, flags: _variants.py, _phrasings.py,
+# and session 15's hold-out probes: _holdout.py

@@ -19,6 +19,7 @@ import uuid
 from typing import Any
 
 from diagnosis_corpus import Case
+from diagnosis_corpus_holdout import HOLDOUT_FOREIGN_CASES
 from diagnosis_corpus_variants import VARIANT_FOREIGN_CASES
 
 CLINIC = ("You book appointments for the Moorfield Physiotherapy clinic. Offer the earliest free slot first, "
@@ -329,4 +330,4 @@ NO_CONTENT: tuple[tuple[str, str, Any, tuple[str, ...], str], ...] = (
 FOREIGN_CASES: tuple[Case, ...] = tuple(
     Case(cid, _no_app, expect, capture=capture, via=via, calls=calls) for cid, via, calls, expect, capture in FOREIGN
 ) + tuple(Case(cid, _no_app, expect, capture=capture, via=via, calls=calls, content=False)
-          for cid, via, calls, expect, capture in NO_CONTENT) + VARIANT_FOREIGN_CASES
+          for cid, via, calls, expect, capture in NO_CONTENT) + VARIANT_FOREIGN_CASES + HOLDOUT_FOREIGN_CASES
