@@ -63,6 +63,10 @@ class Metrics:
     # set a quantile (the slowest, for p95): did they wait for a CPU, prefill more, or queue behind other
     # passes. Empty where the server recorded no wait and in baseline files written before them.
     prefill_sample: tuple[PrefillPass, ...] = ()
+    # billed tokens per request (prompt tokens, and answer tokens at OUTPUT_WEIGHT each) and their sample: what
+    # `check --cost` compares where no price is known (a self-hosted model costs $0 on every side)
+    billed_tokens_per_request: float | None = None
+    billed_sample: tuple[float, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {"version": BASELINE_VERSION, **asdict(self),
@@ -92,6 +96,9 @@ class Metrics:
         raw_cost = data.get("cost_sample")
         costs = tuple(float(v) for v in raw_cost if isinstance(v, (int, float)) and not isinstance(v, bool)) \
             if isinstance(raw_cost, list) else ()
+        raw_billed = data.get("billed_sample")
+        billed = tuple(float(v) for v in raw_billed if isinstance(v, (int, float)) and not isinstance(v, bool)) \
+            if isinstance(raw_billed, list) else ()
         raw_passes = data.get("prefill_sample")
         width = len(PrefillPass._fields)
         readings = tuple(PrefillPass(*(float(v) for v in p)) for p in raw_passes
@@ -104,7 +111,8 @@ class Metrics:
                    cost_per_request_usd=num("cost_per_request_usd"),
                    side=side if isinstance(side, str) else None, ttft_sample=sample,
                    prefill_cpu_ms=num("prefill_cpu_ms"), prefill_wait_share=num("prefill_wait_share"),
-                   hit_sample=hits, cost_sample=costs, prefill_sample=readings)
+                   hit_sample=hits, cost_sample=costs, prefill_sample=readings,
+                   billed_tokens_per_request=num("billed_tokens_per_request"), billed_sample=billed)
 
 
 def load_baseline(path: str | os.PathLike[str]) -> Metrics:
@@ -119,6 +127,13 @@ def load_baseline(path: str | os.PathLike[str]) -> Metrics:
 
 def save_baseline(path: str | os.PathLike[str], metrics: Metrics) -> None:
     Path(path).write_text(json.dumps(metrics.to_dict(), indent=2) + "\n", encoding="utf-8")
+
+
+# What a request bills where no price is known (a self-hosted model): its prompt tokens, and each answer token as
+# OUTPUT_WEIGHT prompt tokens, the ratio of output to input list price at OpenAI and Anthropic (gpt-4o 10/2.5,
+# gpt-4o-mini 0.60/0.15; Claude 15/3 is 5).
+OUTPUT_WEIGHT = 4.0
+BILLED_SQL = f"prompt_tokens + {OUTPUT_WEIGHT} * coalesce(output_tokens, 0)"
 
 
 def latest_deploy(q: Query) -> str | None:
@@ -142,11 +157,11 @@ def measure(q: Query, deploy: str | None = None, side: str | None = None) -> Met
         SELECT count(*) AS passes,
                {hit_rate_sql()} AS hit_rate,
                quantile_cont(ttft_ms, 0.5) AS p50, quantile_cont(ttft_ms, 0.95) AS p95,
-               avg(cost_usd) AS cost
+               avg(cost_usd) AS cost, avg({BILLED_SQL}) FILTER (WHERE prompt_tokens > 0) AS billed
         FROM {q.passes}{dep}""", params)
     sample = q.rows(f"SELECT round(ttft_ms, 2) AS t FROM {q.passes}{dep}{' AND' if dep else ' WHERE'} "
                     f"ttft_ms IS NOT NULL ORDER BY start_ns DESC LIMIT {TTFT_SAMPLE}", params)
-    newest = q.rows(f"SELECT {capped_cached_sql()} AS c, prompt_tokens AS p, cost_usd AS usd "
+    newest = q.rows(f"SELECT {capped_cached_sql()} AS c, prompt_tokens AS p, cost_usd AS usd, {BILLED_SQL} AS b "
                     f"FROM {q.passes}{dep} ORDER BY start_ns DESC LIMIT {SAMPLE}", params)
     cpu_ms, wait_share = _prefill_cpu(q, deploy)
     return Metrics(deploy=deploy, passes=int(row.get("passes") or 0),
@@ -157,7 +172,8 @@ def measure(q: Query, deploy: str | None = None, side: str | None = None) -> Met
                    hit_sample=tuple((float(r["c"]), float(r["p"])) for r in newest
                                     if r["c"] is not None and r["p"] is not None and r["p"] > 0),
                    cost_sample=tuple(float(r["usd"]) for r in newest if r["usd"] is not None),
-                   prefill_sample=_prefill_passes(q, deploy))
+                   prefill_sample=_prefill_passes(q, deploy), billed_tokens_per_request=_f(row.get("billed")),
+                   billed_sample=tuple(float(r["b"]) for r in newest if r["b"] is not None and r["p"]))
 
 
 def _prefill_cpu(q: Query, deploy: str | None) -> tuple[float | None, float | None]:

@@ -93,8 +93,13 @@ def compare(current: Metrics, baseline: Metrics, *, max_hit_drop: float = 0.05, 
         checks += [("ttft_p50_ms", "TTFT p50", current.ttft_p50_ms, baseline.ttft_p50_ms, max_ttft_increase),
                    ("ttft_p95_ms", "TTFT p95", current.ttft_p95_ms, baseline.ttft_p95_ms, max_ttft_increase)]
     if cost:
-        checks.append(("cost_per_request_usd", "cost per request", current.cost_per_request_usd,
-                       baseline.cost_per_request_usd, max_cost_increase))
+        priced = bool(current.cost_per_request_usd or baseline.cost_per_request_usd)
+        if priced or current.billed_tokens_per_request is None or baseline.billed_tokens_per_request is None:
+            checks.append(("cost_per_request_usd", "cost per request", current.cost_per_request_usd,
+                           baseline.cost_per_request_usd, max_cost_increase))
+        else:  # no price known on either side (a self-hosted model is $0 a call): what the calls would bill
+            checks.append(("billed_tokens_per_request", "billed tokens per request (no price known)",
+                           current.billed_tokens_per_request, baseline.billed_tokens_per_request, max_cost_increase))
     for metric, label, cur, base, limit in checks:
         if cur is None or base is None:
             out.append(Verdict(metric, label, cur, base, "", True, skipped="not recorded on one side"))
@@ -105,14 +110,16 @@ def compare(current: Metrics, baseline: Metrics, *, max_hit_drop: float = 0.05, 
         if not ok:
             # Latency moves with load on the machine, cost with the mix of a few answers: fail only when the
             # rise is beyond the allowance even at the low end of what resampling the passes gives
-            b_sample = baseline.ttft_sample if metric.startswith("ttft_") else baseline.cost_sample
+            b_sample = baseline.ttft_sample if metric.startswith("ttft_") else \
+                baseline.billed_sample if metric.startswith("billed_") else baseline.cost_sample
             if _few(baseline, b_sample):  # a baseline of one or two passes: no bound (see _bounded)
                 low = None
             elif metric.startswith("ttft_"):
                 low = quantile_ratio_low(current.ttft_sample, b_sample, 0.5 if metric == "ttft_p50_ms" else 0.95,
                                          baseline_value=base, min_n=MIN_PASSES)
             else:
-                low = mean_ratio_low(current.cost_sample, b_sample, baseline_value=base, min_n=MIN_PASSES)
+                low = mean_ratio_low(current.billed_sample if metric.startswith("billed_") else current.cost_sample,
+                                     b_sample, baseline_value=base, min_n=MIN_PASSES)
             ok, rule, warning = _bounded(low, low is not None and low <= 1 + limit, rule,
                                          f"at least {low - 1:+.0%}" if low is not None else "", current, baseline)
             if not ok and metric.startswith("ttft_"):
@@ -251,7 +258,8 @@ def busier_passes(current: Metrics, baseline: Metrics, limit: float, low: float 
 _EXPLAINERS = {"cache_hit_rate": ("cost_after_deploy", "slow_first_token", "eviction_under_load"),
                "ttft_p50_ms": ("slow_first_token", "degrades_under_traffic"),
                "ttft_p95_ms": ("slow_first_token", "degrades_under_traffic"),
-               "cost_per_request_usd": ("cost_after_deploy", "slow_first_token", "agent_loops")}
+               "cost_per_request_usd": ("cost_after_deploy", "slow_first_token", "agent_loops"),
+               "billed_tokens_per_request": ("cost_after_deploy", "slow_first_token", "agent_loops")}
 
 
 def explain(q: Query, verdicts: list[Verdict]) -> list[Verdict]:

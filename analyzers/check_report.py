@@ -12,7 +12,7 @@ from llmtrace.analyzers.finding import Finding
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    metric: str  # cache_hit_rate, ttft_p50_ms, ttft_p95_ms, cost_per_request_usd
+    metric: str  # cache_hit_rate, ttft_p50_ms, ttft_p95_ms, cost_per_request_usd, billed_tokens_per_request
     label: str
     current: float | None
     baseline: float | None
@@ -37,6 +37,8 @@ def format_metric(metric: str, v: float | None) -> str:
         return f"{v:.1%}"
     if metric.endswith("_usd"):
         return f"${v:.6f}"
+    if metric.startswith("billed_"):
+        return f"{v:,.1f} tokens"
     return f"{v:.1f} ms"
 
 

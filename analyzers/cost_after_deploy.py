@@ -16,6 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from llmtrace.analyzers.base import SymptomAnalyzer
+from llmtrace.analyzers.baseline import BILLED_SQL, OUTPUT_WEIGHT
 from llmtrace.analyzers.cache_findings import window_cause
 from llmtrace.analyzers.finding import Evidence, Finding, Severity
 from llmtrace.analyzers.query import Query, Row, attr, sample_ids
@@ -28,9 +29,6 @@ DROP = 0.05  # absolute fall in hit rate worth a finding, when it is also beyond
 BOOT_SAMPLE = 400  # recent passes per deploy the bootstrap resamples
 SAMPLE = 2000  # passes per deploy read for segment volatility
 RISE = 0.25  # a rise in cost (or billed tokens) per request worth a finding, when beyond resampling noise
-# No price known (a self-hosted model): an answer token counts as this many prompt tokens, the ratio of output
-# to input list price at OpenAI and Anthropic (gpt-4o 10/2.5, gpt-4o-mini 0.60/0.15; Claude 15/3 is 5).
-OUTPUT_WEIGHT = 4.0
 
 
 def _grouping(per_service: bool) -> tuple[str, str, str]:
@@ -133,7 +131,7 @@ class CostAfterDeploy(SymptomAnalyzer):
                                                                           IS NOT NULL) AS models,
                    list(trace_id ORDER BY start_ns DESC)[1:5] AS trace_ids,
                    (list(cost_usd ORDER BY start_ns DESC) FILTER (WHERE cost_usd IS NOT NULL))[1:{BOOT_SAMPLE}] AS costs,
-                   (list(prompt_tokens + {OUTPUT_WEIGHT} * coalesce(output_tokens, 0) ORDER BY start_ns DESC))
+                   (list({BILLED_SQL} ORDER BY start_ns DESC))
                        [1:{BOOT_SAMPLE}] AS tokens
             FROM {q.passes} WHERE prompt_tokens > 0
             GROUP BY {group}coalesce(deploy, '(none)') ORDER BY first_ns{order}""")

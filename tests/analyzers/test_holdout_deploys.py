@@ -79,9 +79,16 @@ def test_a_longer_system_prompt_without_prices_is_counted_in_billed_tokens(
     db = tmp_path / "t.duckdb"
     _deploys(db, {} if twin else {"system_times": 4})
     loud = [f for f in _diagnose(db, capsys) if f["severity"] != "info"]
+    # `check --cost`, which diagnose's advice names, gates the same billed tokens where no price is known
+    # (every call costs $0 on both sides: compared in dollars, it passed whatever the deploy did)
+    rc = main(["check", "--db", str(db), "--cost", "--deploy", "v2", "--baseline-deploy", "v1"])
+    out = capsys.readouterr().out
+    assert "billed tokens per request (no price known)" in out, out
     if twin:
         assert not loud, loud
+        assert rc == 0, out
         return
+    assert rc == 1 and "FAIL billed tokens per request" in out, out
     assert loud and loud[0]["stage"] == "meters.cache_accounting", loud
     assert "Billed tokens per request rose" in loud[0]["title"] and "prompts got longer" in loud[0]["title"], loud
     assert "intake.system_prompt" in loud[0]["stages"]
