@@ -50,9 +50,12 @@ class WrongSource(SymptomAnalyzer):
         return [self.finding(
             "intake.evidence_formatting", "critical" if share >= 0.5 and not only_dups else "warning",
             f"{bad} prompts sent the same retrieved passage more than once" if only_dups else
-            f"{bad} prompts mixed several retrieved chunks without labels or delimiters",
+            f"{bad} prompts mixed several retrieved chunks without labels"
+            + ("" if a["undelimited"] == 0 and a["unlabelled"] else " or delimiters"),
             "The same passage under two labels reads as two sources agreeing." if only_dups else
-            "With no chunk ids or boundaries the model cannot tell which source a sentence came from.",
+            ("Each chunk has its own tags, but no id or source: the model cannot say which source a sentence "
+             "came from, nor cite it." if a["undelimited"] == 0 and a["unlabelled"] else
+             "With no chunk ids or boundaries the model cannot tell which source a sentence came from."),
             [Evidence("prompts with unlabelled chunks", a["unlabelled"], f"of {n}", ids),
              Evidence("prompts with undelimited chunks", a["undelimited"], f"of {n}", ids),
              Evidence("prompts with a passage sent twice", a["duplicated"], f"of {n}", ids),

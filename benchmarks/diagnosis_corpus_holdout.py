@@ -3,8 +3,8 @@
 top), value kinds not planted before (a ULID, a bare clock time, a W3C traceparent in a developer message),
 and an app that sends only the last four messages of a conversation (a sliding window that drops the member
 number given at the start), with no session named, inside ``llmtrace.session``, and under foreign
-instrumentations. Each with its clean twin: the same token on every call, no value, the whole history.
-Two of them were missed before this session's fixes (the JWT, the window with no session).
+instrumentations; retrieved notes in bare ``<note>`` tags. Each with its clean twin: the same token on every call, no value, the whole history.
+Three of them were missed before this session's fixes (the JWT, the window with no session, the bare tags).
 """
 
 from __future__ import annotations
@@ -109,6 +109,24 @@ def window_chat_session(c: Ctx, twin: bool) -> None:
                 c.ask(msgs)
 
 
+LIBDOCS = ["Members may borrow up to twelve items at once; DVDs count as two items and go back after one week.",
+           "Study rooms on floor three seat six people and can be booked up to seven days ahead at the front desk.",
+           "Overdue fines are twenty pence a day for adults, capped at five pounds for each item borrowed.",
+           "The local history room holds parish records from 1780 onwards; handling them needs a reader's ticket.",
+           "Printing costs ten pence a page in black and white and forty pence in colour, paid at the kiosk."]
+LIBSYS = ("You are the Ashgrove library help assistant. Answer the member using the library notes supplied with "
+          "each question and say which note you used. Keep it to two sentences.")
+
+
+def notes_in_bare_tags(c: Ctx, twin: bool) -> None:
+    """Three notes a search picked, each in ``<note>`` tags with no id and no line naming them (the twin's
+    tags carry an id and a source)."""
+    for i in range(6):
+        notes = "\n".join(f'<note id="ln-{30 + k}" source="handbook p.{4 + k}">{LIBDOCS[k]}</note>' if twin
+                          else f"<note>{LIBDOCS[k]}</note>" for k in ((i + j) % 5 for j in range(3)))
+        c.ask([{"role": "system", "content": LIBSYS}, {"role": "user", "content": f"{ASKS[i]}\n\n{notes}"}])
+
+
 def f_window(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
     return [{"messages": m, "max_tokens": 6, "stream": False} for n in range(2) for m in _window(twin, n)]
 
@@ -126,6 +144,7 @@ HOLDOUT_CASES: tuple[Case, ...] = (
     Case("traceparent_in_developer", traceparent_developer, CACHE),
     Case("window_of_four_messages", window_chat, FORGETS),
     Case("window_of_four_in_sessions", window_chat_session, FORGETS),
+    Case("notes_in_bare_tags", notes_in_bare_tags, ("intake.evidence_formatting",)),
 )
 HOLDOUT_FOREIGN_CASES: tuple[Case, ...] = (
     _foreign("openllmetry_window_of_four", "openllmetry", f_window, FORGETS),

@@ -110,3 +110,17 @@ def test_json_passages_on_the_cue_line_are_read(key: str | None, expect: tuple[s
 @pytest.mark.parametrize("cue", ["Help centre:", "From the staff handbook:", "Wiki:"])
 def test_a_help_centre_or_handbook_names_its_material(cue: str) -> None:
     assert _read([f"- {p}" for p in PASSAGES], cue=cue) == ("none", "none", 3, 3)
+
+
+@pytest.mark.parametrize("tag", ["note", "record", "kb-entry"])
+def test_a_repeated_bare_tag_wraps_unlabelled_passages(tag: str) -> None:
+    """``<note>...</note>`` around each passage, no id, no cue line (a session-15 hold-out probe found none):
+    passages in tags, none named. Markup and a prompt's own layout tags stay no passage wrapper."""
+    text = "\n".join(f"<{tag}>{p}</{tag}>" for p in PASSAGES) + "\n\nWhen does the northern gate close?"
+    s = shape([text])
+    assert s is not None and (s.id_scheme, s.delimiter, s.unlabelled, s.chunks_in) == ("none", "xml", 3, 3)
+
+
+def test_repeated_layout_tags_are_no_passages() -> None:
+    text = "\n".join(f"<example>{p}</example>" for p in PASSAGES) + "\n\nWhen does the northern gate close?"
+    assert shape([text]) is None

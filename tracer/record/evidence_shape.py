@@ -72,6 +72,12 @@ _OPEN_TAG = re.compile(r"<(doc|document|source|passage|chunk|context|snippet|res
 # Any other tag: it wraps a passage only when it carries an id of its own and repeats (``<note id="tax-0">``,
 # ``<record key="r1">``): whatever an app calls its passages, the model sees an id on each.
 _ANY_TAG = re.compile(r"<([A-Za-z][\w.:-]{0,40})\b([^<>]*)>")
+# tag names that are markup or a prompt's own layout, never a wrapper of retrieved passages
+_NOT_PASSAGE_TAGS = frozenset(
+    "a b i u s p br hr em strong code pre span div li ul ol table tr td th thead tbody img sup sub small font "
+    "h1 h2 h3 h4 h5 h6 blockquote details summary example examples instructions instruction rules rule "
+    "question questions answer answers input output query user assistant system human ai thinking reasoning "
+    "format response task tool tool_call tool_result function_call function_results".split())
 _HEADING = re.compile(r"^[ \t]*#{1,6}[ \t]+\S", re.MULTILINE)
 _FENCE = re.compile(r"^[ \t]*(?:```|~~~)", re.MULTILINE)
 _RULE = re.compile(r"^[ \t]*(?:-{3,}|\*{3,}|={3,}|_{3,})[ \t]*$", re.MULTILINE)
@@ -179,6 +185,15 @@ def _wrappers(block: str) -> list[tuple[re.Match[str], bool]]:
         if not _OPEN_TAG.fullmatch(m.group(0)) and _ID_ATTR.search(m.group(2)):
             named.setdefault(m.group(1).casefold(), []).append(m)
     known += [(m, False) for ms in named.values() if len(ms) >= 2 for m in ms]
+    # the same tag, with no id, around each of several passages (``<note>...</note><note>...</note>``): an
+    # app's own name for its passages, unnamed; markup and the parts of a prompt's own layout are not
+    bare: dict[str, list[re.Match[str]]] = {}
+    for m in _ANY_TAG.finditer(block):
+        tag = m.group(1).casefold()
+        if not _OPEN_TAG.fullmatch(m.group(0)) and tag not in named and tag not in _NOT_PASSAGE_TAGS \
+                and not m.group(0).endswith("/>"):
+            bare.setdefault(tag, []).append(m)
+    known += [(m, False) for ms in bare.values() if len(ms) >= 2 for m in ms]
     numbered: dict[str, list[re.Match[str]]] = {}
     for m in _NUMBERED_TAG.finditer(block):
         numbered.setdefault(m.group(1).casefold(), []).append(m)
