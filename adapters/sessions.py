@@ -178,10 +178,6 @@ def _turns(msgs: list[Message]) -> list[bytes]:
     return [m.plain for m in msgs[start:]]
 
 
-def _window_key(system: tuple[int, bytes], turn: bytes) -> tuple[bytes, bytes]:
-    return system[1], turn
-
-
 def _dropped(prev: list[bytes], turns: list[bytes]) -> int:
     """How many turns from the front of ``prev`` (a request's turns) ``turns`` dropped while sending the rest as
     they were, then new ones: the last turns of ``prev`` (two at least, its last message among them) open
@@ -190,6 +186,13 @@ def _dropped(prev: list[bytes], turns: list[bytes]) -> int:
         if turns[overlap - 1] == prev[-1] and prev[len(prev) - overlap:] == turns[:overlap]:
             return len(prev) - overlap
     return 0
+
+
+def _facts_lost(conv: Conversation, view: View) -> list[str]:
+    """Labels of the names and numbers the conversation's last request carried and this one does not."""
+    before = conv.facts.labels if conv.facts is not None else {}
+    now = view.facts.labels if view.facts is not None else {}
+    return sorted(label for h, label in before.items() if h not in now)[:200]
 
 
 def _shrunk(conv: Conversation, view: View) -> bool:
@@ -345,7 +348,7 @@ class Tracker:
             view.system = (len(joined), compaction.text_digest(joined))
         return digests
 
-    def _window_of(self, view: View, msgs: list[Message]) -> tuple[Conversation | None, int]:
+    def _window_of(self, view: View) -> tuple[Conversation | None, int]:
         """The conversation whose last request this one continues after dropping its oldest turns (an app
         that sends the last N messages), and how many it dropped; lock held.
 
@@ -353,7 +356,7 @@ class Tracker:
         being the last turns of that request, in order, two at least; the system text the same."""
         turns = view.turns
         for t in range(len(turns) - 2, 0, -1):
-            conv = self._by_last_turn.get(_window_key(view.system, turns[t]))
+            conv = self._by_last_turn.get((view.system[1], turns[t]))
             if conv is None or not conv.inferred or conv.system != view.system:
                 continue
             dropped = _dropped(conv.turns, turns)
@@ -413,7 +416,7 @@ class Tracker:
                 if conv is not None and (not conv.inferred or not _system_grew(conv.system, system)):
                     conv = None
             if conv is None and sid is None and multi_turn:
-                conv, view.window_dropped = self._window_of(view, msgs)
+                conv, view.window_dropped = self._window_of(view)
         # Read after the lookup: a request of a known conversation is read even when it is short (an app
         # may compact to [system + summary, question]: unread, every earlier fact would count as lost).
         if conv is not None or multi_turn or len(msgs) > 2:  # not a one-shot
@@ -453,17 +456,13 @@ class Tracker:
                 # The oldest turns dropped and the rest sent as they were: nothing stands in for the dropped
                 # turns, so whatever they alone said is gone, however long the history stays.
                 view.turns_replaced = view.window_dropped
-                before = conv.facts.labels if conv.facts is not None else {}
-                now = view.facts.labels if view.facts is not None else {}
-                view.facts_lost = sorted(label for h, label in before.items() if h not in now)[:200]
+                view.facts_lost = _facts_lost(conv, view)
                 return view
             # Names and numbers the previous request carried and this one does not: what the rewrite lost.
             # Only a rewrite that replaced several turns and shrank the context is a compaction: the same
             # opening with another last question (or one edited turn) drops nothing the model needed.
             if view.turns_replaced >= 2 and _shrunk(conv, view):
-                before = conv.facts.labels if conv.facts is not None else {}
-                now = view.facts.labels if view.facts is not None else {}
-                view.facts_lost = sorted(label for h, label in before.items() if h not in now)[:200]
+                view.facts_lost = _facts_lost(conv, view)
             return view
         calls = {cid: name for m in msgs for cid, name, _ in m.tool_calls}
         for m in extension:
@@ -500,7 +499,7 @@ class Tracker:
             if view.opening is not None and view.inferred:
                 self._put(self._by_opening, view.opening, conv)
             if len(view.turns) >= 2 and view.inferred:
-                self._put(self._by_last_turn, _window_key(view.system, view.turns[-1]), conv)
+                self._put(self._by_last_turn, (view.system[1], view.turns[-1]), conv)
             if not view.inferred:
                 self._put(self._by_session, view.session_id, conv)
             if response_id:

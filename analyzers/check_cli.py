@@ -110,16 +110,14 @@ def compare(current: Metrics, baseline: Metrics, *, max_hit_drop: float = 0.05, 
         if not ok:
             # Latency moves with load on the machine, cost with the mix of a few answers: fail only when the
             # rise is beyond the allowance even at the low end of what resampling the passes gives
-            b_sample = baseline.ttft_sample if metric.startswith("ttft_") else \
-                baseline.billed_sample if metric.startswith("billed_") else baseline.cost_sample
+            c_sample, b_sample = _samples(current, metric), _samples(baseline, metric)
             if _few(baseline, b_sample):  # a baseline of one or two passes: no bound (see _bounded)
                 low = None
             elif metric.startswith("ttft_"):
-                low = quantile_ratio_low(current.ttft_sample, b_sample, 0.5 if metric == "ttft_p50_ms" else 0.95,
+                low = quantile_ratio_low(c_sample, b_sample, 0.5 if metric == "ttft_p50_ms" else 0.95,
                                          baseline_value=base, min_n=MIN_PASSES)
             else:
-                low = mean_ratio_low(current.billed_sample if metric.startswith("billed_") else current.cost_sample,
-                                     b_sample, baseline_value=base, min_n=MIN_PASSES)
+                low = mean_ratio_low(c_sample, b_sample, baseline_value=base, min_n=MIN_PASSES)
             ok, rule, warning = _bounded(low, low is not None and low <= 1 + limit, rule,
                                          f"at least {low - 1:+.0%}" if low is not None else "", current, baseline)
             if not ok and metric.startswith("ttft_"):
@@ -132,6 +130,12 @@ def compare(current: Metrics, baseline: Metrics, *, max_hit_drop: float = 0.05, 
                     ok, rule = True, rule + "; the machine was busier"
         out.append(Verdict(metric, label, cur, base, rule, ok, warning=warning))
     return out
+
+
+def _samples(side: Metrics, metric: str) -> Sequence[float]:
+    """The per-pass readings behind one side's value of ``metric`` (TTFTs, billed tokens or costs)."""
+    return side.ttft_sample if metric.startswith("ttft_") else \
+        side.billed_sample if metric.startswith("billed_") else side.cost_sample
 
 
 # Passes a side needs before a number past its allowance can fail the gate: fewer cannot tell a regression

@@ -58,8 +58,6 @@ REDACTED_MARKER = re.compile(r"\[REDACTED:[0-9a-f]{8}\]")
 
 
 def _marker(m: re.Match[str]) -> str:
-    if REDACTED_MARKER.fullmatch(m.group(0)):
-        return m.group(0)
     digest = hashlib.blake2b(m.group(0).encode("utf-8", "surrogatepass"), key=_current_key(), digest_size=4)
     return f"[REDACTED:{digest.hexdigest()}]"
 

@@ -180,20 +180,19 @@ def _wrappers(block: str) -> list[tuple[re.Match[str], bool]]:
     """The open tags that may wrap a passage, each with whether its name carries an index: the known names,
     any other name that repeats with an id, and names numbered in turn (``<doc1>``, ``<doc2>``)."""
     known = [(m, False) for m in _OPEN_TAG.finditer(block)]
-    named: dict[str, list[re.Match[str]]] = {}
+    # Other tag names, each with its open tags and whether they carry an id. A name that repeats with an id
+    # wraps named passages; the same tag with no id around each of several passages (``<note>...</note>``) is
+    # an app's own name for them, unnamed; markup and the parts of a prompt's own layout are neither.
+    others: dict[str, list[tuple[re.Match[str], bool]]] = {}
     for m in _ANY_TAG.finditer(block):
-        if not _OPEN_TAG.fullmatch(m.group(0)) and _ID_ATTR.search(m.group(2)):
-            named.setdefault(m.group(1).casefold(), []).append(m)
-    known += [(m, False) for ms in named.values() if len(ms) >= 2 for m in ms]
-    # the same tag, with no id, around each of several passages (``<note>...</note><note>...</note>``): an
-    # app's own name for its passages, unnamed; markup and the parts of a prompt's own layout are not
-    bare: dict[str, list[re.Match[str]]] = {}
-    for m in _ANY_TAG.finditer(block):
-        tag = m.group(1).casefold()
-        if not _OPEN_TAG.fullmatch(m.group(0)) and tag not in named and tag not in _NOT_PASSAGE_TAGS \
-                and not m.group(0).endswith("/>"):
-            bare.setdefault(tag, []).append(m)
-    known += [(m, False) for ms in bare.values() if len(ms) >= 2 for m in ms]
+        if not _OPEN_TAG.fullmatch(m.group(0)):
+            others.setdefault(m.group(1).casefold(), []).append((m, bool(_ID_ATTR.search(m.group(2)))))
+    for tag, found in others.items():
+        with_id = [m for m, has_id in found if has_id]
+        wrapping = with_id if with_id else [] if tag in _NOT_PASSAGE_TAGS else \
+            [m for m, _ in found if not m.group(0).endswith("/>")]
+        if len(wrapping) >= 2:
+            known += [(m, False) for m in wrapping]
     numbered: dict[str, list[re.Match[str]]] = {}
     for m in _NUMBERED_TAG.finditer(block):
         numbered.setdefault(m.group(1).casefold(), []).append(m)
