@@ -95,41 +95,24 @@ class DifferentAnswer(SymptomAnalyzer):
             ))
         if buckets["speculation"]:
             gs = buckets["speculation"]
-            ids = sample_ids([t for g in gs for t in g["trace_ids"]])
-            out.append(self.finding(
-                "gen.speculation", "warning",
-                f"{len(gs)} prompts at temperature 0 gave different answers with speculative decoding on",
-                "Greedy decoding repeats only when the arithmetic does: speculation checks drafted tokens several "
-                "at a time, in other shapes than a one-token decode step, without batch-invariant kernels, and "
-                "the logits moved enough to flip a token.",
-                [Evidence("prompts with more than one answer", len(gs), f"of {total} such prompts", ids),
-                 Evidence("temperature", 0.0, "", ids),
-                 Evidence("passes that drafted tokens", sum(int(g["speculated"]) for g in gs),
-                          f"of {sum(int(g['n']) for g in gs)}", ids),
-                 Evidence("batch-invariant mode", False, "", ids)],
-                ids, "Turn speculation off (or run batch-invariant kernels) where answers must repeat, and "
-                "confirm the answers agree; open gen.speculation for each pass's drafts.",
-                0.5 + 0.5 * len(gs) / total,
-            ))
+            out.append(self._greedy_drift(
+                "gen.speculation", gs, total, "with speculative decoding on",
+                "speculation checks drafted tokens several at a time, in other shapes than a one-token decode step,",
+                [Evidence("passes that drafted tokens", sum(int(g["speculated"]) for g in gs),
+                          f"of {sum(int(g['n']) for g in gs)}")],
+                "Turn speculation off (or run batch-invariant kernels) where answers must repeat, and confirm the "
+                "answers agree; open gen.speculation for each pass's drafts."))
         if buckets["batching"]:
             gs = buckets["batching"]
-            ids = sample_ids([t for g in gs for t in g["trace_ids"]])
             comps = sorted({c for g in gs for c in (g["composition_list"] or [])})
             cached = sorted({int(c) for g in gs for c in (g["cached_list"] or [])})
-            out.append(self.finding(
-                "forward.batching", "warning",
-                f"{len(gs)} prompts at temperature 0 gave different answers in different batches",
-                "Greedy decoding is only repeatable when the arithmetic is: the same prompt ran in batches of "
-                "different shapes (or from a different cached prefix) without batch-invariant kernels, and the "
-                "logits moved enough to flip a token.",
-                [Evidence("prompts with more than one answer", len(gs), f"of {total} such prompts", ids),
-                 Evidence("temperature", 0.0, "", ids),
-                 Evidence("batch compositions seen", comps[:6], "", ids),
-                 Evidence("cached prompt tokens seen", cached[:6], "tokens", ids),
-                 Evidence("batch-invariant mode", False, "", ids)],
-                ids, "Run the server in batch-invariant mode (or with a batch of one) and confirm the answers "
-                "agree; open forward.batching for each pass's composition.", 0.5 + 0.5 * len(gs) / total,
-            ))
+            out.append(self._greedy_drift(
+                "forward.batching", gs, total, "in different batches",
+                "the same prompt ran in batches of different shapes (or from a different cached prefix)",
+                [Evidence("batch compositions seen", comps[:6], ""),
+                 Evidence("cached prompt tokens seen", cached[:6], "tokens")],
+                "Run the server in batch-invariant mode (or with a batch of one) and confirm the answers agree; "
+                "open forward.batching for each pass's composition."))
         if buckets["routing"]:
             gs = buckets["routing"]
             ids = sample_ids([t for g in gs for t in g["trace_ids"]])
@@ -153,6 +136,20 @@ class DifferentAnswer(SymptomAnalyzer):
                 ids, "Open gen.penalties and gen.constrained on the listed traces; compare replicas.", 0.2,
             ))
         return out
+
+    def _greedy_drift(self, stage: str, gs: list[Row], total: int, where: str, shapes: str,
+                      evidence: list[Evidence], next_check: str) -> Finding:
+        """Greedy answers that moved with the shapes the arithmetic ran in (batching, or speculation's checks)."""
+        ids = sample_ids([t for g in gs for t in g["trace_ids"]])
+        return self.finding(
+            stage, "warning", f"{len(gs)} prompts at temperature 0 gave different answers {where}",
+            f"Greedy decoding is only repeatable when the arithmetic is: {shapes} without batch-invariant "
+            "kernels, and the logits moved enough to flip a token.",
+            [Evidence("prompts with more than one answer", len(gs), f"of {total} such prompts", ids),
+             Evidence("temperature", 0.0, "", ids),
+             *(Evidence(e.label, e.value, e.unit, ids) for e in evidence),
+             Evidence("batch-invariant mode", False, "", ids)],
+            ids, next_check, 0.5 + 0.5 * len(gs) / total)
 
     def _engine_modes(self, q: Query, pass_span_ids: list[str]) -> tuple[set[str], set[str]]:
         """Pass span ids whose forward.batching ran in batch-invariant mode, and those that drafted tokens."""

@@ -15,20 +15,26 @@ pytestmark = pytest.mark.slow
 STORY = [{"role": "user", "content": "Write a short story about a lighthouse keeper who finds a message in a bottle."}]
 
 
-def test_greedy_answers_drift_with_compute_shape_names_batching(tmp_path: Path) -> None:
+def _three_greedy_answers(tmp_path: Path, *flags: str) -> Path:
+    """The story asked three times at temperature 0 of the bundled model in bfloat16 (``flags`` added); skips
+    when the model is not installed or the three answers agreed."""
     from llmtrace.backend.model.pull import default_model_path
     from llmtrace.demo_server import InProcessServer
 
     if not default_model_path().exists():
         pytest.skip("the default model is not installed")
-    with InProcessServer(None, "--dtype", "bfloat16") as srv:
+    with InProcessServer(None, "--dtype", "bfloat16", *flags) as srv:
         c = client(srv)
         with store(tmp_path / "t.duckdb") as db:
             outs = {c.chat.completions.create(model=srv.model_id, messages=STORY, max_tokens=20,
                                               temperature=0).choices[0].message.content for _ in range(3)}
     if len(outs) == 1:
         pytest.skip("bfloat16 greedy outputs agreed this time")
-    found = expect_first(db, "different_answer", "forward.batching")
+    return db
+
+
+def test_greedy_answers_drift_with_compute_shape_names_batching(tmp_path: Path) -> None:
+    found = expect_first(_three_greedy_answers(tmp_path), "different_answer", "forward.batching")
     cached = next(e for e in found[0].evidence if e.label == "cached prompt tokens seen").value
     assert len(cached) > 1  # the first pass computed the prompt, the later ones reused it
 
@@ -37,18 +43,7 @@ def test_greedy_answers_drift_under_speculation_names_speculation(tmp_path: Path
     """The same, with the server drafting tokens (`--speculative draft`): each check of a draft scores several
     tokens in one forward pass, another shape again, and the finding names speculation, the setting that can
     be turned off, rather than batching."""
-    from llmtrace.backend.model.pull import default_model_path
-    from llmtrace.demo_server import InProcessServer
-
-    if not default_model_path().exists():
-        pytest.skip("the default model is not installed")
-    with InProcessServer(None, "--dtype", "bfloat16", "--speculative", "draft") as srv:
-        c = client(srv)
-        with store(tmp_path / "t.duckdb") as db:
-            outs = {c.chat.completions.create(model=srv.model_id, messages=STORY, max_tokens=20,
-                                              temperature=0).choices[0].message.content for _ in range(3)}
-    if len(outs) == 1:
-        pytest.skip("bfloat16 greedy outputs agreed this time")
-    found = expect_first(db, "different_answer", "gen.speculation")
+    found = expect_first(_three_greedy_answers(tmp_path, "--speculative", "draft"), "different_answer",
+                         "gen.speculation")
     drafted = next(e for e in found[0].evidence if e.label == "passes that drafted tokens")
     assert drafted.value == 3 and drafted.unit == "of 3"
