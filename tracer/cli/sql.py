@@ -79,14 +79,11 @@ def run_query(args: argparse.Namespace, query: str, out: TextIO, interactive: bo
         with read_store(args.db, args.parquet, span_filter=span_filter, locked=True,
                         store=getattr(args, "store", None), env_store=True) as conn:
             local_result = getattr(conn, "local_result", None)  # --store ClickHouse: run there, print a local copy
-            if local_result is None:
-                sql_output.register(conn)
             for st in statements:
                 run_on, st_here = conn, st
                 if local_result is not None:
                     run_on, text = local_result(st.text)
                     st_here = Statement(text, st.explain)
-                    sql_output.register(run_on)
                 code = _one(run_on, st_here, args, out, interactive)
                 if code:
                     return code

@@ -9,12 +9,10 @@ import re
 from typing import TextIO
 
 import duckdb
-from duckdb import sqltypes
 
 from llmtrace.tracer.cli.console import CONTROL_RE2, jsonable, printable
 
 BOX_ROWS = 10_000  # rows the box reads at most, as DuckDB's own renderer does
-UDF = "llmtrace_printable"
 # Types whose text can never hold a control character: shown as they are, with their own type in the header.
 _PLAIN_TYPES = frozenset({
     "boolean", "tinyint", "smallint", "integer", "bigint", "hugeint", "utinyint", "usmallint", "uinteger",
@@ -30,14 +28,23 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def register(conn: duckdb.DuckDBPyConnection) -> None:
-    """The escaping function the projections below call (a Python UDF: one place decides what is shown)."""
-    conn.create_function(UDF, printable, [sqltypes.VARCHAR], sqltypes.VARCHAR)
+def _printable_sql(text: str) -> str:
+    """:func:`printable` written in DuckDB's SQL over the expression ``text``: each code point that
+    ``CONTROL_RE2`` matches becomes ``\\t``, ``\\n``, ``\\r``, ``\\xNN`` or ``\\uNNNN``, as printable does (the tests
+    hold the two to the same output). SQL, not a Python UDF: DuckDB's UDFs of every kind need numpy, which
+    the light core does not install."""
+    code = "unicode(c)"
+    escape = (f"CASE WHEN c = chr(9) THEN '\\t' WHEN c = chr(10) THEN '\\n' WHEN c = chr(13) THEN '\\r' "
+              f"WHEN {code} < 256 THEN '\\x' || lpad(lower(to_hex({code})), 2, '0') "
+              f"ELSE '\\u' || lpad(lower(to_hex({code})), 4, '0') END")
+    # A list comprehension: the one lambda spelling DuckDB 1.1 (the oldest the core allows) and 2.x both read.
+    return (f"array_to_string([CASE WHEN regexp_matches(c, '{CONTROL_RE2}') THEN {escape} ELSE c END "
+            f"for c in string_split({text}, '')], '')")
 
 
 def _escaped(rel: duckdb.DuckDBPyRelation, everything_as_text: bool = False) -> duckdb.DuckDBPyRelation:
     """The relation with every text-like column made printable, by position so duplicate names survive.
-    The regexp test keeps the UDF off the rows that need nothing (nearly all of them)."""
+    The regexp test keeps the per-character rewrite off the rows that need nothing (nearly all of them)."""
     items = []
     for i, (name, typ) in enumerate(zip(rel.columns, rel.types, strict=True), start=1):
         alias = _quote(printable(name))
@@ -45,7 +52,7 @@ def _escaped(rel: duckdb.DuckDBPyRelation, everything_as_text: bool = False) -> 
             items.append(f"#{i} AS {alias}")
             continue
         text = f"CAST(#{i} AS VARCHAR)"
-        items.append(f"CASE WHEN regexp_matches({text}, '{CONTROL_RE2}') THEN {UDF}({text}) ELSE {text} END AS {alias}")
+        items.append(f"CASE WHEN regexp_matches({text}, '{CONTROL_RE2}') THEN {_printable_sql(text)} ELSE {text} END AS {alias}")
     return rel.project(", ".join(items))
 
 
