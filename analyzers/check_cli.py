@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=sorted(FORMATS), default="text", help="report format (default text)")
     parser.add_argument("--output", metavar="FILE", help="write the report here (the text summary still prints)")
     parser.add_argument("--html", metavar="FILE", help="also write the HTML report, the regression first, baseline "
-                                                       "and candidate side by side (needs llmtrace[report])")
+                                                       "and candidate side by side (needs llmtrace-stages[report])")
 
 
 def compare(current: Metrics, baseline: Metrics, *, max_hit_drop: float = 0.05, ttft: bool = False,

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import sys
 from types import ModuleType
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("llmtrace.demo", "run the support-agent demo on the bundled backend and diagnose it"),
-    "serve": ("llmtrace.backend.server.cli", "serve the bundled backend over OpenAI/Anthropic-compatible HTTP"),
+    "serve": ("llmtrace.serve_cli", "serve the bundled backend over OpenAI/Anthropic-compatible HTTP"),
     "collect": ("llmtrace.collect_cli", "receive OTLP/HTTP spans from other processes into the store"),
     "explore": ("llmtrace.tui.cli", "open the terminal UI over a store"),
     "sql": ("llmtrace.tracer.cli.sql", "run read-only SQL over the store and print a table"),
@@ -32,6 +33,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="llmtrace",
         description="Trace LLM requests through 42 stages and find the one that hurts.",
     )
+    parser.add_argument("--version", action="version", version=f"{DISTRIBUTION} {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
@@ -50,6 +52,14 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "vl_convert": "report",
 }
 DISTRIBUTION = "llmtrace-stages"
+
+
+def version() -> str:
+    """The installed distribution's version (an editable install reports pyproject's)."""
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed as a distribution; run from a source tree)"
 
 
 def missing_extra_message(exc: ImportError) -> str:

@@ -343,7 +343,7 @@ def connect(url: str, database: str = "llmtrace") -> ClickHouseConnection:
         try:
             from chdb import session
         except ImportError:
-            raise ClickHouseError("chdb:// needs chdb: pip install 'llmtrace[fleet]'") from None
+            raise ClickHouseError("chdb:// needs chdb: pip install 'llmtrace-stages[fleet]'") from None
 
         path = (parsed.netloc + parsed.path) or None
         sess = session.Session(path) if path else session.Session()
@@ -363,7 +363,7 @@ def connect(url: str, database: str = "llmtrace") -> ClickHouseConnection:
         try:
             import clickhouse_connect
         except ImportError:
-            raise ClickHouseError("clickhouse:// needs clickhouse-connect: pip install 'llmtrace[fleet]'") from None
+            raise ClickHouseError("clickhouse:// needs clickhouse-connect: pip install 'llmtrace-stages[fleet]'") from None
         db = parsed.path.strip("/") or database
         try:
             client = clickhouse_connect.get_client(
