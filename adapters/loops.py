@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmtrace.tracer import recording as rec
+from llmtrace.tracer.record import tool_digest
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 
@@ -141,9 +142,13 @@ def dispatch(
 ) -> Any:
     """Run ``fn(**arguments)`` as one tool call span; the tool's exception is recorded, then raised."""
     tc = _checked(call, budget)
-    with rec.tool_span(tc.name, tc.id, scope=scope, parent=parent) as span:
-        result = fn(**tc.arguments)
-        span.set(N.TOOL_RESULT_TOKENS, approx_tokens(result))
+    with rec.tool_span(tc.name, tc.id, scope=scope, parent=parent, values=_call_values(tc)) as span:
+        try:
+            result = fn(**tc.arguments)
+        except Exception as exc:
+            _record_error(span, exc)
+            raise
+        _record_result(span, result)
     return result
 
 
@@ -157,12 +162,40 @@ async def adispatch(
 ) -> Any:
     """The asyncio form of ``dispatch``: ``fn`` may be a coroutine function or a plain one."""
     tc = _checked(call, budget)
-    with rec.tool_span(tc.name, tc.id, scope=scope, parent=parent) as span:
-        result = fn(**tc.arguments)
-        if inspect.isawaitable(result):
-            result = await result
-        span.set(N.TOOL_RESULT_TOKENS, approx_tokens(result))
+    with rec.tool_span(tc.name, tc.id, scope=scope, parent=parent, values=_call_values(tc)) as span:
+        try:
+            result = fn(**tc.arguments)
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception as exc:
+            _record_error(span, exc)
+            raise
+        _record_result(span, result)
     return result
+
+
+def _call_values(tc: ToolCall) -> dict[str, object]:
+    """The call's argument digest (no text): the same call again shows as a loop, a call over other
+    arguments (fan-out) does not."""
+    return {N.TOOL_ARGUMENTS_HASH: _quiet(tool_digest.arguments_digest, tc.arguments)}
+
+
+def _record_result(span: rec.StageSpan, result: object) -> None:
+    span.set(N.TOOL_RESULT_TOKENS, approx_tokens(result))
+    span.set(N.TOOL_RESULT_HASH, _quiet(tool_digest.result_digest, result))
+
+
+def _record_error(span: rec.StageSpan, exc: BaseException) -> None:
+    """The error's digest as the call's result: the same error over and over is a loop that makes no progress."""
+    span.set(N.TOOL_RESULT_HASH, _quiet(tool_digest.result_digest, None, f"{type(exc).__name__}: {exc}"))
+
+
+def _quiet(fn: Callable[..., str | None], *args: object) -> str | None:
+    """A digest, or None when the value cannot be read: recording never breaks the app's tool call."""
+    try:
+        return fn(*args)
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def _fan_out_values(n: int, mode: str, passes: int | None, reprefill_tokens: int | None) -> dict[str, object]:

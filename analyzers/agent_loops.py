@@ -62,47 +62,107 @@ class AgentLoops(SymptomAnalyzer):
             ))
         if a.get("uncapped"):
             ids = tuple(a["uncapped_ids"])
+            # a missing cap is a setting, not harm: the long runs are a warning where some run also looped (the
+            # cap would have stopped what was wasted), else worth knowing only
             out.append(self.finding(
-                "loop.budget", "critical", f"{a['uncapped']} agent runs took {MANY_PASSES}+ steps with no step cap",
+                "loop.budget", "warning" if a.get("looped") else "info",
+                f"{a['uncapped']} agent runs took {MANY_PASSES}+ steps with no step cap",
                 "Nothing bounds these loops: a confused model can run until the wall clock or the bill stops it.",
                 [Evidence("uncapped long runs", a["uncapped"], "", ids),
                  Evidence("most steps", a["most"], "steps", ids)],
                 ids, "Set max_steps, token and spend caps on the agent loop.", 0.8,
             ))
-        reps = q.rows(f"""
-            SELECT trace_id, {attr('gen_ai.tool.name')} AS tool, count(*) AS calls
-            FROM {q.spans} WHERE operation = 'execute_tool'
-              -- read off the messages array, a tool span has no arguments: four lookups of four pets (one
-              -- fan-out, or one a step) share a name and are no loop. Those calls' repeats, arguments and all,
-              -- are the wire's loop.budget count above.
-              -- (a span whose JSON never names the key is not parsed for it: most tool spans)
-              AND (NOT contains(attributes, 'llmtrace.tool.observed')
-                   OR coalesce({attr('llmtrace.tool.observed')}, '') <> 'wire')
-            GROUP BY trace_id, {attr('gen_ai.tool.name')} HAVING count(*) >= {REPEATS}
-            ORDER BY calls DESC, trace_id, tool""")
-        if reps:
-            ids = sample_ids([r["trace_id"] for r in reps])
-            top = reps[0]
-            out.append(self.finding(
-                "loop.tool_dispatch", "warning",
-                f"The same tool ran {top['calls']} times in one trace ({top['tool']})",
-                f"{len(reps)} traces called one tool {REPEATS} or more times: the agent keeps asking for what it "
-                "already has.",
-                [Evidence("traces with a repeated tool", len(reps), "", ids),
-                 Evidence("most calls of one tool", top["calls"], "", (str(top["trace_id"]),))],
-                ids, "Check the tool's result (loop.tool_dispatch result_tokens, error): an error or empty result "
-                "often makes the model retry.", 0.6,
-            ))
+        out += self._repeated_calls(q)
         if not n_budgets:
             many = q.rows(f"""SELECT trace_id, count(*) AS passes FROM {q.passes}
                               GROUP BY trace_id HAVING count(*) >= {MANY_PASSES} ORDER BY passes DESC, trace_id""")
             if many:
                 ids = sample_ids([r["trace_id"] for r in many])
-                out.append(self.finding(
-                    "loop.budget", "warning", f"{len(many)} traces made {MANY_PASSES}+ passes and record no budget",
+                out.append(self.finding(  # no budget recorded is a missing setting, not measured harm: info
+                    "loop.budget", "info", f"{len(many)} traces made {MANY_PASSES}+ passes and record no budget",
                     "Long agent runs with no loop.budget span: nothing shows a cap exists.",
                     [Evidence("traces with many passes", len(many), "", ids),
                      Evidence("most passes", many[0]["passes"], "", ids)],
                     ids, "Wrap the agent loop in a budget (llmtrace's loop helpers record loop.budget).", 0.5,
                 ))
+        return out
+
+    def _repeated_calls(self, q: Query) -> list[Finding]:
+        """Tool spans (the app helpers', a foreign agent's) that repeat: a loop is the same tool over the same or
+        near-same arguments (their digests, ``record/tool_digest.py``), or calls that get nowhere (the same
+        error again). One tool over distinct arguments is fan-out: six orders looked up once each is the work
+        asked for. Calls whose arguments were never recorded cannot be told apart: said at info."""
+        # read off the messages array (llmtrace.tool.observed=wire), a tool span carries no arguments: those
+        # calls' repeats, arguments and all, are the wire's loop.budget count above (a span whose JSON never
+        # names the key is not parsed for it: most tool spans)
+        rows = q.rows(f"""
+            WITH t AS MATERIALIZED (
+                SELECT trace_id, start_ns, {attr('gen_ai.tool.name')} AS tool,
+                       {attr('llmtrace.tool.arguments_hash')} AS args,
+                       (status = 'error' OR {attr('llmtrace.tool.error')} IS NOT NULL) AS failed,
+                       coalesce({attr('llmtrace.tool.result_hash')}, {attr('llmtrace.tool.error')}, '') AS res,
+                       coalesce({attr('llmtrace.tool.result_tokens', 'int')}, 0) AS result_tokens
+                FROM {q.spans} WHERE operation = 'execute_tool'
+                  AND (NOT contains(attributes, 'llmtrace.tool.observed')
+                       OR coalesce({attr('llmtrace.tool.observed')}, '') <> 'wire')),
+            named AS (SELECT trace_id, tool FROM t GROUP BY trace_id, tool HAVING count(*) >= {REPEATS}),
+            g AS (SELECT t.*, CASE WHEN t.failed THEN 'error:' || t.res
+                                   WHEN t.args IS NOT NULL THEN 'args:' || t.args END AS key
+                  FROM t JOIN named USING (trace_id, tool))
+            SELECT trace_id, tool, count(*) AS calls, count(args) AS with_args,
+                   count(*) FILTER (WHERE failed) AS failed, count(DISTINCT args) AS distinct_args,
+                   max(n) AS most_alike, any_value(alike_kind) AS alike_kind,
+                   sum(wasted) AS wasted, sum(wasted_tokens) AS wasted_tokens
+            FROM (SELECT trace_id, tool, args, failed, key,
+                         count(*) OVER (PARTITION BY trace_id, tool, key) AS n,
+                         CASE WHEN key IS NOT NULL AND count(*) OVER (PARTITION BY trace_id, tool, key) >= {REPEATS}
+                              THEN split_part(key, ':', 1) END AS alike_kind,
+                         CASE WHEN key IS NOT NULL AND count(*) OVER (PARTITION BY trace_id, tool, key) >= {REPEATS}
+                              AND row_number() OVER (PARTITION BY trace_id, tool, key ORDER BY start_ns) > 1
+                              THEN 1 ELSE 0 END AS wasted,
+                         CASE WHEN key IS NOT NULL AND count(*) OVER (PARTITION BY trace_id, tool, key) >= {REPEATS}
+                              AND row_number() OVER (PARTITION BY trace_id, tool, key ORDER BY start_ns) > 1
+                              THEN result_tokens ELSE 0 END AS wasted_tokens
+                  FROM g)
+            GROUP BY trace_id, tool ORDER BY wasted DESC, calls DESC, trace_id, tool""")
+        looped = [r for r in rows if int(r["wasted"] or 0) > 0]
+        blind = [r for r in rows if not int(r["wasted"] or 0) and not int(r["with_args"] or 0)
+                 and not int(r["failed"] or 0)]
+        out: list[Finding] = []
+        if looped:
+            ids = sample_ids([r["trace_id"] for r in looped])
+            top = looped[0]
+            wasted = sum(int(r["wasted"]) for r in looped)
+            by_error = sum(1 for r in looped if r["alike_kind"] == "error")
+            what = "the same error" if by_error == len(looped) else "the same arguments"
+            out.append(self.finding(
+                "loop.tool_dispatch", "warning",
+                f"A tool was called {top['most_alike']} times with {what} in one trace ({top['tool']})",
+                f"{len(looped)} traces called one tool {REPEATS} or more times with the same (or near-same) "
+                "arguments, or got the same error each time: the agent keeps asking for what it already has. "
+                f"{wasted} calls repeated an earlier one.",
+                [Evidence("traces with a repeated call", len(looped), "", ids),
+                 Evidence("calls that repeated an earlier one", wasted, "calls", ids),
+                 Evidence("most alike calls of one tool", top["most_alike"], "calls", (str(top["trace_id"]),)),
+                 Evidence("distinct arguments among its calls", top["distinct_args"], f"of {top['calls']}",
+                          (str(top["trace_id"]),)),
+                 Evidence("result tokens of the repeated calls", sum(int(r["wasted_tokens"] or 0) for r in looped),
+                          "tokens", ids)],
+                ids, "Check the tool's result (loop.tool_dispatch result_tokens, error): an error or empty result "
+                "often makes the model retry.", 0.6, loss_tokens=float(sum(int(r["wasted_tokens"] or 0)
+                                                                           for r in looped)),
+            ))
+        elif blind:
+            ids = sample_ids([r["trace_id"] for r in blind])
+            top = blind[0]
+            out.append(self.finding(
+                "loop.tool_dispatch", "info",
+                f"One tool ran {top['calls']} times in one trace ({top['tool']}); its arguments were not recorded",
+                "Without the calls' arguments a loop (the same call again) cannot be told from fan-out (one tool "
+                "over distinct inputs), which is the work asked for.",
+                [Evidence("traces with many calls of one tool", len(blind), "", ids),
+                 Evidence("most calls of one tool", top["calls"], "calls", (str(top["trace_id"]),))],
+                ids, "Record the tool calls' arguments (capture hashes, or llmtrace's loops helpers) to tell a "
+                "loop from fan-out.", 0.1,
+            ))
         return out

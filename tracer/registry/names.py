@@ -331,6 +331,8 @@ TOOL_SCOPE: Final = "llmtrace.tool.scope"  # str; loop.tool_dispatch
 TOOL_ERROR: Final = "llmtrace.tool.error"  # str; loop.tool_dispatch
 TOOL_RESULT_TOKENS: Final = "llmtrace.tool.result_tokens"  # int tokens; loop.tool_dispatch
 TOOL_OBSERVED: Final = "llmtrace.tool.observed"  # str; loop.tool_dispatch
+TOOL_ARGUMENTS_HASH: Final = "llmtrace.tool.arguments_hash"  # str; loop.tool_dispatch
+TOOL_RESULT_HASH: Final = "llmtrace.tool.result_hash"  # str; loop.tool_dispatch
 
 # ── stage 36 loop.fan_out (catalog/loops.py)
 FANOUT_CALLS: Final = "llmtrace.fanout.calls"  # int calls; loop.fan_out

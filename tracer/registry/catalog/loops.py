@@ -15,6 +15,8 @@ STAGES: tuple[Stage, ...] = (
            V("llmtrace.tool.error", "str", "", "error raised by the tool, if any", when="when the tool raised"),
            V("llmtrace.tool.result_tokens", "int", "tokens", "approximate size of the result"),
            V("llmtrace.tool.observed", "str", "", "wire when the client middleware saw the call only as a result in the next request", when="inferred from the messages array, when the app sends tool results back"),
+           V("llmtrace.tool.arguments_hash", "str", "", "keyed digest of the call's arguments, keys sorted and each string reduced to its case-folded words, sorted: equal for the same or near-same call", when="when the arguments were seen (the app helpers, a foreign span that records them) and capture is not none"),
+           V("llmtrace.tool.result_hash", "str", "", "keyed digest of what the call gave back (its result, or its error when it raised), in the same loose form", when="when the result was seen and capture is not none"),
            V("gen_ai.operation.name", "str", "", "execute_tool", semconv=True)),
           ("agent_loops",)),
     Stage(36, "loop.fan_out", "loops", "Fan-out",
