@@ -1,39 +1,70 @@
-# Every target sets itself up from nothing: a .venv, torch first (the local CPU wheel), then the project.
+# Every target sets itself up from nothing, from the committed locks in requirements/:
+#   test.lock  every package the test suite needs (backend, gpu, dev, clients), pinned with hashes
+#   demo.lock  only what `make demo` needs (backend, clients)
+# torch is the one package outside the locks: the CPU wheel of torch 2.13.0 (on this machine kind's disk).
+# `make lock` refreshes both locks to the newest releases pyproject.toml's ranges allow, then runs the suite.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml setup.py Makefile | sha1sum | cut -c1-12)
+TORCH := torch==2.13.0
+HASH = $(shell cat pyproject.toml setup.py Makefile requirements/*.lock requirements/*.txt | sha1sum | cut -c1-12)
+TEST_STAMP := $(VENV)/.test-$(HASH)
+DEMO_STAMP := $(VENV)/.demo-$(HASH)
+JOBS ?= auto
 ONLY ?=
+# pytest-xdist's workers; each test file runs whole on one worker (the model servers they share start once)
+PYTEST := $(BIN)/python -m pytest -q -rs --durations=25 -n $(JOBS) --dist loadfile
+LOCK := uv pip compile pyproject.toml --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
+	--override requirements/torch-cpu.txt --no-emit-package torch --generate-hashes \
+	$(if $(wildcard /opt/wheels),--find-links /opt/wheels)
 
-.PHONY: demo test bench lint clean setup
+.PHONY: demo test bench lint lock clean setup
 
-$(STAMP):
-	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[backend,gpu,dev,clients]'
+$(VENV)/bin/python:
+	$(PY) -m venv $(VENV)
+
+# pip --require-hashes: a package that is not in the lock, or a file whose hash differs, stops the install
+$(TEST_STAMP): | $(VENV)/bin/python
+	$(BIN)/pip install -q --require-hashes -r requirements/test.lock
+	$(BIN)/pip install -q $(TORCH)
+	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	$(BIN)/llmtrace model pull --quiet
 	@command -v tmux >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && (apt-get update -qq && apt-get install -y -qq tmux >/dev/null) || echo 'tmux not installed: the one tmux test of the explorer will skip'; }
 	@command -v chromium >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo 'chromium not installed: the browser tests of the report will skip'; }
-	@rm -f $(VENV)/.installed-* && touch $(STAMP)
+	@rm -f $(VENV)/.test-* $(VENV)/.demo-* && touch $@ $(DEMO_STAMP)
 
-setup: $(STAMP)
+# the demo's own, smaller set; a venv set up for the tests already holds it
+$(DEMO_STAMP): | $(VENV)/bin/python
+	$(BIN)/pip install -q --require-hashes -r requirements/demo.lock
+	$(BIN)/pip install -q $(TORCH)
+	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
+	$(BIN)/llmtrace model pull --quiet
+	@rm -f $(VENV)/.demo-* && touch $@
 
-demo: $(STAMP)
+setup: $(TEST_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(BIN)/llmtrace demo
 
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -rs --durations=15
+	$(PYTEST)
 
-bench: $(STAMP)
+lock: $(TEST_STAMP)
+	$(BIN)/pip install -q uv
+	$(BIN)/$(LOCK) --upgrade --extra backend --extra gpu --extra dev --extra clients -o requirements/test.lock
+	$(BIN)/$(LOCK) --upgrade --extra backend --extra clients -o requirements/demo.lock
+	@# the suite must pass on what was just locked before the lock is committed
+	$(MAKE) test
+
+bench: $(TEST_STAMP)
 	$(BIN)/pip install -q -e '.[bench]'
 	@# llama-cpp-python is the second llama.cpp peer (engine: in process, server: its server); it builds from
 	@# source (~3 min on 2 quiet cores); [server] adds fastapi and the rest its server needs
 	@$(BIN)/python -c 'import llama_cpp.server.app' 2>/dev/null || $(BIN)/pip install -q 'llama-cpp-python[server]==0.3.36' || echo 'llama-cpp-python did not build: its columns will say skipped'
 	$(BIN)/python benchmarks/run.py $(ONLY)
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q tests/test_architecture.py tests/test_types.py
 

@@ -116,7 +116,7 @@ def test_read_timeout(provider: FakeProvider, traced: Path) -> None:
     provider.scripts[CHAT] = Script(
         content_type="text/event-stream", delay_s=0.6, chunks=sse(_chunk("slow"), _chunk("er"))
     )
-    bare, traced_client = _pair(provider, timeout=httpx.Timeout(5.0, read=0.2))
+    bare, traced_client = _pair(provider, timeout=openai.Timeout(5.0, read=0.2))  # the SDK's own: httpx or httpx2
 
     def consume(c: openai.OpenAI) -> None:
         for _ in c.chat.completions.create(model="gpt-4o-mini", messages=MSGS, stream=True):

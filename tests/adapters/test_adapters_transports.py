@@ -79,3 +79,38 @@ async def test_async_mock_transport_with_already_read_bodies(traced: Path) -> No
         await client.chat.completions.create(model="gpt-4o-mini", messages=MSGS)
     passes = _passes(traced)
     assert [p["status"] for p in passes] == ["ok"] * 5 and all(p["cost_usd"] is not None for p in passes)
+
+
+def _http_modules() -> list[Any]:
+    """httpx and its successor httpx2 (the newest openai and anthropic majors run on httpx2): both when installed."""
+    import importlib
+
+    found = []
+    for name in ("httpx", "httpx2"):
+        try:
+            found.append(importlib.import_module(name))
+        except ImportError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("http", _http_modules(), ids=lambda m: m.__name__)
+def test_sdk_clients_on_either_http_library_are_recorded(traced: Path, http: Any) -> None:
+    def handler(request: Any) -> Any:
+        assert json.loads(request.content)["messages"] == MSGS
+        return http.Response(200, json=ANSWER)
+
+    client = instrument(
+        openai.OpenAI(
+            api_key="sk-test",
+            base_url="https://api.openai.com/v1",
+            max_retries=0,
+            timeout=openai.Timeout(5.0, read=2.0),
+            http_client=http.Client(transport=http.MockTransport(handler)),
+        )
+    )
+    r = client.chat.completions.create(model="gpt-4o-mini", messages=MSGS)
+    assert r.choices[0].message.content == "Your parcel is in Oslo."
+    (p,) = _passes(traced)
+    assert (p["status"], p["output_tokens"], p["finish_reason"]) == ("ok", 6, "stop")
+
