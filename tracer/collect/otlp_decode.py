@@ -296,14 +296,16 @@ def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = Non
                     kind = kinds[k] if 0 <= k < 6 else "internal"
                     st = s.status
                     mapped = None
+                    pid = s.parent_span_id
+                    parent_hex = pid.hex() if len(pid) == 8 and pid != _ZERO8 else None
                     if mapper is not None and "llmtrace.side" not in attrs and "llmtrace.stage" not in attrs:
                         mapped = mapper.map(name, kind, attrs, trace_hex, span_hex, start, end, s.events,
-                                            st.message if st.code == 2 else None, service=service)
+                                            st.message if st.code == 2 else None, service=service,
+                                            parent_hex=parent_hex)
                     labels = None
                     if mapped is not None:
                         attrs = mapped.attributes
                         labels = (mapped.operation, mapped.stage, mapped.phase)
-                    pid = s.parent_span_id
                     attrs_json = dumps(attrs)
                     message = st.message or None
                     if check_secrets and (suspect(attrs_json) or (message and scrub.suspect(message))
@@ -319,7 +321,7 @@ def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = Non
                                               "attributes": attributes(e.attributes, drops)} for e in events])
                         if check_secrets and suspect(events_json):
                             events_json = dumps(scrub.scrub_attributes(json.loads(events_json)))
-                    first = make_row(trace_hex, span_hex, pid.hex() if len(pid) == 8 and pid != _ZERO8 else None,
+                    first = make_row(trace_hex, span_hex, parent_hex,
                                      name, kind, attrs, service, res_version, start, end, st.code == 2, message,
                                      attrs_json, res_json, events_json, labels)
                     extra = []

@@ -43,16 +43,27 @@ test_foreign_diagnosis.py), and so what the analyzers get:
 
 from __future__ import annotations
 
-import hashlib
 import json
-import math
 import re
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from llmtrace.tracer.collect import conversation_hook
 from llmtrace.tracer.collect.otlp_conversation import conversation_rows
+from llmtrace.tracer.collect.otlp_engines import (
+    PhaseLedger,
+    is_engine_span,
+    map_engine_span,
+    request_latencies,
+)
+from llmtrace.tracer.collect.otlp_names import (
+    EXCLUDED,
+    EXCLUDED_BOTH,
+    flat_convention,
+    number,
+    ttft_ms,
+    usage_block,
+)
 from llmtrace.tracer.collect.otlp_penalties import penalty_values, raw_penalty_values
 from llmtrace.tracer.collect.otlp_reasons import (
     body_reasons,
@@ -61,6 +72,7 @@ from llmtrace.tracer.collect.otlp_reasons import (
     message_reasons,
     reason_list,
 )
+from llmtrace.tracer.collect.otlp_rows import ExtraRow, Mapped, stage_row
 from llmtrace.tracer.collect.otlp_segments import (
     answer_text,
     evidence_values,
@@ -74,6 +86,8 @@ from llmtrace.tracer.registry import semconv as sc
 from llmtrace.tracer.registry import stage_ids as S
 from llmtrace.tracer.registry.finish_reason import normalize_finish_reason
 from llmtrace.tracer.registry.stages import get_stage
+
+__all__ = ["ExtraRow", "Mapped", "Mapper", "is_content"]
 
 GENAI_OPS = frozenset({"chat", "text_completion", "generate_content", "embeddings", "execute_tool",
                        "create_agent", "invoke_agent", "retrieval"})
@@ -102,38 +116,16 @@ _TRACELOOP_OPS = {"tool": "execute_tool", "agent": "invoke_agent"}  # traceloop.
 _OPENLLMETRY_OPS = {"chat": "chat", "completion": "text_completion", "embedding": "embeddings",
                     "rerank": None, "unknown": None}
 _TOOL_STAGE = S.LOOP_TOOL_DISPATCH
+_MLFLOW_KIND = "mlflow.spanType"  # MLflow's own spans (its chat models: CHAT_MODEL, LLM)
 # Where instrumentations put the finish reason(s): OTel GenAI (a list), OpenInference (``llm.finish_reason``),
 # OpenLLMetry's older per-choice names, LiteLLM (a list serialised into a string).
 _FINISH_KEYS = (N.GEN_AI_RESPONSE_FINISH_REASONS, "llm.finish_reason", "gen_ai.response.finish_reason",
                 "llm.response.finish_reason", "gen_ai.completion.0.finish_reason",
                 "llm.output_messages.0.message.finish_reason")
-# Time to first token as an attribute, in seconds (names seen across instrumentations and versions).
-_TTFT_KEYS = (N.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, "gen_ai.response.time_to_first_token",
-              "gen_ai.server.time_to_first_token", "gen_ai.client.time_to_first_token", "llm.time_to_first_token")
+# Time to first token: every attribute spelling and its unit is one row of otlp_names.TTFT_SPELLINGS.
 # Span events that mark the first streamed token: OpenInference's, OpenLLMetry's per-chunk events.
 _FIRST_TOKEN_EVENTS = frozenset({"First Token Stream Event", "first_token", "gen_ai.first_token"})
 _CHUNK_EVENTS = frozenset({"gen_ai.content.completion.chunk", "llm.content.completion.chunk"})  # one per chunk
-
-
-@dataclass(slots=True)
-class ExtraRow:
-    """A stage span synthesized from a foreign span's numbers (a child of that span)."""
-
-    span_id: str
-    stage: str
-    phase: str
-    start_ns: int
-    end_ns: int
-    attributes: dict[str, object]
-
-
-@dataclass(slots=True)
-class Mapped:
-    operation: str | None
-    stage: str | None
-    phase: str | None
-    attributes: dict[str, object]
-    extra: list[ExtraRow] = field(default_factory=list)
 
 
 def _put(attrs: dict[str, object], key: str, value: object) -> None:
@@ -142,31 +134,12 @@ def _put(attrs: dict[str, object], key: str, value: object) -> None:
         attrs[key] = value
 
 
-def _num(value: object) -> float | None:
-    """A finite number, or None: NaN, inf and "1e400" (which float() reads as inf) are not numbers here."""
-    if isinstance(value, bool):
-        return None
-    try:
-        if isinstance(value, (int, float)):
-            f = float(value)
-        elif isinstance(value, str) and len(value) <= 64:
-            f = float(value)
-        else:
-            return None
-    except (ValueError, OverflowError):
-        return None
-    return f if math.isfinite(f) else None
+_num = number  # a finite number, or None: NaN, inf and "1e400" (which float() reads as inf) are not numbers here
 
 
 def _int(value: object) -> int | None:
     n = _num(value)
     return int(n) if n is not None and abs(n) < 2**63 else None
-
-
-def _seconds(value: object) -> float | None:
-    """A duration in seconds that fits a span (0 to ~115 days), or None: the value is then left unmapped."""
-    n = _num(value)
-    return n if n is not None and 0.0 <= n <= 1e7 else None
 
 
 def is_content(key: str, value: object, raw_payload: bool = False) -> bool:
@@ -191,7 +164,7 @@ _CACHED_KEYS = ("gen_ai.usage.cache_read_input_tokens", "llm.usage.cache_read_in
                 "llm.token_count.prompt_details.cache_read")
 # Prompt tokens written to the cache (Anthropic's cache_creation_input_tokens): OpenInference, OpenLLMetry.
 _CACHE_WRITE_KEYS = ("llm.token_count.prompt_details.cache_write", "gen_ai.usage.cache_creation_input_tokens",
-                     "llm.usage.cache_creation_input_tokens")
+                     "llm.usage.cache_creation_input_tokens", "gen_ai.usage.cache_write_input_tokens")
 _REPR_CACHE_WRITE = re.compile(r"""['"]cache_creation_input_tokens['"]\s*:\s*(\d+)""")
 _REPR_CACHED = re.compile(r"""['"](?:cached_tokens|cache_read_input_tokens)['"]\s*:\s*(\d+)""")
 
@@ -247,10 +220,6 @@ def _first_token_ns(events: Any) -> int | None:  # a span's repeated OTLP Event 
     return None
 
 
-def _child_id(span_hex: str, stage_id: str) -> str:
-    return hashlib.blake2b(f"{span_hex}/{stage_id}".encode(), digest_size=8).hexdigest()
-
-
 class Mapper:
     """Maps one decoded span; returns None for llmtrace's own spans and for spans it does not recognise."""
 
@@ -259,20 +228,30 @@ class Mapper:
             raise ValueError(f"capture mode must be none, hashes or full, got {capture_mode!r}")
         self.capture_mode = capture_mode
         self._raw_payload = False  # the span being mapped is a raw provider payload (LiteLLM's)
+        self.ledger = PhaseLedger()  # engine stages already given a row, router facts by trace
 
     def map(self, name: str, kind: str, attrs: dict[str, object], trace_hex: str, span_hex: str,
             start_ns: int, end_ns: int, events: object = (), status_message: str | None = None,
-            service: str | None = None) -> Mapped | None:
+            service: str | None = None, parent_hex: str | None = None) -> Mapped | None:
         if N.SIDE in attrs or sc.LLMTRACE_STAGE in attrs:
             return None  # llmtrace's own spans already speak the stage model
         self._raw_payload = name in _RAW_PAYLOAD_SPANS
+        if is_engine_span(name):  # an engine's or a router's own span (otlp_engines.py): one dict lookup
+            engine = map_engine_span(name, attrs, self._protect(attrs), trace_hex, span_hex, parent_hex,
+                                     start_ns, end_ns, self.ledger)
+            if engine is not None:
+                if engine.operation is not None:
+                    self._common(attrs, engine.attributes, start_ns, end_ns, events)
+                elif N.TTFT_MS not in engine.attributes:  # a proxy's TTFT (llm-d's sidecar) on a span of its own
+                    self._ttft(attrs, engine.attributes, start_ns, end_ns, events)
+                return engine
         if "openinference.span.kind" in attrs:
             mapped = self._openinference(attrs)
         elif ("gen_ai.latency.time_in_queue" in attrs or "gen_ai.latency.time_to_first_token" in attrs
                 or "gen_ai.latency.e2e" in attrs):
-            mapped = self._vllm(attrs, span_hex, start_ns, end_ns)
+            mapped = self._vllm(name, attrs, span_hex, start_ns, end_ns)
         elif (N.GEN_AI_OPERATION_NAME in attrs or "gen_ai.system" in attrs or N.GEN_AI_PROVIDER_NAME in attrs
-                or N.GEN_AI_REQUEST_MODEL in attrs or "llm.request.type" in attrs):
+                or N.GEN_AI_REQUEST_MODEL in attrs or "llm.request.type" in attrs or _MLFLOW_KIND in attrs):
             mapped = self._genai(name, kind, attrs, start_ns, end_ns)
         elif attrs.get("traceloop.span.kind") in _TRACELOOP_OPS:
             mapped = self._traceloop(attrs)
@@ -346,24 +325,45 @@ class Mapper:
                 a[N.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
                 a[N.FINISH_REASON] = normalize_finish_reason(reasons)
                 break
-        if N.TTFT_MS not in a:
-            ttft_ms = None
-            for key in _TTFT_KEYS:
-                ttft_s = _seconds(raw.get(key))
-                if ttft_s is not None:
-                    ttft_ms = ttft_s * 1000.0
-                    break
-            if ttft_ms is None:
-                first = _first_token_ns(events)
-                if first is not None and start_ns <= first <= max(end_ns, start_ns):
-                    ttft_ms = (first - start_ns) / 1e6
-            if ttft_ms is not None:
-                a[N.TTFT_MS] = ttft_ms
-                out = _int(a.get(N.GEN_AI_USAGE_OUTPUT_TOKENS))
-                if N.TPOT_MS not in a and out is not None and out > 1 and end_ns > start_ns:
-                    tpot = ((end_ns - start_ns) / 1e6 - ttft_ms) / (out - 1)
-                    if tpot >= 0:
-                        a[N.TPOT_MS] = tpot
+        Mapper._ttft(raw, a, start_ns, end_ns, events)
+        Mapper._usage(raw, a)
+
+    @staticmethod
+    def _ttft(raw: dict[str, object], a: dict[str, object], start_ns: int, end_ns: int, events: object) -> None:
+        """Time to first token from the one table of spellings (otlp_names.TTFT_SPELLINGS), else from a
+        first-token event; TPOT from it where the output length is known."""
+        if N.TTFT_MS in a:
+            return
+        found = ttft_ms(raw, start_ns, end_ns)
+        if found is None:
+            first = _first_token_ns(events)
+            if first is not None and start_ns <= first <= max(end_ns, start_ns):
+                found = (first - start_ns) / 1e6, "event:first_token"
+        if found is None:
+            return
+        a[N.TTFT_MS], a[N.TTFT_SOURCE] = found
+        out = _int(a.get(N.GEN_AI_USAGE_OUTPUT_TOKENS))
+        if N.TPOT_MS not in a and out is not None and out > 1 and end_ns > start_ns:
+            tpot = ((end_ns - start_ns) / 1e6 - found[0]) / (out - 1)
+            if tpot >= 0:
+                a[N.TPOT_MS] = tpot
+
+    @staticmethod
+    def _usage(raw: dict[str, object], a: dict[str, object]) -> None:
+        """Which cache convention the usage block follows (otlp_names.USAGE_SHAPES): a usage object's own
+        shape, or what the producer declared; flat gen_ai.usage.* numbers follow OTel GenAI (included). The
+        numbers stay as the source counted them; the requests view adds cached tokens back by it."""
+        block = usage_block(raw)
+        if block is not None:
+            a[N.USAGE_CACHE_CONVENTION] = block.convention
+            _put(a, N.GEN_AI_USAGE_INPUT_TOKENS, block.input_tokens)
+            _put(a, N.GEN_AI_USAGE_OUTPUT_TOKENS, block.output_tokens)
+            _put(a, N.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, block.cache_read)
+            _put(a, N.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, block.cache_write)
+        elif N.GEN_AI_USAGE_INPUT_TOKENS in a:
+            a[N.USAGE_CACHE_CONVENTION] = flat_convention(raw)
+        if a.get(N.USAGE_CACHE_CONVENTION) in (EXCLUDED, EXCLUDED_BOTH):
+            a.pop(N.METERS_USAGE_CONSISTENT, None)  # (a mapping never checked the sum against the total)
 
     # -- content -----------------------------------------------------------------------------------
     def _protect(self, attrs: dict[str, object]) -> dict[str, object]:
@@ -425,15 +425,12 @@ class Mapper:
         _put(a, N.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, _int(attrs.get("gen_ai.usage.cache_read_input_tokens",
                                                                        attrs.get("llm.usage.cache_read_input_tokens"))))
         _put(a, N.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, _int(attrs.get("gen_ai.usage.reasoning_tokens")))  # OpenLLMetry
-        ttft_s = _num(attrs.get(N.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
-                                attrs.get("gen_ai.response.time_to_first_token")))
-        if ttft_s is not None:
-            _put(a, N.TTFT_MS, ttft_s * 1000.0)
-            out = _int(a.get(N.GEN_AI_USAGE_OUTPUT_TOKENS))
-            if out is not None and out > 1 and end_ns > start_ns:
-                _put(a, N.TPOT_MS, ((end_ns - start_ns) / 1e6 - ttft_s * 1000.0) / (out - 1))
+        if _MLFLOW_KIND in attrs:
+            a[N.GEN_AI_OPERATION_NAME] = op = "chat"  # its usage block: otlp_names (convention excluded)
+            _put(a, N.GEN_AI_REQUEST_MODEL, attrs.get("mlflow.llm.model") or attrs.get("model"))
+            legacy = False
         a[N.SIDE] = "server" if kind == "server" else "client"
-        a[N.MAPPED_FROM] = "genai-legacy" if legacy else "genai"
+        a[N.MAPPED_FROM] = "mlflow" if _MLFLOW_KIND in attrs else "genai-legacy" if legacy else "genai"
         return self._finish(op, a)
 
     def _traceloop(self, attrs: dict[str, object]) -> Mapped:
@@ -483,50 +480,23 @@ class Mapper:
         a[N.MAPPED_FROM] = "openinference"
         return self._finish(op, a)
 
-    def _vllm(self, attrs: dict[str, object], span_hex: str, start_ns: int, end_ns: int) -> Mapped:
+    def _vllm(self, name: str, attrs: dict[str, object], span_hex: str, start_ns: int, end_ns: int) -> Mapped:
+        """vLLM's (V0, V1), SGLang's or ARMS's request span: the engine's pass, and the stage rows its
+        gen_ai.latency.* numbers imply (otlp_engines.request_latencies, in the unit they are written in)."""
         a = self._protect(attrs)
         op = attrs.get(N.GEN_AI_OPERATION_NAME)
         op = op if isinstance(op, str) else "text_completion"  # the engine span does not say chat or not
         a[N.GEN_AI_OPERATION_NAME] = op
+        sglang = "sglang" in name.lower() or any(k.startswith("sglang.") for k in attrs)
         _put(a, N.GEN_AI_REQUEST_MODEL, attrs.get(N.GEN_AI_RESPONSE_MODEL))
-        _put(a, N.GEN_AI_PROVIDER_NAME, "vllm")
-        prompt = _int(attrs.get("gen_ai.usage.prompt_tokens", attrs.get(N.GEN_AI_USAGE_INPUT_TOKENS)))
-        output = _int(attrs.get("gen_ai.usage.completion_tokens", attrs.get(N.GEN_AI_USAGE_OUTPUT_TOKENS)))
-        _put(a, N.GEN_AI_USAGE_INPUT_TOKENS, prompt)
-        _put(a, N.GEN_AI_USAGE_OUTPUT_TOKENS, output)
-        queue_s = _seconds(attrs.get("gen_ai.latency.time_in_queue"))
-        ttft_s = _seconds(attrs.get("gen_ai.latency.time_to_first_token"))
-        prefill_s = _seconds(attrs.get("gen_ai.latency.time_in_model_prefill"))
-        decode_s = _seconds(attrs.get("gen_ai.latency.time_in_model_decode"))
-        tpot_ms = decode_s * 1000.0 / (output - 1) if decode_s is not None and output and output > 1 else None
-        _put(a, N.TTFT_MS, ttft_s * 1000.0 if ttft_s is not None else None)
-        _put(a, N.TPOT_MS, tpot_ms)
-        _put(a, N.ADMISSION_QUEUE_WAIT_MS, queue_s * 1000.0 if queue_s is not None else None)
+        _put(a, N.GEN_AI_PROVIDER_NAME, "sglang" if sglang else "vllm")
+        _put(a, N.GEN_AI_USAGE_INPUT_TOKENS, _int(attrs.get("gen_ai.usage.prompt_tokens",
+                                                            attrs.get(N.GEN_AI_USAGE_INPUT_TOKENS))))
+        _put(a, N.GEN_AI_USAGE_OUTPUT_TOKENS, _int(attrs.get("gen_ai.usage.completion_tokens",
+                                                             attrs.get(N.GEN_AI_USAGE_OUTPUT_TOKENS))))
         a[N.SIDE] = "server"
-        a[N.MAPPED_FROM] = "vllm"
         mapped = self._finish(op, a)
-        # vLLM's span starts at arrival; queue, then prefill, then decode follow one another.
-        t = start_ns
-        src = {N.OBSERVED: True, N.MAPPED_FROM: "vllm"}
-        if queue_s is not None:
-            t_end = min(t + int(queue_s * 1e9), end_ns) if end_ns >= t else t
-            mapped.extra.append(self._row(span_hex, S.ARRIVAL_ADMISSION, t, t_end, {
-                **src, N.ADMISSION_QUEUE_WAIT_MS: queue_s * 1000.0,
-                N.ADMISSION_DECISION: "queued" if queue_s > 0 else "admitted"}))
-            t = t_end
-        if prefill_s is not None:
-            t_end = min(t + int(prefill_s * 1e9), max(end_ns, t))
-            values: dict[str, object] = {**src, N.PREFILL_MS: prefill_s * 1000.0}
-            mapped.extra.append(self._row(span_hex, S.FORWARD_PREFILL, t, t_end, values))
-            t = t_end
-        if decode_s is not None:
-            t_end = min(t + int(decode_s * 1e9), max(end_ns, t))
-            values = {**src, N.DECODE_MS: decode_s * 1000.0}
-            if output is not None and output > 0:
-                values[N.DECODE_STEPS] = output - 1  # the first token comes out of prefill
-            if tpot_ms is not None:
-                values[N.DECODE_TPOT_MS] = tpot_ms
-            mapped.extra.append(self._row(span_hex, S.FORWARD_DECODE, t, t_end, values))
+        request_latencies(attrs, span_hex, start_ns, end_ns, mapped, self.ledger, "sglang" if sglang else "vllm")
         return mapped
 
     # -- helpers -------------------------------------------------------------------------------------
@@ -536,8 +506,4 @@ class Mapper:
             return Mapped("execute_tool", _TOOL_STAGE, get_stage(_TOOL_STAGE).phase, a)
         return Mapped(op if isinstance(op, str) else None, None, None, a)
 
-    @staticmethod
-    def _row(span_hex: str, stage_id: str, start: int, end: int, values: dict[str, object]) -> ExtraRow:
-        phase = get_stage(stage_id).phase
-        attrs = {sc.LLMTRACE_STAGE: stage_id, sc.LLMTRACE_PHASE: phase, **values}
-        return ExtraRow(_child_id(span_hex, stage_id), stage_id, phase, start, end, attrs)
+    _row = staticmethod(stage_row)

@@ -46,6 +46,9 @@ RESPONSE_UNPARSED_BYTES: Final = "llmtrace.response.unparsed_bytes"  # int bytes
 CLIENT_RETRY_COUNT: Final = "llmtrace.client.retry_count"  # int; pass span
 UNOBSERVED_STAGES: Final = "llmtrace.unobserved_stages"  # str[]; pass span
 MAPPED_FROM: Final = "llmtrace.mapped_from"  # str; pass span
+USAGE_CACHE_CONVENTION: Final = "llmtrace.usage.cache_convention"  # str; pass span
+LATENCY_UNIT: Final = "llmtrace.latency.unit"  # str; pass span
+TTFT_SOURCE: Final = "llmtrace.ttft.source"  # str; pass span
 FINISH_REASON: Final = "llmtrace.finish_reason"  # str; pass span
 CONTENT_CAPTURE: Final = "llmtrace.content_capture"  # str; pass span
 FINISH_REASONS_RAW: Final = "llmtrace.finish_reasons.raw"  # str; pass span
@@ -107,6 +110,12 @@ ROUTING_FALLBACK: Final = "llmtrace.routing.fallback"  # bool; arrival.model_rou
 REPLICA_POLICY: Final = "llmtrace.replica.policy"  # str; arrival.replica_selection
 REPLICA_CANDIDATES: Final = "llmtrace.replica.candidates"  # int replicas; arrival.replica_selection
 REPLICA_EXPECTED_HIT_TOKENS: Final = "llmtrace.replica.expected_hit_tokens"  # int tokens; arrival.replica_selection
+REPLICA_EXPECTED_HIT_BLOCKS: Final = "llmtrace.replica.expected_hit_blocks"  # int blocks; arrival.replica_selection
+REPLICA_BEST_HIT_BLOCKS: Final = "llmtrace.replica.best_hit_blocks"  # int blocks; arrival.replica_selection
+REPLICA_BEST_ID: Final = "llmtrace.replica.best_id"  # str; arrival.replica_selection
+REPLICA_BLOCKS_LOST: Final = "llmtrace.replica.blocks_lost"  # int blocks; arrival.replica_selection
+REPLICA_TOTAL_BLOCKS: Final = "llmtrace.replica.total_blocks"  # int blocks; arrival.replica_selection
+REPLICA_ROLE: Final = "llmtrace.replica.role"  # str; arrival.replica_selection
 
 # ── stage 5 arrival.stream_setup (catalog/arrival.py)
 STREAM_PROTOCOL: Final = "llmtrace.stream.protocol"  # str; arrival.stream_setup
@@ -176,6 +185,8 @@ DIVERGENCE_REUSABLE_AFTER_TOKENS: Final = "llmtrace.divergence.reusable_after_to
 CACHE_MISS_REASON: Final = "llmtrace.cache.miss_reason"  # str; cache.prefix_match
 CACHE_MISSED_TOKENS: Final = "llmtrace.cache.missed_tokens"  # int tokens; cache.prefix_match
 PREFIX_ENABLED: Final = "llmtrace.prefix.enabled"  # bool; cache.prefix_match
+PREFIX_HIT_BLOCKS: Final = "llmtrace.prefix.hit_blocks"  # int blocks; cache.prefix_match
+PREFIX_TOTAL_BLOCKS: Final = "llmtrace.prefix.total_blocks"  # int blocks; cache.prefix_match
 
 # ── stage 13 cache.kv_write (catalog/cache.py)
 KV_TOKENS_WRITTEN: Final = "llmtrace.kv.tokens_written"  # int tokens; cache.kv_write
@@ -202,6 +213,7 @@ OFFLOAD_BLOCKS_IN: Final = "llmtrace.offload.blocks_in"  # int blocks; cache.hos
 OFFLOAD_BYTES: Final = "llmtrace.offload.bytes"  # int bytes; cache.host_offload
 OFFLOAD_MS: Final = "llmtrace.offload.ms"  # float ms; cache.host_offload
 OFFLOAD_ENABLED: Final = "llmtrace.offload.enabled"  # bool; cache.host_offload
+OFFLOAD_SOURCE: Final = "llmtrace.offload.source"  # str; cache.host_offload
 
 # ── stage 17 forward.embedding (catalog/forward.py)
 EMBEDDING_TOKENS: Final = "llmtrace.embedding.tokens"  # int tokens; forward.embedding

@@ -57,6 +57,14 @@ PASS_VALUES: tuple[BoundaryValue, ...] = (
     V("llmtrace.unobserved_stages", "str[]", "", "stages that happened where this side cannot see them", when="on calls to a hosted provider, which hides its engine's stages"),
     # ── foreign spans (llmtrace collect) ─────────────────────────────────────────────────────
     V("llmtrace.mapped_from", "str", "", "which instrumentation's attribute names the collector read the span from", when="on foreign spans mapped by llmtrace collect"),
+    V("llmtrace.usage.cache_convention", "str", "", "how the usage block counted cached prompt tokens: included "
+      "(OpenTelemetry GenAI: inside input_tokens), excluded (MLflow: input_tokens are the uncached ones, cache "
+      "reads beside) or excluded_both (Anthropic's API, Bedrock: reads and writes both beside); the views add "
+      "them back into prompt_tokens", when="on foreign spans mapped by llmtrace collect"),
+    V("llmtrace.latency.unit", "str", "", "the unit an engine's gen_ai.latency.* numbers were written in, told "
+      "from the span (s: vLLM V0, SGLang; ns: vLLM V1)", when="on foreign spans mapped by llmtrace collect"),
+    V("llmtrace.ttft.source", "str", "", "the attribute or event the time to first token was read from, and its "
+      "unit (gen_ai.latency.time_to_first_token:ns)", when="on foreign spans mapped by llmtrace collect"),
     V("llmtrace.finish_reason", "str", "", "the finish reason on the one vocabulary (stop, length, tool_calls, "
       "content_filter, error, other), as the collector derived it", when="on foreign spans mapped by llmtrace collect"),
     V("llmtrace.content_capture", "str", "", "the capture mode the collector applied to the span's prompt and output", when="on foreign spans mapped by llmtrace collect"),

@@ -12,8 +12,9 @@ import json
 from llmtrace.tracer.registry.model import BoundaryValue
 from llmtrace.tracer.registry.stages import PASS_VALUES, STAGES
 
-SCHEMA_VERSION = 7  # bump when a view changes: writers recreate the views (5: views generated from the registry;
-# 6: a pass's hit_ratio is NULL where no cached tokens were reported; 7: engine_boot)
+SCHEMA_VERSION = 8  # bump when a view changes: writers recreate the views (5: views generated from the registry;
+# 6: a pass's hit_ratio is NULL where no cached tokens were reported; 7: engine_boot; 8: prompt_tokens by the
+# usage block's cache convention)
 
 SPAN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("trace_id", "VARCHAR"),
@@ -66,9 +67,18 @@ REQUEST_VALUES = tuple(v for v in PASS_VALUES if v.column and v.column not in {n
 _FALLBACK = {"session.id": "gen_ai.conversation.id"}
 # The pass-summary attributes the `requests` view types, parsed once per row with json_transform
 # (one parse instead of one json_extract per column: this is what keeps the view fast on big stores).
+# A usage block's cache convention (tracer/collect/otlp_names.py): where input_tokens leave cached tokens out
+# (MLflow: reads; Anthropic's API, Bedrock: reads and writes), prompt_tokens adds them back, so the hit rate
+# and the cost read the same whichever tool produced the span. Absent (our own spans, OTel GenAI): included.
+_CONVENTION, _WRITES = "llmtrace.usage.cache_convention", "gen_ai.usage.cache_creation.input_tokens"
 REQUEST_ATTRIBUTES: dict[str, str] = {
     **{v.name: _TRANSFORM_TYPES[v.type] for v in REQUEST_VALUES}, **{f: "VARCHAR" for f in _FALLBACK.values()},
+    _CONVENTION: "VARCHAR", _WRITES: "BIGINT",
 }
+_IN, _READ = 'v."gen_ai.usage.input_tokens"', 'v."gen_ai.usage.cache_read.input_tokens"'
+PROMPT_TOKENS_SQL = (f"""(CASE WHEN v."{_CONVENTION}" = 'excluded' THEN {_IN} + coalesce({_READ}, 0) """
+                     f"""WHEN v."{_CONVENTION}" = 'excluded_both' THEN {_IN} + coalesce({_READ}, 0) """
+                     f"""+ coalesce(v."{_WRITES}", 0) ELSE {_IN} END)""")
 
 # The first finish reason as stored: a JSON list (our spans), a bare string, or a list serialised into a
 # string (LiteLLM writes '["length"]'); read as text (above), a list and a list in a string look alike.
@@ -114,13 +124,12 @@ def _request_spec() -> str:
 def _request_column(v: BoundaryValue) -> str:
     if v.column == "finish_reason":
         return f"{FIRST_FINISH_REASON} AS finish_reason"
-    expr = f'v."{v.name}"'
+    expr = PROMPT_TOKENS_SQL if v.column == "prompt_tokens" else f'v."{v.name}"'
     if v.name in _FALLBACK:
         expr = f'coalesce({expr}, v."{_FALLBACK[v.name]}")'
     sql = f"{expr} AS {v.column}"
     if v.column == "cached_tokens":  # the ratio sits beside the tokens it divides
-        sql += (', CASE WHEN v."gen_ai.usage.input_tokens" > 0 THEN v."gen_ai.usage.cache_read.input_tokens"'
-                ' / v."gen_ai.usage.input_tokens" END AS hit_ratio')
+        sql += f", CASE WHEN {PROMPT_TOKENS_SQL} > 0 THEN {_READ} / {PROMPT_TOKENS_SQL} END AS hit_ratio"
     return sql
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from llmtrace.tracer.registry.model import Stage, V
 
+_ROUTER = "on a router's scoring spans mapped by llmtrace collect (llm-d, Dynamo)"
+
 STAGES: tuple[Stage, ...] = (
     Stage(1, "arrival.connection", "arrival", "Connection",
           "Opens a new HTTP connection or reuses a pooled one before any bytes of the request move.",
@@ -40,7 +42,18 @@ STAGES: tuple[Stage, ...] = (
           (V("llmtrace.replica.id", "str", "", "replica that served the request"),
            V("llmtrace.replica.policy", "str", "", "prefix_aware, round_robin or least_loaded"),
            V("llmtrace.replica.candidates", "int", "replicas", "replicas considered"),
-           V("llmtrace.replica.expected_hit_tokens", "int", "tokens", "cached prefix the chosen replica was expected to hold")),
+           V("llmtrace.replica.expected_hit_tokens", "int", "tokens", "cached prefix the chosen replica was expected to hold"),
+           V("llmtrace.replica.expected_hit_blocks", "int", "blocks", "prompt blocks the router expected the chosen "
+             "replica to hold", when=_ROUTER),
+           V("llmtrace.replica.best_hit_blocks", "int", "blocks", "prompt blocks the best-placed replica held (the "
+             "router's own maximum over its candidates)", when=_ROUTER),
+           V("llmtrace.replica.best_id", "str", "", "the replica that held the most of the prompt", when=_ROUTER),
+           V("llmtrace.replica.blocks_lost", "int", "blocks", "best_hit_blocks - expected_hit_blocks: prefix blocks "
+             "resident elsewhere that the chosen replica computes again", when=_ROUTER),
+           V("llmtrace.replica.total_blocks", "int", "blocks", "the prompt's blocks as the router hashed them",
+             when=_ROUTER),
+           V("llmtrace.replica.role", "str", "", "prefill or decode, where the router picks for a disaggregated pair",
+             when=_ROUTER)),
           ("slow_first_token", "different_answer")),
     Stage(5, "arrival.stream_setup", "arrival", "Stream setup",
           "Opens the response stream (server-sent events) or prepares a single buffered response.",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from llmtrace.tracer.registry.model import Stage, V
 
+_INDEX = "on a router's KV-cache index lookups mapped by llmtrace collect (llm-d)"
+
 STAGES: tuple[Stage, ...] = (
     Stage(12, "cache.prefix_match", "cache", "Prefix match",
           "Looks up the longest run of prompt blocks whose keys and values are already cached.",
@@ -26,7 +28,11 @@ STAGES: tuple[Stage, ...] = (
            V("llmtrace.divergence.reusable_after_tokens", "int", "tokens", "approximate tokens after the window identical to the previous prompt (cacheable if the field moved to the end)"),
            V("llmtrace.cache.miss_reason", "str", "", "the provider's own reason for a cache miss (its diagnostics)", when="when the provider returns cache diagnostics for the call"),
            V("llmtrace.cache.missed_tokens", "int", "tokens", "prompt tokens the provider says missed the cache", when="when the provider returns cache diagnostics for the call"),
-           V("llmtrace.prefix.enabled", "bool", "", "whether the engine's prefix cache was on")),
+           V("llmtrace.prefix.enabled", "bool", "", "whether the engine's prefix cache was on"),
+           V("llmtrace.prefix.hit_blocks", "int", "blocks", "prompt blocks a KV-cache index found resident",
+             when=_INDEX),
+           V("llmtrace.prefix.total_blocks", "int", "blocks", "prompt blocks the KV-cache index looked up",
+             when=_INDEX)),
           ("slow_first_token", "cost_after_deploy", "eviction_under_load")),
     Stage(13, "cache.kv_write", "cache", "KV write",
           "Stores the keys and values of newly computed tokens into cache slots.",
@@ -64,6 +70,9 @@ STAGES: tuple[Stage, ...] = (
            V("llmtrace.offload.blocks_in", "int", "blocks", "blocks restored from the host tier"),
            V("llmtrace.offload.bytes", "int", "bytes", "bytes copied either way"),
            V("llmtrace.offload.ms", "float", "ms", "time spent copying"),
-           V("llmtrace.offload.enabled", "bool", "", "whether a host-memory tier was configured")),
+           V("llmtrace.offload.enabled", "bool", "", "whether a host-memory tier was configured"),
+           V("llmtrace.offload.source", "str", "", "where the blocks came from: host (an offload tier) or remote "
+             "(a prefill instance, disaggregated serving)", when="on an engine's KV-transfer spans mapped by "
+             "llmtrace collect")),
           ("eviction_under_load",)),
 )

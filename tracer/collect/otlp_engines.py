@@ -1,0 +1,319 @@
+"""Inference engines' and routers' own spans, mapped onto stages: one table row per span shape.
+
+Shapes (each project's span names; attribute spellings are the rows of :data:`SPANS`, several a value
+where versions differ):
+
+- vLLM's and SGLang's request span ``llm_request`` with ``gen_ai.latency.*`` (vLLM V0 and SGLang in seconds,
+  vLLM V1 in nanoseconds, the unit told from the span: otlp_names.seconds_scale): the pass, and the
+  admission, prefill and decode rows its numbers imply (:func:`request_latencies`).
+- vLLM V1's request-lifecycle child spans (vllm-project/vllm PR 44402): ``vllm_queue`` -> arrival.admission,
+  ``vllm_async_kv_transfer`` (WAITING_FOR_REMOTE_KV) -> cache.host_offload with source remote,
+  ``vllm_prefill`` / ``vllm_decode`` -> forward.prefill / forward.decode. ``vllm_step_execution`` is one
+  span per forward step shared by the batch: kept, named, no stage (a stage is one row a pass).
+- Alibaba ARMS's engine trace, ``llm_request`` -> ``wait``, ``kv_transfer``, ``prefill``, ``decode``: the same
+  stages. These bare names are mapped only on a span that carries a ``gen_ai.*`` attribute (an app's own
+  ``decode`` span stays the app's).
+- NVIDIA Dynamo (ai-dynamo/dynamo PR 9543): ``engine.generate`` with ``disagg_role``, ``input_tokens``,
+  ``ttft_ms``, ``output_tokens``, ``finish_reason`` is the engine's pass (a ``prefill`` role's span is the
+  forward.prefill of a disaggregated pass, not a pass of its own); ``router.route_request`` is
+  arrival.replica_selection.
+- llm-d (one trace from gateway to engine): ``llm_d.epp.scoring`` -> arrival.replica_selection, with the
+  prompt's blocks and the best endpoint's match from ``produce_precise_prefix_cache`` (``total_blocks``,
+  ``max_match_blocks``) and the chosen endpoint's from the ``llm_d.epp.scorer.<type>`` spans;
+  ``llm_d.kv_cache.index`` (``lookup.cache_hit``, ``blocks_found``) -> cache.prefix_match;
+  ``pick_disagg_profile`` says whether the pair is disaggregated; ``llm_d.pd_proxy.true_ttft_ms`` is a TTFT
+  spelling (otlp_names). ``gateway.request_orchestration`` is kept, named.
+
+Every row says it was observed through a mapping (``llmtrace.observed``, ``llmtrace.mapped_from`` = the
+source shape). Where a request span and its own phase spans both arrive, each stage is written once
+(:class:`PhaseLedger`).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Literal
+
+from llmtrace.tracer.collect.otlp_names import number, seconds_scale
+from llmtrace.tracer.collect.otlp_rows import Mapped, as_stage, stage_row
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
+from llmtrace.tracer.registry.finish_reason import normalize_finish_reason
+
+Kind = Literal["int", "float", "str", "bool", "ms"]
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One value a shape carries: its spellings (the first present wins), our name, and how it is read."""
+
+    keys: tuple[str, ...]
+    name: str
+    kind: Kind = "int"
+
+
+@dataclass(frozen=True, slots=True)
+class SpanShape:
+    source: str  # llmtrace.mapped_from
+    stage: str | None  # the stage the span is (None: kept and named, no stage)
+    fields: tuple[Field, ...] = ()
+    duration_as: str | None = None  # the value the span's own length fills, in ms
+    constants: tuple[tuple[str, object], ...] = ()
+    needs_genai: bool = False  # a bare name (ARMS's "decode"): only with a gen_ai.* attribute beside it
+
+
+_QUEUE = (Field(("vllm.queue_depth", "queue_depth", "num_waiting_reqs"), N.ADMISSION_QUEUE_DEPTH),
+          Field(("vllm.num_running_reqs", "num_running_reqs"), N.ADMISSION_RUNNING))
+_PREFILL = (Field(("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "vllm.num_prompt_tokens",
+                   "num_prompt_tokens", "num_computed_tokens"), N.PREFILL_TOKENS),
+            Field(("vllm.num_chunks", "num_chunks"), N.PREFILL_CHUNKS))
+_DECODE = (Field(("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "vllm.num_generation_tokens",
+                  "num_output_tokens"), N.DECODE_STEPS),)
+_KV = (Field(("vllm.num_blocks", "num_blocks", "kv_transfer.blocks", "blocks"), N.OFFLOAD_BLOCKS_IN),
+       Field(("vllm.kv_bytes", "kv_transfer.bytes", "bytes"), N.OFFLOAD_BYTES))
+_REMOTE = ((N.OFFLOAD_SOURCE, "remote"),)
+
+# The router's facts, wherever in its spans they are: chosen endpoint, blocks the chosen and the best held.
+_ROUTER = (
+    Field(("llm_d.epp.target_endpoint", "llm_d.epp.selected_endpoint", "llm_d.epp.target_pod", "worker_id",
+           "dynamo.worker_id", "router.worker_id", "instance_id", "target_endpoint"), N.REPLICA_ID, "str"),
+    Field(("llm_d.epp.candidates", "llm_d.epp.candidate_count", "candidates", "num_workers"),
+          N.REPLICA_CANDIDATES),
+    Field(("llm_d.epp.target_match_blocks", "target_match_blocks", "match_blocks", "overlap_blocks",
+           "router.overlap_blocks"), N.REPLICA_EXPECTED_HIT_BLOCKS),
+    Field(("max_match_blocks", "llm_d.epp.max_match_blocks", "best_overlap_blocks", "max_overlap_blocks"),
+          N.REPLICA_BEST_HIT_BLOCKS),
+    Field(("max_match_endpoint", "llm_d.epp.max_match_endpoint", "best_worker_id"), N.REPLICA_BEST_ID, "str"),
+    Field(("overlap_blocks_lost", "blocks_lost"), N.REPLICA_BLOCKS_LOST),
+    Field(("total_blocks", "isl_blocks"), N.REPLICA_TOTAL_BLOCKS),
+    Field(("disagg_role", "llm_d.epp.profile", "profile"), N.REPLICA_ROLE, "str"),
+    Field(("kv_block_size", "block_size"), "block_size"),  # tokens a block: blocks -> tokens (not stored)
+)
+
+SPANS: dict[str, SpanShape] = {
+    # vLLM V1 request-lifecycle spans (PR 44402)
+    "vllm_queue": SpanShape("vllm-v1", S.ARRIVAL_ADMISSION, _QUEUE, N.ADMISSION_QUEUE_WAIT_MS),
+    "vllm_async_kv_transfer": SpanShape("vllm-v1", S.CACHE_HOST_OFFLOAD, _KV, N.OFFLOAD_MS, _REMOTE),
+    "vllm_prefill": SpanShape("vllm-v1", S.FORWARD_PREFILL, _PREFILL, N.PREFILL_MS),
+    "vllm_decode": SpanShape("vllm-v1", S.FORWARD_DECODE, _DECODE, N.DECODE_MS),
+    "vllm_step_execution": SpanShape("vllm-v1", None),
+    # Alibaba ARMS's engine spans
+    "wait": SpanShape("arms", S.ARRIVAL_ADMISSION, _QUEUE, N.ADMISSION_QUEUE_WAIT_MS, needs_genai=True),
+    "kv_transfer": SpanShape("arms", S.CACHE_HOST_OFFLOAD, _KV, N.OFFLOAD_MS, _REMOTE, needs_genai=True),
+    "prefill": SpanShape("arms", S.FORWARD_PREFILL, _PREFILL, N.PREFILL_MS, needs_genai=True),
+    "decode": SpanShape("arms", S.FORWARD_DECODE, _DECODE, N.DECODE_MS, needs_genai=True),
+    # Dynamo's router (its engine.generate is a pass: dynamo_generate below)
+    "router.route_request": SpanShape("dynamo", S.ARRIVAL_REPLICA_SELECTION, _ROUTER,
+                                      constants=((N.REPLICA_POLICY, "prefix_aware"),)),
+    # llm-d
+    "llm_d.epp.scoring": SpanShape("llm-d", S.ARRIVAL_REPLICA_SELECTION, _ROUTER,
+                                   constants=((N.REPLICA_POLICY, "prefix_aware"),)),
+    "llm_d.kv_cache.index": SpanShape("llm-d", S.CACHE_PREFIX_MATCH, (
+        Field(("blocks_found", "lookup.blocks_found"), N.PREFIX_HIT_BLOCKS),
+        Field(("total_blocks", "lookup.total_blocks"), N.PREFIX_TOTAL_BLOCKS),
+        Field(("lookup.cache_hit", "cache_hit"), N.PREFIX_ENABLED, "bool"),
+    ), constants=((N.PREFIX_SOURCE, "router_index"),)),
+    "gateway.request_orchestration": SpanShape("llm-d", None),
+    "produce_precise_prefix_cache": SpanShape("llm-d", None),
+    "pick_disagg_profile": SpanShape("llm-d", None),
+}
+# Spans that feed the router's row of the same trace (they end before the scoring span that writes it).
+_ROUTER_FEEDERS = frozenset({"produce_precise_prefix_cache", "pick_disagg_profile"})
+SCORER_PREFIX = "llm_d.epp.scorer."
+DYNAMO_ENGINE = "engine.generate"
+
+
+def is_engine_span(name: str) -> bool:
+    return name in SPANS or name == DYNAMO_ENGINE or name.startswith(SCORER_PREFIX)
+
+
+def _value(raw: dict[str, object], f: Field) -> object:
+    for key in f.keys:
+        v = raw.get(key)
+        if v is None:
+            continue
+        if f.kind == "str":
+            return str(v) if isinstance(v, (str, int)) else None
+        if f.kind == "bool":
+            return v if isinstance(v, bool) else (v.lower() == "true" if isinstance(v, str) else None)
+        n = number(v)
+        if n is None or n < 0:
+            continue
+        return n if f.kind in ("float", "ms") else int(n)
+    return None
+
+
+def _fields(raw: dict[str, object], fields: tuple[Field, ...], out: dict[str, object]) -> None:
+    for f in fields:
+        v = _value(raw, f)
+        if v is not None:
+            out.setdefault(f.name, v)
+
+
+class PhaseLedger:
+    """Which stages each engine request already has a row for, so a request span's implied rows and the
+    engine's own phase spans (children of it) give one row a stage, whichever arrives first. Keyed by the
+    request span's id; bounded (the oldest requests are forgotten: a phase span arriving after that many
+    others is written again, never lost). Also the router facts a trace's earlier spans carried."""
+
+    def __init__(self, limit: int = 65536) -> None:
+        self.limit = limit
+        self._stages: OrderedDict[str, set[str]] = OrderedDict()
+        self._router: OrderedDict[str, dict[str, object]] = OrderedDict()
+
+    def claim(self, request_span: str | None, stage: str) -> bool:
+        """True when ``stage`` of this request had no row yet (and now has)."""
+        if request_span is None:
+            return True
+        seen = self._stages.get(request_span)
+        if seen is None:
+            seen = self._stages[request_span] = set()
+            if len(self._stages) > self.limit:
+                self._stages.popitem(last=False)
+        if stage in seen:
+            return False
+        seen.add(stage)
+        return True
+
+    def router_facts(self, trace: str) -> dict[str, object]:
+        facts = self._router.get(trace)
+        if facts is None:
+            facts = self._router[trace] = {}
+            if len(self._router) > self.limit:
+                self._router.popitem(last=False)
+        return facts
+
+
+def map_engine_span(name: str, attrs: dict[str, object], a: dict[str, object], trace_hex: str, span_hex: str,
+                    parent_hex: str | None, start_ns: int, end_ns: int, ledger: PhaseLedger) -> Mapped | None:
+    """Map one engine or router span (``a``: its attributes, content already protected); None when the name
+    is one of the bare ARMS names on a span that is not an engine's."""
+    if name == DYNAMO_ENGINE:
+        return dynamo_generate(attrs, a, span_hex, start_ns, end_ns)
+    if name.startswith(SCORER_PREFIX):  # one scorer's verdict: the chosen endpoint's match, for the row
+        _fields(attrs, _ROUTER, ledger.router_facts(trace_hex))
+        a[N.MAPPED_FROM] = "llm-d"
+        return Mapped(None, None, None, a)
+    shape = SPANS[name]
+    if shape.needs_genai and not any(k.startswith("gen_ai.") for k in attrs):
+        return None
+    a[N.MAPPED_FROM] = shape.source
+    if name in _ROUTER_FEEDERS:
+        _fields(attrs, _ROUTER, ledger.router_facts(trace_hex))
+    if shape.stage is None:
+        return Mapped(None, None, None, a)
+    if shape.stage != S.ARRIVAL_REPLICA_SELECTION and not ledger.claim(parent_hex, shape.stage):
+        a[N.STAGE_COUNTED_IN] = shape.stage  # the request span's numbers already gave this stage its row
+        return Mapped(None, None, None, a)
+    a[N.OBSERVED] = True
+    _fields(attrs, shape.fields, a)
+    for key, value in shape.constants:
+        a.setdefault(key, value)
+    if shape.duration_as is not None:
+        a.setdefault(shape.duration_as, max(end_ns - start_ns, 0) / 1e6)
+    if shape.stage == S.ARRIVAL_ADMISSION:
+        a.setdefault(N.ADMISSION_DECISION, "queued" if end_ns > start_ns else "admitted")
+    elif shape.stage == S.ARRIVAL_REPLICA_SELECTION:
+        _router_row(a, ledger.router_facts(trace_hex))
+    return as_stage(shape.stage, a)
+
+
+def _router_row(a: dict[str, object], facts: dict[str, object]) -> None:
+    """The chosen and the best replica's expected prefix, from this span and the trace's earlier router
+    spans; blocks lost where both are known; tokens where the block size is."""
+    for key, value in facts.items():
+        a.setdefault(key, value)
+    chosen, best = a.get(N.REPLICA_EXPECTED_HIT_BLOCKS), a.get(N.REPLICA_BEST_HIT_BLOCKS)
+    if isinstance(chosen, int) and isinstance(best, int):
+        a.setdefault(N.REPLICA_BLOCKS_LOST, max(best - chosen, 0))
+    size = a.pop("block_size", None)
+    if isinstance(size, int) and size > 0 and isinstance(chosen, int):
+        a.setdefault(N.REPLICA_EXPECTED_HIT_TOKENS, chosen * size)
+
+
+def dynamo_generate(attrs: dict[str, object], a: dict[str, object], span_hex: str, start_ns: int,
+                    end_ns: int) -> Mapped:
+    """Dynamo's ``engine.generate``: the engine's pass; a prefill worker's is the forward.prefill of a
+    disaggregated pass (the decode worker's span is the pass), with the TTFT it measured."""
+    a[N.MAPPED_FROM] = "dynamo"
+    a[N.SIDE] = "server"
+    inp, out = number(attrs.get("input_tokens")), number(attrs.get("output_tokens"))
+    model = attrs.get("model")
+    if isinstance(model, str):
+        a.setdefault(N.GEN_AI_REQUEST_MODEL, model)
+        a.setdefault(N.GEN_AI_RESPONSE_MODEL, model)
+    reason = attrs.get("finish_reason")
+    if isinstance(reason, str) and reason:
+        a.setdefault(N.GEN_AI_RESPONSE_FINISH_REASONS, [reason])
+        a.setdefault(N.FINISH_REASON, normalize_finish_reason([reason]))
+    if attrs.get("disagg_role") == "prefill":
+        a[N.OBSERVED] = True
+        if inp is not None:
+            a.setdefault(N.PREFILL_TOKENS, int(inp))
+        a.setdefault(N.PREFILL_MS, max(end_ns - start_ns, 0) / 1e6)
+        return as_stage(S.FORWARD_PREFILL, a)
+    if inp is not None:
+        a.setdefault(N.GEN_AI_USAGE_INPUT_TOKENS, int(inp))
+    if out is not None:
+        a.setdefault(N.GEN_AI_USAGE_OUTPUT_TOKENS, int(out))
+    a.setdefault(N.GEN_AI_PROVIDER_NAME, "dynamo")
+    a[N.GEN_AI_OPERATION_NAME] = "chat"
+    return Mapped("chat", None, None, a)
+
+
+# ── the request span's latency breakdown (vLLM, SGLang, ARMS's llm_request) ───────────────────────────────
+LATENCY_KEYS = ("gen_ai.latency.time_in_queue", "gen_ai.latency.time_to_first_token",
+                "gen_ai.latency.time_in_model_prefill", "gen_ai.latency.time_in_model_decode",
+                "gen_ai.latency.e2e", "gen_ai.latency.time_in_scheduler", "gen_ai.latency.time_in_model_forward",
+                "gen_ai.latency.time_in_model_execute")
+
+
+def request_latencies(attrs: dict[str, object], span_hex: str, start_ns: int, end_ns: int, mapped: Mapped,
+                      ledger: PhaseLedger, source: str) -> None:
+    """The admission, prefill and decode rows a request span's ``gen_ai.latency.*`` numbers imply (the span
+    starts at arrival; queue, prefill and decode follow one another), in the unit the span's numbers are
+    in, each written unless the engine's own phase span for it was (PhaseLedger)."""
+    a = mapped.attributes
+    raw = {k: number(attrs.get(k)) for k in LATENCY_KEYS}
+    present = [v for v in raw.values() if v is not None and v >= 0]
+    scale, unit = seconds_scale(present, (end_ns - start_ns) / 1e9 if end_ns > start_ns else 0.0)
+
+    def sec(key: str) -> float | None:
+        v = raw[key]
+        return v * scale if v is not None and 0 <= v * scale <= 1e7 else None
+
+    queue_s, prefill_s, decode_s = (sec("gen_ai.latency.time_in_queue"), sec("gen_ai.latency.time_in_model_prefill"),
+                                    sec("gen_ai.latency.time_in_model_decode"))
+    output = number(a.get(N.GEN_AI_USAGE_OUTPUT_TOKENS))
+    tpot_ms = decode_s * 1000.0 / (output - 1) if decode_s is not None and output and output > 1 else None
+    if tpot_ms is not None:
+        a.setdefault(N.TPOT_MS, tpot_ms)
+    if queue_s is not None:
+        a.setdefault(N.ADMISSION_QUEUE_WAIT_MS, queue_s * 1000.0)
+    a[N.MAPPED_FROM] = source
+    a[N.LATENCY_UNIT] = unit  # the unit its gen_ai.latency.* numbers were in (vLLM V1: ns; V0, SGLang: s)
+    src = {N.OBSERVED: True, N.MAPPED_FROM: source}
+    t = start_ns
+    if queue_s is not None:
+        t_end = min(t + int(queue_s * 1e9), end_ns) if end_ns >= t else t
+        if ledger.claim(span_hex, S.ARRIVAL_ADMISSION):
+            mapped.extra.append(stage_row(span_hex, S.ARRIVAL_ADMISSION, t, t_end, {
+                **src, N.ADMISSION_QUEUE_WAIT_MS: queue_s * 1000.0,
+                N.ADMISSION_DECISION: "queued" if queue_s > 0 else "admitted"}))
+        t = t_end
+    if prefill_s is not None:
+        t_end = min(t + int(prefill_s * 1e9), max(end_ns, t))
+        if ledger.claim(span_hex, S.FORWARD_PREFILL):
+            mapped.extra.append(stage_row(span_hex, S.FORWARD_PREFILL, t, t_end,
+                                          {**src, N.PREFILL_MS: prefill_s * 1000.0}))
+        t = t_end
+    if decode_s is not None:
+        t_end = min(t + int(decode_s * 1e9), max(end_ns, t))
+        values: dict[str, object] = {**src, N.DECODE_MS: decode_s * 1000.0}
+        if output is not None and output > 0:
+            values[N.DECODE_STEPS] = int(output) - 1  # the first token comes out of prefill
+        if tpot_ms is not None:
+            values[N.DECODE_TPOT_MS] = tpot_ms
+        if ledger.claim(span_hex, S.FORWARD_DECODE):
+            mapped.extra.append(stage_row(span_hex, S.FORWARD_DECODE, t, t_end, values))
