@@ -1,8 +1,10 @@
 """Same prompt, different answer: Generation (and the routing that picks the weights).
 
 Passes are grouped by prompt hash; a group with more than one output hash is a symptom. The cause is
-read off the group: temperature above zero (sampling by design), temperature zero in different batch
-compositions without batch-invariant kernels (batching), different models or replicas (routing).
+read off the group: temperature above zero (sampling by design), different models (routing), and at
+temperature zero the mechanism the passes recorded: speculation drafting, a batch shared with others
+(batch size above one, in different compositions), the prefix-cache path (passes of one sequence each, some
+prefilled whole and some from cached tokens), or different replicas of the same model.
 """
 
 from __future__ import annotations
@@ -53,14 +55,17 @@ class DifferentAnswer(SymptomAnalyzer):
             FROM cand WHERE sid NOT IN (SELECT parent_span_id FROM forced)
             GROUP BY prompt_hash, {cap} HAVING count(DISTINCT output_hash) > 1
             ORDER BY min(start_ns), prompt_hash, {cap}""")  # the same groups quoted in the same order on every engine
-        invariant, drafted = self._engine_modes(q, [sid for g in groups for sid in g["span_ids"]])
+        invariant, drafted, batch = self._engine_modes(q, [sid for g in groups for sid in g["span_ids"]])
         for g in groups:
             g["any_invariant"] = any(sid in invariant for sid in g["span_ids"])
             g["speculated"] = sum(1 for sid in g["span_ids"] if sid in drafted)
+            sizes = [batch[sid] for sid in g["span_ids"] if sid in batch]
+            # None: no engine span says (a hosted provider, a foreign server): composition alone decides
+            g["batch_max"] = max(sizes) if sizes else None
         if not groups:
             return []
         buckets: dict[str, list[Row]] = {"routing": [], "sampling": [], "speculation": [], "batching": [],
-                                         "other": []}
+                                         "prefix_cache": [], "replica": [], "other": []}
         for g in groups:
             if int(g["models"]) > 1:
                 buckets["routing"].append(g)
@@ -71,10 +76,19 @@ class DifferentAnswer(SymptomAnalyzer):
                 # one-token decode step, so greedy logits move as they do between batch shapes (and which
                 # tokens were drafted, and so the shapes, depends on the batch too).
                 buckets["speculation"].append(g)
-            elif (int(g["compositions"]) > 1 or int(g["cache_shapes"]) > 1) and not g["any_invariant"]:
-                # Different batches, or the same prompt computed from a different cached prefix: either way
-                # the arithmetic ran in other shapes, which moves greedy logits without invariant kernels.
+            elif g["any_invariant"]:
+                buckets["replica" if int(g["replicas"]) > 1 else "other"].append(g)
+            elif int(g["compositions"]) > 1 and (g["batch_max"] is None or g["batch_max"] > 1):
+                # Different batches: the arithmetic ran in other shapes, which moves greedy logits without
+                # batch-invariant kernels. (A composition hash differs between two passes of one sequence
+                # each too, by their lengths: that is no batch, so the batch size must say one was shared.)
                 buckets["batching"].append(g)
+            elif int(g["cache_shapes"]) > 1:
+                # One sequence at a time, but some passes prefilled the whole prompt and others started from
+                # cached tokens: attention over the prompt ran in other shapes (a cold prefill vs a cache hit)
+                buckets["prefix_cache"].append(g)
+            elif int(g["replicas"]) > 1:
+                buckets["replica"].append(g)
             else:
                 buckets["other"].append(g)
         total = len(groups)
@@ -108,11 +122,31 @@ class DifferentAnswer(SymptomAnalyzer):
             cached = sorted({int(c) for g in gs for c in (g["cached_list"] or [])})
             out.append(self._greedy_drift(
                 "forward.batching", gs, total, "in different batches",
-                "the same prompt ran in batches of different shapes (or from a different cached prefix)",
+                "the same prompt ran in batches of different shapes, shared with other sequences",
                 [Evidence("batch compositions seen", comps[:6], ""),
                  Evidence("cached prompt tokens seen", cached[:6], "tokens")],
                 "Run the server in batch-invariant mode (or with a batch of one) and confirm the answers agree; "
                 "open forward.batching for each pass's composition."))
+        if buckets["prefix_cache"]:
+            gs = buckets["prefix_cache"]
+            cached = sorted({int(c) for g in gs for c in (g["cached_list"] or [])})
+            out.append(self._greedy_drift(
+                "cache.prefix_match", gs, total, "depending on the prefix-cache path",
+                "each pass ran alone (batch of one), but some prefilled the whole prompt and others started from "
+                "cached tokens, so attention over the prompt ran in other shapes",
+                [Evidence("cached prompt tokens seen", cached[:6], "tokens"),
+                 Evidence("largest batch size", max(int(g["batch_max"] or 1) for g in gs), "sequences")],
+                "Compare the answers of a cold prefill and a cache hit (cache.prefix_match cached tokens); where "
+                "answers must repeat, run batch-invariant kernels or keep the cache path fixed."))
+        if buckets["replica"]:
+            gs = buckets["replica"]
+            replicas = sorted({r for g in gs for r in (g["replica_list"] or [])})
+            out.append(self._greedy_drift(
+                "arrival.replica_selection", gs, total, "on different replicas of the same model",
+                "the same prompt ran on different replicas (their own devices, caches and batches)",
+                [Evidence("replicas that answered", replicas[:6], "")],
+                "Pin the prompt to one replica (prefix-aware routing) and confirm the answers agree; open "
+                "arrival.replica_selection for each pass's replica."))
         if buckets["routing"]:
             gs = buckets["routing"]
             ids = sample_ids([t for g in gs for t in g["trace_ids"]])
@@ -151,17 +185,20 @@ class DifferentAnswer(SymptomAnalyzer):
              Evidence("batch-invariant mode", False, "", ids)],
             ids, next_check, 0.5 + 0.5 * len(gs) / total)
 
-    def _engine_modes(self, q: Query, pass_span_ids: list[str]) -> tuple[set[str], set[str]]:
-        """Pass span ids whose forward.batching ran in batch-invariant mode, and those that drafted tokens."""
+    def _engine_modes(self, q: Query, pass_span_ids: list[str]) -> tuple[set[str], set[str], dict[str, int]]:
+        """Pass span ids whose forward.batching ran in batch-invariant mode, those that drafted tokens, and each
+        pass's largest batch size."""
         if not pass_span_ids:
-            return set(), set()
+            return set(), set(), {}
         # the passes' stage spans first, then their JSON (a filter on both parses every such span's)
         rows = q.rows(f"""WITH b AS MATERIALIZED (SELECT parent_span_id, stage, attributes FROM {q.spans}
                                                   WHERE stage IN ('forward.batching', 'gen.speculation')
                                                     AND parent_span_id IN (SELECT unnest(?::VARCHAR[])))
-                          SELECT parent_span_id, stage FROM b
-                          WHERE stage = 'forward.batching' AND {attr('llmtrace.batch.invariant_mode', 'bool')}
-                             OR stage = 'gen.speculation' AND {attr('llmtrace.spec.drafted', 'int')} > 0""",
+                          SELECT parent_span_id, stage, {attr('llmtrace.batch.invariant_mode', 'bool')} AS inv,
+                                 {attr('llmtrace.batch.size_max', 'int')} AS size_max,
+                                 {attr('llmtrace.spec.drafted', 'int')} AS drafted FROM b""",
                       [pass_span_ids])
-        return ({str(r["parent_span_id"]) for r in rows if r["stage"] == "forward.batching"},
-                {str(r["parent_span_id"]) for r in rows if r["stage"] == "gen.speculation"})
+        batching = [r for r in rows if r["stage"] == "forward.batching"]
+        return ({str(r["parent_span_id"]) for r in batching if r["inv"]},
+                {str(r["parent_span_id"]) for r in rows if r["stage"] == "gen.speculation" and (r["drafted"] or 0) > 0},
+                {str(r["parent_span_id"]): int(r["size_max"]) for r in batching if r["size_max"] is not None})

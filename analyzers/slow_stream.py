@@ -8,9 +8,10 @@ into slow-stream and normal ones (TPOT against the fast end of the distribution)
 from __future__ import annotations
 
 from llmtrace.analyzers.base import SymptomAnalyzer, severity_for
-from llmtrace.analyzers.finding import Evidence, Finding
+from llmtrace.analyzers.finding import Evidence, Finding, Severity
 from llmtrace.analyzers.query import Query
 from llmtrace.analyzers.stats import mann_whitney_p
+from llmtrace.analyzers.targets import TPOT_ENV, targets
 
 SLOW_FACTOR = 2.0  # a pass is slow-stream when its TPOT is this many times the fast end (10th percentile)
 MIN_GAP_MS = 2.0  # and at least this much slower per token: below it the difference is timer noise
@@ -169,11 +170,12 @@ class SlowStream(SymptomAnalyzer):
                 continue
             score = min(1.0, share * 0.5 + min(1.0, (ratio - 1) / 3) * 0.5)
             name = f"{name} {PER_STEP[alias][1]}" if alias in PER_STEP else name
+            chosen, stage_severity = self._chosen_cost(q, alias, slow_tpot, severity)
             out.append(self.finding(
-                stage, severity,
+                stage, stage_severity,
                 f"Slow-stream passes differ in {name} ({a:.3g} vs {b:.3g})",
                 f"{n_slow} of {total} passes streamed at {slow_tpot:.1f} ms per token or worse against a "
-                f"median of {mid:.1f} ms for the rest; {why}.",
+                f"median of {mid:.1f} ms for the rest; {why}.{chosen}",
                 [base_ev, Evidence(name, a, "", ids, baseline=b),
                  Evidence("rank-test p-value (slow vs the rest)", round(p_value, 5)),
                  Evidence("control group", f"the {total - n_slow} passes at normal speed"),
@@ -207,6 +209,26 @@ class SlowStream(SymptomAnalyzer):
                 "Open forward.decode and forward.batching on the listed traces.", 0.2 * share,
             ))
         return out
+
+
+    def _chosen_cost(self, q: Query, alias: str, slow_tpot: float, severity: Severity) -> tuple[str, Severity]:
+        """A batch's slowdown on a server the user made batch-invariant on purpose is that setting's expected
+        cost (its kernels give up batch-size-tuned splits to keep answers the same): info, unless the streams
+        breached a TPOT target the user set (analyzers/targets.py). Read only when batching is the candidate."""
+        if alias != "batch":
+            return "", severity
+        r = q.one(f"""SELECT count(*) FILTER (WHERE inv) AS inv, count(*) AS n FROM
+                      {q.stage_sql("forward.batching", {"inv": ("llmtrace.batch.invariant_mode", "bool")})}""")
+        n, inv = int(r.get("n") or 0), int(r.get("inv") or 0)
+        if not n or inv < 0.5 * n:
+            return "", severity
+        target = targets().tpot_ms
+        if target is not None and slow_tpot > target:
+            return (f" The server runs batch-invariant kernels (a setting chosen on purpose), and the slow streams "
+                    f"breach the TPOT target of {target:g} ms ({TPOT_ENV})."), severity
+        return (" The server runs batch-invariant kernels on purpose: a slower step in a shared batch is that "
+                "setting's expected cost, and no TPOT target was breached"
+                + (f" ({target:g} ms)." if target is not None else f" (none set: {TPOT_ENV}).")), "info"
 
 
 def _value(alias: str) -> str:

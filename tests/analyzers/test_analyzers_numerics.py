@@ -33,10 +33,14 @@ def _three_greedy_answers(tmp_path: Path, *flags: str) -> Path:
     return db
 
 
-def test_greedy_answers_drift_with_compute_shape_names_batching(tmp_path: Path) -> None:
-    found = expect_first(_three_greedy_answers(tmp_path), "different_answer", "forward.batching")
+def test_greedy_answers_drift_with_compute_shape_names_the_prefix_cache_path(tmp_path: Path) -> None:
+    """Three requests one after another, each a batch of one: no batch was shared, so the mechanism is the
+    prefix-cache path (a cold prefill, then cache hits), not 'different batches'."""
+    found = expect_first(_three_greedy_answers(tmp_path), "different_answer", "cache.prefix_match")
+    assert "prefix-cache path" in found[0].title, found[0].title
     cached = next(e for e in found[0].evidence if e.label == "cached prompt tokens seen").value
     assert len(cached) > 1  # the first pass computed the prompt, the later ones reused it
+    assert next(e for e in found[0].evidence if e.label == "largest batch size").value == 1
 
 
 def test_greedy_answers_drift_under_speculation_names_speculation(tmp_path: Path) -> None:
