@@ -13,9 +13,13 @@ from typing import TYPE_CHECKING
 
 from llmtrace.tracer import capture
 from llmtrace.tracer import recording as rec
-from llmtrace.tracer.record import evidence_shape  # the one passage-shape rule (the collector's too)
+from llmtrace.tracer.record import (
+    evidence_shape,  # the one passage-shape rule (the collector's too)
+    stop_context,
+)
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
+from llmtrace.tracer.registry.finish_reason import normalize_finish_reason
 
 from . import cache_diagnostics, meters, segments, textscan, usage_source, volatile, wire
 from . import usage as usage_mod
@@ -25,6 +29,8 @@ if TYPE_CHECKING:
     from .observation import Observation
 
 _TRUNCATING = frozenset({"length", "max_tokens", "model_context_window_exceeded"})
+# provider words that already tell a stop string from the end of the turn (Anthropic's stop_reason)
+_SAYS_WHICH = frozenset({"end_turn", "stop_sequence", "tool_use", "max_tokens", "refusal", "pause_turn"})
 
 
 def _ms(a: int, b: int) -> float:
@@ -314,7 +320,8 @@ def _stop(e: _Emit) -> None:
                                obs.segments)
     if shape:
         span.set_many(shape)
-    if obs.finish_reasons or usage is not None or shape:
+    ended = _end_values(obs, out_text)
+    if obs.finish_reasons or usage is not None or shape or ended[N.STOP_KIND] == "client_disconnect":
         parse_ok = None
         if obs.output_type == "json" and out_text is not None:
             try:
@@ -335,8 +342,32 @@ def _stop(e: _Emit) -> None:
                 N.STOP_TRUNCATED: any(r in _TRUNCATING for r in obs.finish_reasons),
                 N.STOP_OUTPUT_PARSES: parse_ok,
                 **shape,
+                **ended,
             },
         )
+
+
+def _end_values(obs: Observation, out_text: str | None) -> dict[str, object]:
+    """How the answer ended, read from what the client saw (tracer/record/stop_context.py): Anthropic names the
+    stop sequence that ended a message, vLLM-like servers too (``stop_reason``); OpenAI says "stop" for both a
+    stop string and the end of the turn, so with stop strings set that is ``stop_unknown`` and the classes of
+    the output's end are still recorded (the analyzer weighs them). Only classes and offsets: never text."""
+    raw = obs.finish_reasons[-1] if obs.finish_reasons else None
+    canonical = normalize_finish_reason(raw)
+    named = obs.stop_sequence if obs.stop_sequence else None
+    said_which = raw in _SAYS_WHICH or named is not None
+    if obs.provider_failed:
+        kind = "error"
+    elif raw is None and obs.stream and not obs.done:
+        kind = "client_disconnect"  # the stream ended (the app stopped reading) before the provider said why
+    else:
+        kind = stop_context.end_kind(canonical, matched_stop_string=named is not None or raw == "stop_sequence",
+                                     stop_strings_set=bool(obs.stop), said_which=said_which)
+    stops = list(dict.fromkeys(obs.stop))
+    stop = named if named is not None else (stops[0] if kind == "stop_unknown" and len(stops) == 1 else None)
+    # what the middleware parsed of the answer's text (a tool call's arguments are not an answer's end)
+    text = out_text if obs.output_parts and obs.tool_calls == 0 else ("" if obs.tool_calls == 0 else None)
+    return stop_context.stop_values(text, kind, stop, len(stops))
 
 
 def _meters(e: _Emit) -> None:

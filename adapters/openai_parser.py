@@ -120,6 +120,7 @@ class OpenAIParser:
         fr = choice.get("finish_reason")
         if isinstance(fr, str):
             o.finish_reasons.append(fr)
+        _stop_reason(o, choice)
 
     # ── buffered response ───────────────────────────────────────────────────────────────────
     def on_response(self, body: bytes) -> None:
@@ -155,3 +156,12 @@ class OpenAIParser:
             fr = choice.get("finish_reason")
             if isinstance(fr, str):
                 o.finish_reasons.append(fr)
+            _stop_reason(o, choice)
+
+
+def _stop_reason(o: Observation, choice: dict[str, object]) -> None:
+    """vLLM and servers like it name the stop string that ended a choice (``stop_reason``; OpenAI itself says
+    only "stop"): kept where it is one of the request's, so the end is a stop string, not the end of the turn."""
+    said = choice.get("stop_reason")
+    if isinstance(said, str) and said in o.stop:
+        o.stop_sequence = said

@@ -17,6 +17,7 @@ def build_analyzers() -> dict[str, Analyzer]:
     from llmtrace.analyzers.detokenizer_window import DetokenizerWindow
     from llmtrace.analyzers.different_answer import DifferentAnswer
     from llmtrace.analyzers.eviction_under_load import EvictionUnderLoad
+    from llmtrace.analyzers.failed_calls import FailedCalls
     from llmtrace.analyzers.invisible_characters import InvisibleCharacters
     from llmtrace.analyzers.mangled_text import MangledText
     from llmtrace.analyzers.refusal_after_text import RefusalAfterText
@@ -29,7 +30,7 @@ def build_analyzers() -> dict[str, Analyzer]:
     table: dict[str, Analyzer] = {a.symptom: a for a in (
         SlowFirstToken(), SlowStream(), DifferentAnswer(), BrokenJson(), SessionForgets(), WrongSource(),
         CostAfterDeploy(), AgentLoops(), RefusalAfterText(), DegradesUnderTraffic(), MangledText(),
-        BelowModelCard(), InvisibleCharacters(), EvictionUnderLoad(), DetokenizerWindow(),
+        BelowModelCard(), InvisibleCharacters(), EvictionUnderLoad(), DetokenizerWindow(), FailedCalls(),
     )}
     # keep the table's order, and fail loudly if a symptom row has no analyzer
     missing = [s.id for s in SYMPTOMS if s.id not in table]

@@ -23,14 +23,17 @@ class DetokenizerWindow(SymptomAnalyzer):
             "stop_hold": ("llmtrace.detok.stop_holdback_chars", "int"),
             "leaked": ("llmtrace.detok.stop_leaked_chars", "int"), "hold": ("llmtrace.detok.hold_back", "bool")},
             source=src)
-        stop = q.stage_sql("gen.stop", {"matched": ("llmtrace.stop.matched", "str")}, source=src)
+        # the stop string's text is kept with full capture only; its length and class in every mode
+        stop = q.stage_sql("gen.stop", {"matched_text": ("llmtrace.stop.matched", "str"),
+                                        "chars": ("llmtrace.stop.string_chars", "int"),
+                                        "cls": ("llmtrace.stop.string_class", "str")}, source=src)
         # A stop string (not an end token like <|im_end|>, nor a reason like constraint_complete) longer than
         # the hold-back that was active: 0 means nothing was ever held, which says nothing about the window.
         # The engine's own count of stop-string characters streamed before the match is the direct evidence;
         # where it is recorded the hold-back comparison is not used (the most held is the longest partial match
         # seen, which is short whenever one token completes several characters of the stop string).
         chopped = ("(d.leaked > 0 OR (d.leaked IS NULL AND length(s.matched) > 1 AND d.stop_hold > 0 "
-                   "AND d.stop_hold < length(s.matched) - 1 "
+                   "AND d.stop_hold < coalesce(s.chars, length(s.matched)) - 1 "
                    "AND NOT regexp_matches(s.matched, '^(<\\|.*\\|>|</?s>|[a-z_]+)$')))")
         # No byte hold-back at all while replacement characters went out: split characters were emitted. Where
         # the engine says its hold-back was on, nothing was held because no character was ever partial, and
@@ -41,14 +44,17 @@ class DetokenizerWindow(SymptomAnalyzer):
             {both}
             SELECT count(*) AS n, count(*) FILTER (WHERE c) AS chopped,
                    any_value(stop_hold) FILTER (WHERE c) AS stop_hold,
-                   any_value(matched) FILTER (WHERE c) AS matched,
+                   any_value(matched) FILTER (WHERE c) AS matched, any_value(chars) FILTER (WHERE c) AS chars,
                    sum(coalesce(leaked, 0)) FILTER (WHERE c) AS leaked,
                    (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE c))[1:5] AS chopped_ids,
                    count(*) FILTER (WHERE nw) AS narrow, max(held) FILTER (WHERE nw) AS held,
                    (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE nw))[1:5] AS narrow_ids
-            FROM (SELECT d.trace_id, d.start_ns, d.stop_hold, d.leaked, d.held, s.matched, {chopped} AS c,
+            FROM (SELECT d.trace_id, d.start_ns, d.stop_hold, d.leaked, d.held,
+                         coalesce(s.matched_text, s.cls) AS matched, coalesce(s.chars, length(s.matched_text)) AS chars,
+                         {chopped} AS c,
                          {narrow} AS nw
-                  FROM {detok} d LEFT JOIN {stop} s ON s.parent_span_id = d.parent_span_id)""")
+                  FROM {detok} d LEFT JOIN (SELECT *, matched_text AS matched FROM {stop}) s
+                       ON s.parent_span_id = d.parent_span_id)""")
         out: list[Finding] = []
         n = int(a.get("n") or 0)
         if a.get("chopped"):
@@ -58,7 +64,8 @@ class DetokenizerWindow(SymptomAnalyzer):
                 "The stop-string hold-back is shorter than the stop string that matched, so its first characters "
                 "were streamed before the match was known.",
                 [Evidence("streams with a short stop hold-back", a["chopped"], f"of {n}", ids),
-                 Evidence("stop hold-back", a["stop_hold"], "chars", ids, baseline=len(str(a["matched"])) - 1),
+                 Evidence("stop hold-back", a["stop_hold"], "chars", ids,
+                          baseline=(a["chars"] - 1) if a.get("chars") else None),
                  Evidence("stop string", a["matched"], "", ids),
                  Evidence("stop-string characters streamed before the match", a["leaked"], "chars", ids)],
                 ids, "Hold back at least len(longest stop string) - 1 characters while streaming.", 0.5,

@@ -28,6 +28,7 @@ from llmtrace.backend.generation.sampler import EffectiveSampling, position_unif
 from llmtrace.backend.generation.stop_strings import StopStringMatcher
 from llmtrace.backend.generation.streaming import StreamClock
 from llmtrace.backend.generation.tool_calls import parse_tool_calls
+from llmtrace.tracer.record import stop_context
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 
@@ -348,10 +349,10 @@ class GenerationPipeline:
             },
             S.GEN_STOP: {
                 N.GEN_AI_RESPONSE_FINISH_REASONS: [st.finish_reason] if st.finish_reason else [],
-                N.STOP_MATCHED: st.stop_matched,
                 N.GEN_AI_REQUEST_MAX_TOKENS: p.max_tokens,
                 N.GEN_AI_USAGE_OUTPUT_TOKENS: len(st.output_token_ids),
                 N.STOP_TRUNCATED: st.finish_reason == "length",
+                **self._end_values(st),
             },
             S.GEN_DETOKENIZATION: {
                 N.DETOK_HELD_BACK_MAX: st.detokenizer.held_back_max,
@@ -369,6 +370,23 @@ class GenerationPipeline:
             },
             **_moderation_values(st),
         }
+
+    def _end_values(self, st: SequenceState) -> dict[str, object]:
+        """How the sequence ended (tracer/record/stop_context.py): the end kind, where, and for a stop string
+        what the output looked like at the cut. The stop string's text goes out only with full capture."""
+        string = st.stops.matched
+        last = st.output_token_ids[-1] if st.output_token_ids else None
+        by_token = (string is None and st.finish_reason == "stop" and last is not None
+                    and last in st.params.stop_token_ids and last not in self.eos_token_ids)
+        if st.stop_matched == "constraint_dead_end":
+            kind = "error"
+        else:
+            kind = stop_context.end_kind(st.finish_reason if st.finish_reason != "abort" else None,
+                                         matched_stop_string=string is not None, matched_stop_token=by_token,
+                                         stop_strings_set=bool(st.params.stop), said_which=True,
+                                         aborted=st.finished and st.finish_reason in (None, "abort"))
+        return stop_context.stop_values(st.text, kind, string, len(st.params.stop), token_name=None
+                                        if string is not None else st.stop_matched)
 
     def stage_durations_ns(self, state: SequenceState) -> dict[str, int]:
         """Time this pipeline spent per stage for the sequence (summed over steps)."""

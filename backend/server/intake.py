@@ -18,7 +18,7 @@ from llmtrace.backend.server.job import Job
 from llmtrace.backend.server.normalization import NormalizationCounts, NormalizationPolicy
 from llmtrace.tracer import capture
 from llmtrace.tracer import recording as rec
-from llmtrace.tracer.record import prompt_segments
+from llmtrace.tracer.record import char_folds, prompt_segments
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 
@@ -152,6 +152,10 @@ class Intake:
             N.NORMALIZATION_INVISIBLE_CHARS: counts.invisible_chars,
             N.NORMALIZATION_NBSP: counts.nbsp,
             N.NORMALIZATION_CONFUSABLES: counts.confusables,
+            # by class, so a fold that changed what the text says (x² -> x2) is told from one that changed only
+            # how it is drawn (ＡＢＣ -> ABC)
+            N.NORMALIZATION_CHANGED_CLASSES: char_folds.encode(counts.classes) or None,
+            N.NORMALIZATION_MEANING_CHARS: char_folds.meaning_chars(counts.classes),
         })
 
     # ───────────────────────────────────────────────────────────── templating

@@ -4,9 +4,11 @@ and counts of what the text held and what the policy changed (the ``intake.norma
 from __future__ import annotations
 
 import unicodedata
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Literal
 
+from llmtrace.tracer.record import char_folds
 from llmtrace.tracer.record.orthography import written
 
 Form = Literal["nfc", "nfkc", "none"]
@@ -31,12 +33,15 @@ class NormalizationCounts:
     invisible_chars: int = 0
     nbsp: int = 0
     confusables: int = 0
+    # what the strip and the form changed, by class of character (tracer/record/char_folds.py)
+    classes: Counter[str] = field(default_factory=Counter)
 
     def add(self, other: NormalizationCounts) -> None:
         self.chars_changed += other.chars_changed
         self.invisible_chars += other.invisible_chars
         self.nbsp += other.nbsp
         self.confusables += other.confusables
+        self.classes.update(other.classes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +68,7 @@ class NormalizationPolicy:
             drop = set(hidden)
             out = "".join(ch for i, ch in enumerate(text) if i not in drop)
             counts.chars_changed += len(text) - len(out)
+            counts.classes.update(char_folds.stripped_classes(text, hidden))
         if self.form != "none":
             form: Literal["NFC", "NFKC"] = "NFC" if self.form == "nfc" else "NFKC"
             if not unicodedata.is_normalized(form, out):
@@ -71,6 +77,7 @@ class NormalizationPolicy:
                 # (compatibility forms, composed accents) without a full diff.
                 per_char = sum(1 for ch in out if unicodedata.normalize(form, ch) != ch)
                 counts.chars_changed += max(per_char, abs(len(out) - len(normalized)))
+                counts.classes.update(char_folds.fold_classes(out, form))
                 out = normalized
         return out, counts
 

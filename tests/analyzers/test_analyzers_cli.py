@@ -31,7 +31,7 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_every_symptom_row_has_an_analyzer() -> None:
     from llmtrace.tracer.registry.symptoms import SYMPTOMS
 
-    assert list(ANALYZERS) == [s.id for s in SYMPTOMS] and len(ANALYZERS) == 15
+    assert list(ANALYZERS) == [s.id for s in SYMPTOMS] and len(ANALYZERS) == 18
 
 
 def test_synthetic_store_planted_causes_are_found_at_their_stage(synthetic: Path) -> None:

@@ -128,6 +128,8 @@ NORMALIZATION_CHARS_CHANGED: Final = "llmtrace.normalization.chars_changed"  # i
 NORMALIZATION_INVISIBLE_CHARS: Final = "llmtrace.normalization.invisible_chars"  # int chars; intake.normalization
 NORMALIZATION_NBSP: Final = "llmtrace.normalization.nbsp"  # int chars; intake.normalization
 NORMALIZATION_CONFUSABLES: Final = "llmtrace.normalization.confusables"  # int chars; intake.normalization
+NORMALIZATION_CHANGED_CLASSES: Final = "llmtrace.normalization.changed_classes"  # str[]; intake.normalization
+NORMALIZATION_MEANING_CHARS: Final = "llmtrace.normalization.meaning_chars"  # int chars; intake.normalization
 
 # ── stage 7 intake.system_prompt (catalog/intake.py)
 SYSTEM_CHARS: Final = "llmtrace.system.chars"  # int chars; intake.system_prompt
@@ -316,6 +318,14 @@ SPEC_BATCH_SIZE: Final = "llmtrace.spec.batch_size"  # float sequences; gen.spec
 STOP_MATCHED: Final = "llmtrace.stop.matched"  # str; gen.stop
 STOP_TRUNCATED: Final = "llmtrace.stop.truncated"  # bool; gen.stop
 STOP_OUTPUT_PARSES: Final = "llmtrace.stop.output_parses"  # bool; gen.stop
+STOP_KIND: Final = "llmtrace.stop.kind"  # str; gen.stop
+STOP_AT_CHAR: Final = "llmtrace.stop.at_char"  # int chars; gen.stop
+STOP_STRINGS: Final = "llmtrace.stop.strings"  # int; gen.stop
+STOP_PRECEDED_BY: Final = "llmtrace.stop.preceded_by"  # str; gen.stop
+STOP_INSIDE: Final = "llmtrace.stop.inside"  # str; gen.stop
+STOP_STRING_CLASS: Final = "llmtrace.stop.string_class"  # str; gen.stop
+STOP_STRING_CHARS: Final = "llmtrace.stop.string_chars"  # int chars; gen.stop
+STOP_STRING_HASH: Final = "llmtrace.stop.string_hash"  # str; gen.stop
 
 # ── stage 33 gen.detokenization (catalog/generation.py)
 DETOK_HELD_BACK_MAX: Final = "llmtrace.detok.held_back_max"  # int bytes; gen.detokenization

@@ -65,6 +65,10 @@ SYMPTOMS: tuple[Symptom, ...] = (
     Symptom("detokenizer_window", "Silent: detokenizer window", ("generation",),
             "replacement characters emitted then corrected, chopped stop strings",
             ("detokenizer", "stop string chopped", "hold-back"), silent=True),
+    Symptom("failed_calls", "Calls fail: errors, timeouts, refused connections", ("arrival", "intake", "generation"),
+            "error kind, HTTP status and message, the stage the failure belongs to",
+            ("error", "errors", "failed", "failing", "fails", "404", "500", "timeout", "timed out",
+             "connection refused", "model not found", "unknown model", "exception", "not found")),
 )
 
 _BY_ID = {s.id: s for s in SYMPTOMS}

@@ -112,5 +112,5 @@ STAGES: tuple[Stage, ...] = (
            V("llmtrace.stream.first_byte_ms", "float", "ms", "time to the first byte of the response", by=("C",)),
            V("llmtrace.stream.content_chunks", "int", "chunks", "chunks that carried answer text", by=("C",)),
            V("llmtrace.stream.parse_stopped", "bool", "", "true when the middleware stopped parsing a stream too large to follow (the app still got every byte)", when="when a stream outgrew what the middleware parses", by=("C",))),
-          ("slow_stream", "slow_first_token")),
+          ("slow_stream", "slow_first_token", "failed_calls")),
 )

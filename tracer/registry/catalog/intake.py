@@ -69,5 +69,5 @@ STAGES: tuple[Stage, ...] = (
            V("llmtrace.tokenization.chars_per_token", "float", "chars", "characters per token (low means inflation)"),
            V("llmtrace.tokenization.special_tokens", "int", "tokens", "special tokens in the prompt"),
            V("llmtrace.tokenization.block_hashes", "str[]", "", "hash chain over full KV blocks of the prompt")),
-          ("invisible_characters", "slow_first_token")),
+          ("invisible_characters", "slow_first_token", "failed_calls")),
 )
