@@ -16,8 +16,10 @@ def build_analyzers() -> dict[str, Analyzer]:
     from llmtrace.analyzers.degrades_under_traffic import DegradesUnderTraffic
     from llmtrace.analyzers.detokenizer_window import DetokenizerWindow
     from llmtrace.analyzers.different_answer import DifferentAnswer
+    from llmtrace.analyzers.early_end import EarlyEnd
     from llmtrace.analyzers.eviction_under_load import EvictionUnderLoad
     from llmtrace.analyzers.failed_calls import FailedCalls
+    from llmtrace.analyzers.intake_transform import IntakeTransform
     from llmtrace.analyzers.invisible_characters import InvisibleCharacters
     from llmtrace.analyzers.mangled_text import MangledText
     from llmtrace.analyzers.refusal_after_text import RefusalAfterText
@@ -30,7 +32,8 @@ def build_analyzers() -> dict[str, Analyzer]:
     table: dict[str, Analyzer] = {a.symptom: a for a in (
         SlowFirstToken(), SlowStream(), DifferentAnswer(), BrokenJson(), SessionForgets(), WrongSource(),
         CostAfterDeploy(), AgentLoops(), RefusalAfterText(), DegradesUnderTraffic(), MangledText(),
-        BelowModelCard(), InvisibleCharacters(), EvictionUnderLoad(), DetokenizerWindow(), FailedCalls(),
+        BelowModelCard(), InvisibleCharacters(), EvictionUnderLoad(), DetokenizerWindow(), EarlyEnd(),
+        IntakeTransform(), FailedCalls(),
     )}
     # keep the table's order, and fail loudly if a symptom row has no analyzer
     missing = [s.id for s in SYMPTOMS if s.id not in table]
