@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import traceback
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import Any
 from opentelemetry import trace
 from orjson import loads
 
-from llmtrace.tracer import health
+from llmtrace.tracer import capture, health
 from llmtrace.tracer import recording as rec
 from llmtrace.tracer import semconv as sc
 from llmtrace.tracer.registry import names as N
@@ -31,6 +32,7 @@ from .request_usage import UsageStripper, replace_body, wants_injection, with_us
 from .sse import SSEParser
 
 _MAX_BODY_BYTES = 16 * 1024 * 1024  # a buffered JSON answer larger than this is passed through unparsed
+_MAX_MESSAGE_CHARS = 1000  # a failed call's status message is kept up to this long
 
 # Stages a hosted provider keeps to itself; marked unobserved on the client pass (the bundled server
 # records them for real on its own pass span).
@@ -293,7 +295,11 @@ class Call:
             if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)):
                 self._end("cancelled", f"{type(exc).__name__} while the response was read")
                 return
-            self.pass_span.otel_span.record_exception(exc)
+            # the exception's text may quote a key or a token (a URL with credentials, a header): scrubbed as
+            # every stored text is
+            trace_text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            self.pass_span.otel_span.record_exception(exc, attributes={
+                "exception.message": capture.scrub(str(exc)), "exception.stacktrace": capture.scrub(trace_text)})
             self._end("error", f"{type(exc).__name__}: {exc}", error_type=type(exc).__qualname__)
         except Exception as inner:
             self._fault(inner)
@@ -304,6 +310,10 @@ class Call:
         span = self.pass_span
         if error_type:
             span.set(sc.ERROR_TYPE, error_type)
+        if message is not None:
+            # a provider's error body or an exception may quote a key ("Incorrect API key provided: sk-..."):
+            # the status message is stored like any text, scrubbed, and short
+            message = capture.scrub(message)[:_MAX_MESSAGE_CHARS]
         try:
             emit_stages(self, end)
         finally:

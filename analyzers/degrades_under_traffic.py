@@ -14,6 +14,9 @@ SLO_FACTOR = 2.0  # the TTFT objective, absent one given: twice the TTFT of requ
 # instrumentation names
 REFUSED = ("429", "503", "529", "RateLimitError", "OverloadedError", "rate_limit_error", "overloaded_error")
 MIN_REFUSED_SHARE = 0.1
+# the cause key of calls turned away at admission: the failed-calls analyzer's rate-limited and overloaded
+# findings share it, so one finding says it (analyzers/merge.py)
+REFUSED_CAUSE = "admission:refused"
 
 
 class DegradesUnderTraffic(SymptomAnalyzer):
@@ -61,6 +64,7 @@ class DegradesUnderTraffic(SymptomAnalyzer):
                     "time to first token, and shed requests failed outright.",
                     ev, ids, "Compare queue_depth and running with max_running; add replicas or raise the running "
                     "limit if the KV pool has room (cache.block_allocation utilization).", 0.5 + 0.5 * bad_share,
+                    cause=REFUSED_CAUSE if shed else "",
                 ))
         if not any(f.stage == "arrival.admission" for f in out):
             out += self._refused(q)
@@ -112,5 +116,5 @@ class DegradesUnderTraffic(SymptomAnalyzer):
             [Evidence("requests refused", refused, f"of {n}", ids),
              Evidence("HTTP status", ", ".join(seen), "", ids)],
             ids, "Send fewer requests at once (a client-side limit or queue), raise the server's concurrency "
-            "limit or its rate limit, and retry with backoff.", 0.5 + 0.5 * share,
+            "limit or its rate limit, and retry with backoff.", 0.5 + 0.5 * share, cause=REFUSED_CAUSE,
         )]

@@ -12,9 +12,9 @@ import json
 from llmtrace.tracer.registry.model import BoundaryValue
 from llmtrace.tracer.registry.stages import PASS_VALUES, STAGES
 
-SCHEMA_VERSION = 8  # bump when a view changes: writers recreate the views (5: views generated from the registry;
+SCHEMA_VERSION = 9  # bump when a view changes: writers recreate the views (5: views generated from the registry;
 # 6: a pass's hit_ratio is NULL where no cached tokens were reported; 7: engine_boot; 8: prompt_tokens by the
-# usage block's cache convention)
+# usage block's cache convention; 9: requests.status_message, why a failed pass failed)
 
 SPAN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("trace_id", "VARCHAR"),
@@ -150,7 +150,8 @@ def requests_select(source: str = "spans", json_checked: bool = False) -> str:
     values = ",\n                   ".join(_request_column(v) for v in REQUEST_VALUES)
     return f"""
             SELECT trace_id, span_id, parent_span_id, service, deploy,
-                   make_timestamp(start_ns // 1000) AS ts, start_ns, end_ns, duration_ms, status, operation,
+                   make_timestamp(start_ns // 1000) AS ts, start_ns, end_ns, duration_ms, status, status_message,
+                   operation,
                    {values},
                    attributes
             FROM (SELECT *, {json_values(_request_spec(), json_checked)} AS v FROM {source}
