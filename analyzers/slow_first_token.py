@@ -13,6 +13,7 @@ from llmtrace.analyzers.base import SymptomAnalyzer, severity_for
 from llmtrace.analyzers.cache_findings import cache_findings
 from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.query import Query, attr
+from llmtrace.analyzers.routed_away import routed_away
 
 
 class SlowFirstToken(SymptomAnalyzer):
@@ -20,6 +21,7 @@ class SlowFirstToken(SymptomAnalyzer):
 
     def find(self, q: Query) -> list[Finding]:
         out: list[Finding] = cache_findings(self, q)  # cache losses need token counts, not a TTFT
+        out += routed_away(self, q)  # a prefix-scoring router's own word (llm-d, Dynamo via collect)
         src = f"(SELECT * FROM {q.passes} WHERE ttft_ms IS NOT NULL)"
         n = q.one(f"SELECT count(*) AS n FROM {src}")["n"]
         if int(n) >= 3:
