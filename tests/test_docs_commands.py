@@ -49,6 +49,8 @@ def _check_pip(line: str) -> None:
     words = shlex.split(line)[2:]
     for word in words:
         name, _, extras = word.partition("[")
+        if name.startswith((".", "/")) or name.endswith(".whl"):  # a checkout or a wheel of this project
+            name = PYPROJECT["project"]["name"]
         if name == PYPROJECT["project"]["name"]:
             for extra in extras.rstrip("]").split(","):
                 assert extra in PYPROJECT["project"]["optional-dependencies"], f"{line}: no extra {extra!r}"

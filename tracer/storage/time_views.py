@@ -20,7 +20,8 @@ token the first text left the engine (beyond the TTFT, up to the first content t
 
 from __future__ import annotations
 
-from llmtrace.tracer.registry.stages import IDLE, SELF_MS, TTFT_MS
+from llmtrace.tracer.registry import stage_ids as sid
+from llmtrace.tracer.registry.stages import IDLE, SELF_MS, TTFT_MS, stages_in_phase
 from llmtrace.tracer.storage.views import PASS_OPERATIONS
 
 # The latest end among the stage spans of the same pass that started before this one: a stage of the
@@ -96,21 +97,23 @@ def time_breakdown_select(source: str = "spans") -> str:
         FROM (SELECT * FROM parts UNION ALL SELECT * FROM other) a JOIN p ON p.span_id = a.pass_span_id"""
 
 
-# ttft component -> the stages whose before-first-token time it holds (service stages by their duration)
-_TTFT_COMPONENTS = {
-    "intake": ("arrival.connection", "arrival.stream_setup", "intake.normalization", "intake.system_prompt",
-               "intake.context_ordering", "intake.evidence_format", "intake.chat_template", "intake.tokenization"),
-    "routing": ("arrival.model_routing", "arrival.replica_selection"),
-    "cache_lookup": ("cache.prefix_match", "cache.block_allocation", "cache.eviction", "cache.host_offload"),
-    "prefill": ("forward.embedding", "forward.positional", "forward.attention", "forward.feed_forward",
-                "forward.moe_routing", "forward.prefill", "forward.decode"),
+# ttft component -> the stages whose before-first-token time it holds (service stages by their duration).
+# Built from the registry's phases and constants, never spelled: a hand-typed list once held
+# "intake.evidence_format" (the stage is intake.evidence_formatting) and that stage was never counted.
+TTFT_COMPONENTS: dict[str, tuple[str, ...]] = {
+    "intake": (sid.ARRIVAL_CONNECTION, sid.ARRIVAL_STREAM_SETUP,
+               *(s.id for s in stages_in_phase("intake"))),
+    "routing": (sid.ARRIVAL_MODEL_ROUTING, sid.ARRIVAL_REPLICA_SELECTION),
+    "cache_lookup": (sid.CACHE_PREFIX_MATCH, sid.CACHE_BLOCK_ALLOCATION, sid.CACHE_EVICTION, sid.CACHE_HOST_OFFLOAD),
+    "prefill": (sid.FORWARD_EMBEDDING, sid.FORWARD_POSITIONAL, sid.FORWARD_ATTENTION, sid.FORWARD_FEED_FORWARD,
+                sid.FORWARD_MOE_ROUTING, sid.FORWARD_PREFILL, sid.FORWARD_DECODE),
 }
 
 
 def ttft_breakdown_select(source: str = "spans") -> str:
     """One row per server pass and TTFT component: trace_id, pass_span_id, component, ms, share."""
     arms = " ".join(f"WHEN stage IN ({', '.join(repr(s) for s in stages)}) THEN '{name}'"
-                    for name, stages in _TTFT_COMPONENTS.items())
+                    for name, stages in TTFT_COMPONENTS.items())
     return f"""
         WITH p AS (SELECT trace_id, span_id, start_ns AS pass_start_ns, {_num("llmtrace.ttft_ms")} AS ttft_ms,
                           {_num("llmtrace.engine.ttft_ms")} AS engine_ttft_ms
