@@ -74,6 +74,8 @@ def _load(module: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
+        if (exc.name or "").split(".")[0] not in EXTRA_OF_MODULE:
+            raise  # a module of llmtrace itself failed to import: a broken install, whose traceback says where
         raise SystemExit(missing_extra_message(exc)) from None
 
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from llmtrace.tracer.settings import resolve_db
-from llmtrace.tracer.storage.store import StoreError, mark_deploy
+from llmtrace.tracer.storage.store import StoreError, mark_deploy, read_connection
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,6 +21,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     path = resolve_db(args.db)
     try:
+        # The store must be there and be a store: marking a typo'd path would make a new store the deploy is
+        # lost in, and marking someone else's DuckDB file would write llmtrace's schema into it.
+        with read_connection(path):
+            pass
         mark_deploy(path, args.name, args.note, args.service)
     except StoreError as exc:
         print(f"llmtrace deploy: {exc}", file=sys.stderr)

@@ -69,18 +69,19 @@ def export_parquet(db: str | Path, out_dir: str | Path, *, since_ns: int | None 
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ValueError(f"{out} exists and is not a directory")
-    if out.exists() and any(out.iterdir()):
-        if overwrite:
-            shutil.rmtree(out)
-        elif not append:
-            raise ValueError(f"{out} is not empty; pass --overwrite to replace it or --append to add files")
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and any(out.iterdir()) and not (overwrite or append):
+        raise ValueError(f"{out} is not empty; pass --overwrite to replace it or --append to add files")
     where = "WHERE start_ns >= ?" if since_ns is not None else ""
     params: list[object] = [since_ns] if since_ns is not None else []
+    # The store is read before DIR is touched: a bad store path leaves no empty DIR behind, and --overwrite
+    # does not delete the last good export on the way to an error.
     with read_connection(db) as conn:
         days = conn.execute(
             f"SELECT {_DATE_SQL} AS d, count(*), min(start_ns), max(start_ns) FROM spans {where} GROUP BY d ORDER BY d",
             params).fetchall()
+    if overwrite and out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
     rows = 0
     for _day, n, lo, hi in days:
         for a, b in _slices(int(n), int(lo), int(hi)):

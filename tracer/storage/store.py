@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import time
 import weakref
 from collections.abc import Iterable, Iterator
@@ -48,9 +49,17 @@ def _open(path: Path, read_only: bool, timeout_s: float) -> duckdb.DuckDBPyConne
             if not _is_lock_error(exc):
                 raise StoreError(_explain(path, exc)) from None
             if time.monotonic() >= deadline:
-                raise StoreBusy(f"store {path} is locked by another process (waited {timeout_s:.0f}s)") from None
+                raise StoreBusy(f"store {path} is locked by another process{_holder(exc)}; "
+                                f"waited {timeout_s:.0f}s") from None
         time.sleep(delay * (0.5 + random.random()))
         delay = min(delay * 2, 0.1)
+
+
+def _holder(exc: Exception) -> str:
+    """DuckDB names the process holding the lock ("... is held in /usr/bin/python3 (PID 4242)"): worth
+    passing on, since it is the one thing a person needs to find and stop it."""
+    found = re.search(r"held in (.+?) \(PID (\d+)\)", str(exc))
+    return f" (PID {found[2]}, {found[1]})" if found else ""
 
 
 def _explain(path: Path, exc: Exception) -> str:
@@ -58,6 +67,34 @@ def _explain(path: Path, exc: Exception) -> str:
     if "not a valid DuckDB database" in text or "Corrupt" in text or "corrupt" in text or "magic" in text.lower():
         return f"{path} is not a readable llmtrace store (corrupt or not a DuckDB file): {text.splitlines()[0]}"
     return f"cannot open store {path}: {text.splitlines()[0]}"
+
+
+# Tables every llmtrace store has from its first write on (views.TABLES_SQL). A DuckDB file without them is
+# someone else's database: saying so beats the "Table spans does not exist" of the first view a command reads.
+STORE_TABLES = ("spans", "llmtrace_meta")
+
+
+def _not_a_file(p: Path) -> str | None:
+    """Why ``p`` cannot be a store before DuckDB is asked, or None."""
+    if not p.exists():
+        return f"no store at {p} (run your app with llmtrace.init(), `llmtrace demo`, or pass --db)"
+    if p.is_dir():
+        return f"{p} is a directory, not a store file (pass the .duckdb file inside it with --db)"
+    try:
+        if p.stat().st_size == 0:
+            return f"{p} is an empty file, not an llmtrace store"
+    except OSError as exc:
+        return f"cannot open store {p}: {exc.strerror or exc}"
+    return None
+
+
+def _check_is_store(p: Path, conn: duckdb.DuckDBPyConnection) -> None:
+    names = {r[0] for r in conn.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
+        "AND schema_name = 'main'").fetchall()}
+    missing = [t for t in STORE_TABLES if t not in names]
+    if missing:
+        raise StoreError(f"{p} is a DuckDB file but not an llmtrace store (no {', '.join(missing)} table)")
 
 
 def ensure_schema(conn: duckdb.DuckDBPyConnection) -> None:
@@ -87,12 +124,20 @@ def write_connection(path: str | os.PathLike[str], timeout_s: float = 30.0) -> I
 
 @contextmanager
 def read_connection(path: str | os.PathLike[str], timeout_s: float = 30.0) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A short read-only connection. A missing store is a clear error, not an empty new file."""
+    """A short read-only connection to an llmtrace store: every command that reads a store opens it here, so
+    each bad path is one sentence (a StoreError) whichever command met it: missing (never an empty new file),
+    a directory, an empty file, not a DuckDB file, a DuckDB file that is not a store, or a store another
+    process keeps locked for longer than ``timeout_s`` (StoreBusy)."""
     p = Path(path)
-    if not p.exists():
-        raise StoreError(f"no store at {p} (run your app with llmtrace.init(), `llmtrace demo`, or pass --db)")
+    reason = _not_a_file(p)
+    if reason is not None:
+        raise StoreError(reason)
     conn = _open(p, read_only=True, timeout_s=timeout_s)
     try:
+        try:
+            _check_is_store(p, conn)
+        except duckdb.Error as exc:
+            raise StoreError(_explain(p, exc)) from None
         yield conn
     finally:
         conn.close()
