@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from diagnosis_corpus import CASES, Case, Ctx  # noqa: E402
 from diagnosis_corpus_variants import VARIANT_SERVERS  # noqa: E402
+from diagnosis_engines import ENGINE_CASES, N_REQUESTS, emit_case  # noqa: E402
 from diagnosis_foreign_corpus import FOREIGN_CASES  # noqa: E402
 
 TEMPLATE = """{%- for m in messages -%}<<{{ m['role'] }}>> {{ m['content'] }}
@@ -318,6 +319,19 @@ def main() -> None:
                 joined = _wait_for_server_spans(srv.db, service)
                 print(f"{service:<44} app {app_s:5.1f}s  passes {joined}", flush=True)
                 pending.append((case, twin, pool.submit(_diagnose, srv.db, service)))
+        # ── engines' and routers' own spans (benchmarks/diagnosis_engines.py): no server, the hashes collector
+        for ecase in (c for c in ENGINE_CASES if not args.only or c.id in args.only):
+            db = work / "collected-hashes.duckdb"
+            for twin in (False, True):
+                service = f"{ecase.id}-{'twin' if twin else 'cause'}"
+                if not args.rediagnose:
+                    if "hashes" not in collectors:
+                        collectors["hashes"] = Collector("hashes", work).wait()
+                    n = emit_case(ecase, collectors["hashes"].endpoint, service, twin, time.time_ns() - 3_600 * 10**9)
+                    got = _wait_for_foreign_passes(db, service, N_REQUESTS)
+                    time.sleep(1.0)  # the stage rows of the last batch follow its passes
+                    print(f"{service:<44} rows {n}  passes {got} ({ecase.via})", flush=True)
+                pending.append((ecase, twin, pool.submit(_diagnose, db, service)))  # type: ignore[arg-type]
         for case, twin, fut in pending:
             rows.append(_score(case, twin, fut.result()))
     finally:

@@ -1,0 +1,190 @@
+"""The engines' block of the diagnosis corpus: inference engines' and routers' own spans (vLLM V1's lifecycle
+spans, SGLang's request span, llm-d's router, Dynamo's router and engine.generate, an app's OTel GenAI client
+spans joined to vLLM's by traceparent), sent by the stock OTLP/HTTP exporter to a `llmtrace collect` of
+their own; `diagnose` reads only what those shapes carry. No server runs: the spans are what those projects
+emit (their attribute names; sources in tests/collector/test_collector_engines.py), the numbers the case's.
+
+Each case has a twin with the cause removed. Other domains and numbers than the tests: a travel desk, a
+legal-research assistant, a code reviewer; 10 requests, 7 affected.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.trace import SpanKind
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+MS = 1_000_000
+N_REQUESTS = 10
+PROP = TraceContextTextMapPropagator()
+Emit = Callable[[Any, int, int, bool, random.Random], int]  # (tracer provider, request, start ns, twin) -> rows
+
+
+@dataclass(frozen=True, slots=True)
+class EngineCase:
+    id: str
+    expect: tuple[str, ...]
+    emit: Emit
+    via: str  # the shape, as the results name it
+    apps: int = 1  # tracer providers (services' processes) the case's spans come from
+
+
+def _affected(i: int, twin: bool) -> bool:
+    return not twin and i % 10 not in (0, 5, 8)  # 7 of 10
+
+
+def llmd_router(tp: Any, i: int, t0: int, twin: bool, rng: random.Random) -> int:
+    """llm-d: the scheduler's precise-prefix-cache scorer saw 52 of 64 blocks on one pod; the picker (load
+    weighed above prefix) sent the request to another holding a few."""
+    t = tp.get_tracer("llm-d-inference-scheduler")
+    away = _affected(i, twin)
+    holder, chosen = f"travel-desk-{i % 2}", f"travel-desk-{2 + i % 3}" if away else f"travel-desk-{i % 2}"
+    gw = t.start_span("gateway.request_orchestration", start_time=t0)
+    ctx = trace.set_span_in_context(gw)
+    for name, attrs in (("produce_precise_prefix_cache", {"total_blocks": 64, "max_match_blocks": 52,
+                                                          "max_match_endpoint": holder}),
+                        ("llm_d.kv_cache.index", {"lookup.cache_hit": True, "blocks_found": 52, "total_blocks": 64}),
+                        ("llm_d.epp.scorer.load-aware-scorer", {}),
+                        ("llm_d.epp.scorer.precise-prefix-cache-scorer",
+                         {"target_match_blocks": rng.randint(0, 4) if away else 52}),
+                        ("llm_d.epp.scoring", {"llm_d.epp.target_endpoint": chosen, "llm_d.epp.candidates": 5})):
+        s = t.start_span(name, context=ctx, start_time=t0 + MS, attributes=attrs)
+        s.end(end_time=t0 + 2 * MS)
+    prefill = 1.1 if away else 0.2
+    s = t.start_span("llm_request", kind=SpanKind.SERVER, context=ctx, start_time=t0 + 3 * MS, attributes={
+        "gen_ai.response.model": "granite-8b", "gen_ai.usage.prompt_tokens": 1024, "gen_ai.usage.completion_tokens": 40,
+        "gen_ai.latency.time_in_queue": 0.0, "gen_ai.latency.time_to_first_token": prefill + 0.03,
+        "gen_ai.latency.time_in_model_prefill": prefill, "gen_ai.latency.time_in_model_decode": 0.8,
+        "gen_ai.latency.e2e": prefill + 0.83})
+    s.end(end_time=t0 + 3 * MS + int((prefill + 0.83) * 1e9))
+    gw.end(end_time=t0 + 5 * MS + int((prefill + 0.83) * 1e9))
+    return 10  # 7 spans, 3 rows the engine's numbers imply (queue, prefill, decode)
+
+
+def dynamo_router(tp: Any, i: int, t0: int, twin: bool, rng: random.Random) -> int:
+    """Dynamo's KV router: overlap with the chosen worker against the best overlap it scored."""
+    t = tp.get_tracer("dynamo.frontend")
+    away = _affected(i, twin)
+    best = 30
+    route = t.start_span("router.route_request", start_time=t0, attributes={
+        "worker_id": f"worker-{i % 4}", "overlap_blocks": rng.randint(0, 3) if away else best,
+        "best_overlap_blocks": best, "best_worker_id": "worker-7"})
+    ctx = trace.set_span_in_context(route)
+    ttft = 900.0 if away else 140.0
+    s = t.start_span("engine.generate", context=ctx, start_time=t0 + MS, attributes={
+        "disagg_role": "decode", "model": "legal-research-70b", "input_tokens": 2000, "ttft_ms": ttft,
+        "output_tokens": 120, "finish_reason": "stop"})
+    s.end(end_time=t0 + MS + int((ttft + 2400) * MS))
+    route.end(end_time=t0 + 2 * MS + int((ttft + 2400) * MS))
+    return 2
+
+
+def vllm_v1_queue(tp: Any, i: int, t0: int, twin: bool, rng: random.Random) -> int:
+    """vLLM V1 with its lifecycle child spans, latencies in nanoseconds: a queue in front of the engine."""
+    t = tp.get_tracer("vllm.v1.engine")
+    q_ms = rng.randint(1800, 2600) if _affected(i, twin) else 0
+    pre, dec = 220, 700
+    root = t.start_span("llm_request", kind=SpanKind.SERVER, start_time=t0, attributes={
+        "gen_ai.response.model": "code-reviewer-14b", "gen_ai.usage.prompt_tokens": 700,
+        "gen_ai.usage.completion_tokens": 60, "gen_ai.latency.time_in_queue": q_ms * MS,
+        "gen_ai.latency.time_to_first_token": (q_ms + pre + 10) * MS,
+        "gen_ai.latency.time_in_model_prefill": pre * MS, "gen_ai.latency.time_in_model_decode": dec * MS,
+        "gen_ai.latency.e2e": (q_ms + pre + dec) * MS})
+    ctx = trace.set_span_in_context(root)
+    for name, a, b in (("vllm_queue", 0, q_ms), ("vllm_prefill", q_ms, q_ms + pre),
+                       ("vllm_decode", q_ms + pre, q_ms + pre + dec)):
+        s = t.start_span(name, context=ctx, start_time=t0 + a * MS)
+        s.end(end_time=t0 + b * MS)
+    root.end(end_time=t0 + (q_ms + pre + dec) * MS)
+    return 4
+
+
+def sglang_queue(tp: Any, i: int, t0: int, twin: bool, rng: random.Random) -> int:
+    """SGLang's request span: the same gen_ai.latency.* keys, in seconds, no child spans."""
+    t = tp.get_tracer("sglang.srt")
+    q = rng.uniform(1.5, 2.2) if _affected(i, twin) else 0.0
+    s = t.start_span(f"Req {uuid.UUID(int=rng.getrandbits(128)).hex[:8]}", kind=SpanKind.SERVER, start_time=t0,
+                     attributes={"sglang.rid": str(i), "gen_ai.response.model": "qwen-14b",
+                                 "gen_ai.usage.prompt_tokens": 500, "gen_ai.usage.completion_tokens": 50,
+                                 "gen_ai.latency.time_in_queue": q, "gen_ai.latency.time_to_first_token": q + 0.2,
+                                 "gen_ai.latency.time_in_model_prefill": 0.18,
+                                 "gen_ai.latency.time_in_model_decode": 0.5, "gen_ai.latency.e2e": q + 0.7})
+    s.end(end_time=t0 + int((q + 0.7) * 1e9))
+    return 4
+
+
+TRAVEL = ("You are the booking assistant of Northwind Travel. Quote only fares from the fare sheet you were "
+          "given, hold a seat for at most twenty minutes, explain change fees before confirming, and offer "
+          "travel insurance once per booking. Reply in the traveller's language. ") * 5
+
+
+def client_engine_volatile(tp_pair: Any, i: int, t0: int, twin: bool, rng: random.Random) -> int:
+    """An app's OTel GenAI client spans (prompt captured) joined to vLLM's llm_request by traceparent; a
+    session token at the top of the system prompt zeroes the engine's prefix hit."""
+    app_tp, eng_tp = tp_pair
+    app, eng = app_tp.get_tracer("opentelemetry.instrumentation.openai_v2"), eng_tp.get_tracer("vllm.v1.engine")
+    head = "" if twin else f"session: {uuid.UUID(int=rng.getrandbits(128))}\n"
+    msgs = [{"role": "system", "parts": [{"type": "text", "content": head + TRAVEL}]},
+            {"role": "user", "parts": [{"type": "text", "content": f"Is there a seat to Lisbon on day {3 + i}?"}]}]
+    client = app.start_span("chat travel-8b", kind=SpanKind.CLIENT, start_time=t0, attributes={
+        "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "travel-8b",
+        "gen_ai.usage.input_tokens": 700, "gen_ai.usage.output_tokens": 20,
+        "gen_ai.usage.cache_read.input_tokens": 640 if twin else 0, "server.address": "vllm.travel.internal",
+        "gen_ai.input.messages": json.dumps(msgs), "gen_ai.response.finish_reasons": ["stop"]})
+    headers: dict[str, str] = {}
+    PROP.inject(headers, context=trace.set_span_in_context(client))
+    prefill = 0.05 if twin else 0.7
+    s = eng.start_span("llm_request", kind=SpanKind.SERVER, context=PROP.extract(headers), start_time=t0 + MS,
+                       attributes={"gen_ai.response.model": "travel-8b", "gen_ai.usage.prompt_tokens": 700,
+                                   "gen_ai.usage.completion_tokens": 20,
+                                   "gen_ai.latency.time_in_queue": 0.0,
+                                   "gen_ai.latency.time_to_first_token": prefill + 0.02,
+                                   "gen_ai.latency.time_in_model_prefill": prefill,
+                                   "gen_ai.latency.time_in_model_decode": 0.3,
+                                   "gen_ai.latency.e2e": prefill + 0.32})
+    s.end(end_time=t0 + MS + int((prefill + 0.32) * 1e9))
+    client.end(end_time=t0 + 2 * MS + int((prefill + 0.32) * 1e9))
+    return 5
+
+
+ENGINE_CASES: list[EngineCase] = [
+    EngineCase("engine_llmd_router_away", ("arrival.replica_selection",), llmd_router, "llm-d"),
+    EngineCase("engine_dynamo_router_away", ("arrival.replica_selection",), dynamo_router, "dynamo"),
+    EngineCase("engine_vllm_v1_queue", ("arrival.admission",), vllm_v1_queue, "vllm-v1"),
+    EngineCase("engine_sglang_queue", ("arrival.admission",), sglang_queue, "sglang"),
+    EngineCase("engine_client_vllm_volatile", ("intake.system_prompt", "cache.prefix_match"),
+               client_engine_volatile, "otel-genai+vllm", apps=2),
+]
+
+
+def _provider(endpoint: str, service: str) -> TracerProvider:
+    tp = TracerProvider(resource=Resource.create({"service.name": service}))
+    tp.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint, timeout=10),
+                                             schedule_delay_millis=100))
+    return tp
+
+
+def emit_case(case: EngineCase, endpoint: str, service: str, twin: bool, t0: int) -> int:
+    """Send the case's (or its twin's) requests; the rows the collector will write for them."""
+    rng = random.Random(service)
+    tps = [_provider(endpoint, service) for _ in range(case.apps)]
+    rows = 0
+    try:
+        for i in range(N_REQUESTS):
+            start = t0 + i * 4_000 * MS
+            rows += case.emit(tps[0] if case.apps == 1 else tuple(tps), i, start, twin, rng)
+    finally:
+        for tp in tps:
+            tp.shutdown()
+    return rows
