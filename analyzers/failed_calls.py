@@ -124,12 +124,15 @@ class FailedCalls(SymptomAnalyzer):
         for message, count in g.messages.most_common(3):
             evidence.append(Evidence("message", message, f"({count} calls)" if count > 1 else "", ids))
         evidence.append(Evidence("time spent on the failed calls", round(g.ms, 1), "ms", ids))
+        refused = g.kind in (RATE, OVERLOADED) and g.stage == RATE.stage
+        # refused for load reads as the traffic analyzer says it (the two merge: one cause, REFUSED_CAUSE)
+        title = (f"{g.calls} of {n} calls were refused for load ({what})" if refused
+                 else f"{g.calls} of {n} calls failed: {g.kind.title} ({what})")
         return self.finding(
-            g.stage, failure_severity(share),
-            f"{g.calls} of {n} calls failed: {g.kind.title} ({what})",
+            g.stage, failure_severity(share), title,
             g.kind.why + (f' Message: "{top}"' if top else ""),
             evidence, ids, g.kind.next_check, 0.5 + 0.5 * share,
             # refused for load: the same cause as the traffic analyzer's shed requests, merged into one finding
-            cause=REFUSED_CAUSE if g.kind in (RATE, OVERLOADED) and g.stage == RATE.stage else f"failed:{g.kind.id}:{g.stage}",
+            cause=REFUSED_CAUSE if refused else f"failed:{g.kind.id}:{g.stage}",
             loss_ms=g.ms, affected_share=share,
         )
