@@ -29,10 +29,19 @@ if TYPE_CHECKING:
 
 MIN_SHARE = 0.05  # of all prompt tokens: less is not worth a line
 MIN_PASSES = 2  # token counts are not noisy: two passes that lost a shared prefix is already a pattern
+SHARE_LABEL = "share of prompt tokens re-prefilled"  # the headline's quantity, said the same in its evidence
 
 
 def segment_base(segment: str) -> str:
     return segment.split(":")[0] if segment else "prompt"
+
+
+# what a segment is called in a sentence ("at char 14 of the system prompt"); the others read as they are
+SEGMENT_NAMES = {"system": "system prompt"}
+
+
+def segment_name(base: str) -> str:
+    return SEGMENT_NAMES.get(base, base)
 
 
 def window_cause(segment: str) -> str:
@@ -114,9 +123,12 @@ def _with_ttft_split(q: Query, f: Finding) -> Finding:
 
 def _loss_evidence(c: Cause, passes: list[PassLoss], share: float, mspt: float, usdpt: float) -> list[Evidence]:
     ids = sample_ids([p.trace_id for p in reversed(c.passes)])
+    # one quantity for the headline, this line and the what-if: prompt tokens re-prefilled that a cache could
+    # have served, as a share of all the passes' prompt tokens (how many passes it touched is a count beside it)
     ev = [Evidence("passes affected", len(c.passes), f"of {len(passes)}", ids),
           Evidence("prompt tokens re-prefilled that a cache could have served", round(c.lost_tokens), "tokens", ids),
-          Evidence("share of all prompt tokens", round(share, 3))]
+          Evidence(SHARE_LABEL, round(share, 3), f"of the {sum(p.prompt_tokens for p in passes):,} prompt tokens "
+                   f"of all {len(passes)} passes")]
     if mspt > 0:
         ev.append(Evidence("TTFT lost per affected pass", round(mspt * c.lost_tokens / len(c.passes), 1), "ms", ids))
     if usdpt > 0:
@@ -140,14 +152,14 @@ def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
     off = max(set(offsets), key=offsets.count) if offsets else -1
     gl = [p.global_offset for p in c.passes if p.global_offset >= 0]
     tok = int(_median([float(p.token_offset) for p in c.passes if p.token_offset >= 0]))
-    re_share = c.lost_tokens / max(1, sum(p.prompt_tokens for p in c.passes))
     distinct = len({p.window_text for p in c.passes if p.window_text is not None})
     shuffled = "tools in a different order each call (a set or dict iterated)" if base == "tools" else \
         "segments in a different order each call (shuffled examples)"
     what = {"reordered": shuffled, "field": "a changing field",
             "invisible": "invisible characters", "whitespace": "changing whitespace",
             "free_text": "changing text"}.get(cls) or _a(cls)
-    where = f"at char {off} of the {base}" if off >= 0 else f"in the {base}"
+    name = segment_name(base)
+    where = f"at char {off} of the {name}" if off >= 0 else f"in the {name}"
     hit_deploys = {p.deploy for p in c.passes}
     if len({p.deploy for p in passes}) > 1 and len(hit_deploys) == 1 and None not in hit_deploys:
         where += f" since deploy {next(iter(hit_deploys))}"  # it shipped with that deploy
@@ -163,7 +175,7 @@ def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
             what = _a(value)
             where += f" (ahead of ~{fixed} tokens of fixed text)"
     title = (f"{what[0].upper() + what[1:]} {where} → the cache stops at token {'~' if estimated else ''}{tok} → "
-             f"{re_share:.0%} of prompt tokens re-prefilled")
+             f"{share:.0%} of prompt tokens re-prefilled")
     ids = sample_ids([p.trace_id for p in reversed(c.passes)])
     ev = _loss_evidence(c, passes, share, mspt, usdpt)
     ev.insert(0, Evidence("volatile window", f"{cls} at char {off} of segment '{seg}'", "", ids))
@@ -191,7 +203,7 @@ def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
         # characters nobody can see made prompts that look alike differ: the cause is normalization
         stage, cause, stages = "intake.normalization", "invisible-chars", ("intake.normalization", *stages)
     fix = ("Keep the examples in one fixed order" if cls == "reordered" else
-           f"Move the changing block after the fixed text: put the fixed instructions first in the {base} and the "
+           f"Move the changing block after the fixed text: put the fixed instructions first in the {name} and the "
            "retrieved or per-user content after them (the end of the system prompt, or the last user message), so "
            "every call shares the instructions as a cached prefix" if cls == "block" else
            f"Move the {cls if cls not in ('field', 'free_text') else 'changing value'} after the stable part of the "
@@ -199,7 +211,7 @@ def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
     return analyzer.finding(
         stage, _severity(share), title,
         f"{len(c.passes)} of {len(passes)} passes share text with an earlier prompt beyond a window that changes "
-        f"({what} in the {base}); the cache stops at the window, so everything after it is prefilled again.",
+        f"({what} in the {name}); the cache stops at the window, so everything after it is prefilled again.",
         ev, ids, f"{fix}; then `llmtrace check` should show the hit rate rise.",
         min(1.0, 0.4 + share), cause=cause, stages=stages, loss_tokens=c.lost_tokens,
         loss_ms=mspt * c.lost_tokens, loss_usd=usdpt * c.lost_tokens, affected_share=len(c.passes) / len(passes))

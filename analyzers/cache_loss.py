@@ -352,12 +352,16 @@ def _classify(pl: PassLoss, prompt: _Prompt | None, chain: list[str] | None,
         if pl.kind == "window":
             if isinstance(cls, str) and cls and pl.window_class in ("", "field", "free_text"):
                 pl.window_class = cls
-            engine_reported = isinstance(first_miss, int) and first_miss >= 0
+            # the engine's first missed token, or the cached tokens the engine or provider reported, beat the
+            # client's estimate: "the cache stops at token 4" beside an engine that cached 16 is two numbers
+            engine_reported = isinstance(first_miss, int) and first_miss >= 0 or pl.cached_known
             for name, fld in (("segment_offset", "char_offset"), ("char_offset", "global_offset"),
                               ("token_offset", "token_offset")):
                 v = div.get(name)
                 if isinstance(v, int) and v >= 0 and not (fld == "token_offset" and engine_reported):
-                    setattr(pl, fld, v)  # the engine's first missed token beats the client's estimate
+                    setattr(pl, fld, v)
+            if pl.token_offset < 0 and pl.cached_known:
+                pl.token_offset = pl.cached_tokens
 
 
 @dataclass(slots=True)

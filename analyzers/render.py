@@ -35,9 +35,10 @@ def _loss(f: Finding) -> str:
         parts.append(f"{f.loss_ms:,.0f} ms")
     if f.loss_usd:
         parts.append(f"${f.loss_usd:.4f}")
-    if f.affected_share:
-        parts.append(f"{f.affected_share:.0%} of passes")
-    return ("lost: " + ", ".join(parts)) if parts else ""
+    text = ("lost: " + ", ".join(parts)) if parts else ""
+    if f.affected_share:  # where the loss fell, not a loss of its own: "lost 83% of passes" read as one
+        text += f"{' ' if text else ''}on {f.affected_share:.0%} of passes"
+    return text
 
 
 def _ids(ids: Sequence[str], n: int = 3) -> str:
