@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 FUZZ = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-ALLOWED = {200, 400, 401, 404, 408, 411, 413, 429}
+ALLOWED = {200, 400, 401, 404, 405, 408, 411, 413, 429}
 # The good app's exporter thread draws from the random module (retry jitter, sampling) while hypothesis
 # generates examples on the main thread; hypothesis cannot tell the two apart and warns.
 pytestmark = pytest.mark.filterwarnings("ignore:Do not use the `random` module inside strategies")
@@ -235,3 +235,72 @@ def test_headers_and_framing(col: RunningCollector, ctype: str, enc: str, length
     cl = {"ok": len(body), "short": len(body) + 5, "none": None, "neg": -4, "junk": "1e3", "huge": 10**30}[length]
     head = _head(None, ctype, extra + (f"Content-Length: {cl}\r\n" if cl is not None else ""))
     _send(col.port, head, body)
+
+
+# -- methods and conflicting framing (hostile-input run: 501 for PUT, two Content-Lengths accepted) ---------
+def _exchange(port: int, raw: bytes, timeout_s: float = 10.0) -> tuple[int, dict[str, str], bytes]:
+    """One raw request; the answer's status, headers (lower-case names) and body, read to the close."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as s:
+        s.sendall(raw)
+        data = b""
+        while piece := s.recv(65536):
+            data += piece
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    return int(lines[0].split(" ", 2)[1]), headers, body
+
+
+@pytest.mark.parametrize("method", ["PUT", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRACE", "GET"])
+def test_other_methods_on_traces_are_405_naming_post(col: RunningCollector, method: str) -> None:
+    body = ExportTraceServiceRequest().SerializeToString() + b"\x0a\x00"
+    head = (f"{method} /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    code, headers, got = _exchange(col.port, head + body)
+    assert code == 405 and headers.get("allow") == "POST", (code, headers)
+    assert got == b"" if method == "HEAD" else int(headers["content-length"]) == len(got) > 0
+
+
+def test_head_on_health_is_its_get_without_a_body(col: RunningCollector) -> None:
+    code, headers, got = _exchange(col.port, b"HEAD /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert code == 200 and int(headers["content-length"]) > 0 and got == b""
+    code, headers, _ = _exchange(col.port, b"DELETE /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert code == 405 and headers.get("allow") == "GET, HEAD"
+
+
+@pytest.mark.parametrize("lengths", [("7", "30"), ("30", "7"), ("9", "9"), ("9", "9, 9")])
+def test_two_content_lengths_are_400(col: RunningCollector, lengths: tuple[str, str]) -> None:
+    """Two Content-Length headers give two ends to one body (request smuggling through a proxy that reads the
+    other one): 400 and close, whatever the values, and nothing of it is stored."""
+    body = _named_span_body("smuggled-cl")
+    extra = "".join(f"Content-Length: {v}\r\n" for v in lengths)
+    code, headers, _ = _exchange(col.port, _head(None, extra=extra) + body)
+    assert code == 400 and headers.get("connection") == "close", (code, headers)
+
+
+def test_content_length_beside_chunked_is_400(col: RunningCollector) -> None:
+    body = _named_span_body("smuggled-te")
+    framed = f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
+    code, headers, _ = _exchange(col.port, _head(len(body), extra="Transfer-Encoding: chunked\r\n") + framed)
+    assert code == 400 and headers.get("connection") == "close", (code, headers)
+
+
+def test_refused_framing_stored_nothing(col: RunningCollector) -> None:
+    """Runs after the two framing tests: a good body through the same collector is stored, theirs are not."""
+    body = _named_span_body("framing-control")
+    assert _exchange(col.port, _head(len(body), extra="Connection: close\r\n") + body)[0] == 200
+    deadline = time.monotonic() + 30  # (the good app keeps the queue busy: wait for this span, not an empty queue)
+    while not query(col.db, "SELECT 1 FROM spans WHERE name = 'framing-control'") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    names = {n for (n,) in query(col.db, "SELECT name FROM spans WHERE name LIKE 'smuggled%' OR name = "
+                                         "'framing-control'")}
+    assert names == {"framing-control"}
+
+
+def _named_span_body(name: str) -> bytes:
+    req = ExportTraceServiceRequest()
+    span = req.resource_spans.add().scope_spans.add().spans.add()
+    span.trace_id, span.span_id = os.urandom(16), os.urandom(8)
+    span.start_time_unix_nano, span.end_time_unix_nano = time.time_ns(), time.time_ns() + 1000
+    span.name = name
+    return req.SerializeToString()

@@ -26,6 +26,19 @@ def drain(sock: socket.socket, max_bytes: int = 1 << 20, max_s: float = 0.5) -> 
         pass
 
 
+def framing_error(content_lengths: list[str], transfer_encoding: str | None) -> str | None:
+    """Why a request's body has no single end, or None. Two Content-Length headers, or one beside
+    Transfer-Encoding, let a proxy in front and this server split the stream in different places (request
+    smuggling); RFC 9112 section 6.3 lets a server refuse both, and uvicorn's parser under ``llmtrace serve``
+    does."""
+    if len(content_lengths) > 1:
+        shown = ", ".join(repr(v[:20]) for v in content_lengths[:4])
+        return f"{len(content_lengths)} Content-Length headers ({shown}); send one"
+    if content_lengths and transfer_encoding is not None:
+        return "both Content-Length and Transfer-Encoding; send one"
+    return None
+
+
 def _varint(n: int) -> bytes:
     out = bytearray()
     while True:
@@ -40,7 +53,7 @@ def _varint(n: int) -> bytes:
 
 def status_proto(code: int, message: str) -> bytes:
     """A google.rpc.Status (code = 1, message = 2), the error body OTLP/HTTP asks for."""
-    grpc_code = {400: 3, 401: 16, 404: 5, 408: 4, 411: 3, 413: 8, 429: 8, 503: 14}.get(code, 2)
+    grpc_code = {400: 3, 401: 16, 404: 5, 405: 12, 408: 4, 411: 3, 413: 8, 429: 8, 503: 14}.get(code, 2)
     msg = message.encode()
     return b"\x08" + _varint(grpc_code) + b"\x12" + _varint(len(msg)) + msg
 

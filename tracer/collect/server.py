@@ -30,7 +30,7 @@ from typing import Any
 import pyarrow as pa
 
 from llmtrace.tracer.collect.conns import Conn, ConnectionTable, Timeouts
-from llmtrace.tracer.collect.http import drain, export_response, status_proto
+from llmtrace.tracer.collect.http import drain, export_response, framing_error, status_proto
 from llmtrace.tracer.collect.otlp_decode import Decoded, PayloadError, PayloadTooLarge, decode
 from llmtrace.tracer.collect.otlp_mapping import Mapper
 from llmtrace.tracer.collect.wal import Record, Ticket, WriteAheadLog, replay, wal_dir
@@ -41,6 +41,7 @@ from llmtrace.tracer.storage.store import write_connection
 
 log = logging.getLogger("llmtrace.collect")
 TRACES_PATH = "/v1/traces"
+GET_ROUTES = frozenset({"/", "/stats", "/healthz"})
 _HEX_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
 _DEC_SIZE = re.compile(r"[0-9]{1,18}")
 
@@ -160,7 +161,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self._linger = True
         self.end_headers()
-        if body:
+        if body and self.command != "HEAD":
             self.wfile.write(body)
 
     def _error(self, code: int, message: str, *, json_body: bool = False, close: bool = False,
@@ -175,7 +176,9 @@ class _Handler(BaseHTTPRequestHandler):
     # -- routes ---------------------------------------------------------------------------------------
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
         route = self.path.split("?", 1)[0]
-        if route == "/healthz":  # for load balancers and orchestrators: says nothing about the store
+        if route == TRACES_PATH:
+            self._not_allowed(route)
+        elif route == "/healthz":  # for load balancers and orchestrators: says nothing about the store
             self._reply(200, b'{"status":"ok"}', "application/json")
         elif route in ("/", "/stats"):
             if not self._authorized():  # the counters name the store path and the pid
@@ -186,10 +189,33 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._error(404, f"no route {self.path}; POST OTLP traces to {TRACES_PATH}", json_body=True)
 
+    def do_HEAD(self) -> None:  # noqa: N802 - stdlib naming
+        self.do_GET()  # the GET answer's head (_reply writes no body for HEAD), as HTTP asks of every GET route
+
+    def do_other(self) -> None:
+        """A method HTTP knows that no route here takes: 405 naming the ones it does (BaseHTTPRequestHandler
+        would say 501, "the server does not know this method", which is wrong for PUT on /v1/traces)."""
+        route = self.path.split("?", 1)[0]
+        if route == TRACES_PATH or route in GET_ROUTES:
+            return self._not_allowed(route)
+        return self._error(404, f"no route {self.path}; POST OTLP traces to {TRACES_PATH}",
+                           json_body=self._as_json(), close=True)
+
+    do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_other  # noqa: N815 - stdlib naming
+
+    def _not_allowed(self, route: str) -> None:
+        allow = "POST" if route == TRACES_PATH else "GET, HEAD"
+        # close: a body that came with it (PUT, PATCH) is not read, so the connection cannot carry another request
+        self._error(405, f"{self.command} is not allowed on {route} (allowed: {allow})", json_body=self._as_json(),
+                    close=True, headers={"Allow": allow})
+
+    def _as_json(self) -> bool:
+        return self.headers.get("Content-Type", "").split(";")[0].strip().lower() == "application/json"
+
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
         c = self.server.collector
         ctype = self.headers.get("Content-Type", "application/x-protobuf")
-        as_json = ctype.split(";")[0].strip().lower() == "application/json"
+        as_json = self._as_json()
         if self.path.split("?", 1)[0] != TRACES_PATH:
             return self._error(404, f"no route {self.path}; POST OTLP traces to {TRACES_PATH}", json_body=as_json,
                                close=True)
@@ -204,6 +230,9 @@ class _Handler(BaseHTTPRequestHandler):
         limit = c.config.max_body_bytes
         length_text = self.headers.get("Content-Length")
         te = self.headers.get("Transfer-Encoding")
+        framing = framing_error(self.headers.get_all("Content-Length") or [], te)
+        if framing is not None:  # two readings of where the body ends: the smuggling shape, refused as serve does
+            return self._error(400, framing, json_body=as_json, close=True)
         if te is not None and te.split(",")[-1].strip().lower() != "chunked":
             return self._error(400, f"unsupported Transfer-Encoding {te[:40]!r} (chunked only)", json_body=as_json,
                                close=True)
