@@ -84,6 +84,66 @@ def template_request() -> bytes:
     return encode_spans(spans).SerializeToString()
 
 
+def engines_template_request() -> bytes:
+    """One OTLP request of 512 engines' and routers' own spans, as ``collect`` maps them
+    (tracer/collect/otlp_engines.py): vLLM V1's llm_request (ns) with its lifecycle children, ARMS's request
+    and phase spans, llm-d's gateway, scoring, scorer, prefix-cache and KV-index spans, Dynamo's router and
+    engine.generate pair; each request's phase spans end before it, so no stage row is synthesized twice and
+    the collector writes one row a span. Filled to 512 with vLLM's per-step spans."""
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exp = InMemorySpanExporter()
+    tp = TracerProvider(resource=Resource.create({"service.name": "bench-engines"}))
+    tp.add_span_processor(SimpleSpanProcessor(exp))
+    t = tp.get_tracer("engines")
+    ms = 1_000_000
+    t0 = time.time_ns()
+
+    def children(root: object, names: list[tuple[str, dict[str, object]]]) -> None:
+        ctx = trace.set_span_in_context(root)  # type: ignore[arg-type]
+        for k, (name, attrs) in enumerate(names):
+            c = t.start_span(name, context=ctx, start_time=t0 + k * ms, attributes=attrs)
+            c.end(end_time=t0 + (k + 1) * ms)
+
+    group = 19  # spans a round of the four shapes
+    for i in range((BATCH - 8) // group):
+        r = t.start_span("llm_request", start_time=t0, attributes={
+            "gen_ai.response.model": "llama", "gen_ai.usage.prompt_tokens": 900 + i,
+            "gen_ai.usage.completion_tokens": 11, "gen_ai.latency.time_in_queue": 4e8,
+            "gen_ai.latency.time_to_first_token": 6.5e8, "gen_ai.latency.time_in_model_prefill": 2e8,
+            "gen_ai.latency.time_in_model_decode": 5e8, "gen_ai.latency.e2e": 1.15e9})
+        children(r, [("vllm_queue", {}), ("vllm_async_kv_transfer", {"vllm.num_blocks": 12}),
+                     ("vllm_prefill", {"num_computed_tokens": 900}), ("vllm_decode", {})])
+        r.end(end_time=t0 + 1150 * ms)
+        r = t.start_span("llm_request", start_time=t0, attributes={
+            "gen_ai.request.model": "qwen-max", "gen_ai.usage.input_tokens": 500, "gen_ai.usage.output_tokens": 9})
+        children(r, [(n, {"gen_ai.request.id": f"arms-{i}"}) for n in ("wait", "kv_transfer", "prefill", "decode")])
+        r.end(end_time=t0 + 900 * ms)
+        r = t.start_span("gateway.request_orchestration", start_time=t0)
+        children(r, [("produce_precise_prefix_cache", {"total_blocks": 40, "max_match_blocks": 30,
+                                                       "max_match_endpoint": "pod-a"}),
+                     ("llm_d.kv_cache.index", {"lookup.cache_hit": True, "blocks_found": 30, "total_blocks": 40}),
+                     ("llm_d.epp.scorer.precise-prefix-cache-scorer", {"target_match_blocks": 0}),
+                     ("pick_disagg_profile", {"profile": "decode"}),
+                     ("llm_d.epp.scoring", {"llm_d.epp.target_endpoint": "pod-b", "llm_d.epp.candidates": 3})])
+        r.end(end_time=t0 + 500 * ms)
+        r = t.start_span("router.route_request", start_time=t0, attributes={"worker_id": "w1", "overlap_blocks": 3})
+        children(r, [("engine.generate", {"disagg_role": "decode", "model": "llama", "input_tokens": 2048,
+                                          "ttft_ms": 195.5, "output_tokens": 64, "finish_reason": "length"})])
+        r.end(end_time=t0 + 900 * ms)
+    while len(exp.get_finished_spans()) < BATCH:
+        s = t.start_span("vllm_step_execution", start_time=t0, attributes={"num_reqs": 4})
+        s.end(end_time=t0 + ms)
+    spans = exp.get_finished_spans()
+    assert len(spans) == BATCH, len(spans)
+    return encode_spans(spans).SerializeToString()
+
+
 def make_bodies(template: bytes, count: int, offset: int) -> list[bytes]:
     """``count`` requests with distinct trace and span ids (batch number written into the ids)."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -416,7 +476,22 @@ def main() -> None:
     ap.add_argument("--no-kill9", dest="kill9", action="store_false", help="skip the kill -9 durability run")
     ap.add_argument("--pass-table-rounds", type=int, default=0,
                     help="only measure what keeping the per-pass table costs: this many on/off rounds (0: skip)")
+    ap.add_argument("--shapes", choices=("llmtrace", "engines"), default="llmtrace",
+                    help="what the 512-span requests hold: llmtrace's own spans, or engines' and routers' spans "
+                         "that collect maps (ingest only; results/collector_engines.json)")
     args = ap.parse_args()
+    if args.shapes == "engines":
+        tmp = Path(tempfile.mkdtemp(prefix="llmtrace-bench-engines-"))
+        try:
+            bodies = make_bodies(engines_template_request(), max(1, args.spans // BATCH), 0)
+            res = {"collect_batch_spans": BATCH, "collect_senders": args.senders, "shapes": "engines",
+                   "load_average_1m_at_start": round(os.getloadavg()[0], 2),
+                   **bench_collector(bodies, args.senders, tmp)}
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        print(json.dumps(res), flush=True)
+        save("collector_engines", res)  # its own file: collector.json keeps the llmtrace shapes' full run
+        return
     if args.pass_table_rounds:
         tmp = Path(tempfile.mkdtemp(prefix="llmtrace-bench-passtable-"))
         try:

@@ -275,12 +275,12 @@ def request_latencies(attrs: dict[str, object], span_hex: str, start_ns: int, en
     starts at arrival; queue, prefill and decode follow one another), in the unit the span's numbers are
     in, each written unless the engine's own phase span for it was (PhaseLedger)."""
     a = mapped.attributes
-    raw = {k: number(attrs.get(k)) for k in LATENCY_KEYS}
+    raw = {k: number(v) for k in LATENCY_KEYS if (v := attrs.get(k)) is not None}
     present = [v for v in raw.values() if v is not None and v >= 0]
     scale, unit = seconds_scale(present, (end_ns - start_ns) / 1e9 if end_ns > start_ns else 0.0)
 
     def sec(key: str) -> float | None:
-        v = raw[key]
+        v = raw.get(key)
         return v * scale if v is not None and 0 <= v * scale <= 1e7 else None
 
     queue_s, prefill_s, decode_s = (sec("gen_ai.latency.time_in_queue"), sec("gen_ai.latency.time_in_model_prefill"),

@@ -198,9 +198,11 @@ def _cached(raw: dict[str, object], keys: tuple[str, ...] = (), in_repr: re.Patt
     """Cached (by default) or cache-written prompt tokens, under the keys instrumentations use or inside
     LiteLLM's usage repr."""
     for key in keys or _CACHED_KEYS:
-        n = _int(raw.get(key))
-        if n is not None:
-            return n
+        value = raw.get(key)
+        if value is not None:
+            n = _int(value)
+            if n is not None:
+                return n
     usage = raw.get("metadata.usage_object")
     if isinstance(usage, str):
         m = (in_repr or _REPR_CACHED).search(usage)
@@ -229,6 +231,7 @@ class Mapper:
         self.capture_mode = capture_mode
         self._raw_payload = False  # the span being mapped is a raw provider payload (LiteLLM's)
         self.ledger = PhaseLedger()  # engine stages already given a row, router facts by trace
+        self._content = False  # the span being mapped carries prompt or output text (any key is_content)
 
     def map(self, name: str, kind: str, attrs: dict[str, object], trace_hex: str, span_hex: str,
             start_ns: int, end_ns: int, events: object = (), status_message: str | None = None,
@@ -272,24 +275,30 @@ class Mapper:
             if status is not None:
                 mapped.attributes["http.response.status_code"] = status
         if mapped.operation in ("chat", "text_completion", "generate_content"):
-            # the same prompt segments our own spans carry, so the cache analysis works on these too
-            mapped.attributes.update(segment_attributes(attrs, self.capture_mode))
-            for key, value in output_attributes(attrs).items():  # the answer's shape, as our middleware says it
-                _put(mapped.attributes, key, value)
-            evidence = evidence_values(attrs, self.capture_mode)  # retrieved passages pasted into the prompt
-            if evidence:
-                mapped.extra.append(self._row(span_hex, S.INTAKE_EVIDENCE_FORMATTING, start_ns, start_ns, evidence))
             penalties = penalty_values(attrs)  # the penalties the request asked for (numbers, any capture mode)
             if penalties:
                 mapped.extra.append(self._row(span_hex, S.GEN_PENALTIES, start_ns, start_ns, penalties))
-            # repeated tool calls and invisible characters in the history, as the middleware reads them
-            for stage_id, values in conversation_rows(attrs, self.capture_mode):
-                mapped.extra.append(self._row(span_hex, stage_id, start_ns, start_ns, values))
-            # a history rewritten by a compaction, by the middleware's own reading (conversation_hook.py)
-            compacted = conversation_hook.compaction_values(service, attrs, end_ns) if self.capture_mode != "none" else None
-            if compacted:
-                mapped.extra.append(self._row(span_hex, S.LOOP_COMPACTION, start_ns, start_ns, compacted))
+            if self._content:  # the readers below read text only: an engine's pass span has none (ingest speed)
+                self._text_rows(mapped, attrs, span_hex, start_ns, end_ns, service)
         return mapped
+
+    def _text_rows(self, mapped: Mapped, attrs: dict[str, object], span_hex: str, start_ns: int, end_ns: int,
+                   service: str | None) -> None:
+        """What the middleware reads off a pass's prompt and answer, read off a foreign span's text."""
+        # the same prompt segments our own spans carry, so the cache analysis works on these too
+        mapped.attributes.update(segment_attributes(attrs, self.capture_mode))
+        for key, value in output_attributes(attrs).items():  # the answer's shape, as our middleware says it
+            _put(mapped.attributes, key, value)
+        evidence = evidence_values(attrs, self.capture_mode)  # retrieved passages pasted into the prompt
+        if evidence:
+            mapped.extra.append(self._row(span_hex, S.INTAKE_EVIDENCE_FORMATTING, start_ns, start_ns, evidence))
+        # repeated tool calls and invisible characters in the history, as the middleware reads them
+        for stage_id, values in conversation_rows(attrs, self.capture_mode):
+            mapped.extra.append(self._row(span_hex, stage_id, start_ns, start_ns, values))
+        # a history rewritten by a compaction, by the middleware's own reading (conversation_hook.py)
+        compacted = conversation_hook.compaction_values(service, attrs, end_ns) if self.capture_mode != "none" else None
+        if compacted:
+            mapped.extra.append(self._row(span_hex, S.LOOP_COMPACTION, start_ns, start_ns, compacted))
 
     def _raw_penalties(self, mapped: Mapped, attrs: dict[str, object], span_hex: str, start_ns: int) -> Mapped:
         """LiteLLM writes the request's penalties only in its raw payload span (``llm.<provider>.*``)."""
@@ -371,10 +380,12 @@ class Mapper:
         out: dict[str, object] = {}
         texts: dict[str, str] = {}
         raw = self._raw_payload
+        self._content = False
         for key, value in attrs.items():
             if not is_content(key, value, raw):
                 out[key] = value
                 continue
+            self._content = True
             if isinstance(value, str) and value in _REDACTED:
                 # the app's own switch hid the text: the marker is kept as sent, but hashed it would make
                 # every prompt and every answer "the same text" to the cache and output analyses
