@@ -64,7 +64,7 @@ class EarlyEnd(SymptomAnalyzer):
         base = f"""SELECT svc, median(at_char) AS med, count(*) AS n FROM {passes}
                    WHERE kind IN ('end_turn', 'length', 'tool_call') AND at_char IS NOT NULL GROUP BY svc"""
         inside = ("(p.inside IN ('json_string', 'json') OR (p.inside = 'code_fence' AND coalesce(p.cls, '') <> 'fence') "
-                  "OR p.before IN ('digit', 'abbreviation', 'empty'))")
+                  "OR p.before IN ('digit', 'abbreviation'))")
         early = f"(b.n >= {MIN_BASELINE} AND p.at_char < {EARLY_RATIO} * b.med)"
         rows = q.rows(f"""
             SELECT coalesce(p.cls, 'unknown') AS cls, coalesce(p.chars, 0) AS chars, coalesce(p.inside, 'none') AS inside,
@@ -85,7 +85,7 @@ class EarlyEnd(SymptomAnalyzer):
         ids = tuple(top["ids"])
         where = _WHERE.get(top["inside"], "")
         before = _BEFORE.get(top["before"], top["before"])
-        at = " and ".join(x for x in (where, before if top["before"] in ("digit", "abbreviation", "empty") else "") if x)
+        at = " and ".join(x for x in (where, before if top["before"] in ("digit", "abbreviation") else "") if x)
         if not at:
             at = f"far earlier than the answers that ended on their own ({top['at_char']:.0f} vs {top['med']:.0f} chars)"
         sure = bool(top["sure"])
@@ -105,7 +105,9 @@ class EarlyEnd(SymptomAnalyzer):
             ev.append(Evidence(f"also: {r['cls']} stop string {_WHERE.get(r['inside'], '')} {r['before']}".strip(),
                                r["n"], "answers", tuple(r["ids"])))
         return [self.finding(
-            S.GEN_STOP, severity_for(share) if top["in_content"] else "warning",
+            # early only by length: a warning, info for answers cut before any text (a model that opens with a
+            # newline under stop "\n": an empty answer, not a stop string met inside content)
+            S.GEN_STOP, severity_for(share) if top["in_content"] else "info" if top["before"] == "empty" else "warning",
             f"{cut} answers were ended by {stop_words} {at}",
             f"The request's stop string also occurs inside the answer's own content, so generation stopped there "
             f"with finish reason 'stop', which reads as a finished answer. {share:.0%} of passes ended this way"

@@ -34,7 +34,9 @@ from typing import Final
 END_KINDS: Final = ("length", "stop_string", "stop_token", "end_turn", "tool_call", "content_filter",
                     "client_disconnect", "error", "stop_unknown", "other")
 # where a stop string fired inside the answer's own content rather than at its end
-CUT_CLASSES: Final = frozenset({"empty", "digit", "abbreviation"})
+# (an empty answer is not among them: a model that opens with a newline under stop "\n" says nothing of the
+# content; the analyzer's "far earlier than the other answers" rule judges it where there are others)
+CUT_CLASSES: Final = frozenset({"digit", "abbreviation"})
 CONTAINERS: Final = ("code_fence", "json_string", "json", "none")
 
 # Lower-case words that take a period without ending a sentence (English; the lone initial and the dotted
@@ -102,7 +104,7 @@ def inside(text: str) -> str:
 
 def inside_content(preceded: str | None, container: str | None, stop_class: str | None = None) -> bool:
     """Whether a stop string that cut the output here cut it inside the answer's own content: mid-number,
-    after an abbreviation, at once, or inside a code block or a JSON value. A fence stop string that ends an
+    after an abbreviation, or inside a code block or a JSON value. A fence stop string that ends an
     open code block closes it (the usual way to take only the code), so that one is the block's end."""
     if container == "code_fence" and stop_class == "fence":
         return False
