@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from llmtrace.backend.model.compute_path import DECODE_CHOICES, DTYPE_CHOICES
+
 EVICTION_POLICIES = ("lru", "lfu", "leaf_first", "priority")
 
 
@@ -18,7 +20,9 @@ class EngineConfig:
     watermark: float = 0.02  # keep this share of the pool free: cached blocks are evicted below it
     host_tier_blocks: int = 0  # blocks the host-memory tier can hold (0: no host tier)
     batch_invariant: bool = False
-    dtype: str = "float32"
+    dtype: str = "float32"  # "auto": chosen by the host (compute_path.py); float32/bfloat16 override it
+    decode: str = "auto"  # decode matmuls: "int4" on the GGUF's 4-bit codes, "dense", or "auto" (int4 unless
+    # dtype is float32 by name: the reference)
     attention_backend: str | None = None  # force "torch" or "triton"; None chooses by device
     enable_prefix_cache: bool = True
     device: str = "cpu"
@@ -43,8 +47,10 @@ class EngineConfig:
             raise ValueError(f"watermark must be in [0, 1), got {self.watermark}")
         if self.host_tier_blocks < 0:
             raise ValueError(f"host_tier_blocks must be >= 0, got {self.host_tier_blocks}")
-        if self.dtype not in ("float32", "bfloat16"):
-            raise ValueError(f"dtype must be float32 or bfloat16, got {self.dtype!r}")
+        if self.dtype not in DTYPE_CHOICES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPE_CHOICES)}, got {self.dtype!r}")
+        if self.decode not in DECODE_CHOICES:
+            raise ValueError(f"decode must be one of {', '.join(DECODE_CHOICES)}, got {self.decode!r}")
         if self.max_model_len is not None and self.max_model_len < 2:
             raise ValueError(f"max_model_len must be >= 2, got {self.max_model_len}")
         if self.num_threads is not None and self.num_threads < 1:

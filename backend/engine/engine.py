@@ -10,7 +10,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from llmtrace.backend.engine.stage_emitter import EngineFacts, emit
 from llmtrace.backend.generation.params import InvalidRequestError, SamplingParams
 from llmtrace.backend.generation.pipeline import GenerationPipeline
 from llmtrace.backend.kernels.selection import select_backend
+from llmtrace.backend.model.compute_path import choose
 from llmtrace.backend.model.gguf_reader import GGUFModelFile
 from llmtrace.backend.model.llama import LlamaModel
 from llmtrace.tracer.registry import stage_ids as S
@@ -56,26 +57,31 @@ class StepMetadata:
     sections_ms: dict[str, float] = field(default_factory=dict)
 
 
-def load_model(model_path: str | Path | None, dtype: str) -> tuple[LlamaModel, Any]:
-    """``None`` = the default model, ``"tiny"`` = random tiny weights with the default model's tokenizer."""
+def load_model(model_path: str | Path | None, dtype: str, decode: str = "auto",
+               device: str = "cpu") -> tuple[LlamaModel, Any]:
+    """``None`` = the default model, ``"tiny"`` = random tiny weights with the default model's tokenizer.
+    ``dtype``/``decode`` (``auto`` or an override) pick the compute path for ``device`` (compute_path.py)."""
     from llmtrace.backend.model.pull import default_model_path
     from llmtrace.backend.model.tokenizer import Tokenizer
 
+    compute = choose(device, dtype, decode)
     gguf = Path(model_path) if model_path not in (None, "tiny") else default_model_path()
     if not gguf.is_file():
         hint = " (run `llmtrace model pull`)" if model_path in (None, "tiny") else ""
         raise ValueError(f"model file {gguf} not found{hint}")
-    if model_path == "tiny":
-        return LlamaModel.tiny(dtype), Tokenizer.from_gguf(gguf)
+    if model_path == "tiny":  # random weights: no 4-bit codes to decode on
+        model = LlamaModel.tiny(compute.dtype)
+        model.compute_path = replace(compute, int4_decode=False)
+        return model, Tokenizer.from_gguf(gguf)
     file = GGUFModelFile(gguf)  # parsed once, shared by the weights and the tokenizer
-    return LlamaModel.from_gguf_file(file, dtype), Tokenizer.from_gguf(gguf, reader=file.reader)
+    return LlamaModel.from_gguf_path(file, compute), Tokenizer.from_gguf(gguf, reader=file.reader)
 
 
 class Engine:
     def __init__(self, model_path: str | Path | None = None, config: EngineConfig | None = None) -> None:
         config = config or EngineConfig()
         keep_freed_memory()  # before loading: the load's big temporaries benefit too
-        model, tokenizer = load_model(model_path, config.dtype)
+        model, tokenizer = load_model(model_path, config.dtype, config.decode, config.device)
         self._setup(model.to(config.device), tokenizer, config)
 
     @classmethod
@@ -85,6 +91,8 @@ class Engine:
         return engine
 
     def _setup(self, model: LlamaModel, tokenizer: Any, config: EngineConfig) -> None:
+        if config.dtype == "auto":  # the model was loaded on the path chosen for this host: its dtype is the one
+            config = replace(config, dtype=_dtype_name(model.dtype))
         if _dtype_name(model.dtype) != config.dtype:
             raise ValueError(f"the model is {_dtype_name(model.dtype)} but the engine config says {config.dtype}")
         if model.device != torch.device(config.device):
@@ -116,6 +124,7 @@ class Engine:
         self.drafting = Drafting(self.runner)
         pool_tokens = (config.num_blocks - config.watermark_blocks) * config.block_size
         self.max_model_len = min(config.max_model_len or cfg.max_position, pool_tokens)
+        labels = model.path_labels()
         self.facts = EngineFacts(
             model_name=model.path.stem if model.path else cfg.name,
             dtype=config.dtype,
@@ -140,6 +149,8 @@ class Engine:
             prefix_cache=config.enable_prefix_cache,
             host_tier_blocks=config.host_tier_blocks,
             num_blocks=config.num_blocks,
+            prefill_path=labels[0],
+            decode_path=labels[1],
         )
         self._lock = threading.Lock()
         self._inbox: list[tuple[str, Any]] = []
@@ -239,7 +250,15 @@ class Engine:
             "attention_reason": self.attention.reason,
             "batch_invariant": self.config.batch_invariant,
             "dtype": self.config.dtype,
+            "compute_path": self.compute_path_summary(),
         }
+
+    def compute_path_summary(self) -> str:
+        """One line for the ready line and ``stats``: each phase's arithmetic and the CPU that chose it."""
+        cp = self.model.compute_path
+        cpu = f" cpu={cp.features.isa}" if cp.features else ""
+        forced = f" forced={cp.features.forced}" if cp.features and cp.features.forced != "auto" else ""
+        return f"prefill={self.facts.prefill_path} decode={self.facts.decode_path}{cpu}{forced}"
 
     # the loop ---------------------------------------------------------------------------------------------
 

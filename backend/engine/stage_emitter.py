@@ -43,6 +43,8 @@ class EngineFacts:
     prefix_cache: bool
     host_tier_blocks: int
     num_blocks: int = 0  # KV blocks in the device pool (the pool-size replay in diagnose starts from it)
+    prefill_path: str = ""  # the arithmetic of each phase (LlamaModel.path_labels), chosen for the host
+    decode_path: str = ""
 
 
 def _ms(ns: int) -> float:
@@ -138,6 +140,7 @@ def stage_values(seq: Sequence, facts: EngineFacts, free_blocks: int) -> dict[st
             N.PREFILL_CHUNKS: s.prefill_chunks,
             N.PREFILL_MS: round(s.prefill_ms, 3),
             N.PREFILL_TOKENS_PER_S: round(prefill_tps, 1),
+            N.PREFILL_PATH: facts.prefill_path,
             N.PREFILL_CPU_MS: round(s.prefill_cpu_ns / 1e6, 3),
             N.PREFILL_CPU_WAIT_MS: round(s.prefill_cpu_wait_ns / 1e6, 3) if s.prefill_cpu_wait_ns is not None
             else None,
@@ -147,6 +150,7 @@ def stage_values(seq: Sequence, facts: EngineFacts, free_blocks: int) -> dict[st
             N.DECODE_MS: round(s.decode_ms, 3),
             N.DECODE_TPOT_MS: round(tpot, 3),
             N.DECODE_KV_BYTES_READ: s.kv_bytes_read,
+            N.DECODE_PATH: facts.decode_path,
         },
         S.FORWARD_BATCHING: {
             N.BATCH_SIZE_MEAN: round(s.batch_size_sum / s.batch_steps, 3) if s.batch_steps else 0.0,

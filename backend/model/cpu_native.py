@@ -4,8 +4,8 @@ Why: a batch-1 decode step of a small model is hundreds of tiny ops; at this siz
 and to copies (gathering KV pages, transposing them for a batched matmul), not to arithmetic. The C kernels
 read the paged cache in place and fuse the step's attention into one call per layer.
 
-The library is built once per machine with the system C compiler (``-O3 -march=native``) into the user's
-cache directory and loaded with ctypes; no compiler, a failed build or ``LLMTRACE_NATIVE=0`` leaves
+The library is built once per machine with the system C compiler (``-O3 -march=native``, less bfloat16 under
+``LLMTRACE_CPU_PATH=nobf16``: see ``cpu_features``) into the user's cache directory and loaded with ctypes; no compiler, a failed build or ``LLMTRACE_NATIVE=0`` leaves
 ``load()`` returning None and every caller on its torch path. A build the compiler refused is remembered there
 too (``*.failed``, per source, flags, CPU and compiler), so later processes do not run it again.
 """
@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from llmtrace.backend.model import cpu_features
 
 SOURCE = Path(__file__).with_name("cpu_native.c")
 # compiled together into one library; the header holds helpers both use
@@ -70,11 +72,24 @@ def _machine_key() -> str:
     except OSError:
         cpu = platform.processor()
     code = b"".join(p.read_bytes() for p in (*SOURCES, HEADER))
-    h = hashlib.sha256(code + " ".join(FLAGS).encode() + cpu.encode() + platform.machine().encode())
+    h = hashlib.sha256(code + " ".join(_flags()).encode() + cpu.encode() + platform.machine().encode())
     return h.hexdigest()[:16]
 
 
+def _flags() -> list[str]:
+    """FLAGS, less what ``LLMTRACE_CPU_PATH`` hides: ``nobf16`` builds the variant a CPU without bfloat16 dot
+    products gets (cpu_prefill.c's ``#else``), on any CPU (its own file: the key hashes the flags)."""
+    if cpu_features.detect().hidden & {"avx512_bf16", "amx_bf16"}:
+        return [*FLAGS, "-mno-avx512bf16", "-mno-amx-bf16"]
+    return list(FLAGS)
+
+
 def _build() -> ctypes.CDLL:
+    features = cpu_features.detect()
+    if not features.native_kernels:  # known before running gcc: its #error would say the same, ~1 s later
+        forced = f" (LLMTRACE_CPU_PATH={features.forced})" if features.forced != "auto" else ""
+        raise RuntimeError(f"this CPU ({features.isa}{forced}) lacks AVX-512 F/BW/VNNI or F16C, which the native "
+                           "kernels need; the torch path serves it")
     cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
     if cc is None:
         raise RuntimeError("no C compiler (gcc/cc) on PATH")
@@ -90,7 +105,7 @@ def _build() -> ctypes.CDLL:
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
         os.close(fd)
         try:
-            run = subprocess.run([cc, *FLAGS, "-o", tmp, *map(str, SOURCES), "-lm"], capture_output=True, text=True,
+            run = subprocess.run([cc, *_flags(), "-o", tmp, *map(str, SOURCES), "-lm"], capture_output=True, text=True,
                                  timeout=120)
             if run.returncode != 0:
                 error = f"{cc} failed: {run.stderr.strip()[:500]}"

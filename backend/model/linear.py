@@ -1,8 +1,10 @@
 """A linear layer that picks its matmul by batch shape and precision.
 
 - float32: a dense float32 weight (exact dequantized GGUF values; what correctness tests compare).
-- bfloat16: a dense bfloat16 weight for wide inputs (prefill) and, when the GGUF held Q4_1, the exact 4-bit
-  codes in torch's CPU int4 packed format for narrow inputs (decode), which reads 4x fewer weight bytes.
+- bfloat16: a dense bfloat16 weight for wide inputs (prefill) and, when the GGUF held Q4_1 and the compute path
+  asked for it, the exact 4-bit codes in torch's CPU int4 packed format for narrow inputs (decode), which reads
+  4x fewer weight bytes. A float32 model (a CPU without bfloat16 dot products) gets the same int4 matmuls for
+  its decode rows, rounded to bfloat16 on the way in (the kernel's fast input) and widened on the way out.
   Q4_1's ``q * d + m`` is the int4 kernel's ``(q - 8) * scale + zero`` with ``scale = d``, ``zero = m + 8d``.
 - bfloat16 with a Q8_0 weight (the tied embedding / LM head of the default model): for narrow inputs the exact
   8-bit codes through the same int4 kernel, each code split as ``q = 16 * hi + lo`` (``hi`` in -8..7, ``lo`` in
@@ -27,6 +29,7 @@ from llmtrace.backend.model.gguf_reader import Q4_1_BLOCK, Q4_1Parts, Q8_0Parts
 INT4_MAX_ROWS = 16  # above this many rows the dense bfloat16 GEMM is faster than the int4 kernel (measured)
 INVARIANT_TILE = 8  # rows per matmul call in batch-invariant mode
 NATIVE_MAX_ROWS = 16  # rows the native GEMV serves (it streams the weights once per 8 rows)
+INT4_DTYPE = torch.bfloat16  # the activations torch's CPU int4 kernel is fast with (float32: ~30x slower)
 
 
 def row_bucket(rows: int) -> int:
@@ -69,28 +72,31 @@ class Linear:
         self.split_q8 = False  # int4_weight holds a Q8_0 matrix split in two int4 halves (input fed twice)
         self.native: cpu_native.QuantWeight | None = None  # the codes in the native GEMV's layout
         self.native_dtype = weight.dtype  # what the native path returns (float32 for the Q8_0 head)
-        on_cpu_bf16 = weight.dtype == torch.bfloat16 and weight.device.type == "cpu"
-        if on_cpu_bf16 and q8 is not None:
+        # codes are handed in only where the compute path asked for the int4 decode (compute_path.py)
+        on_cpu = weight.device.type == "cpu"
+        if on_cpu and q8 is not None:
             self.native = cpu_native.q8_0_weight(q8.codes, q8.scale)
             self.native_dtype = torch.float32
-        if on_cpu_bf16 and q4 is not None:
+        if on_cpu and q4 is not None:
             self.native = cpu_native.q4_1_weight(q4.codes, q4.scale, q4.minimum)
-        if q8 is not None and weight.dtype == torch.bfloat16 and weight.device.type == "cpu" and int4_available():
+        # torch's int4 kernel is fast with bfloat16 activations only: its scales are bfloat16 whatever the
+        # weight dtype, and a float32 row is rounded to bfloat16 on the way in (``_int4``)
+        if q8 is not None and on_cpu and int4_available():
             q = torch.from_numpy(q8.codes).to(torch.int32)
             d = torch.from_numpy(q8.scale)
             codes = torch.cat([(q >> 4) + 8, q & 15], dim=1)  # arithmetic shift: hi = floor(q / 16)
             self.int4_weight = torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes, 1)
             scale = torch.cat([16.0 * d, d], dim=1)
             zero = torch.cat([torch.zeros_like(d), 8.0 * d], dim=1)
-            self.int4_scale_zero = torch.stack([scale, zero], dim=-1).transpose(0, 1).contiguous().to(weight.dtype)
+            self.int4_scale_zero = torch.stack([scale, zero], dim=-1).transpose(0, 1).contiguous().to(INT4_DTYPE)
             self.split_q8 = True
-        if q4 is not None and weight.dtype == torch.bfloat16 and weight.device.type == "cpu" and int4_available():
+        if q4 is not None and on_cpu and int4_available():
             codes = torch.from_numpy(q4.codes).to(torch.int32)
             self.int4_weight = torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes, 1)
             scale = torch.from_numpy(q4.scale)
             zero = torch.from_numpy(q4.minimum) + 8.0 * scale
             # the kernel wants [in_features // group, out_features, 2]
-            self.int4_scale_zero = torch.stack([scale, zero], dim=-1).transpose(0, 1).contiguous().to(weight.dtype)
+            self.int4_scale_zero = torch.stack([scale, zero], dim=-1).transpose(0, 1).contiguous().to(INT4_DTYPE)
 
     @property
     def kernel(self) -> str:
@@ -114,9 +120,13 @@ class Linear:
         return F.linear(x, self.weight)
 
     def _int4(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        if dtype != INT4_DTYPE:  # a float32 model's decode row (its wide matmuls stay float32)
+            x = x.to(INT4_DTYPE)
         if self.split_q8:
             x = torch.cat([x, x], dim=1)
-        return torch.ops.aten._weight_int4pack_mm_for_cpu(x, self.int4_weight, Q4_1_BLOCK, self.int4_scale_zero)
+        y = torch.ops.aten._weight_int4pack_mm_for_cpu(x, self.int4_weight, Q4_1_BLOCK, self.int4_scale_zero)
+        return y if dtype == INT4_DTYPE else y.to(dtype)
 
     def _tiled(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.shape[0]

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from llmtrace.backend.kernels.interface import AttentionBackend, AttentionMetadata, write_kv
 from llmtrace.backend.model import cpu_native
+from llmtrace.backend.model.compute_path import ComputePath
 from llmtrace.backend.model.config import ModelConfig, tiny_config
 from llmtrace.backend.model.forward_clock import ForwardClock
 from llmtrace.backend.model.gguf_reader import GGUFModelFile
@@ -31,12 +32,16 @@ from llmtrace.backend.model.weights import (
 class LlamaModel:
     """Weights plus the arithmetic; holds no per-request state (the KV cache belongs to the engine)."""
 
-    def __init__(self, config: ModelConfig, weights: LlamaWeights, dtype: torch.dtype, path: Path | None = None):
+    def __init__(self, config: ModelConfig, weights: LlamaWeights, dtype: torch.dtype, path: Path | None = None,
+                 compute_path: ComputePath | None = None):
         self.config = config
         self.weights = weights
         self.dtype = dtype
         self.path = path
         self.device = weights.embedding.device
+        # how this model was asked to compute (the engine records it); built by hand: the dtype given
+        self.compute_path = compute_path or ComputePath(
+            str(self.device), dtype, weights.lm_head_q8 is not None, "dtype given to the model", None)
         half = config.head_dim // 2
         inv_freq = 1.0 / (config.rope_theta ** (torch.arange(half, dtype=torch.float64) / half))
         self._rope_len = 0
@@ -62,6 +67,31 @@ class LlamaModel:
         return cls(gguf.config, load_gguf_weights(gguf, torch_dtype), torch_dtype, path=gguf.path)
 
     @classmethod
+    def from_gguf_path(cls, gguf: GGUFModelFile, compute: ComputePath) -> LlamaModel:
+        """The model as ``compute`` says (its dtype; the int4 decode codes kept or not)."""
+        weights = load_gguf_weights(gguf, compute.dtype, int4=compute.int4_decode)
+        return cls(gguf.config, weights, compute.dtype, path=gguf.path, compute_path=compute)
+
+    def path_labels(self) -> tuple[str, str]:
+        """(prefill, decode): the arithmetic that computes each phase, as recorded on the forward stages."""
+        attention = "sdpa"
+        if self.device.type != "cpu":
+            attention = self.device.type
+        elif self.dtype == torch.bfloat16 and cpu_native.has_bf16_dot():
+            attention = "native_bf16_attention"
+        prefill = f"{self.compute_path.short}_gemm+{attention}"
+        layer = self.weights.layers[0] if self.weights.layers else None
+        if self.native_decode is not None:
+            decode = "native_fused_q4"
+        elif layer is not None and layer.qkv.native is not None:
+            decode = "native_q4_gemv"
+        elif layer is not None and layer.qkv.int4_weight is not None:
+            decode = "int4" if self.dtype == torch.bfloat16 else "int4_bf16_rows"
+        else:
+            decode = f"{self.compute_path.short}_dense"
+        return prefill, decode
+
+    @classmethod
     def tiny(cls, dtype: str | torch.dtype = "float32", seed: int = 0) -> LlamaModel:
         cfg = tiny_config()
         torch_dtype = resolve_dtype(dtype)
@@ -85,7 +115,8 @@ class LlamaModel:
         embedding = w.embedding.to(device)
         lm_head = embedding if w.lm_head is w.embedding else w.lm_head.to(device)
         moved = LlamaWeights(embedding, layers, w.final_norm.to(device), lm_head, w.source, w.quantization)
-        return LlamaModel(self.config, moved, self.dtype, self.path)
+        path = ComputePath(str(device), self.dtype, False, f"{self.compute_path.reason}; moved to {device}", None)
+        return LlamaModel(self.config, moved, self.dtype, self.path, path)
 
     def _ensure_rope(self, length: int) -> None:
         """Cos/sin tables (float32) for positions below ``length``; grown on demand past the trained context."""

@@ -43,19 +43,21 @@ class LlamaWeights:
     lm_head: torch.Tensor  # [vocab, hidden]; the embedding itself when tied
     source: str  # what the weights came from, for the trace ("gguf:<path>" or "random:<seed>")
     quantization: str  # e.g. "Q4_1", "F32", "random"
-    lm_head_q8: Q8_0Parts | None = None  # the LM head's exact Q8_0 codes (bfloat16 only): its int8 decode path
+    lm_head_q8: Q8_0Parts | None = None  # the LM head's exact Q8_0 codes (int4 decode only): its int8 decode path
 
 
-def load_gguf_weights(gguf: GGUFModelFile, dtype: torch.dtype) -> LlamaWeights:
-    """Dequantize every tensor to ``dtype``; keep Q4_1 codes too for the int4 decode path (bfloat16)."""
+def load_gguf_weights(gguf: GGUFModelFile, dtype: torch.dtype, int4: bool | None = None) -> LlamaWeights:
+    """Dequantize every tensor to ``dtype``; keep the Q4_1 (and the head's Q8_0) codes too for the int4 decode
+    path when ``int4`` (None: for bfloat16 only, so a float32 model is the plain reference)."""
     cfg = gguf.config
+    codes = dtype == torch.bfloat16 if int4 is None else int4
 
     def dense(name: str) -> torch.Tensor:
         return torch.from_numpy(gguf.tensor(name)).to(dtype)
 
     def fused(names: list[str]) -> Linear:
         weight = torch.cat([dense(n) for n in names])
-        q4 = concat_q4([gguf.q4_1_parts(n) for n in names]) if dtype == torch.bfloat16 else None
+        q4 = concat_q4([gguf.q4_1_parts(n) for n in names]) if codes else None
         return Linear(weight, q4)
 
     layers = []
@@ -81,7 +83,7 @@ def load_gguf_weights(gguf: GGUFModelFile, dtype: torch.dtype) -> LlamaWeights:
         source=f"gguf:{gguf.path}",
         quantization=gguf.tensor_type("blk.0.attn_q.weight"),
         lm_head_q8=gguf.q8_0_parts("token_embd.weight" if cfg.tie_word_embeddings else "output.weight")
-        if dtype == torch.bfloat16 else None,
+        if codes else None,
     )
 
 

@@ -36,7 +36,7 @@ class Replica:
         from llmtrace.backend.engine.async_engine import AsyncEngine
         from llmtrace.backend.engine.engine import Engine, load_model
 
-        weights, tokenizer = load_model(model, config.dtype)
+        weights, tokenizer = load_model(model, config.dtype, config.decode, config.device)
         out = []
         for i in range(count):
             engine = Engine.from_model(weights, tokenizer, config)

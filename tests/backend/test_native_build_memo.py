@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from llmtrace.backend.model import cpu_native
+from llmtrace.backend.model import cpu_features, cpu_native
+
+AVX512 = frozenset({"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni"})
 
 
 def _compiler(tmp: Path, name: str, body: str) -> Path:
@@ -20,8 +22,15 @@ def _compiler(tmp: Path, name: str, body: str) -> Path:
     return cc
 
 
-def _load(monkeypatch: pytest.MonkeyPatch, tmp: Path, cc: Path) -> tuple[bool, str | None]:
-    """``cpu_native.load()`` as a fresh process makes it (restored to this process's state afterwards)."""
+def _features(flags: frozenset[str]) -> cpu_features.CpuFeatures:
+    return cpu_features.CpuFeatures(flags, frozenset(), "auto", "AVX512", "test CPU")
+
+
+def _load(monkeypatch: pytest.MonkeyPatch, tmp: Path, cc: Path,
+          flags: frozenset[str] = AVX512) -> tuple[bool, str | None]:
+    """``cpu_native.load()`` as a fresh process makes it (restored to this process's state afterwards), on a
+    CPU with ``flags`` (by default one the kernels build for, so the compiler is asked whatever this CPU is)."""
+    monkeypatch.setattr(cpu_features, "detect", lambda: _features(flags))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp / "cache"))
     monkeypatch.setenv("CC", str(cc))
     monkeypatch.delenv("LLMTRACE_NATIVE", raising=False)
@@ -53,3 +62,11 @@ def test_a_compiler_killed_by_a_signal_is_tried_again(tmp_path: Path, monkeypatc
     assert _load(monkeypatch, tmp_path, cc)[0] and _load(monkeypatch, tmp_path, cc)[0]
     assert _runs(tmp_path, "killed") == 2
     assert not list((tmp_path / "cache").rglob("*.failed"))
+
+
+def test_a_cpu_without_avx512_never_runs_the_compiler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An AVX2 CPU (or LLMTRACE_CPU_PATH=avx2) is known from its flags: no gcc run, no memo, the reason said."""
+    cc = _compiler(tmp_path, "never", "exit 0")
+    missing, error = _load(monkeypatch, tmp_path, cc, frozenset({"avx2", "fma", "f16c"}))
+    assert missing and "lacks AVX-512" in str(error) and "avx2" in str(error), error
+    assert _runs(tmp_path, "never") == 0

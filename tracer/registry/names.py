@@ -259,6 +259,7 @@ PREFILL_TOKENS: Final = "llmtrace.prefill.tokens"  # int tokens; forward.prefill
 PREFILL_CHUNKS: Final = "llmtrace.prefill.chunks"  # int; forward.prefill
 PREFILL_MS: Final = "llmtrace.prefill.ms"  # float ms; forward.prefill
 PREFILL_TOKENS_PER_S: Final = "llmtrace.prefill.tokens_per_s"  # float tokens/s; forward.prefill
+PREFILL_PATH: Final = "llmtrace.prefill.path"  # str; forward.prefill
 PREFILL_CPU_MS: Final = "llmtrace.prefill.cpu_ms"  # float ms; forward.prefill
 PREFILL_CPU_WAIT_MS: Final = "llmtrace.prefill.cpu_wait_ms"  # float ms; forward.prefill
 
@@ -267,6 +268,7 @@ DECODE_STEPS: Final = "llmtrace.decode.steps"  # int steps; forward.decode
 DECODE_MS: Final = "llmtrace.decode.ms"  # float ms; forward.decode
 DECODE_TPOT_MS: Final = "llmtrace.decode.tpot_ms"  # float ms; forward.decode
 DECODE_KV_BYTES_READ: Final = "llmtrace.decode.kv_bytes_read"  # int bytes; forward.decode
+DECODE_PATH: Final = "llmtrace.decode.path"  # str; forward.decode
 
 # ── stage 25 forward.batching (catalog/forward.py)
 BATCH_SIZE_MEAN: Final = "llmtrace.batch.size_mean"  # float sequences; forward.batching

@@ -68,6 +68,8 @@ STAGES: tuple[Stage, ...] = (
            V("llmtrace.prefill.chunks", "int", "", "chunks the prefill was split into"),
            V("llmtrace.prefill.ms", "float", "ms", "time spent in prefill"),
            V("llmtrace.prefill.tokens_per_s", "float", "tokens/s", "prefill speed"),
+           V("llmtrace.prefill.path", "str", "", "the arithmetic that computed it, chosen for the host CPU "
+             "(e.g. bf16_gemm+native_bf16_attention, fp32_gemm+sdpa)"),
            V("llmtrace.prefill.cpu_ms", "float", "ms", "the engine thread's CPU time in the prefill steps (the work, "
              "whatever else the machine runs)"),
            V("llmtrace.prefill.cpu_wait_ms", "float", "ms", "time the engine thread was ready but waited for a CPU "
@@ -80,7 +82,9 @@ STAGES: tuple[Stage, ...] = (
           (V("llmtrace.decode.steps", "int", "steps", "decode steps taken"),
            V("llmtrace.decode.ms", "float", "ms", "time spent decoding"),
            V("llmtrace.decode.tpot_ms", "float", "ms", "mean time per output token"),
-           V("llmtrace.decode.kv_bytes_read", "int", "bytes", "KV bytes read across all steps")),
+           V("llmtrace.decode.kv_bytes_read", "int", "bytes", "KV bytes read across all steps"),
+           V("llmtrace.decode.path", "str", "", "the matmuls of its steps, chosen for the host CPU (e.g. "
+             "native_fused_q4, int4, int4_bf16_rows, fp32_dense)")),
           ("slow_stream",)),
     Stage(25, "forward.batching", "forward", "Continuous batching",
           "Runs this sequence in a shared batch whose members change step by step.",

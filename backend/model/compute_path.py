@@ -1,0 +1,84 @@
+"""Which arithmetic computes each phase on this host, chosen once at start from what the CPU can do.
+
+Measured on three CPU kinds (benchmarks/results/engine.json, docs/benchmarks.md):
+
+- AVX-512 BF16 (an EPYC Zen 4): bfloat16 everywhere; prefill matmuls through bfloat16 dot products, the native
+  attention kernels, the fused native int4 decode layers. The fastest prefill there.
+- no bfloat16 dot products (an AVX2 EPYC Zen 3; a Xeon with AVX-512 but no BF16): torch widens each bfloat16
+  product to float32 in software, so a bfloat16 prefill matmul runs ~7x slower than a float32 one (SmolLM2's
+  QKV at 500 rows on one Zen 3 core: 134 ms against 19 ms). Prefill goes float32. Decode keeps the int4
+  kernel on the GGUF's exact 4-bit codes (reading a quarter of the bytes): torch's CPU int4 kernel is fast
+  only with bfloat16 activations (float32 ones take a slow path, 4.7 ms against 0.16 ms for the same
+  product), so a decode row is rounded to bfloat16 for those matmuls and the result widened back.
+
+``--dtype`` (``EngineConfig.dtype``) overrides the storage dtype; ``decode`` overrides the decode matmuls
+(``dense``: the plain float32 reference the numerics tests compare against).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from llmtrace.backend.model.cpu_features import CpuFeatures, detect
+
+DTYPE_CHOICES = ("auto", "float32", "bfloat16")
+DECODE_CHOICES = ("auto", "int4", "dense")
+_SHORT = {torch.float32: "fp32", torch.bfloat16: "bf16"}
+
+
+@dataclass(frozen=True, slots=True)
+class ComputePath:
+    """The engine's arithmetic per phase. ``dtype``: activations, weights of wide matmuls and the KV cache;
+    ``int4_decode``: narrow matmuls (decode steps) on the exact 4-bit codes where the GGUF holds them."""
+
+    device: str
+    dtype: torch.dtype
+    int4_decode: bool
+    reason: str
+    features: CpuFeatures | None  # None off the CPU
+
+    def __post_init__(self) -> None:
+        if self.dtype not in _SHORT:
+            raise ValueError(f"dtype must be float32 or bfloat16, got {self.dtype}")
+
+    @property
+    def dtype_name(self) -> str:
+        return "bfloat16" if self.dtype == torch.bfloat16 else "float32"
+
+    @property
+    def short(self) -> str:
+        return _SHORT[self.dtype]
+
+
+def choose(device: str = "cpu", dtype: str = "auto", decode: str = "auto",
+           features: CpuFeatures | None = None) -> ComputePath:
+    """The path for ``device``: ``dtype``/``decode`` ``auto`` choose by the host, anything else overrides.
+
+    Off the CPU: bfloat16 for ``auto`` (tensor cores) and no int4 (its kernel is CPU-only). ``decode`` ``auto``
+    keeps int4 unless float32 was asked for by name: the explicit float32 engine is the numerics reference.
+    """
+    if dtype not in DTYPE_CHOICES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPE_CHOICES)}, got {dtype!r}")
+    if decode not in DECODE_CHOICES:
+        raise ValueError(f"decode must be one of {', '.join(DECODE_CHOICES)}, got {decode!r}")
+    if device.split(":")[0] != "cpu":
+        chosen = torch.bfloat16 if dtype == "auto" else _torch_dtype(dtype)
+        why = f"{device}: bfloat16 on the device" if dtype == "auto" else f"{device}: dtype {dtype} asked for"
+        return ComputePath(device, chosen, False, why, None)
+    feats = features or detect()
+    if dtype != "auto":
+        chosen, why = _torch_dtype(dtype), f"dtype {dtype} asked for"
+    elif feats.bf16_dot:
+        chosen, why = torch.bfloat16, "bfloat16 dot products (avx512_bf16/amx): bfloat16 matmuls"
+    else:
+        chosen, why = torch.float32, f"no bfloat16 dot products ({feats.isa}): float32 matmuls"
+    if feats.forced != "auto":
+        why += f" ({feats.forced} forced by LLMTRACE_CPU_PATH)"
+    int4 = decode == "int4" or (decode == "auto" and dtype != "float32")
+    return ComputePath(device, chosen, int4, why, feats)
+
+
+def _torch_dtype(name: str) -> torch.dtype:
+    return torch.bfloat16 if name == "bfloat16" else torch.float32

@@ -1,0 +1,169 @@
+"""The compute path chosen per CPU kind (``compute_path.py``) from the host's flags (``cpu_features.py``), the
+forced paths of ``LLMTRACE_CPU_PATH``, and what each path computes: the real model on the host's path and on the
+forced no-bfloat16 path stays as close to float32 as the bfloat16 path does, and the trace says which path ran.
+
+The CPU kinds below are the flag sets /proc/cpuinfo gives on the machines the engine was measured on; the
+choice is a function of them, so every kind's choice is checked on any machine. What the paths compute is
+checked on this machine's CPU, as it is and with bfloat16 (and AVX-512) hidden.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+import torch
+from engine_helpers import greedy, run_all
+from paged_helpers import PagedHarness
+
+import llmtrace
+from llmtrace.backend.engine import Engine, EngineConfig, EngineRequest
+from llmtrace.backend.engine.engine import load_model
+from llmtrace.backend.model import cpu_features, cpu_native
+from llmtrace.backend.model.compute_path import choose
+from llmtrace.backend.model.cpu_features import CpuFeatures
+from llmtrace.backend.model.gguf_reader import GGUFModelFile
+from llmtrace.backend.model.llama import LlamaModel
+from llmtrace.tracer import recording as rec
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
+
+BASE = {"avx2", "fma", "f16c"}
+KINDS = {
+    "epyc_zen4_avx512_bf16": BASE | {"avx512f", "avx512bw", "avx512_vnni", "avx512_bf16"},
+    "xeon_sapphire_rapids_amx": BASE | {"avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16",
+                                        "amx_int8"},
+    "xeon_avx512_no_bf16": BASE | {"avx512f", "avx512bw", "avx512_vnni"},
+    "epyc_zen3_avx2": set(BASE),
+}
+
+
+def _kind(name: str, forced: str = "auto") -> CpuFeatures:
+    return CpuFeatures(frozenset(KINDS[name]), frozenset(), forced, "AVX2", name)
+
+
+@pytest.mark.parametrize(("kind", "dtype"), [("epyc_zen4_avx512_bf16", torch.bfloat16),
+                                             ("xeon_sapphire_rapids_amx", torch.bfloat16),
+                                             ("xeon_avx512_no_bf16", torch.float32),
+                                             ("epyc_zen3_avx2", torch.float32)])
+def test_each_cpu_kind_gets_its_prefill_dtype_and_keeps_int4_decode(kind: str, dtype: torch.dtype) -> None:
+    path = choose("cpu", "auto", "auto", _kind(kind))
+    assert path.dtype == dtype and path.int4_decode, path
+    assert ("no bfloat16" in path.reason) == (dtype == torch.float32), path.reason
+    assert _kind(kind).native_kernels == ("avx512f" in KINDS[kind])
+
+
+def test_dtype_and_decode_stay_overrides() -> None:
+    bf16_cpu = _kind("epyc_zen4_avx512_bf16")
+    assert choose("cpu", "float32", "auto", bf16_cpu).dtype == torch.float32
+    assert not choose("cpu", "float32", "auto", bf16_cpu).int4_decode  # float32 by name: the reference math
+    assert choose("cpu", "float32", "int4", bf16_cpu).int4_decode  # the int4 decode whatever the prefill dtype
+    assert choose("cpu", "bfloat16", "auto", _kind("epyc_zen3_avx2")).dtype == torch.bfloat16
+    assert not choose("cpu", "auto", "dense", bf16_cpu).int4_decode
+    gpu = choose("cuda", "auto", "auto", bf16_cpu)
+    assert gpu.dtype == torch.bfloat16 and not gpu.int4_decode and gpu.features is None
+    with pytest.raises(ValueError, match="dtype"):
+        choose("cpu", "float16")
+    with pytest.raises(ValueError, match="decode"):
+        EngineConfig(decode="int8")
+
+
+@pytest.fixture
+def forced(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+    """Set LLMTRACE_CPU_PATH as a fresh process would see it: detection and the native library start over
+    (put back afterwards, with the process's own library)."""
+    def force(value: str) -> CpuFeatures:
+        monkeypatch.setenv(cpu_features.ENV, value)
+        cpu_features.detect.cache_clear()
+        cpu_native.has_bf16_dot.cache_clear()
+        for name, first in (("_tried", False), ("_lib", None), ("load_error", "")):
+            monkeypatch.setattr(cpu_native, name, first)
+        return cpu_features.detect()
+
+    yield force
+    monkeypatch.undo()
+    cpu_features.detect.cache_clear()
+    cpu_native.has_bf16_dot.cache_clear()
+
+
+def test_forced_paths_hide_bf16_and_avx512(forced) -> None:  # noqa: ANN001
+    host = forced("auto")
+    nobf16 = forced("nobf16")
+    assert not nobf16.bf16_dot and nobf16.forced == "nobf16"
+    assert nobf16.flags | nobf16.hidden == host.flags  # hides, never adds
+    assert nobf16.avx512 == host.avx512  # only bfloat16 (and AMX) go
+    avx2 = forced("avx2")
+    assert not avx2.avx512 and not avx2.native_kernels and not any(f.startswith("avx512") for f in avx2.flags)
+    assert avx2.isa in ("avx2", "baseline")
+    assert choose("cpu", "auto").dtype == torch.float32  # both forced paths prefill in float32
+    assert cpu_native.load() is None and "lacks AVX-512" in cpu_native.load_error
+    with pytest.raises(ValueError, match="LLMTRACE_CPU_PATH"):
+        forced("avx9000")
+
+
+def _decode_logits(model: LlamaModel, prompts: list[list[int]], steps: int) -> list[torch.Tensor]:
+    """Logits of ``steps`` decode steps of all prompts together (fixed next tokens: the same inputs for every
+    model), after each prompt's prefill, through the paged forward."""
+    h = PagedHarness(model, num_blocks=128, block_size=4, seed=1)
+    seqs = [h.new_sequence(p + [0] * steps) for p in prompts]
+    for s, p in zip(seqs, prompts, strict=True):
+        s.token_ids = list(p)
+        h.step([(s, len(p))])
+    out = []
+    for _ in range(steps):
+        for s in seqs:
+            s.token_ids.append(int(100 + len(s.token_ids)))
+        out.append(torch.cat(h.step([(s, 1) for s in seqs])).float())
+    return out
+
+
+@pytest.mark.parametrize("path", ["auto", "nobf16"])
+def test_each_path_decodes_as_close_to_float32_as_bfloat16(path: str, forced, gguf_path: Path, tokenizer,  # noqa: ANN001
+                                                          real_f32: LlamaModel, real_bf16: LlamaModel) -> None:
+    """The real model on this CPU's path and on the forced no-bfloat16 path: greedy decode logits no further from
+    the float32 reference than the bfloat16 engine's, the same next tokens nearly always, and the path named."""
+    features = forced(path)
+    compute = choose("cpu", "auto")
+    model = LlamaModel.from_gguf_path(GGUFModelFile(gguf_path), compute)
+    prefill, decode = model.path_labels()
+    assert prefill.startswith(f"{compute.short}_gemm+")
+    if not features.bf16_dot:
+        assert compute.dtype == torch.float32 and prefill == "fp32_gemm+sdpa", (prefill, features.isa)
+    assert decode in ("native_fused_q4", "native_q4_gemv", "int4", "int4_bf16_rows"), decode
+    assert (decode.startswith("native")) == (cpu_native.load() is not None), (decode, cpu_native.load_error)
+    prompts = [tokenizer.encode(t) for t in ("The capital of France is", "def add(a, b):\n    return",
+                                             "Once upon a time, in a small village by the sea,")]
+    got = _decode_logits(model, prompts, 3)
+    want = _decode_logits(real_f32, prompts, 3)
+    bf16 = _decode_logits(real_bf16, prompts, 3)
+    assert len(got) == len(want) == len(bf16) == 3
+    err = max((a - b).abs().max().item() for a, b in zip(got, want, strict=True))
+    ref_err = max((a - b).abs().max().item() for a, b in zip(bf16, want, strict=True))
+    assert err <= 1.25 * ref_err, (err, ref_err)
+    agree = sum(int((a.argmax(1) == b.argmax(1)).sum()) for a, b in zip(got, want, strict=True))
+    assert agree >= 8  # of 9 next-token choices (near ties may flip with bfloat16 activations)
+
+
+def test_the_trace_and_stats_name_the_path(tokenizer, tmp_path: Path) -> None:  # noqa: ANN001
+    """The chosen path is a value on forward.prefill and forward.decode, and in the engine's stats line."""
+    model, _ = load_model("tiny", "auto")
+    engine = Engine.from_model(model, tokenizer, EngineConfig(dtype="auto", num_blocks=64))
+    assert engine.config.dtype == model.compute_path.dtype_name
+    prefill, decode = model.path_labels()
+    db = tmp_path / "t.duckdb"
+    llmtrace.init(db=db, service_name="path-test", strict=True)
+    try:
+        span = rec.start_pass("tiny-llama", side="server")
+        run_all(engine, [EngineRequest("a", list(range(300, 340)), greedy(3), pass_span=span)])
+        span.end()
+    finally:
+        llmtrace.shutdown()
+    con = duckdb.connect(str(db), read_only=True)
+    rows = dict(con.execute("SELECT name, attributes FROM spans WHERE name IN (?, ?)",
+                            [S.FORWARD_PREFILL, S.FORWARD_DECODE]).fetchall())
+    assert json.loads(rows[S.FORWARD_PREFILL])[N.PREFILL_PATH] == prefill
+    assert json.loads(rows[S.FORWARD_DECODE])[N.DECODE_PATH] == decode == f"{model.compute_path.short}_dense"
+    summary = engine.stats()["compute_path"]
+    assert summary.startswith(f"prefill={prefill} decode={decode} cpu=")
