@@ -171,3 +171,24 @@ def time_views_sql(source: str = "spans") -> list[str]:
         f"CREATE OR REPLACE VIEW time_breakdown AS {time_breakdown_select(source)}",
         f"CREATE OR REPLACE VIEW ttft_breakdown AS {ttft_breakdown_select(source)}",
     ]
+
+
+# ── what a client pass did not time (the explorer's waterfall and time bar, the report's trace pages) ─────────
+# A client pass's spans of these stages run from the request to the first response byte: they enclose the
+# provider's hidden work (queue, prefill, a buffered answer's whole generation) and the network, so their length
+# is a wait the client saw, not the stage's own time. Readers draw them as not observed, never as a solid bar.
+CLIENT_WAIT_STAGES: frozenset[str] = frozenset({sid.ARRIVAL_STREAM_SETUP, sid.CACHE_PREFIX_MATCH})
+WHOLE_CALL = "whole_call"  # a time-bar part: the call as one piece, where it could not be split
+WHOLE_CALL_TITLE = "the whole call (not split)"
+
+
+def stage_time_observed(stage: str | None, pass_side: str | None, self_ms: float | None = None) -> bool:
+    """Whether a stage span's length is the stage's own measured time: not for CLIENT_WAIT_STAGES under a client
+    pass (unless the span records its own time)."""
+    return not (pass_side == "client" and stage in CLIENT_WAIT_STAGES and self_ms is None)
+
+
+def pass_is_split(pass_side: str | None, ttft_ms: object) -> bool:
+    """Whether a pass's time can be split into parts: a client pass that saw no first token (a buffered answer, a
+    failed call) observed only the whole call, from the request to the last byte."""
+    return pass_side != "client" or ttft_ms is not None

@@ -11,12 +11,14 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry.stages import Stage, declared_value, get_phase, is_stage
+from llmtrace.tracer.storage.time_views import pass_is_split
 
 from .. import format as fmt
 from ..data.records import SpanRecord
 from ..theme import PASS_COLOUR, phase_colour
-from .time_bar import phase_parts, time_bar
+from .time_bar import phase_parts, time_bar, whole_call_parts
 
 _SKIP = {"llmtrace.stage", "llmtrace.phase", "llmtrace.prompt.segments"}
 
@@ -36,29 +38,33 @@ class StagePane(VerticalScroll):
         yield Static(HINT, id="stage-body")
 
     def show(self, span: SpanRecord | None,
-             breakdown: Sequence[tuple[str | None, str, float]] | None = None) -> None:
+             breakdown: Sequence[tuple[str | None, str, float]] | None = None, time_observed: bool = True) -> None:
         self.span = span
         body = self.query_one("#stage-body", Static)
-        body.update(HINT if span is None else explain(span, breakdown, max(20, self.size.width - 4)))
+        body.update(HINT if span is None else explain(span, breakdown, max(20, self.size.width - 4), time_observed))
         self.scroll_home(animate=False)
 
 
 def explain(span: SpanRecord, breakdown: Sequence[tuple[str | None, str, float]] | None = None,
-            width: int = 60) -> RenderableType:
+            width: int = 60, time_observed: bool = True) -> RenderableType:
+    """``time_observed``: False where the span's length is a wait that holds the stage (waterfall_model.py)."""
     stage_id = span.stage if span.stage and is_stage(span.stage) else None
     if span.is_tool:
         stage_id = "loop.tool_dispatch"
     if stage_id is not None and not span.is_pass:
         from llmtrace.tracer.registry.stages import get_stage
 
-        return _explain_stage(span, get_stage(stage_id))
+        return _explain_stage(span, get_stage(stage_id), time_observed)
     return _explain_pass(span, breakdown, width)
 
 
-def _header(span: SpanRecord, title: str, colour: str) -> Text:
+def _header(span: SpanRecord, title: str, colour: str, time_observed: bool = True) -> Text:
     head = Text(title, style=f"bold {colour}")
     status = span.status or "ok"
-    head.append(f"   {fmt.ms(span.duration_ms)}", style="bold")
+    if time_observed:
+        head.append(f"   {fmt.ms(span.duration_ms)}", style="bold")
+    else:
+        head.append("   own time not observed", style="dim")
     if status != "ok":
         head.append(f"   {status}", style="bold #ff5f5f")
         if span.status_message:
@@ -66,16 +72,20 @@ def _header(span: SpanRecord, title: str, colour: str) -> Text:
     return head
 
 
-def _explain_stage(span: SpanRecord, stage: Stage) -> RenderableType:
+def _explain_stage(span: SpanRecord, stage: Stage, time_observed: bool = True) -> RenderableType:
     phase = get_phase(stage.phase)
     colour = phase_colour(stage.phase)
     parts: list[RenderableType] = [
-        _header(span, f"{stage.number}. {stage.title}  ({stage.id})", colour),
+        _header(span, f"{stage.number}. {stage.title}  ({stage.id})", colour, time_observed),
         Text(f"phase {phase.order} {phase.title} · recorded by {span.service or '?'}", style="dim"),
     ]
     if span.attributes.get("llmtrace.observed") is False:
         reason = span.attributes.get("llmtrace.unobserved_reason", "no reason given")
         parts.append(Text(f"not observed here: {reason}", style="#ffaf5f"))
+    if not time_observed:
+        parts.append(Text(f"time not observed: from the client this span is the wait up to the first response byte "
+                          f"({fmt.ms(span.duration_ms)}), which holds the provider's queue, prefill and network; the "
+                          "stage's own time is inside it and was not measured.", style="#ffaf5f"))
     table = _values_table()
     for v in stage.values:
         raw = span.attributes.get(v.name)
@@ -107,7 +117,11 @@ def _explain_pass(span: SpanRecord, breakdown: Sequence[tuple[str | None, str, f
         Text(""),
     ]
     if breakdown:
-        parts += [Text("Where the time goes", style="bold"), time_bar(phase_parts(breakdown), width), Text("")]
+        if pass_is_split(span.side, span.attributes.get(N.TTFT_MS)):
+            bar = time_bar(phase_parts(breakdown), width)
+        else:  # no first token seen (a buffered answer, a failed call): only the whole call was observed
+            bar = time_bar(whole_call_parts(breakdown), width, whole_ms=span.duration_ms)
+        parts += [Text("Where the time goes", style="bold"), bar, Text("")]
     table = _values_table()
     for name, raw in sorted(span.attributes.items()):
         if name in _SKIP:

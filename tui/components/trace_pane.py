@@ -15,6 +15,7 @@ from llmtrace.tracer.storage.store import StoreError
 from .. import format as fmt
 from ..data.records import TraceRecord
 from ..data.store_reader import MAX_TRACE_SPANS, StoreReader
+from ..data.waterfall_model import time_observed
 from ..messages import SpanChosen, StoreProblem
 from .stage_pane import StagePane
 from .waterfall import Waterfall
@@ -40,6 +41,7 @@ class TracePane(Container):
     def compose(self) -> ComposeResult:
         with Vertical(id="trace-main"):
             yield Static(NO_TRACE, id="trace-header")
+            yield Static("", id="trace-error")
             yield Static("", id="trace-ruler")
             yield Waterfall(id="waterfall")
         yield StagePane(id="stage-pane")
@@ -77,6 +79,10 @@ class TracePane(Container):
             return  # a live-mode reload that found nothing new: keep the view (and the stage pane) still
         trace = self.trace = message.trace
         self.query_one("#trace-header", Static).update(_header(trace, self.phases))
+        failure = failure_line(trace)
+        error = self.query_one("#trace-error", Static)
+        error.update(failure or "")
+        error.display = failure is not None
         self.waterfall.show_trace(trace, message.select_span)
         if not trace.spans:
             self.query_one(StagePane).show(None)
@@ -99,8 +105,10 @@ class TracePane(Container):
     @on(SpanChosen)
     def _span_chosen(self, message: SpanChosen) -> None:
         message.stop()
-        breakdown = self.trace.breakdown.get(message.span.span_id) if self.trace is not None else None
-        self.query_one(StagePane).show(message.span, breakdown)
+        trace = self.trace
+        breakdown = trace.breakdown.get(message.span.span_id) if trace is not None else None
+        timed = time_observed(message.span, trace) if trace is not None else True
+        self.query_one(StagePane).show(message.span, breakdown, timed)
 
 
 def _header(trace: TraceRecord, phases: frozenset[str]) -> Text:
@@ -123,4 +131,21 @@ def _header(trace: TraceRecord, phases: frozenset[str]) -> Text:
     text.append(f"  · {fmt.utc_time(trace.start_ns, with_date=True)} UTC", style="dim")
     if deploys:
         text.append(f"  · deploy {', '.join(deploys)}", style="dim")
+    return text
+
+
+def failure_line(trace: TraceRecord) -> Text | None:
+    """Why the trace's call failed, under its header (None when no pass failed): the client's message first, the
+    one the app saw."""
+    failed = [s for s in trace.spans if s.is_pass and s.status == "error"]
+    if not failed:
+        return None
+    first = min(failed, key=lambda s: (s.side == "server", s.start_ns))
+    text = Text("failed: ", style="bold #ff5f5f")
+    text.append(first.status_message or "no message recorded", style="#ff5f5f")
+    kind = first.attributes.get("error.type")
+    if kind:
+        text.append(f"  (error.type {kind})", style="dim")
+    if len(failed) > 1:
+        text.append(f"  · {len(failed)} failed passes", style="#ff5f5f")
     return text

@@ -8,11 +8,11 @@ from textual.message import Message
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from llmtrace.tracer.registry.stages import IDLE, SELF_MS
+from llmtrace.tracer.registry.stages import IDLE
 
 from .. import format as fmt
-from ..data.records import SpanRecord, TraceRecord
-from ..data.waterfall_model import WaterfallRow, build_rows
+from ..data.records import TraceRecord
+from ..data.waterfall_model import WaterfallRow, build_rows, own_ms
 from ..keymap import bindings
 from ..messages import SpanChosen
 from ..theme import OTHER_COLOUR, PASS_COLOUR, phase_colour
@@ -60,13 +60,15 @@ def row_text(row: WaterfallRow, t0: int, total_ns: int, width: int) -> Text:
     scale = bar_w / max(1, total_ns)
     start = min(bar_w - 1, max(0, int((span.start_ns - t0) * scale)))
     end = min(bar_w, max(start + 1, round((span.end_ns - t0) * scale)))
-    unobserved = span.attributes.get("llmtrace.observed") is False
+    # a stage not seen at all, or one whose span is only a wait that holds it (a client's stream set-up up to
+    # the first byte): dotted and faint, never a solid bar of the wait's length
+    unobserved = span.attributes.get("llmtrace.observed") is False or not row.time_observed
     glyph = "·" if unobserved else GLYPH[row.kind]
     bar_style = "dim" if unobserved else (f"bold {colour}" if row.kind == "pass" else colour)
     if span.status == "error":
         bar_style = "bold #ff5f5f"
     idle = row.kind == "stage" and span.attributes.get(IDLE) is True
-    own = _self_ms(span) if row.kind == "stage" else None
+    own = own_ms(span) if row.kind == "stage" else None
     text.append(" " * start)
     if idle:
         text.append("·", style="dim")
@@ -88,11 +90,6 @@ def row_text(row: WaterfallRow, t0: int, total_ns: int, width: int) -> Text:
         dur = fmt.ms(own if own is not None else span.duration_ms)
     text.append(" " + dur.rjust(DURATION_WIDTH), style="dim" if row.kind == "stage" else "")
     return text
-
-
-def _self_ms(span: SpanRecord) -> float | None:
-    value = span.attributes.get(SELF_MS)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 class Waterfall(OptionList):

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import duckdb
 
 from llmtrace.tracer.cli.console import printable
+from llmtrace.tracer.registry import stage_ids as S
 from llmtrace.tracer.storage.fetch import first_row, scalar
 from llmtrace.tracer.storage.store import (
     StoreError,
@@ -28,6 +29,7 @@ from llmtrace.tracer.storage.store import (
     pass_table,
     read_connection,
 )
+from llmtrace.tracer.storage.time_views import WHOLE_CALL
 from llmtrace.tracer.storage.views import (
     PASS_OPERATIONS,
     capped_cached_sql,
@@ -194,17 +196,21 @@ class StoreReader:
 
     def selection_time_shares(self, flt: CompiledFilter) -> tuple[tuple[str, float], ...]:
         """Median share of wall clock per phase across the filtered passes (server passes when the selection
-        has any: a client pass's unobserved share holds its server pass, which would count twice)."""
+        has any: a client pass's unobserved share holds its server pass, which would count twice). A client pass that
+        saw no first token (a buffered answer, a failed call) is one part beyond its connection, the whole call
+        (time_views.pass_is_split), not an "unobserved" share of itself."""
 
         def run(conn: duckdb.DuckDBPyConnection) -> tuple[tuple[str, float], ...]:
             where = f"WHERE {flt.where}" if flt.where else ""
             rows = conn.execute(f"""
-                WITH sel AS (SELECT span_id, side FROM requests {where}),
-                     pick AS (SELECT span_id FROM sel WHERE side = 'server'
+                WITH sel AS (SELECT span_id, side, ttft_ms FROM requests {where}),
+                     pick AS (SELECT span_id, side, ttft_ms FROM sel WHERE side = 'server'
                                   OR NOT EXISTS (SELECT 1 FROM sel WHERE side = 'server')),
                      per_pass AS (SELECT t.pass_span_id,
-                                         coalesce(t.phase, CASE WHEN t.stage = 'unobserved' THEN 'unobserved'
-                                                                ELSE 'other' END) AS part,
+                                         CASE WHEN pick.side = 'client' AND pick.ttft_ms IS NULL
+                                                   AND t.stage <> '{S.ARRIVAL_CONNECTION}' THEN '{WHOLE_CALL}'
+                                              ELSE coalesce(t.phase, CASE WHEN t.stage = 'unobserved' THEN 'unobserved'
+                                                                          ELSE 'other' END) END AS part,
                                          sum(t.share) AS share
                                   FROM time_breakdown t JOIN pick ON pick.span_id = t.pass_span_id
                                   GROUP BY ALL),

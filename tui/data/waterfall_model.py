@@ -11,7 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from llmtrace.tracer.registry.stages import stage_order
+from llmtrace.tracer.registry.stages import SELF_MS, stage_order
+from llmtrace.tracer.storage.time_views import stage_time_observed
 
 from .records import SpanRecord, TraceRecord
 
@@ -25,6 +26,9 @@ class WaterfallRow:
     kind: RowKind
     depth: int
     label: str
+    # False where the span's length is a wait that holds the stage, not its measured time (a client pass's stream
+    # set-up and prefix match run up to the first byte: tracer/storage/time_views.py CLIENT_WAIT_STAGES)
+    time_observed: bool = True
 
     @property
     def phase(self) -> str | None:
@@ -66,20 +70,36 @@ def build_rows(trace: TraceRecord, phases: Iterable[str] | None = None) -> list[
     rows: list[WaterfallRow] = []
     seen: set[str] = set()
 
-    def visit(span: SpanRecord, depth: int) -> None:
+    def visit(span: SpanRecord, depth: int, pass_side: str | None) -> None:
         if span.span_id in seen:  # a malformed store could hold a cycle; never loop on it
             return
         seen.add(span.span_id)
         kind = row_kind(span)
         keep = wanted is None or kind in ("pass", "span") or (span.phase or ("loops" if kind == "tool" else None)) in wanted
         if keep:
-            rows.append(WaterfallRow(span, kind, depth, row_label(span, kind)))
+            timed = kind != "stage" or stage_time_observed(span.stage, pass_side, own_ms(span))
+            rows.append(WaterfallRow(span, kind, depth, row_label(span, kind), timed))
         for child in children.get(span.span_id, ()):
-            visit(child, depth + 1)
+            visit(child, depth + 1, span.side if kind == "pass" else pass_side)
 
     for top in children.get(None, ()):
-        visit(top, 0)
+        visit(top, 0, None)
     return rows
+
+
+def own_ms(span: SpanRecord) -> float | None:
+    """The stage's own time where its span records it (llmtrace.stage.self_ms)."""
+    value = span.attributes.get(SELF_MS)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def time_observed(span: SpanRecord, trace: TraceRecord) -> bool:
+    """Whether ``span``'s length is its stage's measured time (see WaterfallRow.time_observed)."""
+    if not span.stage or span.is_pass or span.is_tool:
+        return True
+    parent = next((s for s in trace.spans if s.span_id == span.parent_span_id), None)
+    side = parent.side if parent is not None and parent.is_pass else None
+    return stage_time_observed(span.stage, side, own_ms(span))
 
 
 def _sort_key(span: SpanRecord) -> tuple[int, int, int, str]:
