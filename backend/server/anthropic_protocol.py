@@ -14,7 +14,7 @@ import orjson
 from llmtrace.backend.generation.params import Constraint, InvalidRequestError, SpeculationConfig
 from llmtrace.backend.generation.tool_calls import tool_call_constraint
 from llmtrace.backend.server.errors import bad_request
-from llmtrace.backend.server.fields import get_bool, get_dict, get_number, get_str
+from llmtrace.backend.server.fields import MAX_TOKENS_BOUND, get_bool, get_dict, get_number, get_str
 from llmtrace.backend.server.job import Job, Outcome
 from llmtrace.backend.server.openai_protocol import NO_SPECULATION, sampling_params
 from llmtrace.tracer.registry.finish_reason import normalize_finish_reason
@@ -136,7 +136,7 @@ def _output_format(body: dict[str, Any]) -> Constraint | None:
 
 def parse_messages(body: dict[str, Any], speculation: SpeculationConfig = NO_SPECULATION) -> Job:
     model = get_str(body, "model", required=True)
-    max_tokens = get_number(body, "max_tokens", None, integer=True)
+    max_tokens = get_number(body, "max_tokens", None, integer=True, maximum=MAX_TOKENS_BOUND)
     if max_tokens is None:
         raise bad_request("max_tokens: field required", "max_tokens")
     messages = _messages(body)

@@ -10,19 +10,31 @@ from llmtrace.backend.server.errors import bad_request
 _MISSING = object()
 
 
-def get_number(body: dict[str, Any], key: str, default: Any = None, *, integer: bool = False) -> Any:
+# The widest integer any field takes: the store keeps request values as BIGINT, and no count, seed or
+# sampling knob of this server means anything past it.
+INT64 = (-(2**63), 2**63 - 1)
+# Token counts (max_tokens and its aliases): past this a request is not asking for a number of tokens.
+MAX_TOKENS_BOUND = 2**31 - 1
+
+
+def get_number(body: dict[str, Any], key: str, default: Any = None, *, integer: bool = False,
+               maximum: int | None = None) -> Any:
+    """A number field, or ``default`` when absent or null. ``integer``: a JSON integer only, within int64
+    (up to ``maximum`` when given). A float is refused even when whole (``1e308`` is
+    "integral" and turned into a 309-digit token budget), as OpenAI's and Anthropic's APIs refuse it; a
+    boolean is never a number."""
     value = body.get(key, _MISSING)
     if value is _MISSING or value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and isinstance(value, float)):
         kind = "an integer" if integer else "a number"
         raise bad_request(f"'{key}' must be {kind}, got {type(value).__name__} {_short(value)}", key)
-    if integer and isinstance(value, float):
-        if not value.is_integer():
-            raise bad_request(f"'{key}' must be an integer, got {value}", key)
-        value = int(value)
     if isinstance(value, float) and not math.isfinite(value):
         raise bad_request(f"'{key}' must be a finite number, got {value}", key)
+    if integer:
+        lo, hi = INT64[0], INT64[1] if maximum is None else maximum
+        if not lo <= value <= hi:
+            raise bad_request(f"'{key}' must be an integer from {lo} to {hi}, got {_short(value)}", key)
     return value
 
 
@@ -62,9 +74,10 @@ def get_int_list(body: dict[str, Any], key: str) -> tuple[int, ...]:
     value = body.get(key)
     if value is None:
         return ()
-    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) and INT64[0] <= v <= INT64[1]
+                                       for v in value):
         return tuple(value)
-    raise bad_request(f"'{key}' must be a list of integers", key)
+    raise bad_request(f"'{key}' must be a list of integers (64-bit)", key)
 
 
 def get_dict(body: dict[str, Any], key: str) -> dict[str, Any] | None:

@@ -20,6 +20,7 @@ from llmtrace.backend.generation.params import (
 from llmtrace.backend.generation.tool_calls import tool_call_constraint
 from llmtrace.backend.server.errors import bad_request
 from llmtrace.backend.server.fields import (
+    MAX_TOKENS_BOUND,
     get_bool,
     get_dict,
     get_int_list,
@@ -86,7 +87,7 @@ def sampling_params(body: dict[str, Any], *, default_max_tokens: int, constraint
     ``speculation``: the server's default, which the request's ``speculative`` field overrides."""
     max_tokens = None
     for key in max_tokens_key:
-        max_tokens = get_number(body, key, max_tokens, integer=True)
+        max_tokens = get_number(body, key, max_tokens, integer=True, maximum=MAX_TOKENS_BOUND)
     top_k = get_number(body, "top_k", 0, integer=True)
     if top_k == -1:  # vLLM's spelling of "off"
         top_k = 0

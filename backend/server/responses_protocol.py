@@ -24,7 +24,7 @@ import orjson
 from llmtrace.backend.generation.params import SpeculationConfig
 from llmtrace.backend.server import openai_protocol as oai
 from llmtrace.backend.server.errors import APIError, bad_request
-from llmtrace.backend.server.fields import get_bool, get_dict, get_number, get_str
+from llmtrace.backend.server.fields import MAX_TOKENS_BOUND, get_bool, get_dict, get_number, get_str
 from llmtrace.backend.server.job import Job, Outcome
 from llmtrace.backend.server.responses_store import ResponsesStore
 from llmtrace.tracer.registry.finish_reason import normalize_finish_reason
@@ -209,7 +209,7 @@ def parse_responses(body: dict[str, Any], default_max_tokens: int = oai.DEFAULT_
     fmt = _response_format(body)
     if fmt is not None:
         chat["response_format"] = fmt
-    max_out = get_number(body, "max_output_tokens", None, integer=True)
+    max_out = get_number(body, "max_output_tokens", None, integer=True, maximum=MAX_TOKENS_BOUND)
     if max_out is not None:
         if max_out < 1:
             raise bad_request(f"'max_output_tokens' must be >= 1, got {max_out}", "max_output_tokens")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -183,6 +184,58 @@ def test_fuzzed_headers_and_methods(http: httpx.Client, good: GoodTraffic, path:
            if k != "expect" or v.lower() != "100-continue"]
     r = http.request(method, path, content=body if method not in ("GET", "HEAD") else None, headers=raw)
     _check(r, path)
+
+
+# Integer fields as a hostile client sends them. A whole float passed the integer check (max_tokens 1e308 became
+# a 309-digit budget and ran to the context window for a minute); OpenAI's and Anthropic's APIs refuse floats.
+_BASE: dict[str, dict[str, Any]] = {
+    "/v1/chat/completions": {"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]},
+    "/v1/completions": {"model": "tiny", "max_tokens": 2, "prompt": "hi"},
+    "/v1/messages": {"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]},
+    "/v1/responses": {"model": "tiny", "max_output_tokens": 2, "input": "hi"},
+}
+_INT_FIELDS = [("/v1/chat/completions", f) for f in ("max_tokens", "max_completion_tokens", "n", "top_k", "seed",
+                                                     "top_logprobs")] + [
+    ("/v1/completions", "max_tokens"), ("/v1/completions", "logprobs"), ("/v1/completions", "seed"),
+    ("/v1/messages", "max_tokens"), ("/v1/messages", "top_k"), ("/v1/responses", "max_output_tokens")]
+_NOT_INTEGERS = [1e308, 2.0, 2.5, -0.0, True, False, "2", [2], 2**63, -(2**63) - 1]  # (10**400: the body parser refuses)
+
+
+@pytest.mark.parametrize(("path", "field"), _INT_FIELDS)
+def test_integer_fields_refuse_floats_bools_and_absurd_values(http: httpx.Client, path: str, field: str) -> None:
+    for value in _NOT_INTEGERS + ([2**31, 10**30] if "max" in field else []):
+        body = {**_BASE[path], field: value}
+        t0 = time.monotonic()
+        r = http.post(path, content=json.dumps(body).encode(), headers={"content-type": "application/json"})
+        took = time.monotonic() - t0
+        _check(r, path)
+        assert r.status_code == 400, (path, field, repr(value)[:40], r.status_code, r.text[:300])
+        assert field in r.json()["error"]["message"], r.text[:300]
+        assert took < 10, f"{path} {field}={repr(value)[:40]} took {took:.1f}s to refuse"
+
+
+def test_integer_fields_at_their_bounds_still_run(http: httpx.Client) -> None:
+    chat = {**_BASE["/v1/chat/completions"], "seed": 2**63 - 1, "top_k": 1000, "n": 1}
+    r = http.post("/v1/chat/completions", json=chat)
+    assert r.status_code == 200, r.text[:300]
+    r = http.post("/v1/completions", json={**_BASE["/v1/completions"], "logprobs": 2, "seed": -(2**63)})
+    assert r.status_code == 200, r.text[:300]
+    r = http.post("/v1/messages", json={**_BASE["/v1/messages"], "top_k": 1000})
+    assert r.status_code == 200 and r.json()["stop_reason"] in ("end_turn", "max_tokens"), r.text[:300]
+
+
+@pytest.mark.parametrize("framing", [b"Content-Length: 2\r\nContent-Length: 40\r\n",
+                                     b"Content-Length: 40\r\nContent-Length: 40\r\n",
+                                     b"Content-Length: 40\r\nTransfer-Encoding: chunked\r\n"])
+def test_conflicting_framing_is_400(fuzzed: RunningServer, framing: bytes) -> None:
+    """What ``llmtrace collect`` was made to match: one body, one end, or 400 (raw socket, no client tidying)."""
+    body = b'{"model": "tiny", "max_tokens": 1, "messages": []}'
+    raw = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + framing +
+           b"\r\n" + body)
+    with socket.create_connection(("127.0.0.1", fuzzed.port), timeout=10) as s:
+        s.sendall(raw)
+        data = s.recv(4096)
+    assert data.split(b" ", 2)[1] == b"400", data[:300]
 
 
 def test_healthy_afterwards_and_no_good_span_lost(fuzzed: RunningServer, http: httpx.Client,
