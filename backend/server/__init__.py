@@ -3,7 +3,7 @@
     llmtrace serve [--model PATH|tiny] [--port 8000] [--db traces.duckdb] [--replicas N]
                    [--routing prefix_aware|round_robin] [--max-running N] [--max-queued N]
                    [--normalize nfc|nfkc|none] [--strip-invisible] [--chat-template FILE]
-                   [--alias NAME=MODEL ...] [--batch-invariant] [--dtype float32|bfloat16]
+                   [--alias NAME=MODEL ...] [--batch-invariant] [--dtype auto|float32|bfloat16] [--decode int4|dense]
                    [--speculative off|ngram|draft] [--speculative-k N]
 
 Endpoints: POST /v1/chat/completions, /v1/completions, /v1/responses (GET/DELETE /v1/responses/{id}),

@@ -55,9 +55,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "complete; off: decode each token on its own, as a naive streaming decoder does, so "
                              "emoji and non-Latin text show U+FFFD mid-stream (reproduces mangled streams); a "
                              "request's detokenizer_holdback field (true/false) overrides it")
-    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="bfloat16",
-                        help="bfloat16 (default): on CPU a 4-bit GGUF's codes are used as they are for decode, "
-                        "about 3x the tokens/s of float32; float32: exact dequantized weights (reference math)")
+    parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto",
+                        help="auto (default): bfloat16 on a CPU with bfloat16 dot products (AVX-512 BF16, AMX) or a "
+                        "GPU, else float32 (3-7x the prefill speed of bfloat16 there); LLMTRACE_CPU_PATH=nobf16 "
+                        "or avx2 runs another CPU kind's path here. The ready line names the path chosen")
+    parser.add_argument("--decode", choices=("int4", "dense"), default="int4",
+                        help="int4 (default): on CPU the decode matmuls use a 4-bit GGUF's codes as they are, "
+                        "whatever --dtype; dense: the dequantized weights in --dtype (with float32: reference math)")
     parser.add_argument("--num-blocks", type=int, default=None, help="KV blocks per replica")
     parser.add_argument("--max-num-seqs", type=int, default=None, help="sequences one engine runs at once")
     parser.add_argument("--default-max-tokens", type=int, default=256,

@@ -80,7 +80,8 @@ def build_service(args: argparse.Namespace, first_steps_here: bool = False) -> A
     _moderation(args)
     model, served_default = _model_arg(args.model)
     served = args.served_model_name or served_default
-    engine_kwargs: dict[str, Any] = {"batch_invariant": args.batch_invariant, "dtype": args.dtype}
+    engine_kwargs: dict[str, Any] = {"batch_invariant": args.batch_invariant, "dtype": args.dtype,
+                                     "decode": args.decode}
     if args.num_blocks:
         engine_kwargs["num_blocks"] = args.num_blocks
     if args.max_num_seqs:
@@ -240,8 +241,8 @@ class DrainingServer(_uvicorn_server()):  # type: ignore[misc]
         svc = self.service
         aliases = "".join(f", alias {a} -> {t}" for a, t in svc.router.aliases.items())
         print(f"llmtrace serve: listening on http://{self.config.host}:{port} (model {svc.router.default}{aliases}; "
-              f"{len(svc.replicas)} replica(s), {svc.replicas.policy} routing; loaded in {self.load_s:.1f}s)",
-              flush=True)
+              f"{len(svc.replicas)} replica(s), {svc.replicas.policy} routing; loaded in {self.load_s:.1f}s; "
+              f"compute {_compute_path(svc)})", flush=True)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         # Not recorded in _captured_signals: uvicorn would re-raise it after serving and kill the process
@@ -265,3 +266,10 @@ class DrainingServer(_uvicorn_server()):  # type: ignore[misc]
             while self.service.in_flight > 0 and time.monotonic() < cut_deadline:
                 await asyncio.sleep(0.02)
         self.should_exit = True
+
+
+def _compute_path(svc: Any) -> str:
+    """The first replica's compute path (all share one model): each phase's arithmetic and the CPU kind."""
+    for replica in svc.replicas:
+        return str(replica.engine.compute_path_summary())
+    return "unknown"

@@ -10,6 +10,8 @@ checked on this machine's CPU, as it is and with bfloat16 (and AVX-512) hidden.
 from __future__ import annotations
 
 import json
+import re
+import time
 from pathlib import Path
 
 import duckdb
@@ -167,3 +169,23 @@ def test_the_trace_and_stats_name_the_path(tokenizer, tmp_path: Path) -> None:  
     assert json.loads(rows[S.FORWARD_DECODE])[N.DECODE_PATH] == decode == f"{model.compute_path.short}_dense"
     summary = engine.stats()["compute_path"]
     assert summary.startswith(f"prefill={prefill} decode={decode} cpu=")
+
+
+def test_serve_names_the_path_in_its_ready_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real ``llmtrace serve`` under the forced no-bfloat16 path: its ready line and /stats say which path
+    computes (float32 prefill, whatever this CPU is) and that it was forced."""
+    import httpx
+    from testkit import start_server, stop_server
+
+    monkeypatch.setenv(cpu_features.ENV, "nobf16")  # the server process reads it
+    server = start_server(tmp_path, model="tiny")
+    try:
+        deadline = time.monotonic() + 30
+        while "compute prefill=" not in server.log() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        line = next((ln for ln in server.log().splitlines() if "listening on" in ln), "")
+        assert re.search(r"compute prefill=fp32_gemm\+\S+ decode=fp32_dense cpu=\S+ forced=nobf16\)", line), line
+        stats = httpx.get(f"{server.base_url}/stats", timeout=10).json()
+        assert "prefill=fp32_gemm+" in json.dumps(stats) and "forced=nobf16" in json.dumps(stats)
+    finally:
+        stop_server(server)
