@@ -134,5 +134,7 @@ class FailedCalls(SymptomAnalyzer):
             evidence, ids, g.kind.next_check, 0.5 + 0.5 * share,
             # refused for load: the same cause as the traffic analyzer's shed requests, merged into one finding
             cause=REFUSED_CAUSE if refused else f"failed:{g.kind.id}:{g.stage}",
-            loss_ms=g.ms, affected_share=share,
+            # no loss_ms: failures rank among themselves by the share that failed (Finding.sort_key), the time
+            # they took is evidence
+            affected_share=share,
         )

@@ -35,6 +35,7 @@ class Evidence:
 
 
 SECURITY_STAGES = frozenset({"safety.injection"})
+FAILED_CALLS = "failed_calls"  # the symptom of calls that failed outright (analyzers/failed_calls.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,13 +79,14 @@ class Finding:
                      "usd": round(self.loss_usd, 6), "share_of_passes": round(self.affected_share, 4)},
         }
 
-    def sort_key(self) -> tuple[int, bool, float, float, float]:
+    def sort_key(self) -> tuple[int, int, float, float, float]:
         """Severity first (a clean run's info never outranks a problem); at one severity a security finding
         (instructions from outside the app that reached the model) before any other, since it costs no time
-        and would otherwise rank under every latency finding; then what the cause cost (TTFT and decode time
+        and would otherwise rank under every latency finding, then failed calls (each lost outright, ranked
+        among themselves by the share that failed: their score); then what the cause cost (TTFT and decode time
         lost), then the analyzer's score."""
-        return (-SEVERITY_RANK[self.severity], self.stage not in SECURITY_STAGES, -round(self.loss_ms, 1), -self.score,
-                -self.loss_tokens)
+        first = 0 if self.stage in SECURITY_STAGES else 1 if FAILED_CALLS in (self.symptoms or (self.symptom,)) else 2
+        return (-SEVERITY_RANK[self.severity], first, -round(self.loss_ms, 1), -self.score, -self.loss_tokens)
 
 
 def _plain(value: object) -> object:
