@@ -8,7 +8,9 @@ that must stay quiet).
 - vLLM V1 (vllm-project/vllm PR 44402's vllm_queue child span, gen_ai.latency.* in ns) holds 6 of 8
   requests 1.5 s in its queue: arrival.admission;
 - an app's OTel GenAI client spans (gen_ai.input.messages) with a request id at the top of the system
-  prompt, joined by traceparent to vLLM's llm_request, the engine's cached tokens 0: the volatile field.
+  prompt, joined by traceparent to vLLM's llm_request, the engine's cached tokens 0: the volatile field;
+- Dynamo's engine.generate (ai-dynamo/dynamo PR 9543) ending 6 of 8 answers on ``finish_reason=length``:
+  truncation, at gen.stop.
 """
 
 from __future__ import annotations
@@ -95,6 +97,17 @@ def _volatile(app_tp: Any, eng_tp: Any, i: int, volatile: bool) -> None:
     client.end(end_time=start + int((prefill + 0.25) * 1000) * MS)
 
 
+def _dynamo(tp: Any, i: int, cut: bool) -> None:
+    t = tp.get_tracer("dynamo.worker")
+    start = T0 + i * 2000 * MS
+    route = t.start_span("router.route_request", start_time=start, attributes={"worker_id": "w0"})
+    s = t.start_span("engine.generate", context=trace.set_span_in_context(route), start_time=start + MS,
+                     attributes={"disagg_role": "decode", "model": "llama", "input_tokens": 300, "ttft_ms": 80.0,
+                                 "output_tokens": 256 if cut else 90, "finish_reason": "length" if cut else "stop"})
+    s.end(end_time=start + 900 * MS)
+    route.end(end_time=start + 901 * MS)
+
+
 @pytest.fixture(scope="module")
 def findings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
     tmp = tmp_path_factory.mktemp("verdicts")
@@ -116,9 +129,14 @@ def findings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[st
                 _volatile(app_tp, eng_tp, i, volatile=not twin)
             app_tp.shutdown()
             eng_tp.shutdown()
-            services += ["llmd" + sfx, "v1queue" + sfx, "returns" + sfx]
-        # llm-d: 8 x (5 spans + 3 rows); v1: 8 x 4 spans; returns: 8 x (2 spans + 3 rows); and the twins
-        col.wait_written(2 * (8 * 8 + 8 * 4 + 8 * 5), timeout_s=60)
+            tp = otlp_provider(col.endpoint, "dynamo" + sfx)
+            for i in range(8):
+                _dynamo(tp, i, cut=not twin and i % 4 != 0)
+            tp.shutdown()
+            services += ["llmd" + sfx, "v1queue" + sfx, "returns" + sfx, "dynamo" + sfx]
+        # llm-d: 8 x (5 spans + 3 rows); v1: 8 x 4 spans; returns: 8 x (2 spans + 3 rows); dynamo: 8 x 2 spans;
+        # and the twins
+        col.wait_written(2 * (8 * 8 + 8 * 4 + 8 * 5 + 8 * 2), timeout_s=60)
     finally:
         assert col.stop() == 0
     return diagnose_services(col.db, services)
@@ -148,3 +166,9 @@ def test_volatile_field_zeroes_the_engines_hit(findings: dict[str, list[dict[str
     found = findings["returns"]
     assert found and found[0]["stage"] in ("intake.system_prompt", "cache.prefix_match"), found[:3]
     assert not any(f["severity"] != "info" for f in findings["returns-twin"]), findings["returns-twin"][:3]
+
+
+def test_truncation_in_dynamo(findings: dict[str, list[dict[str, Any]]]) -> None:
+    cut = [f for f in findings["dynamo"] if f["stage"] == "gen.stop"]
+    assert cut, findings["dynamo"][:3]
+    assert not any(f["stage"] == "gen.stop" for f in findings["dynamo-twin"]), findings["dynamo-twin"][:3]
