@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from llmtrace.analyzers.base import SymptomAnalyzer, severity_for
 from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.query import Query
+from llmtrace.tracer.record.stop_context import CONTENT_LIKE, SHORT_PUNCT
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 
@@ -63,8 +64,12 @@ class EarlyEnd(SymptomAnalyzer):
         # what answers that ended on their own look like, per service: the yardstick for "far earlier"
         base = f"""SELECT svc, median(at_char) AS med, count(*) AS n FROM {passes}
                    WHERE kind IN ('end_turn', 'length', 'tool_call') AND at_char IS NOT NULL GROUP BY svc"""
-        inside = ("(p.inside IN ('json_string', 'json') OR (p.inside = 'code_fence' AND coalesce(p.cls, '') <> 'fence') "
-                  "OR p.before IN ('digit', 'abbreviation'))")
+        # the rule of stop_context.inside_content, in SQL: a stop string made of ordinary content (a marker the
+        # app chose fires where the model wrote it on purpose), met inside a JSON value or code block, or after
+        # a digit or an abbreviation
+        like = ", ".join(f"'{c}'" for c in sorted(CONTENT_LIKE))
+        inside = (f"((p.cls IS NULL OR p.cls IN ({like}) OR (p.cls = 'punct' AND p.chars <= {SHORT_PUNCT})) AND "
+                  "(p.inside IN ('json_string', 'json', 'code_fence') OR p.before IN ('digit', 'abbreviation')))")
         early = f"(b.n >= {MIN_BASELINE} AND p.at_char < {EARLY_RATIO} * b.med)"
         rows = q.rows(f"""
             SELECT coalesce(p.cls, 'unknown') AS cls, coalesce(p.chars, 0) AS chars, coalesce(p.inside, 'none') AS inside,

@@ -35,6 +35,11 @@ def test_natural_ends_are_not_inside_content() -> None:
     assert not sc.inside_content("punct", "code_fence", "fence")  # a fence stop string closing the block
     assert sc.inside_content("punct", "code_fence", "newline")
     assert sc.inside_content("digit", "none") and sc.inside_content("letter", "json_string")
+    # a marker the app chose ("~~~", "[[internal]]", "END") fires where the model wrote it on purpose
+    assert not sc.inside_content("space", "json_string", "punct", 3)
+    assert not sc.inside_content("space", "json_string", "mixed", 12)
+    assert not sc.inside_content("digit", "none", "word", 3)
+    assert sc.inside_content("digit", "json_string", "punct", 1)  # a comma
 
 
 @pytest.mark.parametrize(("stop", "cls"), [(".", "period"), ("\n", "newline"), ("\n\n", "blank_line"), ('"', "quote"),

@@ -38,6 +38,11 @@ END_KINDS: Final = ("length", "stop_string", "stop_token", "end_turn", "tool_cal
 # content; the analyzer's "far earlier than the other answers" rule judges it where there are others)
 CUT_CLASSES: Final = frozenset({"digit", "abbreviation"})
 CONTAINERS: Final = ("code_fence", "json_string", "json", "none")
+# Stop strings made of what ordinary content is made of: a period, a newline, a quote, a comma. A marker the
+# app chose for a delimiter ("~~~", "[[internal]]", "END", a special token) is written by the model on purpose,
+# so the place it fires is the end the app asked for, inside a JSON string or not.
+CONTENT_LIKE: Final = frozenset({"period", "newline", "blank_line", "quote", "space", "digit"})
+SHORT_PUNCT: Final = 2
 
 # Lower-case words that take a period without ending a sentence (English; the lone initial and the dotted
 # forms "e.g", "i.e", "U.S" are found by shape, not listed).
@@ -102,11 +107,20 @@ def inside(text: str) -> str:
     return _json_state(text) or "none"
 
 
-def inside_content(preceded: str | None, container: str | None, stop_class: str | None = None) -> bool:
-    """Whether a stop string that cut the output here cut it inside the answer's own content: mid-number,
-    after an abbreviation, or inside a code block or a JSON value. A fence stop string that ends an
-    open code block closes it (the usual way to take only the code), so that one is the block's end."""
-    if container == "code_fence" and stop_class == "fence":
+def content_like(stop_class: str | None, stop_chars: int | None = None) -> bool:
+    """Whether a stop string of this class (and length) is made of ordinary content: None (not known) is."""
+    if stop_class is None:
+        return True
+    return stop_class in CONTENT_LIKE or (stop_class == "punct" and (stop_chars or 0) <= SHORT_PUNCT)
+
+
+def inside_content(preceded: str | None, container: str | None, stop_class: str | None = None,
+                   stop_chars: int | None = None) -> bool:
+    """Whether a stop string that cut the output here cut it inside the answer's own content: one made of
+    ordinary content (``content_like``) that fired mid-number, after an abbreviation, or inside a code block or
+    a JSON value. A fence stop string that ends an open code block closes it (the usual way to take only the
+    code), so that one is the block's end."""
+    if not content_like(stop_class, stop_chars):
         return False
     return preceded in CUT_CLASSES or (container is not None and container != "none")
 
