@@ -190,7 +190,7 @@ def map_engine_span(name: str, attrs: dict[str, object], a: dict[str, object], t
     """Map one engine or router span (``a``: its attributes, content already protected); None when the name
     is one of the bare ARMS names on a span that is not an engine's."""
     if name == DYNAMO_ENGINE:
-        return dynamo_generate(attrs, a, span_hex, start_ns, end_ns)
+        return dynamo_generate(attrs, a, start_ns, end_ns)
     if name.startswith(SCORER_PREFIX):  # one scorer's verdict: the chosen endpoint's match, for the row
         _fields(attrs, _ROUTER, ledger.router_facts(trace_hex))
         a[N.MAPPED_FROM] = "llm-d"
@@ -232,8 +232,7 @@ def _router_row(a: dict[str, object], facts: dict[str, object]) -> None:
         a.setdefault(N.REPLICA_EXPECTED_HIT_TOKENS, chosen * size)
 
 
-def dynamo_generate(attrs: dict[str, object], a: dict[str, object], span_hex: str, start_ns: int,
-                    end_ns: int) -> Mapped:
+def dynamo_generate(attrs: dict[str, object], a: dict[str, object], start_ns: int, end_ns: int) -> Mapped:
     """Dynamo's ``engine.generate``: the engine's pass; a prefill worker's is the forward.prefill of a
     disaggregated pass (the decode worker's span is the pass), with the TTFT it measured."""
     a[N.MAPPED_FROM] = "dynamo"

@@ -122,13 +122,13 @@ def ttft_ms(raw: Mapping[str, object], start_ns: int, end_ns: int) -> tuple[floa
         if n is None or n < 0:
             continue
         if unit == "auto":
-            scale, unit = seconds_scale([n, number(raw.get("gen_ai.latency.e2e")) or 0.0], span_s)
+            scale, told = seconds_scale([n, number(raw.get("gen_ai.latency.e2e")) or 0.0], span_s)
         else:
-            scale = _SCALE[unit]
+            scale, told = _SCALE[unit], unit
         s = n * scale
         if s > 1e7:  # past ~115 days: not a duration this span can hold
             continue
-        return s * 1000.0, f"{key}:{unit}"
+        return s * 1000.0, f"{key}:{told}"
     return None
 
 
