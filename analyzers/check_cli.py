@@ -6,15 +6,19 @@ naming the finding that explains it.
     llmtrace check --baseline baseline.json --ttft --format github
     llmtrace check --deploy v2 --baseline-deploy v1 --format junit --output check.xml
 
-Exit status: 0 no regression, 1 regression, 2 the check could not run (no store, no passes, bad baseline).
+Exit status: 0 no regression, 1 regression, 2 the check could not run (no store, no passes, bad baseline),
+3 inconclusive: the bootstrap interval of a metric's change straddles its allowance, or a side has too few
+passes to tell (``--inconclusive fail|pass`` makes that 1 or 0; docs/ci.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from llmtrace.analyzers.baseline import (
@@ -27,10 +31,14 @@ from llmtrace.analyzers.baseline import (
     measure,
     save_baseline,
 )
-from llmtrace.analyzers.check_report import FORMATS, Verdict
+from llmtrace.analyzers.check_interval import MIN_PASSES, Interval, drop_interval, ratio_interval
+from llmtrace.analyzers.check_report import FORMATS, Verdict, inconclusive_annotation
 from llmtrace.analyzers.query import Query
-from llmtrace.analyzers.stats import mean_ratio_low, percentile, quantile_ratio_low, ratio_drop_low
+from llmtrace.analyzers.stats import percentile
 from llmtrace.tracer.storage.store import StoreError
+
+EXIT_INCONCLUSIVE = 3  # neither pass (0) nor regression (1) nor could not run (2): not enough evidence
+INCONCLUSIVE_MODES = ("inconclusive", "fail", "pass")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,6 +64,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-cost-increase", type=float, default=0.1,
                         help="fail when cost per request rises by more than this fraction (default 0.1)")
     parser.add_argument("--min-passes", type=int, default=1, help="fail to run (exit 2) with fewer passes")
+    parser.add_argument("--inconclusive", choices=INCONCLUSIVE_MODES, default="inconclusive",
+                        help="what a verdict the gate abstains on (the interval straddles the allowance, or too few "
+                             f"passes) does to the exit status: inconclusive (exit {EXIT_INCONCLUSIVE}, the default), "
+                             "fail (exit 1) or pass (exit 0)")
     parser.add_argument("--format", choices=sorted(FORMATS), default="text", help="report format (default text)")
     parser.add_argument("--output", metavar="FILE", help="write the report here (the text summary still prints)")
     parser.add_argument("--html", metavar="FILE", help="also write the HTML report, the regression first, baseline "
@@ -64,9 +76,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def compare(current: Metrics, baseline: Metrics, *, max_hit_drop: float = 0.05, ttft: bool = False,
             max_ttft_increase: float = 0.2, cost: bool = False, max_cost_increase: float = 0.1) -> list[Verdict]:
-    """One verdict per metric checked. A number past its allowance fails only when it is past it at the low
-    end of a bootstrap over the passes (one-sided 95%): a small run's cold first call, or its mix of answers,
-    is not a regression. With too few passes to tell (under MIN_PASSES on a side) it is a warning."""
+    """One verdict per metric checked, decided from a bootstrap interval of the change over both sides' passes
+    (analyzers/check_interval.py): pass when all of it is within the allowance, fail when all of it is past,
+    inconclusive when it straddles the allowance or a side has too few passes to resample (a small run's cold
+    first call, or its mix of answers, is no regression, and no proof of none either)."""
     for name, v in (("max_hit_drop", max_hit_drop), ("max_ttft_increase", max_ttft_increase),
                     ("max_cost_increase", max_cost_increase)):
         if v < 0:
@@ -76,18 +89,13 @@ def compare(current: Metrics, baseline: Metrics, *, max_hit_drop: float = 0.05, 
         out.append(Verdict("cache_hit_rate", "cache hit rate", current.hit_rate, baseline.hit_rate, "", True,
                            skipped="no cached-token counts on one side (not every instrumentation records them)"))
     else:
+        few = _few(baseline, baseline.hit_sample)
+        iv = drop_interval(baseline.hit_sample if len(baseline.hit_sample) >= MIN_PASSES else (), current.hit_sample,
+                           None if few else baseline.hit_rate)
         drop = baseline.hit_rate - current.hit_rate
-        rule = f"allowed drop {max_hit_drop * 100:.3g} points"
-        ok, warning = drop <= max_hit_drop + 1e-12, None
-        if not ok:
-            low = ratio_drop_low(baseline.hit_sample if len(baseline.hit_sample) >= MIN_PASSES else None,
-                                 current.hit_sample, None if _few(baseline, baseline.hit_sample) else baseline.hit_rate,
-                                 min_n=MIN_PASSES)
-            ok, rule, warning = _bounded(low, low is not None and low <= max_hit_drop + 1e-12, rule,
-                                         f"at least {low * 100:.3g} points" if low is not None else "",
-                                         current, baseline)
-        out.append(Verdict("cache_hit_rate", "cache hit rate", current.hit_rate, baseline.hit_rate, rule, ok,
-                           warning=warning))
+        out.append(_decide("cache_hit_rate", "cache hit rate", current, baseline, drop <= max_hit_drop + 1e-12,
+                           f"allowed drop {max_hit_drop * 100:.3g} points", iv, max_hit_drop,
+                           lambda x: f"{x * 100:+.3g} points"))
     checks: list[tuple[str, str, float | None, float | None, float]] = []
     if ttft:
         checks += [("ttft_p50_ms", "TTFT p50", current.ttft_p50_ms, baseline.ttft_p50_ms, max_ttft_increase),
@@ -104,61 +112,65 @@ def compare(current: Metrics, baseline: Metrics, *, max_hit_drop: float = 0.05, 
         if cur is None or base is None:
             out.append(Verdict(metric, label, cur, base, "", True, skipped="not recorded on one side"))
             continue
-        ok = cur <= base * (1 + limit) + 1e-12
-        rule = f"allowed increase {limit:.0%}"
-        warning = None
-        if not ok:
-            # Latency moves with load on the machine, cost with the mix of a few answers: fail only when the
-            # rise is beyond the allowance even at the low end of what resampling the passes gives
-            c_sample, b_sample = _samples(current, metric), _samples(baseline, metric)
-            if _few(baseline, b_sample):  # a baseline of one or two passes: no bound (see _bounded)
-                low = None
-            elif metric.startswith("ttft_"):
-                low = quantile_ratio_low(c_sample, b_sample, 0.5 if metric == "ttft_p50_ms" else 0.95,
-                                         baseline_value=base, min_n=MIN_PASSES)
-            else:
-                low = mean_ratio_low(c_sample, b_sample, baseline_value=base, min_n=MIN_PASSES)
-            ok, rule, warning = _bounded(low, low is not None and low <= 1 + limit, rule,
-                                         f"at least {low - 1:+.0%}" if low is not None else "", current, baseline)
-            if not ok and metric.startswith("ttft_"):
-                # the median from the engine's mean wait for a CPU or from the passes at the median; the tail
-                # from its own slowest passes (a contended CPU stretches a few passes by a whole time slice,
-                # far past the mean wait)
-                warning = (busier_machine(current, baseline, limit, low) if metric == "ttft_p50_ms" else None) \
-                    or busier_passes(current, baseline, limit, low, 0.5 if metric == "ttft_p50_ms" else 0.95)
-                if warning is not None:  # a warning, not a failure: the deploy did not make the first token slower
-                    ok, rule = True, rule + "; the machine was busier"
-        out.append(Verdict(metric, label, cur, base, rule, ok, warning=warning))
+        c_sample, b_sample = _samples(current, metric), _samples(baseline, metric)
+        q = 0.5 if metric == "ttft_p50_ms" else 0.95
+        stat: Callable[[list[float]], float] = (
+            (lambda xs, q=q: percentile(xs, q) or 0.0) if metric.startswith("ttft_") else (lambda xs: sum(xs) / len(xs)))
+        # (a baseline of one or two passes: no interval, see _decide; an older file that kept no sample: its number)
+        iv = None if _few(baseline, b_sample) else ratio_interval(c_sample, b_sample, stat, base)
+        v = _decide(metric, label, current, baseline, cur <= base * (1 + limit) + 1e-12,
+                    f"allowed increase {limit:.0%}", iv, 1 + limit, lambda x: f"{x - 1:+.0%}")
+        if (not v.ok or v.inconclusive) and metric.startswith("ttft_"):
+            # Latency moves with load on the machine: the median from the engine's mean wait for a CPU or from
+            # the passes at the median; the tail from its own slowest passes (a contended CPU stretches a few
+            # passes by a whole time slice, far past the mean wait)
+            low = iv.low if iv is not None else None
+            warning = (busier_machine(current, baseline, limit, low) if metric == "ttft_p50_ms" else None) \
+                or busier_passes(current, baseline, limit, low, q)
+            if warning is not None:  # a warning, not a failure: the deploy did not make the first token slower
+                v = replace(v, ok=True, limit=v.limit + "; the machine was busier", warning=warning, inconclusive=None)
+        out.append(v)
     return out
 
 
-def _samples(side: Metrics, metric: str) -> Sequence[float]:
-    """The per-pass readings behind one side's value of ``metric`` (TTFTs, billed tokens or costs)."""
-    return side.ttft_sample if metric.startswith("ttft_") else \
+def _decide(metric: str, label: str, current: Metrics, baseline: Metrics, point_ok: bool, rule: str,
+            iv: Interval | None, allowance: float, say: Callable[[float], str]) -> Verdict:
+    """A metric's verdict from its interval ``iv`` of the change against ``allowance`` (its ends said by
+    ``say``): pass, fail, or inconclusive (ok, with the reason in ``inconclusive``)."""
+    cur, base = _value(current, metric), _value(baseline, metric)
+    if iv is None:
+        if min(current.passes, baseline.passes) < MIN_PASSES or _few(baseline, _samples(baseline, metric)):
+            return Verdict(metric, label, cur, base, rule, True, inconclusive=(
+                f"too few passes to tell a regression from noise ({current.passes} against {baseline.passes}; "
+                f"{MIN_PASSES} a side needed)"))
+        return Verdict(metric, label, cur, base, rule, point_ok)  # no passes kept to resample: the number alone
+    rule = f"{rule}; 90% interval {say(iv.low)} to {say(iv.high)}"
+    state = iv.side_of(allowance)
+    if state == "inconclusive":
+        return Verdict(metric, label, cur, base, rule, True, inconclusive=(
+            f"the interval straddles the allowance ({say(allowance)}): "
+            f"{'past it at its point, within it at its low end' if not point_ok else 'within it at its point, past it at its high end'}"
+            "; more passes on each side would decide"), interval=(iv.low, iv.high))
+    return Verdict(metric, label, cur, base, rule, state == "pass", interval=(iv.low, iv.high))
+
+
+def _value(side: Metrics, metric: str) -> float | None:
+    return {"cache_hit_rate": side.hit_rate, "ttft_p50_ms": side.ttft_p50_ms, "ttft_p95_ms": side.ttft_p95_ms,
+            "cost_per_request_usd": side.cost_per_request_usd,
+            "billed_tokens_per_request": side.billed_tokens_per_request}[metric]
+
+
+def _samples(side: Metrics, metric: str) -> Sequence[object]:
+    """The per-pass readings behind one side's value of ``metric`` (TTFTs, billed tokens, costs, or the
+    hit rate's (cached, prompt) pairs)."""
+    return side.hit_sample if metric == "cache_hit_rate" else side.ttft_sample if metric.startswith("ttft_") else \
         side.billed_sample if metric.startswith("billed_") else side.cost_sample
-
-
-# Passes a side needs before a number past its allowance can fail the gate: fewer cannot tell a regression
-# from one cold call (a fresh server's first prompt misses the cache and costs more) or one slow one.
-MIN_PASSES = 3
 
 
 def _few(side: Metrics, sample: Sequence[object]) -> bool:
     """True when a side kept too few passes in ``sample`` to resample; an older baseline file that kept no
     sample but counted enough passes is compared by its number alone."""
     return len(sample) < MIN_PASSES and (len(sample) > 0 or side.passes < MIN_PASSES)
-
-
-def _bounded(low: float | None, within: bool, rule: str, bound: str, current: Metrics,
-             baseline: Metrics) -> tuple[bool, str, str | None]:
-    """(ok, rule, warning) of a number past its allowance, from the bootstrap bound ``low``. None: no bound,
-    a warning when a side has too few passes to tell, else the number alone (no passes kept to resample)."""
-    if low is None:
-        if min(current.passes, baseline.passes) < MIN_PASSES:
-            return True, rule, (f"too few passes to tell a regression from noise ({current.passes} against "
-                                f"{baseline.passes}; {MIN_PASSES} a side needed): not gated")
-        return False, rule, None
-    return within, f"{rule}; {bound} at 95% confidence", None
 
 
 # How much slower than in the baseline the engine's waits for a CPU alone made its prefill, (1 - baseline's
@@ -395,6 +407,21 @@ def _check(args: argparse.Namespace, q: Query, baseline_file: Metrics | None) ->
             sys.stdout.write(FORMATS["text"](verdicts, header))
         else:
             sys.stdout.write(report)
-        return 0 if all(v.ok for v in verdicts) else 1
+        if args.format != "github" and os.environ.get("GITHUB_ACTIONS") == "true":
+            # under GitHub Actions an abstention is annotated whatever the format (a text run shows it too)
+            sys.stdout.write("".join(inconclusive_annotation(v) + "\n" for v in verdicts if v.inconclusive))
+        return exit_status(verdicts, getattr(args, "inconclusive", "inconclusive"))
     finally:
         q.release()
+
+
+def exit_status(verdicts: Sequence[Verdict], mode: str = "inconclusive") -> int:
+    """1 on a regression; else, where the gate abstained on a metric, EXIT_INCONCLUSIVE (or what ``mode``
+    makes of it: fail 1, pass 0); else 0."""
+    if mode not in INCONCLUSIVE_MODES:
+        raise ValueError(f"--inconclusive must be one of {', '.join(INCONCLUSIVE_MODES)}")
+    if not all(v.ok for v in verdicts):
+        return 1
+    if any(v.inconclusive for v in verdicts):
+        return {"inconclusive": EXIT_INCONCLUSIVE, "fail": 1, "pass": 0}[mode]
+    return 0

@@ -1,5 +1,5 @@
 """The verdicts of ``llmtrace check`` and their three output formats: text, GitHub Actions annotations
-(``::error``/``::notice`` workflow commands) and JUnit XML (one test case per metric)."""
+(``::error``/``::warning``/``::notice`` workflow commands) and JUnit XML (one test case per metric)."""
 
 from __future__ import annotations
 
@@ -21,9 +21,18 @@ class Verdict:
     skipped: str | None = None  # why the metric could not be compared
     explanation: Finding | None = None
     warning: str | None = None  # passed, but beyond the allowance for a reason that is not the deploy's
+    # why the gate abstains (the bootstrap interval straddles the allowance, or too few passes): neither a pass
+    # nor a regression; how it exits is --inconclusive's choice (check_cli.py)
+    inconclusive: str | None = None
+    interval: tuple[float, float] | None = None  # the change's 90% bootstrap interval the verdict was read from
+
+    @property
+    def state(self) -> str:
+        return "SKIP" if self.skipped else "INCONCLUSIVE" if self.inconclusive else "WARN" if self.warning else \
+            "PASS" if self.ok else "FAIL"
 
     def line(self) -> str:
-        state = "SKIP" if self.skipped else "WARN" if self.warning else "PASS" if self.ok else "FAIL"
+        state = self.state
         if self.skipped:
             return f"{state} {self.label}: {self.skipped}"
         return f"{state} {self.label}: {format_metric(self.metric, self.current)} (baseline {format_metric(self.metric, self.baseline)}; {self.limit})"
@@ -68,6 +77,8 @@ def text(verdicts: Sequence[Verdict], header: str) -> str:
     again = _first_seen(verdicts)
     for i, v in enumerate(verdicts):
         lines.append(v.line())
+        if v.inconclusive:
+            lines.append(f"     {v.inconclusive}")
         if v.warning:
             lines.append(f"     {v.warning}")
         if not v.ok and v.explanation is not None:
@@ -78,7 +89,9 @@ def text(verdicts: Sequence[Verdict], header: str) -> str:
             lines.extend(f"       - {e.label}: {e.render_value()}" for e in v.explanation.evidence[:4])
     failed = sum(1 for v in verdicts if not v.ok)
     warned = sum(1 for v in verdicts if v.warning)
-    lines.append(f"{'FAILED' if failed else 'OK'}: {failed} regression(s) in {len(verdicts)} check(s)"
+    unsure = sum(1 for v in verdicts if v.inconclusive)
+    lines.append(f"{'FAILED' if failed else 'INCONCLUSIVE' if unsure else 'OK'}: {failed} regression(s) in "
+                 f"{len(verdicts)} check(s)" + (f", {unsure} inconclusive" if unsure else "")
                  + (f", {warned} warning(s)" if warned else ""))
     return "\n".join(lines) + "\n"
 
@@ -96,6 +109,9 @@ def github(verdicts: Sequence[Verdict], header: str) -> str:
     out = []
     again = _first_seen(verdicts)
     for i, v in enumerate(verdicts):
+        if v.inconclusive:
+            out.append(inconclusive_annotation(v))
+            continue
         if v.warning:
             out.append(f"::warning title={_gh_prop('llmtrace check: ' + v.label + ' rose with the machine load')}::"
                        f"{_gh_escape(v.line() + chr(10) + v.warning)}")
@@ -113,14 +129,22 @@ def github(verdicts: Sequence[Verdict], header: str) -> str:
     return "\n".join(out) + "\n" + text(verdicts, header)
 
 
+def inconclusive_annotation(v: Verdict) -> str:
+    """The GitHub Actions ``::warning`` of a verdict the gate abstained on."""
+    return (f"::warning title={_gh_prop('llmtrace check: ' + v.label + ' inconclusive')}::"
+            f"{_gh_escape(v.line() + chr(10) + (v.inconclusive or ''))}")
+
+
 def junit(verdicts: Sequence[Verdict], header: str) -> str:
     failures = sum(1 for v in verdicts if not v.ok)
-    skipped = sum(1 for v in verdicts if v.skipped)
+    skipped = sum(1 for v in verdicts if v.skipped or v.inconclusive)
     cases = []
     for v in verdicts:
         body = ""
         if v.skipped:
             body = f"<skipped message={quoteattr(v.skipped)}/>"
+        elif v.inconclusive:  # neither passed nor failed: a skipped case that says why
+            body = f"<skipped message={quoteattr('inconclusive: ' + v.inconclusive)}/>"
         elif v.warning:
             body = f"<system-out>{escape(v.line() + chr(10) + v.warning)}</system-out>"
         elif not v.ok:

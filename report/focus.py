@@ -48,17 +48,20 @@ def focus_section(f: Focus, data: ReportData, findings: list[Finding], linked: s
     rank = {(x.symptom, x.stage, x.title): i + 1 for i, x in enumerate(findings)}
     rows = []
     for v in f.verdicts:
-        state = "skip" if v.skipped else "warn" if v.warning else "pass" if v.ok else "fail"
+        state = "skip" if v.skipped else "inconclusive" if v.inconclusive else "warn" if v.warning else \
+            "pass" if v.ok else "fail"
         why = ""
         if v.explanation is not None:
             n = rank.get((v.explanation.symptom, v.explanation.stage, v.explanation.title))
             title = page.e(f"{v.explanation.stage}: {v.explanation.title}")
             why = f'<a href="#finding-{n}">{title}</a>' if n else title
             why += " " + page.trace_links(v.explanation.trace_ids[:3], linked)
-        rule = page.e(v.skipped or (f"{v.limit}; {v.warning}" if v.warning else v.limit))
+        note = v.inconclusive or v.warning  # why the gate abstained, or why it passed past the allowance
+        rule = page.e(v.skipped or (f"{v.limit}; {note}" if note else v.limit))
         rows.append(f'<tr data-verdict="{page.e(v.metric)}"><td>{page.e(v.label)}</td>'
                     f'<td class="num">{format_metric(v.metric, v.baseline)}</td><td class="num">{format_metric(v.metric, v.current)}</td>'
-                    f'<td>{rule}</td><td class="{state}">{state.upper()}</td><td>{why}</td></tr>')
+                    f'<td>{rule}</td><td class="{"warn" if state == "inconclusive" else state}">{state.upper()}</td>'
+                    f'<td>{why}</td></tr>')
     verdicts = ("<table><tr><th>metric</th><th>baseline</th><th>candidate</th><th>rule</th><th>result</th>"
                 f"<th>explained by</th></tr>{''.join(rows)}</table>")
     failed = sum(1 for v in f.verdicts if not v.ok)

@@ -1,7 +1,7 @@
 """``llmtrace check`` over a small run: a few calls in the candidate deploy. A deploy that reworded its
 system prompt misses the cache once, on its first call, and that one cold call weighs a third of a three-call
 run: the hit rate reads 20 points down and the cost per request up, though caching works as before. Such a
-run is not a confident regression; a prompt that changes every call (a timestamp up front) is, even in three
+run is not a confident regression, nor a confident pass: the gate abstains (exit 3, configurable); a prompt that changes every call (a timestamp up front) is, even in three
 calls. The real backend (tiny model), the real OpenAI SDK through ``instrument()``, a price file, and
 ``llmtrace check`` through the CLI's entry point, against a deploy in the store and a baseline file.
 """
@@ -58,12 +58,19 @@ def test_a_reworded_prompt_in_three_calls_is_no_confident_regression(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], priced: None) -> None:
     db = _run(tmp_path, volatile=False)
     rc, out = _check(capsys, "--db", str(db), "--deploy", "v2", "--baseline-deploy", "v1", "--cost")
-    assert rc == 0, out
-    assert "FAIL" not in out and "95% confidence" in out, out  # past the allowance, within resampling noise
+    # past the allowance at its point, within it at the low end of the interval: the gate abstains (exit 3)
+    assert rc == 3, out
+    assert "FAIL" not in out and "INCONCLUSIVE cache hit rate" in out and "90% interval" in out, out
+    assert "straddles the allowance" in out, out
+    for mode, code in (("pass", 0), ("fail", 1), ("inconclusive", 3)):
+        assert _check(capsys, "--db", str(db), "--deploy", "v2", "--baseline-deploy", "v1", "--cost",
+                      "--inconclusive", mode)[0] == code, mode
+    rc, out = _check(capsys, "--db", str(db), "--deploy", "v2", "--baseline-deploy", "v1", "--format", "github")
+    assert rc == 3 and "::warning title=llmtrace check%3A cache hit rate inconclusive::" in out, out
     saved = tmp_path / "baseline.json"
     assert main(["check", "--db", str(db), "--deploy", "v1", "--save-baseline", str(saved)]) == 0
     rc, out = _check(capsys, "--db", str(db), "--deploy", "v2", "--baseline", str(saved), "--cost")
-    assert rc == 0, out
+    assert rc == 3, out
 
 
 def test_a_prompt_that_changes_every_call_fails_in_three_calls(
@@ -79,11 +86,11 @@ def test_one_call_a_deploy_is_not_gated(tmp_path: Path, capsys: pytest.CaptureFi
     _deploy(db, "v1", f"[{salt}] {DESK}", 6)
     _deploy(db, "v2", f"[{salt}] Hello. {DESK}", 1)
     rc, out = _check(capsys, "--db", str(db), "--deploy", "v2", "--baseline-deploy", "v1")
-    assert rc == 0 and "WARN cache hit rate" in out and "too few passes" in out, out
+    assert rc == 3 and "INCONCLUSIVE cache hit rate" in out and "too few passes" in out, out
 
 
 def test_a_baseline_of_two_passes_gates_nothing_and_an_old_file_still_gates() -> None:
-    """Every metric alike: two baseline passes cannot tell a regression (a WARN, as the hit rate's); an older
+    """Every metric alike: two baseline passes cannot tell a regression (inconclusive, as the hit rate's); an older
     baseline file that kept no passes but counted thirty is compared by its numbers."""
     from llmtrace.analyzers.baseline import Metrics
     from llmtrace.analyzers.check_cli import compare
@@ -93,7 +100,7 @@ def test_a_baseline_of_two_passes_gates_nothing_and_an_old_file_still_gates() ->
     two = Metrics("v1", 2, 0.8, 20.0, 22.0, 0.01, ttft_sample=(20.0, 22.0), cost_sample=(0.01, 0.01),
                   hit_sample=((160.0, 180.0),) * 2)
     few = [v for v in compare(cur, two, ttft=True, cost=True) if v.metric != "cache_hit_rate"]
-    assert all(v.ok and v.warning and "too few passes" in v.warning for v in few), [v.line() for v in few]
+    assert all(v.ok and v.inconclusive and "too few passes" in v.inconclusive for v in few), [v.line() for v in few]
     old = Metrics("v1", 30, 0.8, 20.0, 22.0, 0.01)
     gated = [v for v in compare(cur, old, ttft=True, cost=True) if v.metric != "cache_hit_rate"]
     assert not any(v.ok for v in gated), [v.line() for v in gated]
