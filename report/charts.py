@@ -18,13 +18,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from llmtrace.analyzers.query import Row
+from llmtrace.tracer.storage.time_views import WHOLE_CALL_TITLE
 
 PHASE_COLOURS: dict[str, str] = {  # the explorer's eight, a shade deeper so they read on white
     "arrival": "#4c9be8", "intake": "#6cc16c", "cache": "#e8b931", "forward": "#ef6b6b",
     "generation": "#b86ce8", "loops": "#3fbcbc", "safety": "#f09540", "meters": "#9a9a9a",
 }
 PHASE_ORDER = list(PHASE_COLOURS)
-EXTRA_PHASES = {"unobserved": "#d7dbe1", "other": "#b0b6bf"}  # time_breakdown's rows no stage claims
+# time_breakdown's rows no stage claims, and a client pass that could not be split (time_views.pass_is_split)
+EXTRA_PHASES = {"unobserved": "#d7dbe1", "other": "#b0b6bf", WHOLE_CALL_TITLE: "#8d96a3"}
 TTFT_PARTS = ("queue", "routing", "intake", "cache_lookup", "prefill", "batching", "first_token",
               "detokenizer_holdback", "delivery", "other_server", "other", "client side")
 TTFT_COLOURS = ("#4c9be8", "#8fc2f2", "#6cc16c", "#e8b931", "#ef6b6b", "#f4a6a6", "#b86ce8", "#d9b8f2",

@@ -17,7 +17,9 @@ from types import MappingProxyType
 import duckdb
 
 from llmtrace.analyzers.query import Query, Row
+from llmtrace.tracer.registry import stage_ids as S
 from llmtrace.tracer.storage.fetch import first_row, scalar
+from llmtrace.tracer.storage.time_views import WHOLE_CALL_TITLE
 from llmtrace.tracer.storage.views import PASS_OPERATIONS, capped_cached_sql, hit_rate_sql
 
 PASSES = "_llmtrace_report_passes"
@@ -61,6 +63,7 @@ class Span:
     end_ns: int
     status: str | None
     attributes: MappingProxyType[str, object]
+    status_message: str | None = None  # why the span ended in error (scrubbed when it was stored)
 
     @property
     def duration_ms(self) -> float:
@@ -207,7 +210,12 @@ class ReportData:
         view = _time_view("time_breakdown_select")
         if view is not None and self._has_view("time_breakdown"):
             for side, key in (("server", "server_span_id"), ("client", "client_span_id")):
-                rows = self.rows(f"""SELECT coalesce(t.phase, t.stage) AS phase, p.deploy, sum(t.exclusive_ms) AS ms
+                # a client pass that saw no first token (a buffered answer, a failed call) observed only the whole
+                # call: one part beyond its connection (time_views.pass_is_split), not 'unobserved' of itself
+                whole = (f"CASE WHEN p.ttft_ms IS NULL AND t.stage <> '{S.ARRIVAL_CONNECTION}' "
+                         f"THEN '{WHOLE_CALL_TITLE}' ELSE coalesce(t.phase, t.stage) END" if side == "client"
+                         else "coalesce(t.phase, t.stage)")
+                rows = self.rows(f"""SELECT {whole} AS phase, p.deploy, sum(t.exclusive_ms) AS ms
                     FROM ({view(self._sampled_spans())}) t JOIN {PASSES} p ON t.pass_span_id = p.{key} GROUP BY 1, 2""")
                 if rows:
                     return self._in_deploy_order(rows), (f"time_breakdown view, {side} passes (exclusive time per "
@@ -361,13 +369,13 @@ class ReportData:
                 if lo is not None and n == len(set(trace_ids)) else "")
         rows = self.conn.execute(
             "SELECT trace_id, span_id, parent_span_id, name, operation, stage, phase, service, start_ns, end_ns, status, "
-            f"CAST(attributes AS VARCHAR) FROM {self.query.spans} WHERE trace_id IN ({marks}){near} "
+            f"CAST(attributes AS VARCHAR), status_message FROM {self.query.spans} WHERE trace_id IN ({marks}){near} "
             f"QUALIFY row_number() OVER (PARTITION BY trace_id ORDER BY start_ns, span_id) <= {MAX_TRACE_SPANS} "
             "ORDER BY trace_id, start_ns, span_id", list(trace_ids)).fetchall()
         out: dict[str, list[Span]] = {t: [] for t in trace_ids}
-        for tid, sid, parent, name, op, stage, phase, service, start, end, status, attrs in rows:
+        for tid, sid, parent, name, op, stage, phase, service, start, end, status, attrs, message in rows:
             out[str(tid)].append(Span(sid, parent, name, op, stage, phase, service, start, end, status,
-                                      MappingProxyType(_decode(attrs))))
+                                      MappingProxyType(_decode(attrs)), message))
         return out
 
     def pass_rows(self, trace_ids: Sequence[str]) -> dict[str, list[Row]]:

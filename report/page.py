@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 from html import escape
 
+from llmtrace.analyzers.failed_calls import clean_message
 from llmtrace.analyzers.finding import Finding
 from llmtrace.analyzers.query import as_float
 
@@ -31,6 +32,7 @@ section.block>h2{font-size:17px;margin:0 0 10px;padding-top:8px}
 .grid>.card{margin:0}
 .card h3{font-size:14px;margin:0 0 8px}
 .note{color:var(--muted);font-size:12.5px;margin:6px 0 0}
+.failed{color:#c0392b;margin:6px 0}
 .chart svg{max-width:100%;height:auto;display:block}
 .kpis{display:flex;gap:12px;flex-wrap:wrap}
 .kpi{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:10px 14px;min-width:150px}
@@ -159,6 +161,8 @@ def _side(rows: tuple[Row, ...], title: str) -> str:
         values = boundary_values(r)
         own = r.span.self_ms
         timing = f"{r.span.duration_ms:.2f} ms" + (f", self {own:.2f} ms" if own is not None else "")
+        if not r.timed:  # a wait that holds the stage (traces.Row.timed): its length is not the stage's time
+            timing = f"own time unseen (inside a {r.span.duration_ms:.2f} ms wait for the first byte)"
         body = "".join(f"<tr><td>{e(k)}</td><td>{e(v)}</td></tr>" for k, v in values) or \
             '<tr><td colspan="2">no boundary values</td></tr>'
         tables.append(f"<details><summary>{i + 1}. {e(r.label)} · {e(timing)}</summary>"
@@ -173,10 +177,21 @@ def trace_section(view: TraceView, svg: str, passes: list[dict[str, object]], ca
                  ("TTFT", _ms(passes[0].get("ttft_ms")) if passes else "n/a")])
     texts = "".join(f"<details><summary>{e(k)}</summary><pre class=\"text\">{e(v[:4000])}</pre></details>"
                     for k, v in view.texts) or f'<p class="note">{e(capture_note)}</p>'
+    # a failed call says why before anything else: the client's message first (what the app saw)
+    failed = sorted((r.span for r in (*view.client, *view.server) if r.kind == "pass" and r.span.status == "error"),
+                    key=lambda s: (s.side == "server", s.start_ns))
+    failure = "".join(
+        f'<p class="failed"><b>failed:</b> {e(clean_message(s.status_message) or "no message recorded")}'
+        + (f' <span class="note">({e(s.side or "?")} pass, error.type {e(s.attributes["error.type"])})</span>'
+           if s.attributes.get("error.type") else f' <span class="note">({e(s.side or "?")} pass)</span>') + "</p>"
+        for s in failed)
     return (f'<div class="card trace" id="{trace_anchor(view.trace_id)}" data-trace="{e(view.trace_id)}">'
             f'<h3>trace <span class="stage">{e(view.trace_id)}</span> <span class="rank">{e(why)}</span></h3>{head}'
+            f'{failure}'
             '<p class="note">Solid bars are each stage\'s own time where it records it (llmtrace.stage.self_ms), '
-            'faint bars its span; without self time the span is drawn solid. Both sides share one clock.</p>'
+            'faint bars its span; without self time the span is drawn solid. A stage marked (unseen) is a wait the '
+            'client saw that holds it (up to the first response byte), not its own time: drawn faint only. Both '
+            'sides share one clock.</p>'
             f'{chart(svg, "waterfall")}'
             f'<div class="sides">{_side(view.client, "client side")}{_side(view.server, "server side")}</div>'
             f'{texts}</div>')

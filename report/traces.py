@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from llmtrace.tracer.registry.stages import stage_order
+from llmtrace.tracer.storage.time_views import stage_time_observed
 
 from .data import Span
 
@@ -19,7 +20,8 @@ TEXT_KEYS = ("llmtrace.prompt.text", "llmtrace.output.text")  # stored only with
 PASS_KEYS = ("gen_ai.request.model", "gen_ai.response.model", "gen_ai.usage.input_tokens",
              "gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.output_tokens", "llmtrace.ttft_ms",
              "llmtrace.tpot_ms", "gen_ai.response.finish_reasons", "llmtrace.meters.cost_usd", "llmtrace.replica.id",
-             "llmtrace.admission.queue_wait_ms", "service.version", "llmtrace.prompt.hash", "llmtrace.output.hash")
+             "llmtrace.admission.queue_wait_ms", "service.version", "llmtrace.prompt.hash", "llmtrace.output.hash",
+             "http.response.status_code", "error.type")
 _SKIP = {"llmtrace.stage", "llmtrace.phase", "llmtrace.side", "gen_ai.operation.name", "llmtrace.prompt.segments",
          *TEXT_KEYS}
 
@@ -29,6 +31,9 @@ class Row:
     span: Span
     depth: int
     kind: str  # pass, stage, tool, span
+    # False where the span's length is a wait that holds the stage, not its measured time (a client pass's stream
+    # set-up and prefix match run up to the first byte: tracer/storage/time_views.py CLIENT_WAIT_STAGES)
+    timed: bool = True
 
     @property
     def label(self) -> str:
@@ -68,7 +73,7 @@ def layout(trace_id: str, spans: list[Span]) -> TraceView | None:
     server: list[Row] = []
     seen: set[str] = set()
 
-    def visit(span: Span, depth: int, side: str) -> None:
+    def visit(span: Span, depth: int, side: str, pass_side: str | None) -> None:
         if span.span_id in seen:  # a malformed store could hold a cycle
             return
         seen.add(span.span_id)
@@ -76,12 +81,13 @@ def layout(trace_id: str, spans: list[Span]) -> TraceView | None:
             side = "server" if span.side == "server" else "client"
         kind = ("pass" if span.is_pass else "tool" if span.operation == "execute_tool"
                 else "stage" if span.stage else "span")
-        (server if side == "server" else client).append(Row(span, depth if side == "client" else 0, kind))
+        timed = kind != "stage" or stage_time_observed(span.stage, pass_side, span.self_ms)
+        (server if side == "server" else client).append(Row(span, depth if side == "client" else 0, kind, timed))
         for child in children.get(span.span_id, ()):
-            visit(child, depth + 1, side)
+            visit(child, depth + 1, side, span.side if span.is_pass else pass_side)
 
     for top in children.get(None, ()):
-        visit(top, 0, "server" if top.is_pass and top.side == "server" else "client")
+        visit(top, 0, "server" if top.is_pass and top.side == "server" else "client", None)
     texts = tuple((k, str(s.attributes[k])) for s in spans if s.is_pass for k in TEXT_KEYS if s.attributes.get(k))
     return TraceView(trace_id, min(s.start_ns for s in spans), max(s.end_ns for s in spans),
                      tuple(client), tuple(server), texts)
@@ -93,9 +99,10 @@ def waterfall_rows(view: TraceView, rows: tuple[Row, ...]) -> list[dict[str, obj
         s = r.span
         start = (s.start_ns - view.start_ns) / 1e6
         end = max(start, (s.end_ns - view.start_ns) / 1e6)
-        own = s.self_ms
+        # a wait that holds the stage (r.timed False): no solid part, only the faint span, labelled as unseen
+        own = s.self_ms if r.timed else 0.0
         phase = s.phase if r.kind == "stage" else ("tool" if r.kind == "tool" else "pass")
-        label = f"{i + 1:>2}. {'  ' * min(r.depth, 3)}{r.label}"
+        label = f"{i + 1:>2}. {'  ' * min(r.depth, 3)}{r.label}" + ("" if r.timed else " (unseen)")
         out.append({"label": label if len(label) <= 36 else label[:35] + "…", "phase": phase or "pass",
                     "start": round(start, 3), "end": round(end, 3),
                     "self_end": round(start + own, 3) if own is not None else round(end, 3)})
@@ -103,10 +110,11 @@ def waterfall_rows(view: TraceView, rows: tuple[Row, ...]) -> list[dict[str, obj
 
 
 def boundary_values(row: Row) -> list[tuple[str, str]]:
-    """The values a person reads for one span: a stage's boundary values, a pass's summary."""
+    """The values a person reads for one span: a stage's boundary values, a pass's summary (and why it failed)."""
     attrs = row.span.attributes
     if row.kind == "pass":
-        return [(k, _fmt(attrs[k])) for k in PASS_KEYS if k in attrs]
+        failed = [("status", f"{row.span.status}: {row.span.status_message}")] if row.span.status_message else []
+        return failed + [(k, _fmt(attrs[k])) for k in PASS_KEYS if k in attrs]
     return [(k, _fmt(v)) for k, v in attrs.items() if k not in _SKIP]
 
 
