@@ -36,7 +36,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("engines")
     col = start_collector(tmp)
     try:
-        app_tp, eng_tp = otlp_provider(col.endpoint, "shop-app"), otlp_provider(col.endpoint, "engine")
+        app_tp = otlp_provider(col.endpoint, "shop-app")
+        eng_tp = otlp_provider(col.endpoint, "engine", **{"k8s.pod.name": "vllm-0"})
         app, eng = app_tp.get_tracer("openai-v2"), eng_tp.get_tracer("vllm.llm_engine")
 
         # ── vLLM V1: app client span -> traceparent -> llm_request (ns) with its lifecycle children
@@ -162,9 +163,10 @@ def test_vllm_v1_nanoseconds_and_child_spans(store: Path) -> None:
 def test_client_and_engine_join_by_traceparent(store: Path) -> None:
     client, engine = _span(store, "v1-client"), _span(store, "v1-engine")
     assert client["trace_id"] == engine["trace_id"]
-    rows = query(store, "SELECT observed_by, prompt_tokens, ttft_ms, queue_wait_ms FROM passes WHERE trace_id = ?",
-                 [client["trace_id"]])
-    assert rows == [("both", 900, pytest.approx(650.0), pytest.approx(400.0))]
+    rows = query(store, "SELECT observed_by, prompt_tokens, ttft_ms, queue_wait_ms, replica FROM passes "
+                        "WHERE trace_id = ?", [client["trace_id"]])
+    # the engine's pod (its resource's k8s.pod.name) is the pass's replica
+    assert rows == [("both", 900, pytest.approx(650.0), pytest.approx(400.0), "vllm-0")]
 
 
 def test_sglang_seconds(store: Path) -> None:

@@ -269,6 +269,9 @@ def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = Non
         service = str(service) if service is not None else None
         res_version = res_attrs.get("service.version")
         res_version = str(res_version) if res_version is not None else None
+        # the replica an engine's spans come from: its pod, instance or host (an engine's pass span names it)
+        replica = res_attrs.get("k8s.pod.name") or res_attrs.get("service.instance.id") or res_attrs.get("host.name")
+        replica = str(replica) if replica is not None else None
         for ss in rs.scope_spans:
             spans = ss.spans
             received += len(spans)
@@ -301,7 +304,7 @@ def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = Non
                     if mapper is not None and "llmtrace.side" not in attrs and "llmtrace.stage" not in attrs:
                         mapped = mapper.map(name, kind, attrs, trace_hex, span_hex, start, end, s.events,
                                             st.message if st.code == 2 else None, service=service,
-                                            parent_hex=parent_hex)
+                                            parent_hex=parent_hex, replica=replica)
                     labels = None
                     if mapped is not None:
                         attrs = mapped.attributes

@@ -235,7 +235,7 @@ class Mapper:
 
     def map(self, name: str, kind: str, attrs: dict[str, object], trace_hex: str, span_hex: str,
             start_ns: int, end_ns: int, events: object = (), status_message: str | None = None,
-            service: str | None = None, parent_hex: str | None = None) -> Mapped | None:
+            service: str | None = None, parent_hex: str | None = None, replica: str | None = None) -> Mapped | None:
         if N.SIDE in attrs or sc.LLMTRACE_STAGE in attrs:
             return None  # llmtrace's own spans already speak the stage model
         self._raw_payload = name in _RAW_PAYLOAD_SPANS
@@ -244,6 +244,7 @@ class Mapper:
                                      start_ns, end_ns, self.ledger)
             if engine is not None:
                 if engine.operation is not None:
+                    _put(engine.attributes, N.REPLICA_ID, replica)  # the engine process's pod, instance or host
                     self._common(attrs, engine.attributes, start_ns, end_ns, events)
                 elif N.TTFT_MS not in engine.attributes:  # a proxy's TTFT (llm-d's sidecar) on a span of its own
                     self._ttft(attrs, engine.attributes, start_ns, end_ns, events)
@@ -253,6 +254,7 @@ class Mapper:
         elif ("gen_ai.latency.time_in_queue" in attrs or "gen_ai.latency.time_to_first_token" in attrs
                 or "gen_ai.latency.e2e" in attrs):
             mapped = self._vllm(name, attrs, span_hex, start_ns, end_ns)
+            _put(mapped.attributes, N.REPLICA_ID, replica)  # the engine process's pod, instance or host
         elif (N.GEN_AI_OPERATION_NAME in attrs or "gen_ai.system" in attrs or N.GEN_AI_PROVIDER_NAME in attrs
                 or N.GEN_AI_REQUEST_MODEL in attrs or "llm.request.type" in attrs or _MLFLOW_KIND in attrs):
             mapped = self._genai(name, kind, attrs, start_ns, end_ns)
