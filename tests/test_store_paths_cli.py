@@ -138,3 +138,17 @@ def test_export_overwrite_keeps_the_last_export_when_the_store_is_bad(tmp_path: 
                         "--db", str(db)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode != 0 and "not an llmtrace store" in r.stderr
     assert kept.read_bytes() == b"PAR1"
+
+
+@pytest.mark.parametrize("kind", ["directory", "empty", "not_duckdb", "foreign_duckdb"])
+def test_collect_refuses_a_file_that_is_not_a_store(tmp_path: Path, kind: str) -> None:
+    """collect makes the store when there is none, but never writes its tables into a file that is something
+    else (it did, into a foreign DuckDB file)."""
+    db = _bad_path(tmp_path, kind)
+    r = subprocess.run([sys.executable, "-m", "llmtrace.cli", "collect", "--port", "0", "--db", str(db)],
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    _assert_one_line(kind, db, [(Command("collect", ()), r)])
+    if kind == "foreign_duckdb":
+        conn = duckdb.connect(str(db), read_only=True)
+        assert [r[0] for r in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()] == ["orders"]
+        conn.close()

@@ -20,7 +20,7 @@ from llmtrace.tracer.collect.conns import Timeouts
 from llmtrace.tracer.collect.server import Collector, CollectorConfig
 from llmtrace.tracer.settings import resolve_db
 from llmtrace.tracer.storage.retention import RetentionPolicy, parse_age, parse_size
-from llmtrace.tracer.storage.store import StoreError
+from llmtrace.tracer.storage.store import StoreError, check_existing_store
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -110,6 +110,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"llmtrace collect: {exc}", file=sys.stderr)
         return 2
+    try:
+        check_existing_store(config.db)
+    except StoreError as exc:
+        print(f"llmtrace collect: {exc}", file=sys.stderr)
+        return 1
     collector = Collector(config)
     try:
         collector.start()

@@ -143,6 +143,20 @@ def read_connection(path: str | os.PathLike[str], timeout_s: float = 30.0) -> It
         conn.close()
 
 
+def check_existing_store(path: str | os.PathLike[str], timeout_s: float = 5.0) -> None:
+    """For a command that makes the store when there is none (``llmtrace collect``): a file already at
+    ``path`` must be a store, else the StoreError read_connection gives (so llmtrace's tables are never
+    written into someone else's DuckDB file). A store a writer holds right now is one: the command's own
+    writer waits its turn as it always does."""
+    if not os.path.lexists(path):
+        return
+    try:
+        with read_connection(path, timeout_s=timeout_s):
+            pass
+    except StoreBusy:
+        return
+
+
 @dataclass(frozen=True, slots=True)
 class SpanFilter:
     """Which spans the read views show: one service, spans that started at or after ``since_ns``."""
