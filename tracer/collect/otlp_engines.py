@@ -31,6 +31,7 @@ source shape). Where a request span and its own phase spans both arrive, each st
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Literal
@@ -128,27 +129,39 @@ def is_engine_span(name: str) -> bool:
     return name in SPANS or name == DYNAMO_ENGINE or name.startswith(SCORER_PREFIX)
 
 
-def _value(raw: dict[str, object], f: Field) -> object:
-    for key in f.keys:
-        v = raw.get(key)
-        if v is None:
-            continue
-        if f.kind == "str":
-            return str(v) if isinstance(v, (str, int)) else None
-        if f.kind == "bool":
-            return v if isinstance(v, bool) else (v.lower() == "true" if isinstance(v, str) else None)
-        n = number(v)
-        if n is None or n < 0:
-            continue
-        return n if f.kind in ("float", "ms") else int(n)
-    return None
+def _read(v: object, kind: Kind) -> object:
+    """One attribute's value as a field of ``kind`` reads it, or None."""
+    if kind == "str":
+        return str(v) if isinstance(v, (str, int)) and not isinstance(v, bool) else None
+    if kind == "bool":
+        return v if isinstance(v, bool) else (v.lower() == "true" if isinstance(v, str) else None)
+    n = number(v)
+    if n is None or n < 0:
+        return None
+    return n if kind in ("float", "ms") else int(n)
+
+
+@functools.cache
+def _index(fields: tuple[Field, ...]) -> dict[str, tuple[int, Field]]:
+    """Each spelling of a shape's fields -> (its rank among the field's spellings, the field)."""
+    return {key: (rank, f) for f in fields for rank, key in enumerate(f.keys)}
 
 
 def _fields(raw: dict[str, object], fields: tuple[Field, ...], out: dict[str, object]) -> None:
-    for f in fields:
-        v = _value(raw, f)
-        if v is not None:
-            out.setdefault(f.name, v)
+    """The shape's values the span carries, the first spelling of each that reads (a walk over the span's
+    few attributes, not over every spelling of the table)."""
+    index = _index(fields)
+    found: dict[str, tuple[int, object]] = {}
+    for key, v in raw.items():
+        hit = index.get(key)
+        if hit is None or v is None:
+            continue
+        rank, f = hit
+        value = _read(v, f.kind)
+        if value is not None and (f.name not in found or rank < found[f.name][0]):
+            found[f.name] = (rank, value)
+    for name, (_, value) in found.items():
+        out.setdefault(name, value)
 
 
 class PhaseLedger:
