@@ -6,6 +6,9 @@ held; ``llmtrace collect`` maps their spans onto ``arrival.replica_selection`` w
 (tracer/collect/otlp_engines.py). A request routed to a replica with fewer of its blocks than another had
 recomputes the difference in prefill: the same cause as cache_loss's ``engine:replica`` (found there from the
 prompts themselves), read here without a word of prompt text.
+
+llm-d names the best match and the chosen endpoint but not the chosen endpoint's own match; there the
+chosen replica's hit is what its engine reused: the trace's cached tokens over the router's block size.
 """
 
 from __future__ import annotations
@@ -24,7 +27,15 @@ def routed_away(a: SymptomAnalyzer, q: Query) -> list[Finding]:
     rel = q.stage_sql(S.ARRIVAL_REPLICA_SELECTION, {
         "chosen": (N.REPLICA_ID, "str"), "best": (N.REPLICA_BEST_ID, "str"), "policy": (N.REPLICA_POLICY, "str"),
         "hit": (N.REPLICA_EXPECTED_HIT_BLOCKS, "int"), "top": (N.REPLICA_BEST_HIT_BLOCKS, "int"),
-        "lost": (N.REPLICA_BLOCKS_LOST, "int"), "total": (N.REPLICA_TOTAL_BLOCKS, "int")})
+        "lost": (N.REPLICA_BLOCKS_LOST, "int"), "total": (N.REPLICA_TOTAL_BLOCKS, "int"),
+        "bt": (N.REPLICA_BLOCK_TOKENS, "int")})
+    # blocks lost as the router said, else the best match less what the chosen replica's engine reused
+    reused = f"(SELECT trace_id, max(cached_tokens) AS cached FROM {q.passes} GROUP BY trace_id)"
+    rel = f"""(SELECT r.trace_id, r.start_ns, r.chosen, r.best, r.policy, r.top, r.total,
+                      coalesce(r.lost, CASE WHEN r.hit IS NOT NULL THEN greatest(r.top - r.hit, 0)
+                                            WHEN r.bt > 0 AND p.cached IS NOT NULL
+                                            THEN greatest(r.top - p.cached // r.bt, 0) END) AS lost
+               FROM {rel} r LEFT JOIN {reused} p ON p.trace_id = r.trace_id)"""
     s = q.one(f"""
         SELECT count(*) FILTER (WHERE top IS NOT NULL OR lost IS NOT NULL) AS n,
                count(*) FILTER (WHERE lost > 0) AS away,

@@ -44,21 +44,35 @@ def _affected(i: int, twin: bool) -> bool:
     return not twin and i % 10 not in (0, 5, 8)  # 7 of 10
 
 
-def llmd_router(tp: Any, i: int, t0: int, twin: bool, rng: random.Random) -> int:
-    """llm-d: the scheduler's precise-prefix-cache scorer saw 52 of 64 blocks on one pod; the picker (load
-    weighed above prefix) sent the request to another holding a few."""
-    t = tp.get_tracer("llm-d-inference-scheduler")
+def llmd_router(tp_pair: Any, i: int, t0: int, twin: bool, rng: random.Random) -> int:
+    """llm-d (its telemetry semconv keys): the precise-prefix-cache producer saw 52 of 64 blocks on the
+    best pod; the picker (load weighed above prefix) sent the request to another, whose engine then reused a
+    few blocks at most (the cached tokens the app was told)."""
+    app_tp, eng_tp = tp_pair
+    app, t = app_tp.get_tracer("opentelemetry.instrumentation.openai_v2"), eng_tp.get_tracer("llm-d-router")
     away = _affected(i, twin)
-    holder, chosen = f"travel-desk-{i % 2}", f"travel-desk-{2 + i % 3}" if away else f"travel-desk-{i % 2}"
-    gw = t.start_span("gateway.request_orchestration", start_time=t0)
+    cached = 16 * (rng.randint(0, 4) if away else 52)
+    client = app.start_span("chat granite-8b", kind=SpanKind.CLIENT, start_time=t0, attributes={
+        "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "granite-8b",
+        "gen_ai.usage.input_tokens": 1024, "gen_ai.usage.output_tokens": 40,
+        "gen_ai.usage.cache_read.input_tokens": cached})
+    headers: dict[str, str] = {}
+    PROP.inject(headers, context=trace.set_span_in_context(client))
+    gw = t.start_span("gateway.request_orchestration", kind=SpanKind.SERVER, context=PROP.extract(headers),
+                      start_time=t0)
     ctx = trace.set_span_in_context(gw)
-    for name, attrs in (("produce_precise_prefix_cache", {"total_blocks": 64, "max_match_blocks": 52,
-                                                          "max_match_endpoint": holder}),
-                        ("llm_d.kv_cache.index", {"lookup.cache_hit": True, "blocks_found": 52, "total_blocks": 64}),
-                        ("llm_d.epp.scorer.load-aware-scorer", {}),
-                        ("llm_d.epp.scorer.precise-prefix-cache-scorer",
-                         {"target_match_blocks": rng.randint(0, 4) if away else 52}),
-                        ("llm_d.epp.scoring", {"llm_d.epp.target_endpoint": chosen, "llm_d.epp.candidates": 5})):
+    for name, attrs in (("produce_precise_prefix_cache", {"llm_d.epp.producer.total_blocks": 64,
+                                                          "llm_d.epp.producer.max_match_blocks": 52,
+                                                          "llm_d.epp.producer.candidate_endpoints": 5}),
+                        ("llm_d.kv_cache.get_scores", {"llm_d.kv_cache.token_count": 1024,
+                                                       "llm_d.kv_cache.block_keys.count": 64}),
+                        ("llm_d.kv_cache.index", {"llm_d.kv_cache.lookup.cache_hit": True,
+                                                  "llm_d.kv_cache.lookup.blocks_found": 52}),
+                        ("llm_d.epp.scorer.load_aware", {"llm_d.epp.scorer.type": "load-aware-scorer"}),
+                        ("llm_d.epp.scorer.prefix_cache", {"llm_d.epp.scorer.type": "precise-prefix-cache-scorer"}),
+                        ("llm_d.epp.scoring", {"llm_d.epp.scoring.candidate_endpoints": 5}),
+                        ("pick_endpoints", {"llm_d.epp.picker.top_endpoints": [f"travel-desk-{i % 5}"],
+                                            "llm_d.epp.picker.candidate_endpoints": 5})):
         s = t.start_span(name, context=ctx, start_time=t0 + MS, attributes=attrs)
         s.end(end_time=t0 + 2 * MS)
     prefill = 1.1 if away else 0.2
@@ -69,11 +83,13 @@ def llmd_router(tp: Any, i: int, t0: int, twin: bool, rng: random.Random) -> int
         "gen_ai.latency.e2e": prefill + 0.83})
     s.end(end_time=t0 + 3 * MS + int((prefill + 0.83) * 1e9))
     gw.end(end_time=t0 + 5 * MS + int((prefill + 0.83) * 1e9))
-    return 10  # 7 spans, 3 rows the engine's numbers imply (queue, prefill, decode)
+    client.end(end_time=t0 + 6 * MS + int((prefill + 0.83) * 1e9))
+    return 13  # 10 spans, 3 rows the engine's numbers imply (queue, prefill, decode)
 
 
 def dynamo_router(tp: Any, i: int, t0: int, twin: bool, rng: random.Random) -> int:
-    """Dynamo's KV router: overlap with the chosen worker against the best overlap it scored."""
+    """Dynamo's KV router: overlap with the chosen worker against the best overlap it scored (these router
+    attribute names are the mapping's accepted spellings, not verified against Dynamo's source)."""
     t = tp.get_tracer("dynamo.frontend")
     away = _affected(i, twin)
     best = 30
@@ -159,7 +175,7 @@ def client_engine_volatile(tp_pair: Any, i: int, t0: int, twin: bool, rng: rando
 
 
 ENGINE_CASES: list[EngineCase] = [
-    EngineCase("engine_llmd_router_away", ("arrival.replica_selection",), llmd_router, "llm-d"),
+    EngineCase("engine_llmd_router_away", ("arrival.replica_selection",), llmd_router, "llm-d", apps=2),
     EngineCase("engine_dynamo_router_away", ("arrival.replica_selection",), dynamo_router, "dynamo"),
     EngineCase("engine_vllm_v1_queue", ("arrival.admission",), vllm_v1_queue, "vllm-v1"),
     EngineCase("engine_sglang_queue", ("arrival.admission",), sglang_queue, "sglang"),

@@ -9,9 +9,11 @@ Each payload follows the project's own names, source named beside it:
 - Alibaba ARMS: llm_request -> wait -> kv_transfer, prefill, decode (ARMS LLM trace docs);
 - NVIDIA Dynamo: router.route_request -> engine.generate with disagg_role, input_tokens, ttft_ms,
   output_tokens, finish_reason (ai-dynamo/dynamo PR 9543);
-- llm-d: gateway.request_orchestration, llm_d.epp.scoring -> llm_d.epp.scorer.<type>,
-  produce_precise_prefix_cache (total_blocks, max_match_blocks), llm_d.kv_cache.index (lookup.cache_hit,
-  blocks_found), pick_disagg_profile (llm-d docs/proposals/distributed-tracing.md, llm-d-router).
+- llm-d: gateway.request_orchestration, llm_d.epp.scoring -> llm_d.epp.scorer.<type>, pick_endpoints,
+  produce_precise_prefix_cache, llm_d.kv_cache.index, pick_disagg_profile, with the attribute keys of llm-d's
+  telemetry semconv package (llm_d.epp.producer.max_match_blocks / total_blocks, llm_d.epp.picker.top_endpoints,
+  llm_d.kv_cache.lookup.cache_hit / blocks_found, llm_d.kv_cache.token_count / block_keys.count,
+  llm_d.epp.profile_handler.selected_profile; llm-d docs/proposals/distributed-tracing.md).
 The app's client span and the engine's spans are two services joined by a real W3C traceparent.
 """
 
@@ -99,23 +101,29 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         s.end(end_time=T0 + 900 * MS)
         route.end(end_time=T0 + 900 * MS)
 
-        # ── llm-d: the router picked pod-b (0 blocks) while pod-a held 30 of the prompt's 40
+        # ── llm-d: the picker chose pod-b; the best endpoint held 30 of the prompt's 40 blocks of 16 tokens
         gw = eng.start_span("gateway.request_orchestration", start_time=T0, attributes={"mark": "llmd-gateway"})
         ctx = trace.set_span_in_context(gw)
-        for name, attrs in (("produce_precise_prefix_cache", {"total_blocks": 40, "max_match_blocks": 30,
-                                                              "max_match_endpoint": "pod-a"}),
-                            ("llm_d.kv_cache.index", {"lookup.cache_hit": True, "blocks_found": 30,
-                                                      "total_blocks": 40}),
-                            ("llm_d.epp.scorer.precise-prefix-cache-scorer", {"target_match_blocks": 0}),
-                            ("pick_disagg_profile", {"profile": "decode"}),
-                            ("llm_d.epp.scoring", {"llm_d.epp.target_endpoint": "pod-b", "llm_d.epp.candidates": 3,
-                                                   "kv_block_size": 16})):
+        for name, attrs in (("produce_precise_prefix_cache", {"llm_d.epp.producer.total_blocks": 40,
+                                                              "llm_d.epp.producer.max_match_blocks": 30,
+                                                              "llm_d.epp.producer.candidate_endpoints": 3}),
+                            ("llm_d.kv_cache.get_scores", {"llm_d.kv_cache.token_count": 640,
+                                                           "llm_d.kv_cache.block_keys.count": 40}),
+                            ("llm_d.kv_cache.index", {"llm_d.kv_cache.lookup.cache_hit": True,
+                                                      "llm_d.kv_cache.lookup.blocks_found": 30,
+                                                      "llm_d.kv_cache.index.lookup.block_count": 40}),
+                            ("llm_d.epp.scorer.prefix_cache", {"llm_d.epp.scorer.type": "precise-prefix-cache-scorer",
+                                                               "llm_d.epp.scorer.score.max": 0.75}),
+                            ("pick_disagg_profile", {"llm_d.epp.profile_handler.selected_profile": "decode"}),
+                            ("llm_d.epp.scoring", {"llm_d.epp.scoring.candidate_endpoints": 3}),
+                            ("pick_endpoints", {"llm_d.epp.picker.top_endpoints": ["pod-b"],
+                                                "llm_d.epp.picker.candidate_endpoints": 3})):
             s = eng.start_span(name, context=ctx, start_time=T0 + MS, attributes={**attrs, "mark": f"llmd-{name}"})
             s.end(end_time=T0 + 2 * MS)
         gw.end(end_time=T0 + 500 * MS)
         app_tp.shutdown()
         eng_tp.shutdown()
-        col.wait_written(26)  # 23 spans and the 3 rows SGLang's numbers imply (V1's stages are its own spans)
+        col.wait_written(28)  # 25 spans and the 3 rows SGLang's numbers imply (V1's stages are its own spans)
     finally:
         assert col.stop() == 0
     return col.db
@@ -204,13 +212,14 @@ def test_dynamo_engine_generate(store: Path) -> None:
 
 
 def test_llm_d_router_and_kv_index(store: Path) -> None:
-    sel = _span(store, "llmd-llm_d.epp.scoring")
+    sel = _span(store, "llmd-pick_endpoints")  # the picker writes the row, with what the spans before it said
     assert sel["stage"] == "arrival.replica_selection" and sel["llmtrace.mapped_from"] == "llm-d"
-    assert sel["llmtrace.replica.id"] == "pod-b" and sel["llmtrace.replica.best_id"] == "pod-a"
-    assert sel["llmtrace.replica.expected_hit_blocks"] == 0 and sel["llmtrace.replica.best_hit_blocks"] == 30
-    assert sel["llmtrace.replica.blocks_lost"] == 30 and sel["llmtrace.replica.total_blocks"] == 40
-    assert sel["llmtrace.replica.expected_hit_tokens"] == 0 and sel["llmtrace.replica.candidates"] == 3
-    assert sel["llmtrace.replica.role"] == "decode"
+    assert sel["llmtrace.replica.id"] == "pod-b" and sel["llmtrace.replica.best_hit_blocks"] == 30
+    assert sel["llmtrace.replica.total_blocks"] == 40 and sel["llmtrace.replica.candidates"] == 3
+    assert sel["llmtrace.replica.role"] == "decode" and sel["llmtrace.replica.block_tokens"] == 16
+    # llm-d names no endpoint's own match: the chosen one's is left to the engine's cached tokens
+    assert "llmtrace.replica.expected_hit_blocks" not in sel and "llmtrace.replica.blocks_lost" not in sel
+    assert _span(store, "llmd-llm_d.epp.scoring")["stage"] is None  # it names no endpoint: the picker does
     idx = _span(store, "llmd-llm_d.kv_cache.index")
     assert idx["stage"] == "cache.prefix_match" and idx["llmtrace.prefix.hit_blocks"] == 30
     assert idx["llmtrace.prefix.total_blocks"] == 40 and idx["llmtrace.prefix.source"] == "router_index"

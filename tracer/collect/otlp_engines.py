@@ -76,21 +76,33 @@ _KV = (Field(("vllm.num_blocks", "num_blocks", "kv_transfer.blocks", "blocks"), 
 _REMOTE = ((N.OFFLOAD_SOURCE, "remote"),)
 
 # The router's facts, wherever in its spans they are: chosen endpoint, blocks the chosen and the best held.
+# llm-d's own names first (its telemetry semconv package: llm_d.epp.picker.* on pick_endpoints,
+# llm_d.epp.producer.* on produce_precise_prefix_cache, llm_d.epp.profile_handler.*); llm-d names no
+# endpoint's own match, only the best (max_match_blocks): the chosen one's comes from a scorer that says it,
+# or is read off the engine's cached tokens by the analyzer (routed_away.py, with block_tokens).
 _ROUTER = (
-    Field(("llm_d.epp.target_endpoint", "llm_d.epp.selected_endpoint", "llm_d.epp.target_pod", "worker_id",
-           "dynamo.worker_id", "router.worker_id", "instance_id", "target_endpoint"), N.REPLICA_ID, "str"),
-    Field(("llm_d.epp.candidates", "llm_d.epp.candidate_count", "candidates", "num_workers"),
+    Field(("llm_d.epp.picker.top_endpoints", "llm_d.epp.target_endpoint", "llm_d.epp.selected_endpoint",
+           "worker_id", "dynamo.worker_id", "router.worker_id", "instance_id", "target_endpoint"),
+          N.REPLICA_ID, "str"),
+    Field(("llm_d.epp.picker.candidate_endpoints", "llm_d.epp.scoring.candidate_endpoints",
+           "llm_d.epp.producer.candidate_endpoints", "llm_d.epp.candidates", "candidates", "num_workers"),
           N.REPLICA_CANDIDATES),
-    Field(("llm_d.epp.target_match_blocks", "target_match_blocks", "match_blocks", "overlap_blocks",
-           "router.overlap_blocks"), N.REPLICA_EXPECTED_HIT_BLOCKS),
-    Field(("max_match_blocks", "llm_d.epp.max_match_blocks", "best_overlap_blocks", "max_overlap_blocks"),
-          N.REPLICA_BEST_HIT_BLOCKS),
+    Field(("llm_d.epp.target_match_blocks", "target_match_blocks", "overlap_blocks", "router.overlap_blocks"),
+          N.REPLICA_EXPECTED_HIT_BLOCKS),
+    Field(("llm_d.epp.producer.max_match_blocks", "max_match_blocks", "best_overlap_blocks",
+           "max_overlap_blocks"), N.REPLICA_BEST_HIT_BLOCKS),
     Field(("max_match_endpoint", "llm_d.epp.max_match_endpoint", "best_worker_id"), N.REPLICA_BEST_ID, "str"),
     Field(("overlap_blocks_lost", "blocks_lost"), N.REPLICA_BLOCKS_LOST),
-    Field(("total_blocks", "isl_blocks"), N.REPLICA_TOTAL_BLOCKS),
-    Field(("disagg_role", "llm_d.epp.profile", "profile"), N.REPLICA_ROLE, "str"),
-    Field(("kv_block_size", "block_size"), "block_size"),  # tokens a block: blocks -> tokens (not stored)
+    Field(("llm_d.epp.producer.total_blocks", "total_blocks", "isl_blocks"), N.REPLICA_TOTAL_BLOCKS),
+    Field(("disagg_role", "llm_d.epp.profile_handler.selected_profile", "llm_d.epp.scheduling.profile.name",
+           "profile"), N.REPLICA_ROLE, "str"),
+    Field(("kv_block_size", "block_size"), N.REPLICA_BLOCK_TOKENS),
 )
+_ROUTER_STAGE = (N.REPLICA_POLICY, "prefix_aware"),
+_ROLE = next(f for f in _ROUTER if f.name == N.REPLICA_ROLE)
+# a scoring span that names the chosen endpoint itself writes the row; llm-d's names it on pick_endpoints
+_CHOSEN = frozenset(k for f in _ROUTER if f.name == N.REPLICA_ID for k in f.keys if k.startswith("llm_d.epp.")
+                    and not k.startswith("llm_d.epp.picker."))
 
 SPANS: dict[str, SpanShape] = {
     # vLLM V1 request-lifecycle spans (PR 44402)
@@ -105,33 +117,38 @@ SPANS: dict[str, SpanShape] = {
     "prefill": SpanShape("arms", S.FORWARD_PREFILL, _PREFILL, N.PREFILL_MS, needs_genai=True),
     "decode": SpanShape("arms", S.FORWARD_DECODE, _DECODE, N.DECODE_MS, needs_genai=True),
     # Dynamo's router (its engine.generate is a pass: dynamo_generate below)
-    "router.route_request": SpanShape("dynamo", S.ARRIVAL_REPLICA_SELECTION, _ROUTER,
-                                      constants=((N.REPLICA_POLICY, "prefix_aware"),)),
-    # llm-d
-    "llm_d.epp.scoring": SpanShape("llm-d", S.ARRIVAL_REPLICA_SELECTION, _ROUTER,
-                                   constants=((N.REPLICA_POLICY, "prefix_aware"),)),
+    "router.route_request": SpanShape("dynamo", S.ARRIVAL_REPLICA_SELECTION, _ROUTER, constants=_ROUTER_STAGE),
+    # llm-d: the picker writes the row (it ends last); a scoring span that names the chosen endpoint itself
+    # writes it instead (map_engine_span), one row a trace and profile either way
+    "pick_endpoints": SpanShape("llm-d", S.ARRIVAL_REPLICA_SELECTION, _ROUTER, constants=_ROUTER_STAGE),
+    "llm_d.epp.scoring": SpanShape("llm-d", S.ARRIVAL_REPLICA_SELECTION, _ROUTER, constants=_ROUTER_STAGE),
     "llm_d.kv_cache.index": SpanShape("llm-d", S.CACHE_PREFIX_MATCH, (
-        Field(("blocks_found", "lookup.blocks_found"), N.PREFIX_HIT_BLOCKS),
-        Field(("total_blocks", "lookup.total_blocks"), N.PREFIX_TOTAL_BLOCKS),
-        Field(("lookup.cache_hit", "cache_hit"), N.PREFIX_ENABLED, "bool"),
+        Field(("llm_d.kv_cache.lookup.blocks_found", "llm_d.kv_cache.blocks_found", "blocks_found",
+               "lookup.blocks_found"), N.PREFIX_HIT_BLOCKS),
+        Field(("llm_d.kv_cache.index.lookup.block_count", "llm_d.kv_cache.block_keys.count", "total_blocks",
+               "lookup.total_blocks"), N.PREFIX_TOTAL_BLOCKS),
+        Field(("llm_d.kv_cache.lookup.cache_hit", "lookup.cache_hit", "cache_hit"), N.PREFIX_ENABLED, "bool"),
     ), constants=((N.PREFIX_SOURCE, "router_index"),)),
     "gateway.request_orchestration": SpanShape("llm-d", None),
     "produce_precise_prefix_cache": SpanShape("llm-d", None),
     "pick_disagg_profile": SpanShape("llm-d", None),
 }
-# Spans that feed the router's row of the same trace (they end before the scoring span that writes it).
-_ROUTER_FEEDERS = frozenset({"produce_precise_prefix_cache", "pick_disagg_profile"})
+# Spans that feed the router's row of the same trace (they end before the span that writes it).
+_ROUTER_FEEDERS = frozenset({"produce_precise_prefix_cache", "pick_disagg_profile", "llm_d.kv_cache.index"})
 SCORER_PREFIX = "llm_d.epp.scorer."
+KV_CACHE_PREFIX = "llm_d.kv_cache."  # the KV-cache manager's spans: tokens and block keys give the block size
 DYNAMO_ENGINE = "engine.generate"
 
 
 def is_engine_span(name: str) -> bool:
-    return name in SPANS or name == DYNAMO_ENGINE or name.startswith(SCORER_PREFIX)
+    return name in SPANS or name == DYNAMO_ENGINE or name.startswith((SCORER_PREFIX, KV_CACHE_PREFIX))
 
 
 def _read(v: object, kind: Kind) -> object:
     """One attribute's value as a field of ``kind`` reads it, or None."""
     if kind == "str":
+        if isinstance(v, (list, tuple)):  # a list of endpoints, best first (llm-d's picker.top_endpoints)
+            v = v[0] if v else None
         return str(v) if isinstance(v, (str, int)) and not isinstance(v, bool) else None
     if kind == "bool":
         return v if isinstance(v, bool) else (v.lower() == "true" if isinstance(v, str) else None)
@@ -204,8 +221,12 @@ def map_engine_span(name: str, attrs: dict[str, object], a: dict[str, object], t
     is one of the bare ARMS names on a span that is not an engine's."""
     if name == DYNAMO_ENGINE:
         return dynamo_generate(attrs, a, start_ns, end_ns)
-    if name.startswith(SCORER_PREFIX):  # one scorer's verdict: the chosen endpoint's match, for the row
-        _fields(attrs, _ROUTER, ledger.router_facts(trace_hex))
+    if name.startswith(SCORER_PREFIX) or (name.startswith(KV_CACHE_PREFIX) and name not in SPANS):
+        # a scorer's verdict (the chosen endpoint's match, where one says it), the KV-cache manager's token
+        # and block-key counts (the block size): facts for the router's row
+        facts = ledger.router_facts(trace_hex)
+        _fields(attrs, _ROUTER, facts)
+        _block_tokens(attrs, facts)
         a[N.MAPPED_FROM] = "llm-d"
         return Mapped(None, None, None, a)
     shape = SPANS[name]
@@ -213,9 +234,18 @@ def map_engine_span(name: str, attrs: dict[str, object], a: dict[str, object], t
         return None
     a[N.MAPPED_FROM] = shape.source
     if name in _ROUTER_FEEDERS:
-        _fields(attrs, _ROUTER, ledger.router_facts(trace_hex))
-    if shape.stage is None:
+        facts = ledger.router_facts(trace_hex)
+        if name != "llm_d.kv_cache.index":
+            _fields(attrs, _ROUTER, facts)
+        _block_tokens(attrs, facts)
+    if shape.stage is None or (name == "llm_d.epp.scoring" and _CHOSEN.isdisjoint(attrs)):
+        if shape.stage is not None:  # the picker after it names the endpoint and writes the row
+            _fields(attrs, _ROUTER, ledger.router_facts(trace_hex))
         return Mapped(None, None, None, a)
+    if shape.stage == S.ARRIVAL_REPLICA_SELECTION and shape.source == "llm-d":
+        role = _value(attrs, _ROLE) or ledger.router_facts(trace_hex).get(N.REPLICA_ROLE)
+        if not ledger.claim(f"{trace_hex}/router/{role or ''}", shape.stage):
+            return Mapped(None, None, None, a)  # this pick's row is written (one a trace and profile)
     if shape.stage != S.ARRIVAL_REPLICA_SELECTION and not ledger.claim(parent_hex, shape.stage):
         a[N.STAGE_COUNTED_IN] = shape.stage  # the request span's numbers already gave this stage its row
         return Mapped(None, None, None, a)
@@ -232,6 +262,24 @@ def map_engine_span(name: str, attrs: dict[str, object], a: dict[str, object], t
     return as_stage(shape.stage, a)
 
 
+def _value(raw: dict[str, object], f: Field) -> object:
+    """One field's value from the span, its first spelling that reads."""
+    for key in f.keys:
+        v = raw.get(key)
+        if v is not None:
+            value = _read(v, f.kind)
+            if value is not None:
+                return value
+    return None
+
+
+def _block_tokens(attrs: dict[str, object], facts: dict[str, object]) -> None:
+    """Tokens a block, where a KV-cache span counts both (llm_d.kv_cache.token_count over block_keys.count)."""
+    tokens, keys = number(attrs.get("llm_d.kv_cache.token_count")), number(attrs.get("llm_d.kv_cache.block_keys.count"))
+    if tokens and keys and tokens >= keys > 0:
+        facts.setdefault(N.REPLICA_BLOCK_TOKENS, int(round(tokens / keys)))
+
+
 def _router_row(a: dict[str, object], facts: dict[str, object]) -> None:
     """The chosen and the best replica's expected prefix, from this span and the trace's earlier router
     spans; blocks lost where both are known; tokens where the block size is."""
@@ -240,7 +288,7 @@ def _router_row(a: dict[str, object], facts: dict[str, object]) -> None:
     chosen, best = a.get(N.REPLICA_EXPECTED_HIT_BLOCKS), a.get(N.REPLICA_BEST_HIT_BLOCKS)
     if isinstance(chosen, int) and isinstance(best, int):
         a.setdefault(N.REPLICA_BLOCKS_LOST, max(best - chosen, 0))
-    size = a.pop("block_size", None)
+    size = a.get(N.REPLICA_BLOCK_TOKENS)
     if isinstance(size, int) and size > 0 and isinstance(chosen, int):
         a.setdefault(N.REPLICA_EXPECTED_HIT_TOKENS, chosen * size)
 

@@ -116,6 +116,7 @@ REPLICA_BEST_ID: Final = "llmtrace.replica.best_id"  # str; arrival.replica_sele
 REPLICA_BLOCKS_LOST: Final = "llmtrace.replica.blocks_lost"  # int blocks; arrival.replica_selection
 REPLICA_TOTAL_BLOCKS: Final = "llmtrace.replica.total_blocks"  # int blocks; arrival.replica_selection
 REPLICA_ROLE: Final = "llmtrace.replica.role"  # str; arrival.replica_selection
+REPLICA_BLOCK_TOKENS: Final = "llmtrace.replica.block_tokens"  # int tokens; arrival.replica_selection
 
 # ── stage 5 arrival.stream_setup (catalog/arrival.py)
 STREAM_PROTOCOL: Final = "llmtrace.stream.protocol"  # str; arrival.stream_setup

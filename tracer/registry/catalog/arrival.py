@@ -53,6 +53,8 @@ STAGES: tuple[Stage, ...] = (
            V("llmtrace.replica.total_blocks", "int", "blocks", "the prompt's blocks as the router hashed them",
              when=_ROUTER),
            V("llmtrace.replica.role", "str", "", "prefill or decode, where the router picks for a disaggregated pair",
+             when=_ROUTER),
+           V("llmtrace.replica.block_tokens", "int", "tokens", "tokens a block of the router's prefix index holds",
              when=_ROUTER)),
           ("slow_first_token", "different_answer")),
     Stage(5, "arrival.stream_setup", "arrival", "Stream setup",
