@@ -125,12 +125,14 @@ def engines_template_request() -> bytes:
         children(r, [(n, {"gen_ai.request.id": f"arms-{i}"}) for n in ("wait", "kv_transfer", "prefill", "decode")])
         r.end(end_time=t0 + 900 * ms)
         r = t.start_span("gateway.request_orchestration", start_time=t0)
-        children(r, [("produce_precise_prefix_cache", {"total_blocks": 40, "max_match_blocks": 30,
-                                                       "max_match_endpoint": "pod-a"}),
-                     ("llm_d.kv_cache.index", {"lookup.cache_hit": True, "blocks_found": 30, "total_blocks": 40}),
-                     ("llm_d.epp.scorer.precise-prefix-cache-scorer", {"target_match_blocks": 0}),
-                     ("pick_disagg_profile", {"profile": "decode"}),
-                     ("llm_d.epp.scoring", {"llm_d.epp.target_endpoint": "pod-b", "llm_d.epp.candidates": 3})])
+        children(r, [("produce_precise_prefix_cache", {"llm_d.epp.producer.total_blocks": 40,
+                                                       "llm_d.epp.producer.max_match_blocks": 30}),
+                     ("llm_d.kv_cache.index", {"llm_d.kv_cache.lookup.cache_hit": True,
+                                               "llm_d.kv_cache.lookup.blocks_found": 30}),
+                     ("llm_d.epp.scorer.prefix_cache", {"llm_d.epp.scorer.type": "precise-prefix-cache-scorer"}),
+                     ("llm_d.epp.scoring", {"llm_d.epp.scoring.candidate_endpoints": 3}),
+                     ("pick_endpoints", {"llm_d.epp.picker.top_endpoints": ["pod-b"],
+                                         "llm_d.epp.picker.candidate_endpoints": 3})])
         r.end(end_time=t0 + 500 * ms)
         r = t.start_span("router.route_request", start_time=t0, attributes={"worker_id": "w1", "overlap_blocks": 3})
         children(r, [("engine.generate", {"disagg_role": "decode", "model": "llama", "input_tokens": 2048,
