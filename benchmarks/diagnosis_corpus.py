@@ -56,6 +56,7 @@ from diagnosis_corpus_context import (
     summary_drops_ids,
     summary_drops_ids_inferred,
 )
+from diagnosis_corpus_ends import ENDS_CASES
 from diagnosis_corpus_holdout import HOLDOUT_CASES
 from diagnosis_corpus_load import (
     batch_greedy,
@@ -163,5 +164,5 @@ CASES: tuple[Case, ...] = (
     Case("cut_berth_call_carried_on", cut_berth_call_carried_on, ("gen.stop", "safety.stop_reason")),
     Case("cut_berth_call_carried_on_anthropic", cut_berth_call_carried_on_anthropic,
          ("gen.stop", "safety.stop_reason")),
-) + VARIANT_CASES + PHRASING_CASES + HOLDOUT_CASES  # other SDKs, positions, flags: _variants.py, _phrasings.py,
-# and session 15's hold-out probes: _holdout.py
+) + VARIANT_CASES + PHRASING_CASES + HOLDOUT_CASES + ENDS_CASES  # other SDKs, positions, flags: _variants.py,
+# _phrasings.py, session 15's hold-out probes: _holdout.py, and issue 35's early ends and intake rewrites: _ends.py
