@@ -102,7 +102,7 @@ def test_every_ttft_spelling_lands_in_one_column(store: Path, i: int) -> None:
     assert len(rows) == 1
     ttft, source = rows[0]
     assert ttft == pytest.approx(want, abs=0.01)
-    assert str(source).startswith(key + ":")
+    assert str(source).startswith(key + "/")
 
 
 def test_openinference_first_token_event(store: Path) -> None:

@@ -151,7 +151,7 @@ def test_vllm_v1_nanoseconds_and_child_spans(store: Path) -> None:
     root = _span(store, "v1-engine")
     assert root["llmtrace.latency.unit"] == "ns"
     assert root["llmtrace.ttft_ms"] == pytest.approx(650.0)
-    assert root["llmtrace.ttft.source"] == "gen_ai.latency.time_to_first_token:ns"
+    assert root["llmtrace.ttft.source"] == "gen_ai.latency.time_to_first_token/ns"
     assert root["llmtrace.admission.queue_wait_ms"] == pytest.approx(400.0)
     rows = _stage_rows(store, "v1-engine")
     # one row a stage, whichever of the request's numbers and its own child spans came first

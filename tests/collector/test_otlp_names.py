@@ -27,7 +27,7 @@ def test_seconds_scale(values: list[float], span_s: float, unit: str) -> None:
 
 def test_ttft_first_spelling_wins_and_bad_values_fall_through() -> None:
     raw = {"gen_ai.response.time_to_first_chunk": "not a number", "ttft_ms": 120.0, "gen_ai.ttft": 9.0}
-    assert ttft_ms(raw, T0, T0 + 2 * 10**9) == (pytest.approx(120.0), "ttft_ms:ms")
+    assert ttft_ms(raw, T0, T0 + 2 * 10**9) == (pytest.approx(120.0), "ttft_ms/ms")
     assert ttft_ms({"gen_ai.response.time_to_first_chunk": -1.0}, T0, T0 + 10**9) is None
     assert ttft_ms({"other": 1}, T0, T0 + 10**9) is None
 

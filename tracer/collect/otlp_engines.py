@@ -31,7 +31,6 @@ source shape). Where a request span and its own phase spans both arrive, each st
 
 from __future__ import annotations
 
-import functools
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Literal
@@ -158,10 +157,16 @@ def _read(v: object, kind: Kind) -> object:
     return n if kind in ("float", "ms") else int(n)
 
 
-@functools.cache
+_INDEXES: dict[int, dict[str, tuple[int, Field]]] = {}  # by the id of a module-level fields tuple (hashing
+# the tuple of dataclasses on every span cost more than the lookup it saved)
+
+
 def _index(fields: tuple[Field, ...]) -> dict[str, tuple[int, Field]]:
     """Each spelling of a shape's fields -> (its rank among the field's spellings, the field)."""
-    return {key: (rank, f) for f in fields for rank, key in enumerate(f.keys)}
+    index = _INDEXES.get(id(fields))
+    if index is None:
+        index = _INDEXES[id(fields)] = {key: (rank, f) for f in fields for rank, key in enumerate(f.keys)}
+    return index
 
 
 def _fields(raw: dict[str, object], fields: tuple[Field, ...], out: dict[str, object]) -> None:

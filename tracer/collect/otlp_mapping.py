@@ -59,6 +59,7 @@ from llmtrace.tracer.collect.otlp_engines import (
 from llmtrace.tracer.collect.otlp_names import (
     EXCLUDED,
     EXCLUDED_BOTH,
+    TTFT_KEYS,
     flat_convention,
     number,
     ttft_ms,
@@ -246,7 +247,7 @@ class Mapper:
                 if engine.operation is not None:
                     _put(engine.attributes, N.REPLICA_ID, replica)  # the engine process's pod, instance or host
                     self._common(attrs, engine.attributes, start_ns, end_ns, events)
-                elif N.TTFT_MS not in engine.attributes:  # a proxy's TTFT (llm-d's sidecar) on a span of its own
+                elif not TTFT_KEYS.isdisjoint(attrs):  # a proxy's TTFT (llm-d's sidecar) on a span of its own
                     self._ttft(attrs, engine.attributes, start_ns, end_ns, events)
                 return engine
         if "openinference.span.kind" in attrs:
@@ -349,7 +350,7 @@ class Mapper:
         if found is None:
             first = _first_token_ns(events)
             if first is not None and start_ns <= first <= max(end_ns, start_ns):
-                found = (first - start_ns) / 1e6, "event:first_token"
+                found = (first - start_ns) / 1e6, "event/first_token"
         if found is None:
             return
         a[N.TTFT_MS], a[N.TTFT_SOURCE] = found

@@ -105,7 +105,7 @@ def _instant_ns(value: object) -> int | None:
 
 def ttft_ms(raw: Mapping[str, object], start_ns: int, end_ns: int) -> tuple[float, str] | None:
     """Time to first token in ms from the first spelling in the table the span carries, with the spelling and
-    unit it came from (``key:unit``); None when none is there or its value cannot be a TTFT of this span."""
+    unit it came from (``key/unit``: no ``token:`` for the credential check to stop at); None when none is there or its value cannot be a TTFT of this span."""
     if TTFT_KEYS.isdisjoint(raw):  # most spans spell none: one set operation, not a dozen lookups
         return None
     span_s = (end_ns - start_ns) / 1e9 if end_ns > start_ns else 0.0
@@ -117,7 +117,7 @@ def ttft_ms(raw: Mapping[str, object], start_ns: int, end_ns: int) -> tuple[floa
             at = _instant_ns(value)
             if at is None or at < start_ns or (end_ns > start_ns and at > end_ns):
                 continue
-            return (at - start_ns) / 1e6, f"{key}:at"
+            return (at - start_ns) / 1e6, f"{key}/at"
         n = number(value)
         if n is None or n < 0:
             continue
@@ -128,7 +128,7 @@ def ttft_ms(raw: Mapping[str, object], start_ns: int, end_ns: int) -> tuple[floa
         s = n * scale
         if s > 1e7:  # past ~115 days: not a duration this span can hold
             continue
-        return s * 1000.0, f"{key}:{told}"
+        return s * 1000.0, f"{key}/{told}"
     return None
 
 

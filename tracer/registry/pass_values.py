@@ -64,7 +64,7 @@ PASS_VALUES: tuple[BoundaryValue, ...] = (
     V("llmtrace.latency.unit", "str", "", "the unit an engine's gen_ai.latency.* numbers were written in, told "
       "from the span (s: vLLM V0, SGLang; ns: vLLM V1)", when="on foreign spans mapped by llmtrace collect"),
     V("llmtrace.ttft.source", "str", "", "the attribute or event the time to first token was read from, and its "
-      "unit (gen_ai.latency.time_to_first_token:ns)", when="on foreign spans mapped by llmtrace collect"),
+      "unit (gen_ai.latency.time_to_first_token/ns)", when="on foreign spans mapped by llmtrace collect"),
     V("llmtrace.finish_reason", "str", "", "the finish reason on the one vocabulary (stop, length, tool_calls, "
       "content_filter, error, other), as the collector derived it", when="on foreign spans mapped by llmtrace collect"),
     V("llmtrace.content_capture", "str", "", "the capture mode the collector applied to the span's prompt and output", when="on foreign spans mapped by llmtrace collect"),
