@@ -51,7 +51,6 @@ test: $(TEST_STAMP)
 	$(PYTEST)
 
 lock: $(TEST_STAMP)
-	$(BIN)/pip install -q uv
 	$(BIN)/$(LOCK) --upgrade --extra backend --extra gpu --extra dev --extra clients -o requirements/test.lock
 	$(BIN)/$(LOCK) --upgrade --extra backend --extra clients -o requirements/demo.lock
 	@# the suite must pass on what was just locked before the lock is committed
