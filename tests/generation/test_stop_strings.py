@@ -101,5 +101,8 @@ def test_stop_string_straddling_real_tokens(model, tokenizer, pipe):
     assert stop not in stopped.text
     assert len(stopped.output_token_ids) == j + 1  # stopped on the token that completed it
     values = pipe.stage_values(stopped)
-    assert values["gen.stop"]["llmtrace.stop.matched"] == stop
+    # hashes mode keeps no stop-string text: its class, length and keyed hash (the text with capture=full only)
+    assert values["gen.stop"]["llmtrace.stop.matched"] is None
+    assert values["gen.stop"]["llmtrace.stop.string_chars"] == len(stop)
+    assert values["gen.stop"]["llmtrace.stop.kind"] == "stop_string" and values["gen.stop"]["llmtrace.stop.string_hash"]
     assert values["gen.detokenization"]["llmtrace.detok.stop_holdback_chars"] >= 2

@@ -214,7 +214,11 @@ def stop_values(output: str | None, kind: str, stop: str | None, stops_set: int,
     from llmtrace.tracer.record import capture
     from llmtrace.tracer.registry import names as N
 
-    values: dict[str, object] = {N.STOP_KIND: kind, N.STOP_STRINGS: stops_set}
+    # every key present (None where it does not apply: the recorder drops those), so a reader of the dict sees
+    # the stage's whole set of values
+    values: dict[str, object] = {N.STOP_KIND: kind, N.STOP_STRINGS: stops_set, N.STOP_AT_CHAR: None,
+                                 N.STOP_PRECEDED_BY: None, N.STOP_INSIDE: None, N.STOP_STRING_CLASS: None,
+                                 N.STOP_STRING_CHARS: None, N.STOP_STRING_HASH: None, N.STOP_MATCHED: None}
     if output is not None:
         values[N.STOP_AT_CHAR] = len(output)
     if kind in ("stop_string", "stop_unknown") and output is not None:
