@@ -100,3 +100,23 @@ def test_anthropic_stop_sequence_after_abbreviation(tmp_path: Path) -> None:
     # both sides know: Anthropic names the stop sequence, the server matched it; full capture keeps its text
     rows = [r for r in _gen_stop(db) if r.get(N.STOP_KIND) == "stop_string"]
     assert len(rows) == 2 * len(answers) and all(r.get(N.STOP_MATCHED) == "." for r in rows if N.STOP_MATCHED in r)
+
+
+def test_every_end_is_one_kind_length_end_turn_and_a_stream_the_app_left(tmp_path: Path) -> None:
+    srv = server()
+    with store(tmp_path / "k.duckdb", capture="hashes") as db:
+        c = client(srv)
+        msgs = [{"role": "user", "content": "Status of order 5?"}]
+        c.chat.completions.create(model=srv.model_id, messages=msgs, max_tokens=3, temperature=0)  # the cap
+        c.chat.completions.create(model=srv.model_id, messages=msgs, max_tokens=40, temperature=0,
+                                  response_format=_enum("Shipped"))  # the grammar completes: the turn's end
+        stream = c.chat.completions.create(model=srv.model_id, messages=msgs, max_tokens=200, temperature=0,
+                                           stream=True, extra_body={"ignore_eos": True})
+        for i, _ in enumerate(stream):
+            if i == 2:
+                break
+        stream.close()  # the app walks away mid-answer
+    kinds = [r.get(N.STOP_KIND) for r in _gen_stop(db)]
+    assert kinds.count("length") == 2 and kinds.count("end_turn") == 2, kinds  # client and server each
+    assert "client_disconnect" in kinds, kinds
+    assert findings(db, "early_end") == []
