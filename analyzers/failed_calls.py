@@ -66,7 +66,8 @@ class FailedCalls(SymptomAnalyzer):
             return []
         groups: dict[tuple[str, str], _Group] = {}
         for r in q.rows(self._sql(q)):
-            stages = tuple(sorted({s for s in (r["stages"] or ()) if s in _ORDER}, key=_ORDER.__getitem__))
+            named = [*(r["c_stages"] or ()), *(r["s_stages"] or ())]
+            stages = tuple(sorted({s for s in named if s in _ORDER}, key=_ORDER.__getitem__))
             error_type = r["c_type"] or r["s_type"]
             status = http_status(r["c_code"]) or http_status(r["s_code"]) or http_status(error_type)
             # the server's message where it has one (it says why; the client's adds "HTTP 404: " to the same)
@@ -96,12 +97,12 @@ class FailedCalls(SymptomAnalyzer):
                        WHERE status = 'error'),
                  c AS ({side('client_span_id')}),
                  s AS ({side('server_span_id')}),
-                 bad AS (SELECT parent_span_id, list(DISTINCT stage) AS stages FROM {q.spans}
+                 bad AS (SELECT parent_span_id, list(stage ORDER BY stage) AS stages FROM {q.spans}
                          WHERE status = 'error' AND stage IS NOT NULL
                            AND parent_span_id IN (SELECT client_span_id FROM f UNION ALL SELECT server_span_id FROM f)
                          GROUP BY parent_span_id)
             SELECT c.et AS c_type, c.code AS c_code, c.msg AS c_msg, s.et AS s_type, s.code AS s_code, s.msg AS s_msg,
-                   list_concat(coalesce(cb.stages, []), coalesce(sb.stages, [])) AS stages,
+                   cb.stages AS c_stages, sb.stages AS s_stages,
                    count(*) AS n, sum(f.duration_ms) AS ms,
                    (list(f.trace_id ORDER BY f.start_ns DESC))[1:5] AS ids
             FROM f LEFT JOIN c ON c.span_id = f.client_span_id LEFT JOIN s ON s.span_id = f.server_span_id
