@@ -17,7 +17,7 @@ from ..data.records import RequestPage, RequestRow
 from ..data.store_reader import SORT_COLUMNS, StoreReader
 from ..messages import StoreProblem, TraceChosen
 from .request_table import Column, RequestTable, SortStep, columns_for, row_cells
-from .time_bar import OTHER, UNOBSERVED, phase_parts, time_bar
+from .time_bar import OTHER, UNOBSERVED, WHOLE_CALL, phase_parts, time_bar
 
 PAGE = 100
 TEXT_SORTS = ("model", "replica", "deploy", "finish", "service", "trace")  # these sort A→Z first
@@ -42,10 +42,12 @@ class RequestsPane(Vertical):
             self.error = error
 
     class SharesLoaded(Message):
-        def __init__(self, shares: tuple[tuple[str, float], ...], generation: int) -> None:
+        def __init__(self, shares: tuple[tuple[str, float], ...], generation: int,
+                     whole_ms: float | None = None) -> None:
             super().__init__()
             self.shares = shares
             self.generation = generation
+            self.whole_ms = whole_ms  # the median latency of the selection's calls that could not be split
 
     def __init__(self, reader: StoreReader, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -126,11 +128,14 @@ class RequestsPane(Vertical):
 
     @work(thread=True, exclusive=True, group="shares")
     def _load_shares(self, flt: CompiledFilter, generation: int) -> None:
+        whole_ms = None
         try:
             shares = self.reader.selection_time_shares(flt)
+            if any(k == WHOLE_CALL for k, _ in shares):
+                whole_ms = self.reader.selection_whole_call_ms(flt)
         except StoreError:
             shares = ()
-        self.post_message(self.SharesLoaded(shares, generation))
+        self.post_message(self.SharesLoaded(shares, generation, whole_ms))
 
     @on(SharesLoaded)
     def _shares_loaded(self, message: SharesLoaded) -> None:
@@ -141,7 +146,7 @@ class RequestsPane(Vertical):
         line.append("(median share per pass)  ", style="dim")
         parts = phase_parts([(None if k in (UNOBSERVED, OTHER) else k, k, v) for k, v in message.shares])
         width = max(10, min(40, self.size.width // 3))
-        bar = time_bar(parts, width)
+        bar = time_bar(parts, width, whole_ms=message.whole_ms)
         line.append_text(bar.split("\n")[0] if bar.plain else bar)
         if "\n" in bar.plain:
             line.append("  ")

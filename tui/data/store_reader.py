@@ -223,6 +223,14 @@ class StoreReader:
 
         return self._read(run)
 
+    def selection_whole_call_ms(self, flt: CompiledFilter) -> float | None:
+        """The median latency of the filtered client passes that could not be split (no first token seen: a
+        buffered answer, a failed call), which the selection's time bar shows as the whole call."""
+        where = f"AND ({flt.where})" if flt.where else ""
+        return self._read(lambda conn: _f(scalar(conn.execute(
+            f"SELECT median(duration_ms) FROM requests WHERE side = 'client' AND ttft_ms IS NULL {where}",
+            list(flt.params)))))
+
     def trace(self, trace_id: str) -> TraceRecord:
         def run(conn: duckdb.DuckDBPyConnection) -> TraceRecord:
             rows = conn.execute(
