@@ -34,11 +34,18 @@ SOURCE = Path(__file__).with_name("cpu_native.c")
 SOURCES = (SOURCE, SOURCE.with_name("cpu_prefill.c"))
 HEADER = SOURCE.with_name("cpu_native.h")
 FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fopenmp", "-shared", "-fPIC", "-std=c11"]
+GEMV_SOURCE = SOURCE.with_name("cpu_gemv_avx2.c")
+# AVX2 by name, not -march=native: the same code on an AVX-512 CPU under LLMTRACE_CPU_PATH=avx2 as on an AVX2 one
+GEMV_FLAGS = ["-O3", "-mavx2", "-mfma", "-mf16c", "-mtune=native", "-fno-math-errno", "-fopenmp", "-shared",
+              "-fPIC", "-std=c11"]
 
 _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
 _tried = False
 load_error = ""  # why the library is not in use (for the trace and for tests)
+_gemv: ctypes.CDLL | None = None  # the AVX2 GEMV library, where the full one does not build
+_gemv_tried = False
+gemv_error = ""
 
 _p = ctypes.c_void_p
 _i = ctypes.c_int64
@@ -60,8 +67,8 @@ def _cache_dir() -> Path:
     return Path(base) / "llmtrace" / "native"
 
 
-def _machine_key() -> str:
-    """The build depends on the source, the flags and (with -march=native) the CPU it ran on."""
+def _machine_key(sources: tuple[Path, ...], flags: list[str]) -> str:
+    """The build depends on the sources, the flags and (with -march=native) the CPU it ran on."""
     cpu = ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -71,8 +78,8 @@ def _machine_key() -> str:
                 break
     except OSError:
         cpu = platform.processor()
-    code = b"".join(p.read_bytes() for p in (*SOURCES, HEADER))
-    h = hashlib.sha256(code + " ".join(_flags()).encode() + cpu.encode() + platform.machine().encode())
+    code = b"".join(p.read_bytes() for p in sources)
+    h = hashlib.sha256(code + " ".join(flags).encode() + cpu.encode() + platform.machine().encode())
     return h.hexdigest()[:16]
 
 
@@ -84,16 +91,12 @@ def _flags() -> list[str]:
     return list(FLAGS)
 
 
-def _build() -> ctypes.CDLL:
-    features = cpu_features.detect()
-    if not features.native_kernels:  # known before running gcc: its #error would say the same, ~1 s later
-        forced = f" (LLMTRACE_CPU_PATH={features.forced})" if features.forced != "auto" else ""
-        raise RuntimeError(f"this CPU ({features.isa}{forced}) lacks AVX-512 F/BW/VNNI or F16C, which the native "
-                           "kernels need; the torch path serves it")
+def _compile(stem: str, sources: tuple[Path, ...], flags: list[str]) -> Path:
+    """The shared library built from ``sources`` with ``flags`` in the cache directory (built once per machine)."""
     cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
     if cc is None:
         raise RuntimeError("no C compiler (gcc/cc) on PATH")
-    target = _cache_dir() / f"cpu_native-{_machine_key()}.so"
+    target = _cache_dir() / f"{stem}-{_machine_key((*sources, HEADER), flags)}.so"
     # A compiler's refusal of this source on this CPU (the kernels' #error without AVX-512) is as lasting as a
     # build: remembered next to it, per compiler, so each later process (every `llmtrace serve`, every engine)
     # does not spend ~1 s of CPU on the same failing gcc run. A timeout or a crash of the compiler is not kept.
@@ -105,7 +108,7 @@ def _build() -> ctypes.CDLL:
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
         os.close(fd)
         try:
-            run = subprocess.run([cc, *_flags(), "-o", tmp, *map(str, SOURCES), "-lm"], capture_output=True, text=True,
+            run = subprocess.run([cc, *flags, "-o", tmp, *map(str, sources), "-lm"], capture_output=True, text=True,
                                  timeout=120)
             if run.returncode != 0:
                 error = f"{cc} failed: {run.stderr.strip()[:500]}"
@@ -118,13 +121,27 @@ def _build() -> ctypes.CDLL:
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+    return target
+
+
+def _set_gemv_types(lib: ctypes.CDLL) -> None:
+    lib.quant_gemv.restype = ctypes.c_int
+    lib.quant_gemv.argtypes = [ctypes.c_int, _p, _i, _i, _p, _p, _i, _p, _p, _p]
+
+
+def _build() -> ctypes.CDLL:
+    features = cpu_features.detect()
+    if not features.native_kernels:  # known before running gcc: its #error would say the same, ~1 s later
+        forced = f" (LLMTRACE_CPU_PATH={features.forced})" if features.forced != "auto" else ""
+        raise RuntimeError(f"this CPU ({features.isa}{forced}) lacks AVX-512 F/BW/VNNI or F16C, which the native "
+                           "kernels need; the torch path serves it")
+    target = _compile("cpu_native", SOURCES, _flags())
     lib = ctypes.CDLL(str(target))
     lib.paged_decode_bf16.restype = ctypes.c_int
     lib.paged_decode_bf16.argtypes = [_p, _p, _p, _p, _i, _p, _p, _i, _i, _i, _i, _i, ctypes.c_float, _p, _p]
     lib.lt_has_vnni.restype = ctypes.c_int
     lib.lt_threads.restype = ctypes.c_int
-    lib.quant_gemv.restype = ctypes.c_int
-    lib.quant_gemv.argtypes = [ctypes.c_int, _p, _i, _i, _p, _p, _i, _p, _p, _p]
+    _set_gemv_types(lib)
     lib.decode_attention_block.restype = ctypes.c_int
     lib.decode_attention_block.argtypes = [_p, _i, _i, _p, ctypes.c_float, _p, _p, _p, _p, _p, _p, _p, _p, _p, _i, _p,
                                            _i, _i, _i, _i, ctypes.c_float, _p]
@@ -167,6 +184,40 @@ def load() -> ctypes.CDLL | None:
                 load_error = f"{type(exc).__name__}: {exc}"
         _tried = True
     return _lib
+
+
+def _build_gemv() -> ctypes.CDLL:
+    features = cpu_features.detect()
+    if not {"avx2", "fma", "f16c"} <= features.flags:
+        raise RuntimeError(f"this CPU ({features.isa}) lacks AVX2/FMA/F16C: no native GEMV")
+    lib = ctypes.CDLL(str(_compile("cpu_gemv_avx2", (GEMV_SOURCE,), GEMV_FLAGS)))
+    _set_gemv_types(lib)
+    return lib
+
+
+def gemv_library() -> ctypes.CDLL | None:
+    """The library whose ``quant_gemv`` serves narrow rows on the exact GGUF codes: the full native library
+    where it builds (AVX-512), else the AVX2 GEMV alone (``cpu_gemv_avx2.c``) where the CPU has AVX2, FMA and
+    F16C; None where neither (see ``gemv_error``)."""
+    global _gemv, _gemv_tried, gemv_error
+    lib = load()
+    if lib is not None:
+        return lib
+    if _gemv_tried:
+        return _gemv
+    with _lock:
+        if not _gemv_tried:
+            if os.environ.get("LLMTRACE_NATIVE", "1") == "0":
+                gemv_error = "disabled by LLMTRACE_NATIVE=0"
+            elif platform.system() != "Linux":
+                gemv_error = f"native kernels are built on Linux only (this is {platform.system()})"
+            else:
+                try:
+                    _gemv = _build_gemv()
+                except Exception as exc:  # no compiler, a build error: torch's int4 kernel serves
+                    gemv_error = f"{type(exc).__name__}: {exc}"
+            _gemv_tried = True
+    return _gemv
 
 
 def paged_decode(
@@ -314,7 +365,7 @@ def _fp16_bytes(values: np.ndarray) -> np.ndarray:
 
 
 def _usable(n: int, k: int) -> bool:
-    return load() is not None and n % 16 == 0 and k % 32 == 0 and k <= MAX_K
+    return gemv_library() is not None and n % 16 == 0 and k % 32 == 0 and k <= MAX_K
 
 
 def q4_1_weight(codes: np.ndarray, scale: np.ndarray, minimum: np.ndarray) -> QuantWeight | None:
@@ -345,7 +396,7 @@ def quant_matmul(weight: QuantWeight, x: torch.Tensor, out_dtype: torch.dtype) -
     """``x @ W.T`` for ``x: [m, k]`` (bfloat16 or float32) as ``out_dtype`` (bfloat16 or float32), with x
     held as int16 codes of one scale per row (128x finer than bfloat16's rounding), integer dot products per
     32-block scaled in float32; None when the kernel cannot take these inputs."""
-    lib = load()
+    lib = gemv_library()
     if lib is None or x.dim() != 2 or x.shape[1] != weight.k or x.device.type != "cpu":
         return None
     if x.dtype not in (torch.bfloat16, torch.float32) or out_dtype not in (torch.bfloat16, torch.float32):

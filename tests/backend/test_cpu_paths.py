@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pytest
 import torch
 from engine_helpers import greedy, run_all
@@ -80,7 +81,8 @@ def forced(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
         monkeypatch.setenv(cpu_features.ENV, value)
         cpu_features.detect.cache_clear()
         cpu_native.has_bf16_dot.cache_clear()
-        for name, first in (("_tried", False), ("_lib", None), ("load_error", "")):
+        for name, first in (("_tried", False), ("_lib", None), ("load_error", ""), ("_gemv_tried", False),
+                            ("_gemv", None), ("gemv_error", "")):
             monkeypatch.setattr(cpu_native, name, first)
         return cpu_features.detect()
 
@@ -101,6 +103,8 @@ def test_forced_paths_hide_bf16_and_avx512(forced) -> None:  # noqa: ANN001
     assert avx2.isa in ("avx2", "baseline")
     assert choose("cpu", "auto").dtype == torch.float32  # both forced paths prefill in float32
     assert cpu_native.load() is None and "lacks AVX-512" in cpu_native.load_error
+    if {"avx2", "fma", "f16c"} <= avx2.flags:  # the AVX2 GEMV serves the decode matmuls instead
+        assert cpu_native.gemv_library() is not None, cpu_native.gemv_error
     with pytest.raises(ValueError, match="LLMTRACE_CPU_PATH"):
         forced("avx9000")
 
@@ -134,7 +138,8 @@ def test_each_path_decodes_as_close_to_float32_as_bfloat16(path: str, forced, gg
     if not features.bf16_dot:
         assert compute.dtype == torch.float32 and prefill == "fp32_gemm+sdpa", (prefill, features.isa)
     assert decode in ("native_fused_q4", "native_q4_gemv", "int4", "int4_bf16_rows"), decode
-    assert (decode.startswith("native")) == (cpu_native.load() is not None), (decode, cpu_native.load_error)
+    assert (decode == "native_fused_q4") == (model.native_decode is not None), decode
+    assert decode.startswith("native") == (cpu_native.gemv_library() is not None), (decode, cpu_native.gemv_error)
     prompts = [tokenizer.encode(t) for t in ("The capital of France is", "def add(a, b):\n    return",
                                              "Once upon a time, in a small village by the sea,")]
     got = _decode_logits(model, prompts, 3)
@@ -189,3 +194,42 @@ def test_serve_names_the_path_in_its_ready_line(tmp_path: Path, monkeypatch: pyt
         assert "prefill=fp32_gemm+" in json.dumps(stats) and "forced=nobf16" in json.dumps(stats)
     finally:
         stop_server(server)
+
+
+def _exact(codes: np.ndarray, scale: np.ndarray, minimum: np.ndarray | None = None) -> torch.Tensor:
+    blocks = codes.astype(np.float64).reshape(codes.shape[0], -1, 32) * scale[..., None]
+    if minimum is not None:
+        blocks = blocks + minimum[..., None]
+    return torch.from_numpy(blocks.reshape(codes.shape))
+
+
+@pytest.mark.parametrize("path", ["auto", "avx2"])
+def test_gemv_on_the_exact_gguf_codes_on_each_path(path: str, forced, gguf_path: Path) -> None:  # noqa: ANN001
+    """The decode GEMV on this CPU's path (AVX-512 where the full library builds) and on the forced AVX2 path
+    (``cpu_gemv_avx2.c``, which every x86-64 CPU of the last decade runs): the GGUF's Q4_1 and Q8_0 codes against
+    the exact float64 product, 1 to 13 rows (one 8-row pass, then the rest), float32 and bfloat16 sides."""
+    features = forced(path)
+    if not {"avx2", "fma", "f16c"} <= features.flags:
+        pytest.fail(f"this CPU has no AVX2/FMA/F16C ({features.isa}): no native GEMV on any path")
+    assert cpu_native.gemv_library() is not None, cpu_native.gemv_error
+    assert (cpu_native.load() is not None) == (path == "auto" and features.native_kernels)
+    gguf = GGUFModelFile(gguf_path)
+    q4 = gguf.q4_1_parts("blk.3.ffn_down.weight")
+    q8 = gguf.q8_0_parts("token_embd.weight")
+    assert q4 is not None and q8 is not None
+    cases = [(cpu_native.q4_1_weight(q4.codes, q4.scale, q4.minimum), _exact(q4.codes, q4.scale, q4.minimum)),
+             (cpu_native.q8_0_weight(q8.codes[:4096], q8.scale[:4096]), _exact(q8.codes[:4096], q8.scale[:4096]))]
+    gen = torch.Generator().manual_seed(3)
+    for weight, exact in cases:
+        assert weight is not None
+        for rows in (1, 3, 8, 13):
+            x = torch.randn(rows, weight.k, generator=gen)
+            want = x.double() @ exact.T
+            got = cpu_native.quant_matmul(weight, x, torch.float32)
+            assert got is not None and got.shape == want.shape
+            # x as int16 codes of one scale per row: within 2^-12 of the row's largest output
+            assert ((got.double() - want).abs().max(1).values <= want.abs().max(1).values * 2**-12).all(), rows
+            half = cpu_native.quant_matmul(weight, x.bfloat16(), torch.bfloat16)
+            ref = x.bfloat16().double() @ exact.T  # the rows as given; out rounded once: a bfloat16 step
+            assert half is not None
+            assert ((half.double() - ref).abs().max(1).values <= ref.abs().max(1).values * 2**-7).all(), rows
