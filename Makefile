@@ -2,11 +2,17 @@
 #   test.lock  every package the test suite needs (backend, gpu, dev, clients), pinned with hashes
 #   demo.lock  only what `make demo` needs (backend, clients)
 # torch is the one package outside the locks: the CPU wheel of torch 2.13.0 (on this machine kind's disk).
+# Installs go through uv (pinned in test.lock); pip is used only to install uv itself.
 # `make lock` refreshes both locks to the newest releases pyproject.toml's ranges allow, then runs the suite.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-TORCH := torch==2.13.0
+# torch is the CPU wheel on this machine kind's disk (its dependencies are in the locks); elsewhere, PyPI's
+TORCH_WHEEL := $(firstword $(wildcard /opt/wheels/torch-2.13.0+cpu-*.whl))
+TORCH := $(if $(TORCH_WHEEL),--no-deps $(TORCH_WHEEL),torch==2.13.0)
+# uv installs the locks (pip takes minutes to resolve 150 pinned packages on a busy 2-core machine); its version
+# is the one test.lock pins
+UV := uv==$(shell sed -n 's/^uv==\([^ ]*\).*/\1/p' requirements/test.lock)
 HASH = $(shell cat pyproject.toml setup.py Makefile requirements/*.lock requirements/*.txt | sha1sum | cut -c1-12)
 TEST_STAMP := $(VENV)/.test-$(HASH)
 DEMO_STAMP := $(VENV)/.demo-$(HASH)
@@ -23,10 +29,13 @@ LOCK := uv pip compile pyproject.toml --python-version 3.11 --python-platform x8
 $(VENV)/bin/python:
 	$(PY) -m venv $(VENV)
 
-# pip --require-hashes: a package that is not in the lock, or a file whose hash differs, stops the install
-$(TEST_STAMP): | $(VENV)/bin/python
-	$(BIN)/pip install -q --require-hashes -r requirements/test.lock
-	$(BIN)/pip install -q $(TORCH)
+$(BIN)/uv: | $(VENV)/bin/python
+	$(BIN)/pip install -q --no-deps $(UV)
+
+# --require-hashes: a package that is not in the lock, or a file whose hash differs, stops the install
+$(TEST_STAMP): | $(BIN)/uv
+	$(BIN)/uv pip install -q --python $(BIN)/python --require-hashes -r requirements/test.lock
+	$(BIN)/uv pip install -q --python $(BIN)/python $(TORCH)
 	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	$(BIN)/llmtrace model pull --quiet
 	@command -v tmux >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && (apt-get update -qq && apt-get install -y -qq tmux >/dev/null) || echo 'tmux not installed: the one tmux test of the explorer will skip'; }
@@ -34,9 +43,9 @@ $(TEST_STAMP): | $(VENV)/bin/python
 	@rm -f $(VENV)/.test-* $(VENV)/.demo-* && touch $@ $(DEMO_STAMP)
 
 # the demo's own, smaller set; a venv set up for the tests already holds it
-$(DEMO_STAMP): | $(VENV)/bin/python
-	$(BIN)/pip install -q --require-hashes -r requirements/demo.lock
-	$(BIN)/pip install -q $(TORCH)
+$(DEMO_STAMP): | $(BIN)/uv
+	$(BIN)/uv pip install -q --python $(BIN)/python --require-hashes -r requirements/demo.lock
+	$(BIN)/uv pip install -q --python $(BIN)/python $(TORCH)
 	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	$(BIN)/llmtrace model pull --quiet
 	@rm -f $(VENV)/.demo-* && touch $@
