@@ -68,6 +68,16 @@ async def test_a_failed_call_says_why(failed_store: Path) -> None:
     app.animation_level = "none"
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(pilot)
+        # in the request list: the finish column says error, the line above the table says why
+        failed = next(i for i, r in enumerate(app.requests.rows) if r.status == "error")
+        ok = next(i for i, r in enumerate(app.requests.rows) if r.status == "ok")
+        app.requests.table.move_cursor(row=ok, animate=False)
+        await settle(pilot)
+        assert not app.query_one("#requests-failure", Static).display
+        app.requests.table.move_cursor(row=failed, animate=False)
+        await settle(pilot)
+        assert app.query_one("#requests-failure", Static).display
+        assert f"failed: HTTP 404: The model '{UNKNOWN}' does not exist" in plain(app, "#requests-failure")
         await open_row(pilot, app, "error")
         error = plain(app, "#trace-error")
         assert f"failed: HTTP 404: The model '{UNKNOWN}' does not exist" in error and "error.type 404" in error

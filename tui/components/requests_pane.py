@@ -49,6 +49,14 @@ class RequestsPane(Vertical):
             self.generation = generation
             self.whole_ms = whole_ms  # the median latency of the selection's calls that could not be split
 
+    class FailureLoaded(Message):
+        """Why the highlighted pass failed (read when a failed row is highlighted)."""
+
+        def __init__(self, span_id: str, message: str | None) -> None:
+            super().__init__()
+            self.span_id = span_id
+            self.message = message
+
     def __init__(self, reader: StoreReader, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.reader = reader
@@ -70,6 +78,7 @@ class RequestsPane(Vertical):
                     id="filter")
         yield Static("", id="requests-status")
         yield Static("", id="requests-time")
+        yield Static("", id="requests-failure")
         table = RequestTable(id="requests-table", cursor_type="row", zebra_stripes=True, cell_padding=0)
         yield table
         yield Static(EMPTY_STORE, id="requests-empty")
@@ -311,6 +320,30 @@ class RequestsPane(Vertical):
     def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.cursor_row >= len(self.rows) - 10:
             self._load_more()
+        row = self.current()
+        if row is not None and row.status == "error":
+            self._load_failure(row.span_id)  # a failed call says why as soon as it is highlighted
+        else:
+            self.query_one("#requests-failure", Static).display = False
+
+    @work(thread=True, exclusive=True, group="failure")
+    def _load_failure(self, span_id: str) -> None:
+        try:
+            message = self.reader.status_message(span_id)
+        except StoreError:
+            message = None
+        self.post_message(self.FailureLoaded(span_id, message))
+
+    @on(FailureLoaded)
+    def _failure_loaded(self, message: FailureLoaded) -> None:
+        row = self.current()
+        line = self.query_one("#requests-failure", Static)
+        line.display = row is not None and row.span_id == message.span_id
+        if line.display:
+            text = Text("failed: ", style="bold #ff5f5f")
+            text.append(message.message or "no message recorded", style="#ff5f5f")
+            text.append("  (enter opens the trace)", style="dim")
+            line.update(text)
 
     def current(self) -> RequestRow | None:
         i = self.table.cursor_row

@@ -223,6 +223,11 @@ class StoreReader:
 
         return self._read(run)
 
+    def status_message(self, span_id: str) -> str | None:
+        """Why a span ended in error, as stored (scrubbed when it was recorded), printable."""
+        return self._read(lambda conn: _printable(first_row(conn.execute(
+            "SELECT max(status_message) FROM spans WHERE span_id = ?", [span_id]))[0]))
+
     def selection_whole_call_ms(self, flt: CompiledFilter) -> float | None:
         """The median latency of the filtered client passes that could not be split (no first token seen: a
         buffered answer, a failed call), which the selection's time bar shows as the whole call."""
