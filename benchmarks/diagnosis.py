@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from diagnosis_corpus import CASES, Case, Ctx  # noqa: E402
 from diagnosis_corpus_ends import ENDS_SERVERS  # noqa: E402
+from diagnosis_corpus_harm import HARM_SERVERS  # noqa: E402
 from diagnosis_corpus_variants import VARIANT_SERVERS  # noqa: E402
 from diagnosis_engines import ENGINE_CASES, N_REQUESTS, emit_case  # noqa: E402
 from diagnosis_foreign_corpus import FOREIGN_CASES  # noqa: E402
@@ -64,6 +65,7 @@ SERVERS: dict[str, list[str]] = {
     "smol_speculative": ["--model", "default", "--speculative", "draft"],
 }
 SERVERS.update(VARIANT_SERVERS)  # flag sets of diagnosis_corpus_variants.py
+SERVERS.update(HARM_SERVERS)  # issue 35's loops, harm and mechanism cases: diagnosis_corpus_harm.py
 SERVERS.update(ENDS_SERVERS)  # and of diagnosis_corpus_ends.py
 LLMTRACE = [sys.executable, "-m", "llmtrace.cli"]
 

@@ -57,6 +57,7 @@ from diagnosis_corpus_context import (
     summary_drops_ids_inferred,
 )
 from diagnosis_corpus_ends import ENDS_CASES
+from diagnosis_corpus_harm import HARM_CASES
 from diagnosis_corpus_holdout import HOLDOUT_CASES
 from diagnosis_corpus_load import (
     batch_greedy,
@@ -166,3 +167,6 @@ CASES: tuple[Case, ...] = (
          ("gen.stop", "safety.stop_reason")),
 ) + VARIANT_CASES + PHRASING_CASES + HOLDOUT_CASES + ENDS_CASES  # other SDKs, positions, flags: _variants.py,
 # _phrasings.py, session 15's hold-out probes: _holdout.py, and issue 35's early ends and intake rewrites: _ends.py
+
+# issue 35's loops vs fan-out, a batch-invariant server's bursts, greedy answers by the prefix-cache path
+CASES = CASES + HARM_CASES  # (diagnosis_corpus_harm.py)

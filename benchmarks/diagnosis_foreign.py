@@ -9,9 +9,13 @@ instrumentation-openai), openinference (openinference-instrumentation-openai), l
 callback; litellm-anthropic: the same against the server's Anthropic Messages API), langchain (langchain-
 openai's ChatOpenAI under openinference's openai instrumentor). CALLS_JSON is a file holding
 ``{"model": ..., "calls": [{"messages": [...], "max_tokens": N, "stream": bool, "tools"?, "stop"?,
-"api"?: "responses"}],
+"api"?: "responses", "turn"?: id, "tools_run"?: [{"name", "arguments", "result"?, "error"?}]}],
 "content": bool?}``. Each package's own content-capture switch is turned on, as a user who wants prompt
 analysis would, unless ``content`` is false (then no prompt text leaves the app).
+
+Calls that name a ``turn`` run inside one agent span a turn, and the tools in a call's ``tools_run`` follow it as
+tool spans, written as that instrumentation's users write them (an agent's own spans: OTel GenAI
+``execute_tool``, OpenInference TOOL, OpenLLMetry ``@tool``).
 
 A separate process per app: instrumentations patch the SDK module-wide.
 """
@@ -95,6 +99,46 @@ def _litellm(endpoint: str, base_url: str, service: str, model: str, calls: list
     trace.get_tracer_provider().force_flush()  # type: ignore[attr-defined]
 
 
+# An agent's own spans as each instrumentation's users write them (the packages above trace the model calls
+# only): the turn that holds the calls, and each tool the agent ran after a call, its arguments and result.
+_AGENT = {"otel-v2": {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "orders"},
+          "openinference": {"openinference.span.kind": "AGENT"},
+          "openllmetry": {"traceloop.span.kind": "agent", "traceloop.entity.name": "orders"}}
+
+
+def _tool_attrs(which: str, run: dict[str, Any]) -> dict[str, Any]:
+    result = run.get("result")
+    if which == "openinference":
+        return {"openinference.span.kind": "TOOL", "tool.name": run["name"], "input.value": run["arguments"],
+                **({"output.value": result} if result is not None else {})}
+    if which == "openllmetry":
+        return {"traceloop.span.kind": "tool", "traceloop.entity.name": run["name"],
+                "traceloop.entity.input": json.dumps({"args": [], "kwargs": json.loads(run["arguments"])}),
+                **({"traceloop.entity.output": result} if result is not None else {})}
+    return {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": run["name"],
+            "gen_ai.tool.call.arguments": run["arguments"], **({"gen_ai.tool.call.result": result} if result else {})}
+
+
+def _agent_calls(tp: Any, which: str, client: Any, model: str, calls: list[dict[str, Any]]) -> None:
+    """Calls grouped by their "turn" under one agent span each; after a call, the tools in its "tools_run"."""
+    from opentelemetry.trace import Status, StatusCode
+
+    tracer = tp.get_tracer("corpus-agent")
+    k = 0
+    while k < len(calls):
+        turn = calls[k].get("turn")
+        with tracer.start_as_current_span("invoke_agent orders", attributes=_AGENT.get(which, _AGENT["otel-v2"])):
+            while k < len(calls) and calls[k].get("turn") == turn:
+                _openai_calls(client, model, [calls[k]])
+                for run in calls[k].get("tools_run") or ():
+                    with tracer.start_as_current_span(f"execute_tool {run['name']}",
+                                                      attributes=_tool_attrs(which, run)) as span:
+                        if run.get("error"):
+                            span.set_attribute("error.type", run["error"])
+                            span.set_status(Status(StatusCode.ERROR, run["error"]))
+                k += 1
+
+
 def main() -> None:
     which, calls_file, endpoint, base_url, service = sys.argv[1:6]
     spec = json.loads(Path(calls_file).read_text())
@@ -135,7 +179,11 @@ def main() -> None:
     else:
         import openai
 
-        _openai_calls(openai.OpenAI(base_url=base_url, api_key=API_KEY, max_retries=0), model, calls)
+        client = openai.OpenAI(base_url=base_url, api_key=API_KEY, max_retries=0)
+        if any("turn" in c for c in calls):
+            _agent_calls(tp, which, client, model, calls)
+        else:
+            _openai_calls(client, model, calls)
     tp.shutdown()
     print("sent", len(calls))
 

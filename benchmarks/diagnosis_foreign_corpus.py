@@ -19,6 +19,7 @@ import uuid
 from typing import Any
 
 from diagnosis_corpus import Case
+from diagnosis_corpus_harm import HARM_FOREIGN_CASES
 from diagnosis_corpus_holdout import HOLDOUT_FOREIGN_CASES
 from diagnosis_corpus_variants import VARIANT_FOREIGN_CASES
 
@@ -331,3 +332,6 @@ FOREIGN_CASES: tuple[Case, ...] = tuple(
     Case(cid, _no_app, expect, capture=capture, via=via, calls=calls) for cid, via, calls, expect, capture in FOREIGN
 ) + tuple(Case(cid, _no_app, expect, capture=capture, via=via, calls=calls, content=False)
           for cid, via, calls, expect, capture in NO_CONTENT) + VARIANT_FOREIGN_CASES + HOLDOUT_FOREIGN_CASES
+
+# issue 35's agent tool spans from other instrumentations: loops vs fan-out (diagnosis_corpus_harm.py)
+FOREIGN_CASES = FOREIGN_CASES + HARM_FOREIGN_CASES
