@@ -7,9 +7,12 @@
   ``execute_tool`` spans, OpenInference TOOL spans, OpenLLMetry ``@tool`` spans; diagnosis_foreign.py emits
   them after a call with ``tools_run``, inside one agent span per ``turn``);
 - a server batch-invariant on purpose: bursts of twelve streams (slower a stream than alone, the setting's
-  expected cost) with a timestamp planted at the top of the system prompt; the twin the same bursts, clean;
-- greedy answers that differ by the prefix-cache path: the bundled SmolLM2 in bfloat16 asked one story three
-  times, one request at a time (a cold prefill, then cache hits); the twin in float32 (needs --real-model).
+  expected cost) with a timestamp planted at the top of the system prompt; the twin the same bursts, clean.
+
+Greedy answers that differ by the prefix-cache path are not a case here: served as a process, the bundled
+SmolLM2 in bfloat16 gave one answer to one story asked 3 and 4 times one at a time (cold prefill, then 32 cached
+tokens) in both tries, so no run planted the cause; tests/analyzers/test_analyzers_numerics.py holds the
+mechanism where the answers do differ (in-process server), and skips where they agree.
 """
 
 from __future__ import annotations
@@ -22,10 +25,7 @@ from typing import Any
 
 from diagnosis_corpus_common import POLICY, Case, Ctx
 
-HARM_SERVERS: dict[str, list[str]] = {
-    "smol_bf16": ["--model", "default", "--dtype", "bfloat16"],
-    "smol_f32": ["--model", "default", "--dtype", "float32"],
-}
+HARM_SERVERS: dict[str, list[str]] = {}  # the cases use the corpus's own flag sets
 
 DEPOT = ("You run order support for Kestrel Outdoor. Look an order up before you say where it is, never promise "
          "a delivery date, and offer a refund only for orders lost in transit. Answer in two sentences. ") * 2
@@ -190,18 +190,6 @@ def invariant_bursts_clock_anthropic(c: Ctx, twin: bool) -> None:
         one(100 + burst)
 
 
-# ── greedy answers and the prefix-cache path (the bundled model) ─────────────────────────────────────────
-STORY = [{"role": "user", "content": "Write a short story about a lighthouse keeper who finds a message in a bottle."}]
-
-
-def greedy_prefix_cache_path(c: Ctx, twin: bool) -> None:
-    """One story asked three times at temperature 0, one request at a time: the first prefills the prompt, the
-    next two start from the cached prefix. In bfloat16 that changes the arithmetic enough to flip a greedy
-    token; the twin serves float32, where the answers agree."""
-    for _ in range(3):
-        c.ask(STORY, max_tokens=20)
-
-
 HARM_CASES: tuple[Case, ...] = (
     Case("tool_stuck_vs_fan_out", tool_stuck_vs_fan_out, ("loop.tool_dispatch", "loop.budget")),
     Case("tool_near_same_vs_steps", tool_near_same_vs_steps, ("loop.tool_dispatch", "loop.budget")),
@@ -210,8 +198,6 @@ HARM_CASES: tuple[Case, ...] = (
          "invariant", "invariant"),
     Case("invariant_bursts_clock_anthropic", invariant_bursts_clock_anthropic,
          ("cache.prefix_match", "intake.system_prompt"), "invariant", "invariant"),
-    Case("greedy_prefix_cache_path", greedy_prefix_cache_path, ("cache.prefix_match",), "smol_bf16", "smol_f32",
-         model="smol"),
 )
 
 
