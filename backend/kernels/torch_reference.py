@@ -49,6 +49,9 @@ class TorchPagedAttention:
         # which code path serves which kind of query (recorded on forward.attention)
         native = "" if self.native is None else "decode_bfloat16=native_paged," + (
             "prefill_bfloat16=native_paged," if cpu_native.has_bf16_dot() else "")
+        # float32 caches (a CPU without bfloat16 dot products): the AVX2 paged decode kernel where it builds
+        self.native_f32 = not invariant and cpu_native.avx2_library() is not None
+        native += "decode_float32=native_paged," if self.native_f32 else ""
         self.kernel_path = (
             "all=invariant_tiles" if invariant
             else f"{native}decode=grouped_matmul,prefill=sdpa_causal,prefill_after_cache=grouped_matmul"
@@ -104,6 +107,13 @@ class TorchPagedAttention:
             max_len = max(meta.seq_lens_list[i] for i in rows)
             out = self.native.paged_decode(q, k_cache, v_cache, meta.block_tables, meta.seq_lens, index, max_len,
                                            scale)
+            if out is not None:
+                return out
+        if self.native_f32 and k_cache.dtype == torch.float32:  # a float32 model: the AVX2 kernel, pages in place
+            index = None if len(rows) == meta.block_tables.shape[0] else self._rows_index(rows)
+            max_len = max(meta.seq_lens_list[i] for i in rows)
+            out = cpu_native.paged_decode_f32(q, k_cache, v_cache, meta.block_tables, meta.seq_lens, index, max_len,
+                                              scale)
             if out is not None:
                 return out
         batch, heads, dim = q.shape

@@ -43,7 +43,7 @@ _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
 _tried = False
 load_error = ""  # why the library is not in use (for the trace and for tests)
-_gemv: ctypes.CDLL | None = None  # the AVX2 GEMV library, where the full one does not build
+_gemv: ctypes.CDLL | None = None  # the AVX2 library (GEMV, float32 decode attention)
 _gemv_tried = False
 gemv_error = ""
 
@@ -192,17 +192,15 @@ def _build_gemv() -> ctypes.CDLL:
         raise RuntimeError(f"this CPU ({features.isa}) lacks AVX2/FMA/F16C: no native GEMV")
     lib = ctypes.CDLL(str(_compile("cpu_gemv_avx2", (GEMV_SOURCE,), GEMV_FLAGS)))
     _set_gemv_types(lib)
+    lib.paged_decode_f32.restype = ctypes.c_int
+    lib.paged_decode_f32.argtypes = [_p, _p, _p, _p, _i, _p, _p, _i, _i, _i, _i, _i, ctypes.c_float, _p, _p, _i]
     return lib
 
 
-def gemv_library() -> ctypes.CDLL | None:
-    """The library whose ``quant_gemv`` serves narrow rows on the exact GGUF codes: the full native library
-    where it builds (AVX-512), else the AVX2 GEMV alone (``cpu_gemv_avx2.c``) where the CPU has AVX2, FMA and
-    F16C; None where neither (see ``gemv_error``)."""
+def avx2_library() -> ctypes.CDLL | None:
+    """``cpu_gemv_avx2.c``'s library (the AVX2 GEMV and the float32 paged decode attention) where the CPU has
+    AVX2, FMA and F16C, AVX-512 or not; None where it cannot be used (see ``gemv_error``)."""
     global _gemv, _gemv_tried, gemv_error
-    lib = load()
-    if lib is not None:
-        return lib
     if _gemv_tried:
         return _gemv
     with _lock:
@@ -214,10 +212,40 @@ def gemv_library() -> ctypes.CDLL | None:
             else:
                 try:
                     _gemv = _build_gemv()
-                except Exception as exc:  # no compiler, a build error: torch's int4 kernel serves
+                except Exception as exc:  # no compiler, a build error: torch's kernels serve
                     gemv_error = f"{type(exc).__name__}: {exc}"
             _gemv_tried = True
     return _gemv
+
+
+def gemv_library() -> ctypes.CDLL | None:
+    """The library whose ``quant_gemv`` serves narrow rows on the exact GGUF codes: the full native library
+    where it builds (AVX-512), else the AVX2 one; None where neither."""
+    return load() or avx2_library()
+
+
+def paged_decode_f32(
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
+    seq_lens: torch.Tensor, rows: torch.Tensor | None, max_len: int, scale: float,
+) -> torch.Tensor | None:
+    """``paged_decode`` for a float32 cache (a float32 model's decode steps), from the AVX2 library: the pages
+    read in place; None where it cannot take these inputs (no library, head size not 64, ...)."""
+    lib = avx2_library()
+    if lib is None or q.dtype != torch.float32 or k_cache.dtype != torch.float32 or q.device.type != "cpu":
+        return None
+    if block_tables.dtype != torch.int32 or seq_lens.dtype != torch.int32 or q.shape[-1] != 64:
+        return None
+    q = q.contiguous()
+    tables, lens = block_tables.contiguous(), seq_lens.contiguous()
+    n, heads, dim = q.shape
+    _, block_size, kv_heads, _ = k_cache.shape
+    out = torch.empty_like(q)
+    stride = max_len + 8
+    scratch = torch.empty(torch.get_num_threads() * 8 * stride, dtype=torch.float32)
+    rc = lib.paged_decode_f32(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), tables.data_ptr(),
+                              tables.shape[1], lens.data_ptr(), None if rows is None else rows.data_ptr(), n, heads,
+                              kv_heads, dim, block_size, scale, out.data_ptr(), scratch.data_ptr(), stride)
+    return out if rc == 0 else None
 
 
 def paged_decode(

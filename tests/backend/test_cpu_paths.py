@@ -233,3 +233,33 @@ def test_gemv_on_the_exact_gguf_codes_on_each_path(path: str, forced, gguf_path:
             ref = x.bfloat16().double() @ exact.T  # the rows as given; out rounded once: a bfloat16 step
             assert half is not None
             assert ((half.double() - ref).abs().max(1).values <= ref.abs().max(1).values * 2**-7).all(), rows
+
+
+def test_float32_paged_decode_attention_reads_pages_in_place() -> None:
+    """The AVX2 decode attention over a float32 paged cache (a float32 model's decode steps): scattered pages,
+    lengths 1 to 500 (not multiples of 8 or of the block), rows picked out of the table, against float64."""
+    if cpu_native.avx2_library() is None:
+        pytest.fail(f"no AVX2 library on this CPU: {cpu_native.gemv_error}")
+    gen = torch.Generator().manual_seed(4)
+    lens, bs = [37, 500, 1, 130], 16
+    num_blocks = sum(-(-n // bs) for n in lens) + 4
+    perm = torch.randperm(num_blocks, generator=gen)
+    tables = torch.zeros(len(lens), max(-(-n // bs) for n in lens), dtype=torch.int32)
+    used = 0
+    for i, n in enumerate(lens):
+        tables[i, : -(-n // bs)] = perm[used : used + -(-n // bs)].int()
+        used += -(-n // bs)
+    kc, vc = torch.randn(num_blocks, bs, 3, 64, generator=gen), torch.randn(num_blocks, bs, 3, 64, generator=gen)
+    q = torch.randn(3, 9, 64, generator=gen)
+    rows = torch.tensor([3, 1, 2])  # query row i attends over table row rows[i]
+    got = cpu_native.paged_decode_f32(q, kc, vc, tables, torch.tensor(lens, dtype=torch.int32), rows, 500, 0.125)
+    assert got is not None
+    for i, row in enumerate(rows.tolist()):
+        blocks = tables[row, : -(-lens[row] // bs)].long()
+        k = kc[blocks].reshape(-1, 3, 64)[: lens[row]].double()
+        v = vc[blocks].reshape(-1, 3, 64)[: lens[row]].double()
+        probs = torch.softmax(torch.einsum("hgd,lhd->hgl", q[i].double().view(3, 3, 64), k) * 0.125, dim=-1)
+        want = torch.einsum("hgl,lhd->hgd", probs, v).reshape(9, 64)
+        assert (got[i].double() - want).abs().max().item() < 1e-5, row
+    assert cpu_native.paged_decode_f32(q.bfloat16(), kc, vc, tables, torch.tensor(lens, dtype=torch.int32), rows,
+                                       500, 0.125) is None  # a bfloat16 query is not its input
