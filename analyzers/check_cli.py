@@ -80,9 +80,9 @@ def compare(current: Metrics, baseline: Metrics, *, max_hit_drop: float = 0.05, 
     (analyzers/check_interval.py): pass when all of it is within the allowance, fail when all of it is past,
     inconclusive when it straddles the allowance or a side has too few passes to resample (a small run's cold
     first call, or its mix of answers, is no regression, and no proof of none either)."""
-    for name, v in (("max_hit_drop", max_hit_drop), ("max_ttft_increase", max_ttft_increase),
-                    ("max_cost_increase", max_cost_increase)):
-        if v < 0:
+    for name, allowed in (("max_hit_drop", max_hit_drop), ("max_ttft_increase", max_ttft_increase),
+                          ("max_cost_increase", max_cost_increase)):
+        if allowed < 0:
             raise ValueError(f"{name} must be >= 0")
     out = []
     if current.hit_rate is None or baseline.hit_rate is None:
@@ -112,12 +112,10 @@ def compare(current: Metrics, baseline: Metrics, *, max_hit_drop: float = 0.05, 
         if cur is None or base is None:
             out.append(Verdict(metric, label, cur, base, "", True, skipped="not recorded on one side"))
             continue
-        c_sample, b_sample = _samples(current, metric), _samples(baseline, metric)
+        c_sample, b_sample = _readings(current, metric), _readings(baseline, metric)
         q = 0.5 if metric == "ttft_p50_ms" else 0.95
-        stat: Callable[[list[float]], float] = (
-            (lambda xs, q=q: percentile(xs, q) or 0.0) if metric.startswith("ttft_") else (lambda xs: sum(xs) / len(xs)))
         # (a baseline of one or two passes: no interval, see _decide; an older file that kept no sample: its number)
-        iv = None if _few(baseline, b_sample) else ratio_interval(c_sample, b_sample, stat, base)
+        iv = None if _few(baseline, b_sample) else ratio_interval(c_sample, b_sample, _statistic(metric, q), base)
         v = _decide(metric, label, current, baseline, cur <= base * (1 + limit) + 1e-12,
                     f"allowed increase {limit:.0%}", iv, 1 + limit, lambda x: f"{x - 1:+.0%}")
         if (not v.ok or v.inconclusive) and metric.startswith("ttft_"):
@@ -158,6 +156,19 @@ def _value(side: Metrics, metric: str) -> float | None:
     return {"cache_hit_rate": side.hit_rate, "ttft_p50_ms": side.ttft_p50_ms, "ttft_p95_ms": side.ttft_p95_ms,
             "cost_per_request_usd": side.cost_per_request_usd,
             "billed_tokens_per_request": side.billed_tokens_per_request}[metric]
+
+
+def _statistic(metric: str, q: float) -> Callable[[list[float]], float]:
+    """What a metric compares of each side's readings: a TTFT quantile, or the mean (cost, billed tokens)."""
+    if metric.startswith("ttft_"):
+        return lambda xs: percentile(xs, q) or 0.0
+    return lambda xs: sum(xs) / len(xs)
+
+
+def _readings(side: Metrics, metric: str) -> Sequence[float]:
+    """The per-pass readings behind one side's value of a ratio metric (TTFTs, billed tokens or costs)."""
+    return side.ttft_sample if metric.startswith("ttft_") else \
+        side.billed_sample if metric.startswith("billed_") else side.cost_sample
 
 
 def _samples(side: Metrics, metric: str) -> Sequence[object]:

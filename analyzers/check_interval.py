@@ -12,6 +12,7 @@ import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from llmtrace.analyzers.stats import BOOT_CAP
 
@@ -42,7 +43,10 @@ def _bounds(values: list[float]) -> Interval:
     return Interval(values[int(LOW_Q * (len(values) - 1))], values[math.ceil(HIGH_Q * (len(values) - 1))])
 
 
-def _capped(rng: random.Random, xs: list[object]) -> list[object]:
+T = TypeVar("T")
+
+
+def _capped(rng: random.Random, xs: list[T]) -> list[T]:
     return rng.sample(xs, BOOT_CAP) if len(xs) > BOOT_CAP else xs
 
 
@@ -56,7 +60,7 @@ def drop_interval(baseline: Sequence[tuple[float, float]], current: Sequence[tup
     if len(c) < MIN_PASSES or (len(b) < MIN_PASSES and baseline_value is None):
         return None
     rng = random.Random(seed)
-    b, c = _capped(rng, b), _capped(rng, c)  # type: ignore[arg-type]
+    b, c = _capped(rng, b), _capped(rng, c)
 
     def rate(pairs: list[tuple[float, float]]) -> float:
         d = sum(y for _, y in pairs)
@@ -65,8 +69,8 @@ def drop_interval(baseline: Sequence[tuple[float, float]], current: Sequence[tup
     fixed = None if len(b) >= MIN_PASSES else float(baseline_value or 0.0)
     drops = []
     for _ in range(ROUNDS):
-        before = fixed if fixed is not None else rate(rng.choices(b, k=len(b)))  # type: ignore[arg-type]
-        drops.append(before - rate(rng.choices(c, k=len(c))))  # type: ignore[arg-type]
+        before = fixed if fixed is not None else rate(rng.choices(b, k=len(b)))
+        drops.append(before - rate(rng.choices(c, k=len(c))))
     return _bounds(drops)
 
 
@@ -78,7 +82,7 @@ def ratio_interval(current: Sequence[float], baseline: Sequence[float], stat: Ca
     if len(c) < MIN_PASSES or (len(b) < MIN_PASSES and not baseline_value):
         return None
     rng = random.Random(seed)
-    b, c = _capped(rng, b), _capped(rng, c)  # type: ignore[assignment,arg-type]
+    b, c = _capped(rng, b), _capped(rng, c)
     ratios = []
     for _ in range(ROUNDS):
         num = stat(rng.choices(c, k=len(c)))
