@@ -16,10 +16,17 @@ the peer the targets are measured against); and llama.cpp through llama-cpp-pyth
 timed around its ``generate`` (``llamacpp_python_`` keys, the second peer). Each llama.cpp peer's batch-1 runs
 are interleaved with ours; one that is not installed is skipped with a note.
 
-Environment: BENCH_ENGINE_DTYPE (bfloat16), BENCH_ENGINE_TOKENS (128), BENCH_ENGINE_REPEATS (2, best
+The JSON records which CPU produced it: the flags the engine's choices read (``cpu_flags``: avx2, avx512f,
+avx512_bf16, avx512_vnni, amx...), what ``LLMTRACE_CPU_PATH`` hid (``cpu_flags_hidden``, ``cpu_path_forced``),
+torch's own ISA report (``torch_cpu_capability``), the threads, and the compute path the engine chose per phase
+(``compute_path``, as ``serve``'s ready line says it). ``LLMTRACE_CPU_PATH=nobf16`` measures the no-bfloat16
+path on a CPU that has bfloat16.
+
+Environment: BENCH_ENGINE_DTYPE (auto: the engine's choice for this CPU), BENCH_ENGINE_TOKENS (128), BENCH_ENGINE_REPEATS (2, best
 run kept), BENCH_ENGINE_THREADS (torch's default; on an oversubscribed machine one thread is faster; the
 recorded runs use 1, for every peer alike), BENCH_ENGINE_PEERS ("hf,llamacpp"; "llamacpp" runs both llama.cpp
-peers), BENCH_RESULTS_DIR (write the JSON elsewhere: a quick check must not replace the recorded results).
+peers), BENCH_RESULTS_DIR (write the JSON elsewhere: a quick check must not replace the recorded results),
+BENCH_ENGINE_BATCHES ("8,16": the aggregate batches; "" skips them), BENCH_ENGINE_RESULT (the results file's name, ``engine``: e.g. ``engine_avx2`` for another CPU kind's row).
 Run: ``python benchmarks/engine.py`` (or ``make bench ONLY=engine``).
 """
 
@@ -37,11 +44,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import save  # noqa: E402
 
-DTYPE = os.environ.get("BENCH_ENGINE_DTYPE", "bfloat16")
+DTYPE = os.environ.get("BENCH_ENGINE_DTYPE", "auto")
 TOKENS = int(os.environ.get("BENCH_ENGINE_TOKENS", "128"))
 THREADS = int(os.environ.get("BENCH_ENGINE_THREADS", "0"))
 PEERS = os.environ.get("BENCH_ENGINE_PEERS", "hf,llamacpp").split(",")
 REPEATS = int(os.environ.get("BENCH_ENGINE_REPEATS", "2"))
+BATCHES = [int(b) for b in os.environ.get("BENCH_ENGINE_BATCHES", "8,16").split(",") if b.strip()]
+RESULT = os.environ.get("BENCH_ENGINE_RESULT", "engine")  # results/<name>.json: one file per CPU kind or path
 PROMPT_LEN = 500
 LONG_LEN = 1000
 
@@ -137,7 +146,7 @@ def bench_engine(peers: list[NativePeer | PythonPeer] | None = None) -> dict[str
     dec_untimed = max(r[1] for r in untimed)
     out["decode_tok_s_b1_untimed"] = round(dec_untimed, 2)
     out["stage_timing_overhead"] = round(1 - dec / dec_untimed, 3) if dec_untimed else 0.0  # share slower when on
-    for batch in (8, 16):
+    for batch in BATCHES:
         _, dec = best(lambda b=batch: run([prompt(tk, PROMPT_LEN, next(variant)) for _ in range(b)], TOKENS))
         out[f"decode_tok_s_b{batch}_aggregate"] = round(dec, 2)
     colds, cacheds = [], []
@@ -151,6 +160,8 @@ def bench_engine(peers: list[NativePeer | PythonPeer] | None = None) -> dict[str
     out["ttft_cached90_ms"] = round(cached * 1e3, 1)
     out["ttft_cached90_over_cold"] = round(cached / cold, 3)
     out["attention_backend"] = engine.attention.name  # type: ignore[assignment]
+    out["compute_path"] = engine.compute_path_summary()  # type: ignore[assignment]
+    out["engine_dtype"] = engine.config.dtype  # type: ignore[assignment]
     return out
 
 
@@ -321,6 +332,8 @@ class PythonPeer:
 
 
 def main() -> None:
+    from llmtrace.backend.model.cpu_features import detect
+
     if THREADS:
         torch.set_num_threads(THREADS)
     results: dict[str, object] = {
@@ -328,6 +341,7 @@ def main() -> None:
         "new_tokens": TOKENS,
         "threads": torch.get_num_threads(),
         "load_average_at_start": round(os.getloadavg()[0], 2),
+        **detect().as_dict(),  # the CPU that produced these numbers (and what LLMTRACE_CPU_PATH hid)
     }
     peers: list[NativePeer | PythonPeer] = []
     skipped: dict[str, str] = {}
@@ -362,8 +376,9 @@ def main() -> None:
     lc_b1 = results.get("llamacpp_decode_tok_s_b1")
     if isinstance(lc_b1, float) and lc_b1 > 0:  # targets (issue 22): >= 1.0, >= 3, >= 4
         results["decode_b1_over_llamacpp"] = round(results["decode_tok_s_b1"] / lc_b1, 2)  # type: ignore[operator]
-        results["decode_b16_aggregate_over_llamacpp_b1"] = round(
-            results["decode_tok_s_b16_aggregate"] / lc_b1, 2)  # type: ignore[operator]
+        if "decode_tok_s_b16_aggregate" in results:
+            results["decode_b16_aggregate_over_llamacpp_b1"] = round(
+                results["decode_tok_s_b16_aggregate"] / lc_b1, 2)  # type: ignore[operator]
     lc_pf = results.get("llamacpp_prefill_tok_s")
     if isinstance(lc_pf, float) and lc_pf > 0:
         results["prefill_over_llamacpp"] = round(results["prefill_tok_s"] / lc_pf, 2)  # type: ignore[operator]
@@ -374,7 +389,7 @@ def main() -> None:
     results["load_average_at_end"] = round(os.getloadavg()[0], 2)
     if max(results["load_average_at_start"], results["load_average_at_end"]) > (os.cpu_count() or 1):  # type: ignore[call-overload]
         results["note"] = "measured under load: other processes shared the CPUs (see the load averages)"
-    save("engine", results)
+    save(RESULT, results)
 
 
 if __name__ == "__main__":
