@@ -24,6 +24,7 @@ from llmtrace.tracer import health
 from llmtrace.tracer import recording as rec
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
+from llmtrace.tracer.settings import env
 
 from .prices import NO_PRICE, PassPrice, from_genai_prices
 from .usage import Usage
@@ -124,7 +125,7 @@ def load_prices(path: str | os.PathLike[str] | None = None) -> PriceTable:
     global _table, _user_table
     bundled = PriceTable.from_json(json.loads(_BUNDLED.read_text()))
     table, user_table = bundled, None
-    user = path if path is not None else os.environ.get("LLMTRACE_PRICES") or None
+    user = path if path is not None else env("LLMTRACE_PRICES")
     if user is not None:
         p = Path(user)
         try:

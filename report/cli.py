@@ -11,10 +11,11 @@ Exit status: 0 written, 2 it could not be (no store, bad --since, the charting e
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
+
+from llmtrace.tracer.settings import env
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     t = time.perf_counter()
     try:
         with read_store(args.db, args.parquet, store=args.store, env_store=True) as conn:
-            source = args.store or args.parquet or str(args.db or "") or os.environ.get("LLMTRACE_STORE", "")
+            source = args.store or args.parquet or str(args.db or "") or (env("LLMTRACE_STORE") or "")
             report = build_report(conn, Options(selection=Selection(since, args.service), max_traces=args.max_traces,
                                                 source=source))
     except ChartsUnavailable as exc:

@@ -14,6 +14,38 @@ CAPTURE_MODES: tuple[str, ...] = ("none", "hashes", "full")
 A = TypeVar("A")
 D = TypeVar("D")
 
+# Every environment variable llmtrace reads, and what it sets. Code reads them through ``env`` (or ``resolve``),
+# never os.environ: tests/tracer/test_settings_env.py fails on an LLMTRACE_ name read anywhere else or not
+# listed here.
+ENVIRONMENT: dict[str, str] = {
+    "LLMTRACE_DB": "the store's DuckDB file (default ./llmtrace.duckdb)",
+    "LLMTRACE_STORE": "a store URL for the readers (clickhouse://, chdb://, a Parquet glob) instead of --db",
+    "LLMTRACE_CAPTURE": "none | hashes | full: how much prompt and output text is kept (default hashes)",
+    "LLMTRACE_DEPLOY": "the deploy label recorded on every span",
+    "LLMTRACE_STRICT": "1: unknown stage ids raise instead of warning (the tests set it)",
+    "LLMTRACE_SHUTDOWN_TIMEOUT_S": "how long shutdown may wait for the store (default 5 s)",
+    "LLMTRACE_HASH_KEY": "the key of the keyed hashes, hex (default: one kept beside the store)",
+    "LLMTRACE_PRICES": "a JSON file of prices per model that wins over the bundled ones",
+    "LLMTRACE_COLLECT_TOKEN": "the bearer token `llmtrace collect` asks senders for",
+    "LLMTRACE_PASS_TABLE": "0: the readers use the plain passes view, not the pass table",
+    "LLMTRACE_TARGET_TTFT_MS": "a time-to-first-token target; a setting's expected cost is info below it",
+    "LLMTRACE_TARGET_TPOT_MS": "a time-per-output-token target; a setting's expected cost is info below it",
+    "LLMTRACE_API_KEY": "the key `llmtrace serve` asks clients for",
+    "LLMTRACE_CACHE": "where `llmtrace model pull` keeps models (default ~/.cache/llmtrace)",
+    "LLMTRACE_NATIVE": "0: the engine does not build or use its native CPU kernels",
+    "LLMTRACE_CPU_PATH": "forces the engine's CPU compute path (e.g. the no-bf16 fallback on a bf16 CPU)",
+}
+
+
+def env(name: str) -> str | None:
+    """The variable's value, stripped; None when it is unset or empty. ``name`` must be in ENVIRONMENT."""
+    if name not in ENVIRONMENT and not name.startswith(("OTEL_", "GITHUB_", "XDG_")):
+        raise KeyError(f"{name} is not a setting llmtrace reads (add it to tracer/settings.py ENVIRONMENT)")
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return None
+    return value.strip()
+
 
 def resolve(arg: A | None, env: str, default: D) -> A | D | str:
     """The argument if given, else the environment variable (a string) if set and not empty, else the default."""

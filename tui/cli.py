@@ -4,12 +4,11 @@ ClickHouse store (``--store clickhouse://HOST:8123/DB``, ``chdb://PATH``, or ``$
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 from pathlib import Path
 
-from llmtrace.tracer.settings import resolve_db
+from llmtrace.tracer.settings import env, resolve_db
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from .data.store_reader import StoreReader
 
     named = args.db or args.db_option
-    store = args.store or (os.environ.get("LLMTRACE_STORE") if not named else None)
+    store = args.store or (env("LLMTRACE_STORE") if not named else None)
     path: Path | str = str(store) if is_clickhouse_url(store) else resolve_db(named or store)
     initial = initial_filter(args)
     if initial is None:

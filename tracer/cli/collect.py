@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import threading
@@ -18,7 +17,7 @@ from pathlib import Path
 
 from llmtrace.tracer.collect.conns import Timeouts
 from llmtrace.tracer.collect.server import Collector, CollectorConfig
-from llmtrace.tracer.settings import resolve_db
+from llmtrace.tracer.settings import env, resolve_db
 from llmtrace.tracer.storage.retention import RetentionPolicy, parse_age, parse_size
 from llmtrace.tracer.storage.store import StoreError, check_existing_store
 
@@ -79,7 +78,7 @@ def resolve_token(args: argparse.Namespace) -> str | None:
             print(f"llmtrace collect: warning: {path} is readable by other users (chmod 600 it)", file=sys.stderr,
                   flush=True)
     else:
-        token = (os.environ.get("LLMTRACE_COLLECT_TOKEN") or "").strip()
+        token = env("LLMTRACE_COLLECT_TOKEN") or ""
     if token and any(ord(ch) < 33 or ord(ch) > 126 for ch in token):
         raise ValueError("the token must be printable ASCII without spaces (it is sent in an HTTP header)")
     return token or None
@@ -91,7 +90,7 @@ def config_from_args(args: argparse.Namespace) -> CollectorConfig:
         max_bytes=parse_size(args.max_size) if args.max_size else None,
         max_age_s=parse_age(args.max_age) if args.max_age else None,
     )
-    capture = args.capture or os.environ.get("LLMTRACE_CAPTURE") or "hashes"
+    capture = args.capture or env("LLMTRACE_CAPTURE") or "hashes"
     max_body = parse_size(args.max_body)
     return CollectorConfig(
         db=resolve_db(args.db), host=args.host, port=args.port, token=token,

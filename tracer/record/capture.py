@@ -25,6 +25,7 @@ import threading
 from pathlib import Path
 
 from llmtrace.tracer.record import health
+from llmtrace.tracer.settings import env
 
 _mode: str = "hashes"
 _key: bytes | None = None  # set by init (use_store_key); a random per-process key until then
@@ -102,9 +103,9 @@ def store_key(store: str | os.PathLike[str]) -> bytes:
 
     Creation is atomic (written aside, then hard-linked into place), so processes starting together on one
     store agree on one key."""
-    env = os.environ.get(KEY_ENV)
-    if env:
-        return _parse_key(env)
+    given = env(KEY_ENV)
+    if given:
+        return _parse_key(given)
     path = key_path(store)
     try:
         return _parse_key(path.read_text())
@@ -132,8 +133,8 @@ def use_store_key(store: str | os.PathLike[str] | None) -> None:
     read or created is warned about once and a random key used: hashes then match only within the process."""
     global _key
     try:
-        key = store_key(store) if store is not None else (_parse_key(os.environ[KEY_ENV])
-                                                          if os.environ.get(KEY_ENV) else secrets.token_bytes(32))
+        given = env(KEY_ENV)
+        key = store_key(store) if store is not None else (_parse_key(given) if given else secrets.token_bytes(32))
     except OSError as exc:
         health.count("hash_key_unavailable", 1, f"cannot read or create the hash key for {store} ({exc}); "
                      "hashes use a random key of this process and will not match other processes")
@@ -148,8 +149,8 @@ def _current_key() -> bytes:
     if key is None:
         with _key_lock:
             if _key is None:
-                env = os.environ.get(KEY_ENV)
-                _key = _parse_key(env) if env else secrets.token_bytes(32)
+                given = env(KEY_ENV)
+                _key = _parse_key(given) if given else secrets.token_bytes(32)
             key = _key
     return key
 

@@ -22,12 +22,12 @@ that notices (it compares the count each batch and the whole fingerprint every `
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import duckdb
 import pyarrow as pa
 
+from llmtrace.tracer.settings import env
 from llmtrace.tracer.storage.views import (
     PASS_OPERATIONS,
     SCHEMA_VERSION,
@@ -42,7 +42,7 @@ ENV = "LLMTRACE_PASS_TABLE"
 
 
 def enabled() -> bool:
-    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+    return (env(ENV) or "1").lower() not in ("0", "false", "no", "off")
 
 
 # What a pass row is made of: a pass span's columns (a hand-made UPDATE of a deploy changes this)

@@ -20,6 +20,7 @@ from typing import TypeGuard
 
 import duckdb
 
+from llmtrace.tracer.settings import env
 from llmtrace.tracer.storage.views import SCHEMA_VERSION, TABLES_SQL, views_sql
 
 
@@ -415,7 +416,7 @@ def read_store(db: str | os.PathLike[str] | None, parquet: str | None = None, *,
     ``span_filter`` limits spans and every view to one service / time window; ``locked`` applies
     ``lock_read_only`` (``llmtrace sql`` runs people's queries on it)."""
     active = span_filter if span_filter and span_filter.where() else None
-    url = store or (os.environ.get("LLMTRACE_STORE") if env_store and db is None and not parquet else None)
+    url = store or (env("LLMTRACE_STORE") if env_store and db is None and not parquet else None)
     if is_clickhouse_url(url):
         from llmtrace.tracer.storage.clickhouse import open_read
 
