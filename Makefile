@@ -19,7 +19,7 @@ DEMO_STAMP := $(VENV)/.demo-$(HASH)
 JOBS ?= auto
 ONLY ?=
 # pytest-xdist's workers; each test file runs whole on one worker (the model servers they share start once)
-PYTEST := $(BIN)/python -m pytest -q -rs --durations=25 -n $(JOBS) --dist loadfile
+PYTEST := $(BIN)/python -m pytest -q -rfEs --durations=30 -n $(JOBS) --dist loadfile
 LOCK := uv pip compile pyproject.toml --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
 	--override requirements/torch-cpu.txt --no-emit-package torch --generate-hashes \
 	$(if $(wildcard /opt/wheels),--find-links /opt/wheels)
