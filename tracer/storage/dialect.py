@@ -14,7 +14,7 @@ What the rewrites keep equal (DuckDB semantics, spelt in ClickHouse):
   number or a list), NULL for a missing key or a JSON null; ``[*]`` gives the list of texts.
 - ``json_type`` names (ARRAY, VARCHAR, BIGINT, ...), ``CAST(x AS JSON)`` (JSON text stays text).
 - ``least``/``greatest`` skip NULLs, ``//`` is exact integer division, ``median``/``quantile_cont`` interpolate exactly,
-  ``list(x ORDER BY y)``, list slices ``[i:j]``, ``mode``, ``histogram``, ``bool_or``/``bool_and``,
+  ``list(x ORDER BY y)``, list slices ``[i:j]``, ``split_part``, ``mode``, ``histogram``, ``bool_or``/``bool_and``,
   ``UNION ALL BY NAME`` (columns matched by name), ``MATERIALIZED`` CTEs, temporary tables (Memory tables),
   and ``?`` parameters (bound as literals: ClickHouse's HTTP and in-process paths have no ``?``).
 """
@@ -277,6 +277,11 @@ def _rewrite(tree: exp.Expr) -> exp.Expr:
             return _ch(f"JSONHas({_sql(doc)}{''.join(', ' + a for a in parsed[0])})")
         if isinstance(node, exp.Length):
             return _ch(f"length({_sql(node.this)})")
+        if isinstance(node, exp.SplitPart):
+            # DuckDB's split_part(s, sep, n): 1-based, negative from the end, '' out of range (arrayElement's
+            # default too), NULL for NULL; splitByString takes no Nullable, so the NULL is kept outside it
+            s, sep, n = (_sql(node.args[k]) for k in ("this", "delimiter", "part_index"))
+            return _ch(f"if(({s}) IS NULL, NULL, arrayElement(splitByString({sep}, assumeNotNull({s})), {n}))")
         if isinstance(node, exp.Select):
             # ClickHouse names a projected `r.x` "r.x"; DuckDB names it x
             node.set("expressions", [exp.alias_(e, e.name) if isinstance(e, exp.Column) and e.table
