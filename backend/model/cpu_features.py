@@ -27,6 +27,8 @@ from pathlib import Path
 
 import torch
 
+from llmtrace.tracer.settings import env
+
 ENV = "LLMTRACE_CPU_PATH"
 FORCED_PATHS = ("auto", "nobf16", "avx2")
 # the flags the engine's choices read, as /proc/cpuinfo spells them (recorded by the benchmarks too)
@@ -40,7 +42,7 @@ _ISA_ORDER = (("amx_bf16", "amx"), ("avx512_bf16", "avx512_bf16"), ("avx512_vnni
 
 def forced_path() -> str:
     """``LLMTRACE_CPU_PATH``, checked: ``auto`` when unset; ValueError for a value it does not know."""
-    value = os.environ.get(ENV, "auto").strip().lower() or "auto"
+    value = (env(ENV) or "auto").lower()
     if value not in FORCED_PATHS:
         raise ValueError(f"{ENV} must be one of {', '.join(FORCED_PATHS)}, got {value!r}")
     return value

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from llmtrace.backend.model import cpu_features
+from llmtrace.tracer.settings import env
 
 SOURCE = Path(__file__).with_name("cpu_native.c")
 # compiled together into one library; the header holds helpers both use
@@ -173,7 +174,7 @@ def load() -> ctypes.CDLL | None:
     with _lock:
         if _tried:
             return _lib
-        if os.environ.get("LLMTRACE_NATIVE", "1") == "0":
+        if env("LLMTRACE_NATIVE") == "0":
             load_error = "disabled by LLMTRACE_NATIVE=0"
         elif platform.system() != "Linux":
             load_error = f"native kernels are built on Linux only (this is {platform.system()})"
@@ -205,7 +206,7 @@ def avx2_library() -> ctypes.CDLL | None:
         return _gemv
     with _lock:
         if not _gemv_tried:
-            if os.environ.get("LLMTRACE_NATIVE", "1") == "0":
+            if env("LLMTRACE_NATIVE") == "0":
                 gemv_error = "disabled by LLMTRACE_NATIVE=0"
             elif platform.system() != "Linux":
                 gemv_error = f"native kernels are built on Linux only (this is {platform.system()})"
