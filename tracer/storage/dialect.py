@@ -288,6 +288,7 @@ def _rewrite(tree: exp.Expr) -> exp.Expr:
                                      and not isinstance(e.this, exp.Star) else e for e in node.expressions])
             for j in node.args.get("joins") or []:
                 _asof_key(node, j)
+            _order_by_alias(node)
         if isinstance(node, exp.Join) and isinstance(node.this, exp.Subquery) and not node.this.alias:
             # ClickHouse wants a name for a joined subquery (DuckDB needs none)
             node.set("this", exp.alias_(node.this, f"_joined_{len(joined)}", table=True))
@@ -299,6 +300,25 @@ def _rewrite(tree: exp.Expr) -> exp.Expr:
         return node
 
     return _postorder(tree, post)
+
+
+def _order_by_alias(select: exp.Select) -> None:
+    """DuckDB's ORDER BY binds a bare name to the select list's alias first (``sum(wasted) AS wasted ...
+    ORDER BY wasted`` orders by the sum); under prefer_column_name_to_alias (which WHERE and the aggregates
+    need, clickhouse.py) ClickHouse binds it to the source column, an error in a GROUP BY query and another
+    order elsewhere. Such a name is replaced by the aliased expression itself."""
+    order = select.args.get("order")
+    if order is None:
+        return
+    aliased = {e.alias: e.this for e in select.expressions if isinstance(e, exp.Alias)}
+    for item in order.expressions:
+        key = item.this if isinstance(item, exp.Ordered) else None
+        if not isinstance(key, exp.Column) or key.table or key.name not in aliased:
+            continue
+        target = aliased[key.name]
+        if isinstance(target, exp.Column) and target.name == key.name:
+            continue  # `t.x AS x`: the same column either way
+        item.set("this", target.copy())
 
 
 def _floaty(node: exp.Expr) -> bool:
