@@ -35,6 +35,7 @@ CASES = [
     f"split_part(g || '::' || k, '::', 2) AS multi, split_part(g, ':', 3) AS beyond FROM {T} ORDER BY k",
     f"SELECT g, sum(v) AS v, count(*) FILTER (WHERE v > 10) AS k FROM {T} GROUP BY g ORDER BY v DESC NULLS LAST, k, g",
     f"SELECT k, -v AS v FROM {T} ORDER BY v NULLS FIRST, k",
+    f"SELECT coalesce(TRY_CAST(json_extract_string(j, '$.n') AS BIGINT), length(g)) AS n FROM {T} ORDER BY k",
     f"SELECT k, g FROM {T} WHERE k <= 2 UNION ALL BY NAME SELECT g, k FROM {T} WHERE k > 3 ORDER BY k",
     "WITH a AS (SELECT * FROM (VALUES (1, 100), (2, 250)) AS a(id, t)), "
     "b AS (SELECT * FROM (VALUES ('x', 90), ('y', 200)) AS b(name, t_end)) "

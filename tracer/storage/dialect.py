@@ -275,8 +275,8 @@ def _rewrite(tree: exp.Expr) -> exp.Expr:
             if parsed is None or parsed[1]:
                 raise TranspileError(f"json_exists path {path.sql()} has no ClickHouse form here")
             return _ch(f"JSONHas({_sql(doc)}{''.join(', ' + a for a in parsed[0])})")
-        if isinstance(node, exp.Length):
-            return _ch(f"length({_sql(node.this)})")
+        if isinstance(node, exp.Length):  # DuckDB's length is a BIGINT; UInt64 has no supertype with Int64
+            return _ch(f"toInt64(length({_sql(node.this)}))")
         if isinstance(node, exp.SplitPart):
             # DuckDB's split_part(s, sep, n): 1-based, negative from the end, '' out of range (arrayElement's
             # default too), NULL for NULL; splitByString takes no Nullable, so the NULL is kept outside it
