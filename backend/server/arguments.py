@@ -14,6 +14,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port (0 picks a free one; default 8000)")
     parser.add_argument("--db", default=None, help="trace store (default: LLMTRACE_DB or ./llmtrace.duckdb)")
     parser.add_argument("--deploy", default=None, help="deploy label recorded on every span")
+    parser.add_argument("--otlp-endpoint", default=None, metavar="URL",
+                        help="also export every span over OTLP/HTTP to this endpoint, e.g. http://127.0.0.1:4318 "
+                             "(default: OTEL_EXPORTER_OTLP_ENDPOINT; the store still gets them)")
     parser.add_argument("--capture", choices=("none", "hashes", "full"), default=None,
                         help="how much prompt/output text the store keeps (default: hashes)")
     parser.add_argument("--replicas", type=int, default=1,

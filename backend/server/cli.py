@@ -141,7 +141,8 @@ def run(args: argparse.Namespace) -> int:
     # interval every handoff can cost the loop 5 ms, and one /health answer needs dozens of them.
     sys.setswitchinterval(0.001)
     api_key = _api_key(args)
-    tracer.init(db=args.db, service_name="llmtrace-serve", deploy=args.deploy, capture=args.capture)
+    tracer.init(db=args.db, service_name="llmtrace-serve", deploy=args.deploy, capture=args.capture,
+                otlp_endpoint=args.otlp_endpoint)
     service = None
     try:
         t0 = time.perf_counter()
