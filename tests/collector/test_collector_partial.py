@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import socket
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -35,12 +36,15 @@ def col(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningCollector]:
 
 def _vllm_span(tracer: object, i: int, run: str) -> None:
     queue = BAD_QUEUE.get(i, 0.01 * (i % 5))
-    s = tracer.start_span("llm_request", kind=SpanKind.SERVER, attributes={  # type: ignore[attr-defined]
+    # vLLM starts its request span at the request's arrival, so the span holds the latencies it reports:
+    # collect tells their unit (s here, as vLLM V0 and SGLang write them) from the span's length
+    end = time.time_ns()
+    s = tracer.start_span("llm_request", kind=SpanKind.SERVER, start_time=end - 200_000_000, attributes={  # type: ignore[attr-defined]
         "gen_ai.response.model": "m", "gen_ai.usage.prompt_tokens": 30, "gen_ai.usage.completion_tokens": 5,
         "gen_ai.latency.time_in_queue": queue, "gen_ai.latency.time_to_first_token": 0.05,
         "gen_ai.latency.time_in_model_prefill": 0.02, "gen_ai.latency.time_in_model_decode": 0.04,
         "run": run, "i": i})
-    s.end()
+    s.end(end_time=end)
 
 
 def test_stock_exporter_vllm_spans_with_nan_inf_and_1e400_all_stored(col: RunningCollector) -> None:
