@@ -236,7 +236,7 @@ def test_a_deploy_that_moves_the_block_up_fails_check_and_is_named(tmp_path: Pat
     # (check explains the fall by cost_after_deploy's finding: the system prompt's hash changed on every call at
     # both deploys, so it names no segment that moved, and the two findings keep separate causes)
     blocks = [f["title"] for f in found if "changing block" in f["title"]]
-    assert len(blocks) == 1 and "of the system since deploy v2" in blocks[0], [f["title"] for f in found]
+    assert len(blocks) == 1 and "of the system prompt since deploy v2" in blocks[0], [f["title"] for f in found]
 
 
 # A single value (a clock, a request id) ahead of the fixed instructions in the user's own message is the
