@@ -31,6 +31,10 @@ class Terminal:
     def tmux(self, *args: str) -> str:
         env = {**os.environ, "TERM": "xterm-256color"}
         env.pop("TMUX", None)
+        # the app sizes itself from the terminal, unless COLUMNS/LINES say otherwise: under pytest-xdist's
+        # workers they said 80x24 and the help screen's last rows were out of sight
+        env.pop("COLUMNS", None)
+        env.pop("LINES", None)
         out = subprocess.run(["tmux", "-L", self.socket, *args], check=True, capture_output=True, text=True,
                              env=env, timeout=20)
         return out.stdout
@@ -86,9 +90,11 @@ def test_explore_in_a_real_terminal(support_store: Path, terminal_factory: list[
     assert "Traceback" not in first
     term.keys("Enter")  # open the newest pass's trace
     # the stage pane explains the highlighted server pass once the trace has rendered; the rows are waited for
-    # too (the waterfall draws again once its pane has settled its size: a loaded machine caught it between)
-    term.wait_for("trace ", "4 passes · 2 tools", "client chat smollm2-135m", "server pass",
-                  "forward.prefill", "execute_tool search_kb")
+    # too (the waterfall draws again once its pane has settled its size: a loaded machine caught it between).
+    # Which stage rows show depends on where the waterfall scrolled to follow the highlighted (last) pass, so
+    # the rows asked for are the ones beside it: the tool spans, then the last pass's client and server rows
+    term.wait_for("trace ", "4 passes · 2 tools", "client chat smollm2-135m", "server chat smollm2-135m",
+                  "server pass", "execute_tool search_kb")
     term.keys("3")  # phase 3 only: the cache stages stay, the others go
     only_cache = term.wait_for("12 cache.prefix_match", "only Cache & reuse")
     assert "forward.prefill" not in only_cache
