@@ -39,7 +39,7 @@ ENVIRONMENT: dict[str, str] = {
 
 def env(name: str) -> str | None:
     """The variable's value, stripped; None when it is unset or empty. ``name`` must be in ENVIRONMENT."""
-    if name not in ENVIRONMENT and not name.startswith(("OTEL_", "GITHUB_", "XDG_")):
+    if name not in ENVIRONMENT:
         raise KeyError(f"{name} is not a setting llmtrace reads (add it to tracer/settings.py ENVIRONMENT)")
     value = os.environ.get(name)
     if value is None or value.strip() == "":
