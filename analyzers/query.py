@@ -27,8 +27,7 @@ from llmtrace.tracer.storage.store import (
 from llmtrace.tracer.storage.views import (
     PASS_OPERATIONS,
     json_values,
-    passes_select,
-    requests_select,
+    passes_from_spans,
     stage_value_types,
 )
 
@@ -217,7 +216,7 @@ class Query:
             return name
         # The same SELECT the view is made of, over the windowed spans (the view itself may be missing
         # from a store an older version wrote and opened read-only here).
-        rel = f"({passes_select('(' + requests_select(self.spans, self.json_checked) + ')')})"
+        rel = passes_from_spans(self.spans, self.json_checked)
         where = "" if self.service is None else f" WHERE service = {_quote(self.service)}"
         self.conn.execute(f"{create} {rel}{where}")
         return name

@@ -166,12 +166,12 @@ def export_passes(db: str | Path, out_dir: str | Path, *, since_ns: int | None =
     dataset, DIR.passes/date=YYYY-MM-DD/service=NAME/passes_<uuid>.parquet; returns the pass count.
 
     One read of the store: a pass joins its client and server spans, which a time slice could split."""
-    from llmtrace.tracer.storage.views import passes_select, requests_select
+    from llmtrace.tracer.storage.views import passes_from_spans
 
     out = passes_dir(out_dir)
     _prepare(out, append, overwrite)
     spans = "spans" if since_ns is None else f"(SELECT * FROM spans WHERE start_ns >= {int(since_ns)})"
-    rel = f"({passes_select('(' + requests_select(spans) + ')')})"
+    rel = passes_from_spans(spans)
     with read_connection(db) as conn:
         n = conn.execute(f"SELECT count(*) FROM {rel}").fetchone()
         if n and n[0]:

@@ -31,8 +31,7 @@ from llmtrace.tracer.settings import env
 from llmtrace.tracer.storage.views import (
     PASS_OPERATIONS,
     SCHEMA_VERSION,
-    passes_select,
-    requests_select,
+    passes_from_spans,
 )
 
 PASSES_TABLE = "llmtrace_passes"
@@ -94,7 +93,7 @@ VERIFY_S = 60.0  # and checks the whole stamp (a scan of the pass spans) at its 
 
 
 def _select(spans: str) -> str:
-    return f"SELECT * FROM ({passes_select('(' + requests_select(spans) + ')')})"
+    return f"SELECT * FROM {passes_from_spans(spans)}"
 
 
 def _has_table(conn: duckdb.DuckDBPyConnection, name: str) -> bool:

@@ -320,6 +320,15 @@ def pass_table(conn: object) -> str | None:
         return None
 
 
+def passes_source(conn: object, spans: str = "spans", json_checked: bool = False) -> str:
+    """The one relation of logical passes every reader takes (analyzers, explorer, report, export,
+    ClickHouse): the store's kept pass rows where it has them (:func:`pass_table`), else the ``passes``
+    view's SELECT over ``spans`` (so a store an older version wrote works read-only)."""
+    from llmtrace.tracer.storage.views import passes_from_spans
+
+    return pass_table(conn) or passes_from_spans(spans, json_checked)
+
+
 def bind_pass_table(conn: duckdb.DuckDBPyConnection) -> None:
     """Let ``pass_table`` name the store's ``llmtrace_passes`` for this connection when its writer's stamp says
     it holds the passes of every span now (tracer/storage/pass_table.py); else the passes come from spans."""

@@ -236,6 +236,14 @@ def passes_select(requests: str = "requests") -> str:
         FROM j LEFT JOIN td ON td.trace_id = j.trace_id"""
 
 
+def passes_from_spans(spans: str = "spans", json_checked: bool = False) -> str:
+    """The ``passes`` view's rows built from the span relation ``spans``, as a parenthesized relation: the
+    one spelling of "passes over these spans" (the store's view, the kept pass table's build, the analyzers'
+    run, the explorer, the report and ``export`` read it; tracer/storage/store.py ``passes_source`` prefers a
+    kept table where the store has one). ``json_checked``: see :func:`json_values`."""
+    return f"({passes_select('(' + requests_select(spans, json_checked) + ')')})"
+
+
 def views_sql(source: str = "spans", deploys: str = "deploys") -> list[str]:
     """CREATE VIEW statements for the people-facing views over ``source``."""
     return [

@@ -26,7 +26,7 @@ from llmtrace.tracer.storage.store import (
     StoreError,
     bind_pass_table,
     is_clickhouse_url,
-    pass_table,
+    passes_source,
     read_connection,
 )
 from llmtrace.tracer.storage.time_views import WHOLE_CALL
@@ -34,8 +34,6 @@ from llmtrace.tracer.storage.views import (
     PASS_OPERATIONS,
     capped_cached_sql,
     hit_rate_sql,
-    passes_select,
-    requests_select,
 )
 
 from .filter_expr import CompiledFilter
@@ -291,7 +289,7 @@ def _cache_report(conn: duckdb.DuckDBPyConnection, n: int) -> CacheReport:
     # works read-only).
     # A name of its own: on ClickHouse the "temporary" table is a Memory table other readers of the server
     # see, so it is dropped whatever happens below (in DuckDB it would die with the connection).
-    source = pass_table(conn) or f"({passes_select('(' + requests_select('spans') + ')')})"
+    source = passes_source(conn)
     tui_passes = f"tui_passes_{uuid.uuid4().hex[:12]}"
     conn.execute(f"""CREATE TEMP TABLE {tui_passes} AS
         SELECT trace_id, start_ns, coalesce(deploy, '(none)') AS deploy, prompt_tokens AS prompt,
