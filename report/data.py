@@ -9,16 +9,15 @@ over the selection (``--since``, ``--service``) and shared with them. The time v
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 
 import duckdb
 
 from llmtrace.analyzers.query import Query, Row
 from llmtrace.tracer.registry import stage_ids as S
 from llmtrace.tracer.storage.fetch import first_row, scalar
+from llmtrace.tracer.storage.span_records import SPAN_RECORD_COLUMNS, SpanRecord, span_record
 from llmtrace.tracer.storage.time_views import WHOLE_CALL_TITLE
 from llmtrace.tracer.storage.views import PASS_OPERATIONS, capped_cached_sql, hit_rate_sql
 
@@ -50,38 +49,7 @@ class Summary:
     prompt_text_stored: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
-    span_id: str
-    parent_span_id: str | None
-    name: str
-    operation: str | None
-    stage: str | None
-    phase: str | None
-    service: str | None
-    start_ns: int
-    end_ns: int
-    status: str | None
-    attributes: MappingProxyType[str, object]
-    status_message: str | None = None  # why the span ended in error (scrubbed when it was stored)
-
-    @property
-    def duration_ms(self) -> float:
-        return max(0, self.end_ns - self.start_ns) / 1e6
-
-    @property
-    def self_ms(self) -> float | None:
-        v = self.attributes.get(SELF_MS)
-        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-    @property
-    def is_pass(self) -> bool:
-        return self.operation in ("chat", "text_completion", "generate_content")
-
-    @property
-    def side(self) -> str | None:
-        v = self.attributes.get("llmtrace.side")
-        return str(v) if v is not None else None
+Span = SpanRecord  # one span record for the report and the explorer (tracer/storage/span_records.py)
 
 
 class ReportData:
@@ -368,14 +336,12 @@ class ReportData:
         near = (f" AND start_ns BETWEEN {int(lo) - HOUR_NS} AND {int(hi) + HOUR_NS}"
                 if lo is not None and n == len(set(trace_ids)) else "")
         rows = self.conn.execute(
-            "SELECT trace_id, span_id, parent_span_id, name, operation, stage, phase, service, start_ns, end_ns, status, "
-            f"CAST(attributes AS VARCHAR), status_message FROM {self.query.spans} WHERE trace_id IN ({marks}){near} "
+            f"SELECT trace_id, {SPAN_RECORD_COLUMNS} FROM {self.query.spans} WHERE trace_id IN ({marks}){near} "
             f"QUALIFY row_number() OVER (PARTITION BY trace_id ORDER BY start_ns, span_id) <= {MAX_TRACE_SPANS} "
             "ORDER BY trace_id, start_ns, span_id", list(trace_ids)).fetchall()
         out: dict[str, list[Span]] = {t: [] for t in trace_ids}
-        for tid, sid, parent, name, op, stage, phase, service, start, end, status, attrs, message in rows:
-            out[str(tid)].append(Span(sid, parent, name, op, stage, phase, service, start, end, status,
-                                      MappingProxyType(_decode(attrs)), message))
+        for row in rows:
+            out[str(row[0])].append(span_record(row[1:]))
         return out
 
     def pass_rows(self, trace_ids: Sequence[str]) -> dict[str, list[Row]]:
@@ -405,13 +371,3 @@ def _time_view(name: str) -> Callable[[str], str] | None:
 
 def _int(v: int | None) -> int | None:
     return None if v is None else int(v)
-
-
-def _decode(text: str | None) -> dict[str, object]:
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}

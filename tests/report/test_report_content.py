@@ -259,7 +259,8 @@ def test_waterfall_draws_self_time_solid_and_the_envelope_faint() -> None:
 
     def span(sid: str, parent: str | None, stage: str | None, start: int, end: int, **attrs: object) -> Span:
         return Span(sid, parent, stage or "chat m", "chat" if stage is None else None, stage,
-                    stage.split(".")[0] if stage else None, "s", start * ms, end * ms, "ok", MappingProxyType(attrs))
+                    stage.split(".")[0] if stage else None, "s", None, start * ms, end * ms, "ok",
+                    attributes=MappingProxyType(attrs))
 
     spans = [span("p", None, None, 0, 100, **{"llmtrace.side": "server"}),
              span("a", "p", "forward.attention", 10, 100, **{"llmtrace.stage.self_ms": 40.0}),  # an envelope

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
-from llmtrace.tracer.storage.views import PASS_OPERATION_NAMES
-
-TOOL_OPERATION = "execute_tool"
+# one span record for every reader of a trace's spans (the report's trace pages too)
+from llmtrace.tracer.storage.span_records import TOOL_OPERATION as TOOL_OPERATION
+from llmtrace.tracer.storage.span_records import SpanRecord as SpanRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,42 +42,6 @@ class RequestPage:
     total: int
     offset: int
     store_passes: int  # passes in the whole store, to tell "empty store" from "filter matched nothing"
-
-
-@dataclass(frozen=True, slots=True)
-class SpanRecord:
-    """One span of a trace with its attributes decoded."""
-
-    span_id: str
-    parent_span_id: str | None
-    name: str
-    operation: str | None
-    stage: str | None
-    phase: str | None
-    service: str | None
-    deploy: str | None
-    start_ns: int
-    end_ns: int
-    status: str | None
-    status_message: str | None
-    attributes: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
-
-    @property
-    def duration_ms(self) -> float:
-        return max(0, self.end_ns - self.start_ns) / 1e6
-
-    @property
-    def is_pass(self) -> bool:
-        return self.operation in PASS_OPERATION_NAMES
-
-    @property
-    def is_tool(self) -> bool:
-        return self.operation == TOOL_OPERATION
-
-    @property
-    def side(self) -> str | None:
-        value = self.attributes.get("llmtrace.side")
-        return str(value) if value is not None else None
 
 
 @dataclass(frozen=True, slots=True)

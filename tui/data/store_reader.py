@@ -7,14 +7,12 @@ Only the visible page of requests is read; sorting, filtering and the cache char
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, TypeVar
 
 import duckdb
@@ -22,6 +20,7 @@ import duckdb
 from llmtrace.tracer.cli.console import printable
 from llmtrace.tracer.registry import stage_ids as S
 from llmtrace.tracer.storage.fetch import first_row, scalar
+from llmtrace.tracer.storage.span_records import SPAN_RECORD_COLUMNS, span_record
 from llmtrace.tracer.storage.store import (
     StoreError,
     bind_pass_table,
@@ -44,7 +43,6 @@ from .records import (
     DeployMark,
     RequestPage,
     RequestRow,
-    SpanRecord,
     StoreStamp,
     TraceRecord,
 )
@@ -237,12 +235,11 @@ class StoreReader:
     def trace(self, trace_id: str) -> TraceRecord:
         def run(conn: duckdb.DuckDBPyConnection) -> TraceRecord:
             rows = conn.execute(
-                "SELECT span_id, parent_span_id, name, operation, stage, phase, service, deploy, start_ns, end_ns, "
-                "status, status_message, CAST(attributes AS VARCHAR) FROM spans WHERE trace_id = ? "
+                f"SELECT {SPAN_RECORD_COLUMNS} FROM spans WHERE trace_id = ? "
                 f"ORDER BY start_ns, span_id LIMIT {MAX_TRACE_SPANS}",
                 [trace_id],
             ).fetchall()
-            spans = tuple(_span_record(r) for r in rows)
+            spans = tuple(span_record(r, _printable) for r in rows)
             return TraceRecord(trace_id, spans, _breakdown(conn, [s.span_id for s in spans if s.is_pass]))
 
         return self._read(run)
@@ -375,13 +372,6 @@ def _breakdown(conn: duckdb.DuckDBPyConnection,
     return {k: tuple(v) for k, v in out.items()}
 
 
-def _span_record(row: tuple[Any, ...]) -> SpanRecord:
-    """A row of the trace query: SpanRecord's fields in order, the attributes' JSON last."""
-    sid, parent, name, op, stage, phase, service, deploy, start, end, status, message = map(_printable, row[:12])
-    return SpanRecord(sid, parent, name, op, stage, phase, service, deploy, start, end, status, message,
-                      MappingProxyType(_decode(row[12])))
-
-
 def _printable(value: Any) -> Any:
     """Strings from the store with control characters shown as escapes: any OTLP sender can put a
     terminal escape in a span name or a value, and the explorer draws straight onto the terminal. A driver
@@ -393,16 +383,6 @@ def _printable(value: Any) -> Any:
     if isinstance(value, dict):
         return {printable(str(k)): _printable(v) for k, v in value.items()}
     return value
-
-
-def _decode(text: str | None) -> dict[str, object]:
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {}
-    return _printable(value) if isinstance(value, dict) else {}
 
 
 def _describe(path: Path, exc: duckdb.Error) -> str:
