@@ -69,6 +69,15 @@ PASS_VALUES: tuple[BoundaryValue, ...] = (
       "content_filter, error, other), as the collector derived it", when="on foreign spans mapped by llmtrace collect"),
     V("llmtrace.content_capture", "str", "", "the capture mode the collector applied to the span's prompt and output", when="on foreign spans mapped by llmtrace collect"),
     V("llmtrace.finish_reasons.raw", "str", "", "the finish reasons exactly as the foreign instrumentation stored them", when="on foreign spans mapped by llmtrace collect"),
+    V("llmtrace.join.by", "str", "", "how the collector put an engine's trace under the client call it served where "
+      "no traceparent reached the engine: response_id (the client's gen_ai.response.id is the engine's request id)",
+      when="on an engine's pass span joined to its client span by llmtrace collect"),
+    V("llmtrace.join.key", "str", "", "the id both sides named (the client's response id, the engine's request id)",
+      when="on an engine's pass span joined to its client span by llmtrace collect"),
+    V("llmtrace.join.trace_id", "str", "", "the engine's own trace id before the join (what the engine's logs say)",
+      when="on an engine's pass span joined to its client span by llmtrace collect"),
+    V("llmtrace.join.parent_span_id", "str", "", "the engine pass span's own parent before the join",
+      when="on an engine's pass span joined to its client span by llmtrace collect"),
     # ── usage: who measured it ───────────────────────────────────────────────────────────────
     V("llmtrace.usage.source", "str", "", "provider (reported), estimated (counted with a tokenizer) or none"),
     V("llmtrace.usage.requested", "bool", "", "true when the middleware asked a stream for its usage"),
