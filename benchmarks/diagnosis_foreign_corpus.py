@@ -19,6 +19,7 @@ import uuid
 from typing import Any
 
 from diagnosis_corpus import Case
+from diagnosis_corpus_ends_foreign import ENDS_FOREIGN_CASES
 from diagnosis_corpus_harm import HARM_FOREIGN_CASES
 from diagnosis_corpus_holdout import HOLDOUT_FOREIGN_CASES
 from diagnosis_corpus_variants import VARIANT_FOREIGN_CASES
@@ -335,3 +336,5 @@ FOREIGN_CASES: tuple[Case, ...] = tuple(
 
 # issue 35's agent tool spans from other instrumentations: loops vs fan-out (diagnosis_corpus_harm.py)
 FOREIGN_CASES = FOREIGN_CASES + HARM_FOREIGN_CASES
+# and their early ends, stop strings met inside content (diagnosis_corpus_ends_foreign.py)
+FOREIGN_CASES = FOREIGN_CASES + ENDS_FOREIGN_CASES

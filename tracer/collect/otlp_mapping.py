@@ -80,6 +80,7 @@ from llmtrace.tracer.collect.otlp_segments import (
     output_attributes,
     segment_attributes,
 )
+from llmtrace.tracer.collect.otlp_stop import stop_row
 from llmtrace.tracer.collect.otlp_tools import tool_values
 from llmtrace.tracer.record import capture
 from llmtrace.tracer.registry import names as N
@@ -281,6 +282,9 @@ class Mapper:
             penalties = penalty_values(attrs)  # the penalties the request asked for (numbers, any capture mode)
             if penalties:
                 mapped.extra.append(self._row(span_hex, S.GEN_PENALTIES, start_ns, start_ns, penalties))
+            ended = stop_row(attrs, mapped.attributes, status_message, self.capture_mode)  # how it ended (otlp_stop.py)
+            if ended:
+                mapped.extra.append(self._row(span_hex, S.GEN_STOP, end_ns, end_ns, ended))
             if self._content:  # the readers below read text only: an engine's pass span has none (ingest speed)
                 self._text_rows(mapped, attrs, span_hex, start_ns, end_ns, service)
         return mapped
