@@ -5,10 +5,9 @@ they run the same over a DuckDB file and over a Parquet export.
 
 from __future__ import annotations
 
-import json
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +23,9 @@ from llmtrace.tracer.storage.store import (
     trace_spans_sql,
     windowed_spans_sql,
 )
+from llmtrace.tracer.storage.typed_values import SQL_TYPES, ValueSpec, typed
+from llmtrace.tracer.storage.typed_values import attr as attr  # re-exported: the analyzers' SQL helpers
+from llmtrace.tracer.storage.typed_values import struct_spec as struct_spec
 from llmtrace.tracer.storage.views import (
     PASS_OPERATIONS,
     json_values,
@@ -41,22 +43,6 @@ SKEW_NS = 60 * 10**9
 
 # the span columns a stage's relation carries beside its values (Query.stage_sql)
 _STAGE_COLUMNS = "trace_id, span_id, parent_span_id, start_ns, duration_ms, deploy, service"
-_TYPES = {"int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "str": "VARCHAR", "str[]": "VARCHAR[]"}
-
-def struct_spec(values: dict[str, tuple[str, str]]) -> str:
-    """A json_transform structure for (boundary-value name, type) pairs, quoted for SQL."""
-    return json.dumps({n: _TYPES[t] for n, t in values.values()}).replace("'", "''")
-
-
-def attr(name: str, typ: str = "str", column: str = "attributes") -> str:
-    """SQL for one attribute of a span: ``typ`` is int, float, bool, str, or str[] for a list."""
-    key = name.replace("'", "''")
-    if typ == "str[]":
-        return f"json_extract_string({column}, '$.\"{key}\"[*]')"
-    text = f"json_extract_string({column}, '$.\"{key}\"')"
-    if typ == "str":
-        return text
-    return f"TRY_CAST({text} AS {_TYPES[typ]})"
 
 
 # What DuckDB's block allocator may keep of the buffer memory a run frees (tables, hash tables, CTEs):
@@ -301,14 +287,14 @@ class Query:
         rows = self.rows(sql, params)
         return rows[0] if rows else {}
 
-    def stage(self, stage_id: str, values: dict[str, tuple[str, str]], where: str = "",
+    def stage(self, stage_id: str, values: ValueSpec, where: str = "",
               extra: str = "") -> list[Row]:
         """Rows of one stage's spans: trace/span/parent ids, start, duration, deploy, plus ``values``
-        (alias -> (boundary-value name, type)); ``where`` filters on those aliases."""
+        (alias -> value name, its type from the registry); ``where`` filters on those aliases."""
         sql = f"SELECT * FROM {self.stage_sql(stage_id, values, extra)} {('WHERE ' + where) if where else ''}"
         return self.rows(sql)
 
-    def flagged(self, stage_id: str, values: dict[str, tuple[str, str]], where: str,
+    def flagged(self, stage_id: str, values: ValueSpec, where: str,
                 aggs: str = "") -> tuple[Row, tuple[str, ...]] | None:
         """The "count the flagged spans, quote a few" check many analyzers make: over a stage's spans that
         match ``where``, one row with ``n`` and the ``aggs`` (SQL select items over the ``values`` aliases),
@@ -368,16 +354,18 @@ class Query:
         row = self.conn.execute(f"SELECT count(*) FROM {self.spans} WHERE stage = '{stage_id}'").fetchone()
         return int(row[0]) if row else 0
 
-    def stage_sql(self, stage_id: str, values: dict[str, tuple[str, str]], extra: str = "",
+    def stage_sql(self, stage_id: str, values: ValueSpec, extra: str = "",
                   source: str | None = None) -> str:
         """The same relation as :meth:`stage`, as SQL to build on. Each span's JSON is parsed once. ``source``:
         a relation of the window's spans to read them from instead of all of them (:meth:`stage_spans_sql`, for
         a query that reads several stages' spans of the same few passes in one scan); an export's per-stage
-        datasets are read as they are."""
+        datasets are read as they are. ``values``: alias -> value name (a registry constant), typed as the stage
+        declares it (tracer/storage/typed_values.py; a name the stage does not declare is an error)."""
+        values = typed(stage_id, values)
         if self.exported:
-            typed = self._exported_stage_sql(stage_id, values, extra)
-            if typed is not None:
-                return typed
+            rel = self._exported_stage_sql(stage_id, values, extra)
+            if rel is not None:
+                return rel
         cols = ", ".join(f'v."{n}" AS {alias}' for alias, (n, _) in values.items())
         return (f"(SELECT {_STAGE_COLUMNS}{', ' + cols if cols else ''} FROM (SELECT *, "
                 f"{json_values(struct_spec(values), self.json_checked)} AS v FROM {source or self.spans} "
@@ -404,23 +392,23 @@ class Query:
             self._columns[view] = frozenset(str(r[0]) for r in rows)
         return self._columns[view]
 
-    def _exported_stage_sql(self, stage_id: str, values: dict[str, tuple[str, str]], extra: str) -> str | None:
+    def _exported_stage_sql(self, stage_id: str, values: Mapping[str, tuple[str, str]], extra: str) -> str | None:
         """:meth:`stage_sql` over the export's per-stage dataset: the declared values are columns there, typed
         as the registry declares them (the same json_transform the spans path runs). None when a value is not
         declared (or asked as another type), or ``extra`` reads the JSON: then the spans answer."""
         if not is_stage(stage_id):
             return None
         types = stage_value_types(stage_id)
-        if "attributes" in extra or any(_TYPES.get(t) != types.get(n) for n, t in values.values()):
+        if "attributes" in extra or any(SQL_TYPES.get(t) != types.get(n) for n, t in values.values()):
             return None
         base = "trace_id, span_id, parent_span_id, start_ns, duration_ms, deploy, service"
         view = stage_view(stage_id)
         have = self._view_columns(view)
         # a value declared after the export was written has no column there: NULL, as on spans without it
         cols = "".join(', "{}" AS {}'.format(n.replace('"', '""'), alias) if n in have
-                       else f", CAST(NULL AS {_TYPES[t]}) AS {alias}" for alias, (n, t) in values.items())
+                       else f", CAST(NULL AS {SQL_TYPES[t]}) AS {alias}" for alias, (n, t) in values.items())
         if view not in (self._stage_views or ()):  # no span of this stage was exported: no rows, same columns
-            nulls = "".join(f", CAST(NULL AS {_TYPES[t]}) AS {alias}" for alias, (_, t) in values.items())
+            nulls = "".join(f", CAST(NULL AS {SQL_TYPES[t]}) AS {alias}" for alias, (_, t) in values.items())
             return (f"(SELECT CAST(NULL AS VARCHAR) AS trace_id, CAST(NULL AS VARCHAR) AS span_id, CAST(NULL AS "
                     f"VARCHAR) AS parent_span_id, CAST(NULL AS BIGINT) AS start_ns, CAST(NULL AS DOUBLE) AS "
                     f"duration_ms, CAST(NULL AS VARCHAR) AS deploy, CAST(NULL AS VARCHAR) AS service{nulls} "

@@ -1,0 +1,50 @@
+"""The typed read API (tracer/storage/typed_values.py): a reader names a value by its registry constant and the
+registry gives the type; a value the stage does not declare fails at once instead of reading NULL forever."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from llmtrace.analyzers.query import Query
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
+from llmtrace.tracer.registry.stages import SELF_MS, get_stage
+from llmtrace.tracer.storage.typed_values import UndeclaredValueError, attr, typed, value_type
+from llmtrace.tracer.storage.views import TABLES_SQL
+
+
+def test_types_come_from_the_stage_declaration() -> None:
+    got = typed(S.CACHE_EVICTION, {"evicted": N.EVICTION_BLOCKS_EVICTED, "policy": N.EVICTION_POLICY,
+                                   "own": SELF_MS})
+    assert got == {"evicted": (N.EVICTION_BLOCKS_EVICTED, get_stage(S.CACHE_EVICTION).value(
+        N.EVICTION_BLOCKS_EVICTED).type), "policy": (N.EVICTION_POLICY, "str"), "own": (SELF_MS, "float")}
+    assert value_type(N.TOKENIZATION_BLOCK_HASHES) == "str[]"
+
+
+def test_a_value_the_stage_does_not_declare_is_an_error() -> None:
+    with pytest.raises(UndeclaredValueError, match="declares no value"):
+        typed(S.CACHE_EVICTION, {"x": N.PREFILL_MS})  # a forward.prefill value read off the eviction stage
+    with pytest.raises(UndeclaredValueError):
+        attr("llmtrace.no_such.value")
+
+
+def test_attr_casts_as_declared() -> None:
+    assert attr(N.BLOCKS_BLOCK_SIZE).startswith("TRY_CAST(") and "BIGINT" in attr(N.BLOCKS_BLOCK_SIZE)
+    assert attr(N.TOKENIZATION_BLOCK_HASHES).endswith("[*]')")
+    assert attr(N.BLOCKS_BLOCK_SIZE, "str", "c.attributes") == \
+        f"json_extract_string(c.attributes, '$.\"{N.BLOCKS_BLOCK_SIZE}\"')"
+
+
+def test_a_stage_read_returns_typed_values_from_a_real_store() -> None:
+    conn = duckdb.connect()
+    conn.execute(TABLES_SQL)
+    conn.execute("INSERT INTO spans (trace_id, span_id, stage, start_ns, duration_ms, attributes) VALUES "
+                 f"('t', 's', '{S.CACHE_EVICTION}', 1, 2.0, ?)",
+                 [f'{{"{N.EVICTION_BLOCKS_EVICTED}": 7, "{N.EVICTION_POLICY}": "lru", "{SELF_MS}": 1.5}}'])
+    q = Query(conn)
+    rows = q.stage(S.CACHE_EVICTION, {"evicted": N.EVICTION_BLOCKS_EVICTED, "policy": N.EVICTION_POLICY,
+                                      "own": SELF_MS})
+    assert [(r["evicted"], r["policy"], r["own"]) for r in rows] == [(7, "lru", 1.5)]
+    found = q.flagged(S.CACHE_EVICTION, {"evicted": N.EVICTION_BLOCKS_EVICTED}, "evicted > 5", "sum(evicted) AS e")
+    assert found is not None and found[0]["e"] == 7 and found[1] == ("t",)
