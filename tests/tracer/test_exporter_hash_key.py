@@ -44,6 +44,9 @@ def stored_hashes(db: Path) -> list[str]:
 
 def start_app(db: Path, text: str = SECRET, env_key: str | None = None) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if k != "LLMTRACE_HASH_KEY"}
+    # What is checked here is the stored hash, not how fast exit is (test_exporter_shutdown.py bounds that):
+    # four of these apps start at once on a busy 2-core machine, so each gets a minute to store its span.
+    env["LLMTRACE_SHUTDOWN_TIMEOUT_S"] = "60"
     if env_key is not None:
         env["LLMTRACE_HASH_KEY"] = env_key
     return subprocess.Popen([sys.executable, "-c", APP, str(db), text], env=env)

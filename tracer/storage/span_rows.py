@@ -126,6 +126,14 @@ def _cell(value: Any, type_: pa.DataType) -> object:
     return v if not isinstance(v, int) or -(2**63) <= v < 2**63 else None
 
 
+def warm() -> None:
+    """Convert one value, so pyarrow's first ``pa.array`` of a Python list happens now. That first call imports
+    pandas when it is installed (pyarrow asks whether the list is a pandas object): over a second on a busy
+    2-core machine. The store writer's thread calls this as it starts, so the import overlaps the app's own
+    work instead of landing on its first export, or at exit, inside ``shutdown_timeout_s``."""
+    pa.array([0], type=pa.int64())
+
+
 def _column(values: Sequence[object], type_: pa.DataType) -> pa.Array:
     try:
         return pa.array(values, type=type_)

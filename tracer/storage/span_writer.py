@@ -232,6 +232,7 @@ class SpanWriter:
             return batch
 
     def _run(self) -> None:
+        span_rows.warm()
         backoff = 0.05
         while self._wait():
             batch: list[_Entry] = []  # filled by _write once the store is open
