@@ -7,6 +7,7 @@ from __future__ import annotations
 from llmtrace.analyzers.base import SymptomAnalyzer, severity_for
 from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.query import Query, attr
+from llmtrace.analyzers.targets import TTFT_ENV, targets
 
 SLO_FACTOR = 2.0  # the TTFT objective, absent one given: twice the TTFT of requests that did not queue
 # HTTP answers that refuse a request for load, not for what it asked: rate limited (429), over capacity or
@@ -28,15 +29,20 @@ class DegradesUnderTraffic(SymptomAnalyzer):
             "decision": ("llmtrace.admission.decision", "str"), "wait": ("llmtrace.admission.queue_wait_ms", "float"),
             "depth": ("llmtrace.admission.queue_depth", "int"), "max_running": ("llmtrace.admission.max_running", "int")})
         queued = "(a.decision = 'queued' OR coalesce(a.wait, 0) > 0)"
+        # the TTFT objective: the user's target where one is set (analyzers/targets.py), else twice the calm TTFT
+        target = targets().ttft_ms
+        calm_sql = (f"SELECT {float(target)!r} AS slo" if target is not None else
+                    f"SELECT {SLO_FACTOR} * median(ttft_ms) AS slo FROM j WHERE coalesce(wait, 0) = 0")
         s = q.one(f"""
             WITH j AS (SELECT a.*, r.ttft_ms FROM {adm} a LEFT JOIN {q.passes} r ON r.server_span_id = a.parent_span_id),
-                 calm AS (SELECT {SLO_FACTOR} * median(ttft_ms) AS slo FROM j WHERE coalesce(wait, 0) = 0)
+                 calm AS ({calm_sql})
             SELECT count(*) AS n, count(*) FILTER (WHERE j.decision = 'shed') AS shed,
                    count(*) FILTER (WHERE {queued.replace('a.', 'j.')}) AS queued,
                    median(j.wait) FILTER (WHERE {queued.replace('a.', 'j.')}) AS wait,
                    max(j.depth) AS depth, max(j.max_running) AS max_running, any_value(calm.slo) AS slo,
                    count(*) FILTER (WHERE j.ttft_ms IS NOT NULL) AS timed,
                    count(*) FILTER (WHERE j.ttft_ms <= calm.slo) AS good,
+                   count(*) FILTER (WHERE j.ttft_ms > calm.slo AND {queued.replace('a.', 'j.')}) AS queued_over,
                    (list(j.trace_id ORDER BY j.start_ns DESC) FILTER (WHERE j.decision = 'shed'))[1:5] AS shed_ids,
                    (list(j.trace_id ORDER BY j.wait DESC, j.start_ns DESC) FILTER (WHERE {queued.replace('a.', 'j.')}))[1:5] AS queued_ids
             FROM j CROSS JOIN calm""")
@@ -46,6 +52,9 @@ class DegradesUnderTraffic(SymptomAnalyzer):
             timed, slo = int(s["timed"] or 0), s["slo"]
             goodput = int(s["good"] or 0) / timed if timed and slo else None
             bad_share = (shed + n_queued) / n
+            # harm against the user's target: the refused and the queued passes that breached it (a queue that
+            # kept every pass within the target is the running limit's expected cost)
+            harm = (shed + int(s["queued_over"] or 0)) / n if target is not None else bad_share
             if (shed or (n_queued and goodput is not None and goodput < 0.8)) and bad_share >= 0.1:
                 shed_ids, queued_ids = tuple(s["shed_ids"] or ()), tuple(s["queued_ids"] or ())
                 ids = (shed_ids + queued_ids)[:5]
@@ -56,9 +65,11 @@ class DegradesUnderTraffic(SymptomAnalyzer):
                       Evidence("running limit", s["max_running"], "requests", ids)]
                 if goodput is not None:
                     ev.append(Evidence("goodput (TTFT within objective)", round(goodput, 3), "", baseline=1.0))
-                    ev.append(Evidence("TTFT objective used", round(float(slo), 1), "ms"))
+                    ev.append(Evidence("TTFT objective used" + (f" ({TTFT_ENV})" if target is not None else
+                                                                  f" ({SLO_FACTOR:g}x the calm TTFT)"),
+                                       round(float(s["slo"]), 1), "ms"))
                 out.append(self.finding(
-                    "arrival.admission", severity_for(bad_share, 0.2, 0.5),
+                    "arrival.admission", severity_for(harm, 0.2, 0.5),
                     f"Under load {bad_share:.0%} of requests were queued or shed",
                     "Admission control held requests back once the running limit was reached; their wait is all "
                     "time to first token, and shed requests failed outright.",

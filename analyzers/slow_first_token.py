@@ -14,6 +14,7 @@ from llmtrace.analyzers.cache_findings import cache_findings
 from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.query import Query, attr
 from llmtrace.analyzers.routed_away import routed_away
+from llmtrace.analyzers.targets import ttft_reading
 
 
 class SlowFirstToken(SymptomAnalyzer):
@@ -44,13 +45,20 @@ class SlowFirstToken(SymptomAnalyzer):
         if not waited or share < 0.2 or wait < 10:
             return []
         ids = tuple(a["ids"] or ())
+        severity, said, ev = severity_for(share, 0.3, 0.5), "", []
+        target = ttft_reading(q, src)
+        if target is not None:  # the user's target is the reference: a queue that breaches none costs no harm
+            severity = severity_for(target.share_over, 0.1, 0.5) if target.breached else "info"
+            said = f" {target.says()[0].upper()}{target.says()[1:]}."
+            ev = [Evidence("passes over the TTFT target", target.over, f"of {target.timed}", ids,
+                           baseline=target.target_ms)]
         return [self.finding(
-            "arrival.admission", severity_for(share, 0.3, 0.5), f"{share:.0%} of time to first token is queueing",
+            "arrival.admission", severity, f"{share:.0%} of time to first token is queueing",
             f"{waited} of {a['n']} passes waited for a running slot (median {wait:.0f} ms) before "
-            "any prompt token was read.",
+            f"any prompt token was read.{said}",
             [Evidence("passes that queued", waited, f"of {a['n']}", ids),
              Evidence("median queue wait", wait, "ms", ids),
-             Evidence("share of TTFT spent queueing", round(share, 3))],
+             Evidence("share of TTFT spent queueing", round(share, 3)), *ev],
             ids, "Open arrival.admission: compare queue_depth and max_running; raise the running limit or add "
             "a replica.", share,
         )]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from llmtrace.analyzers.query import Query
 from llmtrace.tracer.settings import resolve
 
 TTFT_ENV = "LLMTRACE_TARGET_TTFT_MS"
@@ -36,3 +37,44 @@ def _ms(env: str) -> float | None:
 def targets() -> Targets:
     """The targets set for this run (read when asked: a test or a CI step may set them per run)."""
     return Targets(ttft_ms=_ms(TTFT_ENV), tpot_ms=_ms(TPOT_ENV))
+
+
+@dataclass(frozen=True, slots=True)
+class TtftReading:
+    """Passes measured against the user's TTFT target: how many had a first token, how many came over it."""
+
+    target_ms: float
+    timed: int
+    over: int
+    p90_ms: float | None
+
+    @property
+    def share_over(self) -> float:
+        return self.over / self.timed if self.timed else 0.0
+
+    @property
+    def breached(self) -> bool:
+        return self.over > 0
+
+    def says(self) -> str:
+        """One clause for a finding's text."""
+        if not self.timed:
+            return f"no pass had a first token to hold to the TTFT target of {self.target_ms:g} ms ({TTFT_ENV})"
+        if not self.over:
+            return (f"every pass stayed within the TTFT target of {self.target_ms:g} ms ({TTFT_ENV}; p90 "
+                    f"{self.p90_ms or 0:.0f} ms)")
+        return (f"{self.over} of {self.timed} passes breached the TTFT target of {self.target_ms:g} ms ({TTFT_ENV}; "
+                f"p90 {self.p90_ms or 0:.0f} ms)")
+
+
+def ttft_reading(q: Query, src: str, ttft: str = "ttft_ms") -> TtftReading | None:
+    """The TTFT target held against the passes of ``src`` (a relation with a ``ttft`` column), or None when the
+    user set no target."""
+    target = targets().ttft_ms
+    if target is None:
+        return None
+    r = q.one(f"""SELECT count({ttft}) AS timed, count(*) FILTER (WHERE {ttft} > {float(target)!r}) AS over,
+                         quantile_cont({ttft}, 0.9) AS p90 FROM {src}""")
+    p90 = r.get("p90")
+    return TtftReading(target, int(r.get("timed") or 0), int(r.get("over") or 0),
+                       float(p90) if p90 is not None else None)
