@@ -130,12 +130,18 @@ class DifferentAnswer(SymptomAnalyzer):
         if buckets["prefix_cache"]:
             gs = buckets["prefix_cache"]
             cached = sorted({int(c) for g in gs for c in (g["cached_list"] or [])})
+            sizes = [int(g["batch_max"]) for g in gs if g["batch_max"] is not None]
+            # an engine that recorded its batches said each pass ran alone; a hosted provider or a foreign
+            # server says nothing of batches, and its passes all ran in one composition as far as anyone knows
+            alone = ("each pass ran alone (batch of one)" if sizes else
+                     "no batch was recorded (one composition as far as the spans say)")
             out.append(self._greedy_drift(
                 "cache.prefix_match", gs, total, "depending on the prefix-cache path",
-                "each pass ran alone (batch of one), but some prefilled the whole prompt and others started from "
-                "cached tokens, so attention over the prompt ran in other shapes",
+                f"{alone}, but some prefilled the whole prompt and others started from cached tokens, so attention "
+                "over the prompt ran in other shapes",
                 [Evidence("cached prompt tokens seen", cached[:6], "tokens"),
-                 Evidence("largest batch size", max(int(g["batch_max"] or 1) for g in gs), "sequences")],
+                 Evidence("largest batch size", max(sizes), "sequences") if sizes else
+                 Evidence("batch size", "not recorded (a hosted provider or a foreign server)", "")],
                 "Compare the answers of a cold prefill and a cache hit (cache.prefix_match cached tokens); where "
                 "answers must repeat, run batch-invariant kernels or keep the cache path fixed."))
         if buckets["replica"]:

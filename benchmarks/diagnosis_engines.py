@@ -174,6 +174,36 @@ def client_engine_volatile(tp_pair: Any, i: int, t0: int, twin: bool, rng: rando
     return 5
 
 
+PARCELS = ("You answer for the Harrow parcel depot. Say where a parcel is from the scan log you were given, "
+           "never promise a delivery day, and give the depot's phone number only when asked. ") * 4
+SCANS = ["Where is parcel HX-4410?", "Has parcel HX-4457 left Leeds?"]
+
+
+def greedy_prefix_cache_path(tp: Any, i: int, t0: int, twin: bool, rng: random.Random) -> int:
+    """A hosted model's answers at temperature 0 under OTel GenAI (openai-v2, content captured), one request at
+    a time: each of two prompts asked five times, the first cold (no cached tokens), the rest served 512 cached
+    prompt tokens by the provider. Planted: the cold passes answer differently from the cached ones (the
+    prefix-cache path moved the greedy logits); the twin answers the same either way. Nothing says of batches."""
+    app = tp.get_tracer("opentelemetry.instrumentation.openai_v2")
+    ask = SCANS[i % 2]
+    cold = i < 2
+    answer = "It left Leeds at 09:40 and is on the van." if (twin or not cold) else \
+        "It left Leeds at 09:40; it is on the van now."
+    msgs = [{"role": "system", "parts": [{"type": "text", "content": PARCELS}]},
+            {"role": "user", "parts": [{"type": "text", "content": ask}]}]
+    out = [{"role": "assistant", "parts": [{"type": "text", "content": answer}], "finish_reason": "stop"}]
+    ttft = 0.62 if cold else 0.18
+    client = app.start_span("chat depot-8b", kind=SpanKind.CLIENT, start_time=t0, attributes={
+        "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "depot-8b",
+        "gen_ai.response.model": "depot-8b", "gen_ai.request.temperature": 0.0, "gen_ai.request.max_tokens": 40,
+        "gen_ai.usage.input_tokens": 560, "gen_ai.usage.output_tokens": 14,
+        "gen_ai.usage.cache_read.input_tokens": 0 if cold else 512, "server.address": "api.depot-llm.example",
+        "gen_ai.input.messages": json.dumps(msgs), "gen_ai.output.messages": json.dumps(out),
+        "gen_ai.response.finish_reasons": ["stop"]})
+    client.end(end_time=t0 + int((ttft + 0.4) * 1e9))
+    return 1
+
+
 ENGINE_CASES: list[EngineCase] = [
     EngineCase("engine_llmd_router_away", ("arrival.replica_selection",), llmd_router, "llm-d", apps=2),
     EngineCase("engine_dynamo_router_away", ("arrival.replica_selection",), dynamo_router, "dynamo"),
@@ -181,6 +211,8 @@ ENGINE_CASES: list[EngineCase] = [
     EngineCase("engine_sglang_queue", ("arrival.admission",), sglang_queue, "sglang"),
     EngineCase("engine_client_vllm_volatile", ("intake.system_prompt", "cache.prefix_match"),
                client_engine_volatile, "otel-genai+vllm", apps=2),
+    # issue 35: greedy answers that differ by the prefix-cache path, not by batches (none recorded)
+    EngineCase("otelv2_greedy_prefix_cache_path", ("cache.prefix_match",), greedy_prefix_cache_path, "otel-v2"),
 ]
 
 
