@@ -19,8 +19,8 @@ BASELINE_VERSION = 1
 TTFT_SAMPLE = 500  # TTFTs a baseline keeps: enough for a bootstrap bound on p50 and p95
 SAMPLE = 500  # passes' token counts and costs a baseline keeps, for the same bounds on hit rate and cost
 MIN_CPU_PASSES = 5  # prefill steps measured on fewer passes than this say nothing about the machine
-_PREFILL_CPU = {"wall": (N.PREFILL_MS, "float"), "cpu": (N.PREFILL_CPU_MS, "float"),
-                "wait": (N.PREFILL_CPU_WAIT_MS, "float")}
+_PREFILL_CPU = {"wall": N.PREFILL_MS, "cpu": N.PREFILL_CPU_MS,
+                "wait": N.PREFILL_CPU_WAIT_MS}
 
 
 class PrefillPass(NamedTuple):
@@ -194,8 +194,8 @@ def _prefill_cpu(q: Query, deploy: str | None) -> tuple[float | None, float | No
     return cpu, wait
 
 
-_PASS_PREFILL = {**_PREFILL_CPU, "tokens": (N.PREFILL_TOKENS, "int")}
-_PASS_BATCH = {"batch": (N.BATCH_SIZE_MAX, "int")}
+_PASS_PREFILL = {**_PREFILL_CPU, "tokens": N.PREFILL_TOKENS}
+_PASS_BATCH = {"batch": N.BATCH_SIZE_MAX}
 
 
 def _prefill_passes(q: Query, deploy: str | None) -> tuple[PrefillPass, ...]:

@@ -23,6 +23,8 @@ from llmtrace.analyzers.cache_loss import (
 from llmtrace.analyzers.finding import Evidence, Finding, Severity
 from llmtrace.analyzers.query import Query, attr, percentile, sample_ids
 from llmtrace.analyzers.ttft_evidence import ttft_share
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 if TYPE_CHECKING:
     from llmtrace.analyzers.base import SymptomAnalyzer
@@ -194,14 +196,14 @@ def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
     if distinct > 1:
         ev.append(Evidence("distinct values seen in the window", distinct, "", ids))
     ev += what_if(c, passes, mspt, usdpt, pool, prefill)
-    stages = ("intake.system_prompt", "cache.prefix_match") if base == "system" else \
-        ("intake.context_ordering", "cache.prefix_match") if cls == "reordered" else ("cache.prefix_match",)
-    if cls == "block" and "intake.context_ordering" not in stages:
-        stages = (*stages, "intake.context_ordering")  # where the app puts what it retrieved
-    stage, cause = "cache.prefix_match", window_cause(seg)
+    stages = (S.INTAKE_SYSTEM_PROMPT, S.CACHE_PREFIX_MATCH) if base == "system" else \
+        (S.INTAKE_CONTEXT_ORDERING, S.CACHE_PREFIX_MATCH) if cls == "reordered" else (S.CACHE_PREFIX_MATCH,)
+    if cls == "block" and S.INTAKE_CONTEXT_ORDERING not in stages:
+        stages = (*stages, S.INTAKE_CONTEXT_ORDERING)  # where the app puts what it retrieved
+    stage, cause = S.CACHE_PREFIX_MATCH, window_cause(seg)
     if cls in ("invisible", "whitespace"):
         # characters nobody can see made prompts that look alike differ: the cause is normalization
-        stage, cause, stages = "intake.normalization", "invisible-chars", ("intake.normalization", *stages)
+        stage, cause, stages = S.INTAKE_NORMALIZATION, "invisible-chars", (S.INTAKE_NORMALIZATION, *stages)
     fix = ("Keep the examples in one fixed order" if cls == "reordered" else
            f"Move the changing block after the fixed text: put the fixed instructions first in the {name} and the "
            "retrieved or per-user content after them (the end of the system prompt, or the last user message), so "
@@ -225,26 +227,26 @@ def _engine(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
                   affected_share=len(c.passes) / len(passes))
     if c.key == "engine:replica":
         pol = q.one(f"""SELECT {_attr_policy()} AS policy, count(DISTINCT {_attr_replica()}) AS replicas
-                        FROM {q.spans} WHERE stage = 'arrival.replica_selection'""")
+                        FROM {q.spans} WHERE stage = '{S.ARRIVAL_REPLICA_SELECTION}'""")
         policy = pol.get("policy") or "unknown"
         ev.insert(0, Evidence("passes whose shared prefix was cached on another replica", len(c.passes), "", ids))
         ev.append(Evidence("replica policy", policy, "", ids))
         ev += what_if(c, passes, mspt, usdpt, pool, prefill)
         return analyzer.finding(
-            "arrival.replica_selection", _severity(share),
+            S.ARRIVAL_REPLICA_SELECTION, _severity(share),
             f"Replica routing ({policy}) sends prompts away from the replica that caches their prefix",
             f"{len(c.passes)} passes shared a long prefix with an earlier prompt that another replica served, so "
             "they prefilled it again on theirs.",
             ev, ids, "Route by prefix (prefix_aware replica selection) or pin a session to one replica.",
-            min(1.0, 0.45 + share), cause="engine:replica", stages=("arrival.replica_selection", "cache.prefix_match"),
+            min(1.0, 0.45 + share), cause="engine:replica", stages=(S.ARRIVAL_REPLICA_SELECTION, S.CACHE_PREFIX_MATCH),
             **common)
     ev.insert(0, Evidence("passes that missed a prefix an earlier prompt on the same replica had", len(c.passes), "", ids))
     return analyzer.finding(
-        "cache.eviction", _severity(share), "The engine did not reuse a prefix it had served before (evicted before reuse)",
+        S.CACHE_EVICTION, _severity(share), "The engine did not reuse a prefix it had served before (evicted before reuse)",
         f"{len(c.passes)} passes repeated a prefix that an earlier pass on the same replica had, yet it was not in "
         "the cache when they arrived.",
         ev, ids, "Compare cache.eviction (blocks evicted, pressure) and the KV pool size; check the prefix cache is on.",
-        min(1.0, 0.35 + share), cause="engine:evicted", stages=("cache.prefix_match", "cache.eviction"),
+        min(1.0, 0.35 + share), cause="engine:evicted", stages=(S.CACHE_PREFIX_MATCH, S.CACHE_EVICTION),
         **common)
 
 
@@ -252,7 +254,7 @@ def _off(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss], 
          usdpt: float, pool: kv_replay.Pool | None = None, prefill: float = 0.0) -> Finding | None:
     ids = sample_ids([p.trace_id for p in reversed(c.passes)])
     return analyzer.finding(
-        "cache.prefix_match", _severity(share), f"The prefix cache is off: {len(c.passes)} passes prefilled every token",
+        S.CACHE_PREFIX_MATCH, _severity(share), f"The prefix cache is off: {len(c.passes)} passes prefilled every token",
         "The engine reports its prefix cache disabled, so no prompt reuses what an earlier one computed.",
         [Evidence("passes with the prefix cache off", len(c.passes), f"of {len(passes)}", ids),
          *_loss_evidence(c, passes, share, mspt, usdpt)[1:]], ids,
@@ -269,7 +271,7 @@ def _short(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss]
     ids = sample_ids([p.trace_id for p in reversed(c.passes)])
     med = int(_median([float(p.prompt_tokens) for p in c.passes]))
     return analyzer.finding(
-        "cache.prefix_match", "info",
+        S.CACHE_PREFIX_MATCH, "info",
         f"{n} of {len(passes)} prompts are shorter than the minimum cacheable prefix (median {med} tokens)",
         "These prompts are below what the engine or provider can usefully cache (it reuses whole KV blocks; "
         "the hosted providers nothing under 1,024 tokens), so a low hit rate on them is expected, not a miss.",
@@ -289,7 +291,7 @@ def _blind(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss]
     uncached = sum(p.prompt_tokens - p.cached_tokens for p in c.passes)
     prompt = sum(p.prompt_tokens for p in c.passes)
     return analyzer.finding(
-        "cache.prefix_match", "info",
+        S.CACHE_PREFIX_MATCH, "info",
         f"{n} of {len(passes)} prompts prefilled {uncached / max(1, prompt):.0%} of their tokens again; "
         "no prompt content on record to say why",
         "The instrumentation recorded token counts but no prompt text or segments, so the cache analysis cannot "
@@ -303,8 +305,8 @@ def _blind(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss]
 
 
 def _attr_policy() -> str:
-    return f"mode({attr('llmtrace.replica.policy')})"
+    return f"mode({attr(N.REPLICA_POLICY)})"
 
 
 def _attr_replica() -> str:
-    return attr("llmtrace.replica.id")
+    return attr(N.REPLICA_ID)

@@ -21,7 +21,6 @@ The window's position is exact with full capture (text), to a chunk with hashes;
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -35,6 +34,8 @@ from llmtrace.analyzers.prompt_compare import (
     run_anchor,
 )
 from llmtrace.analyzers.query import SKEW_NS, Query, as_float, as_int, attr
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 from llmtrace.tracer.storage.views import PASS_OPERATIONS
 
 MAX_PASSES = 2000  # recent passes examined: divergence is a property of a template, not of history
@@ -81,25 +82,19 @@ class PassLoss:
     run_anchor: int = 0  # a fingerprint of that text (full capture; 0 when unknown): the same in every pass
 
 
-def _json(raw: object) -> dict[str, object]:
-    if raw is None:
-        return {}
-    try:
-        d = json.loads(str(raw))
-    except ValueError:
-        return {}
-    return d if isinstance(d, dict) else {}
+# The middleware's divergence window on the client's cache.prefix_match span (token-exact where present), read as
+# typed columns: the short name _classify asks for -> the registry's value.
+_DIVERGENCE = {"template": N.DIVERGENCE_TEMPLATE, "prompt_tokens_est": N.DIVERGENCE_PROMPT_TOKENS_EST,
+               "segment": N.DIVERGENCE_SEGMENT, "char_offset": N.DIVERGENCE_CHAR_OFFSET,
+               "segment_offset": N.DIVERGENCE_SEGMENT_OFFSET, "token_offset": N.DIVERGENCE_TOKEN_OFFSET,
+               "length": N.DIVERGENCE_LENGTH, "class": N.DIVERGENCE_CLASS,
+               "shared_prefix_tokens": N.DIVERGENCE_SHARED_PREFIX_TOKENS,
+               "reusable_after_tokens": N.DIVERGENCE_REUSABLE_AFTER_TOKENS}
 
 
-def _div_attrs(raw: object) -> dict[str, object]:
-    if raw is None:
-        return {}
-    try:
-        d = json.loads(str(raw))
-    except ValueError:
-        return {}
-    return {k[len("llmtrace.divergence."):]: v for k, v in d.items() if k.startswith("llmtrace.divergence.")} \
-        if isinstance(d, dict) else {}
+def _div_attrs(row: dict[str, object]) -> dict[str, object]:
+    """The divergence values a client's prefix-match row carries (those it does not carry left out)."""
+    return {k: row[f"div_{k}"] for k in _DIVERGENCE if row.get(f"div_{k}") is not None}
 
 
 def load(q: Query) -> list[PassLoss]:
@@ -124,19 +119,21 @@ def load(q: Query) -> list[PassLoss]:
     ids = f"(SELECT client_span_id FROM {newest} UNION ALL SELECT server_span_id FROM {newest})"
     extra = q.rows(f"""
         SELECT span_id, NULL AS parent_span_id, NULL AS stage,
-               {attr('llmtrace.prompt.segments')} AS segs, {attr('llmtrace.prompt.text')} AS text,
-               {attr('server.address')} AS host, {attr('llmtrace.server.span_id')} AS llmtrace_server
+               {attr(N.PROMPT_SEGMENTS)} AS segs, {attr(N.PROMPT_TEXT)} AS text,
+               {attr(N.SERVER_ADDRESS)} AS host, {attr(N.SERVER_SPAN_ID)} AS llmtrace_server
         FROM {q.spans} WHERE operation IN {PASS_OPERATIONS} AND start_ns >= {since} AND span_id IN {ids}""")
     # one scan per stage, not one `stage IN (...)`: a list filter is not pushed into the scan, which then
     # decompresses the attributes of every span in the window (twice the CPU of three equality scans)
     under_passes = " UNION ALL ".join(
         f"SELECT * FROM {q.spans} WHERE stage = '{stage}' AND start_ns >= {since} AND parent_span_id IN (SELECT * FROM ids)"
-        for stage in ("cache.prefix_match", "cache.block_allocation", "intake.tokenization"))
+        for stage in (S.CACHE_PREFIX_MATCH, S.CACHE_BLOCK_ALLOCATION, S.INTAKE_TOKENIZATION))
+    divergence = ", ".join(f"{attr(name)} AS div_{short}" for short, name in _DIVERGENCE.items())
     extra += q.rows(f"""
         WITH ids AS MATERIALIZED {ids}
-        SELECT span_id, parent_span_id, stage, CASE WHEN stage = 'cache.prefix_match' THEN attributes END AS pm,
-               {attr('llmtrace.blocks.block_size', 'int')} AS block_size,
-               {attr('llmtrace.tokenization.block_hashes', 'str[]')} AS chain
+        SELECT span_id, parent_span_id, stage,
+               {attr(N.PREFIX_FIRST_MISS_TOKEN)} AS first_miss, {attr(N.PREFIX_ENABLED)} AS enabled, {divergence},
+               {attr(N.BLOCKS_BLOCK_SIZE)} AS block_size,
+               {attr(N.TOKENIZATION_BLOCK_HASHES)} AS chain
         FROM ({under_passes})""")
     by_span: dict[str, dict[str, object]] = {}
     under: dict[tuple[str, str], dict[str, object]] = {}
@@ -152,14 +149,13 @@ def load(q: Query) -> list[PassLoss]:
         hosted = _hosted(cs)
         if cs.get("segs") is None:  # a foreign client, or no app instrumented: the server's view of the prompt
             cs = by_span.get(sid, {})
-        spm = under.get((sid, "cache.prefix_match"), {})
-        pm = _json(spm.get("pm"))
+        spm = under.get((sid, S.CACHE_PREFIX_MATCH), {})  # the engine's (first_miss: None where none missed)
         rows.append({**r, "segs": cs.get("segs"), "text": cs.get("text"), "hosted": hosted,
-                     "div": under.get((cid, "cache.prefix_match"), {}).get("pm"),
-                     "first_miss": pm.get("llmtrace.prefix.first_miss_token"),
-                     "enabled": pm.get("llmtrace.prefix.enabled"),
-                     "block_size": under.get((sid, "cache.block_allocation"), {}).get("block_size"),
-                     "chain": under.get((sid, "intake.tokenization"), {}).get("chain")})
+                     "div": _div_attrs(under.get((cid, S.CACHE_PREFIX_MATCH), {})),
+                     "first_miss": spm.get("first_miss"),
+                     "enabled": spm.get("enabled"),
+                     "block_size": under.get((sid, S.CACHE_BLOCK_ALLOCATION), {}).get("block_size"),
+                     "chain": under.get((sid, S.INTAKE_TOKENIZATION), {}).get("chain")})
     out: list[PassLoss] = []
     history: dict[tuple[object, object], list[tuple[_Prompt | None, PassLoss, list[str] | None]]] = {}
     blind: dict[tuple[object, object], int] = {}  # passes seen per service and model with no prompt on record
@@ -184,7 +180,7 @@ def load(q: Query) -> list[PassLoss]:
         past = history.setdefault(key, [])
         chain = _strs(r["chain"]) or None
         pl.chain = chain
-        _classify(pl, prompt, chain, past, tpc, block, minimum, _div_attrs(r["div"]), r["first_miss"])
+        _classify(pl, prompt, chain, past, tpc, block, minimum, r["div"], r["first_miss"])
         if prompt is None and chain is None:
             _blind(pl, block, blind, key)
         if prompt is not None or chain is not None:
@@ -264,7 +260,7 @@ def block_counts(run_tokens: float, prefix_tokens: float, prompt_tokens: int, bl
 
 def _classify(pl: PassLoss, prompt: _Prompt | None, chain: list[str] | None,
               past: list[tuple[_Prompt | None, PassLoss, list[str] | None]], tpc: float,
-              block: int, minimum: int, div: dict[str, object], first_miss: object) -> None:
+              block: int, minimum: int, div: dict[str, object], first_miss: int | None) -> None:
     uncached = pl.prompt_tokens - pl.cached_tokens
     if uncached <= block:
         pl.kind = "hit"
@@ -320,7 +316,7 @@ def _classify(pl: PassLoss, prompt: _Prompt | None, chain: list[str] | None,
         pl.window_chars, pl.run_tokens, pl.run_anchor = c.width, run_tokens, run_anchor(prompt, c) if prompt else 0
         pl.value_class = c.value_class
         pl.partner, pl.shared_chars, pl.prompt_chars = prev_pl, c.shared, prompt.chars if prompt is not None else 0
-        pl.token_offset = int(first_miss) if isinstance(first_miss, int) and first_miss >= 0 else \
+        pl.token_offset = int(first_miss) if isinstance(first_miss, int) else \
             pl.cached_tokens if pl.cached_known else int(prefix_tokens)
     # the middleware's own divergence window, when it recorded one, is token-exact and names the class
     if div and pl.kind in ("window", "new"):
@@ -354,7 +350,7 @@ def _classify(pl: PassLoss, prompt: _Prompt | None, chain: list[str] | None,
                 pl.window_class = cls
             # the engine's first missed token, or the cached tokens the engine or provider reported, beat the
             # client's estimate: "the cache stops at token 4" beside an engine that cached 16 is two numbers
-            engine_reported = isinstance(first_miss, int) and first_miss >= 0 or pl.cached_known
+            engine_reported = isinstance(first_miss, int) or pl.cached_known
             for name, fld in (("segment_offset", "char_offset"), ("char_offset", "global_offset"),
                               ("token_offset", "token_offset")):
                 v = div.get(name)

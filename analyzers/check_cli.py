@@ -35,6 +35,7 @@ from llmtrace.analyzers.check_interval import MIN_PASSES, Interval, drop_interva
 from llmtrace.analyzers.check_report import FORMATS, Verdict, inconclusive_annotation
 from llmtrace.analyzers.query import Query
 from llmtrace.analyzers.stats import percentile
+from llmtrace.tracer.registry import stage_ids as S
 from llmtrace.tracer.storage.store import StoreError
 
 EXIT_INCONCLUSIVE = 3  # neither pass (0) nor regression (1) nor could not run (2): not enough evidence
@@ -329,7 +330,7 @@ def hit_rate_from_prompts(q: Query, verdicts: list[Verdict], deploy: str | None)
     for f in found:
         # the cache finding says "since deploy X" only when every pass of its cause is X's (cache_findings.py);
         # its quoted traces are a sample, checked as well
-        if (f.severity == "info" or f.stage not in ("cache.prefix_match", "intake.normalization")
+        if (f.severity == "info" or f.stage not in (S.CACHE_PREFIX_MATCH, S.INTAKE_NORMALIZATION)
                 or not f.trace_ids or f"since deploy {deploy} " not in f.title + " "):
             continue
         marks = ", ".join("?" for _ in f.trace_ids)

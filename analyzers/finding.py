@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from llmtrace.tracer.registry import stage_ids as S
+
 Severity = Literal["info", "warning", "critical"]
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "critical": 2}
 
@@ -34,7 +36,7 @@ class Evidence:
         return text
 
 
-SECURITY_STAGES = frozenset({"safety.injection"})
+SECURITY_STAGES = frozenset({S.SAFETY_INJECTION})
 FAILED_CALLS = "failed_calls"  # the symptom of calls that failed outright (analyzers/failed_calls.py)
 
 

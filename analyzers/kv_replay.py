@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from llmtrace.analyzers.query import SKEW_NS, Query, as_int, attr
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 from llmtrace.tracer.storage.views import capped_cached_sql
 
 # (replica, block hashes, prompt tokens, cached tokens), oldest first: one recorded prompt
@@ -121,9 +123,9 @@ def pool(q: Query) -> Pool:
     """The pool size and block size from the newest block-allocation records (an engine constant: a few
     hundred records say it, and parsing only those keeps diagnose fast on a large store)."""
     a = q.one(f"""
-        SELECT max({attr('llmtrace.blocks.pool_blocks', 'int')}) AS pool,
-               mode({attr('llmtrace.blocks.block_size', 'int')}) AS block_size
-        FROM (SELECT attributes FROM {q.spans} WHERE stage = 'cache.block_allocation'
+        SELECT max({attr(N.BLOCKS_POOL_BLOCKS)}) AS pool,
+               mode({attr(N.BLOCKS_BLOCK_SIZE)}) AS block_size
+        FROM (SELECT attributes FROM {q.spans} WHERE stage = '{S.CACHE_BLOCK_ALLOCATION}'
               ORDER BY start_ns DESC LIMIT 500)""")
     return Pool(as_int(a.get("pool")), as_int(a.get("block_size")) or 16)
 
@@ -134,7 +136,7 @@ def recorded_chains(q: Query, visits: int = REPLAY_BLOCK_VISITS) -> list[Chain]:
     # only the newest passes can fit the budget (a chain has at least one block): parse those alone
     cut = q.one(f"""SELECT min(start_ns) AS lo FROM (SELECT start_ns FROM {q.passes}
                     WHERE server_span_id IS NOT NULL ORDER BY start_ns DESC LIMIT {int(visits) // 3})""").get("lo")
-    tok = q.stage_sql("intake.tokenization", {"chain": ("llmtrace.tokenization.block_hashes", "str[]")},
+    tok = q.stage_sql(S.INTAKE_TOKENIZATION, {"chain": N.TOKENIZATION_BLOCK_HASHES},
                       f"AND start_ns >= {as_int(cut) - SKEW_NS}" if cut is not None else "")
     rows = q.rows(f"""
         SELECT replica, chain, prompt_tokens, cached_tokens FROM (

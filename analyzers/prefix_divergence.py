@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmtrace.analyzers.query import Query, attr, sample_ids
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 from llmtrace.tracer.storage.views import PASS_OPERATIONS
 
 CHUNK_CHARS = 64  # the chunk size capture.chunk_hash_chain uses by default
@@ -91,12 +93,12 @@ def client_divergences(q: Query, min_pairs: int = 2, traces: list[str] | None = 
     ``traces`` restricts it to those traces (e.g. the passes that missed the cache)."""
     only = "" if traces is None else "AND trace_id IN (SELECT unnest(?::VARCHAR[]))"
     rows = q.rows(f"""
-        SELECT trace_id, start_ns, {attr('gen_ai.request.model')} AS model, {attr('llmtrace.side')} AS side,
-               {attr('llmtrace.prompt.segments')} AS segments, {attr('llmtrace.prompt.text')} AS text
+        SELECT trace_id, start_ns, {attr(N.GEN_AI_REQUEST_MODEL)} AS model, {attr(N.SIDE)} AS side,
+               {attr(N.PROMPT_SEGMENTS)} AS segments, {attr(N.PROMPT_TEXT)} AS text
         FROM (SELECT trace_id, start_ns, attributes FROM {q.spans}
               WHERE operation IN {PASS_OPERATIONS} {only}
               ORDER BY start_ns DESC LIMIT {2 * MAX_PASSES})
-        WHERE {attr('llmtrace.prompt.segments')} IS NOT NULL
+        WHERE {attr(N.PROMPT_SEGMENTS)} IS NOT NULL
         ORDER BY start_ns DESC LIMIT {MAX_PASSES}""", None if traces is None else [traces])
     # (trace id, segments as decoded JSON objects, prompt text)
     groups: dict[str, list[tuple[str, list[dict[str, Any]], str | None]]] = defaultdict(list)
@@ -158,12 +160,12 @@ def server_divergences(q: Query, min_pairs: int = 2, traces: list[str] | None = 
     rows = q.rows(f"""
         WITH tok AS (
             SELECT trace_id, parent_span_id, start_ns,
-                   {attr('llmtrace.tokenization.block_hashes', 'str[]')} AS chain
+                   {attr(N.TOKENIZATION_BLOCK_HASHES)} AS chain
             FROM (SELECT trace_id, parent_span_id, start_ns, attributes FROM {q.spans}
-                  WHERE stage = 'intake.tokenization' {only} ORDER BY start_ns DESC LIMIT {MAX_PASSES})),
+                  WHERE stage = '{S.INTAKE_TOKENIZATION}' {only} ORDER BY start_ns DESC LIMIT {MAX_PASSES})),
         blk AS (
-            SELECT parent_span_id, {attr('llmtrace.blocks.block_size', 'int')} AS block_size
-            FROM {q.spans} WHERE stage = 'cache.block_allocation'
+            SELECT parent_span_id, {attr(N.BLOCKS_BLOCK_SIZE)} AS block_size
+            FROM {q.spans} WHERE stage = '{S.CACHE_BLOCK_ALLOCATION}'
               AND parent_span_id IN (SELECT parent_span_id FROM tok))
         SELECT tok.trace_id, tok.start_ns, tok.chain, coalesce(blk.block_size, 16) AS block_size,
                coalesce(p.model, '?') AS model

@@ -23,7 +23,7 @@ from llmtrace.tracer.storage.store import (
     trace_spans_sql,
     windowed_spans_sql,
 )
-from llmtrace.tracer.storage.typed_values import SQL_TYPES, ValueSpec, typed
+from llmtrace.tracer.storage.typed_values import SQL_TYPES, ValueSpec, read_sql, typed
 from llmtrace.tracer.storage.typed_values import attr as attr  # re-exported: the analyzers' SQL helpers
 from llmtrace.tracer.storage.typed_values import struct_spec as struct_spec
 from llmtrace.tracer.storage.views import (
@@ -65,6 +65,10 @@ def keep_freed_blocks(conn: object) -> None:
             conn.execute(f"SET block_allocator_memory = '{KEEP_FREED_BLOCKS}'")
     except duckdb.Error:  # an older engine without the setting, or a configuration locked against SET
         pass
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _quote(text: str) -> str:
@@ -366,7 +370,7 @@ class Query:
             rel = self._exported_stage_sql(stage_id, values, extra)
             if rel is not None:
                 return rel
-        cols = ", ".join(f'v."{n}" AS {alias}' for alias, (n, _) in values.items())
+        cols = ", ".join(f'{read_sql(f"v.{_ident(n)}", n, stage_id)} AS {alias}' for alias, (n, _) in values.items())
         return (f"(SELECT {_STAGE_COLUMNS}{', ' + cols if cols else ''} FROM (SELECT *, "
                 f"{json_values(struct_spec(values), self.json_checked)} AS v FROM {source or self.spans} "
                 f"WHERE stage = '{stage_id}'{' ' + extra if extra else ''}))")
@@ -405,7 +409,7 @@ class Query:
         view = stage_view(stage_id)
         have = self._view_columns(view)
         # a value declared after the export was written has no column there: NULL, as on spans without it
-        cols = "".join(', "{}" AS {}'.format(n.replace('"', '""'), alias) if n in have
+        cols = "".join(f", {read_sql(_ident(n), n, stage_id)} AS {alias}" if n in have
                        else f", CAST(NULL AS {SQL_TYPES[t]}) AS {alias}" for alias, (n, t) in values.items())
         if view not in (self._stage_views or ()):  # no span of this stage was exported: no rows, same columns
             nulls = "".join(f", CAST(NULL AS {SQL_TYPES[t]}) AS {alias}" for alias, (_, t) in values.items())

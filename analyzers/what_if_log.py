@@ -28,12 +28,13 @@ from llmtrace.analyzers import what_if as replay
 from llmtrace.analyzers.cache_loss import causes, load
 from llmtrace.analyzers.prompt_compare import _segments, classify
 from llmtrace.analyzers.query import Query, as_float
+from llmtrace.tracer.registry import names as N
 
 # recorded request values -> request body fields (what the store keeps of a request; nothing else is known)
-_PARAMS = {"gen_ai.request.temperature": "temperature", "gen_ai.request.top_p": "top_p",
-           "gen_ai.request.top_k": "top_k", "gen_ai.request.seed": "seed",
-           "gen_ai.request.max_tokens": "max_tokens", "gen_ai.request.frequency_penalty": "frequency_penalty",
-           "gen_ai.request.presence_penalty": "presence_penalty"}
+_PARAMS = {N.GEN_AI_REQUEST_TEMPERATURE: "temperature", N.GEN_AI_REQUEST_TOP_P: "top_p",
+           N.GEN_AI_REQUEST_TOP_K: "top_k", N.GEN_AI_REQUEST_SEED: "seed",
+           N.GEN_AI_REQUEST_MAX_TOKENS: "max_tokens", N.GEN_AI_REQUEST_FREQUENCY_PENALTY: "frequency_penalty",
+           N.GEN_AI_REQUEST_PRESENCE_PENALTY: "presence_penalty"}
 _INTS = {"seed", "max_tokens", "top_k"}
 
 
@@ -118,9 +119,9 @@ def _params(spans: Iterable[dict[str, object]]) -> dict[str, object]:
             if v is not None and name not in body:
                 f = as_float(v)
                 body[name] = int(f) if name in _INTS else f
-        if "stream" not in body and isinstance(a.get("llmtrace.stream.requested"), bool):
-            body["stream"] = a["llmtrace.stream.requested"]
-        if "response_format" not in body and a.get("gen_ai.output.type") == "json":
+        if "stream" not in body and isinstance(a.get(N.STREAM_REQUESTED), bool):
+            body["stream"] = a[N.STREAM_REQUESTED]
+        if "response_format" not in body and a.get(N.GEN_AI_OUTPUT_TYPE) == "json":
             body["response_format"] = {"type": "json_object"}
     if body.get("top_k") == 0:
         del body["top_k"]  # the engine records "off" as 0; a request leaves it out
@@ -147,11 +148,11 @@ def write_log(q: Query, out: IO[str]) -> LogResult:
     for r in rows:
         sid = str(r["client_span_id"] if r["client_span_id"] is not None else r["server_span_id"])
         a = own.get(sid, {})
-        p = _segments(a.get("llmtrace.prompt.segments"), a.get("llmtrace.prompt.text"))
+        p = _segments(a.get(N.PROMPT_SEGMENTS), a.get(N.PROMPT_TEXT))
         if (p is None or p.texts is None) and r["server_span_id"] is not None:  # the server's record, if full
             sid = str(r["server_span_id"])
             a = own.get(sid, {})
-            p = _segments(a.get("llmtrace.prompt.segments"), a.get("llmtrace.prompt.text"))
+            p = _segments(a.get(N.PROMPT_SEGMENTS), a.get(N.PROMPT_TEXT))
         if p is None or p.texts is None:
             res.no_text += 1
             continue

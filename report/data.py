@@ -14,8 +14,10 @@ from dataclasses import dataclass
 
 import duckdb
 
-from llmtrace.analyzers.query import Query, Row
+from llmtrace.analyzers.query import Query, Row, attr
+from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
+from llmtrace.tracer.registry.stages import SELF_MS  # each stage's own time (issue 18)
 from llmtrace.tracer.storage.fetch import first_row, scalar
 from llmtrace.tracer.storage.span_records import SPAN_RECORD_COLUMNS, SpanRecord, span_record
 from llmtrace.tracer.storage.time_views import WHOLE_CALL_TITLE
@@ -25,7 +27,6 @@ PASSES = "_llmtrace_report_passes"
 SAMPLE = "_llmtrace_report_sample"
 SAMPLE_SPANS = "_llmtrace_report_sample_spans"
 SAMPLE_PER_DEPLOY = 1000
-SELF_MS = "llmtrace.stage.self_ms"  # each stage's own time (issue 18); span durations until it is recorded
 MAX_TRACE_SPANS = 2000
 HOUR_NS = 3_600_000_000_000
 REPLAY_BLOCK_VISITS = 30_000  # how much of the block-chain history the pool replay reads (newest first)
@@ -103,7 +104,7 @@ class ReportData:
         # Whether any pass kept its text (capture="full"): a property of how the app was set up, so the sampled
         # traces answer it without parsing every pass span of a big store.
         text = self.query.one(f"""SELECT count(*) AS n FROM (SELECT 1 FROM {self._sampled_spans()}
-            WHERE operation IN {PASS_OPERATIONS} AND json_exists(attributes, '$."llmtrace.prompt.text"') LIMIT 1)""")
+            WHERE operation IN {PASS_OPERATIONS} AND json_exists(attributes, '$."{N.PROMPT_TEXT}"') LIMIT 1)""")
         return Summary(int(row.get("n") or 0), int(row.get("t") or 0), _int(row.get("lo")), _int(row.get("hi")),
                        tuple(str(d) for d in deploys), services, models, bool(text.get("n")))
 
@@ -193,7 +194,7 @@ class ReportData:
             WHERE stage IS NOT NULL ORDER BY start_ns DESC LIMIT 5000) WHERE json_exists(attributes, '$."{SELF_MS}"')""")
         if recent.get("n"):
             ms = f"coalesce(TRY_CAST(json_extract_string(s.attributes, '$.\"{SELF_MS}\"') AS DOUBLE), s.duration_ms)"
-            source = "stage self time (llmtrace.stage.self_ms)"
+            source = f"stage self time ({SELF_MS})"
         else:
             ms = "s.duration_ms"
             source = "stage span durations (self time not recorded: envelope spans overlap)"
@@ -217,9 +218,9 @@ class ReportData:
             source = f"ttft_breakdown view (server passes; {self._sample_note()})"
         else:
             q = self.query
-            adm = q.stage_sql("arrival.admission", {"wait": ("llmtrace.admission.queue_wait_ms", "float")})
-            pre = q.stage_sql("forward.prefill", {"pms": ("llmtrace.prefill.ms", "float"), "self": (SELF_MS, "float")})
-            pm = q.stage_sql("cache.prefix_match", {"self": (SELF_MS, "float")})
+            adm = q.stage_sql(S.ARRIVAL_ADMISSION, {"wait": N.ADMISSION_QUEUE_WAIT_MS})
+            pre = q.stage_sql(S.FORWARD_PREFILL, {"pms": N.PREFILL_MS, "self": SELF_MS})
+            pm = q.stage_sql(S.CACHE_PREFIX_MATCH, {"self": SELF_MS})
             intake = (f"(SELECT parent_span_id, sum(duration_ms) AS ms FROM {q.spans} WHERE phase = 'intake' "
                       "AND stage IS NOT NULL GROUP BY 1)")
             wide = self.rows(f"""
@@ -241,7 +242,7 @@ class ReportData:
             source = "server stage values (queue wait, intake spans, prefix lookup, prefill)"
         client = self.rows(f"""
             SELECT p.deploy, avg(greatest(c.ttft - p.ttft_ms, 0)) AS ms FROM {PASSES} p
-            JOIN (SELECT span_id, TRY_CAST(json_extract_string(attributes, '$."llmtrace.ttft_ms"') AS DOUBLE) AS ttft
+            JOIN (SELECT span_id, {attr(N.TTFT_MS)} AS ttft
                   FROM {self._sampled_spans()} WHERE span_id IN (SELECT client_span_id FROM {PASSES}
                                                                   WHERE server_span_id IS NOT NULL)) c
               ON c.span_id = p.client_span_id
@@ -283,9 +284,9 @@ class ReportData:
 
     # ── KV pool ──────────────────────────────────────────────────────────────────────────────────
     def eviction_summary(self) -> Row:
-        ev = self.query.stage_sql("cache.eviction", {"evicted": ("llmtrace.eviction.blocks_evicted", "int"),
-                                                     "pressure": ("llmtrace.eviction.pressure", "float"),
-                                                     "policy": ("llmtrace.eviction.policy", "str")})
+        ev = self.query.stage_sql(S.CACHE_EVICTION, {"evicted": N.EVICTION_BLOCKS_EVICTED,
+                                                     "pressure": N.EVICTION_PRESSURE,
+                                                     "policy": N.EVICTION_POLICY})
         return self.query.one(f"""SELECT count(*) AS n, sum(evicted) AS evicted, median(pressure) AS pressure,
                                          mode(policy) AS policy FROM {ev}""")
 
@@ -296,7 +297,7 @@ class ReportData:
         cut = self.query.one(f"""SELECT min(start_ns) AS lo FROM (SELECT start_ns FROM {PASSES}
             WHERE server_span_id IS NOT NULL ORDER BY start_ns DESC LIMIT {REPLAY_BLOCK_VISITS // 3})""").get("lo")
         extra = f"AND start_ns >= {int(cut)}" if cut is not None else ""
-        tok = self.query.stage_sql("intake.tokenization", {"chain": ("llmtrace.tokenization.block_hashes", "str[]")},
+        tok = self.query.stage_sql(S.INTAKE_TOKENIZATION, {"chain": N.TOKENIZATION_BLOCK_HASHES},
                                    extra)
         rows = self.conn.execute(f"""
             SELECT replica, chain, prompt_tokens, cached_tokens FROM (

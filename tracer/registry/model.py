@@ -36,6 +36,9 @@ class BoundaryValue:
     # who writes it, for a value that not every recorder of its stage (``Stage.where``) writes: ("C",) for
     # what only the client middleware knows (the answer's shape, the bytes it read); empty: the stage's where
     by: tuple[Where, ...] = ()
+    # a value a writer stores to mean "none" (the engine's -1 for "no token missed"): every typed read
+    # (tracer/storage/typed_values.py, the per-stage dataset) shows it as NULL, so no reader meets a sentinel
+    none_value: int | None = None
 
     def accepts(self, value: object) -> bool:
         if self.type.endswith("[]"):
@@ -78,6 +81,6 @@ class Stage:
 
 def V(name: str, type_: ValueType, unit: str, meaning: str, *, semconv: bool = False,
       column: str | None = None, prefer: Literal["server", "client"] = "server", when: str = "",
-      by: tuple[Where, ...] = ()) -> BoundaryValue:
+      by: tuple[Where, ...] = (), none_value: int | None = None) -> BoundaryValue:
     """Short constructor so the catalog reads as a table."""
-    return BoundaryValue(name, type_, unit, meaning, semconv, column, prefer, when, by)
+    return BoundaryValue(name, type_, unit, meaning, semconv, column, prefer, when, by, none_value)

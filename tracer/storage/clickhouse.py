@@ -26,6 +26,8 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry.semconv import LLMTRACE_PHASE, LLMTRACE_STAGE
 from llmtrace.tracer.storage.dialect import TranspileError, to_clickhouse
 from llmtrace.tracer.storage.fetch import scalar
 from llmtrace.tracer.storage.store import SpanFilter, StoreError
@@ -135,13 +137,13 @@ SPANS_SELECT = f"""SELECT
     toString(SpanName) AS name,
     transform(toString(SpanKind), ['Server', 'Client', 'Producer', 'Consumer', 'Internal'],
               ['server', 'client', 'producer', 'consumer', 'internal'], 'internal') AS kind,
-    {_attr("SpanAttributes", "gen_ai.operation.name")} AS operation,
-    {_attr("SpanAttributes", "llmtrace.stage")} AS stage, {_attr("SpanAttributes", "llmtrace.phase")} AS phase,
+    {_attr("SpanAttributes", N.GEN_AI_OPERATION_NAME)} AS operation,
+    {_attr("SpanAttributes", LLMTRACE_STAGE)} AS stage, {_attr("SpanAttributes", LLMTRACE_PHASE)} AS phase,
     nullIf(toString(ServiceName), '') AS service,
-    coalesce({_attr("SpanAttributes", "service.version")}, {_attr("ResourceAttributes", "service.version")}) AS deploy,
+    coalesce({_attr("SpanAttributes", N.SERVICE_VERSION)}, {_attr("ResourceAttributes", N.SERVICE_VERSION)}) AS deploy,
     toInt64(toUnixTimestamp64Nano(Timestamp)) AS start_ns, toInt64(toUnixTimestamp64Nano(Timestamp) + Duration) AS end_ns,
     Duration / 1e6 AS duration_ms,
-    multiIf(SpanAttributes['llmtrace.status'] = 'cancelled', 'cancelled', toString(StatusCode) = 'Error', 'error', 'ok')
+    multiIf(SpanAttributes['{N.STATUS}'] = 'cancelled', 'cancelled', toString(StatusCode) = 'Error', 'error', 'ok')
         AS status,
     nullIf(StatusMessage, '') AS status_message,
     {map_json_sql("SpanAttributes")} AS attributes,

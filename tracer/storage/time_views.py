@@ -20,6 +20,7 @@ token the first text left the engine (beyond the TTFT, up to the first content t
 
 from __future__ import annotations
 
+from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as sid
 from llmtrace.tracer.registry.stages import IDLE, SELF_MS, TTFT_MS, stages_in_phase
 from llmtrace.tracer.storage.views import PASS_OPERATIONS
@@ -42,18 +43,18 @@ def time_breakdown_select(source: str = "spans") -> str:
     """One row per pass and stage: trace_id, pass_span_id, side, phase, stage, exclusive_ms, share."""
     return f"""
         WITH p AS (SELECT trace_id, span_id, start_ns AS pass_start_ns, duration_ms AS wall_ms,
-                          json_extract_string(attributes, '$."llmtrace.side"') AS side,
-                          {_num("llmtrace.ttft_ms")} AS ttft_ms
+                          json_extract_string(attributes, '$."{N.SIDE}"') AS side,
+                          {_num(N.TTFT_MS)} AS ttft_ms
                    FROM {source} WHERE operation IN {PASS_OPERATIONS}),
              kids AS (SELECT s.trace_id, s.parent_span_id AS pass_span_id, s.phase, s.stage, s.duration_ms,
                              {_num(SELF_MS)} AS self_ms,
                              coalesce(TRY_CAST(json_extract_string(s.attributes, '$."{IDLE}"') AS BOOLEAN), false)
                                  AS idle,
-                             {_num("llmtrace.connection.connect_ms").replace("attributes", "s.attributes")}
+                             {_num(N.CONNECTION_CONNECT_MS).replace("attributes", "s.attributes")}
                                  AS connect_ms,
-                             {_num("llmtrace.stream.first_byte_ms").replace("attributes", "s.attributes")}
+                             {_num(N.STREAM_FIRST_BYTE_MS).replace("attributes", "s.attributes")}
                                  AS first_byte_ms,
-                             {_num("llmtrace.stream.first_content_ms").replace("attributes", "s.attributes")}
+                             {_num(N.STREAM_FIRST_CONTENT_MS).replace("attributes", "s.attributes")}
                                  AS first_content_ms,
                              s.start_ns, s.end_ns, {_PREV_END.format(trace="s.trace_id", parent="s.parent_span_id")}
                       FROM {source} s WHERE s.stage IS NOT NULL AND s.parent_span_id IS NOT NULL),
@@ -66,7 +67,7 @@ def time_breakdown_select(source: str = "spans") -> str:
                  GROUP BY ALL),
              client_marks AS (
                  SELECT p.trace_id, p.span_id AS pass_span_id, p.wall_ms, p.ttft_ms,
-                        coalesce(max(k.connect_ms) FILTER (WHERE k.stage = 'arrival.connection'), 0.0) AS connect_ms,
+                        coalesce(max(k.connect_ms) FILTER (WHERE k.stage = '{sid.ARRIVAL_CONNECTION}'), 0.0) AS connect_ms,
                         max(k.first_byte_ms) AS first_byte_ms, max(k.first_content_ms) AS first_content_ms
                  FROM p LEFT JOIN kids k ON k.trace_id = p.trace_id AND k.pass_span_id = p.span_id
                  WHERE p.side = 'client' GROUP BY ALL),
@@ -78,13 +79,13 @@ def time_breakdown_select(source: str = "spans") -> str:
                                        coalesce(first_byte_ms, connect_ms)), wall_ms) AS t_content
                  FROM client_marks),
              client_parts AS (
-                 SELECT trace_id, pass_span_id, 'client' AS side, 'arrival' AS phase, 'arrival.connection' AS stage,
+                 SELECT trace_id, pass_span_id, 'client' AS side, 'arrival' AS phase, '{sid.ARRIVAL_CONNECTION}' AS stage,
                         t_connect AS exclusive_ms FROM client_points
                  UNION ALL SELECT trace_id, pass_span_id, 'client', NULL, 'unobserved', t_byte - t_connect
                  FROM client_points
-                 UNION ALL SELECT trace_id, pass_span_id, 'client', 'arrival', 'arrival.stream_setup',
+                 UNION ALL SELECT trace_id, pass_span_id, 'client', 'arrival', '{sid.ARRIVAL_STREAM_SETUP}',
                         t_content - t_byte FROM client_points
-                 UNION ALL SELECT trace_id, pass_span_id, 'client', 'generation', 'gen.streaming',
+                 UNION ALL SELECT trace_id, pass_span_id, 'client', 'generation', '{sid.GEN_STREAMING}',
                         wall_ms - t_content FROM client_points),
              parts AS (SELECT * FROM server_parts UNION ALL SELECT * FROM client_parts),
              other AS (SELECT p.trace_id, p.span_id AS pass_span_id, coalesce(p.side, 'server') AS side,
@@ -115,15 +116,15 @@ def ttft_breakdown_select(source: str = "spans") -> str:
     arms = " ".join(f"WHEN stage IN ({', '.join(repr(s) for s in stages)}) THEN '{name}'"
                     for name, stages in TTFT_COMPONENTS.items())
     return f"""
-        WITH p AS (SELECT trace_id, span_id, start_ns AS pass_start_ns, {_num("llmtrace.ttft_ms")} AS ttft_ms,
-                          {_num("llmtrace.engine.ttft_ms")} AS engine_ttft_ms
+        WITH p AS (SELECT trace_id, span_id, start_ns AS pass_start_ns, {_num(N.TTFT_MS)} AS ttft_ms,
+                          {_num(N.ENGINE_TTFT_MS)} AS engine_ttft_ms
                    FROM {source} WHERE operation IN {PASS_OPERATIONS}
-                     AND json_extract_string(attributes, '$."llmtrace.side"') = 'server'),
+                     AND json_extract_string(attributes, '$."{N.SIDE}"') = 'server'),
              kids AS (SELECT trace_id AS kid_trace_id, parent_span_id, stage, start_ns, end_ns, duration_ms,
                              {_PREV_END.format(trace="trace_id", parent="parent_span_id")},
                              {_num(SELF_MS)} AS self_ms,
-                             {_num(TTFT_MS)} AS ttft_part, {_num("llmtrace.batch.queue_ms")} AS queue_ms,
-                             {_num("llmtrace.detok.first_text_delay_ms")} AS holdback_ms
+                             {_num(TTFT_MS)} AS ttft_part, {_num(N.BATCH_QUEUE_MS)} AS queue_ms,
+                             {_num(N.DETOK_FIRST_TEXT_DELAY_MS)} AS holdback_ms
                       FROM {source} WHERE stage IS NOT NULL),
              before AS (
                  SELECT p.trace_id, p.span_id AS pass_span_id, p.ttft_ms, p.engine_ttft_ms, k.*,
@@ -136,15 +137,15 @@ def ttft_breakdown_select(source: str = "spans") -> str:
                  WHERE p.ttft_ms IS NOT NULL),
              parts AS (
                  SELECT trace_id, pass_span_id, ttft_ms,
-                        CASE WHEN stage = 'arrival.admission' THEN 'queue'
-                             WHEN stage = 'forward.batching' THEN 'batching'
+                        CASE WHEN stage = '{sid.ARRIVAL_ADMISSION}' THEN 'queue'
+                             WHEN stage = '{sid.FORWARD_BATCHING}' THEN 'batching'
                              {arms}
                              WHEN stage LIKE 'gen.%' THEN 'first_token'
                              ELSE 'other' END AS component,
-                        CASE WHEN stage = 'forward.batching' THEN ms - coalesce(queue_ms, 0.0) ELSE ms END AS ms
+                        CASE WHEN stage = '{sid.FORWARD_BATCHING}' THEN ms - coalesce(queue_ms, 0.0) ELSE ms END AS ms
                  FROM before
                  UNION ALL SELECT trace_id, pass_span_id, ttft_ms, 'queue', queue_ms FROM before
-                 WHERE stage = 'forward.batching' AND queue_ms IS NOT NULL),
+                 WHERE stage = '{sid.FORWARD_BATCHING}' AND queue_ms IS NOT NULL),
              summed AS (SELECT trace_id, pass_span_id, ttft_ms, component, sum(ms) AS ms FROM parts GROUP BY ALL),
              engine AS (SELECT DISTINCT pass_span_id, engine_ttft_ms FROM before),
              -- delivery is measured where the engine says when its first-token step ended (the HTTP side

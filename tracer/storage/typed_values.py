@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from llmtrace.tracer.registry.stages import COMMON_VALUES, declared_value, get_stage
+from llmtrace.tracer.registry.stages import COMMON_VALUES, BoundaryValue, declared_value, get_stage
 
 # A registry value type as an SQL type (json_transform structures, CASTs, the per-stage dataset's columns).
 SQL_TYPES = {"str": "VARCHAR", "int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "str[]": "VARCHAR[]",
@@ -22,18 +22,33 @@ class UndeclaredValueError(KeyError):
     """A reader asked for a value the registry does not declare (on that stage)."""
 
 
-def value_type(name: str, stage_id: str | None = None) -> str:
-    """The registry type of value ``name``: as ``stage_id`` declares it (its own values and the values common
-    to every stage), or, without a stage, as any catalog does."""
+def declaration(name: str, stage_id: str | None = None) -> BoundaryValue:
+    """The registry's declaration of value ``name``: as ``stage_id`` declares it (its own values and the values
+    common to every stage), or, without a stage, as any catalog does."""
     if stage_id is not None:
         found = get_stage(stage_id).value(name) or next((v for v in COMMON_VALUES if v.name == name), None)
         if found is None:
             raise UndeclaredValueError(f"stage {stage_id} declares no value {name!r} (tracer/registry/catalog)")
-        return found.type
+        return found
     declared = declared_value(name)
     if declared is None:
         raise UndeclaredValueError(f"no catalog declares the value {name!r} (tracer/registry)")
-    return declared.type
+    return declared
+
+
+def value_type(name: str, stage_id: str | None = None) -> str:
+    """The registry type of value ``name`` (see :func:`declaration`)."""
+    return declaration(name, stage_id).type
+
+
+def read_sql(expr: str, name: str, stage_id: str | None = None) -> str:
+    """``expr`` (value ``name`` read typed) with the registry's "none" sentinel, where it declares one, read as
+    NULL: a reader sees None for "not observed", never the -1 a writer stores."""
+    try:
+        none = declaration(name, stage_id).none_value
+    except UndeclaredValueError:
+        return expr
+    return expr if none is None else f"nullif({expr}, {int(none)})"
 
 
 def typed(stage_id: str, values: ValueSpec) -> dict[str, tuple[str, str]]:
@@ -56,4 +71,4 @@ def attr(name: str, typ: str | None = None, column: str = "attributes") -> str:
     text = f"json_extract_string({column}, '$.\"{key}\"')"
     if typ == "str":
         return text
-    return f"TRY_CAST({text} AS {SQL_TYPES[typ]})"
+    return read_sql(f"TRY_CAST({text} AS {SQL_TYPES[typ]})", name)

@@ -9,8 +9,10 @@ from __future__ import annotations
 import functools
 import json
 
+from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry.model import BoundaryValue
 from llmtrace.tracer.registry.stages import PASS_VALUES, STAGES
+from llmtrace.tracer.storage.typed_values import read_sql
 
 SCHEMA_VERSION = 9  # bump when a view changes: writers recreate the views (5: views generated from the registry;
 # 6: a pass's hit_ratio is NULL where no cached tokens were reported; 7: engine_boot; 8: prompt_tokens by the
@@ -64,25 +66,25 @@ _SQL_TYPES = {"str": "VARCHAR", "int": "BIGINT", "float": "DOUBLE", "bool": "BOO
 _TRANSFORM_TYPES = {**_SQL_TYPES, "str[]": "VARCHAR"}
 REQUEST_VALUES = tuple(v for v in PASS_VALUES if v.column and v.column not in {n for n, _ in SPAN_COLUMNS})
 # a column read from a second value where the first is missing
-_FALLBACK = {"session.id": "gen_ai.conversation.id"}
+_FALLBACK = {N.SESSION_ID: N.GEN_AI_CONVERSATION_ID}
 # The pass-summary attributes the `requests` view types, parsed once per row with json_transform
 # (one parse instead of one json_extract per column: this is what keeps the view fast on big stores).
 # A usage block's cache convention (tracer/collect/otlp_names.py): where input_tokens leave cached tokens out
 # (MLflow: reads; Anthropic's API, Bedrock: reads and writes), prompt_tokens adds them back, so the hit rate
 # and the cost read the same whichever tool produced the span. Absent (our own spans, OTel GenAI): included.
-_CONVENTION, _WRITES = "llmtrace.usage.cache_convention", "gen_ai.usage.cache_creation.input_tokens"
+_CONVENTION, _WRITES = N.USAGE_CACHE_CONVENTION, N.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS
 REQUEST_ATTRIBUTES: dict[str, str] = {
     **{v.name: _TRANSFORM_TYPES[v.type] for v in REQUEST_VALUES}, **{f: "VARCHAR" for f in _FALLBACK.values()},
     _CONVENTION: "VARCHAR", _WRITES: "BIGINT",
 }
-_IN, _READ = 'v."gen_ai.usage.input_tokens"', 'v."gen_ai.usage.cache_read.input_tokens"'
+_IN, _READ = f'v."{N.GEN_AI_USAGE_INPUT_TOKENS}"', f'v."{N.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS}"'
 PROMPT_TOKENS_SQL = (f"""(CASE WHEN v."{_CONVENTION}" = 'excluded' THEN {_IN} + coalesce({_READ}, 0) """
                      f"""WHEN v."{_CONVENTION}" = 'excluded_both' THEN {_IN} + coalesce({_READ}, 0) """
                      f"""+ coalesce(v."{_WRITES}", 0) ELSE {_IN} END)""")
 
 # The first finish reason as stored: a JSON list (our spans), a bare string, or a list serialised into a
 # string (LiteLLM writes '["length"]'); read as text (above), a list and a list in a string look alike.
-_FR = 'v."gen_ai.response.finish_reasons"'
+_FR = f'v."{N.GEN_AI_RESPONSE_FINISH_REASONS}"'
 FIRST_FINISH_REASON = f"CASE WHEN {_FR} LIKE '[%' THEN TRY(json_extract_string({_FR}, '$[0]')) ELSE {_FR} END"
 
 
@@ -304,7 +306,8 @@ def stage_values_select(stage_id: str, source: str = "spans") -> str:
     types = stage_value_types(stage_id)
     spec = json.dumps(types).replace("'", "''")
     ids = ", ".join(n for n, _ in STAGE_ROW_COLUMNS)
-    cols = ", ".join('v."{0}" AS "{0}"'.format(n.replace('"', '""')) for n in types)
+    quoted = {n: '"' + n.replace('"', '""') + '"' for n in types}
+    cols = ", ".join(f"{read_sql('v.' + q, n, stage_id)} AS {q}" for n, q in quoted.items())
     sid = stage_id.replace("'", "''")
     return (f"SELECT {ids}, {cols} FROM (SELECT *, TRY(json_transform(attributes, '{spec}')) AS v "
             f"FROM {source} WHERE stage = '{sid}')")

@@ -12,6 +12,8 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
+from llmtrace.tracer.registry.semconv import LLMTRACE_PHASE, LLMTRACE_STAGE
 from llmtrace.tracer.registry.stages import Stage, declared_value, get_phase, is_stage
 from llmtrace.tracer.storage.time_views import pass_is_split
 
@@ -20,7 +22,7 @@ from ..data.records import SpanRecord
 from ..theme import PASS_COLOUR, phase_colour
 from .time_bar import phase_parts, time_bar, whole_call_parts
 
-_SKIP = {"llmtrace.stage", "llmtrace.phase", "llmtrace.prompt.segments"}
+_SKIP = {LLMTRACE_STAGE, LLMTRACE_PHASE, N.PROMPT_SEGMENTS}
 
 
 HINT = Text("Highlight a row in the waterfall (↑/↓ or click) to see its stage, values and what goes wrong there.",
@@ -50,7 +52,7 @@ def explain(span: SpanRecord, breakdown: Sequence[tuple[str | None, str, float]]
     """``time_observed``: False where the span's length is a wait that holds the stage (waterfall_model.py)."""
     stage_id = span.stage if span.stage and is_stage(span.stage) else None
     if span.is_tool:
-        stage_id = "loop.tool_dispatch"
+        stage_id = S.LOOP_TOOL_DISPATCH
     if stage_id is not None and not span.is_pass:
         from llmtrace.tracer.registry.stages import get_stage
 
@@ -79,8 +81,8 @@ def _explain_stage(span: SpanRecord, stage: Stage, time_observed: bool = True) -
         _header(span, f"{stage.number}. {stage.title}  ({stage.id})", colour, time_observed),
         Text(f"phase {phase.order} {phase.title} · recorded by {span.service or '?'}", style="dim"),
     ]
-    if span.attributes.get("llmtrace.observed") is False:
-        reason = span.attributes.get("llmtrace.unobserved_reason", "no reason given")
+    if span.attributes.get(N.OBSERVED) is False:
+        reason = span.attributes.get(N.UNOBSERVED_REASON, "no reason given")
         parts.append(Text(f"not observed here: {reason}", style="#ffaf5f"))
     if not time_observed:
         parts.append(Text(f"time not observed: from the client this span is the wait up to the first response byte "
@@ -91,8 +93,8 @@ def _explain_stage(span: SpanRecord, stage: Stage, time_observed: bool = True) -
         raw = span.attributes.get(v.name)
         shown = Text("not recorded", style="dim") if raw is None else Text(_with_unit(raw, v.unit), style="bold")
         table.add_row(Text(v.name, style=colour if raw is not None else "dim"), shown, Text(v.meaning, style="dim"))
-    known = {v.name for v in stage.values} | _SKIP | {"llmtrace.observed", "llmtrace.unobserved_reason",
-                                                      "gen_ai.operation.name"}
+    known = {v.name for v in stage.values} | _SKIP | {N.OBSERVED, N.UNOBSERVED_REASON,
+                                                      N.GEN_AI_OPERATION_NAME}
     for name, raw in sorted(span.attributes.items()):
         if name not in known:
             bv = declared_value(name)

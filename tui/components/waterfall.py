@@ -8,6 +8,7 @@ from textual.message import Message
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
+from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry.stages import IDLE
 
 from .. import format as fmt
@@ -62,7 +63,7 @@ def row_text(row: WaterfallRow, t0: int, total_ns: int, width: int) -> Text:
     end = min(bar_w, max(start + 1, round((span.end_ns - t0) * scale)))
     # a stage not seen at all, or one whose span is only a wait that holds it (a client's stream set-up up to
     # the first byte): dotted and faint, never a solid bar of the wait's length
-    unobserved = span.attributes.get("llmtrace.observed") is False or not row.time_observed
+    unobserved = span.attributes.get(N.OBSERVED) is False or not row.time_observed
     glyph = "·" if unobserved else GLYPH[row.kind]
     bar_style = "dim" if unobserved else (f"bold {colour}" if row.kind == "pass" else colour)
     if span.status == "error":

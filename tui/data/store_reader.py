@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import duckdb
 
 from llmtrace.tracer.cli.console import printable
+from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 from llmtrace.tracer.storage.fetch import first_row, scalar
 from llmtrace.tracer.storage.span_records import SPAN_RECORD_COLUMNS, span_record
@@ -29,6 +30,7 @@ from llmtrace.tracer.storage.store import (
     read_connection,
 )
 from llmtrace.tracer.storage.time_views import WHOLE_CALL
+from llmtrace.tracer.storage.typed_values import attr
 from llmtrace.tracer.storage.views import (
     PASS_OPERATIONS,
     capped_cached_sql,
@@ -335,9 +337,8 @@ def _cache_from(conn: duckdb.DuckDBPyConnection, tui_passes: str, n: int) -> Cac
             per_trace AS (
                 SELECT trace_id, any_value(deploy) AS deploy, sum(cost) AS cost FROM {tui_passes} GROUP BY trace_id),
             meter AS (
-                SELECT trace_id, sum(TRY_CAST(json_extract_string(attributes,
-                       '$."llmtrace.meters.cost_usd"') AS DOUBLE)) AS cost
-                FROM spans WHERE stage = 'meters.cache_accounting' GROUP BY trace_id),
+                SELECT trace_id, sum({attr(N.METERS_COST_USD)}) AS cost
+                FROM spans WHERE stage = '{S.METERS_CACHE_ACCOUNTING}' GROUP BY trace_id),
             cost AS (
                 SELECT t.deploy, avg(coalesce(t.cost, m.cost)) AS per_request
                 FROM per_trace t LEFT JOIN meter m USING (trace_id) GROUP BY 1)
