@@ -21,6 +21,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry.semconv import LLMTRACE_PHASE, LLMTRACE_STAGE
 from llmtrace.tracer.storage import drop_count
 from llmtrace.tracer.storage.views import SPAN_COLUMNS
 
@@ -52,6 +54,10 @@ _ROW_FIELDS = [f for f in ARROW_SCHEMA if f.name != "duration_ms"]
 assert tuple(f.name for f in _ROW_FIELDS) == ROW_FIELDS
 _START, _END = ROW_FIELDS.index("start_ns"), ROW_FIELDS.index("end_ns")
 
+# the span values a row's own columns come from (module names: span_row runs once a span on ingest)
+_OPERATION, _STAGE, _PHASE = N.GEN_AI_OPERATION_NAME, LLMTRACE_STAGE, LLMTRACE_PHASE
+_DEPLOY, _STATUS = N.SERVICE_VERSION, N.STATUS
+
 
 def span_row(trace_id: str, span_id: str, parent_span_id: str | None, name: str, kind: str,
              attrs: Mapping[str, object], service: str | None, resource_deploy: object, start_ns: int, end_ns: int,
@@ -61,15 +67,15 @@ def span_row(trace_id: str, span_id: str, parent_span_id: str | None, name: str,
     come from the span's own attributes. The deploy is the span's ``service.version``, else its resource's."""
     get = attrs.get
     if labels is None:
-        op, stage, phase = get("gen_ai.operation.name"), get("llmtrace.stage"), get("llmtrace.phase")
+        op, stage, phase = get(_OPERATION), get(_STAGE), get(_PHASE)
     else:
         op, stage, phase = labels  # (a starred tuple in the row's display costs a third of this call)
-    deploy = get("service.version", resource_deploy)
+    deploy = get(_DEPLOY, resource_deploy)
     return (
         trace_id, span_id, parent_span_id, name, kind, op, stage, phase, service,
         deploy if deploy is None or type(deploy) is str else str(deploy),
         start_ns, end_ns if end_ns >= start_ns else start_ns,
-        "cancelled" if get("llmtrace.status") == "cancelled" else "error" if error else "ok",
+        "cancelled" if get(_STATUS) == "cancelled" else "error" if error else "ok",
         status_message, attributes_json, resource_json, events_json,
     )
 
