@@ -18,6 +18,7 @@ from llmtrace.analyzers.concurrent_run import analyze_all
 from llmtrace.analyzers.finding import Finding
 from llmtrace.analyzers.merge import merge_findings
 from llmtrace.analyzers.registry import ANALYZERS
+from llmtrace.tracer.registry import names as N
 
 from . import charts, costs, kvpool, page
 from .data import ReportData, Selection, Summary
@@ -318,10 +319,18 @@ def _traces_html(data: ReportData, reasons: dict[str, str], render: _Charts, s: 
         if view is None:
             continue
         sides = [(title, waterfall_rows(view, rows)) for title, rows in
-                 (("client side (what the app saw)", view.client), ("server side (the engine)", view.server)) if rows]
+                 (("client side (what the app saw)", view.client), (_server_title(view.server), view.server)) if rows]
         svg = render(charts.waterfall(sides))  # one chart, one clock, both sides: one render instead of two
         out.append(page.trace_section(view, svg, passes[tid], capture, why))
     return "".join(out)
+
+
+def _server_title(rows: tuple[Any, ...]) -> str:
+    """The engine side's title; it says so where collect joined the engine's trace to the call by response id
+    (llmtrace.join.by on the engine's pass: tracer/collect/otlp_join.py), not by a propagated traceparent."""
+    joined = next((str(r.span.attributes[N.JOIN_BY]) for r in rows if r.span.attributes.get(N.JOIN_BY)), None)
+    return ("server side (the engine)" if joined is None
+            else f"server side (the engine, joined to the call by {joined.replace('_', ' ')})")
 
 
 def _pct(v: float | None) -> str:

@@ -32,6 +32,7 @@ import pyarrow as pa
 from llmtrace.tracer.collect.conns import Conn, ConnectionTable, Timeouts
 from llmtrace.tracer.collect.http import drain, export_response, framing_error, status_proto
 from llmtrace.tracer.collect.otlp_decode import Decoded, PayloadError, PayloadTooLarge, decode
+from llmtrace.tracer.collect.otlp_join import ResponseIdJoin
 from llmtrace.tracer.collect.otlp_mapping import Mapper
 from llmtrace.tracer.collect.wal import Record, Ticket, WriteAheadLog, replay, wal_dir
 from llmtrace.tracer.record import capture, health
@@ -378,13 +379,14 @@ class Collector:
         self.mapper = Mapper(config.capture)
         self.wal = WriteAheadLog(wal_dir(Path(config.db)), fsync=config.fsync) if config.wal else None
         done = self.wal.done if self.wal is not None else None
+        self.join = ResponseIdJoin()  # client and engine spans into one trace by response id (otlp_join.py)
         # Committed or dropped, a request's spans no longer need their log segment.
         self.writer = SpanWriter(
             Path(config.db), max_queue_bytes=2 * config.max_queue_bytes, admit_bytes=config.max_queue_bytes,
             flush_interval_s=config.flush_interval_s, max_batch_rows=config.max_batch_rows,
             retention=config.retention, retention_interval_s=config.retention_interval_s,
             duckdb_threads=config.duckdb_threads, on_commit=done, on_drop=done,
-            name="collect", retry_log_level=logging.WARNING,
+            name="collect", retry_log_level=logging.WARNING, on_insert=self.join,
         )
         self.conns = ConnectionTable(config.max_connections, config.max_connections_per_client, config.timeouts)
         self.replayed = (0, 0)  # spans written from a dead collector's log at start, and already stored
@@ -424,7 +426,8 @@ class Collector:
         out.update(rows_written=w.written_rows, rows_queued=w.queued_rows, write_batches=w.write_batches,
                    write_errors=w.write_errors, last_write_error=w.last_error, rows_refused_by_store=w.refused_rows,
                    rows_dropped=w.dropped_rows, sanitized_values=health.counters().get("sanitized_values", 0),
-                   retention_deleted_spans=w.retention_deleted_spans, db=str(self.config.db), pid=os.getpid())
+                   retention_deleted_spans=w.retention_deleted_spans, db=str(self.config.db), pid=os.getpid(),
+                   traces_joined_by_response_id=self.join.joined)
         out.update(self.conns.stats())
         if self.wal is not None:
             out.update(wal_bytes=self.wal.appended_bytes, wal_syncs=self.wal.syncs)
@@ -440,7 +443,7 @@ class Collector:
         if self.wal is not None:
             # what a collector killed before committing had acknowledged: in the store before we listen
             self.replayed = replay(self.wal.dir, db, self._decode_record, lock_timeout_s=self.config.lock_timeout_s,
-                                   max_rows=self.config.max_batch_rows)
+                                   max_rows=self.config.max_batch_rows, on_insert=self.join)
             self.wal.open()
         self._server = _Server((self.config.host, self.config.port), _Handler)
         self._server.collector = self

@@ -31,7 +31,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import duckdb
     import pyarrow as pa
+
+    OnInsert = Callable[[duckdb.DuckDBPyConnection, pa.Table], None]
 
 log = logging.getLogger("llmtrace.collect")
 _HEADER = struct.Struct("<4sIII")
@@ -222,12 +225,14 @@ def read_records(path: Path) -> Iterator[Record]:
 
 
 def replay(directory: Path, db: Path, decode_record: Callable[[Record], pa.Table], *, lock_timeout_s: float = 10.0,
-           max_rows: int = 250_000) -> tuple[int, int]:
+           max_rows: int = 250_000, on_insert: OnInsert | None = None) -> tuple[int, int]:
     """Write the spans of every orphan segment that the store does not hold yet; delete the segments.
     Returns (spans written, spans already stored). ``decode_record(record)`` gives an Arrow table.
 
     A record that no longer decodes, or that the store refuses, is skipped with a warning, never a
-    collector that cannot start; a segment with a refused record is kept as ``*.wal.bad`` to look at."""
+    collector that cannot start; a segment with a refused record is kept as ``*.wal.bad`` to look at.
+    ``on_insert(conn, table)`` runs in each insert's transaction, as the writer's does (the join by
+    response id: replayed engine spans follow a join made before the collector died)."""
     written = skipped = 0
     for path, fd in orphan_segments(directory):
         try:
@@ -243,10 +248,10 @@ def replay(directory: Path, db: Path, decode_record: Callable[[Record], pa.Table
                 tables.append(table)
                 rows += table.num_rows
                 if rows >= max_rows:
-                    w, k, ok = _insert_isolating(db, tables, lock_timeout_s, path)
+                    w, k, ok = _insert_isolating(db, tables, lock_timeout_s, path, on_insert)
                     written, skipped, clean, tables, rows = written + w, skipped + k, clean and ok, [], 0
             if tables:
-                w, k, ok = _insert_isolating(db, tables, lock_timeout_s, path)
+                w, k, ok = _insert_isolating(db, tables, lock_timeout_s, path, on_insert)
                 written, skipped, clean = written + w, skipped + k, clean and ok
             if clean:
                 path.unlink()
@@ -257,15 +262,18 @@ def replay(directory: Path, db: Path, decode_record: Callable[[Record], pa.Table
     return written, skipped
 
 
-def _insert_isolating(db: Path, tables: list[pa.Table], lock_timeout_s: float, path: Path) -> tuple[int, int, bool]:
+def _insert_isolating(db: Path, tables: list[pa.Table], lock_timeout_s: float, path: Path,
+                      on_insert: OnInsert | None = None) -> tuple[int, int, bool]:
     """``_insert_new``, falling back to one request at a time when the store refuses the chunk."""
     from llmtrace.tracer.storage.store import StoreError
 
     try:
-        return (*_insert_new(db, tables, lock_timeout_s), True)
+        return (*_insert_new(db, tables, lock_timeout_s, on_insert), True)
     except StoreError:
         raise  # the store cannot be opened at all: the collector cannot start, say so
     except Exception as exc:  # noqa: BLE001 - a value DuckDB refuses: find the request, skip only it
+        if on_insert is not None:  # the hook failed (the join turns itself off): the spans again, without it
+            return _insert_isolating(db, tables, lock_timeout_s, path)
         if len(tables) == 1:
             log.warning("llmtrace collect: the store refuses a request replayed from %s (kept in %s.bad): %s",
                         path.name, path.name, exc)
@@ -273,12 +281,13 @@ def _insert_isolating(db: Path, tables: list[pa.Table], lock_timeout_s: float, p
     written = skipped = 0
     clean = True
     for t in tables:
-        w, k, ok = _insert_isolating(db, [t], lock_timeout_s, path)
+        w, k, ok = _insert_isolating(db, [t], lock_timeout_s, path, on_insert)
         written, skipped, clean = written + w, skipped + k, clean and ok
     return written, skipped, clean
 
 
-def _insert_new(db: Path, tables: list[pa.Table], lock_timeout_s: float) -> tuple[int, int]:
+def _insert_new(db: Path, tables: list[pa.Table], lock_timeout_s: float,
+                on_insert: OnInsert | None = None) -> tuple[int, int]:
     """Insert the rows whose (trace_id, span_id) the store lacks, once each, in one transaction."""
     import pyarrow as pa
 
@@ -287,5 +296,16 @@ def _insert_new(db: Path, tables: list[pa.Table], lock_timeout_s: float) -> tupl
 
     table = pa.concat_tables(tables)
     with write_connection(db, timeout_s=lock_timeout_s) as conn:
-        inserted = insert_table(conn, table, skip_stored=True)
+        conn.execute("BEGIN")
+        try:
+            inserted = insert_table(conn, table, skip_stored=True)
+            if on_insert is not None:
+                on_insert(conn, table)
+            conn.execute("COMMIT")
+        except BaseException:
+            try:
+                conn.execute("ROLLBACK")
+            except Exception:  # noqa: BLE001 - the transaction is gone with the error already
+                pass
+            raise
     return inserted, table.num_rows - inserted

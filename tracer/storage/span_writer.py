@@ -69,7 +69,8 @@ class SpanWriter:
                  max_store_bytes: int | None = None, duckdb_threads: int | None = None,
                  on_commit: Callable[[list[Any]], None] | None = None,
                  on_drop: Callable[[list[Any]], None] | None = None, name: str = "store",
-                 retry_log_level: int = logging.INFO) -> None:
+                 retry_log_level: int = logging.INFO,
+                 on_insert: Callable[[duckdb.DuckDBPyConnection, pa.Table], None] | None = None) -> None:
         self.db = Path(db)
         self.max_queue_bytes = max_queue_bytes
         self.admit_bytes = max_queue_bytes if admit_bytes is None else admit_bytes
@@ -81,6 +82,9 @@ class SpanWriter:
         self.duckdb_threads = duckdb_threads
         self.on_commit = on_commit
         self.on_drop = on_drop
+        # called in each batch's transaction after its insert (the collector's join by response id, which
+        # rewrites rows the batch completes: tracer/collect/otlp_join.py); its error fails the batch like an insert's
+        self.on_insert = on_insert
         self.retry_log_level = retry_log_level
         self._queue: deque[_Entry] = deque()
         self._taken = 0  # entries at the head being written: never dropped from under the writer
@@ -332,6 +336,8 @@ class SpanWriter:
                     if keep:
                         self._passes.after_insert(conn, table, current, time.monotonic())
                         current = True
+                    if self.on_insert is not None:
+                        self.on_insert(conn, table)
                 if run_retention:
                     result = apply_retention(conn, self.retention)
                     self.retention_deleted_spans += result.deleted_spans

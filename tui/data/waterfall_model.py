@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry.stages import SELF_MS, stage_order
 from llmtrace.tracer.storage.time_views import stage_time_observed
 
@@ -50,7 +51,8 @@ def row_kind(span: SpanRecord) -> RowKind:
 def row_label(span: SpanRecord, kind: RowKind) -> str:
     if kind == "pass":
         side = span.side or "?"
-        return f"{side} {span.name}"
+        joined = span.attributes.get(N.JOIN_BY)  # an engine trace collect put under this call (otlp_join.py)
+        return f"{side} {span.name}" + (f" ⇄ joined by {str(joined).replace('_', ' ')}" if joined else "")
     if kind == "stage" and span.stage:
         number = _ORDER.get(span.stage)
         return f"{number:>2} {span.stage}" if number else span.stage

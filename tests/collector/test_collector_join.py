@@ -1,0 +1,240 @@
+"""Client and engine spans joined into one trace by response id where no traceparent reached the engine
+(tracer/collect/otlp_join.py), through the stock OTLP/HTTP exporter into a real ``llmtrace collect`` process.
+
+Each side in its own process's names, never a traceparent between them (each engine span is a root of a
+trace of its own, as when Dynamo's KV router or a gateway drops the context):
+
+- the app: OTel GenAI client spans (opentelemetry-instrumentation-openai-v2's names), ``gen_ai.response.id`` =
+  the id the OpenAI-compatible server answered with;
+- vLLM V1: ``llm_request`` with ``gen_ai.request.id`` (vllm/v1/engine/output_processor.py do_tracing: the
+  external request id, ``chatcmpl-<base>``, the same string its OpenAI server returns as the response id),
+  ``gen_ai.latency.*`` in ns and the lifecycle child spans of vllm-project/vllm PR 44402 (``vllm_queue``,
+  ``vllm_prefill``, ``vllm_decode``);
+- SGLang: the four-level request trace of sglang/srt/tracing/trace.py (docs/references/
+  production_request_trace.md): ``Bootstrap Room 0x0`` -> `` Req <rid[:8]>`` (``rid``, ``<worker>_<rid>``
+  under several tokenizer workers; ``gen_ai.latency.*`` in s set at finish) -> a thread span; its OpenAI
+  server's response id is the rid itself;
+- Dynamo: ``router.route_request`` -> ``engine.generate`` (ai-dynamo/dynamo PR 9543) with its ``request_id``
+  (the name its logging fields use; not checked against a running Dynamo).
+
+Half the calls send the engine's spans first, half the client's, and one engine child span arrives after
+its request was joined: the join must not depend on the order. Then the pair is one trace in the store,
+in the ``passes`` view, in the explorer's and the report's waterfalls (marked joined by response id), and
+``llmtrace diagnose`` over the store names the vLLM queue with the app's trace ids.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from collector_helpers import otlp_provider, query, start_collector
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import SpanKind
+
+T0 = 1_780_000_000_000_000_000
+MS = 1_000_000
+N_VLLM = 8
+
+
+def _client(app: TracerProvider, start: int, response_id: str, end: int) -> Any:
+    t = app.get_tracer("opentelemetry.instrumentation.openai_v2")
+    s = t.start_span("chat llama", kind=SpanKind.CLIENT, start_time=start, attributes={
+        "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "llama",
+        "gen_ai.response.model": "llama", "gen_ai.response.id": response_id, "gen_ai.usage.input_tokens": 300,
+        "gen_ai.usage.output_tokens": 30, "gen_ai.response.finish_reasons": ["stop"],
+        "server.address": "llm.internal"})
+    s.end(end_time=end)
+    return s
+
+
+def _vllm(eng: TracerProvider, start: int, request_id: str, queued: bool) -> Any:
+    t = eng.get_tracer("vllm.llm_engine")
+    q = 1500 if queued else 0
+    root = t.start_span("llm_request", kind=SpanKind.SERVER, start_time=start, attributes={
+        "gen_ai.request.id": request_id, "gen_ai.response.model": "llama", "gen_ai.usage.prompt_tokens": 300,
+        "gen_ai.usage.completion_tokens": 30, "gen_ai.latency.time_in_queue": q * MS,
+        "gen_ai.latency.time_to_first_token": (q + 300) * MS, "gen_ai.latency.time_in_model_prefill": 280 * MS,
+        "gen_ai.latency.time_in_model_decode": 600 * MS, "gen_ai.latency.e2e": (q + 900) * MS})
+    ctx = trace.set_span_in_context(root)
+    for name, a, b in (("vllm_queue", 0, q), ("vllm_prefill", q, q + 280)):
+        t.start_span(name, context=ctx, start_time=start + a * MS).end(end_time=start + b * MS)
+    root.end(end_time=start + (q + 900) * MS)
+    return root
+
+
+def _sglang(eng: TracerProvider, start: int, rid: str) -> Any:
+    t = eng.get_tracer("sglang server")
+    room = t.start_span("Bootstrap Room 0x0", start_time=start, attributes={"bootstrap_room": "0x0"})
+    req = t.start_span(f" Req {rid[:8]}", context=trace.set_span_in_context(room), start_time=start,
+                       attributes={"rid": f"1_{rid}"})
+    thread = t.start_span("scheduler [TP 0] (host:5e1f0c2a | pid:4242)", context=trace.set_span_in_context(req),
+                          start_time=start + MS, attributes={"host_id": "5e1f0c2a", "pid": 4242,
+                                                             "thread_label": "scheduler", "tp_rank": 0})
+    thread.end(end_time=start + 700 * MS)
+    req.set_attributes({"gen_ai.latency.time_to_first_token": 0.2, "gen_ai.latency.e2e": 0.7,
+                        "gen_ai.latency.time_in_model_prefill": 0.18, "gen_ai.latency.time_in_model_decode": 0.5,
+                        "gen_ai.usage.prompt_tokens": 300, "gen_ai.usage.completion_tokens": 30})
+    req.end(end_time=start + 700 * MS)
+    room.end(end_time=start + 700 * MS)
+    return req
+
+
+def _dynamo(eng: TracerProvider, start: int, request_id: str) -> Any:
+    t = eng.get_tracer("dynamo.worker")
+    route = t.start_span("router.route_request", start_time=start, attributes={"worker_id": "w0"})
+    gen = t.start_span("engine.generate", context=trace.set_span_in_context(route), start_time=start + MS,
+                       attributes={"request_id": request_id, "disagg_role": "decode", "model": "llama",
+                                   "input_tokens": 300, "ttft_ms": 80.0, "output_tokens": 30, "finish_reason": "stop"})
+    gen.end(end_time=start + 600 * MS)
+    route.end(end_time=start + 601 * MS)
+    return gen
+
+
+def _hex(ctx: Any) -> tuple[str, str]:
+    return f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"
+
+
+def _engine(kind: str, tp: TracerProvider, start: int, rid: str, i: int) -> Any:
+    if kind == "vllm":
+        return _vllm(tp, start, rid, queued=i % 4 != 0)  # 6 of 8 held 1.5 s in vLLM's queue
+    return _sglang(tp, start, rid) if kind == "sglang" else _dynamo(tp, start, rid)
+
+
+def _send_calls(app: TracerProvider, engines: dict[str, TracerProvider]) -> list[dict[str, Any]]:
+    """Every call's two sides, the engine's first for half of them, the client's first for the others (each
+    side flushed before the other is made), and a vLLM decode span for two requests after they were joined."""
+    plan: list[tuple[str, int, str]] = [("vllm", i, f"{i:08x}c0ffee5e1d") for i in range(N_VLLM)]
+    plan += [("sglang", 0, "7f3a1b2c9d8e4f60a1b2c3d4e5f60718"), ("dynamo", 0, "3b1f-9c2e-dyn")]
+    calls: list[dict[str, Any]] = []
+    for first_engine in (True, False):
+        for k, (kind, i, base) in enumerate(plan):
+            if (k % 2 == 0) != first_engine:
+                continue
+            start = T0 + k * 3000 * MS
+            rid = f"chatcmpl-{base}" if kind == "vllm" else base  # vLLM's ids carry the OpenAI prefix, SGLang's not
+            call: dict[str, Any] = {"kind": kind, "rid": rid, "late": kind == "vllm" and i in (0, 1)}
+            for side in (("engine", "client") if first_engine else ("client", "engine")):
+                if side == "engine":
+                    call["engine"] = _engine(kind, engines[kind], start + MS, rid, i)
+                    engines[kind].force_flush()
+                else:
+                    call["client"] = _client(app, start, rid, start + 2600 * MS)
+                    app.force_flush()
+            calls.append(call)
+    for call in calls:  # exported after its request was joined: it follows its trace
+        if call["late"]:
+            root = call["engine"]
+            engines["vllm"].get_tracer("vllm.llm_engine").start_span(
+                "vllm_decode", context=trace.set_span_in_context(root), start_time=root.start_time + 1800 * MS
+            ).end(end_time=root.end_time)
+    return calls
+
+
+@pytest.fixture(scope="module")
+def joined(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("join")
+    col = start_collector(tmp)
+    try:
+        app = otlp_provider(col.endpoint, "returns-app")
+        engines = {"vllm": otlp_provider(col.endpoint, "vllm", **{"k8s.pod.name": "vllm-0"}),
+                   "sglang": otlp_provider(col.endpoint, "sglang"), "dynamo": otlp_provider(col.endpoint, "dynamo")}
+        calls = _send_calls(app, engines)
+        # a client call no engine names, and an engine request no client names: both stay as they are
+        lonely = _client(app, T0 - 10_000 * MS, "chatcmpl-nobody-answered", T0 - 9000 * MS)
+        orphan = _vllm(engines["vllm"], T0 - 8000 * MS, "chatcmpl-nobody-asked", queued=False)
+        for tp in (app, *engines.values()):
+            tp.shutdown()
+        # vLLM 8 x (3 spans + 1 row) + 2 late + orphan 4; SGLang 3 spans + 3 rows; Dynamo 2; clients 11
+        col.wait_written(8 * 4 + 2 + 4 + 6 + 2 + 11, timeout_s=60)
+        stats = col.stats()
+    finally:
+        assert col.stop() == 0, col.log()
+    return {"db": col.db, "calls": calls, "lonely": lonely, "orphan": orphan, "stats": stats, "tmp": tmp}
+
+
+def test_each_engine_trace_is_under_its_client_call(joined: dict[str, Any]) -> None:
+    db = joined["db"]
+    assert joined["stats"]["traces_joined_by_response_id"] == len(joined["calls"]), joined["stats"]
+    for call in joined["calls"]:
+        c_trace, c_span = _hex(call["client"].context)
+        e_trace, e_span = _hex(call["engine"].context)
+        rows = query(db, "SELECT span_id, parent_span_id, name, attributes FROM spans WHERE trace_id = ?", [c_trace])
+        by_id = {r[0]: r for r in rows}
+        assert e_span in by_id, (call["kind"], [r[2] for r in rows])
+        attrs = json.loads(by_id[e_span][3])
+        assert by_id[e_span][1] == c_span  # the engine's pass is a child of the client's
+        assert attrs["llmtrace.join.by"] == "response_id"
+        assert attrs["llmtrace.join.trace_id"] == e_trace  # the engine's own id is kept
+        assert query(db, "SELECT count(*) FROM spans WHERE trace_id = ?", [e_trace]) == [(0,)]
+        names = {r[2] for r in rows}
+        if call["kind"] == "vllm":
+            assert {"vllm_queue", "vllm_prefill"} <= names
+        if call["kind"] == "sglang":
+            assert {"Bootstrap Room 0x0", "scheduler [TP 0] (host:5e1f0c2a | pid:4242)"} <= names
+            assert attrs["llmtrace.join.parent_span_id"]  # it was under its bootstrap room span
+        if call["kind"] == "dynamo":
+            assert "router.route_request" in names  # the engine's whole trace moved, its router too
+    for call in [c for c in joined["calls"] if c.get("late")]:
+        c_trace, _ = _hex(call["client"].context)
+        assert query(db, "SELECT count(*) FROM spans WHERE trace_id = ? AND name = 'vllm_decode'", [c_trace]) == [(1,)]
+
+
+def test_unmatched_sides_keep_their_traces(joined: dict[str, Any]) -> None:
+    db = joined["db"]
+    for span in (joined["lonely"], joined["orphan"]):
+        t, s = _hex(span.context)
+        rows = query(db, "SELECT parent_span_id, attributes FROM spans WHERE trace_id = ? AND span_id = ?", [t, s])
+        assert rows and rows[0][0] is None and "llmtrace.join.by" not in json.loads(rows[0][1])
+
+
+def test_one_pass_with_both_sides(joined: dict[str, Any]) -> None:
+    from llmtrace.tracer.storage import pass_table
+    from llmtrace.tracer.storage.store import read_connection
+
+    db = joined["db"]
+    with read_connection(db) as conn:  # the writer's kept pass table followed the rewrite: readers may trust it
+        assert pass_table.is_current(conn)
+    for call in joined["calls"]:
+        c_trace, c_span = _hex(call["client"].context)
+        rows = query(db, "SELECT span_id, server_span_id, observed_by FROM passes WHERE trace_id = ?", [c_trace])
+        assert len(rows) == 1, (call["kind"], rows)
+        assert rows[0][1] == _hex(call["engine"].context)[1], (call["kind"], rows)
+
+
+def test_waterfalls_show_the_join(joined: dict[str, Any]) -> None:
+    from llmtrace.tui.data.store_reader import StoreReader
+    from llmtrace.tui.data.waterfall_model import build_rows
+
+    call = next(c for c in joined["calls"] if c["kind"] == "sglang")
+    c_trace, _ = _hex(call["client"].context)
+    reader = StoreReader(joined["db"])
+    try:
+        rows = build_rows(reader.trace(c_trace))
+    finally:
+        reader.close()
+    labels = [(r.depth, r.label) for r in rows]
+    client = next(d for d, lab in labels if lab.startswith("client chat llama"))
+    engine = next((d, lab) for d, lab in labels if "Req 7f3a1b2c" in lab)
+    assert engine[0] == client + 1 and engine[1].endswith("⇄ joined by response id"), labels
+    out = joined["tmp"] / "report.html"
+    run = subprocess.run([sys.executable, "-m", "llmtrace.cli", "report", "--db", str(joined["db"]), "-o", str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "joined to the call by response id" in Path(out).read_text()
+
+
+def test_diagnose_names_the_engine_queue_on_the_apps_traces(joined: dict[str, Any]) -> None:
+    run = subprocess.run([sys.executable, "-m", "llmtrace.cli", "diagnose", "--db", str(joined["db"]), "--json"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    findings = json.loads(run.stdout)["findings"]
+    queue = [f for f in findings if f["stage"] == "arrival.admission"]
+    assert queue, [(f["stage"], f["title"]) for f in findings[:5]]
+    app_traces = {_hex(c["client"].context)[0] for c in joined["calls"] if c["kind"] == "vllm"}
+    assert queue[0]["trace_ids"] and set(queue[0]["trace_ids"]) <= app_traces, queue[0]

@@ -1,0 +1,210 @@
+"""Client and engine spans joined into one trace by response id, where no ``traceparent`` reached the engine.
+
+An app's client span (our middleware, OpenLLMetry, OTel GenAI) and the engine's request span are one call,
+but they land in two traces whenever the W3C context is lost on the way: Dynamo's KV router drops it, a
+gateway that does not forward headers drops it, an engine started without ``--otlp-traces-endpoint``
+context extraction never reads it. Both sides still name the call: the client records the response's id
+(``gen_ai.response.id``), and the engine its request id, which is the same string:
+
+- vLLM's OpenAI server answers with ``id = "chatcmpl-<base id>"`` and hands that same string to the engine
+  as its request id; the ``llm_request`` span carries it as ``gen_ai.request.id`` (vllm/v1/engine/
+  output_processor.py ``do_tracing``: the external request id, never the internal one with its suffix).
+- SGLang's OpenAI server answers with ``id = meta_info["id"]``, the request's ``rid``; its request span
+  (``Req <rid[:8]>``, sglang/srt/tracing/trace.py ``trace_req_start``) carries ``rid``, prefixed with
+  ``<worker>_`` under several tokenizer workers (the part after the last ``_`` is the id).
+- Dynamo's worker spans carry the frontend's ``request_id`` / ``x_request_id`` (its logging fields; the
+  names are read as written there, not checked against a running Dynamo).
+
+Keys are compared without an OpenAI prefix (``chatcmpl-``, ``cmpl-``) on either side.
+
+**Where the join lives: at ingest, in the store writer's transaction (this module), not in a view.**
+Every reader already reads "one call is one trace" off the ``spans`` table: the ``passes`` view pairs a
+server pass with the client pass that is its parent, the writer's kept pass table (storage/pass_table.py)
+folds whole traces, the explorer's and the report's waterfalls walk one trace's span tree, the analyzers
+take evidence by trace id, ``export --parquet`` and the ClickHouse views copy the rows. A view would have
+to be threaded through each of them (and transpiled for ClickHouse); rewriting the engine's rows once
+makes all of them right with no change, at the cost of an UPDATE of a few rows per joined call. Nothing is
+lost by it: the engine pass keeps its own trace id and parent in ``llmtrace.join.trace_id`` /
+``llmtrace.join.parent_span_id`` (so the id in the engine's logs still finds it), and ``llmtrace.join.by``
+says the pair was joined by response id, which the waterfalls show.
+
+How: each batch the writer commits, the pass spans it brings that name an id are written down in
+``llmtrace_join_keys`` (client: the response id; server: the request id), and a server key meeting a
+client key of another trace moves the engine's whole trace under that client pass: trace id rewritten,
+the engine's root spans and its pass span made children of the client pass, the marks above set on the
+pass span. Arrival order does not matter (whichever side comes second makes the match, in the batch that
+brings it, whichever collector process wrote the first); the move is recorded in ``llmtrace_join_moves``
+so engine spans that arrive later (a child span exported after its request, a replayed write-ahead log)
+follow it, and a replayed copy of a span already moved is dropped. Keys and moves are forgotten after
+``window_s`` of wall clock (both sides of one call are exported seconds apart).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.storage import pass_table
+from llmtrace.tracer.storage.views import PASS_OPERATION_NAMES, PASS_OPERATIONS
+
+log = logging.getLogger("llmtrace.collect")
+KEYS_TABLE = "llmtrace_join_keys"
+MOVES_TABLE = "llmtrace_join_moves"
+BY_RESPONSE_ID = "response_id"
+WINDOW_S = 900.0  # keys and moves older than this (wall clock) are forgotten
+SLACK_NS = 600 * 1_000_000_000  # an engine trace's spans start within this of its pass span (zone-map range)
+
+# The engine's spellings of its request id, first present wins (read off the stored attributes JSON)
+SERVER_KEYS = ("gen_ai.request.id", "rid", "request_id", "x_request_id", N.GEN_AI_RESPONSE_ID)
+_PREFIX = "^(chatcmpl-|cmpl-)"
+_BATCH = "_llmtrace_join_batch"
+_NOW = "_llmtrace_join_now"
+
+_TABLES_SQL = (
+    f"CREATE TABLE IF NOT EXISTS {KEYS_TABLE} (key VARCHAR, side VARCHAR, trace_id VARCHAR, span_id VARCHAR, "
+    "parent_span_id VARCHAR, start_ns BIGINT, end_ns BIGINT, seq BIGINT, at_s DOUBLE)",
+    f"CREATE TABLE IF NOT EXISTS {MOVES_TABLE} (from_trace VARCHAR, to_trace VARCHAR, to_span VARCHAR, "
+    "start_ns BIGINT, end_ns BIGINT, at_s DOUBLE)",
+)
+
+
+def _paths() -> str:
+    keys = (N.SIDE, N.GEN_AI_RESPONSE_ID, *SERVER_KEYS)
+    return "[" + ", ".join(f"'$.\"{k}\"'" for k in keys) + "]"
+
+
+# One JSON parse a pass span: its side, the client's response id, the engine's request id spellings
+_KEYS_SELECT = f"""
+    SELECT regexp_replace(raw, '{_PREFIX}', '') AS key, side, trace_id, span_id, parent_span_id, start_ns, end_ns
+    FROM (SELECT trace_id, span_id, parent_span_id, start_ns, end_ns, v[1] AS side,
+                 CASE WHEN v[1] = 'client' THEN v[2]
+                      ELSE coalesce(v[3], string_split(v[4], '_')[-1], {", ".join(f"v[{i}]" for i in
+                                                                                   range(5, 4 + len(SERVER_KEYS)))})
+                 END AS raw
+          FROM (SELECT *, json_extract_string(attributes, {_paths()}) AS v FROM {_BATCH}
+                WHERE operation IN {PASS_OPERATIONS}))
+    WHERE side IN ('client', 'server') AND raw IS NOT NULL AND raw <> ''
+"""
+
+
+class JoinFailed(RuntimeError):
+    """The join's statements failed inside a batch's transaction: the writer retries the batch (without it)."""
+
+
+@dataclass(slots=True)
+class ResponseIdJoin:
+    """The writer's hook (``SpanWriter(on_insert=...)``, and the write-ahead log's replay): called inside
+    the transaction that inserted ``table``, after the insert."""
+
+    window_s: float = WINDOW_S
+    joined: int = 0  # engine traces moved under a client call, by this process
+    disabled: bool = False
+    _seq: int = 0
+    _ready: bool = False
+    _next_prune: float = 0.0
+
+    def __call__(self, conn: duckdb.DuckDBPyConnection, table: pa.Table) -> None:
+        """Join what ``table`` completes. A failure here must not cost a span: the join turns itself off
+        (warned once) and the batch is retried without it (a RuntimeError is the writer's 'retry' kind)."""
+        if self.disabled or not table.num_rows:
+            return
+        try:
+            self._join(conn, table)
+        except Exception as exc:  # noqa: BLE001 - any failure: the spans matter more than the join
+            self.disabled = True
+            log.warning("llmtrace collect: joining client and engine spans by response id failed; the join is "
+                        "off until restart, spans are written as they came: %s", exc)
+            raise JoinFailed(str(exc)) from exc
+
+    def _join(self, conn: duckdb.DuckDBPyConnection, table: pa.Table) -> None:
+        if not self._ready:
+            for stmt in _TABLES_SQL:
+                conn.execute(stmt)
+            self._ready = True
+        self._seq += 1
+        passes = pc.any(pc.is_in(table.column("operation"), pa.array(PASS_OPERATION_NAMES))).as_py()
+        conn.register(_BATCH, table)
+        try:
+            if passes:
+                conn.execute(f"INSERT INTO {KEYS_TABLE} SELECT *, {self._seq}, {time.time()} FROM ({_KEYS_SELECT})")
+            self._move(conn, self._matches(conn) if passes else 0)
+        finally:
+            try:
+                conn.unregister(_BATCH)
+            except duckdb.Error:  # the transaction aborted: its error is the one to see
+                pass
+        now = time.monotonic()
+        if now >= self._next_prune:
+            cut = time.time() - self.window_s
+            conn.execute(f"DELETE FROM {KEYS_TABLE} WHERE at_s < {cut}")
+            conn.execute(f"DELETE FROM {MOVES_TABLE} WHERE at_s < {cut}")
+            self._next_prune = now + min(60.0, self.window_s / 4)
+
+    def _matches(self, conn: duckdb.DuckDBPyConnection) -> int:
+        """This batch's keys meeting the other side's (in this batch or an earlier one): the moves to make,
+        one an engine trace (to the latest-starting client pass naming its id: the innermost, nearest the
+        wire, where two instrumentations recorded one call). Written to the moves table; returns how many."""
+        seq = self._seq
+        conn.execute(f"""CREATE OR REPLACE TEMP TABLE {_NOW} AS
+            WITH pairs AS (
+                SELECT s.key, s.trace_id AS from_trace, s.span_id AS engine_span, s.parent_span_id AS engine_parent,
+                       s.start_ns, s.end_ns, c.trace_id AS to_trace, c.span_id AS to_span, c.start_ns AS c_start
+                FROM {KEYS_TABLE} s JOIN {KEYS_TABLE} c ON c.key = s.key AND c.trace_id <> s.trace_id
+                WHERE s.side = 'server' AND c.side = 'client' AND (s.seq = {seq} OR c.seq = {seq}))
+            SELECT from_trace, arg_max(to_trace, c_start) AS to_trace, arg_max(to_span, c_start) AS to_span,
+                   arg_min(engine_span, start_ns) AS engine_span, arg_min(engine_parent, start_ns) AS engine_parent,
+                   arg_min(key, start_ns) AS key, min(start_ns) AS start_ns, max(end_ns) AS end_ns
+            FROM pairs GROUP BY from_trace""")
+        n = int(conn.execute(f"SELECT count(*) FROM {_NOW}").fetchall()[0][0])
+        if n:
+            # a chain (an engine trace that a gateway's trace was moved into) ends at the client's trace
+            conn.execute(f"UPDATE {MOVES_TABLE} SET to_trace = m.to_trace, to_span = m.to_span FROM {_NOW} m "
+                         f"WHERE {MOVES_TABLE}.to_trace = m.from_trace")
+            conn.execute(f"INSERT INTO {MOVES_TABLE} SELECT from_trace, to_trace, to_span, start_ns, end_ns, "
+                         f"{time.time()} FROM {_NOW}")
+            conn.execute(f"DELETE FROM {KEYS_TABLE} WHERE side = 'server' AND trace_id IN (SELECT from_trace FROM {_NOW})")
+            self.joined += n
+        return n
+
+    def _move(self, conn: duckdb.DuckDBPyConnection, new: int) -> None:
+        """Rewrite the rows of every engine trace this batch joined or brought spans for (a late child of an
+        engine trace moved earlier): under the client's trace, roots and the pass under the client pass."""
+        late = f"""SELECT m.from_trace, m.to_trace, m.to_span, NULL AS engine_span, NULL AS engine_parent,
+                          NULL AS key, m.start_ns, m.end_ns
+                   FROM {MOVES_TABLE} m WHERE m.from_trace IN (SELECT DISTINCT trace_id FROM {_BATCH})"""
+        source = f"(SELECT * FROM {_NOW} UNION ALL BY NAME {late})" if new else f"({late})"
+        todo = conn.execute(f"""SELECT from_trace, any_value(to_trace), any_value(to_span), max(engine_span),
+                                       max(engine_parent), max(key), min(start_ns), max(end_ns)
+                                FROM {source} GROUP BY from_trace""").fetchall()
+        if not todo:
+            return
+        conn.execute(f"CREATE OR REPLACE TEMP TABLE {_NOW} (from_trace VARCHAR, to_trace VARCHAR, to_span VARCHAR, "
+                     "engine_span VARCHAR, engine_parent VARCHAR, key VARCHAR, start_ns BIGINT, end_ns BIGINT)")
+        conn.executemany(f"INSERT INTO {_NOW} VALUES (?, ?, ?, ?, ?, ?, ?, ?)", todo)
+        lo = min(int(r[6]) for r in todo) - SLACK_NS
+        hi = max(int(r[7]) for r in todo) + SLACK_NS
+        span = f"start_ns BETWEEN {lo} AND {hi}"
+        both = f"(SELECT * FROM spans WHERE {span} AND (trace_id IN (SELECT from_trace FROM {_NOW}) " \
+               f"OR trace_id IN (SELECT to_trace FROM {_NOW})))"
+        before = pass_table.pass_span_sum(conn, both)  # what the kept pass table's stamp counted of these rows
+        rows = f"spans.{span} AND spans.trace_id IN (SELECT from_trace FROM {_NOW})"
+        # a replayed copy of a span already moved (the log replays by trace and span id, which moved): dropped
+        dropped = conn.execute(f"""DELETE FROM spans WHERE {rows} AND spans.span_id IN (
+            SELECT t.span_id FROM spans t WHERE t.{span} AND t.trace_id IN (SELECT to_trace FROM {_NOW}))""").fetchall()
+        conn.execute(f"""UPDATE spans SET trace_id = m.to_trace,
+            parent_span_id = CASE WHEN spans.parent_span_id IS NULL OR spans.span_id = m.engine_span THEN m.to_span
+                                  ELSE spans.parent_span_id END,
+            attributes = CASE WHEN spans.span_id = m.engine_span THEN json_merge_patch(spans.attributes, json_object(
+                '{N.JOIN_BY}', '{BY_RESPONSE_ID}', '{N.JOIN_KEY}', m.key, '{N.JOIN_TRACE_ID}', m.from_trace,
+                '{N.JOIN_PARENT_SPAN_ID}', m.engine_parent)) ELSE spans.attributes END
+            FROM {_NOW} m WHERE {rows} AND spans.trace_id = m.from_trace""")
+        after = pass_table.pass_span_sum(conn, both)
+        pass_table.rewritten(conn, sorted({(t, lo) for r in todo for t in (r[0], r[1])}), after - before,
+                             int(dropped[0][0]) if dropped else 0)
+        conn.execute(f"DROP TABLE IF EXISTS {_NOW}")
