@@ -16,7 +16,11 @@ span (``chat {model}``) with the stages a client can see; ``traceparent`` is inj
 instrumented server's pass span joins the same trace. The SDKs are optional extras: nothing here
 imports them.
 
-App-side helpers, each usable alone, each emitting its stage span:
+Two sub-packages, one arrow (helpers may import the middleware, never the reverse):
+
+- ``middleware``: ``instrument`` and the transport, one call's state (``call``), the provider parsers,
+  SSE, usage, the stage writers (``client_stages``, ``wire``) and the price table the pass cost comes from.
+- ``helpers``: the app-side helpers, each usable alone, each emitting its stage span:
 
     prompt_assembly  SystemPromptAssembler / assemble_system_prompt, format_evidence, order_context
     loops       agent, Tools / dispatch, fan_out / afan_out
@@ -26,11 +30,28 @@ App-side helpers, each usable alone, each emitting its stage span:
     moderation  StreamModerator
     stop_reason check_stop
     meters      load_prices, pass_cost, record_accounting, trace_cost, cache_hit_rate, mark_deploy
+
+Reading prompts and conversations (sessions, divergence, prompt segments, evidence shapes) lives in
+``llmtrace.tracer.reading``, which the collector shares. The modules' first paths keep importing
+(``from llmtrace.adapters.helpers import loops`` is ``llmtrace.adapters.helpers.loops``).
 """
 
-from .instrument import instrument, is_instrumented, uninstrument
-from .sessions import session
-from .transport import AsyncInstrumentedTransport, InstrumentedTransport
+from llmtrace.adapters.middleware.instrument import instrument, is_instrumented, uninstrument
+from llmtrace.adapters.middleware.transport import AsyncInstrumentedTransport, InstrumentedTransport
+from llmtrace.tracer import aliases as _aliases
+from llmtrace.tracer.reading.sessions import session
+
+_MIDDLEWARE = ("anthropic_parser", "cache_diagnostics", "call", "client_stages", "encoding", "integrations",
+               "observation", "openai_parser", "prices", "protocol", "request_usage", "responses_parser", "sse",
+               "transport", "usage", "usage_source", "wire")
+_HELPERS = ("budget", "compaction", "loops", "meters", "moderation", "prompt_assembly", "safety", "stop_reason")
+_READING = ("assistant_turn", "divergence", "segments", "sessions", "textscan", "volatile")
+_aliases.install(__name__, {
+    **{m: f"{__name__}.middleware.{m}" for m in _MIDDLEWARE},
+    **{m: f"{__name__}.helpers.{m}" for m in _HELPERS},
+    **{m: f"llmtrace.tracer.reading.{m}" for m in _READING},
+    "collect_conversations": "llmtrace.tracer.reading.conversations",
+})
 
 __all__ = [
     "AsyncInstrumentedTransport",

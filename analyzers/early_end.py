@@ -1,7 +1,7 @@
 """Silent: answers end early with finish reason "stop". A stop string that also occurs inside the answer's own
 content (the "." of "7.5 km", of "approx." or "e.g.", of a version "v2.1"; a newline inside a code block; a quote
 inside a JSON string) ends every answer a few tokens in, and the finish reason says "stop" as it does for an
-answer that is done. Read from ``gen.stop``'s end values (tracer/record/stop_context.py): the end kind, the stop
+answer that is done. Read from ``gen.stop``'s end values (tracer/reading/stop_context.py): the end kind, the stop
 string's class, what the output was inside of and what preceded the cut; classes and offsets only.
 
 A stop string that fires at a natural end (after a sentence's end, closing an open code block, at the end of a
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from llmtrace.analyzers.base import SymptomAnalyzer, severity_for
 from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.query import Query
-from llmtrace.tracer.record.stop_context import CONTENT_LIKE, SHORT_PUNCT
+from llmtrace.tracer.reading.stop_context import CONTENT_LIKE, SHORT_PUNCT
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 

@@ -3,7 +3,7 @@ tokenizer rewrote the prompt: a compatibility normal form (``llmtrace serve --no
 into "x2", "2⁵" into "25", "10⁻³" into "10−3" and "½" into "1⁄2"; stripping invisible characters glues the
 two words a zero-width space stood between. The model answers the rewritten question.
 
-Read from ``intake.normalization``'s counts by class of character (tracer/record/char_folds.py): a class that
+Read from ``intake.normalization``'s counts by class of character (tracer/reading/char_folds.py): a class that
 bears meaning (powers and indices, fractions, numbers written another way, joiners between words) makes a
 finding ranked by the share of passes it touched; folds that change only how text is drawn (full-width
 letters, ligatures, composed accents) are info at most.
@@ -16,7 +16,7 @@ from collections import Counter
 from llmtrace.analyzers.base import SymptomAnalyzer, severity_for
 from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.query import Query
-from llmtrace.tracer.record import char_folds
+from llmtrace.tracer.reading import char_folds
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 

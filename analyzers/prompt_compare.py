@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass, field
 
 from llmtrace.analyzers.query import as_int
+from llmtrace.tracer.reading.prompt_segments import settled_after
 from llmtrace.tracer.record import capture
-from llmtrace.tracer.record.prompt_segments import settled_after
 
 CHUNK_CHARS = 64
 FIELD_CHARS = 96  # a window up to this wide between identical text is a field, not different content

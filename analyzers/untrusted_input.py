@@ -4,7 +4,7 @@ Apps that call ``safety.scan`` record ``safety.injection``; most do not. Where t
 middleware, the collector) each segment that is not the app's own (tool results, earlier turns, the user
 turn with what was pasted into it) records how many injection marks it carried: text that addresses the
 model ("ignore previous instructions", "reveal the system prompt", "you are now ...") and characters a
-person reading it cannot see (``tracer/record/untrusted_text.py``). No text is needed for that; with full
+person reading it cannot see (``tracer/reading/untrusted_text.py``). No text is needed for that; with full
 capture the text also gives the finding an example, and spans recorded before the counts existed are
 scanned from it.
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmtrace.analyzers.query import Query, attr, sample_ids
-from llmtrace.tracer.record import untrusted_text
+from llmtrace.tracer.reading import untrusted_text
 from llmtrace.tracer.storage.views import PASS_OPERATIONS
 
 SAMPLE = 2000

@@ -2,7 +2,7 @@
 alarm on the same app with the cause removed (its clean twin).
 
 Public faces only: `llmtrace serve` processes started with flags (each writes the server's spans to its own
-store), the official OpenAI and Anthropic SDKs wrapped by `llmtrace.adapters.instrument()` in this process
+store), the official OpenAI and Anthropic SDKs wrapped by `llmtrace.adapters.middleware.instrument()` in this process
 (each run traced as its own service into the server's store), foreign instrumentations in apps of their own
 exporting through the stock OTLP exporter to `llmtrace collect` (one per capture mode, its own store: only
 what those packages recorded), and `llmtrace diagnose --service NAME --json` as a subprocess. The cases are

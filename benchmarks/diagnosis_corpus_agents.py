@@ -31,7 +31,7 @@ def _stuck_or_fan_out(c: Ctx, twin: bool, model_call: Any) -> None:
     back and runs the same container lookup again, five times. Twin: one agent turn per haulier that fans out
     over six containers at once in one session, each asked once and never sent back, then a summary."""
     import llmtrace
-    from llmtrace.adapters import loops
+    from llmtrace.adapters.helpers import loops
 
     for run in range(3 if not twin else 2):
         if twin:

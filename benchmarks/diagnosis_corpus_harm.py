@@ -34,7 +34,7 @@ ORDERS = ["KO-58112", "KO-58140", "KO-58177", "KO-58203", "KO-58251", "KO-58290"
 
 
 def _tools(fail: bool = False) -> Any:
-    from llmtrace.adapters import loops
+    from llmtrace.adapters.helpers import loops
 
     tools = loops.Tools()
 
@@ -58,7 +58,7 @@ def _turn_ask(c: Ctx, order: str, api: str = "openai") -> None:
 def tool_stuck_vs_fan_out(c: Ctx, twin: bool) -> None:
     """Planted: each agent turn asks the model, then looks the customer's one order up five times (a model call
     after each: it never reads the answer). Twin: each turn fans out over six orders at once, once each."""
-    from llmtrace.adapters import loops
+    from llmtrace.adapters.helpers import loops
 
     tools = _tools()
     for turn in range(3):
@@ -78,7 +78,7 @@ def tool_near_same_vs_steps(c: Ctx, twin: bool) -> None:
     """Planted: one order looked up five times a turn, its id in other case and spacing each time
     ("KO-58203", "ko-58203 ", "KO - 58203"...). Twin: six orders looked up one a step (sequential fan-out),
     every answer the same "shipped": distinct arguments, the same result, no loop."""
-    from llmtrace.adapters import loops
+    from llmtrace.adapters.helpers import loops
 
     tools = _tools()
     for turn in range(3):
@@ -94,7 +94,7 @@ def tool_near_same_vs_steps(c: Ctx, twin: bool) -> None:
 def tool_same_error_vs_lookups(c: Ctx, twin: bool) -> None:
     """Planted: five orders a turn, each lookup failing with the same timeout (the agent retries with the next
     order and gets nowhere). Twin: the same five lookups, each answered."""
-    from llmtrace.adapters import loops
+    from llmtrace.adapters.helpers import loops
 
     tools = _tools(fail=not twin)
     for turn in range(3):

@@ -25,8 +25,8 @@ __all__ = ["__version__", "force_flush", "init", "instrument", "mark_unobserved"
            "shutdown", "stage", "start_pass", "tool_span"]
 
 
-def instrument(client: object, **kwargs: Any) -> object:  # kwargs: those of llmtrace.adapters.instrument
-    """Instrument an OpenAI / Anthropic / httpx client (see ``llmtrace.adapters.instrument``)."""
+def instrument(client: object, **kwargs: Any) -> object:  # kwargs: those of llmtrace.adapters.middleware.instrument
+    """Instrument an OpenAI / Anthropic / httpx client (see ``llmtrace.adapters.middleware.instrument``)."""
     from llmtrace.adapters import instrument as _instrument
 
     return _instrument(client, **kwargs)
@@ -34,6 +34,6 @@ def instrument(client: object, **kwargs: Any) -> object:  # kwargs: those of llm
 
 def session(session_id: str, user: str | None = None) -> object:
     """Group the instrumented calls inside ``with llmtrace.session(id, user=...)`` (see ``llmtrace.adapters``)."""
-    from llmtrace.adapters.sessions import session as _session
+    from llmtrace.tracer.reading.sessions import session as _session
 
     return _session(session_id, user)

@@ -15,7 +15,7 @@ from types import ModuleType
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("llmtrace.demo", "run the support-agent demo on the bundled backend and diagnose it"),
     "serve": ("llmtrace.serve_cli", "serve the bundled backend over OpenAI/Anthropic-compatible HTTP"),
-    "collect": ("llmtrace.collect_cli", "receive OTLP/HTTP spans from other processes into the store"),
+    "collect": ("llmtrace.tracer.cli.collect", "receive OTLP/HTTP spans from other processes into the store"),
     "explore": ("llmtrace.tui.cli", "open the terminal UI over a store"),
     "sql": ("llmtrace.tracer.cli.sql", "run read-only SQL over the store and print a table"),
     "diagnose": ("llmtrace.analyzers.diagnose_cli", "run the analyzers and print findings"),

@@ -17,10 +17,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from llmtrace.adapters.compaction import compact
-from llmtrace.adapters.loops import ToolCall, dispatch, fan_out
-from llmtrace.adapters.prompt_assembly import SystemPromptAssembler
-from llmtrace.adapters.stop_reason import check_stop
+from llmtrace.adapters.helpers.compaction import compact
+from llmtrace.adapters.helpers.loops import ToolCall, dispatch, fan_out
+from llmtrace.adapters.helpers.prompt_assembly import SystemPromptAssembler
+from llmtrace.adapters.helpers.stop_reason import check_stop
 
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {

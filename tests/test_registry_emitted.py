@@ -24,8 +24,8 @@ import pytest
 from testkit import RunningServer, undeclared
 
 import llmtrace
-from llmtrace.adapters import budget, compaction, loops, moderation, safety, stop_reason
-from llmtrace.adapters import prompt_assembly as assembly
+from llmtrace.adapters.helpers import budget, compaction, loops, moderation, safety, stop_reason
+from llmtrace.adapters.helpers import prompt_assembly as assembly
 
 pytestmark = pytest.mark.slow
 

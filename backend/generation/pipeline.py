@@ -28,7 +28,7 @@ from llmtrace.backend.generation.sampler import EffectiveSampling, position_unif
 from llmtrace.backend.generation.stop_strings import StopStringMatcher
 from llmtrace.backend.generation.streaming import StreamClock
 from llmtrace.backend.generation.tool_calls import parse_tool_calls
-from llmtrace.tracer.record import stop_context
+from llmtrace.tracer.reading import stop_context
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 
@@ -372,7 +372,7 @@ class GenerationPipeline:
         }
 
     def _end_values(self, st: SequenceState) -> dict[str, object]:
-        """How the sequence ended (tracer/record/stop_context.py): the end kind, where, and for a stop string
+        """How the sequence ended (tracer/reading/stop_context.py): the end kind, where, and for a stop string
         what the output looked like at the cut. The stop string's text goes out only with full capture."""
         string = st.stops.matched
         last = st.output_token_ids[-1] if st.output_token_ids else None

@@ -18,7 +18,7 @@ from llmtrace.backend.server.job import Job
 from llmtrace.backend.server.normalization import NormalizationCounts, NormalizationPolicy
 from llmtrace.tracer import capture
 from llmtrace.tracer import recording as rec
-from llmtrace.tracer.record import char_folds, prompt_segments
+from llmtrace.tracer.reading import char_folds, prompt_segments
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 

@@ -8,8 +8,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
 
-from llmtrace.tracer.record import char_folds
-from llmtrace.tracer.record.orthography import written
+from llmtrace.tracer.reading import char_folds
+from llmtrace.tracer.reading.orthography import written
 
 Form = Literal["nfc", "nfkc", "none"]
 
@@ -33,7 +33,7 @@ class NormalizationCounts:
     invisible_chars: int = 0
     nbsp: int = 0
     confusables: int = 0
-    # what the strip and the form changed, by class of character (tracer/record/char_folds.py)
+    # what the strip and the form changed, by class of character (tracer/reading/char_folds.py)
     classes: Counter[str] = field(default_factory=Counter)
 
     def add(self, other: NormalizationCounts) -> None:
@@ -57,7 +57,7 @@ class NormalizationPolicy:
         counts = NormalizationCounts()
         if not text or text.isascii():  # nothing to count, and ASCII is in every normal form
             return text, counts
-        # (a joiner or no-break space that is the text's spelling, tracer/record/orthography.py, is neither
+        # (a joiner or no-break space that is the text's spelling, tracer/reading/orthography.py, is neither
         # counted nor stripped: Persian words and family emoji keep theirs)
         counts.nbsp = sum(1 for i, ch in enumerate(text) if ord(ch) in _NBSP and not written(text, i))
         hidden = [i for i, ch in enumerate(text) if _is_invisible(ch) and not written(text, i)]

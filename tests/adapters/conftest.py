@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from llmtrace.adapters import divergence, sessions
 from llmtrace.tracer import health
+from llmtrace.tracer.reading import divergence, sessions
 
 _QUIET_FAILURES = ("wrong_value_type", "unknown_stage", "adapter_error")
 

@@ -2,7 +2,7 @@
 through the real SDKs wrapped by ``instrument()``, streamed and not, then ``llmtrace diagnose --json``:
 
 - the app writes the cut call back as the assistant's turn and carries on: the warning is at ``gen.stop``,
-  saying the app went on with it (the answer's hash is found in the later prompt: adapters/assistant_turn.py);
+  saying the app went on with it (the answer's hash is found in the later prompt: tracer/reading/assistant_turn.py);
 - the same cut calls, none written back (a fan-out of independent calls in one trace and session): reported
   at ``gen.stop`` as info only.
 
@@ -24,7 +24,8 @@ from adapters_fake_provider import FakeProvider, Script, fake_provider
 from testkit import API_SHAPE_IDS, API_SHAPES, diagnose_json
 
 import llmtrace
-from llmtrace.adapters import instrument, loops
+from llmtrace.adapters import instrument
+from llmtrace.adapters.helpers import loops
 
 TOOLS = [{"type": "function", "function": {"name": "parts_stock", "parameters": {
     "type": "object", "properties": {"ticket": {"type": "string"}}}}}]

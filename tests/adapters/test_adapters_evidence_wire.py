@@ -16,7 +16,7 @@ from adapters_fake_provider import CHAT_OK, Script, fake_provider
 from adapters_store import rows
 
 from llmtrace.adapters import instrument
-from llmtrace.tracer.record import evidence_shape, untrusted_text
+from llmtrace.tracer.reading import evidence_shape, untrusted_text
 
 PASSAGES = ["Wharf 9 takes refrigerated containers only between six and ten in the morning on weekdays.",
             "Consignments held at customs for more than five days are charged a storage fee per pallet.",

@@ -16,7 +16,8 @@ import pytest
 from adapters_fake_provider import CHAT_OK, Script, fake_provider
 from adapters_store import rows
 
-from llmtrace.adapters import compaction, instrument
+from llmtrace.adapters import instrument
+from llmtrace.adapters.helpers import compaction
 
 TOOL_RESULT = json.dumps(
     {"order_id": "48213", "status": "delivered", "eta_days": 0, "since": "2021", "step": 3, "refund": "$5",

@@ -250,7 +250,7 @@ def test_recording_faults_never_reach_the_app(
     provider.scripts[CHAT] = Script(
         content_type="text/event-stream", chunks=sse(_chunk("x"), _chunk("y", "stop"))
     )
-    from llmtrace.adapters import openai_parser
+    from llmtrace.adapters.middleware import openai_parser
 
     def broken(self: Any, *a: Any) -> None:
         raise RuntimeError("parser bug")

@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 from adapters_store import rows
 
-from llmtrace.adapters import budget as budget_mod
-from llmtrace.adapters import compaction, loops, meters, moderation, safety, stop_reason, volatile
-from llmtrace.adapters import prompt_assembly as assembly
-from llmtrace.adapters.usage import Usage
+from llmtrace.adapters.helpers import budget as budget_mod
+from llmtrace.adapters.helpers import compaction, loops, meters, moderation, safety, stop_reason
+from llmtrace.adapters.helpers import prompt_assembly as assembly
+from llmtrace.adapters.middleware.usage import Usage
 from llmtrace.tracer import recording as rec
+from llmtrace.tracer.reading import volatile
 
 
 def stage(db: Path, stage_id: str) -> list[dict[str, Any]]:

@@ -15,7 +15,8 @@ from adapters_fake_provider import CHAT_OK, Script, fake_provider
 from adapters_store import assert_no_text, rows
 
 import llmtrace
-from llmtrace.adapters import instrument, safety
+from llmtrace.adapters import instrument
+from llmtrace.adapters.helpers import safety
 from llmtrace.cli import main
 
 # Tool results the two lists used to read differently (the middleware's and the scan's).

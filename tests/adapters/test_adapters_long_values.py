@@ -18,7 +18,7 @@ from adapters_fake_provider import CHAT_OK, Script, fake_provider
 from adapters_store import rows
 
 from llmtrace.adapters import instrument
-from llmtrace.tracer.record import prompt_segments
+from llmtrace.tracer.reading import prompt_segments
 
 _BITS = ("a", "b", "Z", "-", "--", "_", "1", "42", "é", "\u0663", " ", ".", "x9", "k-", "-7", "ab_1", "\n")
 

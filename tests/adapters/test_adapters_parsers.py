@@ -10,13 +10,13 @@ from adapters_fake_provider import sse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmtrace.adapters import usage
-from llmtrace.adapters.anthropic_parser import AnthropicParser
-from llmtrace.adapters.openai_parser import OpenAIParser
-from llmtrace.adapters.protocol import parser_for
-from llmtrace.adapters.segments import capture_attributes
-from llmtrace.adapters.sse import SSEParser
+from llmtrace.adapters.middleware import usage
+from llmtrace.adapters.middleware.anthropic_parser import AnthropicParser
+from llmtrace.adapters.middleware.openai_parser import OpenAIParser
+from llmtrace.adapters.middleware.protocol import parser_for
+from llmtrace.adapters.middleware.sse import SSEParser
 from llmtrace.tracer import capture
+from llmtrace.tracer.reading.segments import capture_attributes
 
 OPENAI_STREAM = sse(
     {
@@ -297,7 +297,7 @@ def test_segments_under_each_capture_mode() -> None:
 
 
 def test_responses_parser_maps_status_to_finish_reasons() -> None:
-    from llmtrace.adapters.responses_parser import ResponsesParser
+    from llmtrace.adapters.middleware.responses_parser import ResponsesParser
 
     cut = ResponsesParser()
     cut.on_request(

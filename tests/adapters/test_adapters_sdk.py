@@ -14,8 +14,8 @@ from adapters_store import client_pass, rows, stages_of, wait_for
 from adapters_tools import WEATHER_TOOL
 
 from llmtrace.adapters import instrument, is_instrumented, uninstrument
-from llmtrace.adapters.loops import Tools, as_tool_call
-from llmtrace.adapters.transport import AsyncInstrumentedTransport, InstrumentedTransport
+from llmtrace.adapters.helpers.loops import Tools, as_tool_call
+from llmtrace.adapters.middleware.transport import AsyncInstrumentedTransport, InstrumentedTransport
 
 SYSTEM = "You are a support agent. Current time: 2026-11-29T10:15:00Z. Answer briefly."
 MSGS = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Where is my parcel?"}]
@@ -279,7 +279,7 @@ def test_legacy_completions_are_text_completion_passes(tiny_server: Any, traced:
 
 
 def test_moderation_cutting_a_real_stream_cancels_the_pass(tiny_server: Any, traced: Path) -> None:
-    from llmtrace.adapters.moderation import StreamModerator
+    from llmtrace.adapters.helpers.moderation import StreamModerator
 
     client = instrument(_openai(tiny_server))
     stream = client.chat.completions.create(model="tiny", messages=MSGS, max_tokens=64, stream=True)

@@ -16,7 +16,8 @@ from adapters_store import rows
 
 import llmtrace
 from llmtrace.adapters import instrument
-from llmtrace.tracer.record import capture, prompt_segments
+from llmtrace.tracer.reading import prompt_segments
+from llmtrace.tracer.record import capture
 
 _KEYS = ("llmtrace.prompt.segments", "llmtrace.prompt.hash", "llmtrace.prompt.text")
 

@@ -13,7 +13,7 @@ from adapters_fake_provider import CHAT_OK, Script, fake_provider
 from adapters_store import rows
 
 from llmtrace.adapters import instrument
-from llmtrace.tracer.record import evidence_shape as rule
+from llmtrace.tracer.reading import evidence_shape as rule
 
 
 def test_the_middleware_records_the_tracer_rules_shape(traced: Path) -> None:

@@ -20,8 +20,10 @@ import openai
 import pytest
 from adapters_fake_provider import CHAT_OK, Script, fake_provider
 
-from llmtrace.adapters import compaction, instrument, sessions
-from llmtrace.adapters.openai_parser import OpenAIParser
+from llmtrace.adapters import instrument
+from llmtrace.adapters.middleware.openai_parser import OpenAIParser
+from llmtrace.tracer.reading import facts as compaction
+from llmtrace.tracer.reading import sessions
 
 
 def _requests() -> list[list[dict[str, Any]]]:

@@ -13,7 +13,7 @@ import pytest
 from adapters_store import assert_no_text, rows
 
 from llmtrace.adapters import instrument
-from llmtrace.adapters.transport import AsyncInstrumentedTransport, InstrumentedTransport
+from llmtrace.adapters.middleware.transport import AsyncInstrumentedTransport, InstrumentedTransport
 
 ANSWER = {
     "id": "chatcmpl-1",

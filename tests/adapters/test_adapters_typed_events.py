@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from llmtrace.adapters.anthropic_parser import AnthropicParser
-from llmtrace.adapters.responses_parser import ResponsesParser
+from llmtrace.adapters.middleware.anthropic_parser import AnthropicParser
+from llmtrace.adapters.middleware.responses_parser import ResponsesParser
 
 _ANTHROPIC = [{"type": "message_start", "message": {"id": "msg_1", "model": "claude"}},
               {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "Oslo"}},

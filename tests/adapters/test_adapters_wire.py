@@ -351,7 +351,7 @@ def test_history_that_no_longer_extends_the_previous_request_is_wire_compaction(
 
 
 def test_prompt_memory_stays_bounded() -> None:
-    from llmtrace.adapters.divergence import PromptHistory
+    from llmtrace.tracer.reading.divergence import PromptHistory
 
     h = PromptHistory(max_templates=4, per_template=2, max_total_chars=5_000)
     for i in range(200):
@@ -362,7 +362,7 @@ def test_prompt_memory_stays_bounded() -> None:
 
 @pytest.mark.parametrize("nl", ["\n", "\r\n"])
 def test_usage_filter_gives_the_same_bytes_however_the_stream_is_cut(nl: str) -> None:
-    from llmtrace.adapters.request_usage import UsageStripper
+    from llmtrace.adapters.middleware.request_usage import UsageStripper
 
     def event(obj: dict[str, Any]) -> bytes:
         return f"data: {json.dumps(obj, separators=(',', ':'))}{nl}{nl}".encode()

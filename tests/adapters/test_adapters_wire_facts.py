@@ -4,7 +4,7 @@ its previous request lacked, and the facts it records are those a full rescan of
 Real OpenAI SDK, instrumented, against the loopback fake provider; two conversations interleaved (one
 inferred from its prefix chain, one named with ``llmtrace.session``), each compacted by the app mid-way
 and grown again afterwards. The expected facts are computed from the request bytes the provider received,
-read from scratch (a fresh parser's segments, ``compaction.wire_facts`` over all of them).
+read from scratch (a fresh parser's segments, ``facts.wire_facts`` over all of them).
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from adapters_fake_provider import CHAT_OK, FakeProvider, Script, fake_provider
 from adapters_store import rows
 
 import llmtrace
-from llmtrace.adapters import compaction, instrument
-from llmtrace.adapters.openai_parser import OpenAIParser
+from llmtrace.adapters import instrument
+from llmtrace.adapters.middleware.openai_parser import OpenAIParser
+from llmtrace.tracer.reading import facts as compaction
 
 Msg = dict[str, Any]
 
@@ -213,8 +214,8 @@ def _grown_then_compacted(turn: Callable[[int], list[Msg]]) -> list[list[Msg]]:
 def test_other_apis_compactions_lose_the_facts_a_full_rescan_finds(tmp_path: Path, provider: FakeProvider, api: str) -> None:
     import anthropic
 
-    from llmtrace.adapters.anthropic_parser import AnthropicParser
-    from llmtrace.adapters.responses_parser import ResponsesParser
+    from llmtrace.adapters.middleware.anthropic_parser import AnthropicParser
+    from llmtrace.adapters.middleware.responses_parser import ResponsesParser
     from llmtrace.tracer import capture
 
     provider.scripts["/v1/messages"] = Script(chunks=[json.dumps({

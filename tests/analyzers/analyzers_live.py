@@ -86,7 +86,7 @@ def expect_first(path: Path, symptom: str, stage: str) -> list[Finding]:
 def own_prices(tmp_path: Path, monkeypatch: Any, version: str, cached_input: float) -> Iterator[None]:
     """A price file of the app's own for the tiny model (as a user with a negotiated rate has), loaded for the
     block, and the bundled prices again after it."""
-    from llmtrace.adapters import meters
+    from llmtrace.adapters.helpers import meters
 
     own = tmp_path / "prices.json"
     own.write_text(f'{{"_version": "{version}", "tiny": {{"input": 1.0, "cached_input": {cached_input}, "output": 4.0}}}}')

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from analyzers_live import client, expect_first, findings, server, store
 
-from llmtrace.adapters.budget import Budget, BudgetExceeded
-from llmtrace.adapters.compaction import compact
-from llmtrace.adapters.loops import ToolCall, dispatch
-from llmtrace.adapters.prompt_assembly import format_evidence
+from llmtrace.adapters.helpers.budget import Budget, BudgetExceeded
+from llmtrace.adapters.helpers.compaction import compact
+from llmtrace.adapters.helpers.loops import ToolCall, dispatch
+from llmtrace.adapters.helpers.prompt_assembly import format_evidence
 
 pytestmark = pytest.mark.slow
 

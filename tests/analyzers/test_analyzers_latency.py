@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from analyzers_live import client, expect_first, findings, server, store
 
-from llmtrace.adapters.prompt_assembly import SystemPromptAssembler
+from llmtrace.adapters.helpers.prompt_assembly import SystemPromptAssembler
 
 pytestmark = pytest.mark.slow
 

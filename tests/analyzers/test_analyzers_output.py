@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from analyzers_live import client, expect_first, findings, server, store
 
-from llmtrace.adapters.moderation import StreamModerator
-from llmtrace.adapters.stop_reason import check_stop
+from llmtrace.adapters.helpers.moderation import StreamModerator
+from llmtrace.adapters.helpers.stop_reason import check_stop
 
 pytestmark = pytest.mark.slow
 

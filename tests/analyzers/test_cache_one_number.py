@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from analyzers_live import client, expect_first, server, store
 
-from llmtrace.adapters.prompt_assembly import SystemPromptAssembler
+from llmtrace.adapters.helpers.prompt_assembly import SystemPromptAssembler
 from llmtrace.analyzers.render import plain
 from llmtrace.tracer.storage.store import read_connection
 

@@ -1,11 +1,11 @@
-"""The end kinds and cut classes both recorders of gen.stop share (tracer/record/stop_context.py): a stop string
+"""The end kinds and cut classes both recorders of gen.stop share (tracer/reading/stop_context.py): a stop string
 inside content is told from one at a natural end, from the output's own end and nothing else."""
 
 from __future__ import annotations
 
 import pytest
 
-from llmtrace.tracer.record import stop_context as sc
+from llmtrace.tracer.reading import stop_context as sc
 
 
 @pytest.mark.parametrize(("text", "before", "inside"), [

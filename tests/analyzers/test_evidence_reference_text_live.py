@@ -16,7 +16,7 @@ from analyzers_live import client, server, store
 from testkit import diagnose_json
 
 import llmtrace
-from llmtrace.tracer.record import evidence_shape
+from llmtrace.tracer.reading import evidence_shape
 from llmtrace.tracer.registry import names as N
 
 pytestmark = pytest.mark.slow

@@ -103,7 +103,7 @@ def _fan_out(agent: Agent, stuck: bool) -> None:
     six tickets at once (``fan_out`` threads under ``agent()``), none of them sent back, then answers."""
     del stuck
     import llmtrace
-    from llmtrace.adapters import loops
+    from llmtrace.adapters.helpers import loops
 
     for run in range(2):
         with llmtrace.session(f"desk-{run}"), loops.agent("desk"):

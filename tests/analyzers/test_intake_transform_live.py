@@ -9,7 +9,7 @@ from typing import Any
 
 from analyzers_live import all_findings, client, findings, store
 
-from llmtrace.tracer.record import char_folds
+from llmtrace.tracer.reading import char_folds
 from llmtrace.tracer.registry import stage_ids as S
 
 _servers: dict[tuple[str, ...], Any] = {}

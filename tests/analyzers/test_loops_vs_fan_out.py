@@ -16,7 +16,7 @@ import pytest
 from opentelemetry.trace import Status, StatusCode
 
 import llmtrace
-from llmtrace.adapters import loops
+from llmtrace.adapters.helpers import loops
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collector"))
 from collector_helpers import diagnose_service, otlp_provider, query, start_collector  # noqa: E402

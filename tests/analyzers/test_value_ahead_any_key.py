@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from llmtrace.analyzers import prompt_compare
-from llmtrace.tracer.record import capture, prompt_segments
+from llmtrace.tracer.reading import prompt_segments
+from llmtrace.tracer.record import capture
 from llmtrace.tracer.registry import names as N
 
 FIXED = ("Answer for the harbour office. Ask for the berth number and the arrival date, quote the tariff that "

@@ -5,7 +5,7 @@ instructions, so no call shares a cached prefix with the one before. Through a f
 (OpenInference's openai instrumentor) and ``llmtrace collect`` under the default capture (``hashes``) there is
 no divergence window: the collector sees one span at a time, and the 64-char chunk chain, anchored at the
 start, shares nothing between two such prompts. The content-defined pieces each long segment now records
-(tracer/record/prompt_segments.py) cut the same fixed text alike wherever it sits, so ``diagnose`` finds the
+(tracer/reading/prompt_segments.py) cut the same fixed text alike wherever it sits, so ``diagnose`` finds the
 run behind the block (analyzers/prompt_compare.py ``piece_run``) and names it: a changing block of ~N chars
 ahead of ~M tokens of fixed text. The clean twins (the card after the instructions) get nothing above info.
 The same for a block at the top of the user's message (OpenLLMetry), and for the same calls through
@@ -36,7 +36,7 @@ from collector_helpers import (
 from testkit import RunningServer
 
 import llmtrace
-from llmtrace.tracer.record.prompt_segments import MAX_PIECES, prompt_attributes
+from llmtrace.tracer.reading.prompt_segments import MAX_PIECES, prompt_attributes
 
 DESK = ("You staff the front desk of the Hollowmere veterinary practice. Book the first free slot with the vet "
         "the owner asks for, ask whether the animal has eaten in the last six hours before any procedure, never "

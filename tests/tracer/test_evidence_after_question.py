@@ -1,4 +1,4 @@
-"""Passages after the question, no line naming them (tracer/record/evidence_run.py ``after_question``,
+"""Passages after the question, no line naming them (tracer/reading/evidence_run.py ``after_question``,
 passage_recurrence.py): read as retrieved passages only when the system prompt tells the model to answer
 from material and a passage comes back beside other passages; text a user pastes is new each call, or comes
 back with the same neighbours."""
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from llmtrace.tracer.record import evidence_shape, passage_recurrence
+from llmtrace.tracer.reading import evidence_shape, passage_recurrence
 
 FACTS = [
     "The Larch Street pool opens its lanes to club swimmers from six until eight on weekday mornings.",

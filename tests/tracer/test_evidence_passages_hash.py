@@ -9,7 +9,8 @@ import hashlib
 
 import pytest
 
-from llmtrace.tracer.record import capture, evidence_shape
+from llmtrace.tracer.reading import evidence_shape
+from llmtrace.tracer.record import capture
 from llmtrace.tracer.registry import names as N
 
 CUE = "Use the company information below when you answer."

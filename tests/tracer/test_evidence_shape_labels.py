@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmtrace.tracer.record.evidence_shape import shape
+from llmtrace.tracer.reading.evidence_shape import shape
 
 PASSAGES = [
     "Wharf 9 takes refrigerated containers only between six and ten in the morning on weekdays.",

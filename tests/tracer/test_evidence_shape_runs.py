@@ -1,4 +1,4 @@
-"""Passages found by their shape, not a cue word (tracer/record/evidence_run.py): unlabelled passages under any
+"""Passages found by their shape, not a cue word (tracer/reading/evidence_run.py): unlabelled passages under any
 heading ("From the help centre:", "Clinic leaflets:", "Aus dem Handbuch:") or under none (a system prompt's
 instructions, then the passages a blank line apart) read as unlabelled passages; the same with labels read as
 labelled; and system prompts of instructions written as prose (a policy, a company's description and rules,
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmtrace.tracer.record.evidence_shape import EvidenceShape, shape
+from llmtrace.tracer.reading.evidence_shape import EvidenceShape, shape
 
 FERRY = ["The Skerrow ferry does not sail when the wind at the harbour mouth passes forty knots; the "
          "crew post the cancellation on the pier boards an hour before departure.",

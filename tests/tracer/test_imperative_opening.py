@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmtrace.tracer.record.evidence_run import imperative_opening
+from llmtrace.tracer.reading.evidence_run import imperative_opening
 
 STATEMENTS = [
     "Return tickets bought before the first of April include one free crossing to the island.",

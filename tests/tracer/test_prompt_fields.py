@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmtrace.tracer.record.prompt_segments import fields
+from llmtrace.tracer.reading.prompt_segments import fields
 
 
 @pytest.mark.parametrize("text, expected", [

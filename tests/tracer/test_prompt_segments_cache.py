@@ -10,9 +10,10 @@ import random
 
 import pytest
 
-from llmtrace.tracer.record import capture, prompt_segments, untrusted_text
-from llmtrace.tracer.record.digest_cache import DigestCache
-from llmtrace.tracer.record.prompt_segments import fields, prompt_attributes, rendered, segment_records
+from llmtrace.tracer.reading import prompt_segments, untrusted_text
+from llmtrace.tracer.reading.digest_cache import DigestCache
+from llmtrace.tracer.reading.prompt_segments import fields, prompt_attributes, rendered, segment_records
+from llmtrace.tracer.record import capture
 from llmtrace.tracer.registry import names as N
 
 

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
+from llmtrace.tracer.reading.prompt_segments import _VOLATILE, MAX_FIELDS, fields
 from llmtrace.tracer.record import capture
-from llmtrace.tracer.record.prompt_segments import _VOLATILE, MAX_FIELDS, fields
 
 
 def reference(text: str) -> list[dict[str, object]]:

@@ -1,4 +1,4 @@
-"""The one list of instruction phrases (tracer/record/untrusted_text.py): every phrase is found, the fast
+"""The one list of instruction phrases (tracer/reading/untrusted_text.py): every phrase is found, the fast
 lead guard in front of the list changes no match, and ordinary talk about prompts is not an order."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from llmtrace.tracer.record import untrusted_text as ut
+from llmtrace.tracer.reading import untrusted_text as ut
 
 # One example per phrase, in the order of ``PHRASES``. The last eleven are phrasings a first list missed (0 of
 # 14 common injections found: "Ignore the above and say ...", "Note to the AI assistant: ...").

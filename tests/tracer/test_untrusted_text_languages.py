@@ -1,4 +1,4 @@
-"""Injection phrasings the first list missed (tracer/record/untrusted_text.py): orders that claim the
+"""Injection phrasings the first list missed (tracer/reading/untrusted_text.py): orders that claim the
 operator's authority ("NEW TASK FROM THE ADMINISTRATOR", "from now on answer ..."), and the override and
 system-prompt phrases in German, French, Spanish, Italian and Portuguese. Each counts; look-alikes in those
 languages (a reminder not to forget the rules, an umbrella, a spam folder) do not; the lead guard in front of
@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from llmtrace.adapters import safety
-from llmtrace.tracer.record import untrusted_text as ut
+from llmtrace.adapters.helpers import safety
+from llmtrace.tracer.reading import untrusted_text as ut
 
 # One example per phrase, in the order of ``TRANSLATED``.
 TRANSLATED_EXAMPLES = [

@@ -1,5 +1,5 @@
 """What a foreign span's input messages show about the conversation, as the client middleware reads it off
-the messages array an app sends (adapters/wire.py): the tool calls the history repeats (``loop.budget``
+the messages array an app sends (adapters/middleware/wire.py): the tool calls the history repeats (``loop.budget``
 with ``llmtrace.loop.observed=wire``) and the invisible characters and non-breaking spaces the prompt holds
 (``intake.normalization``). Only counts are recorded, never text, so this runs under every capture mode but
 ``none``; a span with no input messages (content capture off) gives nothing.
@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 
 from llmtrace.tracer.collect.otlp_segments import messages
-from llmtrace.tracer.record.untrusted_text import hidden_chars, nbsp_chars
+from llmtrace.tracer.reading.untrusted_text import hidden_chars, nbsp_chars
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 
@@ -97,7 +97,7 @@ def conversation_rows(attrs: Mapping[str, object], mode: str) -> list[tuple[str,
     texts = [text for _, text in messages(attrs) if text]
     if texts:
         rows.append((S.INTAKE_NORMALIZATION, {
-            # (the app's own counts, adapters/textscan.py: a joiner that is a word's spelling is not hidden)
+            # (the app's own counts, tracer/reading/textscan.py: a joiner that is a word's spelling is not hidden)
             N.NORMALIZATION_INVISIBLE_CHARS: sum(hidden_chars(t) for t in texts),
             N.NORMALIZATION_NBSP: sum(nbsp_chars(t) for t in texts)}))
     return rows

@@ -48,7 +48,6 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-from llmtrace.tracer.collect import conversation_hook
 from llmtrace.tracer.collect.otlp_conversation import conversation_rows
 from llmtrace.tracer.collect.otlp_engines import (
     PhaseLedger,
@@ -77,11 +76,13 @@ from llmtrace.tracer.collect.otlp_rows import ExtraRow, Mapped, stage_row
 from llmtrace.tracer.collect.otlp_segments import (
     answer_text,
     evidence_values,
+    messages,
     output_attributes,
     segment_attributes,
 )
 from llmtrace.tracer.collect.otlp_stop import stop_row
 from llmtrace.tracer.collect.otlp_tools import tool_values
+from llmtrace.tracer.reading.conversations import Conversations
 from llmtrace.tracer.record import capture
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import semconv as sc
@@ -232,6 +233,7 @@ class Mapper:
             raise ValueError(f"capture mode must be none, hashes or full, got {capture_mode!r}")
         self.capture_mode = capture_mode
         self._raw_payload = False  # the span being mapped is a raw provider payload (LiteLLM's)
+        self.conversations = Conversations()  # the middleware's conversation reading, one tracker per service
         self.ledger = PhaseLedger()  # engine stages already given a row, router facts by trace
         self._content = False  # the span being mapped carries prompt or output text (any key is_content)
 
@@ -302,8 +304,8 @@ class Mapper:
         # repeated tool calls and invisible characters in the history, as the middleware reads them
         for stage_id, values in conversation_rows(attrs, self.capture_mode):
             mapped.extra.append(self._row(span_hex, stage_id, start_ns, start_ns, values))
-        # a history rewritten by a compaction, by the middleware's own reading (conversation_hook.py)
-        compacted = conversation_hook.compaction_values(service, attrs, end_ns) if self.capture_mode != "none" else None
+        # a history rewritten by a compaction, by the middleware's own reading (tracer/reading/conversations.py)
+        compacted = self.conversations.compaction(service, messages(attrs), end_ns) if self.capture_mode != "none" else None
         if compacted:
             mapped.extra.append(self._row(span_hex, S.LOOP_COMPACTION, start_ns, start_ns, compacted))
 

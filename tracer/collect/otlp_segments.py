@@ -22,9 +22,9 @@ import re
 from collections.abc import Mapping
 from xml.etree import ElementTree
 
-from llmtrace.tracer.record import evidence_shape
-from llmtrace.tracer.record.prompt_segments import canonical as _canonical
-from llmtrace.tracer.record.prompt_segments import prompt_attributes
+from llmtrace.tracer.reading import evidence_shape
+from llmtrace.tracer.reading.prompt_segments import canonical as _canonical
+from llmtrace.tracer.reading.prompt_segments import prompt_attributes
 from llmtrace.tracer.registry import names as N
 
 _SYSTEM_ROLES = ("system", "developer")
@@ -193,7 +193,7 @@ def output_attributes(attrs: Mapping[str, object]) -> dict[str, object]:
 
 
 # a prompt that asks for a format in words ("return only a JSON object"): an answer cut at max_tokens cannot
-# be what the app parses, though no response_format says so (the middleware's rule, adapters/wire.py)
+# be what the app parses, though no response_format says so (the middleware's rule, adapters/middleware/wire.py)
 _ASKS = (("json", re.compile(r"\bjson\b", re.I)), ("xml", re.compile(r"\bxml\b", re.I)))
 _ASK_SCAN_CHARS = 64 * 1024
 
@@ -232,7 +232,7 @@ def segment_attributes(attrs: Mapping[str, object], mode: str) -> dict[str, obje
 
 def evidence_values(attrs: Mapping[str, object], mode: str) -> dict[str, object]:
     """The ``intake.evidence_formatting`` values of retrieved passages pasted into the prompt (their count,
-    labels, delimiters and duplicates, never their text: tracer/record/evidence_shape.py, the middleware's
+    labels, delimiters and duplicates, never their text: tracer/reading/evidence_shape.py, the middleware's
     rule), or {}. The assistant's own earlier turns are not evidence; tool results and pasted text are."""
     if mode == "none":
         return {}

@@ -9,7 +9,7 @@ digests its error type (or status message) as its result, so the same error agai
 
 from __future__ import annotations
 
-from llmtrace.tracer.record import tool_digest
+from llmtrace.tracer.reading import tool_digest
 from llmtrace.tracer.registry import names as N
 
 _ARGUMENT_KEYS = ("gen_ai.tool.call.arguments", "input.value", "traceloop.entity.input")
