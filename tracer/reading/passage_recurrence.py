@@ -1,0 +1,32 @@
+"""Passages met again beside other passages: what tells passages a search retrieved from text a user pasted.
+
+A search over the same material returns the same passage for many questions, each time beside others; a
+letter, a log or an article a user pastes is new each time, or comes back whole with the same neighbours
+(the same text asked about again). The middleware and the collector see one prompt at a time, so this keeps,
+per passage, the set of passages it was last seen in: in-memory keys only, never text, bounded and cleared
+whole when full (as digest_cache.py's caches are). The first prompt of a process counts as new; the
+analyzers read many prompts.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+MAX_PASSAGES = 8192  # passages remembered (about 1 MB): a knowledge base's busy part, not all of it
+
+_last_company: dict[str, str] = {}
+_lock = threading.Lock()
+
+
+def met_in_other_company(keys: Sequence[str]) -> bool:
+    """Whether a passage of ``keys`` (a prompt's distinct passages) was seen before in a prompt whose
+    passages were another set. This prompt's set is remembered for each of them either way."""
+    company = ",".join(sorted(keys))
+    with _lock:
+        again = any(_last_company.get(k, company) != company for k in keys)
+        if len(_last_company) + len(keys) > MAX_PASSAGES:
+            _last_company.clear()
+        for k in keys:
+            _last_company[k] = company
+    return again
