@@ -1,0 +1,85 @@
+"""The read side speaks the registry too (issue 34): the store, the report, the explorer and the analyzers name
+stages and values through the generated constants (tracer/registry/names.py, stage_ids.py), as the emitters do
+(test_registry_names.py, whose rule this applies), and take each value's type from the registry instead of
+restating it beside the name (tracer/storage/typed_values.py)."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_registry_names import ROOT, literal_names  # noqa: E402
+
+READER_GLOBS = ("tracer/storage/*.py", "report/**/*.py", "tui/**/*.py", "analyzers/**/*.py")
+READERS = sorted({str(p.relative_to(ROOT)) for g in READER_GLOBS for p in ROOT.glob(g)})
+# Symptom analyzers that still spell names (and restate types) by hand: another change (issue 35) is moving
+# them onto the constants, file by file, beside its own rework of those files. Named by module, wherever under
+# analyzers/ it lands. This list only shrinks: a module that is clean fails test_the_reader_allowlist_shrinks
+# until it is taken off.
+SYMPTOMS_TO_MOVE = frozenset({
+    "agent_loops", "below_model_card", "broken_json", "cost_after_deploy", "degrades_under_traffic",
+    "detokenizer_window", "different_answer", "early_end", "eviction_under_load", "intake_transform",
+    "invisible_characters", "mangled_text", "refusal_after_text", "routed_away", "session_forgets",
+    "slow_first_token", "slow_stream", "truncation", "untrusted_input", "usage_invariants", "wrong_source",
+})
+VALUE_TYPES = frozenset({"str", "int", "float", "bool", "str[]", "int[]", "float[]"})
+
+
+def _to_move(rel: str) -> bool:
+    return rel.startswith("analyzers/") and Path(rel).stem in SYMPTOMS_TO_MOVE
+
+
+def _names_a_value(node: ast.expr) -> bool:
+    """A registry constant (``N.PREFILL_MS``, ``SELF_MS``) or a name spelt out (``"llmtrace.x"``)."""
+    if isinstance(node, ast.Attribute) or isinstance(node, ast.Name) and node.id.isupper():
+        return True
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+        node.value.startswith(("llmtrace.", "gen_ai."))
+
+
+def restated_types(source: str) -> list[tuple[int, str]]:
+    """(line, text) of each value type spelt beside a value in ``source``: a pair ``(name, "int")`` (the old
+    ``{alias: (name, type)}`` read) or ``attr(name, "int")``. The registry declares every value's type; the
+    read API (tracer/storage/typed_values.py) takes it from there."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Tuple) and len(node.elts) == 2:
+            name, typ = node.elts
+            if isinstance(typ, ast.Constant) and typ.value in VALUE_TYPES and _names_a_value(name):
+                found.append((node.lineno, f"({ast.unparse(name)}, {typ.value!r})"))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "attr" \
+                and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and node.args[1].value in VALUE_TYPES:
+            found.append((node.lineno, ast.unparse(node)))
+    return sorted(found)
+
+
+def test_the_type_rule_finds_restated_types() -> None:
+    src = ('A = {"x": (N.PREFILL_MS, "float")}\nB = attr(N.BLOCKS_BLOCK_SIZE, "int")\nC = attr(N.PROMPT_TEXT)\n'
+           'D = ("trace_id", "VARCHAR")\nE = ("int", "float")\nF = (unit, "str")\n')
+    assert restated_types(src) == [(1, "(N.PREFILL_MS, 'float')"), (2, "attr(N.BLOCKS_BLOCK_SIZE, 'int')")]
+
+
+def test_the_readers_are_found() -> None:
+    assert {"analyzers/query.py", "analyzers/cache_loss.py", "report/data.py", "tui/data/store_reader.py",
+            "tracer/storage/views.py", "tracer/storage/time_views.py"} <= set(READERS)
+
+
+@pytest.mark.parametrize("rel", [r for r in READERS if not _to_move(r)])
+def test_readers_spell_names_through_the_registry(rel: str) -> None:
+    source = (ROOT / rel).read_text(encoding="utf-8")
+    found = literal_names(source)
+    assert not found, f"{rel}: use llmtrace.tracer.registry.names / stage_ids constants, not literals: {found}"
+    typed = restated_types(source)
+    assert not typed, f"{rel}: the registry declares each value's type; name the value only: {typed}"
+
+
+def test_the_reader_allowlist_shrinks() -> None:
+    moving = {Path(r).stem: r for r in READERS if _to_move(r)}
+    assert set(moving) == SYMPTOMS_TO_MOVE, f"no such analyzer module: {sorted(SYMPTOMS_TO_MOVE - set(moving))}"
+    clean = [stem for stem, rel in moving.items()
+             if not literal_names(src := (ROOT / rel).read_text(encoding="utf-8")) and not restated_types(src)]
+    assert not clean, f"these spell every name through the registry now: take them off SYMPTOMS_TO_MOVE: {clean}"
