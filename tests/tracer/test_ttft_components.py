@@ -30,3 +30,15 @@ def test_the_breakdown_query_names_each_component_stage() -> None:
     before_first_token = {s.id for s in STAGES if s.phase in {"intake", "cache", "forward"}}
     counted = {stage for stages in TTFT_COMPONENTS.values() for stage in stages}
     assert before_first_token - counted <= {"cache.kv_write", "forward.attention_variant", "forward.batching"}
+
+
+def test_each_stage_names_its_ttft_part_in_the_registry() -> None:
+    from llmtrace.tracer.storage.time_views import TTFT_PARTS
+
+    known = {"queue", "batching", "intake", "routing", "cache_lookup", "prefill", "first_token"}
+    assert {s.ttft_part for s in STAGES} - {""} == known
+    assert TTFT_PARTS["queue"] == ("arrival.admission",) and TTFT_PARTS["batching"] == ("forward.batching",)
+    assert set(TTFT_PARTS["first_token"]) == {s.id for s in stages_in_phase("generation")}
+    sql = ttft_breakdown_select()
+    for part, stages in TTFT_PARTS.items():
+        assert f"WHEN stage IN ({', '.join(repr(s) for s in stages)}) THEN '{part}'" in sql

@@ -71,6 +71,10 @@ class Stage:
     where: tuple[Where, ...]
     values: tuple[BoundaryValue, ...]
     symptoms: tuple[str, ...] = ()
+    # the part of the time to first token this stage's time before the first token counts in (the
+    # ``ttft_breakdown`` view's component: queue, batching, intake, routing, cache_lookup, prefill, first_token);
+    # empty: none, its time is "other"
+    ttft_part: str = ""
 
     def value(self, name: str) -> BoundaryValue | None:
         for v in self.values:

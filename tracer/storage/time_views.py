@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as sid
-from llmtrace.tracer.registry.stages import IDLE, SELF_MS, TTFT_MS, stages_in_phase
+from llmtrace.tracer.registry.stages import IDLE, SELF_MS, STAGES, TTFT_MS
 from llmtrace.tracer.storage.views import PASS_OPERATIONS
 
 # The latest end among the stage spans of the same pass that started before this one: a stage of the
@@ -98,23 +98,23 @@ def time_breakdown_select(source: str = "spans") -> str:
         FROM (SELECT * FROM parts UNION ALL SELECT * FROM other) a JOIN p ON p.span_id = a.pass_span_id"""
 
 
-# ttft component -> the stages whose before-first-token time it holds (service stages by their duration).
-# Built from the registry's phases and constants, never spelled: a hand-typed list once held
+# ttft component -> the stages whose before-first-token time it holds (service stages by their duration): each
+# stage's ``ttft_part`` in the registry (tracer/registry/catalog), never a list here: a hand-typed list once held
 # "intake.evidence_format" (the stage is intake.evidence_formatting) and that stage was never counted.
-TTFT_COMPONENTS: dict[str, tuple[str, ...]] = {
-    "intake": (sid.ARRIVAL_CONNECTION, sid.ARRIVAL_STREAM_SETUP,
-               *(s.id for s in stages_in_phase("intake"))),
-    "routing": (sid.ARRIVAL_MODEL_ROUTING, sid.ARRIVAL_REPLICA_SELECTION),
-    "cache_lookup": (sid.CACHE_PREFIX_MATCH, sid.CACHE_BLOCK_ALLOCATION, sid.CACHE_EVICTION, sid.CACHE_HOST_OFFLOAD),
-    "prefill": (sid.FORWARD_EMBEDDING, sid.FORWARD_POSITIONAL, sid.FORWARD_ATTENTION, sid.FORWARD_FEED_FORWARD,
-                sid.FORWARD_MOE_ROUTING, sid.FORWARD_PREFILL, sid.FORWARD_DECODE),
-}
+# (queue and batching are apart below: the batching stage's queue wait is the queue's.)
+_SPLIT_APART = ("queue", "batching", "first_token")
+TTFT_PARTS: dict[str, tuple[str, ...]] = {}
+for _stage in STAGES:
+    if _stage.ttft_part:
+        TTFT_PARTS.setdefault(_stage.ttft_part, ())
+        TTFT_PARTS[_stage.ttft_part] += (_stage.id,)
+TTFT_COMPONENTS: dict[str, tuple[str, ...]] = {k: v for k, v in TTFT_PARTS.items() if k not in _SPLIT_APART}
 
 
 def ttft_breakdown_select(source: str = "spans") -> str:
     """One row per server pass and TTFT component: trace_id, pass_span_id, component, ms, share."""
     arms = " ".join(f"WHEN stage IN ({', '.join(repr(s) for s in stages)}) THEN '{name}'"
-                    for name, stages in TTFT_COMPONENTS.items())
+                    for name, stages in TTFT_PARTS.items())
     return f"""
         WITH p AS (SELECT trace_id, span_id, start_ns AS pass_start_ns, {_num(N.TTFT_MS)} AS ttft_ms,
                           {_num(N.ENGINE_TTFT_MS)} AS engine_ttft_ms
@@ -137,10 +137,7 @@ def ttft_breakdown_select(source: str = "spans") -> str:
                  WHERE p.ttft_ms IS NOT NULL),
              parts AS (
                  SELECT trace_id, pass_span_id, ttft_ms,
-                        CASE WHEN stage = '{sid.ARRIVAL_ADMISSION}' THEN 'queue'
-                             WHEN stage = '{sid.FORWARD_BATCHING}' THEN 'batching'
-                             {arms}
-                             WHEN stage LIKE 'gen.%' THEN 'first_token'
+                        CASE {arms}
                              ELSE 'other' END AS component,
                         CASE WHEN stage = '{sid.FORWARD_BATCHING}' THEN ms - coalesce(queue_ms, 0.0) ELSE ms END AS ms
                  FROM before

@@ -34,7 +34,7 @@ STAGES: tuple[Stage, ...] = (
              when=_INDEX),
            V("llmtrace.prefix.total_blocks", "int", "blocks", "prompt blocks the KV-cache index looked up",
              when=_INDEX)),
-          ("slow_first_token", "cost_after_deploy", "eviction_under_load")),
+          ("slow_first_token", "cost_after_deploy", "eviction_under_load"), ttft_part="cache_lookup"),
     Stage(13, "cache.kv_write", "cache", "KV write",
           "Stores the keys and values of newly computed tokens into cache slots.",
           "Large per-token KV footprints limit how many sequences fit and push the pool to evict.",
@@ -53,7 +53,7 @@ STAGES: tuple[Stage, ...] = (
            V("llmtrace.blocks.pool_blocks", "int", "blocks", "KV blocks in the engine's device pool"),
            V("llmtrace.blocks.utilization", "float", "0..1", "share of the pool in use at the pass's peak"),
            V("llmtrace.blocks.preemptions", "int", "", "times this pass was preempted")),
-          ("degrades_under_traffic", "eviction_under_load")),
+          ("degrades_under_traffic", "eviction_under_load"), ttft_part="cache_lookup"),
     Stage(15, "cache.eviction", "cache", "Eviction",
           "Recycles cached blocks once the pool crosses its watermark, choosing victims by a policy.",
           "Your prefix is evicted under someone else's load and the next call pays a full prefill.",
@@ -62,7 +62,7 @@ STAGES: tuple[Stage, ...] = (
            V("llmtrace.eviction.blocks_evicted", "int", "blocks", "blocks evicted while this pass ran"),
            V("llmtrace.eviction.watermark", "float", "0..1", "pool fill level that triggers eviction"),
            V("llmtrace.eviction.pressure", "float", "0..1", "pool fill level when this pass was admitted")),
-          ("eviction_under_load",)),
+          ("eviction_under_load",), ttft_part="cache_lookup"),
     Stage(16, "cache.host_offload", "cache", "Host offload",
           "Moves evicted blocks to host memory and brings them back on a later hit.",
           "Restoring blocks over a slow link can cost more than recomputing them.",
@@ -75,5 +75,5 @@ STAGES: tuple[Stage, ...] = (
            V("llmtrace.offload.source", "str", "", "where the blocks came from: host (an offload tier) or remote "
              "(a prefill instance, disaggregated serving)", when="on an engine's KV-transfer spans mapped by "
              "llmtrace collect")),
-          ("eviction_under_load",)),
+          ("eviction_under_load",), ttft_part="cache_lookup"),
 )
