@@ -58,13 +58,14 @@ KEYS_TABLE = "llmtrace_join_keys"
 MOVES_TABLE = "llmtrace_join_moves"
 BY_RESPONSE_ID = "response_id"
 WINDOW_S = 900.0  # keys and moves older than this (wall clock) are forgotten
-SLACK_NS = 600 * 1_000_000_000  # an engine trace's spans start within this of its pass span (zone-map range)
+SLACK_NS = 120 * 1_000_000_000  # an engine trace's spans start within this of its pass span (a zone-map range)
 
 # The engine's spellings of its request id, first present wins (read off the stored attributes JSON)
 SERVER_KEYS = ("gen_ai.request.id", "rid", "request_id", "x_request_id", N.GEN_AI_RESPONSE_ID)
 _PREFIX = "^(chatcmpl-|cmpl-)"
 _BATCH = "_llmtrace_join_batch"
 _NOW = "_llmtrace_join_now"
+_MOVE = "_llmtrace_join_move"
 
 _TABLES_SQL = (
     f"CREATE TABLE IF NOT EXISTS {KEYS_TABLE} (key VARCHAR, side VARCHAR, trace_id VARCHAR, span_id VARCHAR, "
@@ -88,7 +89,8 @@ _KEYS_SELECT = f"""
                                                                                    range(5, 4 + len(SERVER_KEYS)))})
                  END AS raw
           FROM (SELECT *, json_extract_string(attributes, {_paths()}) AS v FROM {_BATCH}
-                WHERE operation IN {PASS_OPERATIONS}))
+                WHERE operation IN {PASS_OPERATIONS} AND (contains(attributes, '.id"') OR contains(attributes, '"rid"')
+                      OR contains(attributes, 'request_id"'))))
     WHERE side IN ('client', 'server') AND raw IS NOT NULL AND raw <> ''
 """
 
@@ -179,32 +181,40 @@ class ResponseIdJoin:
                           NULL AS key, m.start_ns, m.end_ns
                    FROM {MOVES_TABLE} m WHERE m.from_trace IN (SELECT DISTINCT trace_id FROM {_BATCH})"""
         source = f"(SELECT * FROM {_NOW} UNION ALL BY NAME {late})" if new else f"({late})"
-        todo = conn.execute(f"""SELECT from_trace, any_value(to_trace), any_value(to_span), max(engine_span),
-                                       max(engine_parent), max(key), min(start_ns), max(end_ns)
-                                FROM {source} GROUP BY from_trace""").fetchall()
-        if not todo:
+        conn.execute(f"""CREATE OR REPLACE TEMP TABLE {_MOVE} AS
+            SELECT from_trace, any_value(to_trace) AS to_trace, any_value(to_span) AS to_span,
+                   max(engine_span) AS engine_span, max(engine_parent) AS engine_parent, max(key) AS key,
+                   min(start_ns) AS start_ns, max(end_ns) AS end_ns
+            FROM {source} GROUP BY from_trace""")
+        n, lo, hi = conn.execute(f"SELECT count(*), min(start_ns), max(end_ns) FROM {_MOVE}").fetchall()[0]
+        if not n:
             return
-        conn.execute(f"CREATE OR REPLACE TEMP TABLE {_NOW} (from_trace VARCHAR, to_trace VARCHAR, to_span VARCHAR, "
-                     "engine_span VARCHAR, engine_parent VARCHAR, key VARCHAR, start_ns BIGINT, end_ns BIGINT)")
-        conn.executemany(f"INSERT INTO {_NOW} VALUES (?, ?, ?, ?, ?, ?, ?, ?)", todo)
-        lo = min(int(r[6]) for r in todo) - SLACK_NS
-        hi = max(int(r[7]) for r in todo) + SLACK_NS
+        lo, hi = int(lo) - SLACK_NS, int(hi) + SLACK_NS
         span = f"start_ns BETWEEN {lo} AND {hi}"
-        both = f"(SELECT * FROM spans WHERE {span} AND (trace_id IN (SELECT from_trace FROM {_NOW}) " \
-               f"OR trace_id IN (SELECT to_trace FROM {_NOW})))"
-        before = pass_table.pass_span_sum(conn, both)  # what the kept pass table's stamp counted of these rows
-        rows = f"spans.{span} AND spans.trace_id IN (SELECT from_trace FROM {_NOW})"
+        rows = f"spans.{span} AND spans.trace_id IN (SELECT from_trace FROM {_MOVE})"
+        dup = f"spans.span_id IN (SELECT t.span_id FROM spans t WHERE t.{span} AND t.trace_id IN (SELECT to_trace FROM {_MOVE}))"
+        parent = ("CASE WHEN spans.parent_span_id IS NULL OR spans.span_id = m.engine_span THEN m.to_span "
+                  "ELSE spans.parent_span_id END")
+        attrs = (f"CASE WHEN spans.span_id = m.engine_span THEN json_merge_patch(spans.attributes, json_object("
+                 f"'{N.JOIN_BY}', '{BY_RESPONSE_ID}', '{N.JOIN_KEY}', m.key, '{N.JOIN_TRACE_ID}', m.from_trace, "
+                 f"'{N.JOIN_PARENT_SPAN_ID}', m.engine_parent)) ELSE spans.attributes END")
+        # what the rewrite moves the kept pass table's stamp by (its sum of a hash of every pass span's columns,
+        # storage/pass_table.py): one pass over the pass rows it rewrites, before it, instead of two whole sums
+        delta = conn.execute(f"""SELECT coalesce(sum(CASE WHEN dup THEN -h_old ELSE h_new - h_old END), 0) FROM (
+            SELECT {_hash('spans.trace_id', 'spans.parent_span_id', 'spans.attributes')} AS h_old,
+                   {_hash('m.to_trace', parent, attrs)} AS h_new, {dup} AS dup
+            FROM spans JOIN {_MOVE} m ON spans.trace_id = m.from_trace
+            WHERE {rows} AND spans.operation IN {PASS_OPERATIONS})""").fetchall()[0][0]
         # a replayed copy of a span already moved (the log replays by trace and span id, which moved): dropped
-        dropped = conn.execute(f"""DELETE FROM spans WHERE {rows} AND spans.span_id IN (
-            SELECT t.span_id FROM spans t WHERE t.{span} AND t.trace_id IN (SELECT to_trace FROM {_NOW}))""").fetchall()
-        conn.execute(f"""UPDATE spans SET trace_id = m.to_trace,
-            parent_span_id = CASE WHEN spans.parent_span_id IS NULL OR spans.span_id = m.engine_span THEN m.to_span
-                                  ELSE spans.parent_span_id END,
-            attributes = CASE WHEN spans.span_id = m.engine_span THEN json_merge_patch(spans.attributes, json_object(
-                '{N.JOIN_BY}', '{BY_RESPONSE_ID}', '{N.JOIN_KEY}', m.key, '{N.JOIN_TRACE_ID}', m.from_trace,
-                '{N.JOIN_PARENT_SPAN_ID}', m.engine_parent)) ELSE spans.attributes END
-            FROM {_NOW} m WHERE {rows} AND spans.trace_id = m.from_trace""")
-        after = pass_table.pass_span_sum(conn, both)
-        pass_table.rewritten(conn, sorted({(t, lo) for r in todo for t in (r[0], r[1])}), after - before,
-                             int(dropped[0][0]) if dropped else 0)
-        conn.execute(f"DROP TABLE IF EXISTS {_NOW}")
+        dropped = conn.execute(f"DELETE FROM spans WHERE {rows} AND {dup}").fetchall()
+        conn.execute(f"""UPDATE spans SET trace_id = m.to_trace, parent_span_id = {parent}, attributes = {attrs}
+            FROM {_MOVE} m WHERE {rows} AND spans.trace_id = m.from_trace""")
+        pass_table.rewritten(conn, f"SELECT from_trace, {lo} FROM {_MOVE} UNION SELECT to_trace, {lo} FROM {_MOVE}",
+                             int(delta), int(dropped[0][0]) if dropped else 0)
+        conn.execute(f"DROP TABLE IF EXISTS {_MOVE}")
+
+
+def _hash(trace: str, parent: str, attributes: str) -> str:
+    """storage/pass_table.py's hash of a pass span's columns, with these three as the row will hold them."""
+    return (f"CAST(hash({trace}, spans.span_id, {parent}, spans.service, spans.deploy, spans.start_ns, spans.end_ns, "
+            f"spans.status, spans.operation, CAST({attributes} AS VARCHAR)) AS HUGEINT)")

@@ -186,15 +186,15 @@ def pass_span_sum(conn: duckdb.DuckDBPyConnection, source: str) -> int:
     return _pass_span_sum(conn, source)
 
 
-def rewritten(conn: duckdb.DuckDBPyConnection, traces: list[tuple[str, int]], delta: int, deleted: int) -> None:
+def rewritten(conn: duckdb.DuckDBPyConnection, traces: str, delta: int, deleted: int) -> None:
     """A writer that keeps the table rewrote spans in place, in its transaction (the collector's join by
-    response id, tracer/collect/otlp_join.py): ``traces`` (trace id, earliest start of their pass spans) wait
-    to be built again, and the stamp moves by what the rewrite changed (``delta``: the pass-span sum after
-    less before; ``deleted`` spans gone), so a current table stays current and a stale one stays stale."""
+    response id, tracer/collect/otlp_join.py): ``traces`` (a query of trace id, earliest start of their pass
+    spans) wait to be built again, and the stamp moves by what the rewrite changed (``delta``: the pass-span
+    sum after less before; ``deleted`` spans gone), so a current table stays current and a stale one stale."""
     parts = _stamp(conn)
     if parts is None or not _has_table(conn, DIRTY_TABLE):
         return
-    conn.executemany(f"INSERT INTO {DIRTY_TABLE} VALUES (?, ?)", [list(t) for t in traces])
+    conn.execute(f"INSERT INTO {DIRTY_TABLE} {traces}")
     _set_stamp(conn, f"{parts[0]}:{int(parts[1]) - deleted}:{int(parts[2]) + delta}")
 
 
