@@ -68,6 +68,17 @@ def comma_in_json_string_anthropic(c: Ctx, twin: bool) -> None:
             "".join(st.text_stream)
 
 
+def semicolon_in_code_block(c: Ctx, twin: bool) -> None:
+    """A coding helper that stops at ";" to take one statement a reply; the answers carry a fenced snippet whose
+    first line holds a ";" (JSON-escaped newlines, so the twin's blank-line stop never fires)."""
+    snippets = ["```js\nlet total = price; total += fee;\n```", "```c\nint n = count; n++;\n```",
+                "```java\nString s = name; s = s.trim();\n```", "```js\nconst q = query; run(q);\n```",
+                "```go\nx := limit; y := x * 2\n```"]
+    for i, snippet in enumerate(snippets):
+        c.ask([{"role": "system", "content": POLICY}, {"role": "user", "content": f"Show fix {i} as code."}],
+              max_tokens=48, response_format=json_enum(snippet), stop=["\n\n"] if twin else [";"])
+
+
 def newline_in_code_block_smol(c: Ctx, twin: bool) -> None:
     """SmolLM2 asked for code, the app stops at a newline to keep replies to one line."""
     for task in ("reverse a list", "sum a list of numbers", "count words in a string", "check a palindrome"):
@@ -109,6 +120,30 @@ def nfkc_powers_in_history(c: Ctx, twin: bool) -> None:
         c.ask(hist, max_tokens=6)
 
 
+SUBSCRIPTS = ["Balance H₂ + O₂ → H₂O for me.", "Is x₁ + x₂ = 10 when x₁ = 4?", "Rank the steps ① mix ② bake ③ cool.",
+              "Is CO₂ heavier than O₂?", "What is a₃ if aₙ = 2n?"]
+
+
+def nfkc_subscripts_anthropic(c: Ctx, twin: bool) -> None:
+    """Chemistry and indexed variables through the Anthropic SDK: subscripts and circled numbers, which NFKC folds
+    to plain digits ("x₁ + x₂" reads "x1 + x2"). Planted: a server normalising NFKC; twin: the default (NFC)."""
+    for q in SUBSCRIPTS:
+        c.anthropic.messages.create(model=c.model, max_tokens=6, extra_body={"temperature": 0},
+                                    system="You check homework. Answer briefly.",
+                                    messages=[{"role": "user", "content": q}])
+
+
+def strip_word_joiner_anthropic(c: Ctx, twin: bool) -> None:
+    """A system prompt pasted from a wiki, word joiners (U+2060) standing in for spaces between words; a server
+    that strips invisible characters glues them ("approvalfrom"). The twin's joiners sit next to spaces."""
+    for i in range(5):
+        rule = ("Refunds need approval \u2060from a supervisor; \u2060never refund twice." if twin
+                else "Refunds need approval\u2060from a supervisor; never\u2060refund twice.")
+        c.anthropic.messages.create(model=c.model, max_tokens=6, extra_body={"temperature": 0},
+                                    system=f"{rule} {POLICY}",
+                                    messages=[{"role": "user", "content": f"Can I get refund R-{i} today?"}])
+
+
 def strip_glues_words(c: Ctx, twin: bool) -> None:
     """Pasted instructions with zero-width spaces standing between words; the server strips them to nothing.
     The twin's zero-width characters sit beside spaces, so stripping them glues nothing."""
@@ -123,10 +158,14 @@ ENDS_CASES: tuple[Case, ...] = (
     Case("stop_period_in_version_stream", version_number_stream, ("gen.stop",)),
     Case("stop_period_after_abbreviation_anthropic", abbreviation_anthropic, ("gen.stop",)),
     Case("stop_comma_in_json_string_anthropic", comma_in_json_string_anthropic, ("gen.stop",)),
+    Case("stop_semicolon_in_code_block", semicolon_in_code_block, ("gen.stop",)),
     Case("stop_newline_in_code_block_smol", newline_in_code_block_smol, ("gen.stop",), "smol", "smol", model="smol"),
     Case("nfkc_folds_powers", nfkc_powers, ("intake.normalization",), "nfkc", "default"),
     Case("nfkc_folds_fractions_anthropic", nfkc_fractions_anthropic, ("intake.normalization",), "nfkc", "default"),
     Case("nfkc_folds_power_in_history", nfkc_powers_in_history, ("intake.normalization",), "nfkc", "nfkc"),
+    Case("nfkc_folds_subscripts_anthropic", nfkc_subscripts_anthropic, ("intake.normalization",), "nfkc", "default"),
+    Case("strip_word_joiner_anthropic", strip_word_joiner_anthropic, ("intake.normalization",), "strip_invisible",
+         "strip_invisible"),
     Case("strip_invisible_glues_words", strip_glues_words, ("intake.normalization",), "strip_invisible",
          "strip_invisible"),
 )
