@@ -11,19 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from llmtrace.tracer.registry import names as N
-from llmtrace.tracer.registry.semconv import LLMTRACE_PHASE, LLMTRACE_STAGE
-from llmtrace.tracer.registry.stages import stage_order
+from llmtrace.tracer.registry.semconv import ERROR_TYPE, LLMTRACE_PHASE, LLMTRACE_STAGE
+from llmtrace.tracer.registry.stages import PASS_SUMMARY, stage_order
 from llmtrace.tracer.storage.time_views import stage_time_observed
 
 from .data import Span
 
 _ORDER = stage_order()
 TEXT_KEYS = (N.PROMPT_TEXT, N.OUTPUT_TEXT)  # stored only with capture="full"
-PASS_KEYS = (N.GEN_AI_REQUEST_MODEL, N.GEN_AI_RESPONSE_MODEL, N.GEN_AI_USAGE_INPUT_TOKENS,
-             N.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, N.GEN_AI_USAGE_OUTPUT_TOKENS, N.TTFT_MS,
-             N.TPOT_MS, N.GEN_AI_RESPONSE_FINISH_REASONS, N.METERS_COST_USD, N.REPLICA_ID,
-             N.ADMISSION_QUEUE_WAIT_MS, N.SERVICE_VERSION, N.PROMPT_HASH, N.OUTPUT_HASH,
-             "http.response.status_code", "error.type")
+# a pass's summary (the registry's, tracer/registry/stages.py PASS_SUMMARY), then its deploy and how it failed
+PASS_KEYS = (*PASS_SUMMARY, N.SERVICE_VERSION, "http.response.status_code", ERROR_TYPE)
 _SKIP = {LLMTRACE_STAGE, LLMTRACE_PHASE, N.SIDE, N.GEN_AI_OPERATION_NAME, N.PROMPT_SEGMENTS,
          *TEXT_KEYS}
 

@@ -39,6 +39,9 @@ class BoundaryValue:
     # a value a writer stores to mean "none" (the engine's -1 for "no token missed"): every typed read
     # (tracer/storage/typed_values.py, the per-stage dataset) shows it as NULL, so no reader meets a sentinel
     none_value: int | None = None
+    # a pass value's place in a pass's summary (the values a person reads first for a pass: the report's trace
+    # page lists them in this order); 0: not in it
+    summary: int = 0
 
     def accepts(self, value: object) -> bool:
         if self.type.endswith("[]"):
@@ -85,6 +88,6 @@ class Stage:
 
 def V(name: str, type_: ValueType, unit: str, meaning: str, *, semconv: bool = False,
       column: str | None = None, prefer: Literal["server", "client"] = "server", when: str = "",
-      by: tuple[Where, ...] = (), none_value: int | None = None) -> BoundaryValue:
+      by: tuple[Where, ...] = (), none_value: int | None = None, summary: int = 0) -> BoundaryValue:
     """Short constructor so the catalog reads as a table."""
-    return BoundaryValue(name, type_, unit, meaning, semconv, column, prefer, when, by, none_value)
+    return BoundaryValue(name, type_, unit, meaning, semconv, column, prefer, when, by, none_value, summary)

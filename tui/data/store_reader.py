@@ -12,6 +12,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -50,10 +51,8 @@ from .records import (
 )
 
 T = TypeVar("T")
-REQUEST_COLUMNS = (
-    "trace_id, span_id, start_ns, side, service, model, replica, deploy, prompt_tokens, cached_tokens, "
-    "hit_ratio, ttft_ms, tpot_ms, output_tokens, finish_reason, status, cost_usd, duration_ms"
-)
+# the ``requests`` view columns a request row is read from: the record's own fields, in its order
+REQUEST_COLUMNS = ", ".join(f.name for f in fields(RequestRow))
 # Sort keys the request table offers (column key -> SQL expression over the ``requests`` view).
 SORT_COLUMNS: dict[str, str] = {
     "time": "start_ns",

@@ -1,0 +1,67 @@
+"""The records readers copy store rows into are defined once (issue 34): the explorer's request row is read by
+its own fields from the ``requests`` view, a trace's spans by one column list into one span record (the report
+and the explorer alike), and a pass's summary values come from the registry."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from llmtrace.report.data import Span
+from llmtrace.report.traces import PASS_KEYS
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry.stages import PASS_SUMMARY, PASS_VALUES, SELF_MS
+from llmtrace.tracer.storage.span_records import (
+    SPAN_RECORD_COLUMNS,
+    SpanRecord,
+    decode_attributes,
+    span_record,
+)
+from llmtrace.tracer.storage.store import read_connection
+from llmtrace.tui.data.records import RequestRow
+from llmtrace.tui.data.store_reader import REQUEST_COLUMNS
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from synthetic_store import make_store  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_store(tmp_path_factory.mktemp("rr") / "s.duckdb", passes=5, seed=1)
+
+
+def test_a_request_row_reads_its_own_fields_from_the_requests_view(db: Path) -> None:
+    assert REQUEST_COLUMNS.split(", ") == [f.name for f in fields(RequestRow)]
+    with read_connection(db) as conn:
+        rows = conn.execute(f"SELECT {REQUEST_COLUMNS} FROM requests ORDER BY start_ns").fetchall()
+    got = [RequestRow(*r) for r in rows]
+    assert got and all(r.trace_id and r.span_id for r in got)
+
+
+def test_the_report_and_the_explorer_share_one_span_record(db: Path) -> None:
+    assert Span is SpanRecord
+    with read_connection(db) as conn:
+        tid = conn.execute("SELECT trace_id FROM spans WHERE stage IS NOT NULL LIMIT 1").fetchone()[0]
+        rows = conn.execute(f"SELECT {SPAN_RECORD_COLUMNS} FROM spans WHERE trace_id = ? ORDER BY start_ns",
+                            [tid]).fetchall()
+    spans = [span_record(r) for r in rows]
+    assert any(s.is_pass for s in spans) and any(s.stage for s in spans)
+    assert all(isinstance(s.attributes.get(N.SIDE, ""), str) for s in spans)
+    marked = span_record(rows[0], lambda v: v.upper() if isinstance(v, str) else v)
+    assert marked.span_id == rows[0][0].upper()
+
+
+def test_decode_attributes_keeps_objects_only() -> None:
+    assert decode_attributes(f'{{"{SELF_MS}": 2.5}}') == {SELF_MS: 2.5}
+    assert decode_attributes("[1, 2]") == {} and decode_attributes("not json") == {} and decode_attributes(None) == {}
+
+
+def test_a_pass_summary_is_the_registry_s() -> None:
+    ranked = [v for v in PASS_VALUES if v.summary]
+    assert len({v.summary for v in ranked}) == len(ranked), "two values share a summary place"
+    assert PASS_KEYS[:len(PASS_SUMMARY)] == PASS_SUMMARY
+    assert PASS_SUMMARY[:2] == (N.GEN_AI_REQUEST_MODEL, N.GEN_AI_RESPONSE_MODEL)
