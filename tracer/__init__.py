@@ -1,7 +1,8 @@
 """llmtrace.tracer — the floor: stage registry, recording API, exporters, the DuckDB store.
 
 Sub-packages by concern: ``registry`` (the stages and every value a span may carry), ``record`` (the in-app
-recording path: spans, capture mode, exporter, health counters), ``storage`` (the store, its views, SQL
+recording path: spans, capture mode, exporter, health counters), ``reading`` (prompt, answer and
+conversation reading that the client middleware and the collector share), ``storage`` (the store, its views, SQL
 dialects, ClickHouse, retention), ``collect`` (the OTLP receiver and its mapping) and ``cli`` (the
 tracer's commands). This module is the small public API over them.
 

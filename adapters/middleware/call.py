@@ -33,6 +33,7 @@ from llmtrace.tracer import capture, health
 from llmtrace.tracer import recording as rec
 from llmtrace.tracer import semconv as sc
 from llmtrace.tracer.reading import sessions
+from llmtrace.tracer.reading.memory import memory
 from llmtrace.tracer.registry import names as N
 
 _MAX_BODY_BYTES = 16 * 1024 * 1024  # a buffered JSON answer larger than this is passed through unparsed
@@ -44,7 +45,7 @@ def _ignore(chunk: bytes) -> None:
 
 def _session_view(body: dict[str, object], segments: list[tuple[str, str]]) -> sessions.View | None:
     try:
-        return sessions.tracker.begin(body, segments)
+        return memory.conversations.begin(body, segments)
     except Exception as exc:  # the conversation is a nicety; the call is not
         health.count("adapter_error", message=f"adapter could not read the conversation: {type(exc).__name__}: {exc}")
         return None

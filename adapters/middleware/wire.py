@@ -15,6 +15,7 @@ from xml.etree import ElementTree
 from llmtrace.tracer import capture
 from llmtrace.tracer import recording as rec
 from llmtrace.tracer.reading import divergence, sessions
+from llmtrace.tracer.reading.memory import memory
 from llmtrace.tracer.reading.tokens import approx_tokens
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
@@ -47,7 +48,7 @@ def prefix_values(call: CallRecord) -> dict[str, object]:
         N.DIVERGENCE_TEMPLATE: capture.hash_text(key),
         N.DIVERGENCE_PROMPT_TOKENS_EST: est,
     }
-    d = divergence.history.observe(key, obs.segments)
+    d = memory.prompts.observe(key, obs.segments)
     if d is not None:
         values.update(
             {
@@ -156,7 +157,7 @@ def conversation_stages(call: CallRecord, end_wall: int) -> None:
         return
     obs, span, t0w = call.obs, call.pass_span, call.t0_wall
     prompt_chars = sum(len(t) for _, t in obs.segments)
-    sessions.tracker.end(view, span, obs.response_id, end_wall, prompt_chars)
+    memory.conversations.end(view, span, obs.response_id, end_wall, prompt_chars)
     if view.parent is not None:
         # The tools ran between the call that asked for them and this one: one span each, from the wire.
         for name, call_id, chars in view.tool_results:

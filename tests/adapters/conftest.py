@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from llmtrace.tracer import health
-from llmtrace.tracer.reading import divergence, sessions
+from llmtrace.tracer.reading.memory import memory
 
 _QUIET_FAILURES = ("wrong_value_type", "unknown_stage", "adapter_error")
 
@@ -25,6 +25,5 @@ def no_quiet_failures(request: pytest.FixtureRequest) -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def fresh_wire_memory() -> Iterator[None]:
     """The middleware remembers recent prompts per process; each test starts without another's."""
-    divergence.history.clear()
-    sessions.tracker.clear()
+    memory.clear()
     yield

@@ -1,4 +1,4 @@
-"""One passage-shape rule for in-app and foreign traces: ``tracer.record.evidence_shape`` (which the
+"""One passage-shape rule for in-app and foreign traces: ``tracer.reading.evidence_shape`` (which the
 collector may import), and what the middleware records off the wire is what that rule says of the same
 prompt text. Real OpenAI SDK, instrumented, against the loopback
 fake provider, into a real store."""

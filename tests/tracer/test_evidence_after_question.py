@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from llmtrace.tracer.reading import evidence_shape, passage_recurrence
+from llmtrace.tracer.reading import evidence_shape
+from llmtrace.tracer.reading.memory import memory
 
 FACTS = [
     "The Larch Street pool opens its lanes to club swimmers from six until eight on weekday mornings.",
@@ -22,9 +23,9 @@ SYSTEM = "Answer members' questions using the leisure centre's help pages."
 
 @pytest.fixture(autouse=True)
 def fresh_memory() -> Iterator[None]:
-    passage_recurrence._last_company.clear()
+    memory.passages.clear()
     yield
-    passage_recurrence._last_company.clear()
+    memory.passages.clear()
 
 
 def _read(system: str, ask: str, picked: list[int], sep: str = "\n\n") -> tuple[str, str, int] | None:

@@ -300,5 +300,3 @@ def template_key(operation: str, model: str, segments: Sequence[tuple[str, str]]
         lead.append(kind)
     return f"{operation}|{model}|{','.join(lead)}"
 
-
-history = PromptHistory()

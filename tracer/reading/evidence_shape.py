@@ -49,7 +49,7 @@ from llmtrace.tracer.reading.evidence_run import (
     imperative_opening,
     run,
 )
-from llmtrace.tracer.reading.passage_recurrence import met_in_other_company
+from llmtrace.tracer.reading.memory import memory
 from llmtrace.tracer.record import capture
 from llmtrace.tracer.registry import names as N
 
@@ -423,7 +423,7 @@ def read(segments: Sequence[tuple[str, str]]) -> tuple[EvidenceShape, str] | Non
         for kind, text in segments:
             if kind == "user" and (block := after_question(text, _opening)) is not None:
                 found = _shape_block(block, _paragraphs(block))
-                best = (found, "user") if found is not None and met_in_other_company(found.passage_keys) else best
+                best = (found, "user") if found is not None and memory.passages.met_in_other_company(found.passage_keys) else best
     return best
 
 

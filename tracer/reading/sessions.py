@@ -34,7 +34,6 @@ from orjson import OPT_SORT_KEYS, JSONDecodeError, dumps, loads
 
 from llmtrace.tracer import capture
 from llmtrace.tracer.reading import facts as fact_reading
-from llmtrace.tracer.record import lifecycle
 from llmtrace.tracer.registry import names as N
 
 _MAX_CONVERSATIONS = 4096
@@ -505,6 +504,3 @@ class Tracker:
                 conv.last_response_id = response_id
                 self._put(self._by_response, response_id, conv)
 
-
-tracker = Tracker()
-lifecycle.on_init(tracker.clear)  # a new set-up (a new store) starts with no conversation in memory
