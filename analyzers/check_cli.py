@@ -18,7 +18,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from llmtrace.analyzers.baseline import (
@@ -71,8 +71,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "fail (exit 1) or pass (exit 0)")
     parser.add_argument("--format", choices=sorted(FORMATS), default="text", help="report format (default text)")
     parser.add_argument("--output", metavar="FILE", help="write the report here (the text summary still prints)")
-    parser.add_argument("--html", metavar="FILE", help="also write the HTML report, the regression first, baseline "
-                                                       "and candidate side by side (needs llmtrace-stages[report])")
 
 
 def compare(current: Metrics, baseline: Metrics, *, max_hit_drop: float = 0.05, ttft: bool = False,
@@ -344,7 +342,22 @@ def hit_rate_from_prompts(q: Query, verdicts: list[Verdict], deploy: str | None)
     return verdicts
 
 
-def run(args: argparse.Namespace) -> int:
+@dataclass(frozen=True, slots=True)
+class GateRun:
+    """What one run of the gate decided, for what a layer above the analyzers draws of it (``llmtrace check
+    --html``: the report's regression page, llmtrace/check_cmd.py), while the run's store is still open."""
+
+    query: Query
+    header: str
+    verdicts: tuple[Verdict, ...]
+    current: Metrics
+    baseline: Metrics
+    against: str  # "baseline FILE" or "deploy NAME"
+    baseline_deploy: str | None  # the baseline deploy, when the baseline is one in the same store
+
+
+def run(args: argparse.Namespace, after: Callable[[GateRun], None] | None = None) -> int:
+    """The gate. ``after``: called with the run's decision before the verdicts print (the HTML artifact)."""
     from llmtrace.analyzers.diagnose_cli import parse_since
     from llmtrace.tracer.storage.store import read_store
 
@@ -357,13 +370,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         with read_store(args.db, args.parquet, store=getattr(args, "store", None),
                         env_store=True) as conn:
-            return _check(args, Query(conn, since, args.service), baseline_file)
+            return _check(args, Query(conn, since, args.service), baseline_file, after)
     except (StoreError, ValueError) as exc:  # ValueError: no baseline to compare with (see _check)
         print(f"llmtrace check: {exc}", file=sys.stderr)
         return 2
 
 
-def _check(args: argparse.Namespace, q: Query, baseline_file: Metrics | None) -> int:
+def _check(args: argparse.Namespace, q: Query, baseline_file: Metrics | None,
+           after: Callable[[GateRun], None] | None = None) -> int:
     q.shareable()  # (before the pass table is built: the analyzers that explain a failure may then run in threads)
     q.materialize()
     try:
@@ -407,12 +421,9 @@ def _check(args: argparse.Namespace, q: Query, baseline_file: Metrics | None) ->
             verdicts = hit_rate_from_prompts(q, verdicts, deploy)
         header = (f"llmtrace check: {current.passes} passes{' of deploy ' + deploy if deploy else ''} "
                   f"against {against}")
-        if args.html:  # a CI artifact; lazy import: the report package sits above the analyzers
-            from llmtrace.report import Focus, write_regression_report
-
-            write_regression_report(args.html, q.conn, Focus(header, tuple(verdicts), current, baseline, against,
-                                                             baseline.deploy if args.baseline_deploy else None),
-                                    q.since_ns, getattr(args, "service", None), args.parquet or args.db or "")
+        if after is not None:  # a CI artifact drawn above the analyzers (check --html: llmtrace/check_cmd.py)
+            after(GateRun(q, header, tuple(verdicts), current, baseline, against,
+                          baseline.deploy if args.baseline_deploy else None))
         report = FORMATS[args.format](verdicts, header)
         if args.output:
             Path(args.output).write_text(report, encoding="utf-8")

@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "explore": ("llmtrace.tui.cli", "open the terminal UI over a store"),
     "sql": ("llmtrace.tracer.cli.sql", "run read-only SQL over the store and print a table"),
     "diagnose": ("llmtrace.analyzers.diagnose_cli", "run the analyzers and print findings"),
-    "check": ("llmtrace.analyzers.check_cli", "CI gate: fail when cache hit rate (or TTFT, cost) regresses"),
+    "check": ("llmtrace.check_cmd", "CI gate: fail when cache hit rate (or TTFT, cost) regresses"),
     "report": ("llmtrace.report.cli", "write a self-contained HTML report (findings, charts, trace pages)"),
     "stages": ("llmtrace.tracer.cli.stages", "print the stage registry"),
     "export": ("llmtrace.tracer.cli.export", "export the store as hive-partitioned Parquet"),
