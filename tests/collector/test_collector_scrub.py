@@ -70,3 +70,23 @@ def test_header_and_credential_attributes_are_scrubbed(tmp_path: Path, mode: str
         assert a["gen_ai.prompt.0.content"] == "my key is [REDACTED]"
     assert json.loads(by_name["json"][1]) == {"http.request.header.Authorization": "[REDACTED]",
                                                "x": "[REDACTED]"}
+
+
+def test_token_rule_answers_as_its_look_behind_regex() -> None:
+    """scrub matches "token" literally and checks the look-behind in Python (the regex with a leading
+    look-behind was tried at every byte): the same answer as ``(?<!first_)token(?:[\\s:=\\"\\x12]|$)`` on
+    random texts built of its edge pieces, as text and as bytes."""
+    import random
+    import re
+
+    from llmtrace.tracer.collect import scrub
+
+    rule = re.compile(r"(?<!first_)token(?:[\s:=\"\x12]|$)")
+    rule_pb = re.compile(rule.pattern.encode())
+    pieces = ["token", "first_token", "first_", "tok", "en", ":", " ", "=", '"', "\x12", "x", "_", "tokens",
+              "input_tokens", "\n", "st_"]
+    rng = random.Random(7)
+    for _ in range(20000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 8)))
+        assert scrub._token(text) == (rule.search(text) is not None), text
+        assert scrub._token_pb(text.encode()) == (rule_pb.search(text.encode()) is not None), text

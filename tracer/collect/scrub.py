@@ -38,9 +38,20 @@ _PIECES = ("sk-", "pk-", "rk-", "key", "auth", "bearer", "secret", "passw", "coo
 # gen_ai.latency.time_to_first_token, which sent each through the slow path). In protobuf bytes a key is
 # followed by its value's tag, 0x12. (Two regexes with a literal prefix each: an alternation of the two is ten
 # times slower.)
-_REST = (re.compile(r"gh[pousr]_"), re.compile(r"(?<!first_)token(?:[\s:=\"\x12]|$)"))
+# The "token" rule is (?<!first_)token(?:[\s:=\"\x12]|$), matched as its literal part with the look-behind
+# checked in Python: a pattern that starts with a look-behind gets no literal-prefix scan from ``re``, so it
+# was tried at every byte (2.1 ms of an 80 KB engines' request, 0.08 ms so; same answers, a test holds it).
+_GH, _TOKEN = re.compile(r"gh[pousr]_"), re.compile(r"token(?:[\s:=\"\x12]|$)")
+_GH_PB, _TOKEN_PB = re.compile(_GH.pattern.encode()), re.compile(_TOKEN.pattern.encode())
 _PIECES_PB = tuple(x.encode() for x in _PIECES)
-_REST_PB = tuple(re.compile(r.pattern.encode()) for r in _REST)
+
+
+def _token(low: str) -> bool:
+    return any(low[max(0, m.start() - 6):m.start()] != "first_" for m in _TOKEN.finditer(low))
+
+
+def _token_pb(low: bytes) -> bool:
+    return any(low[max(0, m.start() - 6):m.start()] != b"first_" for m in _TOKEN_PB.finditer(low))
 
 
 def suspect(text: str) -> bool:
@@ -48,7 +59,7 @@ def suspect(text: str) -> bool:
     for piece in _PIECES:
         if piece in low:
             return True
-    return any(r.search(low) is not None for r in _REST)
+    return _GH.search(low) is not None or _token(low)
 
 
 def suspect_bytes(raw: bytes) -> bool:
@@ -58,7 +69,7 @@ def suspect_bytes(raw: bytes) -> bool:
     for piece in _PIECES_PB:
         if piece in low:
             return True
-    return any(r.search(low) is not None for r in _REST_PB)
+    return _GH_PB.search(low) is not None or _token_pb(low)
 
 
 suspect_protobuf = suspect_bytes
