@@ -1,7 +1,10 @@
 """DESIGN.md section 1 as import-linter contracts (pyproject.toml): a wrong arrow fails the tests.
 
-import-linter reads packages from disk, and ours are mapped (tracer/ -> llmtrace.tracer), so the test
-lays out the installed shape with symlinks and runs ``lint-imports`` over it.
+import-linter (grimp) finds a package's modules by walking the folder its root package lives in, and ours
+are mapped (tracer/ -> llmtrace.tracer, ...): from the checkout, plain ``lint-imports`` sees llmtrace/ alone
+and answers "Module 'llmtrace.tracer' does not exist". So this lays out the installed shape with symlinks
+and runs ``lint-imports`` over it; ``python tests/test_architecture.py`` prints its report (what the bare
+command would print on an installed tree).
 """
 
 from __future__ import annotations
@@ -10,24 +13,54 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("tracer", "adapters", "backend", "analyzers", "tui", "report")
 
 
-def test_import_contracts_hold(tmp_path: Path) -> None:
-    pkg = tmp_path / "llmtrace"
+def lint_imports(where: Path, root: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """``lint-imports`` over the installed shape of ``root``, laid out under ``where`` (an empty folder)."""
+    pkg = where / "llmtrace"
     pkg.mkdir()
-    for f in (ROOT / "llmtrace").iterdir():
+    for f in (root / "llmtrace").iterdir():
         if f.suffix == ".py":
             (pkg / f.name).symlink_to(f)
     for folder in FOLDERS:
-        (pkg / folder).symlink_to(ROOT / folder)
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+        (pkg / folder).symlink_to(root / folder)
+    shutil.copy(root / "pyproject.toml", where / "pyproject.toml")
     lint = Path(sys.executable).parent / "lint-imports"
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    r = subprocess.run([str(lint), "--no-cache"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    env = {**os.environ, "PYTHONPATH": str(where)}
+    return subprocess.run([str(lint), "--no-cache"], cwd=where, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_import_contracts_hold(tmp_path: Path) -> None:
+    r = lint_imports(tmp_path)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     contracts = (ROOT / "pyproject.toml").read_text().count("[[tool.importlinter.contracts]]")
     assert r.stdout.count("KEPT") == contracts >= 5, r.stdout[-4000:]  # every contract ran and held
+
+
+def test_an_import_circle_in_the_middleware_breaks_a_contract(tmp_path: Path) -> None:
+    # the stage writers read a frozen CallRecord; importing the call back (even for a type) is the circle
+    copy = tmp_path / "src"
+    copy.mkdir()
+    for folder in ("llmtrace", *FOLDERS):
+        (copy / folder).symlink_to(ROOT / folder)
+    (copy / "adapters").unlink()
+    shutil.copytree(ROOT / "adapters", copy / "adapters", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
+    wire = copy / "adapters" / "middleware" / "wire.py"
+    wire.write_text(wire.read_text() + "\nfrom llmtrace.adapters.middleware import call as _call  # noqa\n")
+    layout = tmp_path / "layout"
+    layout.mkdir()
+    r = lint_imports(layout, copy)
+    assert r.returncode != 0 and "the middleware has no import circle BROKEN" in r.stdout, r.stdout[-3000:]
+
+
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory() as d:
+        r = lint_imports(Path(d))
+    print(r.stdout + r.stderr, end="")
+    sys.exit(r.returncode)
