@@ -94,9 +94,12 @@ class EarlyEnd(SymptomAnalyzer):
         if not at:
             at = f"far earlier than the answers that ended on their own ({top['at_char']:.0f} vs {top['med']:.0f} chars)"
         sure = bool(top["sure"])
-        stop_words = f"a stop string ({top['cls']}, {top['chars']} char{'s' if top['chars'] != 1 else ''})"
+        named = top["cls"] != "unknown"  # the request's stop strings on record (a foreign span may not say them)
+        stop_words = (f"a stop string ({top['cls']}, {top['chars']} char{'s' if top['chars'] != 1 else ''})" if named
+                      else "a stop string the spans do not name")
         ev = [Evidence("answers ended by a stop string inside their content", cut, f"of {n_all}", ids),
-              Evidence("stop string (class, length)", f"{top['cls']}, {top['chars']}", "chars", ids),
+              Evidence("stop string (class, length)", f"{top['cls']}, {top['chars']}" if named else
+                       "not recorded by the instrumentation", "chars" if named else "", ids),
               Evidence("where it fired", at, "", ids),
               Evidence("what preceded the cut", top["before"], "", ids),
               Evidence("what the cut was inside", top["inside"], "", ids),

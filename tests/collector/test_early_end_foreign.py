@@ -98,5 +98,6 @@ def test_foreign_ends_read_as_our_own(tmp_path: Path) -> None:
     assert top["stage"] == "gen.stop" and top["severity"] != "info", top
     assert "mid-number" in top["title"] and "inside a JSON string" in top["title"], top["title"]
     assert found["repairs"][0]["stage"] == "gen.stop", found["repairs"]
+    assert "a stop string the spans do not name" in found["repairs"][0]["title"], found["repairs"][0]["title"]
     assert not [f for f in found["dosing-twin"] if f["severity"] != "info"], found["dosing-twin"]
     assert "Take 2.5" not in stored and "Ticket 41" not in stored  # hashes mode: classes and offsets only
