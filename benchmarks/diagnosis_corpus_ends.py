@@ -144,6 +144,16 @@ def strip_word_joiner_anthropic(c: Ctx, twin: bool) -> None:
                                     messages=[{"role": "user", "content": f"Can I get refund R-{i} today?"}])
 
 
+def strip_soft_hyphens_twin(c: Ctx, twin: bool) -> None:
+    """Planted: a handbook pasted with zero-width spaces where its spaces were ("Refunds\u200bneed"); twin: the
+    same handbook with soft hyphens inside its long words ("super\u00advisor"), which a strip rejoins harmlessly."""
+    for i in range(5):
+        text = ("Ship\u00adments need a super\u00advisor's ap\u00adproval before any re\u00adfund is issued." if twin
+                else "Shipments\u200bneed a supervisor's\u200bapproval before\u200bany refund is issued.")
+        c.ask([{"role": "system", "content": f"{text} {POLICY}"},
+               {"role": "user", "content": f"Is refund R-{40 + i} approved?"}], max_tokens=6)
+
+
 def strip_glues_words(c: Ctx, twin: bool) -> None:
     """Pasted instructions with zero-width spaces standing between words; the server strips them to nothing.
     The twin's zero-width characters sit beside spaces, so stripping them glues nothing."""
@@ -165,6 +175,8 @@ ENDS_CASES: tuple[Case, ...] = (
     Case("nfkc_folds_power_in_history", nfkc_powers_in_history, ("intake.normalization",), "nfkc", "nfkc"),
     Case("nfkc_folds_subscripts_anthropic", nfkc_subscripts_anthropic, ("intake.normalization",), "nfkc", "default"),
     Case("strip_word_joiner_anthropic", strip_word_joiner_anthropic, ("intake.normalization",), "strip_invisible",
+         "strip_invisible"),
+    Case("strip_zero_width_vs_soft_hyphens", strip_soft_hyphens_twin, ("intake.normalization",), "strip_invisible",
          "strip_invisible"),
     Case("strip_invisible_glues_words", strip_glues_words, ("intake.normalization",), "strip_invisible",
          "strip_invisible"),

@@ -90,5 +90,7 @@ def test_classes_of_folds() -> None:
     assert char_folds.fold_classes("x² café", "NFC") == {}  # NFC folds no compatibility character
     assert dict(char_folds.stripped_classes("pay\u200bnow \u200bok", [3, 8])) == {"joiner_between_letters": 1,
                                                                                 "invisible": 1}
+    # a soft hyphen between two letters sits inside one word: stripping it glues nothing
+    assert dict(char_folds.stripped_classes("inter\u00adnational", [5])) == {"invisible": 1}
     assert char_folds.decode(char_folds.encode({"full_width": 2, "superscript": 1})) == {"superscript": 1,
                                                                                         "full_width": 2}

@@ -77,9 +77,13 @@ def fold_classes(text: str, form: str) -> Counter[str]:
     return out
 
 
+SOFT_HYPHEN = "\u00ad"
+
+
 def stripped_classes(text: str, removed: Iterable[int]) -> Counter[str]:
     """Per class, the characters at ``removed`` (indices into ``text``) that a strip took out: between two
-    letters or digits it glued them (``joiner_between_letters``), elsewhere it joined nothing."""
+    letters or digits it glued them (``joiner_between_letters``), elsewhere it joined nothing (nor does a soft
+    hyphen inside a word: "inter\u00adnational" was one word before)."""
     out: Counter[str] = Counter()
     drop = set(removed)
     for i in sorted(drop):
@@ -91,7 +95,8 @@ def stripped_classes(text: str, removed: Iterable[int]) -> Counter[str]:
             k += 1
         before = text[j] if j >= 0 else ""
         after = text[k] if k < len(text) else ""
-        glued = before.isalnum() and after.isalnum()
+        # a soft hyphen is a hyphenation point inside one word: taking it out rejoins the word's own halves
+        glued = before.isalnum() and after.isalnum() and text[i] != SOFT_HYPHEN
         out["joiner_between_letters" if glued else "invisible"] += 1
     return out
 
