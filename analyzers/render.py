@@ -14,58 +14,31 @@ from rich.table import Table
 from rich.text import Text
 
 from llmtrace.analyzers.finding import Finding
-from llmtrace.tracer.registry.stages import get_phase, get_stage
+from llmtrace.analyzers.finding_layout import FindingLayout, layout, short_ids
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
-
-
-def _where(f: Finding) -> str:
-    stage = get_stage(f.stage)
-    where = f"{get_phase(f.phase).title} → {f.stage} (#{stage.number} {stage.title})"
-    if len(f.stages) > 1:  # a merged cause: the stages it crosses, in pipeline order
-        where += f"; crosses {' → '.join(f.stages)}"
-    return where
-
-
-def _loss(f: Finding) -> str:
-    parts = []
-    if f.loss_tokens:
-        parts.append(f"{f.loss_tokens:,.0f} tokens")
-    if f.loss_ms:
-        parts.append(f"{f.loss_ms:,.0f} ms")
-    if f.loss_usd:
-        parts.append(f"${f.loss_usd:.4f}")
-    text = ("lost: " + ", ".join(parts)) if parts else ""
-    if f.affected_share:  # where the loss fell, not a loss of its own: "lost 83% of passes" read as one
-        text += f"{' ' if text else ''}on {f.affected_share:.0%} of passes"
-    return text
-
-
-def _ids(ids: Sequence[str], n: int = 3) -> str:
-    return ", ".join(i[:12] for i in ids[:n]) + (" …" if len(ids) > n else "")
 
 
 class FindingView:
     """One finding as a panel: where, why, the evidence table, the next check."""
 
-    def __init__(self, finding: Finding, rank: int) -> None:
-        self.finding = finding
-        self.rank = rank
+    def __init__(self, finding: Finding | FindingLayout, rank: int = 0) -> None:
+        self.view = finding if isinstance(finding, FindingLayout) else layout(finding, rank)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        f = self.finding
+        f = self.view
         head = Text()
-        head.append(f"{self.rank}. ", style="bold")
+        head.append(f"{f.rank}. ", style="bold")
         head.append(f"[{f.severity}] ", style=SEVERITY_STYLE[f.severity])
         head.append(f.title, style="bold")
-        where = Text(_where(f), style="magenta")
+        where = Text(f.where, style="magenta")
         table = Table(show_header=True, header_style="dim", box=None, padding=(0, 1), expand=False)
         table.add_column("evidence")
         table.add_column("value", overflow="fold")
         table.add_column("traces", style="dim")
         for e in f.evidence:
-            table.add_row(e.label, e.render_value(), _ids(e.trace_ids))
-        parts = [where, Text(f.summary)] + ([Text(_loss(f), style="bold")] if _loss(f) else [])
+            table.add_row(e.label, e.value, short_ids(e.trace_ids))
+        parts = [where, Text(f.summary)] + ([Text(f.loss, style="bold")] if f.loss else [])
         body = Group(*parts, table, Text.assemble(("next: ", "bold green"), f.next_check))
         yield Panel(body, title=head, title_align="left", border_style=SEVERITY_STYLE[f.severity])
 
@@ -75,15 +48,15 @@ def plain(findings: Sequence[Finding]) -> str:
     if not findings:
         return "No findings: nothing in the store matches a symptom's cause.\n"
     lines: list[str] = []
-    for i, f in enumerate(findings, 1):
-        lines.append(f"{i}. [{f.severity}] {f.title}")
-        lines.append(f"   where: {_where(f)}   (symptom: {f.symptom}, score {f.score:.2f})")
+    for f in (layout(x, i) for i, x in enumerate(findings, 1)):
+        lines.append(f"{f.rank}. [{f.severity}] {f.title}")
+        lines.append(f"   where: {f.where}   (symptom: {f.symptom}, score {f.score:.2f})")
         lines.append(f"   {f.summary}")
-        if _loss(f):
-            lines.append(f"   {_loss(f)}")
+        if f.loss:
+            lines.append(f"   {f.loss}")
         for e in f.evidence:
-            ids = f"   [{_ids(e.trace_ids)}]" if e.trace_ids else ""
-            lines.append(f"   - {e.label}: {e.render_value()}{ids}")
+            ids = f"   [{short_ids(e.trace_ids)}]" if e.trace_ids else ""
+            lines.append(f"   - {e.label}: {e.value}{ids}")
         lines.append(f"   next: {f.next_check}")
         if f.trace_ids:
             lines.append(f"   traces: {', '.join(f.trace_ids)}")

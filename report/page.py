@@ -9,6 +9,7 @@ from html import escape
 
 from llmtrace.analyzers.failed_calls import clean_message
 from llmtrace.analyzers.finding import Finding
+from llmtrace.analyzers.finding_layout import layout
 from llmtrace.analyzers.query import as_float
 
 from .charts import PHASE_COLOURS
@@ -130,7 +131,9 @@ def findings_table(findings: list[Finding]) -> str:
             f'<th>traces</th></tr>{rows}</table></div>')
 
 
-def finding_card(rank: int, f: Finding, linked: set[str]) -> str:
+def finding_card(rank: int, finding: Finding, linked: set[str]) -> str:
+    """One finding's parts as the terminal and the explorer lay them out (analyzers/finding_layout.py), in HTML."""
+    f = layout(finding, rank)
     same = set(f.trace_ids)
 
     def ev_traces(ids: tuple[str, ...]) -> str:  # most evidence quotes the finding's own traces: say so once
@@ -139,7 +142,7 @@ def finding_card(rank: int, f: Finding, linked: set[str]) -> str:
         return trace_links(ids, linked)
 
     rows = "".join(
-        f"<tr><td>{e(ev.label)}</td><td class=\"num\">{e(ev.render_value())}</td>"
+        f"<tr><td>{e(ev.label)}</td><td class=\"num\">{e(ev.value)}</td>"
         f"<td>{ev_traces(ev.trace_ids)}</td></tr>" for ev in f.evidence)
     colour = PHASE_COLOURS.get(f.phase, "#999")
     evidence = (f"<table><tr><th>evidence</th><th>value</th><th>traces</th></tr>{rows}</table>" if rows else "")

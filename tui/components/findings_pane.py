@@ -15,7 +15,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from llmtrace.tracer.cli.console import printable
-from llmtrace.tracer.registry.stages import get_phase, is_stage
+from llmtrace.tracer.registry.stages import get_phase
 from llmtrace.tracer.registry.symptoms import Symptom, get_symptom
 from llmtrace.tracer.storage.store import StoreError
 
@@ -234,12 +234,15 @@ def _finding_line(f: Finding) -> Text:
     return text
 
 
-def _detail(f: Finding) -> RenderableType:
-    colour = phase_colour(f.phase)
-    phase = get_phase(f.phase).title if f.phase else "?"
+def _detail(finding: Finding) -> RenderableType:
+    """The finding's parts as the terminal and the report lay them out (analyzers/finding_layout.py), drawn
+    for the pane (the analyzers are imported by now: this pane shows what they found)."""
+    from llmtrace.analyzers.finding_layout import layout
+
+    f = layout(finding)
     parts: list[RenderableType] = [
         Text(printable(f.title), style=f"bold {severity_style(f.severity) or ''}".strip()),
-        Text.assemble((f"{f.severity} · ", "dim"), (f"{phase} / {f.stage}", colour),
+        Text.assemble((f"{f.severity} · ", "dim"), (f"{f.phase_title} / {f.stage}", phase_colour(f.phase)),
                       (f" · symptom {f.symptom} · score {f.score:.2f}", "dim")),
         Text(""),
         Text(printable_lines(f.summary)),
@@ -251,11 +254,10 @@ def _detail(f: Finding) -> RenderableType:
         table.add_column("value", ratio=3, overflow="fold")
         table.add_column("traces", ratio=1, justify="right")
         for e in f.evidence:
-            table.add_row(printable(e.label), Text(printable(e.render_value()), style="bold"),
-                          str(len(_unique(e.trace_ids))))
+            table.add_row(printable(e.label), Text(printable(e.value), style="bold"), str(len(e.traces)))
         parts += [table, Text("")]
     parts.append(Text.assemble(("Next check  ", "bold #5fd7d7"), printable(f.next_check)))
-    if is_stage(f.stage):
+    if f.stage_known:
         parts.append(Text(f"(open a trace and highlight {f.stage} for its boundary values)", style="dim"))
     return Group(*parts)
 
