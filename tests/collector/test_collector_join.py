@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -238,3 +239,71 @@ def test_diagnose_names_the_engine_queue_on_the_apps_traces(joined: dict[str, An
     assert queue, [(f["stage"], f["title"]) for f in findings[:5]]
     app_traces = {_hex(c["client"].context)[0] for c in joined["calls"] if c["kind"] == "vllm"}
     assert queue[0]["trace_ids"] and set(queue[0]["trace_ids"]) <= app_traces, queue[0]
+
+
+CRASHER = """
+import os, sys
+from pathlib import Path
+from llmtrace.tracer.collect.wal import WriteAheadLog
+wal = WriteAheadLog(Path(sys.argv[1]))
+wal.open()
+for path in sys.argv[2:]:
+    wal.sync(wal.append(Path(path).read_bytes(), "application/x-protobuf", None))
+os._exit(0)  # died with everything logged and nothing committed (as kill -9 would leave it)
+"""
+
+
+def _bodies(kind: str, rid: str, start: int) -> tuple[bytes, bytes, Any, Any]:
+    """The client's and vLLM's spans of one call as two OTLP/protobuf bodies (what each exporter POSTs)."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    out = []
+    spans = []
+    for service in ("returns-app", kind):
+        exp = InMemorySpanExporter()
+        tp = TracerProvider(resource=Resource.create({"service.name": service}))
+        tp.add_span_processor(SimpleSpanProcessor(exp))
+        spans.append(_client(tp, start, rid, start + 2600 * MS) if service == "returns-app"
+                     else _vllm(tp, start + MS, rid, queued=True))
+        out.append(encode_spans(exp.get_finished_spans()).SerializeToString())
+    return out[0], out[1], spans[0], spans[1]
+
+
+def test_a_replayed_log_joins_and_never_duplicates_a_moved_span(tmp_path: Path) -> None:
+    """kill -9 leaves acknowledged bodies in the write-ahead log: a pair committed and joined before the
+    kill (its engine spans come back under their old trace id) and a pair never committed. After the
+    restart both pairs are joined and no span is stored twice."""
+    c1, e1, client1, eng1 = _bodies("vllm", "chatcmpl-before-the-kill", T0)
+    c2, e2, client2, eng2 = _bodies("vllm", "chatcmpl-only-in-the-log", T0 + 5000 * MS)
+    col = start_collector(tmp_path)
+    try:
+        for body in (e1, c1):
+            req = urllib.request.Request(col.endpoint, data=body, headers={"Content-Type": "application/x-protobuf"})
+            with urllib.request.urlopen(req, timeout=10) as r:
+                assert r.status == 200
+        col.wait_written(2 + 3 + 1)
+    finally:
+        assert col.stop() == 0
+    files = []
+    for i, body in enumerate((e1, c1, e2, c2)):
+        f = tmp_path / f"body{i}"
+        f.write_bytes(body)
+        files.append(str(f))
+    (tmp_path / "crash.py").write_text(CRASHER)
+    wal = tmp_path / "collected.duckdb.collect-wal"
+    subprocess.run([sys.executable, str(tmp_path / "crash.py"), str(wal), *files], check=True, timeout=60)
+    col = start_collector(tmp_path, name="restart")
+    try:
+        assert "replayed" in col.log(), col.log()
+    finally:
+        assert col.stop() == 0
+    db = tmp_path / "collected.duckdb"
+    assert query(db, "SELECT count(*) - count(DISTINCT span_id) FROM spans") == [(0,)]
+    for client, eng in ((client1, eng1), (client2, eng2)):
+        c_trace, c_span = _hex(client.context)
+        e_trace, e_span = _hex(eng.context)
+        assert query(db, "SELECT trace_id, parent_span_id FROM spans WHERE span_id = ?", [e_span]) == [(c_trace, c_span)]
+        assert query(db, "SELECT count(*) FROM spans WHERE trace_id = ?", [e_trace]) == [(0,)]

@@ -114,17 +114,25 @@ class ResponseIdJoin:
     def __call__(self, conn: duckdb.DuckDBPyConnection, table: pa.Table) -> None:
         """Join what ``table`` completes. A failure here must not cost a span: the join turns itself off
         (warned once) and the batch is retried without it (a RuntimeError is the writer's 'retry' kind)."""
+        self._run(conn, table, dedupe=False)
+
+    def replayed(self, conn: duckdb.DuckDBPyConnection, table: pa.Table) -> None:
+        """The same for a write-ahead log's replay, which may bring again spans that were moved already
+        (it skips spans by trace and span id, and the trace id moved): those copies are dropped."""
+        self._run(conn, table, dedupe=True)
+
+    def _run(self, conn: duckdb.DuckDBPyConnection, table: pa.Table, dedupe: bool) -> None:
         if self.disabled or not table.num_rows:
             return
         try:
-            self._join(conn, table)
+            self._join(conn, table, dedupe)
         except Exception as exc:  # noqa: BLE001 - any failure: the spans matter more than the join
             self.disabled = True
             log.warning("llmtrace collect: joining client and engine spans by response id failed; the join is "
                         "off until restart, spans are written as they came: %s", exc)
             raise JoinFailed(str(exc)) from exc
 
-    def _join(self, conn: duckdb.DuckDBPyConnection, table: pa.Table) -> None:
+    def _join(self, conn: duckdb.DuckDBPyConnection, table: pa.Table, dedupe: bool) -> None:
         if not self._ready:
             for stmt in _TABLES_SQL:
                 conn.execute(stmt)
@@ -135,7 +143,7 @@ class ResponseIdJoin:
         try:
             if passes:
                 conn.execute(f"INSERT INTO {KEYS_TABLE} SELECT *, {self._seq}, {time.time()} FROM ({_KEYS_SELECT})")
-            self._move(conn, self._matches(conn) if passes else 0)
+            self._move(conn, self._matches(conn) if passes else 0, dedupe)
         finally:
             try:
                 conn.unregister(_BATCH)
@@ -170,11 +178,11 @@ class ResponseIdJoin:
                          f"WHERE {MOVES_TABLE}.to_trace = m.from_trace")
             conn.execute(f"INSERT INTO {MOVES_TABLE} SELECT from_trace, to_trace, to_span, start_ns, end_ns, "
                          f"{time.time()} FROM {_NOW}")
-            conn.execute(f"DELETE FROM {KEYS_TABLE} WHERE side = 'server' AND trace_id IN (SELECT from_trace FROM {_NOW})")
+            conn.execute(f"DELETE FROM {KEYS_TABLE} WHERE key IN (SELECT key FROM {_NOW})")  # both sides: used
             self.joined += n
         return n
 
-    def _move(self, conn: duckdb.DuckDBPyConnection, new: int) -> None:
+    def _move(self, conn: duckdb.DuckDBPyConnection, new: int, dedupe: bool) -> None:
         """Rewrite the rows of every engine trace this batch joined or brought spans for (a late child of an
         engine trace moved earlier): under the client's trace, roots and the pass under the client pass."""
         late = f"""SELECT m.from_trace, m.to_trace, m.to_span, NULL AS engine_span, NULL AS engine_parent,
@@ -192,7 +200,8 @@ class ResponseIdJoin:
         lo, hi = int(lo) - SLACK_NS, int(hi) + SLACK_NS
         span = f"start_ns BETWEEN {lo} AND {hi}"
         rows = f"spans.{span} AND spans.trace_id IN (SELECT from_trace FROM {_MOVE})"
-        dup = f"spans.span_id IN (SELECT t.span_id FROM spans t WHERE t.{span} AND t.trace_id IN (SELECT to_trace FROM {_MOVE}))"
+        dup = (f"spans.span_id IN (SELECT t.span_id FROM spans t WHERE t.{span} AND t.trace_id IN "
+               f"(SELECT to_trace FROM {_MOVE}))") if dedupe else "false"
         parent = ("CASE WHEN spans.parent_span_id IS NULL OR spans.span_id = m.engine_span THEN m.to_span "
                   "ELSE spans.parent_span_id END")
         attrs = (f"CASE WHEN spans.span_id = m.engine_span THEN json_merge_patch(spans.attributes, json_object("
@@ -206,7 +215,7 @@ class ResponseIdJoin:
             FROM spans JOIN {_MOVE} m ON spans.trace_id = m.from_trace
             WHERE {rows} AND spans.operation IN {PASS_OPERATIONS})""").fetchall()[0][0]
         # a replayed copy of a span already moved (the log replays by trace and span id, which moved): dropped
-        dropped = conn.execute(f"DELETE FROM spans WHERE {rows} AND {dup}").fetchall()
+        dropped = conn.execute(f"DELETE FROM spans WHERE {rows} AND {dup}").fetchall() if dedupe else []
         conn.execute(f"""UPDATE spans SET trace_id = m.to_trace, parent_span_id = {parent}, attributes = {attrs}
             FROM {_MOVE} m WHERE {rows} AND spans.trace_id = m.from_trace""")
         pass_table.rewritten(conn, f"SELECT from_trace, {lo} FROM {_MOVE} UNION SELECT to_trace, {lo} FROM {_MOVE}",

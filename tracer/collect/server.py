@@ -443,7 +443,7 @@ class Collector:
         if self.wal is not None:
             # what a collector killed before committing had acknowledged: in the store before we listen
             self.replayed = replay(self.wal.dir, db, self._decode_record, lock_timeout_s=self.config.lock_timeout_s,
-                                   max_rows=self.config.max_batch_rows, on_insert=self.join)
+                                   max_rows=self.config.max_batch_rows, on_insert=self.join.replayed)
             self.wal.open()
         self._server = _Server((self.config.host, self.config.port), _Handler)
         self._server.collector = self
