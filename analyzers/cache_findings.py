@@ -180,7 +180,8 @@ def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
              f"{share:.0%} of prompt tokens re-prefilled")
     ids = sample_ids([p.trace_id for p in reversed(c.passes)])
     ev = _loss_evidence(c, passes, share, mspt, usdpt)
-    ev.insert(0, Evidence("volatile window", f"{cls} at char {off} of segment '{seg}'", "", ids))
+    # the segment named as the headline names it ("the system prompt"), its key beside it for SQL
+    ev.insert(0, Evidence("volatile window", f"{cls} at char {off} of the {name} (segment '{seg}')", "", ids))
     if gl:
         ev.insert(1, Evidence("its offset from the start of the prompt", int(_median([float(x) for x in gl])), "chars", ids))
     ev.insert(2, Evidence("first prompt token the cache missed", tok, "tokens", ids))

@@ -39,7 +39,8 @@ def test_slow_first_token_names_prefix_match_and_the_timestamp(tmp_path: Path) -
     found = expect_first(db, "slow_first_token", "cache.prefix_match")
     assert "intake.system_prompt" in found[0].stages  # one finding for the one cause, both stages named
     window = next(e for e in found[0].evidence if e.label == "volatile window")
-    assert str(window.value) == "timestamp at char 14 of segment 'system'"  # "Current time: " is 14 chars
+    # "Current time: " is 14 chars; the segment named as the headline names it (issue 35: "system prompt")
+    assert str(window.value) == "timestamp at char 14 of the system prompt (segment 'system')"
     assert found[0].loss_tokens > 0 and "re-prefilled" in found[0].title
 
 
