@@ -48,3 +48,21 @@ def test_a_stage_read_returns_typed_values_from_a_real_store() -> None:
     assert [(r["evicted"], r["policy"], r["own"]) for r in rows] == [(7, "lru", 1.5)]
     found = q.flagged(S.CACHE_EVICTION, {"evicted": N.EVICTION_BLOCKS_EVICTED}, "evicted > 5", "sum(evicted) AS e")
     assert found is not None and found[0]["e"] == 7 and found[1] == ("t",)
+
+
+def test_a_writer_s_none_sentinel_reads_as_none_everywhere() -> None:
+    """The engine writes first_miss_token -1 for "no token missed": every typed read shows None, never -1."""
+    from llmtrace.tracer.storage.views import stage_values_select
+
+    conn = duckdb.connect()
+    conn.execute(TABLES_SQL)
+    for span, miss in (("s1", -1), ("s2", 40)):
+        conn.execute("INSERT INTO spans (trace_id, span_id, stage, start_ns, duration_ms, attributes) VALUES "
+                     f"('t', ?, '{S.CACHE_PREFIX_MATCH}', 1, 2.0, ?)", [span, f'{{"{N.PREFIX_FIRST_MISS_TOKEN}": {miss}}}'])
+    rows = Query(conn).stage(S.CACHE_PREFIX_MATCH, {"miss": N.PREFIX_FIRST_MISS_TOKEN})
+    assert sorted((r["span_id"], r["miss"]) for r in rows) == [("s1", None), ("s2", 40)]
+    got = conn.execute(f"SELECT span_id, {attr(N.PREFIX_FIRST_MISS_TOKEN)} FROM spans ORDER BY 1").fetchall()
+    assert got == [("s1", None), ("s2", 40)]
+    dataset = conn.execute(f'SELECT span_id, "{N.PREFIX_FIRST_MISS_TOKEN}" FROM '
+                           f"({stage_values_select(S.CACHE_PREFIX_MATCH)}) ORDER BY 1").fetchall()
+    assert dataset == [("s1", None), ("s2", 40)]
