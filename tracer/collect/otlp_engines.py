@@ -103,6 +103,13 @@ _ROLE = next(f for f in _ROUTER if f.name == N.REPLICA_ROLE)
 _CHOSEN = frozenset(k for f in _ROUTER if f.name == N.REPLICA_ID for k in f.keys if k.startswith("llm_d.epp.")
                     and not k.startswith("llm_d.epp.picker."))
 
+SGLANG_STAGED = (("prefill_waiting", S.ARRIVAL_ADMISSION, N.ADMISSION_QUEUE_WAIT_MS),
+                 ("decode_waiting", S.ARRIVAL_ADMISSION, N.ADMISSION_QUEUE_WAIT_MS),
+                 ("prefill_forward", S.FORWARD_PREFILL, N.PREFILL_MS))
+SGLANG_KEPT = ("decode_loop", "decode_forward", "chunked_prefill", "request_process", "api_server_dispatch",
+               "dc_dispatch", "dpc_dispatch", "prefill_prepare", "prefill_bootstrap", "prefill_transfer_kv_cache",
+               "decode_prepare", "decode_bootstrap", "decode_transferred", "mini_lb_launch", "wait_pd_finish")
+
 SPANS: dict[str, SpanShape] = {
     # vLLM V1 request-lifecycle spans (PR 44402)
     "vllm_queue": SpanShape("vllm-v1", S.ARRIVAL_ADMISSION, _QUEUE, N.ADMISSION_QUEUE_WAIT_MS),
@@ -129,6 +136,14 @@ SPANS: dict[str, SpanShape] = {
         Field(("llm_d.kv_cache.lookup.cache_hit", "lookup.cache_hit", "cache_hit"), N.PREFIX_ENABLED, "bool"),
     ), constants=((N.PREFIX_SOURCE, "router_index"),)),
     "gateway.request_orchestration": SpanShape("llm-d", None),
+    # SGLang's request-trace slices (sglang srt/tracing/req_time_stats.py RequestStage; docs/references/
+    # production_request_trace.md), children of a thread span under the request span (`` Req <rid[:8]>``):
+    # the wait for the first forward is the queue, the prefill forward the prefill; the writer puts these
+    # two under the request span, in place of the rows its numbers implied (otlp_sglang.py). decode_loop /
+    # decode_forward end once a decode step (the request's decode is its numbers' row), chunked_prefill
+    # once a chunk: kept, named, no stage, as the dispatch, bootstrap and KV-transfer slices.
+    **{name: SpanShape("sglang", stage, (), ms) for name, stage, ms in SGLANG_STAGED},
+    **{name: SpanShape("sglang", None) for name in SGLANG_KEPT},
     "produce_precise_prefix_cache": SpanShape("llm-d", None),
     "pick_disagg_profile": SpanShape("llm-d", None),
 }

@@ -34,6 +34,7 @@ from llmtrace.tracer.collect.http import drain, export_response, framing_error, 
 from llmtrace.tracer.collect.otlp_decode import Decoded, PayloadError, PayloadTooLarge, decode
 from llmtrace.tracer.collect.otlp_join import ResponseIdJoin
 from llmtrace.tracer.collect.otlp_mapping import Mapper
+from llmtrace.tracer.collect.otlp_sglang import SliceLinker
 from llmtrace.tracer.collect.wal import Record, Ticket, WriteAheadLog, replay, wal_dir
 from llmtrace.tracer.record import capture, health
 from llmtrace.tracer.storage.retention import RetentionPolicy
@@ -380,13 +381,14 @@ class Collector:
         self.wal = WriteAheadLog(wal_dir(Path(config.db)), fsync=config.fsync) if config.wal else None
         done = self.wal.done if self.wal is not None else None
         self.join = ResponseIdJoin()  # client and engine spans into one trace by response id (otlp_join.py)
+        self.slices = SliceLinker()  # SGLang's slices under the request they time (otlp_sglang.py)
         # Committed or dropped, a request's spans no longer need their log segment.
         self.writer = SpanWriter(
             Path(config.db), max_queue_bytes=2 * config.max_queue_bytes, admit_bytes=config.max_queue_bytes,
             flush_interval_s=config.flush_interval_s, max_batch_rows=config.max_batch_rows,
             retention=config.retention, retention_interval_s=config.retention_interval_s,
             duckdb_threads=config.duckdb_threads, on_commit=done, on_drop=done,
-            name="collect", retry_log_level=logging.WARNING, on_insert=self.join,
+            name="collect", retry_log_level=logging.WARNING, on_insert=self._after_insert,
         )
         self.conns = ConnectionTable(config.max_connections, config.max_connections_per_client, config.timeouts)
         self.replayed = (0, 0)  # spans written from a dead collector's log at start, and already stored
@@ -443,7 +445,7 @@ class Collector:
         if self.wal is not None:
             # what a collector killed before committing had acknowledged: in the store before we listen
             self.replayed = replay(self.wal.dir, db, self._decode_record, lock_timeout_s=self.config.lock_timeout_s,
-                                   max_rows=self.config.max_batch_rows, on_insert=self.join.replayed)
+                                   max_rows=self.config.max_batch_rows, on_insert=self._after_replay)
             self.wal.open()
         self._server = _Server((self.config.host, self.config.port), _Handler)
         self._server.collector = self
@@ -470,6 +472,15 @@ class Collector:
         if self._server is not None:
             self._server.server_close()
         return lost
+
+    def _after_insert(self, conn: Any, table: pa.Table) -> None:
+        """In each batch's transaction: the join by response id, then SGLang's slices linked."""
+        self.join(conn, table)
+        self.slices(conn, table)
+
+    def _after_replay(self, conn: Any, table: pa.Table) -> None:
+        self.join.replayed(conn, table)
+        self.slices(conn, table)
 
     def _decode_record(self, rec: Record) -> pa.Table:
         return decode(rec.body, rec.content_type, rec.content_encoding,

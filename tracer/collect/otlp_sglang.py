@@ -1,0 +1,105 @@
+"""SGLang's request-trace slices put under the request they time, in the store writer's transaction.
+
+SGLang traces a request as four levels (sglang srt/tracing/trace.py; docs/references/
+production_request_trace.md): ``Bootstrap Room 0x..`` -> the request span `` Req <rid[:8]>`` (its
+``gen_ai.latency.*`` numbers in seconds, mapped as the engine's pass) -> one span a thread that handled it
+(``scheduler [TP 0] (host:.. | pid:..)``, with ``thread_label``) -> the slices (``prefill_waiting``,
+``prefill_forward``, ...; otlp_engines.SPANS maps the two that are a stage). Every reader finds a pass's
+stages among its children, but a slice is its grandchild, and the thread span that links the two usually
+comes after its slices (it ends with its last one), in another export batch, from another process than
+the request span. So the link is made where all of them meet, in the store: each batch that brings a
+slice, a thread span or a request span of SGLang's, the staged slices whose thread span hangs under a pass
+span are put under that pass span (the thread span keeps its other children), and the row that the
+request's numbers implied for the same stage is dropped: the slice timed the stage itself (SGLang's
+``time_in_model_prefill`` runs from dispatch to the first token, so it holds the queue wait as well).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from llmtrace.tracer.collect.otlp_engines import SGLANG_STAGED
+from llmtrace.tracer.collect.otlp_join import MOVES_TABLE, JoinFailed
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.storage import pass_table
+from llmtrace.tracer.storage.views import PASS_OPERATIONS
+
+log = logging.getLogger("llmtrace.collect")
+_SLICES = "(" + ", ".join(f"'{name}'" for name, _, _ in SGLANG_STAGED) + ")"
+_STAGES = "(" + ", ".join(sorted({f"'{stage}'" for _, stage, _ in SGLANG_STAGED})) + ")"
+_SLICE_NAMES = pa.array([name for name, _, _ in SGLANG_STAGED])
+_BATCH = "_llmtrace_sglang_batch"
+_TRACES = "_llmtrace_sglang_traces"
+SLACK_NS = 120 * 1_000_000_000
+
+
+def sglang_in(table: pa.Table) -> bool:
+    """Whether a batch holds any SGLang span the link needs: a staged slice, a thread span, a request span."""
+    names = table.column("name")
+    return bool(pc.any(pc.is_in(names, _SLICE_NAMES)).as_py() or pc.any(pc.match_substring(names, " | pid:")).as_py()
+                or pc.any(pc.match_substring(names, "Req ")).as_py())
+
+
+def link_slices(conn: duckdb.DuckDBPyConnection, table: pa.Table) -> None:
+    """The writer's hook (after the join by response id, which may have moved these traces): link the
+    staged slices of the batch's SGLang traces to their request span; drop the rows their numbers implied."""
+    if not table.num_rows or not sglang_in(table):
+        return
+    conn.register(_BATCH, table)
+    try:
+        lo, hi = conn.execute(f"SELECT min(start_ns), max(end_ns) FROM {_BATCH}").fetchall()[0]
+        moved = (f" UNION SELECT to_trace FROM {MOVES_TABLE} WHERE from_trace IN (SELECT trace_id FROM {_BATCH})"
+                 if _has(conn, MOVES_TABLE) else "")
+        conn.execute(f"CREATE OR REPLACE TEMP TABLE {_TRACES} AS SELECT DISTINCT trace_id FROM {_BATCH}{moved}")
+    finally:
+        try:
+            conn.unregister(_BATCH)
+        except duckdb.Error:  # the transaction aborted: its error is the one to see
+            pass
+    span = f"start_ns BETWEEN {int(lo) - SLACK_NS} AND {int(hi) + SLACK_NS}"
+    mine = f"spans.{span} AND spans.trace_id IN (SELECT trace_id FROM {_TRACES})"
+    linked = conn.execute(f"""UPDATE spans SET parent_span_id = th.parent_span_id
+        FROM spans th, spans req
+        WHERE {mine} AND spans.name IN {_SLICES} AND spans.stage IN {_STAGES}
+          AND th.trace_id = spans.trace_id AND th.span_id = spans.parent_span_id AND th.stage IS NULL
+          AND th.operation IS NULL AND th.{span}
+          AND req.trace_id = th.trace_id AND req.span_id = th.parent_span_id AND req.operation IN {PASS_OPERATIONS}
+          AND req.{span}""").fetchall()
+    dropped = conn.execute(f"""DELETE FROM spans WHERE {mine} AND spans.stage IN {_STAGES} AND spans.name = spans.stage
+        AND json_extract_string(spans.attributes, '$."{N.MAPPED_FROM}"') = 'sglang'
+        AND EXISTS (SELECT 1 FROM spans sl WHERE sl.trace_id = spans.trace_id AND sl.{span}
+                    AND sl.parent_span_id = spans.parent_span_id AND sl.stage = spans.stage
+                    AND sl.name IN {_SLICES})""").fetchall()
+    n_linked, n_dropped = (int(linked[0][0]) if linked else 0), (int(dropped[0][0]) if dropped else 0)
+    if n_linked or n_dropped:  # the stamp counts spans; the traces' passes are built again at the next fold
+        pass_table.rewritten(conn, f"SELECT trace_id, {int(lo) - SLACK_NS} FROM {_TRACES}", 0, n_dropped)
+    conn.execute(f"DROP TABLE IF EXISTS {_TRACES}")
+
+
+@dataclass(slots=True)
+class SliceLinker:
+    """``link_slices`` as the writer's hook: a failure turns it off (warned once) and the batch is retried
+    without it, as the join's (a span matters more than its link)."""
+
+    disabled: bool = False
+
+    def __call__(self, conn: duckdb.DuckDBPyConnection, table: pa.Table) -> None:
+        if self.disabled:
+            return
+        try:
+            link_slices(conn, table)
+        except Exception as exc:  # noqa: BLE001 - any failure: the spans are written as they came
+            self.disabled = True
+            log.warning("llmtrace collect: linking SGLang's slices to their requests failed; off until restart: %s",
+                        exc)
+            raise JoinFailed(str(exc)) from exc
+
+
+def _has(conn: duckdb.DuckDBPyConnection, name: str) -> bool:
+    return bool(conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND NOT temporary",
+                             [name]).fetchall()[0][0])
