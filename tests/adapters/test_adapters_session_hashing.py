@@ -23,7 +23,7 @@ from adapters_fake_provider import CHAT_OK, Script, fake_provider
 from llmtrace.adapters import instrument
 from llmtrace.adapters.middleware.openai_parser import OpenAIParser
 from llmtrace.tracer.reading import facts as compaction
-from llmtrace.tracer.reading import sessions
+from llmtrace.tracer.reading import messages
 
 
 def _requests() -> list[list[dict[str, Any]]]:
@@ -51,7 +51,7 @@ def test_each_message_and_text_is_hashed_once_per_request(traced: Path, monkeypa
         return hashlib.blake2b(*args, **kwargs)
 
     spy = SimpleNamespace(blake2b=counting)
-    monkeypatch.setattr(sessions, "hashlib", spy)
+    monkeypatch.setattr(messages, "hashlib", spy)
     monkeypatch.setattr(compaction, "hashlib", spy)
     with fake_provider() as provider:
         provider.scripts["/v1/chat/completions"] = Script(chunks=[CHAT_OK])

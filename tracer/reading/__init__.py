@@ -10,7 +10,9 @@ the middleware and ``llmtrace collect`` read a prompt the same way:
   ``digest_cache``;
 - answers and tools: ``stop_context`` (how an answer ended), ``assistant_turn`` (an answer written back
   into the next prompt), ``tool_digest``;
-- conversations: ``segments`` (a request's messages as prompt segments), ``sessions`` (the conversation
-  tracker), ``divergence`` (where a prompt parted from its conversation's last), ``facts`` (what a
-  rewritten history lost), ``conversations`` (one tracker per service, for the collector).
+- conversations: ``segments`` (a request's messages as prompt segments), ``messages`` (their chained
+  digests and tool calls), ``sessions`` (the conversation tracker), ``divergence`` (where a prompt parted
+  from its conversation's last), ``facts`` (what a rewritten history lost), ``tokens`` (a count from
+  characters), ``conversations`` (one tracker per service, for the collector);
+- ``memory``: what reading remembers across prompts in this process, in one object.
 """

@@ -19,7 +19,6 @@ All of it is kept in process memory as hashes and counts (bounded, oldest forgot
 from __future__ import annotations
 
 import contextvars
-import hashlib
 import threading
 import uuid
 from collections import OrderedDict
@@ -30,10 +29,10 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan
-from orjson import OPT_SORT_KEYS, JSONDecodeError, dumps, loads
 
 from llmtrace.tracer import capture
 from llmtrace.tracer.reading import facts as fact_reading
+from llmtrace.tracer.reading.messages import Message, read_messages, turns, wire_ids
 from llmtrace.tracer.registry import names as N
 
 _MAX_CONVERSATIONS = 4096
@@ -51,15 +50,6 @@ def session(session_id: str, user: str | None = None) -> Iterator[None]:
         yield
     finally:
         _explicit.reset(token)
-
-
-@dataclass(slots=True)
-class Message:
-    role: str
-    digest: bytes  # chained: covers this message and every one before it
-    plain: bytes  # this message alone (a history that dropped its oldest turns still holds it)
-    tool_calls: list[tuple[str, str, str]]  # (call id, name, arguments' key: _args_key) asked for in this message
-    tool_results: list[tuple[str, int]]  # (call id, result chars) answered in this message
 
 
 @dataclass(slots=True)
@@ -140,42 +130,6 @@ class Anchor:
         self.context = trace.set_span_in_context(NonRecordingSpan(pass_span.otel_span.get_span_context()))
 
 
-def _canonical(value: object) -> bytes:
-    try:
-        return dumps(value, option=OPT_SORT_KEYS)
-    except TypeError:
-        return str(value).encode("utf-8", "surrogatepass")
-
-
-def _h(value: object) -> str:
-    return hashlib.blake2b(_canonical(value), digest_size=8).hexdigest()
-
-
-def _args_key(arguments: object) -> str:
-    """What tells two calls' arguments apart: the canonical JSON (sorted keys, no whitespace), so a call
-    re-sent with its keys in another order or other spacing is the same call; a string that is not JSON is
-    compared as it is; Anthropic's parsed ``input`` by a digest of its canonical JSON."""
-    if isinstance(arguments, str):
-        try:
-            return dumps(loads(arguments), option=OPT_SORT_KEYS).decode()
-        except (JSONDecodeError, TypeError):
-            return arguments
-    return _h(arguments)
-
-
-def _chained(parent: bytes, value: object) -> bytes:
-    """The chain's next digest: ``value`` hashed once, keyed by the digest before it (``b""`` first)."""
-    return hashlib.blake2b(_canonical(value), digest_size=16, key=parent).digest()
-
-
-def _turns(msgs: list[Message]) -> list[bytes]:
-    """The unchained digests of the messages after the leading system (or developer) ones."""
-    start = 0
-    while start < len(msgs) and msgs[start].role in ("system", "developer"):
-        start += 1
-    return [m.plain for m in msgs[start:]]
-
-
 def _dropped(prev: list[bytes], turns: list[bytes]) -> int:
     """How many turns from the front of ``prev`` (a request's turns) ``turns`` dropped while sending the rest as
     they were, then new ones: the last turns of ``prev`` (two at least, its last message among them) open
@@ -238,75 +192,60 @@ def _opens_anew(last: list[bytes], msgs: list[Message]) -> bool:
     return new == 0 or (new == 1 and kept > 0 and msgs[kept - 1].role == "assistant")
 
 
-def _messages(body: Mapping[str, object]) -> list[Mapping[str, Any]]:
-    msgs = body.get("messages")
-    if isinstance(msgs, list):
-        return [m for m in msgs if isinstance(m, Mapping)]
-    items = body.get("input")  # Responses API
-    if isinstance(items, str):
-        return [{"role": "user", "content": items}]
-    if isinstance(items, list):
-        return [m for m in items if isinstance(m, Mapping)]
-    return []
-
-
-def _tools_of(m: Mapping[str, Any]) -> tuple[list[tuple[str, str, str]], list[tuple[str, int]]]:
-    calls: list[tuple[str, str, str]] = []
-    results: list[tuple[str, int]] = []
-    if m.get("role") == "tool":  # OpenAI chat: one tool result per message
-        results.append((str(m.get("tool_call_id", "")), len(str(m.get("content", "")))))
-    kind = m.get("type")
-    if kind == "function_call":  # Responses API items
-        calls.append((str(m.get("call_id", "")), str(m.get("name", "")), _args_key(m.get("arguments"))))
-    elif kind == "function_call_output":
-        results.append((str(m.get("call_id", "")), len(str(m.get("output", "")))))
-    for tc in m.get("tool_calls") or ():
-        fn = tc.get("function") if isinstance(tc, Mapping) else None
-        if isinstance(fn, Mapping):
-            calls.append((str(tc.get("id", "")), str(fn.get("name", "")), _args_key(fn.get("arguments"))))
-    content = m.get("content")
-    if isinstance(content, list):  # Anthropic blocks
-        for part in content:
-            if not isinstance(part, Mapping):
-                continue
-            if part.get("type") == "tool_use":
-                calls.append((str(part.get("id", "")), str(part.get("name", "")), _args_key(part.get("input"))))
-            elif part.get("type") == "tool_result":
-                results.append((str(part.get("tool_use_id", "")), len(str(part.get("content", "")))))
-    return calls, results
-
-
-def read_messages(body: Mapping[str, object]) -> list[Message]:
-    """Each message with its chained digest and the tool calls and results it carries."""
-    out: list[Message] = []
-    parent = b""
-    for key in ("system", "instructions"):  # Anthropic system / Responses instructions lead the chain
-        if body.get(key):
-            parent = _chained(parent, body[key])
-    for m in _messages(body):
-        # the message is read once, into a digest of its own; the chain links those 16-byte digests
-        plain = hashlib.blake2b(_canonical(m), digest_size=16).digest()
-        parent = hashlib.blake2b(plain, digest_size=16, key=parent).digest()
-        calls, results = _tools_of(m)
-        out.append(Message(str(m.get("role") or m.get("type") or "item"), parent, plain, calls, results))
-    return out
-
-
-def _wire_ids(body: Mapping[str, object]) -> tuple[str | None, str | None]:
-    """(session, user) named by the request itself."""
-    meta = body.get("metadata")
-    meta = meta if isinstance(meta, Mapping) else {}
-    sid = next((str(meta[k]) for k in ("session_id", "conversation_id", "thread_id") if meta.get(k)), None)
-    conv = body.get("conversation")
-    if sid is None and conv:
-        sid = str(conv.get("id")) if isinstance(conv, Mapping) else str(conv)
-    user = meta.get("user_id") or body.get("safety_identifier") or body.get("user")
-    return sid, None if not user else str(user)
-
-
 def _private(user: str) -> str:
     """A user id read off the wire: kept as is only when the store keeps text."""
     return user if capture.mode() == "full" else capture.hash_text(f"user:{user}")
+
+
+def _count_tool_calls(view: View, msgs: list[Message]) -> None:
+    seen: dict[tuple[str, str], int] = {}
+    for m in msgs:
+        if m.tool_calls:
+            view.tool_call_steps += 1
+        for _, name, args in m.tool_calls:
+            view.tool_calls += 1
+            seen[name, args] = seen.get((name, args), 0) + 1
+    view.repeated_tool_calls = sum(n - 1 for n in seen.values())
+
+
+def _continued(view: View, conv: Conversation, msgs: list[Message], server_side: bool) -> None:
+    """What this request of a known conversation shows against its last: a rewritten history (and what it
+    lost), or the turns it added (a tool round trip joins the last call's trace)."""
+    n_prev = len(conv.chain)
+    if server_side:
+        extension = msgs
+    elif n_prev == 0 or (len(msgs) >= n_prev and msgs[n_prev - 1].digest == conv.chain[-1]):
+        extension = msgs[n_prev:]
+    else:
+        kept = 0
+        for a, b in zip(conv.chain, view.chain):
+            if a != b:
+                break
+            kept += 1
+        view.rewritten, view.kept_messages = True, kept
+        view.turns_replaced = n_prev - kept
+        view.prompt_chars_before = conv.prompt_chars
+        if not view.window_dropped and conv.system == view.system:
+            view.window_dropped = _dropped(conv.turns, view.turns)  # a named session's window
+        if view.window_dropped:
+            # The oldest turns dropped and the rest sent as they were: nothing stands in for the dropped
+            # turns, so whatever they alone said is gone, however long the history stays.
+            view.turns_replaced = view.window_dropped
+            view.facts_lost = _facts_lost(conv, view)
+            return
+        # Names and numbers the previous request carried and this one does not: what the rewrite lost.
+        # Only a rewrite that replaced several turns and shrank the context is a compaction: the same
+        # opening with another last question (or one edited turn) drops nothing the model needed.
+        if view.turns_replaced >= 2 and _shrunk(conv, view):
+            view.facts_lost = _facts_lost(conv, view)
+        return
+    calls = {cid: name for m in msgs for cid, name, _ in m.tool_calls}
+    for m in extension:
+        for cid, chars in m.tool_results:
+            view.tool_results.append((calls.get(cid, "unknown"), cid, chars))
+    if view.tool_results and not any(m.role == "user" and not m.tool_results for m in extension):
+        view.parent = conv.root  # a tool round trip: the same agent turn, the same trace
+        view.since_ns = conv.last_end_ns
 
 
 class Tracker:
@@ -366,7 +305,7 @@ class Tracker:
         """What ``body`` shows about its conversation; ``segments`` are the prompt segments the protocol
         parser read off the same body (their texts are what the facts come from: read once, not again)."""
         msgs = read_messages(body)
-        view = View(chain=[m.digest for m in msgs], turns=_turns(msgs))
+        view = View(chain=[m.digest for m in msgs], turns=turns(msgs))
         first_user = next((i for i, m in enumerate(msgs) if m.role == "user"), None)
         view.anchor = msgs[first_user].digest if first_user is not None else None
         # The system prompt and the turns, as the model sees them (the tools are not said in turns).
@@ -378,43 +317,11 @@ class Tracker:
             m.role in ("system", "developer") for m in msgs[first_user + 1:])
         if multi_turn or len(msgs) > 2:  # read below in any case: hashed before the lookup, which needs two
             digests = self._opening(view, said)
-        seen: dict[tuple[str, str], int] = {}
-        for m in msgs:
-            if m.tool_calls:
-                view.tool_call_steps += 1
-            for _, name, args in m.tool_calls:
-                view.tool_calls += 1
-                seen[name, args] = seen.get((name, args), 0) + 1
-        view.repeated_tool_calls = sum(n - 1 for n in seen.values())
+        _count_tool_calls(view, msgs)
         explicit = _explicit.get()
-        wire_sid, wire_user = _wire_ids(body)
-        prev_id = body.get("previous_response_id")
-        with self._lock:
-            conv: Conversation | None = None
-            for m in reversed(msgs[:-1]):  # the longest earlier request this one extends (a repeat does not)
-                conv = self._by_digest.get(m.digest)
-                if conv is not None:
-                    break
-            server_side = False  # Responses: the history lives with the provider, named by id
-            if conv is None and isinstance(prev_id, str):
-                conv = self._by_response.get(prev_id)
-                server_side = conv is not None
-            sid = explicit[0] if explicit else wire_sid
-            if sid is not None and (conv is None or conv.session_id != sid):
-                conv, server_side = self._by_session.get(sid), False
-            if conv is None and sid is None and view.anchor is not None and multi_turn:
-                conv = self._by_anchor.get(view.anchor)  # the same opening, its history since rewritten
-                if conv is not None and (not conv.inferred or _opens_anew(conv.chain, msgs)):
-                    conv = None  # a named session is only continued by calls that name it
-            if conv is None and sid is None and view.opening is not None and multi_turn:
-                # The same opening under a system prompt that grew around the earlier one: a compaction that
-                # folded its summary into the system prompt (which changes every chained digest, the anchor's too)
-                conv = self._by_opening.get(view.opening)
-                system = "\n".join(text for kind, text in said if kind == "system")
-                if conv is not None and (not conv.inferred or not _system_grew(conv.system, system)):
-                    conv = None
-            if conv is None and sid is None and multi_turn:
-                conv, view.window_dropped = self._window_of(view)
+        wire_sid, wire_user = wire_ids(body)
+        sid = explicit[0] if explicit else wire_sid
+        conv, server_side = self._find(view, msgs, said, sid, body.get("previous_response_id"), multi_turn)
         # Read after the lookup: a request of a known conversation is read even when it is short (an app
         # may compact to [system + summary, question]: unread, every earlier fact would count as lost).
         if conv is not None or multi_turn or len(msgs) > 2:  # not a one-shot
@@ -434,42 +341,38 @@ class Tracker:
         view.conversation = conv
         view.session_id, view.inferred = (sid, False) if sid else (conv.session_id, conv.inferred)
         view.user_id = user or conv.user_id
-        n_prev = len(conv.chain)
-        if server_side:
-            extension = msgs
-        elif n_prev == 0 or (len(msgs) >= n_prev and msgs[n_prev - 1].digest == conv.chain[-1]):
-            extension = msgs[n_prev:]
-        else:
-            kept = 0
-            for a, b in zip(conv.chain, view.chain):
-                if a != b:
-                    break
-                kept += 1
-            view.rewritten, view.kept_messages = True, kept
-            view.turns_replaced = n_prev - kept
-            view.prompt_chars_before = conv.prompt_chars
-            if not view.window_dropped and conv.system == view.system:
-                view.window_dropped = _dropped(conv.turns, view.turns)  # a named session's window
-            if view.window_dropped:
-                # The oldest turns dropped and the rest sent as they were: nothing stands in for the dropped
-                # turns, so whatever they alone said is gone, however long the history stays.
-                view.turns_replaced = view.window_dropped
-                view.facts_lost = _facts_lost(conv, view)
-                return view
-            # Names and numbers the previous request carried and this one does not: what the rewrite lost.
-            # Only a rewrite that replaced several turns and shrank the context is a compaction: the same
-            # opening with another last question (or one edited turn) drops nothing the model needed.
-            if view.turns_replaced >= 2 and _shrunk(conv, view):
-                view.facts_lost = _facts_lost(conv, view)
-            return view
-        calls = {cid: name for m in msgs for cid, name, _ in m.tool_calls}
-        for m in extension:
-            for cid, chars in m.tool_results:
-                view.tool_results.append((calls.get(cid, "unknown"), cid, chars))
-        if view.tool_results and not any(m.role == "user" and not m.tool_results for m in extension):
-            view.parent = conv.root  # a tool round trip: the same agent turn, the same trace
-            view.since_ns = conv.last_end_ns
+        _continued(view, conv, msgs, server_side)
         return view
+
+    def _find(self, view: View, msgs: list[Message], said: list[tuple[str, str]], sid: str | None,
+              prev_id: object, multi_turn: bool) -> tuple[Conversation | None, bool]:
+        """The conversation this request continues, and whether its history lives with the provider."""
+        with self._lock:
+            conv: Conversation | None = None
+            for m in reversed(msgs[:-1]):  # the longest earlier request this one extends (a repeat does not)
+                conv = self._by_digest.get(m.digest)
+                if conv is not None:
+                    break
+            server_side = False  # Responses: the history lives with the provider, named by id
+            if conv is None and isinstance(prev_id, str):
+                conv = self._by_response.get(prev_id)
+                server_side = conv is not None
+            if sid is not None and (conv is None or conv.session_id != sid):
+                conv, server_side = self._by_session.get(sid), False
+            if conv is None and sid is None and view.anchor is not None and multi_turn:
+                conv = self._by_anchor.get(view.anchor)  # the same opening, its history since rewritten
+                if conv is not None and (not conv.inferred or _opens_anew(conv.chain, msgs)):
+                    conv = None  # a named session is only continued by calls that name it
+            if conv is None and sid is None and view.opening is not None and multi_turn:
+                # The same opening under a system prompt that grew around the earlier one: a compaction that
+                # folded its summary into the system prompt (which changes every chained digest, the anchor's too)
+                conv = self._by_opening.get(view.opening)
+                system = "\n".join(text for kind, text in said if kind == "system")
+                if conv is not None and (not conv.inferred or not _system_grew(conv.system, system)):
+                    conv = None
+            if conv is None and sid is None and multi_turn:
+                conv, view.window_dropped = self._window_of(view)
+        return conv, server_side
 
     def end(self, view: View, pass_span: Any, response_id: str | None, end_ns: int, prompt_chars: int) -> None:
         """Remember this request as the latest of its conversation."""
