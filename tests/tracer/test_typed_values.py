@@ -9,6 +9,7 @@ import pytest
 from llmtrace.analyzers.query import Query
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
+from llmtrace.tracer.registry.semconv import ERROR_TYPE
 from llmtrace.tracer.registry.stages import SELF_MS, get_stage
 from llmtrace.tracer.storage.typed_values import UndeclaredValueError, attr, typed, value_type
 from llmtrace.tracer.storage.views import TABLES_SQL
@@ -32,6 +33,8 @@ def test_a_value_the_stage_does_not_declare_is_an_error() -> None:
 def test_attr_casts_as_declared() -> None:
     assert attr(N.BLOCKS_BLOCK_SIZE).startswith("TRY_CAST(") and "BIGINT" in attr(N.BLOCKS_BLOCK_SIZE)
     assert attr(N.TOKENIZATION_BLOCK_HASHES).endswith("[*]')")
+    # a name of another vocabulary the registry does not declare reads as its text, as before
+    assert attr(ERROR_TYPE) == f"json_extract_string(attributes, '$.\"{ERROR_TYPE}\"')"
     assert attr(N.BLOCKS_BLOCK_SIZE, "str", "c.attributes") == \
         f"json_extract_string(c.attributes, '$.\"{N.BLOCKS_BLOCK_SIZE}\"')"
 

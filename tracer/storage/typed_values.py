@@ -41,6 +41,15 @@ def value_type(name: str, stage_id: str | None = None) -> str:
     return declaration(name, stage_id).type
 
 
+def _declared_or_text(name: str) -> str:
+    try:
+        return value_type(name)
+    except UndeclaredValueError:
+        if name.startswith("llmtrace."):
+            raise
+        return "str"
+
+
 def read_sql(expr: str, name: str, stage_id: str | None = None) -> str:
     """``expr`` (value ``name`` read typed) with the registry's "none" sentinel, where it declares one, read as
     NULL: a reader sees None for "not observed", never the -1 a writer stores."""
@@ -63,8 +72,10 @@ def struct_spec(values: Mapping[str, tuple[str, str]]) -> str:
 
 def attr(name: str, typ: str | None = None, column: str = "attributes") -> str:
     """SQL for one attribute of a span, typed as the registry declares ``name`` (``typ`` only where a reader
-    deliberately reads it otherwise, e.g. a number as its text). A list reads as its elements' text."""
-    typ = typ or value_type(name)
+    deliberately reads it otherwise, e.g. a number as its text). A list reads as its elements' text. A name of
+    another vocabulary the registry does not declare (OpenTelemetry's ``error.type``) reads as text; an
+    undeclared ``llmtrace.*`` name is a typo, and an error."""
+    typ = typ or _declared_or_text(name)
     key = name.replace("'", "''")
     if typ.endswith("[]"):
         return f"json_extract_string({column}, '$.\"{key}\"[*]')"
