@@ -9,6 +9,8 @@ what those packages recorded), and `llmtrace diagnose --service NAME --json` as 
 in benchmarks/diagnosis_corpus.py and benchmarks/diagnosis_foreign_corpus.py.
 
     python benchmarks/diagnosis.py [--only CASE ...] [--keep DIR]
+    python benchmarks/diagnosis.py --shard 1/2 --keep A --no-save & python benchmarks/diagnosis.py --shard 2/2 --keep B --no-save
+    python benchmarks/diagnosis.py --merge A B      # one results file from the shards' rows (each DIR/rows.json)
 
 Scores: top1 (the first finding's stage is one the case names), any (some finding names it), false alarm
 (a twin got a finding above `info`). Writes benchmarks/results/diagnosis.json.
@@ -281,9 +283,20 @@ def main() -> None:
                          "each keeping its other flags; runs the cases that need the bundled model too")
     ap.add_argument("--rediagnose", action="store_true",
                     help="with --keep DIR of an earlier run: diagnose its stores again without making calls")
+    ap.add_argument("--shard", metavar="K/N", help="run every N-th case starting at the K-th (1-based), engines too: "
+                    "shards run side by side each with its own --keep DIR, and --merge scores them as one run")
+    ap.add_argument("--merge", nargs="+", metavar="DIR", help="score the rows the shards wrote (DIR/rows.json) as one "
+                    "run and save the results; no calls")
     args = ap.parse_args()
+    if args.merge:
+        _finish(_merge(args.merge), args, None)
+        return
     cases = [c for c in CASES + FOREIGN_CASES
              if (not args.only or c.id in args.only) and (args.real_model or args.model_all or c.model == "tiny")]
+    engine_cases = [c for c in ENGINE_CASES if not args.only or c.id in args.only]
+    if args.shard:
+        k, n = (int(x) for x in args.shard.split("/"))
+        cases, engine_cases = cases[k - 1::n], engine_cases[k - 1::n]
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="llmtrace-diagnosis-"))
     work.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("LLMTRACE_STRICT", "0")
@@ -298,7 +311,12 @@ def main() -> None:
     pool = cf.ThreadPoolExecutor(max_workers=2)  # diagnose the last run while the next one runs
     pending: list[tuple[Case, bool, cf.Future[dict[str, Any]]]] = []
     try:
-        for case in cases:
+        # a server is stopped after the last case that uses it (each holds a model and a KV pool: a shard's
+        # thirty-odd flag sets alive at once ran a 23 GB machine short beside the other engineers' work)
+        last_use = {n: i for i, c in enumerate(cases) for n in (c.server, c.twin_server or c.server)}
+        for i_case, case in enumerate(cases):
+            for name in [n for n in servers if last_use.get(n, -1) < i_case]:
+                servers.pop(name).stop()
             for twin in (False, True):
                 name = (case.twin_server or case.server) if twin else case.server
                 service = f"{case.id}-{'twin' if twin else 'cause'}"
@@ -324,7 +342,7 @@ def main() -> None:
                 print(f"{service:<44} app {app_s:5.1f}s  passes {joined}", flush=True)
                 pending.append((case, twin, pool.submit(_diagnose, srv.db, service)))
         # ── engines' and routers' own spans (benchmarks/diagnosis_engines.py): no server, the hashes collector
-        for ecase in (c for c in ENGINE_CASES if not args.only or c.id in args.only):
+        for ecase in engine_cases:
             db = work / "collected-hashes.duckdb"
             for twin in (False, True):
                 service = f"{ecase.id}-{'twin' if twin else 'cause'}"
@@ -344,23 +362,7 @@ def main() -> None:
             s.stop()
         for col in collectors.values():
             col.stop()
-    causes = [r for r in rows if r["run"] == "cause"]
-    twins = [r for r in rows if r["run"] == "twin"]
-    results: dict[str, object] = {
-        "cases": len(causes),
-        "top1_accuracy": round(sum(r["top1"] for r in causes) / max(1, len(causes)), 3),
-        "any_accuracy": round(sum(r["any"] for r in causes) / max(1, len(causes)), 3),
-        "false_alarms_on_twins": sum(r["false_alarm"] for r in twins),
-        "twins": len(twins),
-        "foreign_cases": sum(1 for r in causes if "via" in r),
-        "foreign_top1_accuracy": round(sum(r["top1"] for r in causes if "via" in r)
-                                       / max(1, sum(1 for r in causes if "via" in r)), 3),
-        "foreign_false_alarms_on_twins": sum(r["false_alarm"] for r in twins if "via" in r),
-        "model_all": args.model_all,
-        "wall_s": round(time.perf_counter() - t0, 1),
-        "load_average_1m": round(os.getloadavg()[0], 2),
-        "rows": rows,
-    }
+    results = _summary(rows, time.perf_counter() - t0, args.model_all)
     run_file = work / "run.json"  # the run that made the stores (a --rediagnose only re-reads them)
     if not args.rediagnose:
         run_file.write_text(json.dumps({"calls_and_diagnose_wall_s": results["wall_s"],
@@ -368,7 +370,47 @@ def main() -> None:
     elif run_file.exists():
         results["stores_made_by"] = json.loads(run_file.read_text())
         results["rediagnosed"] = True
-    for r in rows:
+    # the rows and how they were made, for --merge (a shard's, or a whole run's)
+    (work / "rows.json").write_text(json.dumps({"rows": rows, "wall_s": results["wall_s"], "shard": args.shard,
+                                                "load_average_1m": results["load_average_1m"],
+                                                "rediagnosed": bool(args.rediagnose)}))
+    _finish(results, args, work)
+
+
+def _summary(rows: list[dict[str, Any]], wall_s: float, model_all: str | None) -> dict[str, Any]:
+    causes = [r for r in rows if r["run"] == "cause"]
+    twins = [r for r in rows if r["run"] == "twin"]
+    foreign = [r for r in causes if "via" in r]
+    return {
+        "cases": len(causes),
+        "top1_accuracy": round(sum(r["top1"] for r in causes) / max(1, len(causes)), 3),
+        "any_accuracy": round(sum(r["any"] for r in causes) / max(1, len(causes)), 3),
+        "false_alarms_on_twins": sum(r["false_alarm"] for r in twins),
+        "twins": len(twins),
+        "foreign_cases": len(foreign),
+        "foreign_top1_accuracy": round(sum(r["top1"] for r in foreign) / max(1, len(foreign)), 3),
+        "foreign_false_alarms_on_twins": sum(r["false_alarm"] for r in twins if "via" in r),
+        "model_all": model_all,
+        "wall_s": round(wall_s, 1),
+        "load_average_1m": round(os.getloadavg()[0], 2),
+        "rows": rows,
+    }
+
+
+def _merge(dirs: list[str]) -> dict[str, Any]:
+    """The shards' rows scored as one run: wall time is the longest shard's (they ran side by side)."""
+    parts = [json.loads((Path(d) / "rows.json").read_text()) for d in dirs]
+    rows = [r for p in parts for r in p["rows"]]
+    results = _summary(rows, max(float(p["wall_s"]) for p in parts), None)
+    results["shards"] = [{"dir": d, "shard": p.get("shard"), "wall_s": p["wall_s"],
+                          "load_average_1m": p["load_average_1m"], "rows": len(p["rows"]),
+                          "rediagnosed": p.get("rediagnosed", False)} for d, p in zip(dirs, parts, strict=True)]
+    results["load_average_1m"] = max(float(p["load_average_1m"]) for p in parts)
+    return results
+
+
+def _finish(results: dict[str, Any], args: argparse.Namespace, work: Path | None) -> None:
+    for r in results["rows"]:
         mark = ("FALSE ALARM" if r.get("false_alarm") else "ok") if r["run"] == "twin" else \
             ("top1" if r["top1"] else "any" if r["any"] else "MISS")
         top = r["top"]["stage"] + " " + r["top"]["title"][:70] if r["top"] else "-"
