@@ -19,8 +19,8 @@ from .data import Span
 
 _ORDER = stage_order()
 TEXT_KEYS = (N.PROMPT_TEXT, N.OUTPUT_TEXT)  # stored only with capture="full"
-# a pass's summary (the registry's, tracer/registry/stages.py PASS_SUMMARY), then its deploy and how it failed
-PASS_KEYS = (*PASS_SUMMARY, N.SERVICE_VERSION, "http.response.status_code", ERROR_TYPE)
+# a pass's summary (the registry's, tracer/registry/stages.py PASS_SUMMARY), then how it failed
+PASS_KEYS = (*PASS_SUMMARY, "http.response.status_code", ERROR_TYPE)
 _SKIP = {LLMTRACE_STAGE, LLMTRACE_PHASE, N.SIDE, N.GEN_AI_OPERATION_NAME, N.PROMPT_SEGMENTS,
          *TEXT_KEYS}
 

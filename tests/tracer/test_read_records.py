@@ -13,7 +13,7 @@ import pytest
 from llmtrace.report.data import Span
 from llmtrace.report.traces import PASS_KEYS
 from llmtrace.tracer.registry import names as N
-from llmtrace.tracer.registry.stages import PASS_SUMMARY, PASS_VALUES, SELF_MS
+from llmtrace.tracer.registry.stages import DECLARED, PASS_SUMMARY, SELF_MS
 from llmtrace.tracer.storage.span_records import (
     SPAN_RECORD_COLUMNS,
     SpanRecord,
@@ -61,7 +61,8 @@ def test_decode_attributes_keeps_objects_only() -> None:
 
 
 def test_a_pass_summary_is_the_registry_s() -> None:
-    ranked = [v for v in PASS_VALUES if v.summary]
+    ranked = [v for v in DECLARED.values() if v.summary]
     assert len({v.summary for v in ranked}) == len(ranked), "two values share a summary place"
     assert PASS_KEYS[:len(PASS_SUMMARY)] == PASS_SUMMARY
     assert PASS_SUMMARY[:2] == (N.GEN_AI_REQUEST_MODEL, N.GEN_AI_RESPONSE_MODEL)
+    assert PASS_SUMMARY[-3:] == (N.SERVICE_VERSION, N.PROMPT_HASH, N.OUTPUT_HASH)

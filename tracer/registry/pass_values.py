@@ -103,8 +103,8 @@ PASS_VALUES: tuple[BoundaryValue, ...] = (
     V("llmtrace.meters.cost_usd", "float", "USD", "what this pass cost", column="cost_usd", summary=9),
     V("llmtrace.meters.trace_cost_usd", "float", "USD", "what the trace cost so far"),
     V("llmtrace.meters.usage_consistent", "bool", "", "false when the reported usage cannot add up"),
-    V("llmtrace.prompt.hash", "str", "", "keyed hash of the rendered prompt (capture=hashes)", column="prompt_hash", summary=12),
-    V("llmtrace.output.hash", "str", "", "keyed hash of the output text", column="output_hash", summary=13),
+    V("llmtrace.prompt.hash", "str", "", "keyed hash of the rendered prompt (capture=hashes)", column="prompt_hash", summary=13),
+    V("llmtrace.output.hash", "str", "", "keyed hash of the output text", column="output_hash", summary=14),
     V("llmtrace.prompt.segments", "str", "", "JSON list of the prompt's segments: kind, keyed hash, chars, chunk hashes "
       "(a chain over 64-char chunks), and for a segment of 512 chars or more its content-defined pieces "
       "(\"keyed hash:chars\", fewer than 512), which find text two prompts share after a changed block"),

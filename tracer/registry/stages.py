@@ -75,13 +75,16 @@ def _load_pass() -> tuple[tuple[BoundaryValue, ...], tuple[tuple[str, str], ...]
 
 
 PASS_VALUES, PASS_VALUE_FAMILIES = _load_pass()
-# the pass values a person reads first for a pass, in the registry's summary order (BoundaryValue.summary)
-PASS_SUMMARY: tuple[str, ...] = tuple(v.name for v in sorted((v for v in PASS_VALUES if v.summary),
-                                                             key=lambda v: v.summary))
 # every declared name -> its declaration (the first one wins where a stage and the pass span share a name)
 DECLARED: dict[str, BoundaryValue] = {}
 for _v in (*PASS_VALUES, *COMMON_VALUES, *(v for s in STAGES for v in s.values)):
     DECLARED.setdefault(_v.name, _v)
+
+
+# the values a person reads first for a pass (its span carries them), in the registry's summary order
+# (BoundaryValue.summary; the deploy is declared with the stage that accounts for it)
+PASS_SUMMARY: tuple[str, ...] = tuple(v.name for v in sorted((v for v in DECLARED.values() if v.summary),
+                                                             key=lambda v: v.summary))
 
 
 def declared_value(name: str) -> BoundaryValue | None:

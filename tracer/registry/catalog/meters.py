@@ -13,7 +13,7 @@ STAGES: tuple[Stage, ...] = (
            V("llmtrace.meters.cached_tokens", "int", "tokens", "prompt tokens billed as cached"),
            V("llmtrace.meters.uncached_tokens", "int", "tokens", "prompt tokens billed in full"),
            V("llmtrace.meters.cost_usd", "float", "USD", "price of the pass"),
-           V("service.version", "str", "", "deploy the pass ran under", semconv=True, when="when the app runs under a deploy (service.version)"),
+           V("service.version", "str", "", "deploy the pass ran under", semconv=True, when="when the app runs under a deploy (service.version)", summary=12),
            V("llmtrace.meters.usage_consistent", "bool", "", "false when the provider's totals are impossible"),
            V("llmtrace.meters.price_source", "str", "", "what priced the pass: user (own file), genai-prices or bundled"),
            V("llmtrace.meters.price_version", "str", "", "version of the price data used"),
