@@ -43,7 +43,8 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 
 import duckdb
 import pyarrow as pa
@@ -95,6 +96,38 @@ _KEYS_SELECT = f"""
 """
 
 
+@dataclass(slots=True)
+class RowWindow:
+    """A lower bound on the row id of every span the store took in the last ``window_s`` seconds: the rows a
+    join or a link rewrites arrived within seconds of each other, and DuckDB skips the row groups below a
+    ``rowid >=`` bound (span times do not narrow much at tens of thousands of spans a second). The bound is
+    the span count before the oldest batch of the window (row ids only grow; a count is never above them),
+    0 until this process has watched a whole window, and 0 again for a window after rows were deleted
+    (retention), which may let DuckDB compact row ids. Advanced once a batch, in its transaction."""
+
+    window_s: float = 120.0
+    lo: int = 0
+    _marks: deque[tuple[float, int]] = field(default_factory=deque)
+    _since: float | None = None
+    _last: int | None = None
+
+    def advance(self, conn: duckdb.DuckDBPyConnection, table: pa.Table) -> None:
+        now = time.monotonic()
+        count = int(conn.execute("SELECT count(*) FROM spans").fetchall()[0][0])
+        before = max(count - table.num_rows, 0)
+        if self._since is None or (self._last is not None and before < self._last):
+            self._since, self._marks = now, deque()  # a fresh process, or rows deleted: no bound for a window
+        self._last = count
+        self._marks.append((now, before))
+        while self._marks and self._marks[0][0] < now - self.window_s:
+            self._marks.popleft()
+        self.lo = self._marks[0][1] if now - self._since >= self.window_s and self._marks else 0
+
+    def within(self, alias: str, lo_ns: int, hi_ns: int) -> str:
+        """The rows of the window whose span starts between ``lo_ns`` and ``hi_ns`` (zone maps, both)."""
+        return f"{alias}.rowid >= {self.lo} AND {alias}.start_ns BETWEEN {lo_ns} AND {hi_ns}"
+
+
 class JoinFailed(RuntimeError):
     """The join's statements failed inside a batch's transaction: the writer retries the batch (without it)."""
 
@@ -107,6 +140,7 @@ class ResponseIdJoin:
     window_s: float = WINDOW_S
     joined: int = 0  # engine traces moved under a client call, by this process
     disabled: bool = False
+    rows: RowWindow = field(default_factory=RowWindow)  # advanced by the caller once a batch (server.py)
     _seq: int = 0
     _ready: bool = False
     _next_prune: float = 0.0
@@ -198,9 +232,8 @@ class ResponseIdJoin:
         if not n:
             return
         lo, hi = int(lo) - SLACK_NS, int(hi) + SLACK_NS
-        span = f"start_ns BETWEEN {lo} AND {hi}"
-        rows = f"spans.{span} AND spans.trace_id IN (SELECT from_trace FROM {_MOVE})"
-        dup = (f"spans.span_id IN (SELECT t.span_id FROM spans t WHERE t.{span} AND t.trace_id IN "
+        rows = f"{self.rows.within('spans', lo, hi)} AND spans.trace_id IN (SELECT from_trace FROM {_MOVE})"
+        dup = (f"spans.span_id IN (SELECT t.span_id FROM spans t WHERE {self.rows.within('t', lo, hi)} AND t.trace_id IN "
                f"(SELECT to_trace FROM {_MOVE}))") if dedupe else "false"
         parent = ("CASE WHEN spans.parent_span_id IS NULL OR spans.span_id = m.engine_span THEN m.to_span "
                   "ELSE spans.parent_span_id END")

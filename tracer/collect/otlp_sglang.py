@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from llmtrace.tracer.collect.otlp_engines import SGLANG_STAGED
-from llmtrace.tracer.collect.otlp_join import MOVES_TABLE, JoinFailed
+from llmtrace.tracer.collect.otlp_join import MOVES_TABLE, JoinFailed, RowWindow
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.storage import pass_table
 from llmtrace.tracer.storage.views import PASS_OPERATIONS
@@ -45,9 +45,10 @@ def sglang_in(table: pa.Table) -> bool:
                 or pc.any(pc.match_substring(names, "Req ")).as_py())
 
 
-def link_slices(conn: duckdb.DuckDBPyConnection, table: pa.Table) -> None:
+def link_slices(conn: duckdb.DuckDBPyConnection, table: pa.Table, rows: RowWindow | None = None) -> None:
     """The writer's hook (after the join by response id, which may have moved these traces): link the
-    staged slices of the batch's SGLang traces to their request span; drop the rows their numbers implied."""
+    staged slices of the batch's SGLang traces to their request span; drop the rows their numbers implied.
+    ``rows``: the writer's row window (otlp_join.RowWindow), else every row is looked at."""
     if not table.num_rows or not sglang_in(table):
         return
     conn.register(_BATCH, table)
@@ -61,23 +62,28 @@ def link_slices(conn: duckdb.DuckDBPyConnection, table: pa.Table) -> None:
             conn.unregister(_BATCH)
         except duckdb.Error:  # the transaction aborted: its error is the one to see
             pass
-    span = f"start_ns BETWEEN {int(lo) - SLACK_NS} AND {int(hi) + SLACK_NS}"
-    mine = f"spans.{span} AND spans.trace_id IN (SELECT trace_id FROM {_TRACES})"
+    window = rows or RowWindow()
+    lo_ns, hi_ns = int(lo) - SLACK_NS, int(hi) + SLACK_NS
+
+    def within(alias: str) -> str:
+        return window.within(alias, lo_ns, hi_ns)
+
+    mine = f"{within('spans')} AND spans.trace_id IN (SELECT trace_id FROM {_TRACES})"
     linked = conn.execute(f"""UPDATE spans SET parent_span_id = th.parent_span_id
         FROM spans th, spans req
         WHERE {mine} AND spans.name IN {_SLICES} AND spans.stage IN {_STAGES}
           AND th.trace_id = spans.trace_id AND th.span_id = spans.parent_span_id AND th.stage IS NULL
-          AND th.operation IS NULL AND th.{span}
+          AND th.operation IS NULL AND {within('th')}
           AND req.trace_id = th.trace_id AND req.span_id = th.parent_span_id AND req.operation IN {PASS_OPERATIONS}
-          AND req.{span}""").fetchall()
+          AND {within('req')}""").fetchall()
     dropped = conn.execute(f"""DELETE FROM spans WHERE {mine} AND spans.stage IN {_STAGES} AND spans.name = spans.stage
         AND json_extract_string(spans.attributes, '$."{N.MAPPED_FROM}"') = 'sglang'
-        AND EXISTS (SELECT 1 FROM spans sl WHERE sl.trace_id = spans.trace_id AND sl.{span}
+        AND EXISTS (SELECT 1 FROM spans sl WHERE sl.trace_id = spans.trace_id AND {within('sl')}
                     AND sl.parent_span_id = spans.parent_span_id AND sl.stage = spans.stage
                     AND sl.name IN {_SLICES})""").fetchall()
     n_linked, n_dropped = (int(linked[0][0]) if linked else 0), (int(dropped[0][0]) if dropped else 0)
     if n_linked or n_dropped:  # the stamp counts spans; the traces' passes are built again at the next fold
-        pass_table.rewritten(conn, f"SELECT trace_id, {int(lo) - SLACK_NS} FROM {_TRACES}", 0, n_dropped)
+        pass_table.rewritten(conn, f"SELECT trace_id, {lo_ns} FROM {_TRACES}", 0, n_dropped)
     conn.execute(f"DROP TABLE IF EXISTS {_TRACES}")
 
 
@@ -87,12 +93,13 @@ class SliceLinker:
     without it, as the join's (a span matters more than its link)."""
 
     disabled: bool = False
+    rows: RowWindow | None = None  # the join's row window (server.py shares it)
 
     def __call__(self, conn: duckdb.DuckDBPyConnection, table: pa.Table) -> None:
         if self.disabled:
             return
         try:
-            link_slices(conn, table)
+            link_slices(conn, table, self.rows)
         except Exception as exc:  # noqa: BLE001 - any failure: the spans are written as they came
             self.disabled = True
             log.warning("llmtrace collect: linking SGLang's slices to their requests failed; off until restart: %s",

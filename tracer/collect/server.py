@@ -381,7 +381,7 @@ class Collector:
         self.wal = WriteAheadLog(wal_dir(Path(config.db)), fsync=config.fsync) if config.wal else None
         done = self.wal.done if self.wal is not None else None
         self.join = ResponseIdJoin()  # client and engine spans into one trace by response id (otlp_join.py)
-        self.slices = SliceLinker()  # SGLang's slices under the request they time (otlp_sglang.py)
+        self.slices = SliceLinker(rows=self.join.rows)  # SGLang's slices under their request (otlp_sglang.py)
         # Committed or dropped, a request's spans no longer need their log segment.
         self.writer = SpanWriter(
             Path(config.db), max_queue_bytes=2 * config.max_queue_bytes, admit_bytes=config.max_queue_bytes,
@@ -475,10 +475,12 @@ class Collector:
 
     def _after_insert(self, conn: Any, table: pa.Table) -> None:
         """In each batch's transaction: the join by response id, then SGLang's slices linked."""
+        self.join.rows.advance(conn, table)
         self.join(conn, table)
         self.slices(conn, table)
 
     def _after_replay(self, conn: Any, table: pa.Table) -> None:
+        self.join.rows.advance(conn, table)  # a fresh process: no bound for a window, every row looked at
         self.join.replayed(conn, table)
         self.slices(conn, table)
 
