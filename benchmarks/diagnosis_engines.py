@@ -1,6 +1,7 @@
 """The engines' block of the diagnosis corpus: inference engines' and routers' own spans (vLLM V1's lifecycle
-spans, SGLang's request span, llm-d's router, Dynamo's router and engine.generate, an app's OTel GenAI client
-spans joined to vLLM's by traceparent), sent by the stock OTLP/HTTP exporter to a `llmtrace collect` of
+spans, SGLang's request span and its request trace's slices, llm-d's router, Dynamo's router and
+engine.generate, an app's OTel GenAI client spans joined to vLLM's by traceparent, and by response id where
+no traceparent reached vLLM), sent by the stock OTLP/HTTP exporter to a `llmtrace collect` of
 their own; `diagnose` reads only what those shapes carry. No server runs: the spans are what those projects
 emit (their attribute names; sources in tests/collector/test_collector_engines.py), the numbers the case's.
 
@@ -140,6 +141,61 @@ def sglang_queue(tp: Any, i: int, t0: int, twin: bool, rng: random.Random) -> in
     return 4
 
 
+def sglang_slices_queue(tp: Any, i: int, t0: int, twin: bool, rng: random.Random) -> int:
+    """SGLang's request trace as its --enable-trace writes it (srt/tracing/trace.py, req_time_stats.py
+    RequestStage): bootstrap room -> `` Req <rid[:8]>`` (rid; gen_ai.latency.* in s at finish, no time in
+    queue) -> the scheduler thread's span -> its slices. The wait for the first forward is the
+    ``prefill_waiting`` slice alone; collect links it to the request (tracer/collect/otlp_sglang.py)."""
+    t = tp.get_tracer("sglang server")
+    wait = rng.randint(1400, 2100) if _affected(i, twin) else rng.randint(0, 3)
+    rid = uuid.UUID(int=rng.getrandbits(128)).hex
+    room = t.start_span("Bootstrap Room 0x0", start_time=t0, attributes={"bootstrap_room": "0x0"})
+    req = t.start_span(f" Req {rid[:8]}", context=trace.set_span_in_context(room), start_time=t0,
+                       attributes={"rid": rid})
+    th = t.start_span("scheduler [TP 0] (host:9a0c41d2 | pid:5120)", context=trace.set_span_in_context(req),
+                      start_time=t0, attributes={"thread_label": "scheduler", "tp_rank": 0, "pid": 5120})
+    steps = [("request_process", 2, 3), ("prefill_waiting", 3, 3 + wait), ("prefill_forward", 3 + wait, 160 + wait)]
+    steps += [("decode_loop", 160 + wait + 25 * k, 185 + wait + 25 * k) for k in range(8)]
+    for name, a, b in steps:
+        t.start_span(name, context=trace.set_span_in_context(th), start_time=t0 + a * MS).end(end_time=t0 + b * MS)
+    end = t0 + (360 + wait) * MS
+    th.end(end_time=end)
+    req.set_attributes({"gen_ai.latency.time_to_first_token": (160 + wait) / 1000, "gen_ai.latency.e2e": (360 + wait) / 1000,
+                        "gen_ai.latency.time_in_model_prefill": (157 + wait) / 1000,
+                        "gen_ai.latency.time_in_model_decode": 0.2, "gen_ai.usage.prompt_tokens": 640,
+                        "gen_ai.usage.completion_tokens": 9, "gen_ai.response.model": "claims-triage-32b"})
+    req.end(end_time=end)
+    room.end(end_time=end)
+    return 3 + len(steps) + 1  # its spans and the decode row its numbers imply (their prefill row is dropped)
+
+
+def vllm_join_queue(tp_pair: Any, i: int, t0: int, twin: bool, rng: random.Random) -> int:
+    """An app's OTel GenAI client spans and vLLM V1's, with no traceparent between them (a gateway that drops
+    it): collect joins them by the response id (``chatcmpl-<id>``, vLLM's gen_ai.request.id;
+    tracer/collect/otlp_join.py); vLLM's queue holds the requests."""
+    app_tp, eng_tp = tp_pair
+    app, eng = app_tp.get_tracer("opentelemetry.instrumentation.openai_v2"), eng_tp.get_tracer("vllm.v1.engine")
+    rid = f"chatcmpl-{uuid.UUID(int=rng.getrandbits(128)).hex}"
+    q_ms = rng.randint(1600, 2400) if _affected(i, twin) else 0
+    pre, dec = 180, 500
+    root = eng.start_span("llm_request", kind=SpanKind.SERVER, start_time=t0 + MS, attributes={
+        "gen_ai.request.id": rid, "gen_ai.response.model": "support-8b", "gen_ai.usage.prompt_tokens": 600,
+        "gen_ai.usage.completion_tokens": 40, "gen_ai.latency.time_in_queue": q_ms * MS,
+        "gen_ai.latency.time_to_first_token": (q_ms + pre + 10) * MS, "gen_ai.latency.time_in_model_prefill": pre * MS,
+        "gen_ai.latency.time_in_model_decode": dec * MS, "gen_ai.latency.e2e": (q_ms + pre + dec) * MS})
+    ctx = trace.set_span_in_context(root)
+    for name, a, b in (("vllm_queue", 0, q_ms), ("vllm_prefill", q_ms, q_ms + pre),
+                       ("vllm_decode", q_ms + pre, q_ms + pre + dec)):
+        eng.start_span(name, context=ctx, start_time=t0 + MS + a * MS).end(end_time=t0 + MS + b * MS)
+    root.end(end_time=t0 + MS + (q_ms + pre + dec) * MS)
+    client = app.start_span("chat support-8b", kind=SpanKind.CLIENT, start_time=t0, attributes={
+        "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "support-8b",
+        "gen_ai.response.id": rid, "gen_ai.usage.input_tokens": 600, "gen_ai.usage.output_tokens": 40,
+        "server.address": "gateway.support.internal", "gen_ai.response.finish_reasons": ["stop"]})
+    client.end(end_time=t0 + 3 * MS + (q_ms + pre + dec) * MS)
+    return 6
+
+
 TRAVEL = ("You are the booking assistant of Northwind Travel. Quote only fares from the fare sheet you were "
           "given, hold a seat for at most twenty minutes, explain change fees before confirming, and offer "
           "travel insurance once per booking. Reply in the traveller's language. ") * 5
@@ -211,6 +267,10 @@ ENGINE_CASES: list[EngineCase] = [
     EngineCase("engine_sglang_queue", ("arrival.admission",), sglang_queue, "sglang"),
     EngineCase("engine_client_vllm_volatile", ("intake.system_prompt", "cache.prefix_match"),
                client_engine_volatile, "otel-genai+vllm", apps=2),
+    # issue 37: SGLang's slices (its queue only there), and client + engine joined by response id
+    EngineCase("engine_sglang_slices_queue", ("arrival.admission",), sglang_slices_queue, "sglang-trace"),
+    EngineCase("engine_vllm_join_by_response_id_queue", ("arrival.admission",), vllm_join_queue,
+               "otel-genai+vllm (no traceparent)", apps=2),
     # issue 35: greedy answers that differ by the prefix-cache path, not by batches (none recorded)
     EngineCase("otelv2_greedy_prefix_cache_path", ("cache.prefix_match",), greedy_prefix_cache_path, "otel-v2"),
 ]
