@@ -33,7 +33,7 @@ from llmtrace.analyzers.prompt_compare import (
     _strs,
     run_anchor,
 )
-from llmtrace.analyzers.query import SKEW_NS, Query, as_float, as_int, attr
+from llmtrace.analyzers.query import SKEW_NS, Query, Row, as_float, as_int, attr
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 from llmtrace.tracer.storage.views import PASS_OPERATIONS
@@ -97,8 +97,9 @@ def _div_attrs(row: dict[str, object]) -> dict[str, object]:
     return {k: row[f"div_{k}"] for k in _DIVERGENCE if row.get(f"div_{k}") is not None}
 
 
-def load(q: Query) -> list[PassLoss]:
-    """Every recent pass with prompt tokens, classified, oldest first."""
+def _pass_rows(q: Query) -> list[Row]:
+    """The newest passes with what the model reads of each: prompt segments (and text), the middleware's
+    divergence window, and the server's block chain, block size, first missed token and cache switch."""
     # the newest passes (ties in start time broken by span id, so a run reads the same ones every time), picked
     # once: the three reads below use them, and a top-N over the whole pass table is most of a small read
     newest = q.temp_table(f"""
@@ -156,6 +157,12 @@ def load(q: Query) -> list[PassLoss]:
                      "enabled": spm.get("enabled"),
                      "block_size": under.get((sid, S.CACHE_BLOCK_ALLOCATION), {}).get("block_size"),
                      "chain": under.get((sid, S.INTAKE_TOKENIZATION), {}).get("chain")})
+    return rows
+
+
+def load(q: Query) -> list[PassLoss]:
+    """Every recent pass with prompt tokens, classified, oldest first."""
+    rows = _pass_rows(q)
     out: list[PassLoss] = []
     history: dict[tuple[object, object], list[tuple[_Prompt | None, PassLoss, list[str] | None]]] = {}
     blind: dict[tuple[object, object], int] = {}  # passes seen per service and model with no prompt on record
@@ -320,44 +327,51 @@ def _classify(pl: PassLoss, prompt: _Prompt | None, chain: list[str] | None,
             pl.cached_tokens if pl.cached_known else int(prefix_tokens)
     # the middleware's own divergence window, when it recorded one, is token-exact and names the class
     if div and pl.kind in ("window", "new"):
-        reusable = div.get("reusable_after_tokens")
-        cls = div.get("class")
-        width = div.get("length")
-        # different text wider than a field (retrieved notes, a profile), or several values with short fixed words
-        # between them (the middleware's "fields": a per-request profile), with long fixed text after it: a block
-        wide = (cls == "fields" or cls == "free_text" and isinstance(width, int) and width > FIELD_CHARS) and \
-            isinstance(width, int) and isinstance(reusable, (int, float)) and \
-            block_counts(float(reusable), 0.0, pl.prompt_tokens, block, minimum)
-        if cls == "fields" and not wide:
-            cls = "free_text"  # too little fixed text after the values to move them for: different content
-        if pl.kind == "new" and isinstance(reusable, (int, float)) and min(reusable, uncached) > 2 * block \
-                and (cls != "free_text" or wide):
-            pl.kind, pl.lost_tokens = "window", float(min(reusable, uncached))
-            pl.segment = str(div.get("segment") or "prompt")
-        # (a block found from the hashed pieces is known to a piece; the middleware's is exact)
-        if wide and pl.kind == "window" and (pl.window_class in ("", "field", "free_text") or
-                                             pl.window_class == "block" and pl.window_text is None) \
-                and isinstance(width, int) and isinstance(reusable, (int, float)):
-            pl.window_class, pl.window_chars, pl.run_tokens = "block", width, float(reusable)
-        if pl.kind == "window" and pl.window_class == "field" and cls == "free_text" \
-                and isinstance(reusable, (int, float)) and reusable <= 2 * block:
-            # a hashes-only guess (same length, so maybe one field) that the middleware, which saw the text,
-            # contradicts: different content with nothing reusable after it is another template
-            pl.kind, pl.lost_tokens, pl.segment, pl.window_class = "new", 0.0, "", ""
-            return
-        if pl.kind == "window":
-            if isinstance(cls, str) and cls and pl.window_class in ("", "field", "free_text"):
-                pl.window_class = cls
-            # the engine's first missed token, or the cached tokens the engine or provider reported, beat the
-            # client's estimate: "the cache stops at token 4" beside an engine that cached 16 is two numbers
-            engine_reported = isinstance(first_miss, int) or pl.cached_known
-            for name, fld in (("segment_offset", "char_offset"), ("char_offset", "global_offset"),
-                              ("token_offset", "token_offset")):
-                v = div.get(name)
-                if isinstance(v, int) and v >= 0 and not (fld == "token_offset" and engine_reported):
-                    setattr(pl, fld, v)
-            if pl.token_offset < 0 and pl.cached_known:
-                pl.token_offset = pl.cached_tokens
+        _apply_divergence(pl, div, first_miss, uncached, block, minimum)
+
+
+def _apply_divergence(pl: PassLoss, div: dict[str, object], first_miss: int | None, uncached: int, block: int,
+                      minimum: int) -> None:
+    """The middleware's own divergence window, when it recorded one, is token-exact and names the class: it
+    settles what the hashed pieces could only estimate."""
+    reusable = div.get("reusable_after_tokens")
+    cls = div.get("class")
+    width = div.get("length")
+    # different text wider than a field (retrieved notes, a profile), or several values with short fixed words
+    # between them (the middleware's "fields": a per-request profile), with long fixed text after it: a block
+    wide = (cls == "fields" or cls == "free_text" and isinstance(width, int) and width > FIELD_CHARS) and \
+        isinstance(width, int) and isinstance(reusable, (int, float)) and \
+        block_counts(float(reusable), 0.0, pl.prompt_tokens, block, minimum)
+    if cls == "fields" and not wide:
+        cls = "free_text"  # too little fixed text after the values to move them for: different content
+    if pl.kind == "new" and isinstance(reusable, (int, float)) and min(reusable, uncached) > 2 * block \
+            and (cls != "free_text" or wide):
+        pl.kind, pl.lost_tokens = "window", float(min(reusable, uncached))
+        pl.segment = str(div.get("segment") or "prompt")
+    # (a block found from the hashed pieces is known to a piece; the middleware's is exact)
+    if wide and pl.kind == "window" and (pl.window_class in ("", "field", "free_text") or
+                                         pl.window_class == "block" and pl.window_text is None) \
+            and isinstance(width, int) and isinstance(reusable, (int, float)):
+        pl.window_class, pl.window_chars, pl.run_tokens = "block", width, float(reusable)
+    if pl.kind == "window" and pl.window_class == "field" and cls == "free_text" \
+            and isinstance(reusable, (int, float)) and reusable <= 2 * block:
+        # a hashes-only guess (same length, so maybe one field) that the middleware, which saw the text,
+        # contradicts: different content with nothing reusable after it is another template
+        pl.kind, pl.lost_tokens, pl.segment, pl.window_class = "new", 0.0, "", ""
+        return
+    if pl.kind == "window":
+        if isinstance(cls, str) and cls and pl.window_class in ("", "field", "free_text"):
+            pl.window_class = cls
+        # the engine's first missed token, or the cached tokens the engine or provider reported, beat the
+        # client's estimate: "the cache stops at token 4" beside an engine that cached 16 is two numbers
+        engine_reported = isinstance(first_miss, int) or pl.cached_known
+        for name, fld in (("segment_offset", "char_offset"), ("char_offset", "global_offset"),
+                          ("token_offset", "token_offset")):
+            v = div.get(name)
+            if isinstance(v, int) and v >= 0 and not (fld == "token_offset" and engine_reported):
+                setattr(pl, fld, v)
+        if pl.token_offset < 0 and pl.cached_known:
+            pl.token_offset = pl.cached_tokens
 
 
 @dataclass(slots=True)
