@@ -41,6 +41,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
+from collector_shapes import engines_template_request, rows_per_body  # noqa: E402
+
 from common import save  # noqa: E402
 
 BATCH = 512
@@ -84,75 +86,18 @@ def template_request() -> bytes:
     return encode_spans(spans).SerializeToString()
 
 
-def engines_template_request() -> bytes:
-    """One OTLP request of 512 engines' and routers' own spans, as ``collect`` maps them
-    (tracer/collect/otlp_engines.py): vLLM V1's llm_request (ns) with its lifecycle children, ARMS's request
-    and phase spans, llm-d's gateway, scoring, scorer, prefix-cache and KV-index spans, Dynamo's router and
-    engine.generate pair; each request's phase spans end before it, so no stage row is synthesized twice and
-    the collector writes one row a span. Filled to 512 with vLLM's per-step spans."""
-    from opentelemetry import trace
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    exp = InMemorySpanExporter()
-    tp = TracerProvider(resource=Resource.create({"service.name": "bench-engines"}))
-    tp.add_span_processor(SimpleSpanProcessor(exp))
-    t = tp.get_tracer("engines")
-    ms = 1_000_000
-    t0 = time.time_ns()
-
-    def children(root: object, names: list[tuple[str, dict[str, object]]]) -> None:
-        ctx = trace.set_span_in_context(root)  # type: ignore[arg-type]
-        for k, (name, attrs) in enumerate(names):
-            c = t.start_span(name, context=ctx, start_time=t0 + k * ms, attributes=attrs)
-            c.end(end_time=t0 + (k + 1) * ms)
-
-    group = 19  # spans a round of the four shapes
-    for i in range((BATCH - 8) // group):
-        r = t.start_span("llm_request", start_time=t0, attributes={
-            "gen_ai.response.model": "llama", "gen_ai.usage.prompt_tokens": 900 + i,
-            "gen_ai.usage.completion_tokens": 11, "gen_ai.latency.time_in_queue": 4e8,
-            "gen_ai.latency.time_to_first_token": 6.5e8, "gen_ai.latency.time_in_model_prefill": 2e8,
-            "gen_ai.latency.time_in_model_decode": 5e8, "gen_ai.latency.e2e": 1.15e9})
-        children(r, [("vllm_queue", {}), ("vllm_async_kv_transfer", {"vllm.num_blocks": 12}),
-                     ("vllm_prefill", {"num_computed_tokens": 900}), ("vllm_decode", {})])
-        r.end(end_time=t0 + 1150 * ms)
-        r = t.start_span("llm_request", start_time=t0, attributes={
-            "gen_ai.request.model": "qwen-max", "gen_ai.usage.input_tokens": 500, "gen_ai.usage.output_tokens": 9})
-        children(r, [(n, {"gen_ai.request.id": f"arms-{i}"}) for n in ("wait", "kv_transfer", "prefill", "decode")])
-        r.end(end_time=t0 + 900 * ms)
-        r = t.start_span("gateway.request_orchestration", start_time=t0)
-        children(r, [("produce_precise_prefix_cache", {"llm_d.epp.producer.total_blocks": 40,
-                                                       "llm_d.epp.producer.max_match_blocks": 30}),
-                     ("llm_d.kv_cache.index", {"llm_d.kv_cache.lookup.cache_hit": True,
-                                               "llm_d.kv_cache.lookup.blocks_found": 30}),
-                     ("llm_d.epp.scorer.prefix_cache", {"llm_d.epp.scorer.type": "precise-prefix-cache-scorer"}),
-                     ("llm_d.epp.scoring", {"llm_d.epp.scoring.candidate_endpoints": 3}),
-                     ("pick_endpoints", {"llm_d.epp.picker.top_endpoints": ["pod-b"],
-                                         "llm_d.epp.picker.candidate_endpoints": 3})])
-        r.end(end_time=t0 + 500 * ms)
-        r = t.start_span("router.route_request", start_time=t0, attributes={"worker_id": "w1", "overlap_blocks": 3})
-        children(r, [("engine.generate", {"disagg_role": "decode", "model": "llama", "input_tokens": 2048,
-                                          "ttft_ms": 195.5, "output_tokens": 64, "finish_reason": "length"})])
-        r.end(end_time=t0 + 900 * ms)
-    while len(exp.get_finished_spans()) < BATCH:
-        s = t.start_span("vllm_step_execution", start_time=t0, attributes={"num_reqs": 4})
-        s.end(end_time=t0 + ms)
-    spans = exp.get_finished_spans()
-    assert len(spans) == BATCH, len(spans)
-    return encode_spans(spans).SerializeToString()
+JOIN_KEYS = frozenset({"gen_ai.response.id", "gen_ai.request.id", "rid"})  # ids both sides name: one a call
 
 
 def make_bodies(template: bytes, count: int, offset: int) -> list[bytes]:
-    """``count`` requests with distinct trace and span ids (batch number written into the ids)."""
+    """``count`` requests with distinct trace and span ids (batch number written into the ids), and distinct
+    response and request ids (the batch number in front), so each client span meets its own engine span."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     req = ExportTraceServiceRequest.FromString(template)
     spans = [s for rs in req.resource_spans for ss in rs.scope_spans for s in ss.spans]
     orig = [(s.trace_id, s.span_id, s.parent_span_id) for s in spans]
+    ids = [(kv, kv.value.string_value) for s in spans for kv in s.attributes if kv.key in JOIN_KEYS]
     bodies = []
     for b in range(offset, offset + count):
         tag = b.to_bytes(4, "big")
@@ -161,6 +106,9 @@ def make_bodies(template: bytes, count: int, offset: int) -> list[bytes]:
             s.span_id = tag + sid[4:]
             if pid:
                 s.parent_span_id = tag + pid[4:]
+        for kv, value in ids:
+            prefix = "chatcmpl-" if value.startswith("chatcmpl-") else ""
+            kv.value.string_value = f"{prefix}{b:08x}{value[len(prefix):]}"
         bodies.append(req.SerializeToString())
     return bodies
 
@@ -241,7 +189,9 @@ def cpu_seconds(pid: int) -> float:
 
 
 def bench_collector(bodies: list[bytes], senders: int, tmp: Path, env: dict[str, str] | None = None,
-                    name: str = "collect") -> dict[str, object]:
+                    name: str = "collect", rows: int = BATCH, key: str = "collect") -> dict[str, object]:
+    """``rows``: what collect writes a request (its 512 spans and the stage rows it synthesizes); results
+    named ``<key>_...``."""
     db = tmp / f"{name}.duckdb"
     log = tmp / f"{name}.log"
     proc = subprocess.Popen([sys.executable, "-m", "llmtrace.cli", "collect", "--db", str(db), "--port", "0",
@@ -262,7 +212,7 @@ def bench_collector(bodies: list[bytes], senders: int, tmp: Path, env: dict[str,
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=10) as r:
             return int(json.loads(r.read())["rows_written"])
 
-    total = len(bodies) * BATCH
+    spans, total = len(bodies) * BATCH, len(bodies) * rows
     cpu0 = cpu_seconds(proc.pid)
     res = send_all(port, bodies, senders, progress, total, timeout_s=600)
     cpu = cpu_seconds(proc.pid) - cpu0
@@ -271,19 +221,42 @@ def bench_collector(bodies: list[bytes], senders: int, tmp: Path, env: dict[str,
     from llmtrace.tracer.storage.store import read_connection
 
     with read_connection(db) as conn:
-        in_store, distinct = conn.execute("SELECT count(*), count(DISTINCT span_id) FROM spans").fetchone()
-    return {
-        "collect_spans_per_s": round(res["stored"] / res["seconds"]),
-        "collect_spans_sent": total,
-        "collect_spans_stored": int(in_store),
-        "collect_spans_lost": total - int(distinct),
-        "collect_seconds": round(res["seconds"], 2),
-        "collect_senders_done_s": round(res["sent_s"], 2),
-        "collect_http_429_retries": int(res["refused"]),
+        # the spans sent are the ones whose id starts with a batch number (make_bodies); the rows collect
+        # synthesizes from a foreign span's numbers (named as their stage, mapped, ids of their own) are not,
+        # and SGLang's link drops some of those
+        in_store, distinct = conn.execute(
+            "SELECT count(*), count(DISTINCT span_id) FILTER (WHERE substr(span_id, 1, 8) < "
+            f"'{len(bodies):08x}' AND NOT coalesce(name = stage AND contains(CAST(attributes AS VARCHAR), "
+            "'\"llmtrace.mapped_from\"'), false)) FROM spans").fetchone()
+        joined = _joined(conn)
+    out = {
+        # spans sent over the seconds until the last row was committed (rows: the spans and synthesized rows)
+        f"{key}_spans_per_s": round(spans * res["stored"] / total / res["seconds"]),
+        f"{key}_spans_sent": spans,
+        f"{key}_spans_stored": int(in_store),
+        f"{key}_spans_lost": spans - int(distinct),
+        f"{key}_seconds": round(res["seconds"], 2),
+        f"{key}_senders_done_s": round(res["sent_s"], 2),
+        f"{key}_http_429_retries": int(res["refused"]),
         # CPU the collector process spent per span (decode + DuckDB writes), independent of other load
-        "collect_cpu_us_per_span": round(cpu / total * 1e6, 2),
-        "collect_store_mb": round(db.stat().st_size / 2**20, 1),
+        f"{key}_cpu_us_per_span": round(cpu / spans * 1e6, 2),
+        f"{key}_store_mb": round(db.stat().st_size / 2**20, 1),
+        f"{key}_load_average_1m_at_end": round(os.getloadavg()[0], 2),
     }
+    if rows != BATCH:
+        out[f"{key}_rows_per_request"] = rows
+    if joined is not None:
+        out[f"{key}_traces_joined_by_response_id"] = joined
+    return out
+
+
+def _joined(conn: object) -> int | None:
+    """Engine pass spans collect put under their client's call by response id (None: no join table)."""
+    try:
+        return int(conn.execute("SELECT count(*) FROM spans WHERE json_exists(attributes, "  # type: ignore[attr-defined]
+                                "'$.\"llmtrace.join.by\"')").fetchone()[0])
+    except Exception:  # noqa: BLE001 - an older store
+        return None
 
 
 def bench_pass_table(bodies: list[bytes], senders: int, tmp: Path, rounds: int) -> dict[str, object]:
@@ -325,10 +298,11 @@ def start_collect(db: Path, log: Path) -> tuple[subprocess.Popen[bytes], int]:
     raise RuntimeError(f"collector did not start: {log.read_text()}")
 
 
-def bench_kill9(bodies: list[bytes], senders: int, tmp: Path, kill_after_s: float = 3.0) -> dict[str, object]:
+def bench_kill9(bodies: list[bytes], senders: int, tmp: Path, kill_after_s: float = 3.0,
+                key: str = "collect_kill9") -> dict[str, object]:
     """Kill -9 mid-load; count the acknowledged spans that the store lacks after a restart."""
-    db = tmp / "kill9.duckdb"
-    proc, port = start_collect(db, tmp / "kill9.log")
+    db = tmp / f"{key}.duckdb"
+    proc, port = start_collect(db, tmp / f"{key}.log")
     ctx = mp.get_context("fork")
     start, out, acked = ctx.Event(), ctx.Queue(), ctx.Queue()
     procs = [ctx.Process(target=_sender, args=(port, bodies[i::senders], start, out, acked, i, senders))
@@ -355,7 +329,7 @@ def bench_kill9(bodies: list[bytes], senders: int, tmp: Path, kill_after_s: floa
     with read_connection(db) as conn:
         committed_at_kill = int(conn.execute("SELECT count(*) FROM spans").fetchone()[0])
     t = time.perf_counter()
-    proc, _ = start_collect(db, tmp / "kill9-restart.log")
+    proc, _ = start_collect(db, tmp / f"{key}-restart.log")
     replay_s = time.perf_counter() - t
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=120)
@@ -364,15 +338,19 @@ def bench_kill9(bodies: list[bytes], senders: int, tmp: Path, kill_after_s: floa
         stored = {int(tag, 16): int(n) for tag, n in conn.execute(
             "SELECT substr(span_id, 1, 8), count(DISTINCT span_id) FROM spans GROUP BY 1").fetchall()}
         total, distinct = conn.execute("SELECT count(*), count(DISTINCT span_id) FROM spans").fetchone()
+        joined = _joined(conn)
     lost = sum(BATCH - stored.get(b, 0) for b in batches)
-    return {
-        "collect_kill9_acked_spans": len(batches) * BATCH,
-        "collect_kill9_committed_at_kill": committed_at_kill,
-        "collect_kill9_stored_after_restart": int(total),
-        "collect_kill9_acked_lost": lost,
-        "collect_kill9_duplicates": int(total) - int(distinct),
-        "collect_kill9_restart_s": round(replay_s, 2),
+    out = {
+        f"{key}_acked_spans": len(batches) * BATCH,
+        f"{key}_committed_at_kill": committed_at_kill,
+        f"{key}_stored_after_restart": int(total),
+        f"{key}_acked_lost": lost,
+        f"{key}_duplicates": int(total) - int(distinct),
+        f"{key}_restart_s": round(replay_s, 2),
     }
+    if joined is not None:
+        out[f"{key}_traces_joined_by_response_id"] = joined
+    return out
 
 
 def bench_phoenix(bodies: list[bytes], senders: int, tmp: Path, python: str) -> dict[str, object]:
@@ -468,6 +446,18 @@ def bench_diagnose_parquet(passes: int, tmp: Path) -> dict[str, object]:
     }
 
 
+def bench_engines(spans: int, senders: int, tmp: Path, kill9: bool) -> dict[str, object]:
+    """The engines' and routers' shapes (vLLM V1, ARMS, llm-d, Dynamo, SGLang's request trace) with the apps'
+    client spans collect joins to them by response id: ingest, then kill -9 mid-load."""
+    bodies = make_bodies(engines_template_request(), max(1, spans // BATCH), 0)
+    rows = rows_per_body(bodies[0])
+    res: dict[str, object] = {"collect_engines_load_average_1m_at_start": round(os.getloadavg()[0], 2)}
+    res.update(bench_collector(bodies, senders, tmp, name="engines", rows=rows, key="collect_engines"))
+    if kill9:
+        res.update(bench_kill9(bodies, senders, tmp, key="collect_engines_kill9"))
+    return res
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--spans", type=int, default=614_400, help="spans sent to llmtrace collect (multiple of 512)")
@@ -478,9 +468,11 @@ def main() -> None:
     ap.add_argument("--no-kill9", dest="kill9", action="store_false", help="skip the kill -9 durability run")
     ap.add_argument("--pass-table-rounds", type=int, default=0,
                     help="only measure what keeping the per-pass table costs: this many on/off rounds (0: skip)")
-    ap.add_argument("--shapes", choices=("llmtrace", "engines"), default="llmtrace",
-                    help="what the 512-span requests hold: llmtrace's own spans, or engines' and routers' spans "
-                         "that collect maps (ingest only; results/collector_engines.json)")
+    ap.add_argument("--shapes", choices=("both", "llmtrace", "engines"), default="both",
+                    help="what the 512-span requests hold: llmtrace's own spans, engines' and routers' spans "
+                         "that collect maps with the apps' client spans it joins to them by response id (ingest "
+                         "only; results/collector_engines.json), or both, one after the other in one run "
+                         "(collect_* and collect_engines_*, each with its kill -9 run)")
     args = ap.parse_args()
     if args.shapes == "engines":
         tmp = Path(tempfile.mkdtemp(prefix="llmtrace-bench-engines-"))
@@ -488,7 +480,7 @@ def main() -> None:
             bodies = make_bodies(engines_template_request(), max(1, args.spans // BATCH), 0)
             res = {"collect_batch_spans": BATCH, "collect_senders": args.senders, "shapes": "engines",
                    "load_average_1m_at_start": round(os.getloadavg()[0], 2),
-                   **bench_collector(bodies, args.senders, tmp)}
+                   **bench_collector(bodies, args.senders, tmp, rows=rows_per_body(bodies[0]))}
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         print(json.dumps(res), flush=True)
@@ -511,10 +503,14 @@ def main() -> None:
         n = max(1, args.spans // BATCH)
         bodies = make_bodies(template, n, 0)
         results["collect_request_kb"] = round(len(bodies[0]) / 1024, 1)
-        results.update(bench_collector(bodies, args.senders, tmp))
-        print(json.dumps(results), flush=True)
-        if args.kill9:
-            results.update(bench_kill9(bodies, args.senders, tmp))
+        if args.shapes != "engines":
+            results.update(bench_collector(bodies, args.senders, tmp))
+            print(json.dumps(results), flush=True)
+            if args.kill9:
+                results.update(bench_kill9(bodies, args.senders, tmp))
+                print(json.dumps(results), flush=True)
+        if args.shapes == "both":  # the engines' shapes in the same run: same machine, same load
+            results.update(bench_engines(args.spans, args.senders, tmp, args.kill9))
             print(json.dumps(results), flush=True)
         if args.phoenix_spans:
             results.update(bench_phoenix(bodies[: max(1, args.phoenix_spans // BATCH)], args.senders, tmp,
