@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from collector_helpers import otlp_provider, query, start_collector
+from collector_helpers import diagnose_services, otlp_provider, query, start_collector
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import SpanKind
@@ -307,3 +307,41 @@ def test_a_replayed_log_joins_and_never_duplicates_a_moved_span(tmp_path: Path) 
         e_trace, e_span = _hex(eng.context)
         assert query(db, "SELECT trace_id, parent_span_id FROM spans WHERE span_id = ?", [e_span]) == [(c_trace, c_span)]
         assert query(db, "SELECT count(*) FROM spans WHERE trace_id = ?", [e_trace]) == [(0,)]
+
+
+def test_routed_away_on_the_apps_traces_through_dynamo(tmp_path: Path) -> None:
+    """Dynamo's KV router drops the context: its router and engine spans are a trace of their own, under no
+    client span. Joined by the request id, the router's choice (7 of 10 sent to a worker holding none of
+    the prefix while another held 30 blocks) is a finding on the traces the app started; the twin, routed
+    to the best worker, stays quiet."""
+    col = start_collector(tmp_path)
+    apps: dict[str, set[str]] = {}
+    try:
+        for service, away_of in (("legal-app", lambda i: i % 10 not in (0, 5, 8)), ("legal-app-twin", lambda i: False)):
+            app, dyn = otlp_provider(col.endpoint, service), otlp_provider(col.endpoint, service)
+            t = dyn.get_tracer("dynamo.frontend")
+            apps[service] = set()
+            for i in range(10):
+                start, rid = T0 + i * 4000 * MS, f"chatcmpl-{service}-{i:04d}"
+                away = away_of(i)
+                route = t.start_span("router.route_request", start_time=start + MS, attributes={
+                    "worker_id": f"worker-{i % 4}", "overlap_blocks": 0 if away else 30, "best_overlap_blocks": 30,
+                    "best_worker_id": "worker-7"})
+                ttft = 900.0 if away else 140.0
+                t.start_span("engine.generate", context=trace.set_span_in_context(route), start_time=start + 2 * MS,
+                             attributes={"request_id": rid, "disagg_role": "decode", "model": "legal-70b",
+                                         "input_tokens": 2000, "ttft_ms": ttft, "output_tokens": 120,
+                                         "finish_reason": "stop"}).end(end_time=start + int((ttft + 2400) * MS))
+                route.end(end_time=start + int((ttft + 2401) * MS))
+                client = _client(app, start, rid, start + int((ttft + 2500) * MS))
+                apps[service].add(_hex(client.context)[0])
+            app.shutdown()
+            dyn.shutdown()
+        col.wait_written(2 * 10 * 3, timeout_s=60)
+    finally:
+        assert col.stop() == 0, col.log()
+    found = diagnose_services(col.db, list(apps))
+    top = found["legal-app"][0] if found["legal-app"] else {}
+    assert top.get("stage") == "arrival.replica_selection", [(f["stage"], f["title"]) for f in found["legal-app"][:3]]
+    assert top["trace_ids"] and set(top["trace_ids"]) <= apps["legal-app"]
+    assert not any(f["stage"] == "arrival.replica_selection" for f in found["legal-app-twin"])
