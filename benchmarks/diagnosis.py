@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -271,7 +272,7 @@ def _score(case: Case, twin: bool, result: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def main() -> None:
+def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", help="case ids to run (default: all)")
     ap.add_argument("--keep", help="keep the stores in this directory")
@@ -287,7 +288,72 @@ def main() -> None:
                     "shards run side by side each with its own --keep DIR, and --merge scores them as one run")
     ap.add_argument("--merge", nargs="+", metavar="DIR", help="score the rows the shards wrote (DIR/rows.json) as one "
                     "run and save the results; no calls")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+Pending = list[tuple[Case, bool, "cf.Future[dict[str, Any]]"]]
+
+
+@dataclass
+class _Run:
+    """One run's processes: the servers by flag set, the collectors by capture mode, and the diagnoses queued."""
+
+    args: argparse.Namespace
+    work: Path
+    pool: cf.ThreadPoolExecutor
+    servers: dict[str, Server] = field(default_factory=dict)
+    collectors: dict[str, Collector] = field(default_factory=dict)
+    pending: Pending = field(default_factory=list)
+
+    def collector(self, capture: str) -> Collector:
+        if capture not in self.collectors:
+            self.collectors[capture] = Collector(capture, self.work).wait()
+        return self.collectors[capture]
+
+    def case(self, case: Case, twin: bool) -> None:
+        """The case's (or its twin's) calls, then its diagnosis queued."""
+        name = (case.twin_server or case.server) if twin else case.server
+        service = f"{case.id}-{'twin' if twin else 'cause'}"
+        if self.args.rediagnose:
+            db = self.work / (f"collected-{case.capture}.duckdb" if case.via else f"{name}.duckdb")
+            self.pending.append((case, twin, self.pool.submit(_diagnose, db, service)))
+            return
+        if name not in self.servers:
+            self.servers[name] = Server(name, self.work, self.args.model_all).wait()
+        srv = self.servers[name]
+        if case.via:
+            col = self.collector(case.capture)
+            app_s = _run_foreign(case, srv, col, service, twin, self.work)
+            n = _wait_for_foreign_passes(col.db, service, len(json.loads(
+                (self.work / f"{service}.calls.json").read_text())["calls"]))
+            print(f"{service:<44} app {app_s:5.1f}s  passes {n} ({case.via})", flush=True)
+            self.pending.append((case, twin, self.pool.submit(_diagnose, col.db, service)))
+            return
+        app_s = _run_app(case, srv, service, twin)
+        joined = _wait_for_server_spans(srv.db, service)
+        print(f"{service:<44} app {app_s:5.1f}s  passes {joined}", flush=True)
+        self.pending.append((case, twin, self.pool.submit(_diagnose, srv.db, service)))
+
+    def engine(self, ecase: Any, twin: bool) -> None:
+        """Engines' and routers' own spans (benchmarks/diagnosis_engines.py): no server, the hashes collector."""
+        db = self.work / "collected-hashes.duckdb"
+        service = f"{ecase.id}-{'twin' if twin else 'cause'}"
+        if not self.args.rediagnose:
+            n = emit_case(ecase, self.collector("hashes").endpoint, service, twin, time.time_ns() - 3_600 * 10**9)
+            got = _wait_for_foreign_passes(db, service, N_REQUESTS)
+            time.sleep(1.0)  # the stage rows of the last batch follow its passes
+            print(f"{service:<44} rows {n}  passes {got} ({ecase.via})", flush=True)
+        self.pending.append((ecase, twin, self.pool.submit(_diagnose, db, service)))
+
+    def stop(self) -> None:
+        for s in self.servers.values():
+            s.stop()
+        for col in self.collectors.values():
+            col.stop()
+
+
+def main() -> None:
+    args = _args()
     if args.merge:
         _finish(_merge(args.merge), args, None)
         return
@@ -304,64 +370,24 @@ def main() -> None:
         # the servers inherit it: on a busy 2-core box torch's two OpenMP threads spin-wait for each other, and
         # the bundled model ran some 2.5 s a token with two (0.5 s with one; tests/conftest.py does the same)
         os.environ.setdefault("OMP_NUM_THREADS", "1")
-    servers: dict[str, Server] = {}
-    collectors: dict[str, Collector] = {}
-    rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
-    pool = cf.ThreadPoolExecutor(max_workers=2)  # diagnose the last run while the next one runs
-    pending: list[tuple[Case, bool, cf.Future[dict[str, Any]]]] = []
+    run = _Run(args, work, cf.ThreadPoolExecutor(max_workers=2))  # diagnose the last run while the next one runs
     try:
         # a server is stopped after the last case that uses it (each holds a model and a KV pool: a shard's
         # thirty-odd flag sets alive at once ran a 23 GB machine short beside the other engineers' work)
         last_use = {n: i for i, c in enumerate(cases) for n in (c.server, c.twin_server or c.server)}
         for i_case, case in enumerate(cases):
-            for name in [n for n in servers if last_use.get(n, -1) < i_case]:
-                servers.pop(name).stop()
+            for name in [n for n in run.servers if last_use.get(n, -1) < i_case]:
+                run.servers.pop(name).stop()
             for twin in (False, True):
-                name = (case.twin_server or case.server) if twin else case.server
-                service = f"{case.id}-{'twin' if twin else 'cause'}"
-                if args.rediagnose:
-                    db = work / (f"collected-{case.capture}.duckdb" if case.via else f"{name}.duckdb")
-                    pending.append((case, twin, pool.submit(_diagnose, db, service)))
-                    continue
-                if name not in servers:
-                    servers[name] = Server(name, work, args.model_all).wait()
-                srv = servers[name]
-                if case.via:
-                    if case.capture not in collectors:
-                        collectors[case.capture] = Collector(case.capture, work).wait()
-                    col = collectors[case.capture]
-                    app_s = _run_foreign(case, srv, col, service, twin, work)
-                    n = _wait_for_foreign_passes(col.db, service, len(json.loads(
-                        (work / f"{service}.calls.json").read_text())["calls"]))
-                    print(f"{service:<44} app {app_s:5.1f}s  passes {n} ({case.via})", flush=True)
-                    pending.append((case, twin, pool.submit(_diagnose, col.db, service)))
-                    continue
-                app_s = _run_app(case, srv, service, twin)
-                joined = _wait_for_server_spans(srv.db, service)
-                print(f"{service:<44} app {app_s:5.1f}s  passes {joined}", flush=True)
-                pending.append((case, twin, pool.submit(_diagnose, srv.db, service)))
-        # ── engines' and routers' own spans (benchmarks/diagnosis_engines.py): no server, the hashes collector
+                run.case(case, twin)
         for ecase in engine_cases:
-            db = work / "collected-hashes.duckdb"
             for twin in (False, True):
-                service = f"{ecase.id}-{'twin' if twin else 'cause'}"
-                if not args.rediagnose:
-                    if "hashes" not in collectors:
-                        collectors["hashes"] = Collector("hashes", work).wait()
-                    n = emit_case(ecase, collectors["hashes"].endpoint, service, twin, time.time_ns() - 3_600 * 10**9)
-                    got = _wait_for_foreign_passes(db, service, N_REQUESTS)
-                    time.sleep(1.0)  # the stage rows of the last batch follow its passes
-                    print(f"{service:<44} rows {n}  passes {got} ({ecase.via})", flush=True)
-                pending.append((ecase, twin, pool.submit(_diagnose, db, service)))  # type: ignore[arg-type]
-        for case, twin, fut in pending:
-            rows.append(_score(case, twin, fut.result()))
+                run.engine(ecase, twin)
+        rows = [_score(case, twin, fut.result()) for case, twin, fut in run.pending]
     finally:
-        pool.shutdown(wait=True)
-        for s in servers.values():
-            s.stop()
-        for col in collectors.values():
-            col.stop()
+        run.pool.shutdown(wait=True)
+        run.stop()
     results = _summary(rows, time.perf_counter() - t0, args.model_all)
     run_file = work / "run.json"  # the run that made the stores (a --rediagnose only re-reads them)
     if not args.rediagnose:
