@@ -25,6 +25,7 @@ in the ``passes`` view, in the explorer's and the report's waterfalls (marked jo
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -222,12 +223,46 @@ def test_waterfalls_show_the_join(joined: dict[str, Any]) -> None:
     labels = [(r.depth, r.label) for r in rows]
     client = next(d for d, lab in labels if lab.startswith("client chat llama"))
     engine = next((d, lab) for d, lab in labels if "Req 7f3a1b2c" in lab)
-    assert engine[0] == client + 1 and engine[1].endswith("⇄ joined by response id"), labels
+    assert engine[0] == client + 1 and engine[1].startswith("⇄ server") and engine[1].endswith(
+        "· joined by response id"), labels
     out = joined["tmp"] / "report.html"
     run = subprocess.run([sys.executable, "-m", "llmtrace.cli", "report", "--db", str(joined["db"]), "-o", str(out)],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "joined to the call by response id" in Path(out).read_text()
+
+
+async def test_the_explorer_draws_the_joined_trace(joined: dict[str, Any]) -> None:
+    """The explorer (Textual's pilot) opens the app's trace: the engine's pass is a row of it, marked."""
+    from rich.console import Console
+
+    from llmtrace.tui.app import ExplorerApp
+    from llmtrace.tui.components.stage_pane import StagePane, explain
+
+    call = next(c for c in joined["calls"] if c["kind"] == "vllm")
+    c_trace, _ = _hex(call["client"].context)
+    e_span = _hex(call["engine"].context)[1]
+    app = ExplorerApp(joined["db"], analyze_after_s=None)  # type: ignore[arg-type]
+    app.animation_level = "none"
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        app.trace_pane.open(c_trace, e_span)
+        for _ in range(50):
+            await pilot.pause()
+            await app.workers.wait_for_complete()
+            if app.trace_pane.waterfall.rows:
+                break
+        waterfall = app.trace_pane.waterfall
+        row = next(i for i, r in enumerate(waterfall.rows) if r.span.span_id == e_span)
+        drawn = str(waterfall.get_option_at_index(row).prompt)
+        assert drawn.strip().startswith("⇄ server llm_request"), drawn  # the label's end is cut at this width
+        assert {r.span.name for r in waterfall.rows} >= {"chat llama", "llm_request", "vllm_queue"}
+        pane = app.query_one(StagePane)  # the highlighted engine pass explained: how it was joined, and why
+        assert pane.span is not None and pane.span.span_id == e_span
+        console = Console(width=200, record=True, file=io.StringIO())
+        console.print(explain(pane.span))
+        text = console.export_text()
+        assert "llmtrace.join.by" in text and "response_id" in text and "no traceparent reached the engine" in text
 
 
 def test_diagnose_names_the_engine_queue_on_the_apps_traces(joined: dict[str, Any]) -> None:

@@ -52,7 +52,9 @@ def row_label(span: SpanRecord, kind: RowKind) -> str:
     if kind == "pass":
         side = span.side or "?"
         joined = span.attributes.get(N.JOIN_BY)  # an engine trace collect put under this call (otlp_join.py)
-        return f"{side} {span.name}" + (f" ⇄ joined by {str(joined).replace('_', ' ')}" if joined else "")
+        if joined:  # the mark first: a narrow label column cuts the end
+            return f"⇄ {side} {span.name} · joined by {str(joined).replace('_', ' ')}"
+        return f"{side} {span.name}"
     if kind == "stage" and span.stage:
         number = _ORDER.get(span.stage)
         return f"{number:>2} {span.stage}" if number else span.stage
