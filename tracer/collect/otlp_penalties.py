@@ -20,7 +20,7 @@ _FORMAT_TYPE = re.compile(r"""['"]type['"]\s*:\s*['"](\w+)['"]""")
 
 
 def _num(value: object) -> float | None:
-    if isinstance(value, bool):
+    if value is None or isinstance(value, bool):  # None first: float(None) raises, ~1 us a pass span thrice
         return None
     try:
         return float(value)  # type: ignore[arg-type]
