@@ -21,6 +21,10 @@ os.environ.setdefault("LLMTRACE_STRICT", "1")  # unknown stage ids raise in test
 # 80.5 s -> 11.4 s side by side at load 11-13). What the tests assert does not depend on the thread count;
 # the tests of two-thread kernels set their threads themselves. A caller's own setting wins.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# LiteLLM fetches its price map from GitHub as it is imported, retrying for ~7 s where there is no network (the
+# tests never reach past 127.0.0.1): every process the tests start that imports it (the docs' LiteLLM page, the
+# foreign apps) reads the copy it ships instead.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
 @pytest.fixture(autouse=True)
