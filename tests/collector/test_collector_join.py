@@ -193,6 +193,9 @@ def test_unmatched_sides_keep_their_traces(joined: dict[str, Any]) -> None:
         t, s = _hex(span.context)
         rows = query(db, "SELECT parent_span_id, attributes FROM spans WHERE trace_id = ? AND span_id = ?", [t, s])
         assert rows and rows[0][0] is None and "llmtrace.join.by" not in json.loads(rows[0][1])
+    # only their two ids wait for another side; every joined call's are gone
+    assert sorted(query(db, "SELECT key, side FROM llmtrace_join_keys")) == [("nobody-answered", "client"),
+                                                                          ("nobody-asked", "server")]
 
 
 def test_one_pass_with_both_sides(joined: dict[str, Any]) -> None:

@@ -67,6 +67,7 @@ _PREFIX = "^(chatcmpl-|cmpl-)"
 _BATCH = "_llmtrace_join_batch"
 _NOW = "_llmtrace_join_now"
 _MOVE = "_llmtrace_join_move"
+_PAIRS = "_llmtrace_join_pairs"
 
 _TABLES_SQL = (
     f"CREATE TABLE IF NOT EXISTS {KEYS_TABLE} (key VARCHAR, side VARCHAR, trace_id VARCHAR, span_id VARCHAR, "
@@ -195,16 +196,18 @@ class ResponseIdJoin:
         one an engine trace (to the latest-starting client pass naming its id: the innermost, nearest the
         wire, where two instrumentations recorded one call). Written to the moves table; returns how many."""
         seq = self._seq
+        # every meeting of this batch's keys, in one trace too (a traceparent already joined those: their keys
+        # are done with, and go, so the table holds only calls still waiting for their other side)
+        conn.execute(f"""CREATE OR REPLACE TEMP TABLE {_PAIRS} AS
+            SELECT s.key, s.trace_id AS from_trace, s.span_id AS engine_span, s.parent_span_id AS engine_parent,
+                   s.start_ns, s.end_ns, c.trace_id AS to_trace, c.span_id AS to_span, c.start_ns AS c_start
+            FROM {KEYS_TABLE} s JOIN {KEYS_TABLE} c ON c.key = s.key
+            WHERE s.side = 'server' AND c.side = 'client' AND (s.seq = {seq} OR c.seq = {seq})""")
         conn.execute(f"""CREATE OR REPLACE TEMP TABLE {_NOW} AS
-            WITH pairs AS (
-                SELECT s.key, s.trace_id AS from_trace, s.span_id AS engine_span, s.parent_span_id AS engine_parent,
-                       s.start_ns, s.end_ns, c.trace_id AS to_trace, c.span_id AS to_span, c.start_ns AS c_start
-                FROM {KEYS_TABLE} s JOIN {KEYS_TABLE} c ON c.key = s.key AND c.trace_id <> s.trace_id
-                WHERE s.side = 'server' AND c.side = 'client' AND (s.seq = {seq} OR c.seq = {seq}))
             SELECT from_trace, arg_max(to_trace, c_start) AS to_trace, arg_max(to_span, c_start) AS to_span,
                    arg_min(engine_span, start_ns) AS engine_span, arg_min(engine_parent, start_ns) AS engine_parent,
                    arg_min(key, start_ns) AS key, min(start_ns) AS start_ns, max(end_ns) AS end_ns
-            FROM pairs GROUP BY from_trace""")
+            FROM {_PAIRS} WHERE to_trace <> from_trace GROUP BY from_trace""")
         n = int(conn.execute(f"SELECT count(*) FROM {_NOW}").fetchall()[0][0])
         if n:
             # a chain (an engine trace that a gateway's trace was moved into) ends at the client's trace
@@ -212,8 +215,9 @@ class ResponseIdJoin:
                          f"WHERE {MOVES_TABLE}.to_trace = m.from_trace")
             conn.execute(f"INSERT INTO {MOVES_TABLE} SELECT from_trace, to_trace, to_span, start_ns, end_ns, "
                          f"{time.time()} FROM {_NOW}")
-            conn.execute(f"DELETE FROM {KEYS_TABLE} WHERE key IN (SELECT key FROM {_NOW})")  # both sides: used
             self.joined += n
+        conn.execute(f"DELETE FROM {KEYS_TABLE} WHERE key IN (SELECT key FROM {_PAIRS})")  # both sides: used
+        conn.execute(f"DROP TABLE IF EXISTS {_PAIRS}")
         return n
 
     def _move(self, conn: duckdb.DuckDBPyConnection, new: int, dedupe: bool) -> None:
