@@ -38,13 +38,12 @@ def _as_list(value: object) -> list[str] | None:
     if value is None:
         return None
     if isinstance(value, str):
-        if value[:1] == "[":
-            try:
-                value = json.loads(value)
-            except ValueError:
-                return [value]
-        else:
+        if value[:1] != "[":
             return [value]
+        try:
+            value = json.loads(text := value)
+        except ValueError:
+            return [text]
     if isinstance(value, (list, tuple)):
         return [str(v) for v in value if v is not None]
     return None
