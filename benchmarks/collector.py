@@ -41,7 +41,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from collector_shapes import engines_template_request, rows_per_body  # noqa: E402
+from _collector_shapes import engines_template_request, rows_per_body  # noqa: E402
 
 from common import save  # noqa: E402
 
