@@ -6,6 +6,8 @@ from __future__ import annotations
 from llmtrace.analyzers.base import SymptomAnalyzer
 from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.query import Query
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 
 class BelowModelCard(SymptomAnalyzer):
@@ -13,8 +15,7 @@ class BelowModelCard(SymptomAnalyzer):
     reads_passes = False
 
     def find(self, q: Query) -> list[Finding]:
-        rel = q.stage_sql("intake.chat_template", {"matches": ("llmtrace.template.matches_model", "bool"),
-                                                   "hash": ("llmtrace.template.hash", "str")})
+        rel = q.stage_sql(S.INTAKE_CHAT_TEMPLATE, {"matches": N.TEMPLATE_MATCHES_MODEL, "hash": N.TEMPLATE_HASH})
         a = q.one(f"""SELECT count(*) AS n, count(*) FILTER (WHERE matches = false) AS bad,
                              mode(hash) FILTER (WHERE matches = false) AS used,
                              any_value(hash) FILTER (WHERE matches) AS own,
@@ -26,7 +27,7 @@ class BelowModelCard(SymptomAnalyzer):
         share = bad / n
         ids = tuple(a["ids"])
         return [self.finding(
-            "intake.chat_template", "critical" if share >= 0.5 else "warning",
+            S.INTAKE_CHAT_TEMPLATE, "critical" if share >= 0.5 else "warning",
             f"{share:.0%} of passes used a chat template that is not the model's own",
             f"{bad} of {n} prompts were rendered with a different template than the one in the model's metadata; "
             "quality drops without any error.",

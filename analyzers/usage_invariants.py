@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from llmtrace.analyzers.query import Query, attr, sample_ids
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +44,8 @@ def usage_problems(q: Query) -> list[UsageProblem]:
     if row.get("over_cap"):
         out.append(UsageProblem("output_over_cap", int(row["over_cap"]), "more output tokens than max_tokens allows",
                                 sample_ids(row["over_ids"] or [])))
-    flagged = q.rows(f"""SELECT trace_id FROM {q.spans} WHERE stage = 'meters.cache_accounting'
-                         AND {attr('llmtrace.meters.usage_consistent', 'bool')} = false
+    flagged = q.rows(f"""SELECT trace_id FROM {q.spans} WHERE stage = '{S.METERS_CACHE_ACCOUNTING}'
+                         AND {attr(N.METERS_USAGE_CONSISTENT)} = false
                          ORDER BY start_ns DESC""")
     if flagged:
         out.append(UsageProblem("provider_flagged", len(flagged), "the meters marked the provider's usage impossible",
