@@ -13,17 +13,18 @@ from llmtrace.analyzers.base import SymptomAnalyzer
 from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.query import Query
 from llmtrace.analyzers.what_if import GROW_POOL, curve_evidence, grow_hint
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 
 class EvictionUnderLoad(SymptomAnalyzer):
     symptom = "eviction_under_load"
 
     def find(self, q: Query) -> list[Finding]:
-        tok = q.stage_sql("intake.tokenization", {"first_block": ("llmtrace.tokenization.block_hashes", "str[]")})
-        ev = q.stage_sql("cache.eviction", {"evicted": ("llmtrace.eviction.blocks_evicted", "int"),
-                                            "pressure": ("llmtrace.eviction.pressure", "float"),
-                                            "policy": ("llmtrace.eviction.policy", "str")})
-        blk = q.stage_sql("cache.block_allocation", {"block_size": ("llmtrace.blocks.block_size", "int")})
+        tok = q.stage_sql(S.INTAKE_TOKENIZATION, {"first_block": N.TOKENIZATION_BLOCK_HASHES})
+        ev = q.stage_sql(S.CACHE_EVICTION, {"evicted": N.EVICTION_BLOCKS_EVICTED, "pressure": N.EVICTION_PRESSURE,
+                                            "policy": N.EVICTION_POLICY})
+        blk = q.stage_sql(S.CACHE_BLOCK_ALLOCATION, {"block_size": N.BLOCKS_BLOCK_SIZE})
         a = q.one(f"""
             WITH p AS (
                 SELECT r.trace_id, r.start_ns, r.replica, coalesce(r.cached_tokens, 0) AS cached,
@@ -57,7 +58,7 @@ class EvictionUnderLoad(SymptomAnalyzer):
         # the same traffic replayed through pools of other sizes: how much of the loss memory would buy back
         curve = kv_replay.curve_of(q)
         return [self.finding(
-            "cache.eviction", "critical" if share >= 0.3 else "warning",
+            S.CACHE_EVICTION, "critical" if share >= 0.3 else "warning",
             f"{remiss} passes re-computed prefixes the cache had held and evicted",
             f"Their prompt started with a block an earlier pass on the same replica had computed, but not even "
             f"that block was still cached: the pool evicted {evicted} blocks under load and these prefixes were "
@@ -68,6 +69,6 @@ class EvictionUnderLoad(SymptomAnalyzer):
              Evidence("pool pressure on those passes", a["p_remiss"], "0..1", ids, baseline=a["p_ok"]),
              Evidence("eviction policy", a["policy"], ""), *curve_evidence(curve)],
             ids, GROW_POOL.format(hint=grow_hint(curve)),
-            min(1.0, 0.5 + share), cause="engine:evicted", stages=("cache.prefix_match", "cache.eviction"),
+            min(1.0, 0.5 + share), cause="engine:evicted", stages=(S.CACHE_PREFIX_MATCH, S.CACHE_EVICTION),
             affected_share=share,
         )]

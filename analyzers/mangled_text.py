@@ -12,6 +12,8 @@ from __future__ import annotations
 from llmtrace.analyzers.base import SymptomAnalyzer, severity_for
 from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.query import Query
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 
 class MangledText(SymptomAnalyzer):
@@ -19,9 +21,9 @@ class MangledText(SymptomAnalyzer):
     reads_passes = False
 
     def find(self, q: Query) -> list[Finding]:
-        rel = q.stage_sql("gen.detokenization", {
-            "repl": ("llmtrace.detok.replacement_chars", "int"), "held": ("llmtrace.detok.held_back_max", "int"),
-            "skip": ("llmtrace.detok.skip_special_tokens", "bool"), "hold": ("llmtrace.detok.hold_back", "bool")})
+        rel = q.stage_sql(S.GEN_DETOKENIZATION, {
+            "repl": N.DETOK_REPLACEMENT_CHARS, "held": N.DETOK_HELD_BACK_MAX,
+            "skip": N.DETOK_SKIP_SPECIAL_TOKENS, "hold": N.DETOK_HOLD_BACK})
         a = q.one(f"""SELECT count(*) AS n, count(*) FILTER (WHERE repl > 0 AND NOT w) AS bad,
                              sum(repl) FILTER (WHERE NOT w) AS repl,
                              median(coalesce(held, 0)) FILTER (WHERE repl > 0 AND NOT w) AS held,
@@ -38,7 +40,7 @@ class MangledText(SymptomAnalyzer):
             ids = tuple(a["ids"])
             held = float(a["held"] or 0)
             out.append(self.finding(
-                "gen.detokenization", severity_for(share, 0.05, 0.3),
+                S.GEN_DETOKENIZATION, severity_for(share, 0.05, 0.3),
                 f"{bad} outputs carried replacement characters (U+FFFD)",
                 "Bytes of a multi-byte character were decoded before the rest arrived, so the stream showed '\ufffd' "
                 f"instead of the character (most bytes held back: {held:.0f}).",
@@ -53,7 +55,7 @@ class MangledText(SymptomAnalyzer):
         if made:
             ids = tuple(a["model_ids"])
             out.append(self.finding(
-                "gen.detokenization", "info",
+                S.GEN_DETOKENIZATION, "info",
                 f"{made} outputs carried U+FFFD the model produced (the decoder held back partial characters)",
                 "The hold-back was on, so no character was split by the decoder: these are bytes the model sampled "
                 "that never formed a character, or a character the length cap cut after its first bytes.",

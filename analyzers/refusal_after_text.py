@@ -7,6 +7,7 @@ from llmtrace.analyzers.base import SymptomAnalyzer
 from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.query import SKEW_NS, Query
 from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 # cut passes whose stream set-up is read to tell a stream from a buffered answer (the newest of them)
 STREAM_SAMPLE = 200
@@ -17,9 +18,8 @@ class RefusalAfterText(SymptomAnalyzer):
     reads_passes = False
 
     def find(self, q: Query) -> list[Finding]:
-        rel = q.stage_sql("safety.moderation", {
-            "lag": ("llmtrace.moderation.lag_tokens", "int"), "aborted": ("llmtrace.moderation.aborted", "bool"),
-            "retracted": ("llmtrace.moderation.retracted_chars", "int")})
+        rel = q.stage_sql(S.SAFETY_MODERATION, {
+            "lag": N.MODERATION_LAG_TOKENS, "aborted": N.MODERATION_ABORTED, "retracted": N.MODERATION_RETRACTED_CHARS})
         cut = "aborted AND coalesce(retracted, 0) > 0"
         a = q.one(f"""SELECT count(*) AS n, count(*) FILTER (WHERE {cut}) AS cut,
                              median(coalesce(lag, 0)) FILTER (WHERE {cut}) AS lag,
@@ -42,7 +42,7 @@ class RefusalAfterText(SymptomAnalyzer):
             title = f"{n_cut} answers were generated and then withheld by a lagging moderator"
             why = "whole answers were written before the verdict threw them away (a stream would have shown them)"
         return [self.finding(
-            "safety.moderation", "warning" if n_cut / n < 0.2 else "critical", title,
+            S.SAFETY_MODERATION, "warning" if n_cut / n < 0.2 else "critical", title,
             f"Moderation ran {lag:.0f} tokens behind the generator, so {why}.",
             [Evidence("answers cut after text was generated", n_cut, f"of {n}", ids),
              Evidence("median moderation lag", lag, "tokens", ids),
@@ -56,7 +56,7 @@ class RefusalAfterText(SymptomAnalyzer):
         """How many of ``passes`` (their moderation spans' parents: the newest cut ones) streamed, by the stream
         set-up span beside each. Only the newest are looked up: the time bound lets the scan skip the older row
         groups, where reading every pass's set-up would parse each one's JSON for a share a sample gives."""
-        setup = q.stage_sql("arrival.stream_setup", {"streamed": (N.STREAM_REQUESTED, "bool")},
+        setup = q.stage_sql(S.ARRIVAL_STREAM_SETUP, {"streamed": N.STREAM_REQUESTED},
                             f"AND start_ns >= {int(since) - SKEW_NS} AND parent_span_id IN (SELECT unnest(?::VARCHAR[]))")
         return int(q.one(f"SELECT count(DISTINCT parent_span_id) AS n FROM {setup} WHERE streamed",
                          [passes]).get("n") or 0)
@@ -77,7 +77,7 @@ class RefusalAfterText(SymptomAnalyzer):
         ids = tuple(a["ids"])
         share = n_cut / n
         return [self.finding(
-            "safety.moderation", "warning" if share < 0.2 else "critical",
+            S.SAFETY_MODERATION, "warning" if share < 0.2 else "critical",
             f"{n_cut} answers were filtered after they had produced text",
             f"They ended with content_filter after a median of {float(a['tokens'] or 0):.0f} output tokens: a "
             "streaming reader saw that text before the refusal.",

@@ -12,6 +12,8 @@ from __future__ import annotations
 from llmtrace.analyzers.base import SymptomAnalyzer
 from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.query import Query
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 # Fewer prompts than this cannot show that a block never changes.
 MIN_SAME = 3
@@ -22,10 +24,9 @@ class WrongSource(SymptomAnalyzer):
     reads_passes = False
 
     def find(self, q: Query) -> list[Finding]:
-        rel = q.stage_sql("intake.evidence_formatting", {
-            "chunks_out": ("llmtrace.evidence.chunks_out", "int"), "ids": ("llmtrace.evidence.id_scheme", "str"),
-            "delim": ("llmtrace.evidence.delimiter", "str"), "dups": ("llmtrace.evidence.duplicates_sent", "int"),
-            "passages": ("llmtrace.evidence.passages_hash", "str"), "placed": ("llmtrace.evidence.placement", "str")})
+        rel = q.stage_sql(S.INTAKE_EVIDENCE_FORMATTING, {
+            "chunks_out": N.EVIDENCE_CHUNKS_OUT, "ids": N.EVIDENCE_ID_SCHEME, "delim": N.EVIDENCE_DELIMITER,
+            "dups": N.EVIDENCE_DUPLICATES_SENT, "passages": N.EVIDENCE_PASSAGES_HASH, "placed": N.EVIDENCE_PLACEMENT})
         unl, und = "coalesce(ids, 'none') = 'none'", "coalesce(delim, 'none') = 'none'"
         # A passage sent twice (under two labels, or none) makes one source look like two corroborating ones.
         dup = "coalesce(dups, 0) > 0"
@@ -48,7 +49,7 @@ class WrongSource(SymptomAnalyzer):
         ids = tuple(a["ids"])
         only_dups = not a["unlabelled"] and not a["undelimited"]
         return [self.finding(
-            "intake.evidence_formatting", "critical" if share >= 0.5 and not only_dups else "warning",
+            S.INTAKE_EVIDENCE_FORMATTING, "critical" if share >= 0.5 and not only_dups else "warning",
             f"{bad} prompts sent the same retrieved passage more than once" if only_dups else
             f"{bad} prompts mixed several retrieved chunks without labels"
             + ("" if a["undelimited"] == 0 and a["unlabelled"] else " or delimiters"),
