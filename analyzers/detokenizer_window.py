@@ -7,6 +7,8 @@ from __future__ import annotations
 from llmtrace.analyzers.base import SymptomAnalyzer
 from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.query import Query
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 
 class DetokenizerWindow(SymptomAnalyzer):
@@ -17,16 +19,13 @@ class DetokenizerWindow(SymptomAnalyzer):
         # both stages' spans in one scan of the store (a scan a stage read every span's stage twice); an
         # export's per-stage datasets are read as they are
         src = None if q.exported else "ds"
-        both = "" if src is None else f"WITH ds AS MATERIALIZED {q.stage_spans_sql(['gen.detokenization', 'gen.stop'])}"
-        detok = q.stage_sql("gen.detokenization", {
-            "held": ("llmtrace.detok.held_back_max", "int"), "repl": ("llmtrace.detok.replacement_chars", "int"),
-            "stop_hold": ("llmtrace.detok.stop_holdback_chars", "int"),
-            "leaked": ("llmtrace.detok.stop_leaked_chars", "int"), "hold": ("llmtrace.detok.hold_back", "bool")},
-            source=src)
+        both = "" if src is None else f"WITH ds AS MATERIALIZED {q.stage_spans_sql([S.GEN_DETOKENIZATION, S.GEN_STOP])}"
+        detok = q.stage_sql(S.GEN_DETOKENIZATION, {
+            "held": N.DETOK_HELD_BACK_MAX, "repl": N.DETOK_REPLACEMENT_CHARS, "stop_hold": N.DETOK_STOP_HOLDBACK_CHARS,
+            "leaked": N.DETOK_STOP_LEAKED_CHARS, "hold": N.DETOK_HOLD_BACK}, source=src)
         # the stop string's text is kept with full capture only; its length and class in every mode
-        stop = q.stage_sql("gen.stop", {"matched_text": ("llmtrace.stop.matched", "str"),
-                                        "chars": ("llmtrace.stop.string_chars", "int"),
-                                        "cls": ("llmtrace.stop.string_class", "str")}, source=src)
+        stop = q.stage_sql(S.GEN_STOP, {"matched_text": N.STOP_MATCHED, "chars": N.STOP_STRING_CHARS,
+                                        "cls": N.STOP_STRING_CLASS}, source=src)
         # A stop string (not an end token like <|im_end|>, nor a reason like constraint_complete) longer than
         # the hold-back that was active: 0 means nothing was ever held, which says nothing about the window.
         # The engine's own count of stop-string characters streamed before the match is the direct evidence;
@@ -60,7 +59,7 @@ class DetokenizerWindow(SymptomAnalyzer):
         if a.get("chopped"):
             ids = tuple(a["chopped_ids"])
             out.append(self.finding(
-                "gen.detokenization", "warning", f"{a['chopped']} streams may have shown part of a stop string",
+                S.GEN_DETOKENIZATION, "warning", f"{a['chopped']} streams may have shown part of a stop string",
                 "The stop-string hold-back is shorter than the stop string that matched, so its first characters "
                 "were streamed before the match was known.",
                 [Evidence("streams with a short stop hold-back", a["chopped"], f"of {n}", ids),
@@ -73,7 +72,7 @@ class DetokenizerWindow(SymptomAnalyzer):
         if a.get("narrow"):
             ids = tuple(a["narrow_ids"])
             out.append(self.finding(
-                "gen.detokenization", "warning", f"{a['narrow']} streams decoded without holding back partial characters",
+                S.GEN_DETOKENIZATION, "warning", f"{a['narrow']} streams decoded without holding back partial characters",
                 "UTF-8 characters take up to 4 bytes; a decoder that holds none back emits replacement characters that a "
                 "later token corrects — the stream shows them, the final text does not.",
                 [Evidence("streams with a narrow window", a["narrow"], f"of {n}", ids),

@@ -25,10 +25,9 @@ MIN_SHARE = 0.1  # ... and this share of the requests the router scored
 
 def routed_away(a: SymptomAnalyzer, q: Query) -> list[Finding]:
     rel = q.stage_sql(S.ARRIVAL_REPLICA_SELECTION, {
-        "chosen": (N.REPLICA_ID, "str"), "best": (N.REPLICA_BEST_ID, "str"), "policy": (N.REPLICA_POLICY, "str"),
-        "hit": (N.REPLICA_EXPECTED_HIT_BLOCKS, "int"), "top": (N.REPLICA_BEST_HIT_BLOCKS, "int"),
-        "lost": (N.REPLICA_BLOCKS_LOST, "int"), "total": (N.REPLICA_TOTAL_BLOCKS, "int"),
-        "bt": (N.REPLICA_BLOCK_TOKENS, "int")})
+        "chosen": N.REPLICA_ID, "best": N.REPLICA_BEST_ID, "policy": N.REPLICA_POLICY,
+        "hit": N.REPLICA_EXPECTED_HIT_BLOCKS, "top": N.REPLICA_BEST_HIT_BLOCKS, "lost": N.REPLICA_BLOCKS_LOST,
+        "total": N.REPLICA_TOTAL_BLOCKS, "bt": N.REPLICA_BLOCK_TOKENS})
     # blocks lost as the router said, else the best match less what the chosen replica's engine reused
     reused = f"(SELECT trace_id, max(cached_tokens) AS cached FROM {q.passes} GROUP BY trace_id)"
     rel = f"""(SELECT r.trace_id, r.start_ns, r.chosen, r.best, r.policy, r.top, r.total,

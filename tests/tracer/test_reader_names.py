@@ -22,8 +22,8 @@ READERS = sorted({str(p.relative_to(ROOT)) for g in READER_GLOBS for p in ROOT.g
 # until it is taken off.
 SYMPTOMS_TO_MOVE = frozenset({
     "agent_loops", "broken_json", "cost_after_deploy", "degrades_under_traffic",
-    "detokenizer_window", "different_answer", "early_end", "intake_transform",
-    "invisible_characters", "routed_away", "session_forgets",
+    "different_answer", "early_end", "intake_transform",
+    "session_forgets",
     "slow_first_token", "slow_stream", "truncation", "untrusted_input",
 })
 VALUE_TYPES = frozenset({"str", "int", "float", "bool", "str[]", "int[]", "float[]"})
