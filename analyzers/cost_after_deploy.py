@@ -22,6 +22,8 @@ from llmtrace.analyzers.finding import Evidence, Finding, Severity
 from llmtrace.analyzers.query import Query, Row, attr, sample_ids
 from llmtrace.analyzers.stats import bootstrap_drop, quantile_ratio_low
 from llmtrace.analyzers.usage_invariants import usage_problems
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 from llmtrace.tracer.storage.views import PASS_OPERATIONS, hit_rate_sql
 
 MIN_PASSES = 3  # per deploy
@@ -175,17 +177,17 @@ class CostAfterDeploy(SymptomAnalyzer):
         models_b, models_a = sorted(before["models"] or []), sorted(after["models"] or [])
         grow = {what: float(after[what] or 0) / max(1.0, float(before[what] or 0)) for what in ("output", "prompt")}
         if models_a != models_b and priced and max(grow.values()) < 1 + RISE:
-            moved, stage = f"the model changed ({', '.join(models_b)} → {', '.join(models_a)})", "arrival.model_routing"
+            moved, stage = f"the model changed ({', '.join(models_b)} → {', '.join(models_a)})", S.ARRIVAL_MODEL_ROUTING
             ev.append(Evidence("models", models_a, "", ids, baseline=models_b))
         elif grow["output"] >= grow["prompt"]:
-            moved, stage = "answers got longer", "gen.stop"
+            moved, stage = "answers got longer", S.GEN_STOP
             if after["max_tokens"] is not None and before["max_tokens"] is not None:
                 ev.append(Evidence("max_tokens (median)", after["max_tokens"], "tokens", ids,
                                    baseline=before["max_tokens"]))
                 if float(after["max_tokens"]) > float(before["max_tokens"]):
                     moved = f"answers got longer (max_tokens {before['max_tokens']:.0f} → {after['max_tokens']:.0f})"
         else:
-            moved, stage = "prompts got longer", "intake.system_prompt"
+            moved, stage = "prompts got longer", S.INTAKE_SYSTEM_PROMPT
             growth = self._segment_growth(q, str(before["deploy"]), str(after["deploy"]), scope)
             if growth is not None:
                 app, users, parts = growth
@@ -194,16 +196,16 @@ class CostAfterDeploy(SymptomAnalyzer):
                 part, most = max(parts.items(), key=lambda kv: kv[1], default=("", 0.0))
                 if app <= 0.25 * max(1.0, app + users):
                     # the traffic changed, not what the deploy sends: reported, not blamed on the deploy
-                    moved, stage, by_users = "the users' own turns got longer", "intake.tokenization", True
+                    moved, stage, by_users = "the users' own turns got longer", S.INTAKE_TOKENIZATION, True
                 elif part and most >= 0.5 * app:  # one part of what the app sends explains it: name that part
                     ev.append(Evidence(f"growth of the {part} per request", round(most), "chars"))
                     moved = f"prompts got longer (the {part} grew by ~{most:,.0f} chars)"
                     if part == "history":
-                        stage = "intake.context_ordering"  # more earlier turns sent along
+                        stage = S.INTAKE_CONTEXT_ORDERING  # more earlier turns sent along
         what = "Cost per request" if priced else "Billed tokens per request"
         severity: Severity = "info" if by_users else "critical" if rise >= 1.0 else "warning"
         return [self.finding(
-            "meters.cache_accounting", severity,
+            S.METERS_CACHE_ACCOUNTING, severity,
             scope.title(f"{what} rose {rise:.0%} at deploy {after['deploy']}: {moved}"),
             f"The cache serves as much of each prompt as under {before['deploy']}; deploy {after['deploy']} pays "
             "for more per call" + ("" if priced else " (no price is known for this model: counted in tokens, an "
@@ -212,7 +214,7 @@ class CostAfterDeploy(SymptomAnalyzer):
             "Diff the two deploys' request parameters at the stage named here (max_tokens, the prompt, the model); "
             f"gate it with `llmtrace check --cost --baseline-deploy {before['deploy']}{scope.flag()}`.",
             min(1.0, 0.5 + 0.25 * rise), cause=scope.cause(f"deploy-cost:{after['deploy']}"),
-            stages=("meters.cache_accounting", stage),
+            stages=(S.METERS_CACHE_ACCOUNTING, stage),
             affected_share=int(after["passes"]) / max(1, sum(int(d["passes"]) for d in rows)),
         )]
 
@@ -270,7 +272,7 @@ class CostAfterDeploy(SymptomAnalyzer):
             because = because or f": the system prompt gained a volatile field ({volatile[0]})"
             cause = cause if moved is not None else window_cause("system")
         return [self.finding(
-            "cache.prefix_match", "critical" if drop >= 0.3 else "warning",
+            S.CACHE_PREFIX_MATCH, "critical" if drop >= 0.3 else "warning",
             scope.title(f"Cache hit rate fell from {float(before['hit_rate']):.0%} to {float(after['hit_rate']):.0%} "
                         f"at deploy {after['deploy']}{because}"),
             f"Passes after deploy {after['deploy']} reuse far less of their prompts from the prefix cache than "
@@ -278,7 +280,7 @@ class CostAfterDeploy(SymptomAnalyzer):
             ev, ids,
             "Diff the prompt assembly between the two deploys at the segment named here; run `llmtrace check "
             f"--baseline-deploy {before['deploy']}{scope.flag()}` in CI to catch it next time.",
-            min(1.0, 0.5 + drop), cause=scope.cause(cause), stages=("cache.prefix_match", "meters.cache_accounting"),
+            min(1.0, 0.5 + drop), cause=scope.cause(cause), stages=(S.CACHE_PREFIX_MATCH, S.METERS_CACHE_ACCOUNTING),
             affected_share=int(after["passes"]) / max(1, sum(int(d["passes"]) for d in deploys)),
         )]
 
@@ -293,7 +295,7 @@ class CostAfterDeploy(SymptomAnalyzer):
                 SELECT client_span_id AS span_id, coalesce(deploy, '(none)') AS deploy FROM {q.passes}
                 WHERE client_span_id IS NOT NULL AND coalesce(deploy, '(none)') IN (?, ?){svc}
                 QUALIFY row_number() OVER (PARTITION BY coalesce(deploy, '(none)') ORDER BY start_ns DESC) <= {SAMPLE})
-            SELECT pick.deploy, {attr('llmtrace.prompt.segments', 'str', 's.attributes')} AS segs
+            SELECT pick.deploy, {attr(N.PROMPT_SEGMENTS, column='s.attributes')} AS segs
             FROM {q.spans} s JOIN pick USING (span_id) WHERE s.operation IN {PASS_OPERATIONS}""", [before, after, *args])
         sums: dict[str, list[float]] = {before: [0.0, 0.0, 0.0], after: [0.0, 0.0, 0.0]}  # app, users, passes
         part_sums: dict[str, dict[str, float]] = {before: {}, after: {}}
@@ -328,7 +330,7 @@ class CostAfterDeploy(SymptomAnalyzer):
                 SELECT client_span_id AS span_id, coalesce(deploy, '(none)') AS deploy FROM {q.passes}
                 WHERE client_span_id IS NOT NULL AND coalesce(deploy, '(none)') IN (?, ?){svc}
                 QUALIFY row_number() OVER (PARTITION BY coalesce(deploy, '(none)') ORDER BY start_ns DESC) <= {SAMPLE})
-            SELECT pick.deploy, s.trace_id, {attr('llmtrace.prompt.segments', 'str', 's.attributes')} AS segs
+            SELECT pick.deploy, s.trace_id, {attr(N.PROMPT_SEGMENTS, column='s.attributes')} AS segs
             FROM {q.spans} s JOIN pick USING (span_id)
             WHERE s.operation IN {PASS_OPERATIONS} ORDER BY s.start_ns DESC, s.span_id""", [before, after, *args])
         rows = [r for r in rows if r["segs"] is not None]
@@ -367,10 +369,10 @@ class CostAfterDeploy(SymptomAnalyzer):
         # (a span is the service's when its trace has a pass of it: a server's stage spans carry its own name)
         mine = f" AND trace_id IN (SELECT trace_id FROM {q.passes} WHERE true{svc})" if svc else ""
         rows = q.rows(f"""
-            SELECT trace_id, {attr('llmtrace.system.volatile_offset', 'int')} AS off,
-                   {attr('llmtrace.system.volatile_kind')} AS kind
-            FROM {q.spans} WHERE stage = 'intake.system_prompt' AND coalesce(deploy, '(none)') = ?
-              AND {attr('llmtrace.system.volatile_offset', 'int')} >= 0{mine}
+            SELECT trace_id, {attr(N.SYSTEM_VOLATILE_OFFSET)} AS off,
+                   {attr(N.SYSTEM_VOLATILE_KIND)} AS kind
+            FROM {q.spans} WHERE stage = '{S.INTAKE_SYSTEM_PROMPT}' AND coalesce(deploy, '(none)') = ?
+              AND {attr(N.SYSTEM_VOLATILE_OFFSET)} >= 0{mine}
             ORDER BY start_ns DESC LIMIT 50""", [after, *args])
         if not rows:
             return None
@@ -381,7 +383,7 @@ class CostAfterDeploy(SymptomAnalyzer):
         out = []
         for p in usage_problems(q):
             out.append(self.finding(
-                "meters.cache_accounting", "warning" if p.kind != "local_mismatch" else "info",
+                S.METERS_CACHE_ACCOUNTING, "warning" if p.kind != "local_mismatch" else "info",
                 f"Token accounting is inconsistent: {p.detail}",
                 f"{p.count} passes report usage that cannot be true or disagrees with the local count; costs "
                 "computed from it are wrong.",
