@@ -14,6 +14,8 @@ from llmtrace.analyzers.base import SymptomAnalyzer, severity_for
 from llmtrace.analyzers.finding import Evidence, Finding, Severity
 from llmtrace.analyzers.query import Query, Row, attr, percentile, sample_ids
 from llmtrace.analyzers.truncation import CAUSE, truncation_findings
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 
 class BrokenJson(SymptomAnalyzer):
@@ -25,12 +27,12 @@ class BrokenJson(SymptomAnalyzer):
         checks = q.rows(f"""
             WITH sr AS (
                 SELECT trace_id, span_id, start_ns,
-                       {attr('llmtrace.stop_reason.read', 'bool')} AS read,
-                       {attr('llmtrace.stop_reason.truncated', 'bool')} AS truncated,
-                       {attr('llmtrace.stop_reason.parse_ok', 'bool')} AS parse_ok,
-                       {attr('llmtrace.stop_reason.finish_reason')} AS own_reason
-                FROM {q.spans} WHERE stage = 'safety.stop_reason'
-                  AND {attr('llmtrace.stop_reason.parse_ok', 'bool')} = false),
+                       {attr(N.STOP_REASON_READ)} AS read,
+                       {attr(N.STOP_REASON_TRUNCATED)} AS truncated,
+                       {attr(N.STOP_REASON_PARSE_OK)} AS parse_ok,
+                       {attr(N.STOP_REASON_FINISH_REASON)} AS own_reason
+                FROM {q.spans} WHERE stage = '{S.SAFETY_STOP_REASON}'
+                  AND {attr(N.STOP_REASON_PARSE_OK)} = false),
             p AS (SELECT trace_id, finish_reason, output_tokens, max_tokens, start_ns, end_ns FROM {q.passes}
                   WHERE finish_reason IS NOT NULL),
             same AS (SELECT sr.span_id, arg_max(p.finish_reason, p.start_ns) AS finish_reason,
@@ -51,7 +53,7 @@ class BrokenJson(SymptomAnalyzer):
         failed = [c for c in checks if c["parse_ok"] is False]
         out: list[Finding] = []
         if failed:
-            out += self._explain_failures(q, failed, q.count("safety.stop_reason"))
+            out += self._explain_failures(q, failed, q.count(S.SAFETY_STOP_REASON))
         out += truncation_findings(self, q)
         out += self._penalised_structure(q)
         return out
@@ -74,7 +76,7 @@ class BrokenJson(SymptomAnalyzer):
             cap = percentile(caps, 0.5)
             unread = sum(1 for c in length if c["read"] is False)
             out.append(self.finding(
-                "gen.stop", severity_for(share, 0.2, 0.5),
+                S.GEN_STOP, severity_for(share, 0.2, 0.5),
                 f"{share:.0%} of parse failures stopped at max_tokens",
                 f"{len(length)} of {n} outputs that failed to parse ended with finish reason 'length': the cap "
                 f"cut them mid-structure" + (f", and {unread} of them were passed on without reading the stop "
@@ -88,16 +90,16 @@ class BrokenJson(SymptomAnalyzer):
             ))
             if unread:
                 out.append(self.finding(
-                    "safety.stop_reason", "warning", f"{unread} truncated outputs were used without reading the stop reason",
+                    S.SAFETY_STOP_REASON, "warning", f"{unread} truncated outputs were used without reading the stop reason",
                     "The app parsed output that generation had cut off; a check of finish_reason would have caught it.",
                     [Evidence("truncated outputs not checked", unread, "", lids)], lids,
                     "Treat finish_reason 'length' as a failure (retry with a higher cap) before parsing.",
-                    0.4 * share, cause=CAUSE, stages=("gen.stop", "safety.stop_reason"),
+                    0.4 * share, cause=CAUSE, stages=(S.GEN_STOP, S.SAFETY_STOP_REASON),
                 ))
         filtered = by_reason.get("content_filter", [])
         if filtered:
             out.append(self._counted(
-                "safety.moderation", "warning", filtered, n, f"{len(filtered)} parse failures were cut by a content filter",
+                S.SAFETY_MODERATION, "warning", filtered, n, f"{len(filtered)} parse failures were cut by a content filter",
                 "Moderation stopped the output part-way through the structure.",
                 "parse failures with finish reason content_filter", "Open safety.moderation on the listed traces.", 0.5,
             ))
@@ -109,10 +111,10 @@ class BrokenJson(SymptomAnalyzer):
     def _penalised_structure(self, q: Query) -> list[Finding]:
         """Structured output generated under repetition/frequency/presence penalties, with or without a parse
         check on record: the penalties push down the very tokens JSON must repeat (quotes, braces, keys)."""
-        rel = q.stage_sql("gen.penalties", {"structured": ("llmtrace.penalties.on_structured_output", "bool"),
-                                            "rep": ("llmtrace.penalties.repetition", "float"),
-                                            "freq": ("gen_ai.request.frequency_penalty", "float"),
-                                            "pres": ("gen_ai.request.presence_penalty", "float")})
+        rel = q.stage_sql(S.GEN_PENALTIES, {"structured": N.PENALTIES_ON_STRUCTURED_OUTPUT,
+                                            "rep": N.PENALTIES_REPETITION,
+                                            "freq": N.GEN_AI_REQUEST_FREQUENCY_PENALTY,
+                                            "pres": N.GEN_AI_REQUEST_PRESENCE_PENALTY})
         # per pass, not per span: the app's middleware and the server each record the stage for one pass
         row = q.one(f"""SELECT count(DISTINCT trace_id) FILTER (WHERE structured) AS n, count(DISTINCT trace_id) AS total,
                                median(rep) FILTER (WHERE structured) AS rep,
@@ -123,7 +125,7 @@ class BrokenJson(SymptomAnalyzer):
             return []
         ids = tuple(row["ids"] or ())
         return [self.finding(
-            "gen.penalties", "warning", f"{n} structured outputs were generated under repetition penalties",
+            S.GEN_PENALTIES, "warning", f"{n} structured outputs were generated under repetition penalties",
             "Penalties push down tokens JSON must repeat (quotes, braces, keys), so the structure bends or breaks.",
             [Evidence("structured passes with penalties on", n, f"of {row['total']}", ids),
              Evidence("repetition penalty", row["rep"], "", ids, baseline=1.0),
@@ -135,16 +137,16 @@ class BrokenJson(SymptomAnalyzer):
         """Parse failures that stopped normally: look for penalties on structure or a dead-ended constraint."""
         ids = [str(c["trace_id"]) for c in stopped]
         placeholders = ", ".join("?" for _ in ids)
-        pen = q.rows(f"""SELECT trace_id FROM {q.spans} WHERE stage = 'gen.penalties'
-                         AND {attr('llmtrace.penalties.on_structured_output', 'bool')} AND trace_id IN ({placeholders})
+        pen = q.rows(f"""SELECT trace_id FROM {q.spans} WHERE stage = '{S.GEN_PENALTIES}'
+                         AND {attr(N.PENALTIES_ON_STRUCTURED_OUTPUT)} AND trace_id IN ({placeholders})
                          ORDER BY start_ns DESC""", ids)
-        dead = q.rows(f"""SELECT trace_id FROM {q.spans} WHERE stage = 'gen.constrained'
-                          AND {attr('llmtrace.constraint.dead_end', 'bool')} AND trace_id IN ({placeholders})
+        dead = q.rows(f"""SELECT trace_id FROM {q.spans} WHERE stage = '{S.GEN_CONSTRAINED}'
+                          AND {attr(N.CONSTRAINT_DEAD_END)} AND trace_id IN ({placeholders})
                           ORDER BY start_ns DESC""", ids)
         out: list[Finding] = []
         if pen:
             out.append(self._counted(
-                "gen.penalties", "warning", pen, n, f"{len(pen)} structured outputs ran with repetition penalties",
+                S.GEN_PENALTIES, "warning", pen, n, f"{len(pen)} structured outputs ran with repetition penalties",
                 "Penalties push down tokens JSON must repeat (quotes, braces, keys), so the structure breaks.",
                 "parse failures with penalties on",
                 "Turn repetition/frequency/presence penalties off for structured output.", 0.5,
@@ -152,13 +154,13 @@ class BrokenJson(SymptomAnalyzer):
             out[-1] = replace(out[-1], cause="penalty-on-structure")
         if dead:
             out.append(self._counted(
-                "gen.constrained", "warning", dead, n, f"{len(dead)} constrained outputs dead-ended",
+                S.GEN_CONSTRAINED, "warning", dead, n, f"{len(dead)} constrained outputs dead-ended",
                 "The grammar left only filler tokens, so the output ran on without closing.",
                 "dead-ended constraints", "Open gen.constrained: simplify the schema or raise max_tokens.", 0.5,
             ))
         if not out:
             out.append(self._counted(
-                "safety.stop_reason", "info", stopped, n, f"{len(stopped)} outputs stopped normally yet did not parse",
+                S.SAFETY_STOP_REASON, "info", stopped, n, f"{len(stopped)} outputs stopped normally yet did not parse",
                 "Generation ended on its own; the model wrote invalid structure.",
                 "parse failures with finish reason 'stop'",
                 "Constrain the output with a JSON schema (response_format) instead of asking for JSON in words.", 0.3,
