@@ -23,7 +23,6 @@ READERS = sorted({str(p.relative_to(ROOT)) for g in READER_GLOBS for p in ROOT.g
 SYMPTOMS_TO_MOVE = frozenset({
     "agent_loops", "degrades_under_traffic",
     "different_answer", "early_end", "intake_transform",
-    "session_forgets",
     "slow_first_token", "slow_stream", "truncation", "untrusted_input",
 })
 VALUE_TYPES = frozenset({"str", "int", "float", "bool", "str[]", "int[]", "float[]"})
