@@ -6,6 +6,8 @@ from __future__ import annotations
 from llmtrace.analyzers.base import SymptomAnalyzer
 from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.query import Query, attr, sample_ids
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 REPEATS = 4  # identical tool calls in one trace before it looks like a loop
 # Read from the messages array (llmtrace.loop.observed=wire) a repeat is only a count: an agent that asks
@@ -24,11 +26,10 @@ class AgentLoops(SymptomAnalyzer):
 
     def find(self, q: Query) -> list[Finding]:
         out: list[Finding] = []
-        budget = q.stage_sql("loop.budget", {
-            "steps": ("llmtrace.budget.steps", "int"), "max_steps": ("llmtrace.budget.max_steps", "int"),
-            "spend": ("llmtrace.budget.spend_usd", "float"), "loop": ("llmtrace.budget.loop_detected", "bool"),
-            "stopped_by": ("llmtrace.budget.stopped_by", "str"),
-            "repeats": ("llmtrace.loop.repeated_tool_calls", "int"), "observed": ("llmtrace.loop.observed", "str")})
+        budget = q.stage_sql(S.LOOP_BUDGET, {
+            "steps": N.BUDGET_STEPS, "max_steps": N.BUDGET_MAX_STEPS, "spend": N.BUDGET_SPEND_USD,
+            "loop": N.BUDGET_LOOP_DETECTED, "stopped_by": N.BUDGET_STOPPED_BY,
+            "repeats": N.LOOP_REPEATED_TOOL_CALLS, "observed": N.LOOP_OBSERVED})
         looped = (f"(CASE WHEN coalesce(observed, '') = 'wire' THEN coalesce(repeats, 0) >= {WIRE_REPEATS} "
                   "ELSE coalesce(loop, false) OR coalesce(stopped_by, 'none') <> 'none' END)")
         uncapped = f"(coalesce(max_steps, 0) = 0 AND coalesce(steps, 0) >= {MANY_PASSES})"
@@ -51,7 +52,7 @@ class AgentLoops(SymptomAnalyzer):
         if a.get("looped"):
             ids = tuple(a["looped_ids"])
             out.append(self.finding(
-                "loop.budget", "warning", f"{a['looped']} agent runs were stopped by a budget or looped",
+                S.LOOP_BUDGET, "warning", f"{a['looped']} agent runs were stopped by a budget or looped",
                 "The loop reached a cap or repeated the same call; each extra step re-sent the growing context.",
                 [Evidence("runs stopped or looping", a["looped"], f"of {n_budgets}", ids),
                  Evidence("stopped by", dict(a["caps"] or {}), "", ids),
@@ -65,7 +66,7 @@ class AgentLoops(SymptomAnalyzer):
             # a missing cap is a setting, not harm: the long runs are a warning where some run also looped (the
             # cap would have stopped what was wasted), else worth knowing only
             out.append(self.finding(
-                "loop.budget", "warning" if a.get("looped") else "info",
+                S.LOOP_BUDGET, "warning" if a.get("looped") else "info",
                 f"{a['uncapped']} agent runs took {MANY_PASSES}+ steps with no step cap",
                 "Nothing bounds these loops: a confused model can run until the wall clock or the bill stops it.",
                 [Evidence("uncapped long runs", a["uncapped"], "", ids),
@@ -79,7 +80,7 @@ class AgentLoops(SymptomAnalyzer):
             if many:
                 ids = sample_ids([r["trace_id"] for r in many])
                 out.append(self.finding(  # no budget recorded is a missing setting, not measured harm: info
-                    "loop.budget", "info", f"{len(many)} traces made {MANY_PASSES}+ passes and record no budget",
+                    S.LOOP_BUDGET, "info", f"{len(many)} traces made {MANY_PASSES}+ passes and record no budget",
                     "Long agent runs with no loop.budget span: nothing shows a cap exists.",
                     [Evidence("traces with many passes", len(many), "", ids),
                      Evidence("most passes", many[0]["passes"], "", ids)],
@@ -97,14 +98,14 @@ class AgentLoops(SymptomAnalyzer):
         # names the key is not parsed for it: most tool spans)
         rows = q.rows(f"""
             WITH t AS MATERIALIZED (
-                SELECT trace_id, start_ns, {attr('gen_ai.tool.name')} AS tool,
-                       {attr('llmtrace.tool.arguments_hash')} AS args,
-                       (status = 'error' OR {attr('llmtrace.tool.error')} IS NOT NULL) AS failed,
-                       coalesce({attr('llmtrace.tool.result_hash')}, {attr('llmtrace.tool.error')}, '') AS res,
-                       coalesce({attr('llmtrace.tool.result_tokens', 'int')}, 0) AS result_tokens
+                SELECT trace_id, start_ns, {attr(N.GEN_AI_TOOL_NAME)} AS tool,
+                       {attr(N.TOOL_ARGUMENTS_HASH)} AS args,
+                       (status = 'error' OR {attr(N.TOOL_ERROR)} IS NOT NULL) AS failed,
+                       coalesce({attr(N.TOOL_RESULT_HASH)}, {attr(N.TOOL_ERROR)}, '') AS res,
+                       coalesce({attr(N.TOOL_RESULT_TOKENS)}, 0) AS result_tokens
                 FROM {q.spans} WHERE operation = 'execute_tool'
-                  AND (NOT contains(attributes, 'llmtrace.tool.observed')
-                       OR coalesce({attr('llmtrace.tool.observed')}, '') <> 'wire')),
+                  AND (NOT contains(attributes, '{N.TOOL_OBSERVED}')
+                       OR coalesce({attr(N.TOOL_OBSERVED)}, '') <> 'wire')),
             named AS (SELECT trace_id, tool FROM t GROUP BY trace_id, tool HAVING count(*) >= {REPEATS}),
             g AS (SELECT t.*, CASE WHEN t.failed THEN 'error:' || t.res
                                    WHEN t.args IS NOT NULL THEN 'args:' || t.args END AS key
@@ -136,7 +137,7 @@ class AgentLoops(SymptomAnalyzer):
             by_error = sum(1 for r in looped if r["alike_kind"] == "error")
             what = "the same error" if by_error == len(looped) else "the same arguments"
             out.append(self.finding(
-                "loop.tool_dispatch", "warning",
+                S.LOOP_TOOL_DISPATCH, "warning",
                 f"A tool was called {top['most_alike']} times with {what} in one trace ({top['tool']})",
                 f"{len(looped)} traces called one tool {REPEATS} or more times with the same (or near-same) "
                 "arguments, or got the same error each time: the agent keeps asking for what it already has. "
@@ -156,7 +157,7 @@ class AgentLoops(SymptomAnalyzer):
             ids = sample_ids([r["trace_id"] for r in blind])
             top = blind[0]
             out.append(self.finding(
-                "loop.tool_dispatch", "info",
+                S.LOOP_TOOL_DISPATCH, "info",
                 f"One tool ran {top['calls']} times in one trace ({top['tool']}); its arguments were not recorded",
                 "Without the calls' arguments a loop (the same call again) cannot be told from fan-out (one tool "
                 "over distinct inputs), which is the work asked for.",
