@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanContext, SpanKind, StatusCode
 
 from llmtrace.tracer.record import health
+from llmtrace.tracer.record.processor import SHUTDOWN_GRACE_S
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.storage.span_rows import (
     ARROW_SCHEMA,
@@ -162,6 +163,10 @@ class DuckDBSpanExporter(SpanExporter):
         except Exception as exc:  # the tracer never raises into the app
             self._drop(len(spans), "unconvertible", f"cannot convert spans for {self.path}: {exc!r}")
             return SpanExportResult.FAILURE
+        if self._shutdown:
+            # Shut down while this batch converted (a starved machine): the processor that gave up waiting
+            # for it has counted it with its shutdown total (processor.py); counting it again would double it.
+            return SpanExportResult.FAILURE
         self.writer.offer(table)
         return SpanExportResult.SUCCESS
 
@@ -180,5 +185,5 @@ class DuckDBSpanExporter(SpanExporter):
         # Past the deadline no lock attempt starts; an INSERT under way is let finish (bounded grace),
         # since a thread inside DuckDB at interpreter exit aborts it.
         deadline = self._deadline if self._deadline is not None else time.monotonic()
-        self.writer.close(max(0.0, deadline - time.monotonic()) + 2.0)
+        self.writer.close(max(0.0, deadline + SHUTDOWN_GRACE_S - time.monotonic()))
         self.writer.drop_queued()

@@ -18,6 +18,10 @@ from opentelemetry.sdk.trace.export import SpanExporter
 
 from llmtrace.tracer.record import health
 
+# What shutdown allows past its deadline, in all, for work already under way (a batch converting, an INSERT
+# committing: a thread left inside DuckDB while the interpreter finalizes aborts the process).
+SHUTDOWN_GRACE_S = 2.0
+
 
 class QueueingSpanProcessor(SpanProcessor):
     def __init__(
@@ -42,6 +46,8 @@ class QueueingSpanProcessor(SpanProcessor):
         self._wake = threading.Event()
         self._drain_lock = threading.Lock()
         self._stopped = False
+        self._in_flight = 0  # spans of the batch the export thread is exporting now
+        self._abandoned = False  # shutdown gave up on the export thread (and counted its batch)
         self._thread = threading.Thread(target=self._run, name=f"llmtrace-{name}-export", daemon=True)
         self._thread.start()
 
@@ -85,10 +91,14 @@ class QueueingSpanProcessor(SpanProcessor):
             if self._deadline is not None and time.monotonic() >= self._deadline:
                 self._drop(len(batch), None)  # past the shutdown deadline: counted, reported by shutdown
                 return len(batch)
+            self._in_flight = len(batch)
             try:
                 self.exporter.export(batch)
             except Exception as exc:  # exporters should not raise; if one does, count and go on
-                self._drop(len(batch), f"{self.name} exporter raised {exc!r}")
+                if not self._abandoned:
+                    self._drop(len(batch), f"{self.name} exporter raised {exc!r}")
+            finally:
+                self._in_flight = 0
         return len(batch)
 
     def _run(self) -> None:
@@ -123,11 +133,23 @@ class QueueingSpanProcessor(SpanProcessor):
         self._stopped = True
         self._wake.set()
         # The thread ends within one batch once the deadline has passed (late batches are dropped, not sent).
-        self._thread.join(timeout=self._remaining(1e9) + 2.0)
-        if self._drain_lock.acquire(timeout=2.0):
+        # Every wait below ends by one hard end, the deadline plus SHUTDOWN_GRACE_S: graces given one after
+        # the other added up to the deadline plus 6 s on a starved machine (a batch stuck converting).
+        hard_end = (self._deadline if self._deadline is not None else time.monotonic()) + SHUTDOWN_GRACE_S
+        self._thread.join(timeout=max(0.0, hard_end - time.monotonic()))
+        if self._drain_lock.acquire(timeout=max(0.0, hard_end - time.monotonic())):
             try:
                 while self._drain_once():
                     pass
             finally:
                 self._drain_lock.release()
+        else:
+            # The export thread is still inside a batch at the hard end: that batch and everything queued
+            # are dropped now, and counted here, so the shutdown report has them (the exporter does not
+            # count a batch whose conversion outlived its shutdown: see DuckDBSpanExporter.export).
+            self._abandoned = True
+            abandoned = self._in_flight + len(self._queue)
+            self._queue.clear()
+            if abandoned:
+                self._drop(abandoned, None)
         self.exporter.shutdown()
