@@ -1,42 +1,39 @@
-"""Symptom id -> analyzer, one per row of the symptom table (twelve symptoms, three silent failures)."""
+"""Symptom id -> analyzer, loaded from the symptom registry (``tracer/registry/symptoms.py``).
+
+Each symptom row is answered by the module named after it, ``analyzers/<symptom id>.py``, which defines one
+class whose ``symptom`` is that id; the class is built with no arguments. So a new analyzer is its module
+plus its row in the registry: there is no hand-kept import list to forget.
+"""
 
 from __future__ import annotations
 
+import importlib
+import inspect
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from llmtrace.analyzers.registry import Analyzer
 
 
+def analyzer_for(symptom: str) -> Analyzer:
+    """The analyzer of one symptom: the class of ``analyzers/<symptom>.py`` whose ``symptom`` is that id."""
+    try:
+        module = importlib.import_module(f"llmtrace.analyzers.{symptom}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"llmtrace.analyzers.{symptom}":
+            raise  # the module exists and one of its own imports failed: that error is the one to see
+        raise ValueError(f"symptom {symptom!r} has no analyzer: write analyzers/{symptom}.py") from None
+    found = [c for c in vars(module).values()
+             if inspect.isclass(c) and c.__module__ == module.__name__ and getattr(c, "symptom", None) == symptom]
+    if len(found) != 1:
+        raise ValueError(f"analyzers/{symptom}.py must define exactly one class with symptom = {symptom!r}, "
+                         f"found {len(found)}")
+    analyzer: Analyzer = found[0]()
+    return analyzer
+
+
 def build_analyzers() -> dict[str, Analyzer]:
-    from llmtrace.analyzers.agent_loops import AgentLoops
-    from llmtrace.analyzers.below_model_card import BelowModelCard
-    from llmtrace.analyzers.broken_json import BrokenJson
-    from llmtrace.analyzers.cost_after_deploy import CostAfterDeploy
-    from llmtrace.analyzers.degrades_under_traffic import DegradesUnderTraffic
-    from llmtrace.analyzers.detokenizer_window import DetokenizerWindow
-    from llmtrace.analyzers.different_answer import DifferentAnswer
-    from llmtrace.analyzers.early_end import EarlyEnd
-    from llmtrace.analyzers.eviction_under_load import EvictionUnderLoad
-    from llmtrace.analyzers.failed_calls import FailedCalls
-    from llmtrace.analyzers.intake_transform import IntakeTransform
-    from llmtrace.analyzers.invisible_characters import InvisibleCharacters
-    from llmtrace.analyzers.mangled_text import MangledText
-    from llmtrace.analyzers.refusal_after_text import RefusalAfterText
-    from llmtrace.analyzers.session_forgets import SessionForgets
-    from llmtrace.analyzers.slow_first_token import SlowFirstToken
-    from llmtrace.analyzers.slow_stream import SlowStream
-    from llmtrace.analyzers.wrong_source import WrongSource
+    """Every symptom's analyzer, in the symptom table's order."""
     from llmtrace.tracer.registry.symptoms import SYMPTOMS
 
-    table: dict[str, Analyzer] = {a.symptom: a for a in (
-        SlowFirstToken(), SlowStream(), DifferentAnswer(), BrokenJson(), SessionForgets(), WrongSource(),
-        CostAfterDeploy(), AgentLoops(), RefusalAfterText(), DegradesUnderTraffic(), MangledText(),
-        BelowModelCard(), InvisibleCharacters(), EvictionUnderLoad(), DetokenizerWindow(), EarlyEnd(),
-        IntakeTransform(), FailedCalls(),
-    )}
-    # keep the table's order, and fail loudly if a symptom row has no analyzer
-    missing = [s.id for s in SYMPTOMS if s.id not in table]
-    if missing:
-        raise ValueError(f"symptoms without an analyzer: {missing}")
-    return {s.id: table[s.id] for s in SYMPTOMS}
+    return {s.id: analyzer_for(s.id) for s in SYMPTOMS}
