@@ -98,7 +98,7 @@ class DifferentAnswer(SymptomAnalyzer):
             ids = sample_ids([t for g in gs for t in g["trace_ids"]])
             out.append(self.finding(
                 "gen.sampling", "warning",
-                f"{len(gs)} prompts were answered differently because sampling was random",
+                f"{_prompts(len(gs))} answered differently because sampling was random",
                 "Identical prompts ran at temperature above zero without a fixed seed, so different answers are "
                 "expected by design.",
                 [Evidence("prompts with more than one answer", len(gs), f"of {total} such prompts", ids),
@@ -158,7 +158,7 @@ class DifferentAnswer(SymptomAnalyzer):
             ids = sample_ids([t for g in gs for t in g["trace_ids"]])
             models = sorted({m for g in gs for m in (g["model_list"] or []) if m})
             out.append(self.finding(
-                "arrival.model_routing", "critical", f"{len(gs)} prompts were answered by different models",
+                "arrival.model_routing", "critical", f"{_prompts(len(gs))} answered by different models",
                 "The same prompt reached different weights, so different answers are no surprise.",
                 [Evidence("prompts with more than one answer", len(gs), f"of {total}", ids),
                  Evidence("models that answered", models, "", ids)],
@@ -208,3 +208,7 @@ class DifferentAnswer(SymptomAnalyzer):
         return ({str(r["parent_span_id"]) for r in batching if r["inv"]},
                 {str(r["parent_span_id"]) for r in rows if r["stage"] == "gen.speculation" and (r["drafted"] or 0) > 0},
                 {str(r["parent_span_id"]): int(r["size_max"]) for r in batching if r["size_max"] is not None})
+
+
+def _prompts(n: int) -> str:
+    return "1 prompt was" if n == 1 else f"{n} prompts were"
