@@ -17,6 +17,7 @@ from typing import Any
 
 from llmtrace.analyzers.query import Query, attr, sample_ids
 from llmtrace.tracer.reading import untrusted_text
+from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.storage.views import PASS_OPERATIONS
 
 SAMPLE = 2000
@@ -56,12 +57,12 @@ def tool_output_findings(q: Query) -> Untrusted | None:
     recent = (f"span_id IN (SELECT client_span_id FROM {q.passes} WHERE client_span_id IS NOT NULL "
               f"ORDER BY start_ns DESC LIMIT {SAMPLE})")
     # One scan: the passes with tool output (counted as scanned) and those that may carry marks (read).
-    marked = ("""(attributes LIKE '%orders%' OR attributes LIKE '%hidden%'
-               OR (attributes LIKE '%history:tool%' AND attributes LIKE '%"llmtrace.prompt.text"%'))""")
+    marked = (f"""(attributes LIKE '%orders%' OR attributes LIKE '%hidden%'
+               OR (attributes LIKE '%history:tool%' AND attributes LIKE '%"{N.PROMPT_TEXT}"%'))""")
     found = q.rows(f"""
         SELECT trace_id, start_ns, CASE WHEN attributes LIKE '%history:tool%' THEN 1 ELSE 0 END AS tool,
-               CASE WHEN {marked} THEN {attr('llmtrace.prompt.segments')} END AS segs,
-               CASE WHEN {marked} THEN {attr('llmtrace.prompt.text')} END AS text
+               CASE WHEN {marked} THEN {attr(N.PROMPT_SEGMENTS)} END AS segs,
+               CASE WHEN {marked} THEN {attr(N.PROMPT_TEXT)} END AS text
         FROM {q.spans} WHERE operation IN {PASS_OPERATIONS} AND {recent}
           AND (attributes LIKE '%history:tool%' OR {marked})
         ORDER BY start_ns DESC, trace_id""")
