@@ -48,9 +48,9 @@ class EarlyEnd(SymptomAnalyzer):
 
     def find(self, q: Query) -> list[Finding]:
         stop = q.stage_sql(S.GEN_STOP, {
-            "kind": (N.STOP_KIND, "str"), "at_char": (N.STOP_AT_CHAR, "int"), "before": (N.STOP_PRECEDED_BY, "str"),
-            "inside": (N.STOP_INSIDE, "str"), "cls": (N.STOP_STRING_CLASS, "str"), "chars": (N.STOP_STRING_CHARS, "int"),
-            "hash": (N.STOP_STRING_HASH, "str"), "tokens": (N.GEN_AI_USAGE_OUTPUT_TOKENS, "int")})
+            "kind": N.STOP_KIND, "at_char": N.STOP_AT_CHAR, "before": N.STOP_PRECEDED_BY,
+            "inside": N.STOP_INSIDE, "cls": N.STOP_STRING_CLASS, "chars": N.STOP_STRING_CHARS,
+            "hash": N.STOP_STRING_HASH, "tokens": N.GEN_AI_USAGE_OUTPUT_TOKENS})
         # One row a pass: the server's span where it has one (it knows which stop string matched; the client
         # of an OpenAI-style API knows only "stop"), the client's otherwise. A span under a server pass span is
         # keyed by the logical pass it joined, one under a client pass span by its parent already.
