@@ -32,9 +32,9 @@ class IntakeTransform(SymptomAnalyzer):
 
     def find(self, q: Query) -> list[Finding]:
         norm = q.stage_sql(S.INTAKE_NORMALIZATION, {
-            "form": (N.NORMALIZATION_FORM, "str"), "strip": (N.NORMALIZATION_STRIP, "bool"),
-            "changed": (N.NORMALIZATION_CHARS_CHANGED, "int"), "meaning": (N.NORMALIZATION_MEANING_CHARS, "int"),
-            "classes": (N.NORMALIZATION_CHANGED_CLASSES, "str[]")})
+            "form": N.NORMALIZATION_FORM, "strip": N.NORMALIZATION_STRIP,
+            "changed": N.NORMALIZATION_CHARS_CHANGED, "meaning": N.NORMALIZATION_MEANING_CHARS,
+            "classes": N.NORMALIZATION_CHANGED_CLASSES})
         # every server pass records the stage (the client's has no classes: it changes nothing), so the share is
         # over the passes whose intake the server recorded
         a = q.one(f"""
