@@ -8,6 +8,8 @@ from llmtrace.analyzers.base import SymptomAnalyzer, severity_for
 from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.query import Query, attr
 from llmtrace.analyzers.targets import TTFT_ENV, targets
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 SLO_FACTOR = 2.0  # the TTFT objective, absent one given: twice the TTFT of requests that did not queue
 # HTTP answers that refuse a request for load, not for what it asked: rate limited (429), over capacity or
@@ -25,9 +27,9 @@ class DegradesUnderTraffic(SymptomAnalyzer):
 
     def find(self, q: Query) -> list[Finding]:
         out: list[Finding] = []
-        adm = q.stage_sql("arrival.admission", {
-            "decision": ("llmtrace.admission.decision", "str"), "wait": ("llmtrace.admission.queue_wait_ms", "float"),
-            "depth": ("llmtrace.admission.queue_depth", "int"), "max_running": ("llmtrace.admission.max_running", "int")})
+        adm = q.stage_sql(S.ARRIVAL_ADMISSION, {
+            "decision": N.ADMISSION_DECISION, "wait": N.ADMISSION_QUEUE_WAIT_MS,
+            "depth": N.ADMISSION_QUEUE_DEPTH, "max_running": N.ADMISSION_MAX_RUNNING})
         queued = "(a.decision = 'queued' OR coalesce(a.wait, 0) > 0)"
         # the TTFT objective: the user's target where one is set (analyzers/targets.py), else twice the calm TTFT
         target = targets().ttft_ms
@@ -69,7 +71,7 @@ class DegradesUnderTraffic(SymptomAnalyzer):
                                                                   f" ({SLO_FACTOR:g}x the calm TTFT)"),
                                        round(float(s["slo"]), 1), "ms"))
                 out.append(self.finding(
-                    "arrival.admission", severity_for(harm, 0.2, 0.5),
+                    S.ARRIVAL_ADMISSION, severity_for(harm, 0.2, 0.5),
                     f"Under load {bad_share:.0%} of requests were queued or shed",
                     "Admission control held requests back once the running limit was reached; their wait is all "
                     "time to first token, and shed requests failed outright.",
@@ -77,15 +79,15 @@ class DegradesUnderTraffic(SymptomAnalyzer):
                     "limit if the KV pool has room (cache.block_allocation utilization).", 0.5 + 0.5 * bad_share,
                     cause=REFUSED_CAUSE if shed else "",
                 ))
-        if not any(f.stage == "arrival.admission" for f in out):
+        if not any(f.stage == S.ARRIVAL_ADMISSION for f in out):
             out += self._refused(q)
-        hit = q.flagged("cache.block_allocation", {"pre": ("llmtrace.blocks.preemptions", "int"),
-                                                   "util": ("llmtrace.blocks.utilization", "float")},
+        hit = q.flagged(S.CACHE_BLOCK_ALLOCATION, {"pre": N.BLOCKS_PREEMPTIONS,
+                                                   "util": N.BLOCKS_UTILIZATION},
                         "pre > 0", "median(coalesce(util, 0)) AS util")
         if hit:
             pre, ids = hit
             out.append(self.finding(
-                "cache.block_allocation", "warning", f"{pre['n']} passes were preempted when the KV pool ran dry",
+                S.CACHE_BLOCK_ALLOCATION, "warning", f"{pre['n']} passes were preempted when the KV pool ran dry",
                 "A preempted sequence gives up its blocks and recomputes them later, stretching its latency.",
                 [Evidence("preempted passes", pre["n"], "", ids),
                  Evidence("median pool utilization", pre["util"], "", ids)],
@@ -119,7 +121,7 @@ class DegradesUnderTraffic(SymptomAnalyzer):
         seen = sorted(str(c) for c in r["codes"] or ())
         ids = tuple(r["ids"] or ())
         return [self.finding(
-            "arrival.admission", severity_for(share, 0.2, 0.5),
+            S.ARRIVAL_ADMISSION, severity_for(share, 0.2, 0.5),
             f"{refused} of {n} requests were refused for load (HTTP {', '.join(seen)})",
             "The server turned requests away before running them: a rate limit (429), a concurrency or "
             "connection limit (503) or an overloaded provider (529). Each refused request failed or waited out "
