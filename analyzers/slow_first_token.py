@@ -15,6 +15,8 @@ from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.query import Query, attr
 from llmtrace.analyzers.routed_away import routed_away
 from llmtrace.analyzers.targets import ttft_reading
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 
 class SlowFirstToken(SymptomAnalyzer):
@@ -53,7 +55,7 @@ class SlowFirstToken(SymptomAnalyzer):
             ev = [Evidence("passes over the TTFT target", target.over, f"of {target.timed}", ids,
                            baseline=target.target_ms)]
         return [self.finding(
-            "arrival.admission", severity, f"{share:.0%} of time to first token is queueing",
+            S.ARRIVAL_ADMISSION, severity, f"{share:.0%} of time to first token is queueing",
             f"{waited} of {a['n']} passes waited for a running slot (median {wait:.0f} ms) before "
             f"any prompt token was read.{said}",
             [Evidence("passes that queued", waited, f"of {a['n']}", ids),
@@ -65,8 +67,7 @@ class SlowFirstToken(SymptomAnalyzer):
 
     # ── arrival.connection ─────────────────────────────────────────────────────────────────
     def _connection(self, q: Query) -> list[Finding]:
-        rel = q.stage_sql("arrival.connection", {"reused": ("llmtrace.connection.reused", "bool"),
-                                                 "ms": ("llmtrace.connection.connect_ms", "float")})
+        rel = q.stage_sql(S.ARRIVAL_CONNECTION, {"reused": N.CONNECTION_REUSED, "ms": N.CONNECTION_CONNECT_MS})
         a = q.one(f"SELECT count(*) AS n, count(*) FILTER (WHERE reused = false) AS fresh FROM {rel}")
         n, fresh = int(a["n"] or 0), int(a["fresh"] or 0)
         if n < 3 or fresh / n < 0.5:
@@ -77,7 +78,7 @@ class SlowFirstToken(SymptomAnalyzer):
         # call after a streamed one: the official SDKs (httpx) do not return a stream's connection to the pool
         # (one OpenAI client, four streams: four connections; four plain calls: one), and a busy machine makes
         # each of those connects slow enough to pass the bar below.
-        streamed = attr("llmtrace.stream.requested", "bool", "p.attributes")
+        streamed = attr(N.STREAM_REQUESTED, column="p.attributes")
         a = q.one(f"""
             WITH c AS (SELECT rel.trace_id, rel.reused, rel.ms, p.start_ns AS ps,
                               max(p.end_ns) OVER (PARTITION BY rel.service ORDER BY p.start_ns
@@ -97,7 +98,7 @@ class SlowFirstToken(SymptomAnalyzer):
         share = fresh / n
         ids = tuple(a["ids"] or ())
         return [self.finding(
-            "arrival.connection", "warning", f"{share:.0%} of calls open a new connection ({ms:.0f} ms each)",
+            S.ARRIVAL_CONNECTION, "warning", f"{share:.0%} of calls open a new connection ({ms:.0f} ms each)",
             "The client does not reuse pooled connections, so each call pays the connect (and TLS) time.",
             [Evidence("calls on a fresh connection", fresh, f"of {n}", ids),
              Evidence("median connect time", ms, "ms", ids)],
@@ -109,9 +110,8 @@ class SlowFirstToken(SymptomAnalyzer):
         """Sequential tool calls: each adds a pass whose first token waits on a prefill of what was appended.
         The re-prefilled tokens come from the fan-out span, or else from the turn's later passes (the
         prompt tokens they did not find cached)."""
-        fo = q.stage_sql("loop.fan_out", {"mode": ("llmtrace.fanout.mode", "str"), "calls": ("llmtrace.fanout.calls", "int"),
-                                          "passes": ("llmtrace.fanout.passes", "int"),
-                                          "reprefill": ("llmtrace.fanout.reprefill_tokens", "int")})
+        fo = q.stage_sql(S.LOOP_FAN_OUT, {"mode": N.FANOUT_MODE, "calls": N.FANOUT_CALLS, "passes": N.FANOUT_PASSES,
+                                          "reprefill": N.FANOUT_REPREFILL_TOKENS})
         a = q.one(f"""
             WITH seq AS (SELECT * FROM {fo} WHERE mode = 'sequential' AND calls > 1),
                  later AS (
@@ -129,7 +129,7 @@ class SlowFirstToken(SymptomAnalyzer):
             return []
         ids = tuple(a["ids"])
         return [self.finding(
-            "loop.fan_out", "info", f"{a['n']} agent turns ran tool calls one after another",
+            S.LOOP_FAN_OUT, "info", f"{a['n']} agent turns ran tool calls one after another",
             "Each sequential tool call adds an inference pass that prefills the tokens appended since the last.",
             [Evidence("sequential turns", a["n"], "", ids), Evidence("median tokens prefilled again", a["tokens"], "tokens", ids),
              Evidence("median passes per turn", a["passes"])],
