@@ -12,12 +12,31 @@ from __future__ import annotations
 from llmtrace.analyzers.base import SymptomAnalyzer
 from llmtrace.analyzers.finding import Evidence, Finding
 from llmtrace.analyzers.query import Query, Row, attr, sample_ids
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
+
+# The causes a group of passes (one prompt, more than one answer) is put down to, in the order of their findings
+CAUSES = ("sampling", "speculation", "batching", "prefix_cache", "replica", "routing", "other")
 
 
 class DifferentAnswer(SymptomAnalyzer):
     symptom = "different_answer"
 
     def find(self, q: Query) -> list[Finding]:
+        groups = self._groups(q)
+        if not groups:
+            return []
+        by_cause: dict[str, list[Row]] = {c: [] for c in CAUSES}
+        for g in groups:
+            by_cause[_cause(g)].append(g)
+        said = {"sampling": self._sampling, "speculation": self._speculation, "batching": self._batching,
+                "prefix_cache": self._prefix_cache, "replica": self._replica, "routing": self._routing,
+                "other": self._other}
+        return [said[c](gs, len(groups)) for c, gs in by_cause.items() if gs]
+
+    def _groups(self, q: Query) -> list[Row]:
+        """The prompts (under one length cap) with more than one answer, each with what its passes recorded:
+        temperatures, seeds, batch compositions, cached tokens, models, replicas, and the engine's modes."""
         # The same prompt under another length cap is another request: an answer cut at 6 tokens and the
         # same answer let run to 60 differ by design (a deploy that raised max_tokens is no nondeterminism).
         cap = "coalesce(max_tokens, -1)"
@@ -39,8 +58,8 @@ class DifferentAnswer(SymptomAnalyzer):
                 WHERE p.output_hash IS NOT NULL),
             forced AS MATERIALIZED (
                 SELECT c.parent_span_id FROM {q.spans} c JOIN cand f ON c.parent_span_id = f.sid
-                WHERE c.stage = 'gen.constrained' AND f.output_tokens > 0
-                  AND {attr('llmtrace.constraint.forced_tokens', 'int', 'c.attributes')} >= f.output_tokens)
+                WHERE c.stage = '{S.GEN_CONSTRAINED}' AND f.output_tokens > 0
+                  AND {attr(N.CONSTRAINT_FORCED_TOKENS, column='c.attributes')} >= f.output_tokens)
             SELECT prompt_hash, count(*) AS n, count(DISTINCT output_hash) AS outputs,
                    list(trace_id ORDER BY start_ns) AS trace_ids, list(sid) AS span_ids,
                    max(coalesce(temperature, 1.0)) AS max_temp, min(coalesce(temperature, 1.0)) AS min_temp,
@@ -62,120 +81,89 @@ class DifferentAnswer(SymptomAnalyzer):
             sizes = [batch[sid] for sid in g["span_ids"] if sid in batch]
             # None: no engine span says (a hosted provider, a foreign server): composition alone decides
             g["batch_max"] = max(sizes) if sizes else None
-        if not groups:
-            return []
-        buckets: dict[str, list[Row]] = {"routing": [], "sampling": [], "speculation": [], "batching": [],
-                                         "prefix_cache": [], "replica": [], "other": []}
-        for g in groups:
-            if int(g["models"]) > 1:
-                buckets["routing"].append(g)
-            elif float(g["max_temp"]) > 0 and (int(g["unseeded"]) > 0 or int(g["seeds"]) > 1):
-                buckets["sampling"].append(g)
-            elif g["speculated"] and not g["any_invariant"]:
-                # Drafts are checked by scoring several tokens in one forward pass: other shapes than a
-                # one-token decode step, so greedy logits move as they do between batch shapes (and which
-                # tokens were drafted, and so the shapes, depends on the batch too).
-                buckets["speculation"].append(g)
-            elif g["any_invariant"]:
-                buckets["replica" if int(g["replicas"]) > 1 else "other"].append(g)
-            elif int(g["compositions"]) > 1 and (g["batch_max"] is None or g["batch_max"] > 1):
-                # Different batches: the arithmetic ran in other shapes, which moves greedy logits without
-                # batch-invariant kernels. (A composition hash differs between two passes of one sequence
-                # each too, by their lengths: that is no batch, so the batch size must say one was shared.)
-                buckets["batching"].append(g)
-            elif int(g["cache_shapes"]) > 1:
-                # One sequence at a time, but some passes prefilled the whole prompt and others started from
-                # cached tokens: attention over the prompt ran in other shapes (a cold prefill vs a cache hit)
-                buckets["prefix_cache"].append(g)
-            elif int(g["replicas"]) > 1:
-                buckets["replica"].append(g)
-            else:
-                buckets["other"].append(g)
-        total = len(groups)
-        out: list[Finding] = []
-        if buckets["sampling"]:
-            gs = buckets["sampling"]
-            ids = sample_ids([t for g in gs for t in g["trace_ids"]])
-            out.append(self.finding(
-                "gen.sampling", "warning",
-                f"{_prompts(len(gs))} answered differently because sampling was random",
-                "Identical prompts ran at temperature above zero without a fixed seed, so different answers are "
-                "expected by design.",
-                [Evidence("prompts with more than one answer", len(gs), f"of {total} such prompts", ids),
-                 Evidence("temperature", max(float(g["max_temp"]) for g in gs), "", ids),
-                 Evidence("passes without a seed", sum(int(g["unseeded"]) for g in gs), "", ids)],
-                ids, "Set temperature 0 (or a fixed seed) where answers must repeat; open gen.sampling for the "
-                "effective values.", 0.5 + 0.5 * len(gs) / total,
-            ))
-        if buckets["speculation"]:
-            gs = buckets["speculation"]
-            out.append(self._greedy_drift(
-                "gen.speculation", gs, total, "with speculative decoding on",
-                "speculation checks drafted tokens several at a time, in other shapes than a one-token decode step,",
-                [Evidence("passes that drafted tokens", sum(int(g["speculated"]) for g in gs),
-                          f"of {sum(int(g['n']) for g in gs)}")],
-                "Turn speculation off (or run batch-invariant kernels) where answers must repeat, and confirm the "
-                "answers agree; open gen.speculation for each pass's drafts."))
-        if buckets["batching"]:
-            gs = buckets["batching"]
-            comps = sorted({c for g in gs for c in (g["composition_list"] or [])})
-            cached = sorted({int(c) for g in gs for c in (g["cached_list"] or [])})
-            out.append(self._greedy_drift(
-                "forward.batching", gs, total, "in different batches",
-                "the same prompt ran in batches of different shapes, shared with other sequences",
-                [Evidence("batch compositions seen", comps[:6], ""),
-                 Evidence("cached prompt tokens seen", cached[:6], "tokens")],
-                "Run the server in batch-invariant mode (or with a batch of one) and confirm the answers agree; "
-                "open forward.batching for each pass's composition."))
-        if buckets["prefix_cache"]:
-            gs = buckets["prefix_cache"]
-            cached = sorted({int(c) for g in gs for c in (g["cached_list"] or [])})
-            sizes = [int(g["batch_max"]) for g in gs if g["batch_max"] is not None]
-            # an engine that recorded its batches said each pass ran alone; a hosted provider or a foreign
-            # server says nothing of batches, and its passes all ran in one composition as far as anyone knows
-            alone = ("each pass ran alone (batch of one)" if sizes else
-                     "no batch was recorded (one composition as far as the spans say)")
-            out.append(self._greedy_drift(
-                "cache.prefix_match", gs, total, "depending on the prefix-cache path",
-                f"{alone}, but some prefilled the whole prompt and others started from cached tokens, so attention "
-                "over the prompt ran in other shapes",
-                [Evidence("cached prompt tokens seen", cached[:6], "tokens"),
-                 Evidence("largest batch size", max(sizes), "sequences") if sizes else
-                 Evidence("batch size", "not recorded (a hosted provider or a foreign server)", "")],
-                "Compare the answers of a cold prefill and a cache hit (cache.prefix_match cached tokens); where "
-                "answers must repeat, run batch-invariant kernels or keep the cache path fixed."))
-        if buckets["replica"]:
-            gs = buckets["replica"]
-            replicas = sorted({r for g in gs for r in (g["replica_list"] or [])})
-            out.append(self._greedy_drift(
-                "arrival.replica_selection", gs, total, "on different replicas of the same model",
-                "the same prompt ran on different replicas (their own devices, caches and batches)",
-                [Evidence("replicas that answered", replicas[:6], "")],
-                "Pin the prompt to one replica (prefix-aware routing) and confirm the answers agree; open "
-                "arrival.replica_selection for each pass's replica."))
-        if buckets["routing"]:
-            gs = buckets["routing"]
-            ids = sample_ids([t for g in gs for t in g["trace_ids"]])
-            models = sorted({m for g in gs for m in (g["model_list"] or []) if m})
-            out.append(self.finding(
-                "arrival.model_routing", "critical", f"{_prompts(len(gs))} answered by different models",
-                "The same prompt reached different weights, so different answers are no surprise.",
-                [Evidence("prompts with more than one answer", len(gs), f"of {total}", ids),
-                 Evidence("models that answered", models, "", ids)],
-                ids, "Open arrival.model_routing: check aliases and fallbacks.", 0.6 + 0.4 * len(gs) / total,
-            ))
-        if buckets["other"]:
-            gs = buckets["other"]
-            ids = sample_ids([t for g in gs for t in g["trace_ids"]])
-            replicas = sorted({r for g in gs for r in (g["replica_list"] or [])})
-            out.append(self.finding(
-                "gen.sampling", "info", f"{len(gs)} prompts gave different answers with no recorded cause",
-                "Same model, greedy or seeded sampling, same batch composition (or invariant kernels).",
-                [Evidence("prompts with more than one answer", len(gs), f"of {total}", ids),
-                 Evidence("replicas", replicas, "", ids)],
-                ids, "Open gen.penalties and gen.constrained on the listed traces; compare replicas.", 0.2,
-            ))
-        return out
+        return groups
+
+    def _sampling(self, gs: list[Row], total: int) -> Finding:
+        ids = sample_ids([t for g in gs for t in g["trace_ids"]])
+        return self.finding(
+            S.GEN_SAMPLING, "warning",
+            f"{_prompts(len(gs))} answered differently because sampling was random",
+            "Identical prompts ran at temperature above zero without a fixed seed, so different answers are "
+            "expected by design.",
+            [Evidence("prompts with more than one answer", len(gs), f"of {total} such prompts", ids),
+             Evidence("temperature", max(float(g["max_temp"]) for g in gs), "", ids),
+             Evidence("passes without a seed", sum(int(g["unseeded"]) for g in gs), "", ids)],
+            ids, "Set temperature 0 (or a fixed seed) where answers must repeat; open gen.sampling for the "
+            "effective values.", 0.5 + 0.5 * len(gs) / total,
+        )
+
+    def _speculation(self, gs: list[Row], total: int) -> Finding:
+        return self._greedy_drift(
+            S.GEN_SPECULATION, gs, total, "with speculative decoding on",
+            "speculation checks drafted tokens several at a time, in other shapes than a one-token decode step,",
+            [Evidence("passes that drafted tokens", sum(int(g["speculated"]) for g in gs),
+                      f"of {sum(int(g['n']) for g in gs)}")],
+            "Turn speculation off (or run batch-invariant kernels) where answers must repeat, and confirm the "
+            "answers agree; open gen.speculation for each pass's drafts.")
+
+    def _batching(self, gs: list[Row], total: int) -> Finding:
+        comps = sorted({c for g in gs for c in (g["composition_list"] or [])})
+        cached = sorted({int(c) for g in gs for c in (g["cached_list"] or [])})
+        return self._greedy_drift(
+            S.FORWARD_BATCHING, gs, total, "in different batches",
+            "the same prompt ran in batches of different shapes, shared with other sequences",
+            [Evidence("batch compositions seen", comps[:6], ""),
+             Evidence("cached prompt tokens seen", cached[:6], "tokens")],
+            "Run the server in batch-invariant mode (or with a batch of one) and confirm the answers agree; "
+            "open forward.batching for each pass's composition.")
+
+    def _prefix_cache(self, gs: list[Row], total: int) -> Finding:
+        cached = sorted({int(c) for g in gs for c in (g["cached_list"] or [])})
+        sizes = [int(g["batch_max"]) for g in gs if g["batch_max"] is not None]
+        # an engine that recorded its batches said each pass ran alone; a hosted provider or a foreign
+        # server says nothing of batches, and its passes all ran in one composition as far as anyone knows
+        alone = ("each pass ran alone (batch of one)" if sizes else
+                 "no batch was recorded (one composition as far as the spans say)")
+        return self._greedy_drift(
+            S.CACHE_PREFIX_MATCH, gs, total, "depending on the prefix-cache path",
+            f"{alone}, but some prefilled the whole prompt and others started from cached tokens, so attention "
+            "over the prompt ran in other shapes",
+            [Evidence("cached prompt tokens seen", cached[:6], "tokens"),
+             Evidence("largest batch size", max(sizes), "sequences") if sizes else
+             Evidence("batch size", "not recorded (a hosted provider or a foreign server)", "")],
+            "Compare the answers of a cold prefill and a cache hit (cache.prefix_match cached tokens); where "
+            "answers must repeat, run batch-invariant kernels or keep the cache path fixed.")
+
+    def _replica(self, gs: list[Row], total: int) -> Finding:
+        replicas = sorted({r for g in gs for r in (g["replica_list"] or [])})
+        return self._greedy_drift(
+            S.ARRIVAL_REPLICA_SELECTION, gs, total, "on different replicas of the same model",
+            "the same prompt ran on different replicas (their own devices, caches and batches)",
+            [Evidence("replicas that answered", replicas[:6], "")],
+            "Pin the prompt to one replica (prefix-aware routing) and confirm the answers agree; open "
+            "arrival.replica_selection for each pass's replica.")
+
+    def _routing(self, gs: list[Row], total: int) -> Finding:
+        ids = sample_ids([t for g in gs for t in g["trace_ids"]])
+        models = sorted({m for g in gs for m in (g["model_list"] or []) if m})
+        return self.finding(
+            S.ARRIVAL_MODEL_ROUTING, "critical", f"{_prompts(len(gs))} answered by different models",
+            "The same prompt reached different weights, so different answers are no surprise.",
+            [Evidence("prompts with more than one answer", len(gs), f"of {total}", ids),
+             Evidence("models that answered", models, "", ids)],
+            ids, "Open arrival.model_routing: check aliases and fallbacks.", 0.6 + 0.4 * len(gs) / total,
+        )
+
+    def _other(self, gs: list[Row], total: int) -> Finding:
+        ids = sample_ids([t for g in gs for t in g["trace_ids"]])
+        replicas = sorted({r for g in gs for r in (g["replica_list"] or [])})
+        return self.finding(
+            S.GEN_SAMPLING, "info", f"{len(gs)} prompts gave different answers with no recorded cause",
+            "Same model, greedy or seeded sampling, same batch composition (or invariant kernels).",
+            [Evidence("prompts with more than one answer", len(gs), f"of {total}", ids),
+             Evidence("replicas", replicas, "", ids)],
+            ids, "Open gen.penalties and gen.constrained on the listed traces; compare replicas.", 0.2,
+        )
 
     def _greedy_drift(self, stage: str, gs: list[Row], total: int, where: str, shapes: str,
                       evidence: list[Evidence], next_check: str) -> Finding:
@@ -198,16 +186,43 @@ class DifferentAnswer(SymptomAnalyzer):
             return set(), set(), {}
         # the passes' stage spans first, then their JSON (a filter on both parses every such span's)
         rows = q.rows(f"""WITH b AS MATERIALIZED (SELECT parent_span_id, stage, attributes FROM {q.spans}
-                                                  WHERE stage IN ('forward.batching', 'gen.speculation')
+                                                  WHERE stage IN ('{S.FORWARD_BATCHING}', '{S.GEN_SPECULATION}')
                                                     AND parent_span_id IN (SELECT unnest(?::VARCHAR[])))
-                          SELECT parent_span_id, stage, {attr('llmtrace.batch.invariant_mode', 'bool')} AS inv,
-                                 {attr('llmtrace.batch.size_max', 'int')} AS size_max,
-                                 {attr('llmtrace.spec.drafted', 'int')} AS drafted FROM b""",
+                          SELECT parent_span_id, stage, {attr(N.BATCH_INVARIANT_MODE)} AS inv,
+                                 {attr(N.BATCH_SIZE_MAX)} AS size_max,
+                                 {attr(N.SPEC_DRAFTED)} AS drafted FROM b""",
                       [pass_span_ids])
-        batching = [r for r in rows if r["stage"] == "forward.batching"]
+        batching = [r for r in rows if r["stage"] == S.FORWARD_BATCHING]
         return ({str(r["parent_span_id"]) for r in batching if r["inv"]},
-                {str(r["parent_span_id"]) for r in rows if r["stage"] == "gen.speculation" and (r["drafted"] or 0) > 0},
+                {str(r["parent_span_id"]) for r in rows if r["stage"] == S.GEN_SPECULATION and (r["drafted"] or 0) > 0},
                 {str(r["parent_span_id"]): int(r["size_max"]) for r in batching if r["size_max"] is not None})
+
+
+def _cause(g: Row) -> str:
+    """The cause (one of CAUSES) a group of answers is put down to, from what its passes recorded."""
+    if int(g["models"]) > 1:
+        return "routing"
+    if float(g["max_temp"]) > 0 and (int(g["unseeded"]) > 0 or int(g["seeds"]) > 1):
+        return "sampling"
+    if g["speculated"] and not g["any_invariant"]:
+        # Drafts are checked by scoring several tokens in one forward pass: other shapes than a one-token
+        # decode step, so greedy logits move as they do between batch shapes (and which tokens were drafted,
+        # and so the shapes, depends on the batch too).
+        return "speculation"
+    if g["any_invariant"]:
+        return "replica" if int(g["replicas"]) > 1 else "other"
+    if int(g["compositions"]) > 1 and (g["batch_max"] is None or g["batch_max"] > 1):
+        # Different batches: the arithmetic ran in other shapes, which moves greedy logits without
+        # batch-invariant kernels. (A composition hash differs between two passes of one sequence each too,
+        # by their lengths: that is no batch, so the batch size must say one was shared.)
+        return "batching"
+    if int(g["cache_shapes"]) > 1:
+        # One sequence at a time, but some passes prefilled the whole prompt and others started from cached
+        # tokens: attention over the prompt ran in other shapes (a cold prefill vs a cache hit)
+        return "prefix_cache"
+    if int(g["replicas"]) > 1:
+        return "replica"
+    return "other"
 
 
 def _prompts(n: int) -> str:
