@@ -7,31 +7,35 @@ into slow-stream and normal ones (TPOT against the fast end of the distribution)
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from llmtrace.analyzers.base import SymptomAnalyzer, severity_for
 from llmtrace.analyzers.finding import Evidence, Finding, Severity
-from llmtrace.analyzers.query import Query
+from llmtrace.analyzers.query import Query, Row
 from llmtrace.analyzers.stats import mann_whitney_p
 from llmtrace.analyzers.targets import TPOT_ENV, targets
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import stage_ids as S
 
 SLOW_FACTOR = 2.0  # a pass is slow-stream when its TPOT is this many times the fast end (10th percentile)
 MIN_GAP_MS = 2.0  # and at least this much slower per token: below it the difference is timer noise
 MIN_PASSES = 6
 SAMPLE = 3000  # passes per group whose stage values are read
 
-# stage -> (alias, boundary value, type, how it explains a slow stream)
-CANDIDATES: tuple[tuple[str, str, str, str, str], ...] = (
-    ("forward.batching", "batch", "llmtrace.batch.size_mean", "float",
+# stage -> (alias, boundary value (its type the registry's), how it explains a slow stream)
+CANDIDATES: tuple[tuple[str, str, str, str], ...] = (
+    (S.FORWARD_BATCHING, "batch", N.BATCH_SIZE_MEAN,
      "the pass shared larger batches, so each step serves more sequences"),
-    ("forward.decode", "kv_read", "llmtrace.decode.kv_bytes_read", "int",
+    (S.FORWARD_DECODE, "kv_read", N.DECODE_KV_BYTES_READ,
      "each step read more KV bytes (longer contexts per sequence)"),
-    ("gen.speculation", "spec_accept", "llmtrace.spec.acceptance_rate", "float",
+    (S.GEN_SPECULATION, "spec_accept", N.SPEC_ACCEPTANCE_RATE,
      "drafts were rejected more often, so speculation cost more than it saved"),
-    ("gen.reasoning_budget", "reasoning", "gen_ai.usage.reasoning.output_tokens", "int",
+    (S.GEN_REASONING_BUDGET, "reasoning", N.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
      "the model spent many tokens thinking before the visible answer"),
 )
 # A value that is a pass's total is compared per step, as TPOT is per token: the KV bytes read over a whole
 # pass grow with the tokens it generated (a raised max_tokens) though no step read more.
-PER_STEP = {"kv_read": ("llmtrace.decode.steps", "per decode step")}
+PER_STEP = {"kv_read": (N.DECODE_STEPS, "per decode step")}
 # Work per step: a step's time grows at most in proportion to the work it does (the sequences it serves, the
 # KV bytes it reads; the weights read each step only add a fixed part), so a candidate whose ratio is well
 # short of the TPOT ratio cannot be the slow stream's cause. A busy machine slows every step of the passes it
@@ -59,10 +63,8 @@ class SlowStream(SymptomAnalyzer):
         """Speculation that runs under load: drafts are verified for a whole batch, so when most are rejected
         and batches are big, each step does more work than it saves. Judged per pass from the engine's own
         draft counts (drafted vs accepted), not against other passes."""
-        rel = q.stage_sql("gen.speculation", {"method": ("llmtrace.spec.method", "str"),
-                                              "drafted": ("llmtrace.spec.drafted", "int"),
-                                              "accepted": ("llmtrace.spec.accepted", "int"),
-                                              "batch": ("llmtrace.spec.batch_size", "float")})
+        rel = q.stage_sql(S.GEN_SPECULATION, {"method": N.SPEC_METHOD, "drafted": N.SPEC_DRAFTED,
+                                              "accepted": N.SPEC_ACCEPTED, "batch": N.SPEC_BATCH_SIZE})
         a = q.one(f"""SELECT count(*) AS n, count(*) FILTER (WHERE method IS NOT NULL AND method <> 'none') AS spec,
                              sum(drafted) AS drafted, sum(accepted) AS accepted,
                              median(batch) FILTER (WHERE drafted > 0) AS batch, any_value(method) FILTER (WHERE drafted > 0) AS how,
@@ -79,7 +81,7 @@ class SlowStream(SymptomAnalyzer):
         ids = tuple(a["ids"] or ())
         wasted = drafted - accepted
         return [self.finding(
-            "gen.speculation", "warning" if rate < 0.3 else "info",
+            S.GEN_SPECULATION, "warning" if rate < 0.3 else "info",
             f"Speculation ({a['how']}) under load: {1 - rate:.0%} of drafted tokens were rejected at batch {batch:.1f}",
             f"{spec} of {n} passes ran speculative decoding while sharing batches of {batch:.1f}; only {rate:.0%} of "
             f"the {drafted} drafted tokens were accepted, so verification cost more than it saved.",
@@ -92,25 +94,41 @@ class SlowStream(SymptomAnalyzer):
             affected_share=spec / n)]
 
     def _groups(self, q: Query) -> list[Finding]:
+        """The passes split into slow-stream and normal ones, and the stage whose values tell them apart."""
+        split = _Split.of(self._group_rows(q))
+        if split is None:
+            return []
+        out, unexplained = self._candidates(q, split)
+        fallback = self._fallback(split)
+        out += [fallback] if fallback is not None else []
+        if not out:
+            out += self._nothing_stands_out(split, unexplained)
+        return out
+
+    @staticmethod
+    def _group_rows(q: Query) -> list[Row]:
+        """One row per group (slow or not): its count, median TPOT and output tokens, the newest quoted traces,
+        and over a sample of its passes each candidate's median, values (and TPOT pairs), and attention
+        fallbacks."""
         # Classify every pass from the requests table; read stage values for a sample of each group only
         # (the medians compared need a few thousand passes, not all of them).
         only = "AND parent_span_id IN (SELECT span_id FROM pick)"
         # the sampled passes' spans of every stage read here, in one scan of the store (``picked``), not one each
-        stages = [c[0] for c in CANDIDATES] + ["forward.attention"]
+        stages = [c[0] for c in CANDIDATES] + [S.FORWARD_ATTENTION]
         src = None if q.exported else "picked"
         picked = "" if src is None else f"picked AS MATERIALIZED {q.stage_spans_sql(stages, only)},"
         joins = "\n".join(
             f"LEFT JOIN (SELECT parent_span_id, {_value(alias)} AS {alias} FROM "
-            f"{q.stage_sql(stage, {alias: (name, typ), **({'steps': (PER_STEP[alias][0], 'int')} if alias in PER_STEP else {})}, only, src)})"
+            f"{q.stage_sql(stage, {alias: name, **({'steps': PER_STEP[alias][0]} if alias in PER_STEP else {})}, only, src)})"
             f" {alias}_t ON {alias}_t.parent_span_id = pick.span_id"
-            for stage, alias, name, typ, _ in CANDIDATES)
-        att = q.stage_sql("forward.attention", {"fallback": ("llmtrace.attention.fallback", "bool"),
-                                                "backend": ("llmtrace.attention.backend", "str")}, only, src)
+            for stage, alias, name, _ in CANDIDATES)
+        att = q.stage_sql(S.FORWARD_ATTENTION, {"fallback": N.ATTENTION_FALLBACK, "backend": N.ATTENTION_BACKEND},
+                          only, src)
         meds = ", ".join(f"median({alias}) AS {alias}, list({alias}) FILTER (WHERE {alias} IS NOT NULL) AS {alias}_vals"
-                         for _, alias, _, _, _ in CANDIDATES)
+                         for _, alias, _, _ in CANDIDATES)
         meds += "".join(f", list([pick.tpot_ms, {alias}::DOUBLE]) FILTER (WHERE {alias} IS NOT NULL) AS {alias}_pairs"
                         for alias in sorted(WORK_PER_STEP))
-        groups = q.rows(f"""
+        return q.rows(f"""
             WITH r AS (SELECT coalesce(server_span_id, span_id) AS span_id, trace_id, tpot_ms, output_tokens,
                               start_ns FROM {q.passes} WHERE tpot_ms IS NOT NULL),
                  m AS (SELECT quantile_cont(tpot_ms, 0.1) AS base, count(*) AS n FROM r),
@@ -129,24 +147,14 @@ class SlowStream(SymptomAnalyzer):
                     GROUP BY pick.slow)
             SELECT counts.*, vals.* EXCLUDE (slow), (SELECT any_value(total) FROM cls) AS total
             FROM counts JOIN vals USING (slow)""")
-        by = {bool(g["slow"]): g for g in groups}
-        if True not in by or False not in by or int(by[True]["total"]) < MIN_PASSES:
-            return []
-        slow_g, normal_g = by[True], by[False]
-        n_slow, total = int(slow_g["n"]), int(slow_g["total"])
-        share = n_slow / total
-        slow_tpot = float(slow_g["tpot"])
-        ids = tuple(slow_g["ids"])
-        mid = float(normal_g["tpot"])
-        base_ev = Evidence("median TPOT of slow-stream passes", slow_tpot, "ms", ids, baseline=mid)
-        # what the slowdown cost each slow pass's reader: the extra ms per token over its answer's steps
-        extra_ms = max(0.0, slow_tpot - mid) * max(0.0, float(slow_g["output_tokens"] or 1) - 1)
-        severity = severity_for(share, 0.2, 0.5)
-        if severity == "critical" and extra_ms < SMALL_LOSS_MS:
-            severity = "warning"
+
+    def _candidates(self, q: Query, split: _Split) -> tuple[list[Finding], list[str]]:
+        """A finding for each candidate whose values set the slow passes apart and could explain their TPOT, and
+        the candidates that differ, but by far less than TPOT does (or that TPOT does not follow)."""
+        slow_g, normal_g = split.slow, split.normal
         out: list[Finding] = []
         unexplained: list[str] = []  # candidates that differ, but by far less than TPOT does
-        for stage, alias, name, _, why in CANDIDATES:
+        for stage, alias, name, why in CANDIDATES:
             a, b = slow_g[alias], normal_g[alias]
             if a is None or b is None:
                 continue
@@ -160,7 +168,7 @@ class SlowStream(SymptomAnalyzer):
             p_value = mann_whitney_p(slow_g[f"{alias}_vals"] or [], normal_g[f"{alias}_vals"] or [])
             if ratio < 1.5 or p_value >= 0.05:
                 continue
-            if alias in WORK_PER_STEP and slow_tpot > EXPLAIN_SLACK * ratio * mid:
+            if alias in WORK_PER_STEP and split.slow_tpot > EXPLAIN_SLACK * ratio * split.mid:
                 unexplained.append(f"{alias} {ratio:.1f}x")
                 continue  # too small a difference for the slowdown it would have to explain
             follow = (_unfollowed(slow_g[f"{alias}_pairs"], normal_g[f"{alias}_vals"])
@@ -168,48 +176,63 @@ class SlowStream(SymptomAnalyzer):
             if follow is not None:
                 unexplained.append(f"{alias} not followed by TPOT, rank correlation {follow:.2f}")
                 continue
-            score = min(1.0, share * 0.5 + min(1.0, (ratio - 1) / 3) * 0.5)
+            score = min(1.0, split.share * 0.5 + min(1.0, (ratio - 1) / 3) * 0.5)
             name = f"{name} {PER_STEP[alias][1]}" if alias in PER_STEP else name
-            chosen, stage_severity = self._chosen_cost(q, alias, slow_tpot, severity)
-            out.append(self.finding(
-                stage, stage_severity,
-                f"Slow-stream passes differ in {name} ({a:.3g} vs {b:.3g})",
-                f"{n_slow} of {total} passes streamed at {slow_tpot:.1f} ms per token or worse against a "
-                f"median of {mid:.1f} ms for the rest; {why}.{chosen}",
-                [base_ev, Evidence(name, a, "", ids, baseline=b),
-                 Evidence("rank-test p-value (slow vs the rest)", round(p_value, 5)),
-                 Evidence("control group", f"the {total - n_slow} passes at normal speed"),
-                 Evidence("extra streaming time per slow pass (about: the medians' extra TPOT × answer steps)",
-                          round(extra_ms, 1), "ms", ids)], ids,
-                # (no loss_ms: at one severity the other analyzers' causes, a queue, a cache miss, that slow a
-                # burst's streams too carry none, and would sort under the symptom they explain)
-                f"Open {stage} on the listed traces and compare {name} with a normal pass.", score,
-                affected_share=share,
-            ))
-        fallbacks = int(slow_g["fallbacks"] or 0)
-        if fallbacks and fallbacks / int(slow_g["sampled"]) >= 0.5:
-            fids = tuple(slow_g["fallback_ids"])
-            out.append(self.finding(
-                "forward.attention", "warning", "Slow-stream passes fell back to another attention kernel",
-                f"{fallbacks} of {slow_g['sampled']} sampled slow-stream passes ran attention on a fallback path "
-                f"({slow_g['fallback_backend']}).",
-                [base_ev, Evidence("passes on a fallback kernel", fallbacks, f"of {slow_g['sampled']} sampled", fids)], fids,
-                "Open forward.attention: read llmtrace.attention.reason for why the preferred kernel was skipped.",
-                0.6,
-            ))
-        if not out and share >= 0.25 and slow_tpot >= 3 * mid and slow_tpot - mid >= 10 * MIN_GAP_MS:
-            out.append(self.finding(
-                "forward.decode", "info", f"{n_slow} passes streamed slower than the rest",
-                "No batching, KV, speculation or kernel difference stands out"
-                + (f" (those that differ, {', '.join(unexplained)}, are too small for a {slow_tpot / mid:.1f}x slower "
-                   "step; a busy machine slows every step)" if unexplained else "")
-                + "; compare decode steps on the traces.",
-                [base_ev, Evidence("median output tokens", slow_g["output_tokens"], "tokens", ids,
-                                   baseline=normal_g["output_tokens"])], ids,
-                "Open forward.decode and forward.batching on the listed traces.", 0.2 * share,
-            ))
-        return out
+            chosen, stage_severity = self._chosen_cost(q, alias, split.slow_tpot, split.severity)
+            out.append(self._candidate_finding(split, stage, stage_severity, name, why, chosen, (a, b, p_value), score))
+        return out, unexplained
 
+    def _candidate_finding(self, split: _Split, stage: str, severity: Severity, name: str, why: str, chosen: str,
+                           values: tuple[float, float, float], score: float) -> Finding:
+        """The finding for one candidate: ``values`` its slow and normal medians and the rank test's p-value."""
+        a, b, p_value = values
+        return self.finding(
+            stage, severity,
+            f"Slow-stream passes differ in {name} ({a:.3g} vs {b:.3g})",
+            f"{split.n_slow} of {split.total} passes streamed at {split.slow_tpot:.1f} ms per token or worse against a "
+            f"median of {split.mid:.1f} ms for the rest; {why}.{chosen}",
+            [split.base_ev, Evidence(name, a, "", split.ids, baseline=b),
+             Evidence("rank-test p-value (slow vs the rest)", round(p_value, 5)),
+             Evidence("control group", f"the {split.total - split.n_slow} passes at normal speed"),
+             Evidence("extra streaming time per slow pass (about: the medians' extra TPOT × answer steps)",
+                      round(split.extra_ms, 1), "ms", split.ids)], split.ids,
+            # (no loss_ms: at one severity the other analyzers' causes, a queue, a cache miss, that slow a
+            # burst's streams too carry none, and would sort under the symptom they explain)
+            f"Open {stage} on the listed traces and compare {name} with a normal pass.", score,
+            affected_share=split.share,
+        )
+
+    def _fallback(self, split: _Split) -> Finding | None:
+        """Most sampled slow passes ran attention on a fallback kernel."""
+        slow_g = split.slow
+        fallbacks = int(slow_g["fallbacks"] or 0)
+        if not (fallbacks and fallbacks / int(slow_g["sampled"]) >= 0.5):
+            return None
+        fids = tuple(slow_g["fallback_ids"])
+        return self.finding(
+            S.FORWARD_ATTENTION, "warning", "Slow-stream passes fell back to another attention kernel",
+            f"{fallbacks} of {slow_g['sampled']} sampled slow-stream passes ran attention on a fallback path "
+            f"({slow_g['fallback_backend']}).",
+            [split.base_ev, Evidence("passes on a fallback kernel", fallbacks, f"of {slow_g['sampled']} sampled", fids)],
+            fids, "Open forward.attention: read llmtrace.attention.reason for why the preferred kernel was skipped.",
+            0.6,
+        )
+
+    def _nothing_stands_out(self, split: _Split, unexplained: list[str]) -> list[Finding]:
+        """Many passes streamed far slower, and no stage's values explain it: an info finding, or none."""
+        share, slow_tpot, mid = split.share, split.slow_tpot, split.mid
+        if not (share >= 0.25 and slow_tpot >= 3 * mid and slow_tpot - mid >= 10 * MIN_GAP_MS):
+            return []
+        return [self.finding(
+            S.FORWARD_DECODE, "info", f"{split.n_slow} passes streamed slower than the rest",
+            "No batching, KV, speculation or kernel difference stands out"
+            + (f" (those that differ, {', '.join(unexplained)}, are too small for a {slow_tpot / mid:.1f}x slower "
+               "step; a busy machine slows every step)" if unexplained else "")
+            + "; compare decode steps on the traces.",
+            [split.base_ev, Evidence("median output tokens", split.slow["output_tokens"], "tokens", split.ids,
+                                     baseline=split.normal["output_tokens"])], split.ids,
+            "Open forward.decode and forward.batching on the listed traces.", 0.2 * share,
+        )]
 
     def _chosen_cost(self, q: Query, alias: str, slow_tpot: float, severity: Severity) -> tuple[str, Severity]:
         """A batch's slowdown on a server the user made batch-invariant on purpose is that setting's expected
@@ -234,9 +257,45 @@ class SlowStream(SymptomAnalyzer):
     def _invariant(q: Query) -> bool:
         """Whether most passes' batches ran in batch-invariant mode."""
         r = q.one(f"""SELECT count(*) FILTER (WHERE inv) AS inv, count(*) AS n FROM
-                      {q.stage_sql("forward.batching", {"inv": ("llmtrace.batch.invariant_mode", "bool")})}""")
+                      {q.stage_sql(S.FORWARD_BATCHING, {"inv": N.BATCH_INVARIANT_MODE})}""")
         n, inv = int(r.get("n") or 0), int(r.get("inv") or 0)
         return bool(n) and inv >= 0.5 * n
+
+
+@dataclass(frozen=True, slots=True)
+class _Split:
+    """The slow-stream group beside the normal one, and what the slowdown cost."""
+    slow: Row
+    normal: Row
+    n_slow: int
+    total: int
+    share: float
+    slow_tpot: float
+    mid: float  # the normal passes' median TPOT
+    ids: tuple[str, ...]
+    base_ev: Evidence
+    extra_ms: float
+    severity: Severity
+
+    @staticmethod
+    def of(groups: list[Row]) -> _Split | None:
+        """The split, or None without both groups or with too few passes."""
+        by = {bool(g["slow"]): g for g in groups}
+        if True not in by or False not in by or int(by[True]["total"]) < MIN_PASSES:
+            return None
+        slow_g, normal_g = by[True], by[False]
+        n_slow, total = int(slow_g["n"]), int(slow_g["total"])
+        share = n_slow / total
+        slow_tpot = float(slow_g["tpot"])
+        ids = tuple(slow_g["ids"])
+        mid = float(normal_g["tpot"])
+        base_ev = Evidence("median TPOT of slow-stream passes", slow_tpot, "ms", ids, baseline=mid)
+        # what the slowdown cost each slow pass's reader: the extra ms per token over its answer's steps
+        extra_ms = max(0.0, slow_tpot - mid) * max(0.0, float(slow_g["output_tokens"] or 1) - 1)
+        severity = severity_for(share, 0.2, 0.5)
+        if severity == "critical" and extra_ms < SMALL_LOSS_MS:
+            severity = "warning"
+        return _Split(slow_g, normal_g, n_slow, total, share, slow_tpot, mid, ids, base_ev, extra_ms, severity)
 
 
 def _value(alias: str) -> str:
