@@ -18,9 +18,9 @@ if TYPE_CHECKING:
 def analyzer_for(symptom: str) -> Analyzer:
     """The analyzer of one symptom: the class of ``analyzers/<symptom>.py`` whose ``symptom`` is that id."""
     try:
-        module = importlib.import_module(f"llmtrace.analyzers.{symptom}")
+        module = importlib.import_module(f"{__package__}.{symptom}")
     except ModuleNotFoundError as exc:
-        if exc.name != f"llmtrace.analyzers.{symptom}":
+        if exc.name != f"{__package__}.{symptom}":
             raise  # the module exists and one of its own imports failed: that error is the one to see
         raise ValueError(f"symptom {symptom!r} has no analyzer: write analyzers/{symptom}.py") from None
     found = [c for c in vars(module).values()

@@ -106,7 +106,10 @@ class ExplorerApp(App[None]):
         self.set_interval(self.poll_s, self._tick)
         if self.initial_filter:
             self.requests.set_filter(self.initial_filter)
-        self.requests.table.focus()
+        if self.requests.table.display:
+            # an empty store's first load may have hidden the table already (the pane loads as it mounts,
+            # before this runs): focusing it then would show its keys in the footer over an empty screen
+            self.requests.table.focus()
         if self.analyze_after_s is not None:
             self.set_timer(self.analyze_after_s, self.findings.ensure_loaded)
 
