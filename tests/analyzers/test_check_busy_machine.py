@@ -82,7 +82,10 @@ def test_a_clean_deploy_on_a_busier_machine_is_a_warning_not_a_failure(
         _deploy(db, "v2")
     rc, out = _check(db, capsys, "--deploy", "v2", "--baseline-deploy", "v1")
     print(out)  # the numbers of this run (pytest -rP shows them)
-    assert rc == 0, out
+    # Never a failure. The tail may come out inconclusive (exit 3): ten passes a side on a loaded machine can
+    # leave p95's interval straddling the allowance, which the gate reports as such (docs/ci.md); the busy-
+    # machine reading covers the median, where a verdict is made.
+    assert rc in (0, 3) and not any(line.startswith("FAIL") for line in out.splitlines()), out
     # the second deploy did run slower; where the gate would have failed it, it says why it did not
     for line in out.splitlines():
         if line.startswith("WARN TTFT"):
