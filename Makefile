@@ -16,6 +16,7 @@ TORCH := $(if $(TORCH_WHEEL),--no-deps $(TORCH_WHEEL),torch==2.13.0)
 # uv installs the locks (pip takes minutes to resolve 150 pinned packages on a busy 2-core machine); its version
 # is the one test.lock pins
 UV := uv==$(shell sed -n 's/^uv==\([^ ]*\).*/\1/p' requirements/test.lock)
+UV_INSTALL := $(BIN)/uv pip install -q --python $(BIN)/python --compile-bytecode
 HASH = $(shell cat pyproject.toml setup.py Makefile requirements/*.lock requirements/*.txt | sha1sum | cut -c1-12)
 TEST_STAMP := $(VENV)/.test-$(HASH)
 DEMO_STAMP := $(VENV)/.demo-$(HASH)
@@ -37,8 +38,8 @@ $(BIN)/uv: | $(VENV)/bin/python
 
 # --require-hashes: a package that is not in the lock, or a file whose hash differs, stops the install
 $(TEST_STAMP): | $(BIN)/uv
-	$(BIN)/uv pip install -q --python $(BIN)/python --compile-bytecode --require-hashes -r requirements/test.lock
-	$(BIN)/uv pip install -q --python $(BIN)/python --compile-bytecode $(TORCH)
+	$(UV_INSTALL) --require-hashes -r requirements/test.lock
+	$(UV_INSTALL) $(TORCH)
 	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	$(BIN)/llmtrace model pull --quiet
 	@command -v tmux >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && (apt-get update -qq && apt-get install -y -qq tmux >/dev/null) || echo 'tmux not installed: the one tmux test of the explorer will skip'; }
@@ -47,8 +48,8 @@ $(TEST_STAMP): | $(BIN)/uv
 
 # the demo's own, smaller set; a venv set up for the tests already holds it
 $(DEMO_STAMP): | $(BIN)/uv
-	$(BIN)/uv pip install -q --python $(BIN)/python --compile-bytecode --require-hashes -r requirements/demo.lock
-	$(BIN)/uv pip install -q --python $(BIN)/python --compile-bytecode $(TORCH)
+	$(UV_INSTALL) --require-hashes -r requirements/demo.lock
+	$(UV_INSTALL) $(TORCH)
 	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	$(BIN)/llmtrace model pull --quiet
 	@rm -f $(VENV)/.demo-* && touch $@
