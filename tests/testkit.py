@@ -98,14 +98,14 @@ API_SHAPES = [("openai", False), ("openai", True), ("anthropic", False), ("anthr
 API_SHAPE_IDS = ["openai", "openai-stream", "anthropic", "anthropic-stream"]
 
 
-def diagnose_json(db: Path, capsys: Any) -> list[dict[str, Any]]:
-    """``llmtrace diagnose --json`` through the CLI's entry point; its findings, best first (``capsys`` is
-    pytest's fixture: what was printed before is dropped)."""
+def diagnose_json(db: Path, capsys: Any, *extra: str) -> list[dict[str, Any]]:
+    """``llmtrace diagnose --json`` (and ``extra`` arguments) through the CLI's entry point; its findings, best
+    first (``capsys`` is pytest's fixture: what was printed before is dropped)."""
     import json
 
     from llmtrace.cli import main
 
     capsys.readouterr()
-    assert main(["diagnose", "--db", str(db), "--json"]) == 0
+    assert main(["diagnose", "--db", str(db), "--json", *extra]) == 0
     return list(json.loads(capsys.readouterr().out)["findings"])
 

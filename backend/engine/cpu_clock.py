@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 
 
 class ThreadCpuClock:
@@ -43,10 +44,12 @@ class ThreadCpuClock:
                 self.close()
         return time.thread_time_ns(), None
 
-    def close(self) -> None:
+    def close(self, _close: Callable[[int], None] = os.close) -> None:
+        # ``_close`` is bound at definition: at interpreter exit the module's globals (``os``) may already be
+        # None when the last engine is collected
         if self._fd is not None:
             try:
-                os.close(self._fd)
+                _close(self._fd)
             except OSError:
                 pass
             self._fd = None

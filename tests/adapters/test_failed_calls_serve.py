@@ -4,6 +4,7 @@ this, a 404 for an unknown model left ``diagnose`` saying "No findings"."""
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,9 @@ def _message(f: dict[str, Any]) -> str:
 def test_unknown_model_and_long_prompt_are_named_from_both_sides(tiny_server: RunningServer, tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "app.duckdb"
+    # the server is shared by this worker's other tests, which send their own unknown models: its store is read
+    # from this test's start on, as a user reads the last hour
+    start = dt.datetime.now(dt.timezone.utc).isoformat()
     llmtrace.init(db=db, service_name="parcel-desk", capture="hashes", strict=True)
     try:
         client = instrument(openai.OpenAI(base_url=tiny_server.base_url + "/v1", api_key="sk-unused", max_retries=0))
@@ -61,6 +65,6 @@ def test_unknown_model_and_long_prompt_are_named_from_both_sides(tiny_server: Ru
     found = wait_for(tiny_server.db_path, "SELECT span_id FROM spans WHERE trace_id = ? AND stage = 'arrival.model_routing' "
                                           "AND status = 'error'", [failed[0]["trace_id"]])
     assert found, "the server did not record its routing failure"
-    server_kinds = _failures(diagnose_json(tiny_server.db_path, capsys))
+    server_kinds = _failures(diagnose_json(tiny_server.db_path, capsys, "--since", start))
     assert server_kinds["model_not_found"]["stage"] == "arrival.model_routing"
     assert UNKNOWN in _message(server_kinds["model_not_found"])
