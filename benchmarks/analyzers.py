@@ -29,7 +29,7 @@ def main() -> None:
     path, suffix, tmp = store.path, store.suffix, store.tmp
 
     from llmtrace.analyzers import ANALYZERS
-    from llmtrace.analyzers.query import Query
+    from llmtrace.analyzers.core.query import Query
     from llmtrace.tracer.storage.store import read_connection
 
     results: dict[str, object] = {"passes": store.args.passes, "store_build_s": round(store.build_s, 2)}

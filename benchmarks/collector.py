@@ -413,7 +413,7 @@ def bench_diagnose_parquet(passes: int, tmp: Path) -> dict[str, object]:
     try:
         from synthetic_store import make_store
 
-        from llmtrace.analyzers.registry import ANALYZERS, run_analyzers
+        from llmtrace.analyzers.diagnose.registry import ANALYZERS, run_analyzers
     except ImportError as exc:
         return {"diagnose_parquet_note": f"not measured: {exc}"}
     from llmtrace.tracer.cli.export import export_parquet

@@ -94,7 +94,7 @@ def diagnose_spans_and_kept(spans_db: Path, kept_db: Path, rounds: int, warm: bo
     ``warm``, each after an untimed run on the same connection): "spans" reads
     ``spans_db`` with the passes built from the spans (the kept table, if any, left unbound), "kept" reads
     ``kept_db`` as ``diagnose`` opens it, which binds the kept table (checked: it must be bound). With
-    ``one_thread``, "spans_one_thread" is "spans" with the analyzers run one by one (analyzers/concurrent_run.py
+    ``one_thread``, "spans_one_thread" is "spans" with the analyzers run one by one (analyzers/core/concurrent_run.py
     runs several at once by default)."""
     from llmtrace.analyzers import run_analyzers
     from llmtrace.tracer.storage.store import pass_table as bound

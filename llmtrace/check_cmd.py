@@ -1,4 +1,4 @@
-"""``llmtrace check``: the analyzers' CI gate (llmtrace/analyzers/check_cli.py) and its HTML artifact. ``--html
+"""``llmtrace check``: the analyzers' CI gate (analyzers/gate/check_cli.py) and its HTML artifact. ``--html
 FILE`` draws the report's regression page (llmtrace/report), which sits above the analyzers, so the command
 that joins the two lives here, above both: the analyzers never import the report (an import-linter contract
 in pyproject.toml says so)."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 
-from llmtrace.analyzers import check_cli
-from llmtrace.analyzers.check_cli import GateRun
+from llmtrace.analyzers.gate import check_cli
+from llmtrace.analyzers.gate.check_cli import GateRun
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

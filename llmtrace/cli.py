@@ -18,7 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "collect": ("llmtrace.tracer.cli.collect", "receive OTLP/HTTP spans from other processes into the store"),
     "explore": ("llmtrace.tui.cli", "open the terminal UI over a store"),
     "sql": ("llmtrace.tracer.cli.sql", "run read-only SQL over the store and print a table"),
-    "diagnose": ("llmtrace.analyzers.diagnose_cli", "run the analyzers and print findings"),
+    "diagnose": ("llmtrace.analyzers.diagnose.diagnose_cli", "run the analyzers and print findings"),
     "check": ("llmtrace.check_cmd", "CI gate: fail when cache hit rate (or TTFT, cost) regresses"),
     "report": ("llmtrace.report.cli", "write a self-contained HTML report (findings, charts, trace pages)"),
     "stages": ("llmtrace.tracer.cli.stages", "print the stage registry"),

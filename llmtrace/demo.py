@@ -167,7 +167,7 @@ def next_steps(db: Path) -> list[tuple[str, str]]:
 def report(result: DemoResult, console: Any) -> None:
     from rich.table import Table
 
-    from llmtrace.analyzers.render import print_findings
+    from llmtrace.analyzers.core.render import print_findings
 
     answer = " ".join((result.answers.get("parallel") or "").split())
     if answer:

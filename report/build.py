@@ -14,10 +14,10 @@ from typing import Any
 
 import duckdb
 
-from llmtrace.analyzers.concurrent_run import analyze_all
-from llmtrace.analyzers.finding import Finding
-from llmtrace.analyzers.merge import merge_findings
-from llmtrace.analyzers.registry import ANALYZERS
+from llmtrace.analyzers.core.concurrent_run import analyze_all
+from llmtrace.analyzers.core.finding import Finding
+from llmtrace.analyzers.core.merge import merge_findings
+from llmtrace.analyzers.diagnose.registry import ANALYZERS
 from llmtrace.tracer.registry import names as N
 
 from . import charts, costs, kvpool, page

@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from llmtrace.analyzers.query import Row
+from llmtrace.analyzers.core.query import Row
 from llmtrace.tracer.storage.time_views import WHOLE_CALL_TITLE
 
 PHASE_COLOURS: dict[str, str] = {  # the explorer's eight, a shade deeper so they read on white

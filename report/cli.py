@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from llmtrace.analyzers.diagnose_cli import parse_since
+    from llmtrace.analyzers.diagnose.diagnose_cli import parse_since
     from llmtrace.tracer.storage.store import StoreError, read_store
 
     from .build import Options, build_report

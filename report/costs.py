@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from llmtrace.analyzers.query import as_float, as_int
+from llmtrace.analyzers.core.query import as_float, as_int
 
 KINDS = ("uncached input", "cached input", "output")
 

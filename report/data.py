@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from llmtrace.analyzers.query import Query, Row, attr
+from llmtrace.analyzers.core.query import Query, Row, attr
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 from llmtrace.tracer.registry.stages import SELF_MS  # each stage's own time (issue 18)
@@ -66,7 +66,7 @@ class ReportData:
     # ── setup ────────────────────────────────────────────────────────────────────────────────────
     def open(self) -> ReportData:
         self.conn.execute("SET enable_progress_bar = false")
-        self.query.shareable()  # (asked first: the analyzers may then run in threads, analyzers/concurrent_run.py)
+        self.query.shareable()  # (asked first: the analyzers may then run in threads, analyzers/core/concurrent_run.py)
         self.query.materialize()  # the logical passes of the selection, which the analyzers of this run share
         self.conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE {PASSES} AS

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmtrace.analyzers.baseline import Metrics
-from llmtrace.analyzers.check_report import Verdict, format_metric
-from llmtrace.analyzers.finding import Finding
+from llmtrace.analyzers.core.finding import Finding
+from llmtrace.analyzers.gate.baseline import Metrics
+from llmtrace.analyzers.gate.check_report import Verdict, format_metric
 
 from . import page
 from .data import ReportData

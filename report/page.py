@@ -7,10 +7,10 @@ from __future__ import annotations
 import datetime as dt
 from html import escape
 
-from llmtrace.analyzers.failed_calls import clean_message
-from llmtrace.analyzers.finding import Finding
-from llmtrace.analyzers.finding_layout import layout
-from llmtrace.analyzers.query import as_float
+from llmtrace.analyzers.core.finding import Finding
+from llmtrace.analyzers.core.finding_layout import layout
+from llmtrace.analyzers.core.query import as_float
+from llmtrace.analyzers.symptoms.failed_calls import clean_message
 
 from .charts import PHASE_COLOURS
 from .traces import Row, TraceView, boundary_values
@@ -132,7 +132,7 @@ def findings_table(findings: list[Finding]) -> str:
 
 
 def finding_card(rank: int, finding: Finding, linked: set[str]) -> str:
-    """One finding's parts as the terminal and the explorer lay them out (analyzers/finding_layout.py), in HTML."""
+    """One finding's parts as the terminal and the explorer lay them out (analyzers/core/finding_layout.py), in HTML."""
     f = layout(finding, rank)
     same = set(f.trace_ids)
 

@@ -14,7 +14,7 @@ from typing import Any
 from llmtrace.backend.engine.request import EngineRequest, RequestOutput
 
 # This server process's lifetime: every engine's prefix cache starts empty with it, so a pass that repeats a
-# prefix served before the server restarted had nothing to reuse (analyzers/cache_loss.py)
+# prefix served before the server restarted had nothing to reuse (analyzers/cache/cache_loss.py)
 BOOT_ID = uuid.uuid4().hex[:12]
 
 

@@ -48,7 +48,7 @@ def client() -> Iterator[Any]:
 
 def _ask(client: Any, line: str) -> None:
     for call in range(3):  # three of the four passages, picked per call as retrieval would (the same block in
-        # every call's system prompt would be the app's own reference text: analyzers/wrong_source.py)
+        # every call's system prompt would be the app's own reference text: analyzers/symptoms/wrong_source.py)
         picked = [PASSAGES[(call + k) % len(PASSAGES)] for k in range(3)]
         body = "Relevant notes:\n" + "\n".join(line.format(i=i, n=i + 1, p=p) for i, p in enumerate(picked))
         client.chat.completions.create(model="gpt-4o-mini", max_tokens=1, messages=[

@@ -12,10 +12,10 @@ import duckdb
 import pytest
 
 from llmtrace.analyzers import ANALYZERS, Evidence, Finding, run_analyzers
-from llmtrace.analyzers.baseline import Metrics
-from llmtrace.analyzers.check_cli import compare
-from llmtrace.analyzers.diagnose_cli import choose_symptoms, parse_since
-from llmtrace.analyzers.finding import Severity
+from llmtrace.analyzers.core.finding import Severity
+from llmtrace.analyzers.diagnose.diagnose_cli import choose_symptoms, parse_since
+from llmtrace.analyzers.gate.baseline import Metrics
+from llmtrace.analyzers.gate.check_cli import compare
 from llmtrace.cli import main
 from llmtrace.tracer.storage.store import parquet_connection, read_connection, write_connection
 
@@ -191,7 +191,7 @@ def test_a_ttft_rise_must_be_beyond_resampling_noise_to_fail() -> None:
 
 
 def test_check_reports_escape_and_parse() -> None:
-    from llmtrace.analyzers.check_report import Verdict, github, junit
+    from llmtrace.analyzers.gate.check_report import Verdict, github, junit
 
     v = [Verdict("cache_hit_rate", "cache hit rate", 0.1, 0.9, "allowed drop 5 points", False)]
     assert "%25" in github(v, "h").splitlines()[0]
@@ -201,7 +201,7 @@ def test_check_reports_escape_and_parse() -> None:
 
 def test_duckdb_views_match_passes_materialization(synthetic: Path) -> None:
     """The shared passes table an analyzer run builds has the same rows as the documented view."""
-    from llmtrace.analyzers.query import Query
+    from llmtrace.analyzers.core.query import Query
     from llmtrace.tracer.storage.views import PASS_COLUMNS
 
     cols = ", ".join(PASS_COLUMNS)
@@ -221,7 +221,7 @@ def test_rich_rendering_on_a_terminal(synthetic: Path) -> None:
 
     from rich.console import Console
 
-    from llmtrace.analyzers.render import print_findings
+    from llmtrace.analyzers.core.render import print_findings
 
     with read_connection(synthetic) as conn:
         found = run_analyzers(conn, ["slow_first_token"])

@@ -84,7 +84,7 @@ def test_cut_tool_calls_are_reported_and_blamed_once_the_app_goes_on(tmp_path: P
             first = [{"role": "user", "content": f"check web-{i}"}]
             r = c.chat.completions.create(model=srv.model_id, messages=first, tools=TOOLS, max_tokens=5)
             # the app writes the cut answer back as the SDK returned it (a placeholder would not be "going on"
-            # with the cut output: analyzers/truncation.py looks for its hash in the later prompt)
+            # with the cut output: analyzers/symptoms/truncation.py looks for its hash in the later prompt)
             cut_text = r.choices[0].message.content or ""
             _ask(c, srv, [*first, {"role": "assistant", "content": cut_text}, {"role": "user", "content": "and?"}])
     f = next(f for f in all_findings(went_on) if f.stage == "gen.stop")
@@ -120,8 +120,8 @@ def test_service_filter_and_one_explanation_per_cause(tmp_path: Path, capsys: py
 
 
 def test_check_explains_one_cause_once_under_p50_and_p95() -> None:
-    from llmtrace.analyzers.check_report import Verdict, github, text
-    from llmtrace.analyzers.finding import Evidence, Finding
+    from llmtrace.analyzers.core.finding import Evidence, Finding
+    from llmtrace.analyzers.gate.check_report import Verdict, github, text
 
     f = Finding("slow_first_token", "cache", "cache.prefix_match", "critical", "A timestamp at char 9", "s",
                 (Evidence("volatile window", "timestamp at char 9"),), ("t1",), "move it", 0.9)

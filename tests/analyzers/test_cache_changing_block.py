@@ -113,7 +113,7 @@ PLANTED: dict[str, tuple[str, Messages, str, str]] = {
 # ending of 256 chars or more runs to that ending (class 'fields'), so a block that starts with a value of its
 # own (an id, a date) is found. A question after the instructions in the same message leaves no identical
 # ending: the fixed text behind the block is found from the content-defined pieces each long segment records
-# (tracer/record/prompt_segments.py ``pieces``, analyzers/prompt_compare.py ``piece_run``).
+# (tracer/record/prompt_segments.py ``pieces``, analyzers/cache/prompt_compare.py ``piece_run``).
 PLANTED.update({
     "id-ahead-of-the-block-hashes": ("openai", lambda rng, i: {"messages": [
         {"role": "system", "content": f"Owner record OW-{rng.randrange(10**5):05d}, hull HN-{3100 + 7 * i}.\n"

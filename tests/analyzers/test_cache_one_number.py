@@ -15,7 +15,7 @@ import pytest
 from analyzers_live import client, expect_first, server, store
 
 from llmtrace.adapters.helpers.prompt_assembly import SystemPromptAssembler
-from llmtrace.analyzers.render import plain
+from llmtrace.analyzers.core.render import plain
 from llmtrace.tracer.storage.store import read_connection
 
 pytestmark = pytest.mark.slow

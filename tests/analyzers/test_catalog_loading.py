@@ -1,5 +1,5 @@
 """The analyzers are loaded from the symptom registry: each symptom row is answered by
-``analyzers/<symptom id>.py``, with no hand-kept import list (issue 34)."""
+``analyzers/symptoms/<symptom id>.py``, with no hand-kept import list (issue 34)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import llmtrace.analyzers as analyzers_pkg
-from llmtrace.analyzers.catalog import analyzer_for, build_analyzers
+import llmtrace.analyzers.symptoms as symptoms_pkg
+from llmtrace.analyzers.diagnose.catalog import analyzer_for, build_analyzers
 from llmtrace.tracer.registry.symptoms import SYMPTOMS
 
 
@@ -30,12 +30,12 @@ def test_a_new_module_is_found_by_its_symptom_id(tmp_path: Path, monkeypatch: py
         "    def analyze(self, conn, since_ns=None, query=None):\n"
         "        return []\n"
     )
-    monkeypatch.setattr(analyzers_pkg, "__path__", [*analyzers_pkg.__path__, str(tmp_path)])
-    monkeypatch.delitem(sys.modules, "llmtrace.analyzers.probe_symptom", raising=False)
+    monkeypatch.setattr(symptoms_pkg, "__path__", [*symptoms_pkg.__path__, str(tmp_path)])
+    monkeypatch.delitem(sys.modules, "llmtrace.analyzers.symptoms.probe_symptom", raising=False)
     found = analyzer_for("probe_symptom")
     assert type(found).__name__ == "ProbeSymptom" and found.symptom == "probe_symptom"
 
 
 def test_a_row_without_a_module_names_the_file_to_write() -> None:
-    with pytest.raises(ValueError, match=r"analyzers/no_such_symptom\.py"):
+    with pytest.raises(ValueError, match=r"analyzers/symptoms/no_such_symptom\.py"):
         analyzer_for("no_such_symptom")

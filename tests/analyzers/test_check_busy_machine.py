@@ -25,8 +25,8 @@ from pathlib import Path
 import analyzers_live as live
 import pytest
 
-from llmtrace.analyzers.baseline import Metrics, PrefillPass, load_baseline
-from llmtrace.analyzers.check_cli import compare
+from llmtrace.analyzers.gate.baseline import Metrics, PrefillPass, load_baseline
+from llmtrace.analyzers.gate.check_cli import compare
 from llmtrace.cli import main
 
 DESK = ("You answer for the Fernhollow water utility: billing, outages and meters. Quote the account number "

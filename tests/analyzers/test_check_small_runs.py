@@ -92,8 +92,8 @@ def test_one_call_a_deploy_is_not_gated(tmp_path: Path, capsys: pytest.CaptureFi
 def test_a_baseline_of_two_passes_gates_nothing_and_an_old_file_still_gates() -> None:
     """Every metric alike: two baseline passes cannot tell a regression (inconclusive, as the hit rate's); an older
     baseline file that kept no passes but counted thirty is compared by its numbers."""
-    from llmtrace.analyzers.baseline import Metrics
-    from llmtrace.analyzers.check_cli import compare
+    from llmtrace.analyzers.gate.baseline import Metrics
+    from llmtrace.analyzers.gate.check_cli import compare
 
     cur = Metrics("v2", 30, 0.8, 60.0, 70.0, 0.03, ttft_sample=tuple(60.0 + i for i in range(30)),
                   cost_sample=(0.03,) * 30, hit_sample=((160.0, 180.0),) * 30)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 
-from llmtrace.analyzers.baseline import Metrics, PrefillPass
-from llmtrace.analyzers.check_cli import band_passes, compare
-from llmtrace.analyzers.check_report import Verdict
+from llmtrace.analyzers.gate.baseline import Metrics, PrefillPass
+from llmtrace.analyzers.gate.check_cli import band_passes, compare
+from llmtrace.analyzers.gate.check_report import Verdict
 
 
 def _pass(ttft: float, *, wait_share: float = 0.1, tokens: float = 20, cpu: float = 3.0,

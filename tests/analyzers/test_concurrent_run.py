@@ -1,4 +1,4 @@
-"""A run of every analyzer in threads (analyzers/concurrent_run.py) gives the findings of a run one by one, over
+"""A run of every analyzer in threads (analyzers/core/concurrent_run.py) gives the findings of a run one by one, over
 every kind of connection ``diagnose`` opens: a store with and without the writer's kept pass table, a span
 filter's temporary views, a Parquet export. A failing analyzer stops the run and leaves nothing attached."""
 
@@ -12,10 +12,10 @@ import duckdb
 import pytest
 
 from llmtrace.analyzers import ANALYZERS, run_analyzers
-from llmtrace.analyzers.base import SymptomAnalyzer
-from llmtrace.analyzers.concurrent_run import analyze_all
-from llmtrace.analyzers.finding import Finding
-from llmtrace.analyzers.query import Query
+from llmtrace.analyzers.core.base import SymptomAnalyzer
+from llmtrace.analyzers.core.concurrent_run import analyze_all
+from llmtrace.analyzers.core.finding import Finding
+from llmtrace.analyzers.core.query import Query
 from llmtrace.cli import main
 from llmtrace.tracer.storage.store import (
     SpanFilter,

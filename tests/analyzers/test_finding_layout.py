@@ -1,4 +1,4 @@
-"""One finding layout (analyzers/finding_layout.py) drawn three ways: the terminal's plain and rich text, the
+"""One finding layout (analyzers/core/finding_layout.py) drawn three ways: the terminal's plain and rich text, the
 explorer's findings pane and the report's HTML card show the same parts: title, stage, summary, each evidence
 value with its unit and baseline, and the next check."""
 
@@ -8,9 +8,9 @@ from html import unescape
 
 from rich.console import Console
 
-from llmtrace.analyzers.finding import Evidence, Finding
-from llmtrace.analyzers.finding_layout import layout
-from llmtrace.analyzers.render import FindingView, plain
+from llmtrace.analyzers.core.finding import Evidence, Finding
+from llmtrace.analyzers.core.finding_layout import layout
+from llmtrace.analyzers.core.render import FindingView, plain
 from llmtrace.report.page import finding_card
 from llmtrace.tracer.registry import stage_ids as S
 from llmtrace.tui.components.findings_pane import _detail

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from analyzers_live import client, findings, store
 
-from llmtrace.analyzers.targets import TPOT_ENV
+from llmtrace.analyzers.core.targets import TPOT_ENV
 
 pytestmark = pytest.mark.slow
 

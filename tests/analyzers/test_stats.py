@@ -1,4 +1,4 @@
-"""analyzers/stats.py's bootstraps give the numbers of the plain ``random.choices`` resampling they replace: the
+"""analyzers/core/stats.py's bootstraps give the numbers of the plain ``random.choices`` resampling they replace: the
 same seed, the same draws in the same order, the same bounds (diagnose's and check's verdicts rest on them)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from llmtrace.analyzers import stats
+from llmtrace.analyzers.core import stats
 
 
 def _ratio(xs: Sequence[tuple[float, float]]) -> float:

@@ -1,4 +1,4 @@
-"""Severity is harm against the user's TTFT target (LLMTRACE_TARGET_TTFT_MS, analyzers/targets.py): a server
+"""Severity is harm against the user's TTFT target (LLMTRACE_TARGET_TTFT_MS, analyzers/core/targets.py): a server
 with one running slot (`serve --max-running 1`) queues a burst, and the first token waits. With no target the
 queue is rated by its share of TTFT; with a target every pass met, the same queue is info (the running
 limit's expected cost, no target breached); with a target the passes breached, it is above info and says how
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from analyzers_live import client, findings, store
 
-from llmtrace.analyzers.targets import TTFT_ENV
+from llmtrace.analyzers.core.targets import TTFT_ENV
 
 pytestmark = pytest.mark.slow
 

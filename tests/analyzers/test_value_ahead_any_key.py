@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from llmtrace.analyzers import prompt_compare
+from llmtrace.analyzers.cache import prompt_compare
 from llmtrace.tracer.reading import prompt_segments
 from llmtrace.tracer.record import capture
 from llmtrace.tracer.registry import names as N

@@ -6,7 +6,7 @@ instructions, so no call shares a cached prefix with the one before. Through a f
 no divergence window: the collector sees one span at a time, and the 64-char chunk chain, anchored at the
 start, shares nothing between two such prompts. The content-defined pieces each long segment now records
 (tracer/reading/prompt_segments.py) cut the same fixed text alike wherever it sits, so ``diagnose`` finds the
-run behind the block (analyzers/prompt_compare.py ``piece_run``) and names it: a changing block of ~N chars
+run behind the block (analyzers/cache/prompt_compare.py ``piece_run``) and names it: a changing block of ~N chars
 ahead of ~M tokens of fixed text. The clean twins (the card after the instructions) get nothing above info.
 The same for a block at the top of the user's message (OpenLLMetry), and for the same calls through
 llmtrace's own middleware in hashes mode. Real packages, real ``llmtrace serve`` and ``llmtrace collect``,

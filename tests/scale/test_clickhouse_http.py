@@ -42,7 +42,7 @@ def _recorded(conn: ClickHouseConnection) -> list[str]:
 
 
 def _same(sql: str) -> str:
-    # a run's temporary table names carry an object id (analyzers/query.py): the only difference allowed
+    # a run's temporary table names carry an object id (analyzers/core/query.py): the only difference allowed
     return re.sub(r"(_llmtrace_[a-z_]+?_)[0-9a-f]{6,}", r"\1ID", sql)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from llmtrace.analyzers.query import Query
+from llmtrace.analyzers.core.query import Query
 from llmtrace.cli import main
 from llmtrace.tracer.cli.export import passes_dir, stages_dir
 from llmtrace.tracer.storage.store import parquet_connection, read_connection, stage_view

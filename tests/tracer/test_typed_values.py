@@ -6,7 +6,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from llmtrace.analyzers.query import Query
+from llmtrace.analyzers.core.query import Query
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 from llmtrace.tracer.registry.semconv import ERROR_TYPE

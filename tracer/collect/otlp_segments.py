@@ -239,7 +239,7 @@ def evidence_values(attrs: Mapping[str, object], mode: str) -> dict[str, object]
     msgs = messages(attrs)
     last_user = max((i for i, (role, _) in enumerate(msgs) if role == "user"), default=-1)
     # each text with its place, named as the prompt's segments are: a fixed block in the system prompt is
-    # the app's own reference text (analyzers/wrong_source.py)
+    # the app's own reference text (analyzers/symptoms/wrong_source.py)
     found = evidence_shape.read([("system" if role in _SYSTEM_ROLES else "user" if i == last_user else f"history:{role}",
                                   text) for i, (role, text) in enumerate(msgs) if role != "assistant"])
     return {} if found is None else evidence_shape.values(*found)

@@ -1,5 +1,5 @@
 """How a foreign chat span's answer ended, as ``gen.stop`` (the stage the bundled server and the middleware
-write, tracer/reading/stop_context.py), so ``analyzers/early_end.py`` reads an OpenTelemetry GenAI,
+write, tracer/reading/stop_context.py), so ``analyzers/symptoms/early_end.py`` reads an OpenTelemetry GenAI,
 OpenInference, OpenLLMetry or LiteLLM span as it reads our own.
 
 The end kind comes from the span's finish reason (already normalised by the mapping), its error status, and

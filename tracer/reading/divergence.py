@@ -206,7 +206,7 @@ def compare(prev: _Prompt, new: _Prompt, offset: int) -> Divergence:
         # several values with short fixed words between them (a per-request profile: card LB-48213, branch
         # Eastgate, joined 2019) ahead of long fixed text: the text after the first value differs again before
         # the segment's identical tail, so the window is the whole stretch from the first value to that tail
-        # (named "fields" however narrow: analyzers/cache_loss.py weighs it as a block, which must recur in most
+        # (named "fields" however narrow: analyzers/cache/cache_loss.py weighs it as a block, which must recur in most
         # passes, so a few reused personas that differ in a word or two are not taken for it)
         klass = "fields"
         win_b = (min(win_b[0], d), max(win_b[1], len(sb) - tail))

@@ -22,7 +22,7 @@ HIDDEN = re.compile(f"{INVISIBLE.pattern}|{BIDI.pattern}")
 NBSP = re.compile("[\u00a0\u2007\u202f]")  # spaces that do not break: they look like one and tokenize apart
 # The one list of phrases that address the model as its operator would. Every place that looks for
 # instructions in text matches these: the per-segment counts the middleware and the collector record
-# (prompt_segments.py), the analyzer's scan of kept text (analyzers/untrusted_input.py) and the app's own
+# (prompt_segments.py), the analyzer's scan of kept text (analyzers/symptoms/untrusted_input.py) and the app's own
 # ``safety.scan`` (adapters/helpers/safety.py). A phrase is here only when it is an order to the model wherever it
 # appears: a user asking a bot to "act as a translator" or mentioning "the system prompt" is not one.
 _OVERRIDE = r"(?:ignore|disregard|forget|override|bypass|discard|abandon|pay\s+no\s+attention\s+to)"

@@ -220,7 +220,7 @@ def _parquet(glob: str, span_filter: SpanFilter | None) -> tuple[duckdb.DuckDBPy
     return conn, files
 
 
-# The view that says which per-pass datasets of an export a Parquet connection reads (analyzers/query.py).
+# The view that says which per-pass datasets of an export a Parquet connection reads (analyzers/core/query.py).
 EXPORT_DATASETS_VIEW = "llmtrace_export_datasets"
 STAGE_VIEW_PREFIX = "stage_values__"
 

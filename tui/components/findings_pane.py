@@ -27,7 +27,7 @@ from ..messages import ShowTraces, TraceChosen
 from ..theme import phase_colour, severity_style
 
 if TYPE_CHECKING:
-    from llmtrace.analyzers.finding import Finding
+    from llmtrace.analyzers.core.finding import Finding
 
 NARROW = 110
 SEVERITY_MARK = {"critical": "●", "warning": "▲", "info": "○"}
@@ -235,9 +235,9 @@ def _finding_line(f: Finding) -> Text:
 
 
 def _detail(finding: Finding) -> RenderableType:
-    """The finding's parts as the terminal and the report lay them out (analyzers/finding_layout.py), drawn
+    """The finding's parts as the terminal and the report lay them out (analyzers/core/finding_layout.py), drawn
     for the pane (the analyzers are imported by now: this pane shows what they found)."""
-    from llmtrace.analyzers.finding_layout import layout
+    from llmtrace.analyzers.core.finding_layout import layout
 
     f = layout(finding)
     parts: list[RenderableType] = [

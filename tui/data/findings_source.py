@@ -18,9 +18,9 @@ from llmtrace.tracer.storage.store import StoreError
 from .store_reader import StoreReader
 
 if TYPE_CHECKING:
-    from llmtrace.analyzers.finding import Finding
-    from llmtrace.analyzers.query import Query
-    from llmtrace.analyzers.registry import Analyzer
+    from llmtrace.analyzers.core.base import Analyzer
+    from llmtrace.analyzers.core.finding import Finding
+    from llmtrace.analyzers.core.query import Query
 
 # what one analyzer's failure looks like (on ClickHouse a statement it refuses is a StoreError): it costs
 # that analyzer's findings alone
@@ -42,18 +42,18 @@ def read_findings(reader: StoreReader, symptoms: Sequence[str] | None = None,
     """Run the analyzers of ``symptoms`` (all when None); ``progress(done, total, symptom)`` before each."""
     try:
         from llmtrace.analyzers import ANALYZERS
-        from llmtrace.analyzers.concurrent_run import analyze_all
-        from llmtrace.analyzers.merge import merge_findings
-        from llmtrace.analyzers.query import Query
+        from llmtrace.analyzers.core.concurrent_run import analyze_all
+        from llmtrace.analyzers.core.merge import merge_findings
+        from llmtrace.analyzers.core.query import Query
     except ImportError as exc:  # keep the rest of the explorer usable
         raise AnalyzersUnavailable(f"the analyzers cannot be loaded: {exc}") from None
     chosen = list(symptoms) if symptoms is not None else list(ANALYZERS)
     found: list[Finding] = []
-    # One connection and one Query for the whole refresh, as `diagnose` runs them (analyzers/registry.py
+    # One connection and one Query for the whole refresh, as `diagnose` runs them (analyzers/diagnose/registry.py
     # run_analyzers): the kept pass table's stamp is checked once (a scan of every pass span) and the passes
     # are read into one table every analyzer shares. A connection per analyzer did both ~20 times a refresh,
     # so a writer waiting for the file waited longer in all than for this one run. Several analyzers run at
-    # once, as in diagnose (analyzers/concurrent_run.py).
+    # once, as in diagnose (analyzers/core/concurrent_run.py).
     run = _Refresh(ANALYZERS, len(chosen), progress)
     try:
         with reader.connection(kept_passes=True) as conn:

@@ -1,0 +1,4 @@
+"""One module per symptom of the symptom registry (``tracer/registry/symptoms.py``): ``<symptom id>.py`` defines
+the one class whose ``symptom`` is that id, and ``diagnose/catalog.py`` loads it by that name (no import list).
+Four modules are checks one symptom runs beside its own query: ``truncation`` (broken_json), ``failure_kinds``
+(failed_calls), ``untrusted_input`` (invisible_characters) and ``usage_invariants`` (cost_after_deploy)."""
