@@ -34,6 +34,7 @@ from llmtrace.tracer import recording as rec
 from llmtrace.tracer import semconv as sc
 from llmtrace.tracer.reading import sessions
 from llmtrace.tracer.reading.memory import memory
+from llmtrace.tracer.record import run_queue
 from llmtrace.tracer.registry import names as N
 
 _MAX_BODY_BYTES = 16 * 1024 * 1024  # a buffered JSON answer larger than this is passed through unparsed
@@ -77,6 +78,8 @@ class Call:
         "undecoded",
         "strip",
         "view",
+        "wait0",
+        "ttft_wait",
         "_feed",
     )
 
@@ -86,6 +89,9 @@ class Call:
         self.opts = opts
         self.t0_wall = rec.now_ns()
         self.t0 = time.perf_counter_ns()
+        # the calling thread's wait for a CPU so far; read again at the first token (run_queue.py)
+        self.wait0 = run_queue.thread_wait()
+        self.ttft_wait: int | None = None
         self.t_headers = 0
         self.status_code = 0
         self.server_span: str | None = None
@@ -192,6 +198,7 @@ class Call:
         events = sse.feed(chunk)
         if events:
             t = time.perf_counter_ns()
+            waited = None if self.ttft_wait is not None else run_queue.thread_wait_since(self.wait0)
             on_chunk = self.parser.on_chunk
             times = self.times
             for name, data in events:
@@ -199,6 +206,11 @@ class Call:
                     if data != b"[DONE]":
                         times.append(t)
                     on_chunk(name, data, t)
+            if waited is not None and self._first_token_seen():
+                self.ttft_wait = waited
+
+    def _first_token_seen(self) -> bool:
+        return bool(self.obs.first_content_ns or self.obs.first_tool_ns)
 
     def _feed_body(self, chunk: bytes) -> None:
         self.body_bytes += len(chunk)
@@ -220,7 +232,10 @@ class Call:
                     self.times.append(t)
                     self.parser.on_chunk(name, data, t)
             elif self.body and not self.body_overflow:
+                waited = run_queue.thread_wait_since(self.wait0)
                 self.parser.on_response(b"".join(self.body))
+                if self.ttft_wait is None and self._first_token_seen():
+                    self.ttft_wait = waited
             obs = self.obs
             if self.status_code >= 400:
                 msg = f"HTTP {self.status_code}" + (f": {obs.error_message}" if obs.error_message else "")
@@ -295,7 +310,7 @@ class Call:
             status_code=self.status_code, streamed=self.sse is not None,
             stream_overflowed=self.sse is not None and self.sse.overflowed, usage_requested=self.strip is not None,
             times=times, body_overflow=self.body_overflow, conn=self.conn, server_span=self.server_span,
-            undecoded=self.undecoded, view=self.view,
+            undecoded=self.undecoded, view=self.view, ttft_wait=self.ttft_wait,
         )
 
     def _fault(self, exc: Exception) -> None:

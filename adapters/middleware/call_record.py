@@ -89,6 +89,7 @@ class CallRecord:
     server_span: str | None  # the bundled backend's pass span id
     undecoded: str | None  # a content-encoding the middleware could not decode
     view: View | None  # the conversation this call belongs to
+    ttft_wait: int | None = None  # ns the calling thread waited for a CPU before the first token (run_queue.py)
 
     def wall(self, perf_ns: int) -> int:
         return self.t0_wall + (perf_ns - self.t0)

@@ -123,6 +123,8 @@ def _summary(e: _Emit) -> tuple[str, ...]:
     first_token = min((t for t in (obs.first_content_ns, obs.first_tool_ns) if t), default=0)
     if first_token:
         summary[N.TTFT_MS] = _ms(t0, first_token)
+        if call.ttft_wait is not None:
+            summary[N.TTFT_CPU_WAIT_MS] = round(call.ttft_wait / 1e6, 3)
         if (
             usage is not None
             and usage.output_tokens

@@ -32,6 +32,8 @@ class AsyncEngine:
         self._wake = threading.Event()
         self._stop = False
         self._thread: threading.Thread | None = None
+        # the OS id of the thread stepping the engine (set when it starts): the server reads its wait for a CPU
+        self.stepping_thread: int | None = None
         if background:
             self._thread = threading.Thread(target=self.run, name="llmtrace-engine", daemon=True)
             self._thread.start()
@@ -39,6 +41,7 @@ class AsyncEngine:
     def run(self, until: threading.Event | None = None) -> None:
         """Step the engine on this thread until ``shutdown()`` (or until ``until`` is set; call ``wake()``
         after setting it). Only for ``background=False``: the background thread runs this itself."""
+        self.stepping_thread = threading.get_native_id()
         while not self._stop and not (until is not None and until.is_set()):
             if not self.engine.has_unfinished():
                 self._wake.wait(timeout=0.5)

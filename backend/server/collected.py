@@ -12,22 +12,26 @@ from llmtrace.backend.server import openai_protocol as oai
 from llmtrace.backend.server.job import Outcome
 from llmtrace.backend.server.replica_set import Selection
 from llmtrace.tracer import recording as rec
+from llmtrace.tracer.record import run_queue
 
 
 class TokenClock:
     """When the first and the last output token left the engine (server-side TTFT and TPOT)."""
 
-    __slots__ = ("first_ns", "last_ns")
+    __slots__ = ("first_ns", "last_ns", "threads", "first_waited")
 
     def __init__(self) -> None:
         self.first_ns: int | None = None
         self.last_ns: int | None = None
+        self.threads: tuple[int, ...] = ()  # the threads whose wait for a CPU the first token is read with
+        self.first_waited: int | None = None  # their run-queue wait then (run_queue.threads_wait)
 
     def tick(self, out: RequestOutput) -> None:
         if out.new_token_ids:
             now = rec.now_ns()
             if self.first_ns is None:
                 self.first_ns = now
+                self.first_waited = run_queue.threads_wait(self.threads) if self.threads else None
             self.last_ns = now
 
 

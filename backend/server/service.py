@@ -16,6 +16,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import threading
 import time
 import uuid
 from collections import Counter
@@ -55,6 +56,7 @@ from llmtrace.backend.server.tool_gate import ToolGate
 from llmtrace.tracer import capture
 from llmtrace.tracer import recording as rec
 from llmtrace.tracer import semconv as sc
+from llmtrace.tracer.record import run_queue
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 
@@ -74,6 +76,8 @@ class Exchange:
     pass_span: rec.PassSpan
     arrival_ns: int
     headers: list[tuple[str, str]]
+    waited0: int | None = None  # run_queue.threads_wait() of the TTFT's threads at arrival
+    threads: tuple[int, ...] = ()  # ... and which threads those were
     started: bool = False  # response headers sent
     outputs: list[str] = field(default_factory=list)
     cut: bool = False  # cancelled by the server's shutdown (after the drain period), not by the client
@@ -104,9 +108,16 @@ class GenerationService:
         # than for the event loop.
         self._workers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llmtrace-intake")
 
+    def _ttft_threads(self) -> list[int]:
+        """The threads a request's first token waits on: this event loop's and every engine's stepping thread."""
+        return [threading.get_native_id(),
+                *(r.async_engine.stepping_thread for r in self.replicas if r.async_engine.stepping_thread)]
+
     # ───────────────────────────────────────────────────────────── entry
     async def handle(self, endpoint: str, scope: Scope, receive: Receive, send: Send) -> None:
         arrival = rec.now_ns()
+        threads = self._ttft_threads()
+        waited0 = run_queue.threads_wait(threads)  # their wait for a CPU so far (TTFT's share)
         reused = self.connections.note(scope)
         api: Api = "anthropic" if endpoint == "messages" else "openai"
         try:
@@ -138,7 +149,8 @@ class GenerationService:
             N.CONNECTION_CONNECT_MS: 0.0 if reused else None,
         })
         ex = Exchange(endpoint, pass_span, arrival, [("x-llmtrace-trace-id", pass_span.trace_id),
-                                                     ("x-llmtrace-span-id", pass_span.span_id)])
+                                                     ("x-llmtrace-span-id", pass_span.span_id)],
+                      waited0=waited0, threads=tuple(threads))
         self.in_flight += 1
         work = asyncio.ensure_future(self._serve(ex, body, parse_error, send))
         self._running[work] = ex
@@ -362,6 +374,7 @@ class GenerationService:
             N.STREAM_FIRST_BYTE_MS: round((first_byte - ex.arrival_ns) / 1e6, 3)})
         gate = ToolGate(job.output_type == "tool_calls")
         got = Collected(ex.outputs, sel.replica.tokenizer if job.logprobs else None)
+        got.clock.threads = ex.threads
         opening = _Opening(writer)
         try:
             async with aclosing(generate(sel, req, got)) as outputs:
@@ -393,12 +406,13 @@ class GenerationService:
         closing += writer.closing(outcome)
         await _send_chunks(send, closing)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
-        self._record_output(ex.pass_span, outcome, got.clock, ex.arrival_ns)
+        self._record_output(ex, outcome, got.clock)
         return outcome
 
     async def _buffered(self, ex: Exchange, job: Job, sel: Selection, req: EngineRequest, model: str,
                         intake: IntakeResult, send: Send) -> Outcome:
         got = Collected(ex.outputs, sel.replica.tokenizer if job.logprobs else None)
+        got.clock.threads = ex.threads
         async with aclosing(generate(sel, req, got)) as outputs:
             async for _ in outputs:
                 pass
@@ -418,11 +432,12 @@ class GenerationService:
         rec.record_stage(S.ARRIVAL_STREAM_SETUP, start_ns=t0, end_ns=rec.now_ns(), parent=ex.pass_span, values={
             N.STREAM_REQUESTED: False, N.STREAM_PROTOCOL: "none",
             N.STREAM_FIRST_BYTE_MS: round((t0 - ex.arrival_ns) / 1e6, 3)})
-        self._record_output(ex.pass_span, outcome, got.clock, ex.arrival_ns)
+        self._record_output(ex, outcome, got.clock)
         return outcome
 
     @staticmethod
-    def _record_output(ps: rec.PassSpan, o: Outcome, clock: TokenClock, arrival_ns: int) -> None:
+    def _record_output(ex: Exchange, o: Outcome, clock: TokenClock) -> None:
+        ps, arrival_ns = ex.pass_span, ex.arrival_ns
         if capture.mode() == "none":
             text = ""
         else:
@@ -433,6 +448,8 @@ class GenerationService:
             ps.set(N.OUTPUT_TEXT, kept)
         if clock.first_ns is not None:
             ps.set(N.TTFT_MS, round((clock.first_ns - arrival_ns) / 1e6, 3))
+            if ex.waited0 is not None and clock.first_waited is not None:
+                ps.set(N.TTFT_CPU_WAIT_MS, round(max(clock.first_waited - ex.waited0, 0) / 1e6, 3))
             if o.output_tokens > 1 and clock.last_ns is not None:
                 ps.set(N.TPOT_MS, round((clock.last_ns - clock.first_ns) / 1e6 / (o.output_tokens - 1), 3))
 

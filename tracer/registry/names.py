@@ -38,6 +38,7 @@ GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: Final = "gen_ai.usage.cache_creation.i
 GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: Final = "gen_ai.usage.reasoning.output_tokens"  # int tokens; pass span
 TTFT_MS: Final = "llmtrace.ttft_ms"  # float ms; pass span
 TPOT_MS: Final = "llmtrace.tpot_ms"  # float ms; pass span
+TTFT_CPU_WAIT_MS: Final = "llmtrace.ttft.cpu_wait_ms"  # float ms; pass span
 STATUS: Final = "llmtrace.status"  # str; pass span
 SERVER_SPAN_ID: Final = "llmtrace.server.span_id"  # str; pass span
 RESPONSE_UNDECODED_ENCODING: Final = "llmtrace.response.undecoded_encoding"  # str; pass span
