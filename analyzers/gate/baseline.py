@@ -8,10 +8,10 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from llmtrace.analyzers.core.billing import BILLED_SQL
-from llmtrace.analyzers.core.query import Query
+from llmtrace.analyzers.core.query import Query, attr
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 from llmtrace.tracer.storage.views import capped_cached_sql, hit_rate_sql
@@ -36,6 +36,18 @@ class PrefillPass(NamedTuple):
     wait_ms: float
     tokens: float
     shared: float
+
+
+_Row = TypeVar("_Row", bound=tuple[float, ...])
+
+
+class WaitedPass(NamedTuple):
+    """One pass's TTFT and the part of it that the threads its first token waited on were ready to run but
+    waited for a CPU (``llmtrace.ttft.cpu_wait_ms`` of the side whose TTFT the passes view shows: our server's
+    event loop and engine threads, or the app's calling thread): the part a busier machine adds."""
+
+    ttft_ms: float
+    wait_ms: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +80,10 @@ class Metrics:
     # `check --cost` compares where no price is known (a self-hosted model costs $0 on every side)
     billed_tokens_per_request: float | None = None
     billed_sample: tuple[float, ...] = ()
+    # the passes' TTFTs with their wait for a CPU (newest first, at most SAMPLE): a TTFT check nets the wait
+    # out to tell a busier machine from a slower deploy. Empty where no side recorded it (not Linux, foreign
+    # servers, baselines written before it).
+    ttft_wait_sample: tuple[WaitedPass, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {"version": BASELINE_VERSION, **asdict(self),
@@ -100,12 +116,8 @@ class Metrics:
         raw_billed = data.get("billed_sample")
         billed = tuple(float(v) for v in raw_billed if isinstance(v, (int, float)) and not isinstance(v, bool)) \
             if isinstance(raw_billed, list) else ()
-        raw_passes = data.get("prefill_sample")
-        width = len(PrefillPass._fields)
-        readings = tuple(PrefillPass(*(float(v) for v in p)) for p in raw_passes
-                         if isinstance(p, list) and len(p) == width
-                         and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in p)) \
-            if isinstance(raw_passes, list) else ()
+        readings = _rows(data.get("prefill_sample"), PrefillPass)
+        waited = _rows(data.get("ttft_wait_sample"), WaitedPass)
         return cls(deploy=deploy if isinstance(deploy, str) else None,
                    passes=int(passes) if isinstance(passes, int) else 0, hit_rate=num("hit_rate"),
                    ttft_p50_ms=num("ttft_p50_ms"), ttft_p95_ms=num("ttft_p95_ms"),
@@ -113,7 +125,19 @@ class Metrics:
                    side=side if isinstance(side, str) else None, ttft_sample=sample,
                    prefill_cpu_ms=num("prefill_cpu_ms"), prefill_wait_share=num("prefill_wait_share"),
                    hit_sample=hits, cost_sample=costs, prefill_sample=readings,
-                   billed_tokens_per_request=num("billed_tokens_per_request"), billed_sample=billed)
+                   billed_tokens_per_request=num("billed_tokens_per_request"), billed_sample=billed,
+                   ttft_wait_sample=waited)
+
+
+def _rows(raw: object, kind: type[_Row]) -> tuple[_Row, ...]:
+    """A baseline file's list of per-pass readings as ``kind`` records; rows of another width or with a value
+    that is not a number are dropped (a file written by another version)."""
+    if not isinstance(raw, list):
+        return ()
+    width = len(kind._fields)  # type: ignore[attr-defined]
+    return tuple(kind(*(float(v) for v in p)) for p in raw
+                 if isinstance(p, list) and len(p) == width
+                 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in p))
 
 
 def load_baseline(path: str | os.PathLike[str]) -> Metrics:
@@ -167,7 +191,8 @@ def measure(q: Query, deploy: str | None = None, side: str | None = None) -> Met
                                     if r["c"] is not None and r["p"] is not None and r["p"] > 0),
                    cost_sample=tuple(float(r["usd"]) for r in newest if r["usd"] is not None),
                    prefill_sample=_prefill_passes(q, deploy), billed_tokens_per_request=_f(row.get("billed")),
-                   billed_sample=tuple(float(r["b"]) for r in newest if r["b"] is not None and r["p"]))
+                   billed_sample=tuple(float(r["b"]) for r in newest if r["b"] is not None and r["p"]),
+                   ttft_wait_sample=_waited_passes(q, deploy))
 
 
 def _prefill_cpu(q: Query, deploy: str | None) -> tuple[float | None, float | None]:
@@ -219,6 +244,21 @@ def _prefill_passes(q: Query, deploy: str | None) -> tuple[PrefillPass, ...]:
         ORDER BY pick.start_ns DESC""", [] if deploy is None else [deploy])
     out = tuple(PrefillPass(round(float(r["t"]), 2), round(float(r["wall"]), 3), round(float(r["cpu"]), 3),
                             round(float(r["wait"]), 3), float(r["tokens"]), float(r["shared"])) for r in rows)
+    return out if len(out) >= MIN_CPU_PASSES else ()
+
+
+def _waited_passes(q: Query, deploy: str | None) -> tuple[WaitedPass, ...]:
+    """The newest SAMPLE passes with a TTFT and its wait for a CPU, from the side the TTFT is read from (the
+    passes view prefers our server's); empty with fewer than MIN_CPU_PASSES."""
+    dep = "" if deploy is None else " AND deploy = ?"
+    rows = q.rows(f"""
+        WITH pick AS (SELECT coalesce(server_span_id, client_span_id) AS span_id, ttft_ms, start_ns FROM {q.passes}
+                      WHERE ttft_ms IS NOT NULL{dep} ORDER BY start_ns DESC LIMIT {SAMPLE})
+        SELECT pick.ttft_ms AS t, {attr(N.TTFT_CPU_WAIT_MS, column='s.attributes')} AS w
+        FROM pick JOIN {q.spans} s ON s.span_id = pick.span_id
+        ORDER BY pick.start_ns DESC""", [] if deploy is None else [deploy])
+    out = tuple(WaitedPass(round(float(r["t"]), 3), round(min(float(r["w"]), float(r["t"])), 3))
+                for r in rows if r["w"] is not None and r["t"] is not None)
     return out if len(out) >= MIN_CPU_PASSES else ()
 
 

@@ -447,9 +447,12 @@ class GenerationService:
         if kept is not None:
             ps.set(N.OUTPUT_TEXT, kept)
         if clock.first_ns is not None:
-            ps.set(N.TTFT_MS, round((clock.first_ns - arrival_ns) / 1e6, 3))
+            ttft_ns = clock.first_ns - arrival_ns
+            ps.set(N.TTFT_MS, round(ttft_ns / 1e6, 3))
             if ex.waited0 is not None and clock.first_waited is not None:
-                ps.set(N.TTFT_CPU_WAIT_MS, round(max(clock.first_waited - ex.waited0, 0) / 1e6, 3))
+                # two of the threads waiting at once both count: never more than the TTFT itself
+                waited = min(max(clock.first_waited - ex.waited0, 0), max(ttft_ns, 0))
+                ps.set(N.TTFT_CPU_WAIT_MS, round(waited / 1e6, 3))
             if o.output_tokens > 1 and clock.last_ns is not None:
                 ps.set(N.TPOT_MS, round((clock.last_ns - clock.first_ns) / 1e6 / (o.output_tokens - 1), 3))
 

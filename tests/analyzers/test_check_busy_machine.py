@@ -23,11 +23,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import analyzers_live as live
+import duckdb
 import pytest
 
-from llmtrace.analyzers.gate.baseline import Metrics, PrefillPass, load_baseline
+from llmtrace.analyzers.gate.baseline import Metrics, PrefillPass, WaitedPass, load_baseline
 from llmtrace.analyzers.gate.check_cli import compare
 from llmtrace.cli import main
+from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.storage.typed_values import attr
 
 DESK = ("You answer for the Fernhollow water utility: billing, outages and meters. Quote the account number "
         "back, never promise a refund above fifty euros, and send burst mains to the duty engineer. ") * 3
@@ -120,6 +123,28 @@ def test_a_baseline_file_keeps_the_engine_readings(tmp_path: Path, capsys: pytes
     rows = data["prefill_sample"]
     assert len(rows) == 8 and all(len(r) == 6 and r[1] > 0 and r[4] > 0 and r[5] == 0 for r in rows), rows
     assert load_baseline(saved).prefill_sample[0].ttft_ms == rows[0][0]
+    # each pass's TTFT with the time its first token waited for a CPU (the server's loop and engine threads;
+    # Linux's run-queue wait), never more than the TTFT
+    waited = data["ttft_wait_sample"]
+    assert len(waited) == 8 and all(len(r) == 2 and 0 <= r[1] <= r[0] for r in waited), waited
+    assert load_baseline(saved).ttft_wait_sample[0] == WaitedPass(*waited[0])
+
+
+def test_both_sides_record_the_first_tokens_wait_for_a_cpu(tmp_path: Path) -> None:
+    """The app's pass span (the calling thread) and the server's (its loop and engine threads) each say how long
+    their first token waited for a CPU: never more than the TTFT, and beside a CPU burner on every core, some.
+    (Not compared with a quiet run: on a machine that is already busy, a test suite beside it, the quiet run
+    waits as much.)"""
+    db = tmp_path / "t.duckdb"
+    with burners(_burn()):
+        _deploy(db, "busy", calls=6)
+    with duckdb.connect(str(db), read_only=True) as con:
+        got = con.execute(f"""
+            SELECT {attr(N.SIDE)} AS side, {attr(N.TTFT_MS)} AS t, {attr(N.TTFT_CPU_WAIT_MS)} AS w FROM spans
+            WHERE {attr(N.TTFT_MS)} IS NOT NULL""").fetchall()
+    assert sorted({side for side, _, _ in got}) == ["client", "server"], got
+    assert len(got) == 12 and all(w is not None and 0 <= w <= t + 0.01 for _, t, w in got), got
+    assert sum(w for _, _, w in got) / sum(t for _, t, _ in got) > 0.05, got
 
 
 def _m(ttft: float, cpu: float | None, wait: float | None) -> Metrics:
@@ -147,6 +172,30 @@ def test_the_load_rule_on_numbers() -> None:
     old = Metrics("v", 20, 0.9, 20.0, 22.0, None, ttft_sample=base.ttft_sample)
     (v,) = [v for v in compare(_m(70.0, 7.8, 0.78), old, ttft=True) if v.metric == "ttft_p50_ms"]
     assert not v.ok and v.warning is None
+
+
+def test_the_wait_rule_on_numbers() -> None:
+    """A TTFT rise the first token's wait for a CPU explains (the CI run that failed: p50 6.0 -> 16.4 ms, the
+    prefill's work unchanged, its wait explaining a third) is the machine's; one that remains with the waits
+    taken out, or that came with more work per prefill, is the deploy's."""
+    def side(ttft: float, wait: float, cpu: float | None = 3.0) -> Metrics:
+        passes = tuple(WaitedPass(ttft * (0.95 + 0.01 * i), wait * (0.95 + 0.01 * i)) for i in range(10))
+        return Metrics("v", 10, 0.9, ttft, ttft * 1.1, None, ttft_sample=tuple(p.ttft_ms for p in passes),
+                       prefill_cpu_ms=cpu, prefill_wait_share=0.1 if cpu else None, ttft_wait_sample=passes)
+
+    base = side(6.0, 0.3)
+
+    def p50(cur: Metrics, b: Metrics = base) -> tuple[bool, str | None]:
+        (v,) = [v for v in compare(cur, b, ttft=True) if v.metric == "ttft_p50_ms"]
+        return v.ok, v.warning
+
+    ok, warning = p50(side(16.4, 10.5))  # 64% of it waiting: 5.9 ms without, against 5.7
+    assert ok and warning and "waited for a CPU 64%" in warning and "p50 is 5.9 ms (baseline 5.7 ms" in warning, warning
+    assert p50(side(16.4, 4.0)) == (False, None)  # 12.4 ms without the waits: slower, busy or not
+    assert p50(side(16.4, 10.5, cpu=6.5)) == (False, None)  # the engine's work doubled: the deploy's
+    ok, warning = p50(side(16.4, 10.5, cpu=None), side(6.0, 0.3, cpu=None))  # no engine readings (a hosted
+    assert ok and warning and "work" not in warning, warning  # provider through the middleware): the waits alone
+    assert p50(side(16.4, 10.5), replace(base, ttft_wait_sample=())) == (False, None)  # an older baseline
 
 
 def test_the_tail_is_judged_from_its_own_passes() -> None:
