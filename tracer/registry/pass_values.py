@@ -49,8 +49,9 @@ PASS_VALUES: tuple[BoundaryValue, ...] = (
     V("llmtrace.ttft_ms", "float", "ms", "time from the request to the first output token", column="ttft_ms", summary=6),
     V("llmtrace.tpot_ms", "float", "ms", "mean time per output token after the first", column="tpot_ms", summary=7),
     V("llmtrace.ttft.cpu_wait_ms", "float", "ms", "time before the first token that this side's threads were ready "
-      "to run but waited for a CPU (Linux's run-queue wait: the calling thread on the client, every thread of the "
-      "serving process on the bundled server): what a busier machine adds to the TTFT", when="on Linux"),
+      "to run but waited for a CPU (Linux's run-queue wait: the calling thread on the client; the event loop and "
+      "the engines' stepping threads on the bundled server; at most the TTFT): what a busier machine adds to it",
+      when="on Linux"),
     V("llmtrace.status", "str", "", "ok, error or cancelled, and why, as the side that recorded it saw it", when="when a pass was cancelled"),
     V("llmtrace.server.span_id", "str", "", "the server's pass span, when the server named it in a header"),
     V("llmtrace.response.undecoded_encoding", "str", "", "content encoding the middleware could not decode", when="when the response's content encoding cannot be decoded"),
