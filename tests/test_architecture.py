@@ -16,6 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("tracer", "adapters", "backend", "analyzers", "tui", "report")
 
@@ -42,21 +44,45 @@ def test_import_contracts_hold(tmp_path: Path) -> None:
     assert r.stdout.count("KEPT") == contracts >= 5, r.stdout[-4000:]  # every contract ran and held
 
 
-def test_an_import_circle_in_the_middleware_breaks_a_contract(tmp_path: Path) -> None:
-    # the stage writers read a frozen CallRecord; importing the call back (even for a type) is the circle
+def _lint_with(tmp_path: Path, folder: str, edits: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``lint-imports`` over a copy of the checkout whose ``folder`` has ``edits`` (path under it -> text
+    appended, a new file when it does not exist)."""
     copy = tmp_path / "src"
     copy.mkdir()
-    for folder in ("llmtrace", *FOLDERS):
-        (copy / folder).symlink_to(ROOT / folder)
-    (copy / "adapters").unlink()
-    shutil.copytree(ROOT / "adapters", copy / "adapters", ignore=shutil.ignore_patterns("__pycache__"))
+    for f in ("llmtrace", *FOLDERS):
+        (copy / f).symlink_to(ROOT / f)
+    (copy / folder).unlink()
+    shutil.copytree(ROOT / folder, copy / folder, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
-    wire = copy / "adapters" / "middleware" / "wire.py"
-    wire.write_text(wire.read_text() + "\nfrom llmtrace.adapters.middleware import call as _call  # noqa\n")
+    for rel, text in edits.items():
+        path = copy / folder / rel
+        path.write_text((path.read_text() if path.exists() else "") + text)
     layout = tmp_path / "layout"
     layout.mkdir()
-    r = lint_imports(layout, copy)
+    return lint_imports(layout, copy)
+
+
+def test_an_import_circle_in_the_middleware_breaks_a_contract(tmp_path: Path) -> None:
+    # the stage writers read a frozen CallRecord; importing the call back (even for a type) is the circle
+    r = _lint_with(tmp_path, "adapters", {
+        "middleware/wire.py": "\nfrom llmtrace.adapters.middleware import call as _call  # noqa\n"})
     assert r.returncode != 0 and "the middleware has no import circle BROKEN" in r.stdout, r.stdout[-3000:]
+
+
+ANALYZER_LAYERS = "inside analyzers: gate on diagnose on symptoms on cache on core BROKEN"
+
+
+@pytest.mark.parametrize("edit", [
+    # the core reading the cache-loss model (inside a function still counts)
+    {"core/stats.py": "\ndef _f() -> None:\n    from llmtrace.analyzers.cache import kv_replay  # noqa\n"},
+    # a symptom reading the gate (the billed-token weighting both use lives in core/billing.py)
+    {"symptoms/cost_after_deploy.py": "\nfrom llmtrace.analyzers.gate import baseline as _b  # noqa\n"},
+    # a module beside the layers, which no arrow would place
+    {"helpers.py": "X = 1\n"},
+], ids=["core-imports-cache", "symptom-imports-gate", "module-beside-the-layers"])
+def test_an_upward_import_in_the_analyzers_breaks_a_contract(tmp_path: Path, edit: dict[str, str]) -> None:
+    r = _lint_with(tmp_path, "analyzers", edit)
+    assert r.returncode != 0 and ANALYZER_LAYERS in r.stdout, r.stdout[-3000:]
 
 
 if __name__ == "__main__":
