@@ -146,9 +146,9 @@ def dispatch(
         try:
             result = fn(**tc.arguments)
         except Exception as exc:
-            _record_error(span, exc)
+            _record_error(span, tc, exc)
             raise
-        _record_result(span, result)
+        _record_result(span, tc, result)
     return result
 
 
@@ -168,9 +168,9 @@ async def adispatch(
             if inspect.isawaitable(result):
                 result = await result
         except Exception as exc:
-            _record_error(span, exc)
+            _record_error(span, tc, exc)
             raise
-        _record_result(span, result)
+        _record_result(span, tc, result)
     return result
 
 
@@ -180,14 +180,20 @@ def _call_values(tc: ToolCall) -> dict[str, object]:
     return {N.TOOL_ARGUMENTS_HASH: _quiet(tool_digest.arguments_digest, tc.arguments)}
 
 
-def _record_result(span: rec.StageSpan, result: object) -> None:
+def _record_result(span: rec.StageSpan, tc: ToolCall, result: object) -> None:
+    """The result's size, digest and kind: the same result again (or an error returned as a result, an empty
+    one) after the model saw it is a call that made no progress."""
     span.set(N.TOOL_RESULT_TOKENS, approx_tokens(result))
-    span.set(N.TOOL_RESULT_HASH, _quiet(tool_digest.result_digest, result))
+    span.set(N.TOOL_RESULT_HASH, _quiet(tool_digest.result_digest, result, None, tc.arguments))
+    span.set(N.TOOL_RESULT_KIND, _quiet(tool_digest.result_kind, result))
 
 
-def _record_error(span: rec.StageSpan, exc: BaseException) -> None:
-    """The error's digest as the call's result: the same error over and over is a loop that makes no progress."""
-    span.set(N.TOOL_RESULT_HASH, _quiet(tool_digest.result_digest, None, f"{type(exc).__name__}: {exc}"))
+def _record_error(span: rec.StageSpan, tc: ToolCall, exc: BaseException) -> None:
+    """The error's digest as the call's result, read without the call's own arguments and numbers: the same
+    error over and over ("order KO-1 not found", "order KO-2 not found") is a loop that makes no progress."""
+    error = f"{type(exc).__name__}: {exc}"
+    span.set(N.TOOL_RESULT_HASH, _quiet(tool_digest.result_digest, None, error, tc.arguments))
+    span.set(N.TOOL_RESULT_KIND, "error")
 
 
 def _quiet(fn: Callable[..., str | None], *args: object) -> str | None:

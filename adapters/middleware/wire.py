@@ -183,6 +183,7 @@ def conversation_stages(call: CallRecord, end_wall: int) -> None:
             values={
                 N.BUDGET_STEPS: view.tool_call_steps,
                 N.LOOP_REPEATED_TOOL_CALLS: view.repeated_tool_calls,
+                N.LOOP_REPEATED_TOOL_RESULTS: view.repeated_tool_results,
                 N.BUDGET_LOOP_DETECTED: view.repeated_tool_calls > 0,
                 N.LOOP_OBSERVED: "wire",
             },

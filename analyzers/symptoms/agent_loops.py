@@ -3,13 +3,18 @@ loops the budget detected, and traces where the same tool is called over and ove
 
 from __future__ import annotations
 
+from typing import Any
+
 from llmtrace.analyzers.core.base import SymptomAnalyzer
 from llmtrace.analyzers.core.finding import Evidence, Finding
-from llmtrace.analyzers.core.query import Query, attr, sample_ids
+from llmtrace.analyzers.core.query import Query, sample_ids
+from llmtrace.analyzers.symptoms import tool_repeats
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 
-REPEATS = 4  # identical tool calls in one trace before it looks like a loop
+REPEATS = tool_repeats.REPEATS  # calls of one tool alike in one trace before it looks like a loop
+_WHAT = {"args": "with the same arguments", "error": "and got the same error",
+         "result": "and got the same result back (no progress)"}
 # Read from the messages array (llmtrace.loop.observed=wire) a repeat is only a count: an agent that asks
 # for a status again after "pending", or retries a lookup once, repeats a call by design. The same call
 # REPEATS times in one request's history (REPEATS - 1 repeats) is the loop; an app's own budget decides
@@ -29,14 +34,16 @@ class AgentLoops(SymptomAnalyzer):
         budget = q.stage_sql(S.LOOP_BUDGET, {
             "steps": N.BUDGET_STEPS, "max_steps": N.BUDGET_MAX_STEPS, "spend": N.BUDGET_SPEND_USD,
             "loop": N.BUDGET_LOOP_DETECTED, "stopped_by": N.BUDGET_STOPPED_BY,
-            "repeats": N.LOOP_REPEATED_TOOL_CALLS, "observed": N.LOOP_OBSERVED})
+            "repeats": N.LOOP_REPEATED_TOOL_CALLS, "observed": N.LOOP_OBSERVED,
+            "no_progress": N.LOOP_REPEATED_TOOL_RESULTS})
         looped = (f"(CASE WHEN coalesce(observed, '') = 'wire' THEN coalesce(repeats, 0) >= {WIRE_REPEATS} "
                   "ELSE coalesce(loop, false) OR coalesce(stopped_by, 'none') <> 'none' END)")
         uncapped = f"(coalesce(max_steps, 0) = 0 AND coalesce(steps, 0) >= {MANY_PASSES})"
         # runs, not budget spans: read off the wire every request of a conversation has its own span. The runs
         # are counted off one grouping by trace (two count(DISTINCT) kept two hash sets of every trace id).
         a = q.one(f"""
-            WITH b AS MATERIALIZED (SELECT trace_id, start_ns, stopped_by, steps, spend, {looped} AS is_looped,
+            WITH b AS MATERIALIZED (SELECT trace_id, start_ns, stopped_by, steps, spend, no_progress,
+                                           {looped} AS is_looped,
                                            {uncapped} AS is_uncapped FROM {budget}),
                  runs AS (SELECT count(trace_id) AS n, count(trace_id) FILTER (WHERE looped) AS looped
                           FROM (SELECT trace_id, bool_or(is_looped) AS looped FROM b GROUP BY trace_id))
@@ -44,6 +51,7 @@ class AgentLoops(SymptomAnalyzer):
                    histogram(coalesce(stopped_by, 'loop')) FILTER (WHERE is_looped) AS caps,
                    median(coalesce(steps, 0)) FILTER (WHERE is_looped) AS steps,
                    median(coalesce(spend, 0)) FILTER (WHERE is_looped) AS spend,
+                   max(coalesce(no_progress, 0)) FILTER (WHERE is_looped) AS no_progress,
                    (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE is_looped))[1:5] AS looped_ids,
                    count(*) FILTER (WHERE is_uncapped) AS uncapped, max(steps) FILTER (WHERE is_uncapped) AS most,
                    (list(trace_id ORDER BY start_ns DESC) FILTER (WHERE is_uncapped))[1:5] AS uncapped_ids
@@ -53,11 +61,14 @@ class AgentLoops(SymptomAnalyzer):
             ids = tuple(a["looped_ids"])
             out.append(self.finding(
                 S.LOOP_BUDGET, "warning", f"{a['looped']} agent runs were stopped by a budget or looped",
-                "The loop reached a cap or repeated the same call; each extra step re-sent the growing context.",
+                "The loop reached a cap, repeated the same call or got the same result back again; each extra step "
+                "re-sent the growing context.",
                 [Evidence("runs stopped or looping", a["looped"], f"of {n_budgets}", ids),
                  Evidence("stopped by", dict(a["caps"] or {}), "", ids),
                  Evidence("median steps", a["steps"], "steps", ids),
-                 Evidence("median spend", a["spend"], "USD", ids)],
+                 Evidence("median spend", a["spend"], "USD", ids),
+                 *([Evidence("calls that got back the same result or error as an earlier one (most in a run)",
+                             a["no_progress"], "calls", ids)] if a.get("no_progress") else [])],
                 ids, "Open loop.tool_dispatch on these traces: which call repeats, and why its result did not "
                 "satisfy the model.", 0.7,
             ))
@@ -89,81 +100,55 @@ class AgentLoops(SymptomAnalyzer):
         return out
 
     def _repeated_calls(self, q: Query) -> list[Finding]:
-        """Tool spans (the app helpers', a foreign agent's) that repeat: a loop is the same tool over the same or
-        near-same arguments (their digests, ``record/tool_digest.py``), or calls that get nowhere (the same
-        error again). One tool over distinct arguments is fan-out: six orders looked up once each is the work
-        asked for. Calls whose arguments were never recorded cannot be told apart: said at info."""
-        # read off the messages array (llmtrace.tool.observed=wire), a tool span carries no arguments: those
-        # calls' repeats, arguments and all, are the wire's loop.budget count above (a span whose JSON never
-        # names the key is not parsed for it: most tool spans)
-        rows = q.rows(f"""
-            WITH t AS MATERIALIZED (
-                SELECT trace_id, start_ns, {attr(N.GEN_AI_TOOL_NAME)} AS tool,
-                       {attr(N.TOOL_ARGUMENTS_HASH)} AS args,
-                       (status = 'error' OR {attr(N.TOOL_ERROR)} IS NOT NULL) AS failed,
-                       coalesce({attr(N.TOOL_RESULT_HASH)}, {attr(N.TOOL_ERROR)}, '') AS res,
-                       coalesce({attr(N.TOOL_RESULT_TOKENS)}, 0) AS result_tokens
-                FROM {q.spans} WHERE operation = 'execute_tool'
-                  AND (NOT contains(attributes, '{N.TOOL_OBSERVED}')
-                       OR coalesce({attr(N.TOOL_OBSERVED)}, '') <> 'wire')),
-            named AS (SELECT trace_id, tool FROM t GROUP BY trace_id, tool HAVING count(*) >= {REPEATS}),
-            g AS (SELECT t.*, CASE WHEN t.failed THEN 'error:' || t.res
-                                   WHEN t.args IS NOT NULL THEN 'args:' || t.args END AS key
-                  FROM t JOIN named USING (trace_id, tool))
-            SELECT trace_id, tool, count(*) AS calls, count(args) AS with_args,
-                   count(*) FILTER (WHERE failed) AS failed, count(DISTINCT args) AS distinct_args,
-                   max(n) AS most_alike, any_value(alike_kind) AS alike_kind,
-                   sum(wasted) AS wasted, sum(wasted_tokens) AS wasted_tokens
-            FROM (SELECT trace_id, tool, args, failed, key,
-                         count(*) OVER (PARTITION BY trace_id, tool, key) AS n,
-                         CASE WHEN key IS NOT NULL AND count(*) OVER (PARTITION BY trace_id, tool, key) >= {REPEATS}
-                              THEN split_part(key, ':', 1) END AS alike_kind,
-                         CASE WHEN key IS NOT NULL AND count(*) OVER (PARTITION BY trace_id, tool, key) >= {REPEATS}
-                              AND row_number() OVER (PARTITION BY trace_id, tool, key ORDER BY start_ns) > 1
-                              THEN 1 ELSE 0 END AS wasted,
-                         CASE WHEN key IS NOT NULL AND count(*) OVER (PARTITION BY trace_id, tool, key) >= {REPEATS}
-                              AND row_number() OVER (PARTITION BY trace_id, tool, key ORDER BY start_ns) > 1
-                              THEN result_tokens ELSE 0 END AS wasted_tokens
-                  FROM g)
-            GROUP BY trace_id, tool ORDER BY wasted DESC, calls DESC, trace_id, tool""")
+        """Tool spans (the app helpers', a foreign agent's) that repeat (analyzers/symptoms/tool_repeats.py): the
+        same tool over the same or near-same arguments, or calls that get nowhere (the same error, or the same
+        result after the model saw it, whatever they asked). One tool over distinct arguments with distinct
+        results is fan-out: six orders looked up once each is the work asked for. Calls whose arguments and
+        results were never recorded cannot be told apart: said at info."""
+        rows = tool_repeats.rows(q)
         looped = [r for r in rows if int(r["wasted"] or 0) > 0]
         blind = [r for r in rows if not int(r["wasted"] or 0) and not int(r["with_args"] or 0)
                  and not int(r["failed"] or 0)]
-        out: list[Finding] = []
         if looped:
-            ids = sample_ids([r["trace_id"] for r in looped])
-            top = looped[0]
-            wasted = sum(int(r["wasted"]) for r in looped)
-            by_error = sum(1 for r in looped if r["alike_kind"] == "error")
-            what = "the same error" if by_error == len(looped) else "the same arguments"
-            out.append(self.finding(
-                S.LOOP_TOOL_DISPATCH, "warning",
-                f"A tool was called {top['most_alike']} times with {what} in one trace ({top['tool']})",
-                f"{len(looped)} traces called one tool {REPEATS} or more times with the same (or near-same) "
-                "arguments, or got the same error each time: the agent keeps asking for what it already has. "
-                f"{wasted} calls repeated an earlier one.",
-                [Evidence("traces with a repeated call", len(looped), "", ids),
-                 Evidence("calls that repeated an earlier one", wasted, "calls", ids),
-                 Evidence("most alike calls of one tool", top["most_alike"], "calls", (str(top["trace_id"]),)),
-                 Evidence("distinct arguments among its calls", top["distinct_args"], f"of {top['calls']}",
-                          (str(top["trace_id"]),)),
-                 Evidence("result tokens of the repeated calls", sum(int(r["wasted_tokens"] or 0) for r in looped),
-                          "tokens", ids)],
-                ids, "Check the tool's result (loop.tool_dispatch result_tokens, error): an error or empty result "
-                "often makes the model retry.", 0.6, loss_tokens=float(sum(int(r["wasted_tokens"] or 0)
-                                                                           for r in looped)),
-            ))
-        elif blind:
-            ids = sample_ids([r["trace_id"] for r in blind])
-            top = blind[0]
-            out.append(self.finding(
-                S.LOOP_TOOL_DISPATCH, "info",
-                f"One tool ran {top['calls']} times in one trace ({top['tool']}); its arguments were not recorded",
-                "Without the calls' arguments a loop (the same call again) cannot be told from fan-out (one tool "
-                "over distinct inputs), which is the work asked for.",
-                [Evidence("traces with many calls of one tool", len(blind), "", ids),
-                 Evidence("most calls of one tool", top["calls"], "calls", (str(top["trace_id"]),))],
-                ids, "Record the tool calls' arguments (capture hashes, or llmtrace's loops helpers) to tell a "
-                "loop from fan-out.", 0.1,
-            ))
-        return out
+            return [self._looped(looped)]
+        if not blind:
+            return []
+        ids = sample_ids([r["trace_id"] for r in blind])
+        top = blind[0]
+        return [self.finding(
+            S.LOOP_TOOL_DISPATCH, "info",
+            f"One tool ran {top['calls']} times in one trace ({top['tool']}); its arguments were not recorded",
+            "Without the calls' arguments a loop (the same call again) cannot be told from fan-out (one tool "
+            "over distinct inputs), which is the work asked for.",
+            [Evidence("traces with many calls of one tool", len(blind), "", ids),
+             Evidence("most calls of one tool", top["calls"], "calls", (str(top["trace_id"]),))],
+            ids, "Record the tool calls' arguments (capture hashes, or llmtrace's loops helpers) to tell a "
+            "loop from fan-out.", 0.1,
+        )]
+
+    def _looped(self, looped: list[dict[str, Any]]) -> Finding:
+        ids = sample_ids([r["trace_id"] for r in looped])
+        top = looped[0]
+        wasted = sum(int(r["wasted"]) for r in looped)
+        kinds = {tool_repeats.kind_of(r) for r in looped}
+        kind = tool_repeats.kind_of(top) if len(kinds) > 1 else kinds.pop()
+        what = _WHAT[kind]
+        tokens = sum(int(r["wasted_tokens"] or 0) for r in looped)
+        one = (str(top["trace_id"]),)
+        return self.finding(
+            S.LOOP_TOOL_DISPATCH, "warning",
+            f"A tool was called {top['most_alike']} times {what} in one trace ({top['tool']})",
+            f"{len(looped)} traces called one tool {tool_repeats.REPEATS} or more times with the same (or near-same) "
+            "arguments, or got the same error or the same result back each time whatever they asked: the agent "
+            f"keeps asking for what it already has, or gets nowhere. {wasted} calls repeated an earlier one.",
+            [Evidence("traces with a repeated call", len(looped), "", ids),
+             Evidence("calls that repeated an earlier one", wasted, "calls", ids),
+             Evidence("repeated by: same arguments / same error / same result",
+                      {k: sum(int(r[f"by_{k}"] or 0) for r in looped) for k in tool_repeats.KINDS}, "calls", ids),
+             Evidence("most alike calls of one tool", top["most_alike"], "calls", one),
+             Evidence("distinct arguments among its calls", top["distinct_args"], f"of {top['calls']}", one),
+             Evidence("result tokens of the repeated calls", tokens, "tokens", ids)],
+            ids, "Check the tool's result (loop.tool_dispatch result_kind, error): an error, an empty result or the "
+            "same answer to every query often makes the model retry; stop after the same result twice.",
+            0.6, loss_tokens=float(tokens),
+        )

@@ -142,7 +142,9 @@ def test_tool_dispatch_scopes_errors_and_result_size(traced: Path) -> None:
     )
     assert (
         spans[1]["status"] == "error"
-        and "over the refund limit" in spans[1]["attributes"]["llmtrace.tool.error"]
+        # hashes capture (the default): the error's type, not its message (the app's text, often the call's own
+        # arguments); the message is kept under full capture
+        and spans[1]["attributes"]["llmtrace.tool.error"] == "PermissionError"
     )
 
 

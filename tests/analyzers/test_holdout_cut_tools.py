@@ -94,7 +94,9 @@ def _loop(agent: Agent, stuck: bool) -> None:
         for step in range(STEPS):
             agent.call(msgs)
             ticket = f"R-{run}0" if stuck else f"R-{run}{step}"
-            msgs = msgs + agent.tool_turn(f"c{run}x{step}", "repair_status", {"ticket": ticket}, "waiting on parts")
+            # each ticket's own status (the same answer to every ticket would be calls that make no progress)
+            msgs = msgs + agent.tool_turn(f"c{run}x{step}", "repair_status", {"ticket": ticket},
+                                          "waiting on parts" if stuck else f"{ticket}: waiting on parts")
         agent.call(msgs)
 
 

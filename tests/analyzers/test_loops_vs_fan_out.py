@@ -1,6 +1,6 @@
 """Loops are loops: one tool over distinct arguments (six orders looked up once each) is fan-out, the work the
 user asked for; the same call over and over (the same or near-same arguments), or calls that keep failing the
-same way, is a loop. Told apart from argument and result digests (no text) recorded by the app helpers
+same way or getting the same answer whatever they ask, is a loop. Told apart from argument and result digests (no text) recorded by the app helpers
 (``loops.Tools.dispatch`` / ``fan_out``) and by ``llmtrace collect`` from foreign ``execute_tool`` spans (OTel
 GenAI and OpenInference attributes, sent by the stock OTLP exporter), then ``llmtrace diagnose --json``.
 """
@@ -96,6 +96,10 @@ def _foreign(endpoint: str, service: str, kind: str, shape: str) -> None:
                 arg = ORDERS[turn] if kind == "loop" else order
                 args = json.dumps({"order": arg}, indent=step % 2)  # spacing differs call to call
                 result = json.dumps({"order": arg, "status": "shipped"})
+                if kind == "same_result":  # the same answer to every order: no progress
+                    result = "No order matches that number."
+                elif kind == "error_text":  # an error returned as the result, naming the order asked
+                    result = json.dumps({"error": f"order {arg} is not in the system"})
                 if shape == "genai":
                     attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "order_status",
                              "gen_ai.tool.call.id": f"call_{turn}_{step}", "gen_ai.tool.call.arguments": args,
@@ -113,7 +117,7 @@ def _foreign(endpoint: str, service: str, kind: str, shape: str) -> None:
 def test_foreign_tool_spans_loop_vs_fan_out(tmp_path: Path) -> None:
     col = start_collector(tmp_path, "--capture", "hashes")
     services = {f"{shape}-{kind}": (shape, kind) for shape in ("genai", "openinference")
-                for kind in ("fan_out", "loop", "error")}
+                for kind in ("fan_out", "loop", "error", "same_result", "error_text")}
     try:
         for service, (shape, kind) in services.items():
             _foreign(col.endpoint, service, kind, shape)
@@ -125,7 +129,7 @@ def test_foreign_tool_spans_loop_vs_fan_out(tmp_path: Path) -> None:
     for service, attrs in rows:
         a = json.loads(str(attrs))
         assert a.get("llmtrace.tool.arguments_hash") and a.get("llmtrace.tool.result_hash"), (service, a)
-        assert not any(o in str(attrs) for o in ORDERS), attrs
+        assert not any(o in str(attrs) for o in ORDERS) and "No order" not in str(attrs), attrs
     for service, (_, kind) in services.items():
         found = diagnose_service(col.db, service)
         looped = _loop_findings(found)
@@ -133,4 +137,5 @@ def test_foreign_tool_spans_loop_vs_fan_out(tmp_path: Path) -> None:
             assert not looped, (service, looped)
             continue
         assert looped and looped[0]["stage"] == "loop.tool_dispatch", (service, found)
-        assert ("same error" if kind == "error" else "same arguments") in looped[0]["title"], (service, looped[0])
+        what = {"error": "same error", "error_text": "same error", "same_result": "same result"}.get(kind, "same arguments")
+        assert what in looped[0]["title"], (service, looped[0])

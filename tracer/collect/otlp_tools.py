@@ -4,7 +4,8 @@
 Where each instrumentation puts a tool call's arguments and result: OpenTelemetry GenAI
 (``gen_ai.tool.call.arguments`` / ``.result``), OpenInference (``input.value`` / ``output.value`` of a TOOL
 span), OpenLLMetry's ``@tool`` (``traceloop.entity.input`` / ``.output``). A span that ended in an error
-digests its error type (or status message) as its result, so the same error again is the same digest.
+digests its error type (or status message) as its result, so the same error again is the same digest; the
+result's kind (value, empty, error) goes beside it.
 """
 
 from __future__ import annotations
@@ -35,7 +36,10 @@ def tool_values(attrs: dict[str, object], status_message: str | None = None) -> 
     error = attrs.get("error.type") or status_message
     result = _first(attrs, _RESULT_KEYS)
     if error:
-        out[N.TOOL_RESULT_HASH] = tool_digest.result_digest(None, str(error))
+        out[N.TOOL_RESULT_HASH] = tool_digest.result_digest(None, str(error), args)
+        out[N.TOOL_RESULT_KIND] = "error"
     elif result is not None:
-        out[N.TOOL_RESULT_HASH] = tool_digest.result_digest(result)
+        # (an error returned as the result, {"error": ...} or "Error: ...", digests as one: tool_digest.py)
+        out[N.TOOL_RESULT_HASH] = tool_digest.result_digest(result, None, args)
+        out[N.TOOL_RESULT_KIND] = tool_digest.result_kind(result)
     return {k: v for k, v in out.items() if v is not None}

@@ -10,7 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orjson import OPT_SORT_KEYS, JSONDecodeError, dumps, loads
+from orjson import OPT_SORT_KEYS, dumps
+
+from llmtrace.tracer.reading import tool_digest
 
 
 @dataclass(slots=True)
@@ -19,7 +21,8 @@ class Message:
     digest: bytes  # chained: covers this message and every one before it
     plain: bytes  # this message alone (a history that dropped its oldest turns still holds it)
     tool_calls: list[tuple[str, str, str]]  # (call id, name, arguments' key: _args_key) asked for in this message
-    tool_results: list[tuple[str, int]]  # (call id, result chars) answered in this message
+    # (call id, result chars, result key: tool_digest.result_key, read with the call's arguments) answered here
+    tool_results: list[tuple[str, int, str]]
 
 
 def _canonical(value: object) -> bytes:
@@ -29,20 +32,12 @@ def _canonical(value: object) -> bytes:
         return str(value).encode("utf-8", "surrogatepass")
 
 
-def _h(value: object) -> str:
-    return hashlib.blake2b(_canonical(value), digest_size=8).hexdigest()
-
-
 def _args_key(arguments: object) -> str:
-    """What tells two calls' arguments apart: the canonical JSON (sorted keys, no whitespace), so a call
-    re-sent with its keys in another order or other spacing is the same call; a string that is not JSON is
-    compared as it is; Anthropic's parsed ``input`` by a digest of its canonical JSON."""
-    if isinstance(arguments, str):
-        try:
-            return dumps(loads(arguments), option=OPT_SORT_KEYS).decode()
-        except (JSONDecodeError, TypeError):
-            return arguments
-    return _h(arguments)
+    """What tells two calls' arguments apart: their loose form (tracer/reading/tool_digest.py: keys sorted, each
+    string reduced to its case-folded words), so a call re-sent with its keys in another order, other spacing or
+    its id in other case is the same call, as on the tool spans; OpenAI's JSON text and Anthropic's parsed
+    ``input`` alike."""
+    return tool_digest.loose_key(arguments)
 
 
 def _chained(parent: bytes, value: object) -> bytes:
@@ -70,36 +65,49 @@ def _messages(body: Mapping[str, object]) -> list[Mapping[str, Any]]:
     return []
 
 
-def _tools_of(m: Mapping[str, Any]) -> tuple[list[tuple[str, str, str]], list[tuple[str, int]]]:
-    calls: list[tuple[str, str, str]] = []
-    results: list[tuple[str, int]] = []
+_Call = tuple[str, str, object]  # (call id, name, arguments as sent)
+_Result = tuple[str, object, bool]  # (call id, content, flagged an error by the API: Anthropic's is_error)
+
+
+def _tools_of(m: Mapping[str, Any]) -> tuple[list[_Call], list[_Result]]:
+    calls: list[_Call] = []
+    results: list[_Result] = []
     if m.get("role") == "tool":  # OpenAI chat: one tool result per message
-        results.append((str(m.get("tool_call_id", "")), len(str(m.get("content", "")))))
+        results.append((str(m.get("tool_call_id", "")), m.get("content", ""), False))
     kind = m.get("type")
     if kind == "function_call":  # Responses API items
-        calls.append((str(m.get("call_id", "")), str(m.get("name", "")), _args_key(m.get("arguments"))))
+        calls.append((str(m.get("call_id", "")), str(m.get("name", "")), m.get("arguments")))
     elif kind == "function_call_output":
-        results.append((str(m.get("call_id", "")), len(str(m.get("output", "")))))
+        results.append((str(m.get("call_id", "")), m.get("output", ""), False))
     for tc in m.get("tool_calls") or ():
         fn = tc.get("function") if isinstance(tc, Mapping) else None
         if isinstance(fn, Mapping):
-            calls.append((str(tc.get("id", "")), str(fn.get("name", "")), _args_key(fn.get("arguments"))))
+            calls.append((str(tc.get("id", "")), str(fn.get("name", "")), fn.get("arguments")))
     content = m.get("content")
     if isinstance(content, list):  # Anthropic blocks
         for part in content:
             if not isinstance(part, Mapping):
                 continue
             if part.get("type") == "tool_use":
-                calls.append((str(part.get("id", "")), str(part.get("name", "")), _args_key(part.get("input"))))
+                calls.append((str(part.get("id", "")), str(part.get("name", "")), part.get("input")))
             elif part.get("type") == "tool_result":
-                results.append((str(part.get("tool_use_id", "")), len(str(part.get("content", "")))))
+                results.append((str(part.get("tool_use_id", "")), part.get("content", ""),
+                                part.get("is_error") is True))
     return calls, results
+
+
+def _result_content(content: object) -> object:
+    """A tool result's content as the tool gave it: Anthropic's list of text blocks is its text."""
+    if isinstance(content, list) and all(isinstance(b, Mapping) and b.get("type") == "text" for b in content):
+        return "".join(str(b.get("text", "")) for b in content)
+    return content
 
 
 def read_messages(body: Mapping[str, object]) -> list[Message]:
     """Each message with its chained digest and the tool calls and results it carries."""
     out: list[Message] = []
     parent = b""
+    asked: dict[str, object] = {}  # call id -> its arguments: an error result is read without them
     for key in ("system", "instructions"):  # Anthropic system / Responses instructions lead the chain
         if body.get(key):
             parent = _chained(parent, body[key])
@@ -108,7 +116,14 @@ def read_messages(body: Mapping[str, object]) -> list[Message]:
         plain = hashlib.blake2b(_canonical(m), digest_size=16).digest()
         parent = hashlib.blake2b(plain, digest_size=16, key=parent).digest()
         calls, results = _tools_of(m)
-        out.append(Message(str(m.get("role") or m.get("type") or "item"), parent, plain, calls, results))
+        for cid, _, args in calls:
+            asked[cid] = args
+        out.append(Message(
+            str(m.get("role") or m.get("type") or "item"), parent, plain,
+            [(cid, name, _args_key(args)) for cid, name, args in calls],
+            [(cid, len(str(content)), tool_digest.result_key(_result_content(content), None, asked.get(cid),
+                                                              is_error=flagged))
+             for cid, content, flagged in results]))
     return out
 
 

@@ -32,6 +32,7 @@ from opentelemetry.trace import NonRecordingSpan
 
 from llmtrace.tracer import capture
 from llmtrace.tracer.reading import facts as fact_reading
+from llmtrace.tracer.reading import tool_digest
 from llmtrace.tracer.reading.messages import Message, read_messages, turns, wire_ids
 from llmtrace.tracer.registry import names as N
 
@@ -82,7 +83,8 @@ class View:
     tool_results: list[tuple[str, str, int]] = field(default_factory=list)  # (name, call id, chars)
     tool_call_steps: int = 0
     tool_calls: int = 0
-    repeated_tool_calls: int = 0
+    repeated_tool_calls: int = 0  # by the same arguments or the same result (tool_digest.count_repeats)
+    repeated_tool_results: int = 0  # by the same result or error after the model saw it
     rewritten: bool = False
     kept_messages: int = 0
     turns_replaced: int = 0
@@ -198,14 +200,11 @@ def _private(user: str) -> str:
 
 
 def _count_tool_calls(view: View, msgs: list[Message]) -> None:
-    seen: dict[tuple[str, str], int] = {}
-    for m in msgs:
-        if m.tool_calls:
-            view.tool_call_steps += 1
-        for _, name, args in m.tool_calls:
-            view.tool_calls += 1
-            seen[name, args] = seen.get((name, args), 0) + 1
-    view.repeated_tool_calls = sum(n - 1 for n in seen.values())
+    steps = [m.tool_calls for m in msgs if m.tool_calls]
+    view.tool_call_steps = len(steps)
+    view.tool_calls = sum(len(s) for s in steps)
+    repeats = tool_digest.count_repeats(steps, {cid: key for m in msgs for cid, _, key in m.tool_results})
+    view.repeated_tool_calls, view.repeated_tool_results = repeats.calls, repeats.results
 
 
 def _continued(view: View, conv: Conversation, msgs: list[Message], server_side: bool) -> None:
@@ -241,7 +240,7 @@ def _continued(view: View, conv: Conversation, msgs: list[Message], server_side:
         return
     calls = {cid: name for m in msgs for cid, name, _ in m.tool_calls}
     for m in extension:
-        for cid, chars in m.tool_results:
+        for cid, chars, _ in m.tool_results:
             view.tool_results.append((calls.get(cid, "unknown"), cid, chars))
     if view.tool_results and not any(m.role == "user" and not m.tool_results for m in extension):
         view.parent = conv.root  # a tool round trip: the same agent turn, the same trace

@@ -20,7 +20,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
-from llmtrace.tracer.record import health
+from llmtrace.tracer.record import capture, health
 from llmtrace.tracer.record import light_span as light
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import semconv as sc
@@ -373,8 +373,11 @@ def tool_span(
     try:
         yield StageSpan(span, S.LOOP_TOOL_DISPATCH)
     except BaseException as exc:
-        span.set_attribute(N.TOOL_ERROR, f"{type(exc).__name__}: {exc}")
-        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        # the message is the app's text (it often names what the call was asked: an order id, a path): kept only
+        # under full capture; otherwise the error's type, and the helpers' result digest tells errors apart
+        said = f"{type(exc).__name__}: {exc}" if capture.mode() == "full" else type(exc).__name__
+        span.set_attribute(N.TOOL_ERROR, said)
+        span.set_status(Status(StatusCode.ERROR, said))
         raise
     finally:
         otel_context.detach(token)

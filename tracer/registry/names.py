@@ -363,6 +363,7 @@ TOOL_RESULT_TOKENS: Final = "llmtrace.tool.result_tokens"  # int tokens; loop.to
 TOOL_OBSERVED: Final = "llmtrace.tool.observed"  # str; loop.tool_dispatch
 TOOL_ARGUMENTS_HASH: Final = "llmtrace.tool.arguments_hash"  # str; loop.tool_dispatch
 TOOL_RESULT_HASH: Final = "llmtrace.tool.result_hash"  # str; loop.tool_dispatch
+TOOL_RESULT_KIND: Final = "llmtrace.tool.result_kind"  # str; loop.tool_dispatch
 
 # ── stage 36 loop.fan_out (catalog/loops.py)
 FANOUT_CALLS: Final = "llmtrace.fanout.calls"  # int calls; loop.fan_out
@@ -380,6 +381,7 @@ BUDGET_WALL_MS: Final = "llmtrace.budget.wall_ms"  # float ms; loop.budget
 BUDGET_LOOP_DETECTED: Final = "llmtrace.budget.loop_detected"  # bool; loop.budget
 BUDGET_STOPPED_BY: Final = "llmtrace.budget.stopped_by"  # str; loop.budget
 LOOP_REPEATED_TOOL_CALLS: Final = "llmtrace.loop.repeated_tool_calls"  # int calls; loop.budget
+LOOP_REPEATED_TOOL_RESULTS: Final = "llmtrace.loop.repeated_tool_results"  # int calls; loop.budget
 LOOP_OBSERVED: Final = "llmtrace.loop.observed"  # str; loop.budget
 BUDGET_MAX_TOKENS: Final = "llmtrace.budget.max_tokens"  # int tokens; loop.budget
 BUDGET_MAX_SPEND_USD: Final = "llmtrace.budget.max_spend_usd"  # float USD; loop.budget
