@@ -6,7 +6,8 @@ string's class, what the output was inside of and what preceded the cut; classes
 
 A stop string that fires at a natural end (after a sentence's end, closing an open code block, at the end of a
 complete JSON value) is no finding. One that fires after a letter with nothing open is read as a finding only
-where it fired far earlier than the same service's answers that ended on their own.
+where it fired far earlier than the answers of the same service and prompt template (its system prompt's digest)
+that ended on their own.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from llmtrace.analyzers.core.base import SymptomAnalyzer, severity_for
 from llmtrace.analyzers.core.finding import Evidence, Finding
 from llmtrace.analyzers.core.query import Query
-from llmtrace.tracer.reading.stop_context import CONTENT_LIKE, SHORT_PUNCT
+from llmtrace.tracer.reading.stop_context import CONTENT_LIKE, LINE_ENDS, SHORT_PUNCT
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 
@@ -60,16 +61,26 @@ class EarlyEnd(SymptomAnalyzer):
             WHERE g.kind IS NOT NULL
             QUALIFY row_number() OVER (PARTITION BY coalesce(ps.span_id, g.parent_span_id)
                                        ORDER BY (ps.span_id IS NOT NULL) DESC, (g.kind = 'stop_unknown')) = 1"""
-        passes = q.temp_table(per_pass)
-        # what answers that ended on their own look like, per service: the yardstick for "far earlier"
-        base = f"""SELECT svc, median(at_char) AS med, count(*) AS n FROM {passes}
-                   WHERE kind IN ('end_turn', 'length', 'tool_call') AND at_char IS NOT NULL GROUP BY svc"""
+        # the app's prompt template, as far as the store says: the system prompt's digest the client recorded for
+        # the pass ('' where none was: server-only traffic, a foreign span)
+        system = q.stage_sql(S.INTAKE_SYSTEM_PROMPT, {"sys": N.SYSTEM_HASH})
+        passes = q.temp_table(f"""
+            SELECT p.*, coalesce(s.sys, '') AS tpl FROM ({per_pass}) p
+            LEFT JOIN (SELECT parent_span_id, any_value(sys) AS sys FROM {system} GROUP BY parent_span_id) s
+              ON s.parent_span_id = p.pass""")
+        # what answers that ended on their own look like, per service and template: the yardstick for "far
+        # earlier". A template's answers are compared with its own only (a first-line prompt cut at "\n" after
+        # "Yes" is not early beside the same service's essays)
+        base = f"""SELECT svc, tpl, median(at_char) AS med, count(*) AS n FROM {passes}
+                   WHERE kind IN ('end_turn', 'length', 'tool_call') AND at_char IS NOT NULL GROUP BY svc, tpl"""
         # the rule of stop_context.inside_content, in SQL: a stop string made of ordinary content (a marker the
         # app chose fires where the model wrote it on purpose), met inside a JSON value or code block, or after
         # a digit or an abbreviation
         like = ", ".join(f"'{c}'" for c in sorted(CONTENT_LIKE))
+        line_ends = ", ".join(f"'{c}'" for c in sorted(LINE_ENDS))
         inside = (f"((p.cls IS NULL OR p.cls IN ({like}) OR (p.cls = 'punct' AND p.chars <= {SHORT_PUNCT})) AND "
-                  "(p.inside IN ('json_string', 'json', 'code_fence') OR p.before IN ('digit', 'abbreviation')))")
+                  "(p.inside IN ('json_string', 'json', 'code_fence') OR "
+                  f"(p.before IN ('digit', 'abbreviation') AND coalesce(p.cls, '') NOT IN ({line_ends}))))")
         early = f"(b.n >= {MIN_BASELINE} AND p.at_char < {EARLY_RATIO} * b.med)"
         rows = q.rows(f"""
             SELECT coalesce(p.cls, 'unknown') AS cls, coalesce(p.chars, 0) AS chars, coalesce(p.inside, 'none') AS inside,
@@ -77,7 +88,7 @@ class EarlyEnd(SymptomAnalyzer):
                    bool_or(p.kind = 'stop_string') AS sure, median(p.at_char) AS at_char, any_value(b.med) AS med,
                    bool_or({inside}) AS in_content,
                    (list(p.trace_id ORDER BY p.start_ns DESC))[1:5] AS ids
-            FROM {passes} p LEFT JOIN ({base}) b ON b.svc = p.svc
+            FROM {passes} p LEFT JOIN ({base}) b ON b.svc = p.svc AND b.tpl = p.tpl
             WHERE p.kind IN {_KINDS} AND ({inside} OR {early})
             GROUP BY ALL ORDER BY n DESC""")
         total = q.one(f"SELECT count(*) AS n, count(*) FILTER (WHERE kind IN {_KINDS}) AS by_stop FROM {passes}")

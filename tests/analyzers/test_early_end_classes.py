@@ -16,6 +16,9 @@ from llmtrace.tracer.reading import stop_context as sc
     ("Ask Dr", "abbreviation", "none"),
     ("```python\nx = 1", "digit", "code_fence"),
     ("```python\nprint('hi')", "punct", "code_fence"),
+    ("Run this:\n~~~sql\nSELECT name FROM users", "letter", "code_fence"),  # markdown's other fence
+    ("Run this:\n~~~sql\nSELECT 1\n~~~\nthen reload", "letter", "none"),  # a closed block is left behind
+    ("Here is the fix:\n\n```js\nlet total = price", "letter", "code_fence"),  # plain text, then a block
     ('{"note": "see the manual', "letter", "json_string"),
     ('{"a": 1,', "punct", "json"),
     ("", "empty", "none"),
@@ -40,6 +43,10 @@ def test_natural_ends_are_not_inside_content() -> None:
     assert not sc.inside_content("space", "json_string", "mixed", 12)
     assert not sc.inside_content("digit", "none", "word", 3)
     assert sc.inside_content("digit", "json_string", "punct", 1)  # a comma
+    # a newline after a number or after "No" ends the line, not the number or an abbreviation
+    assert not sc.inside_content("digit", "none", "newline") and not sc.inside_content("abbreviation", "none", "newline")
+    assert sc.inside_content("digit", "none", "period") and sc.inside_content("abbreviation", "none", "period")
+    assert sc.inside_content("digit", "code_fence", "newline")  # inside a block all the same
 
 
 @pytest.mark.parametrize(("stop", "cls"), [(".", "period"), ("\n", "newline"), ("\n\n", "blank_line"), ('"', "quote"),

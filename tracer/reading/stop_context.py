@@ -22,7 +22,7 @@ End kinds (``llmtrace.stop.kind``):
 Preceded-by classes (``llmtrace.stop.preceded_by``), the characters right before the cut: empty, digit
 (mid-number: "7" of "7.5", "v2" of "v2.1"), abbreviation ("approx", "e.g", "Dr", a lone initial), sentence_end
 (".", "!", "?", or a closing quote or bracket after one), letter, space, punct, other. And what the cut is
-inside (``llmtrace.stop.inside``): code_fence (an open ``` block), json_string (a string of a JSON answer),
+inside (``llmtrace.stop.inside``): code_fence (an open ``` or ~~~ block), json_string (a string of a JSON answer),
 json (an unfinished JSON value, outside strings) or none.
 """
 
@@ -37,6 +37,9 @@ END_KINDS: Final = ("length", "stop_string", "stop_token", "end_turn", "tool_cal
 # (an empty answer is not among them: a model that opens with a newline under stop "\n" says nothing of the
 # content; the analyzer's "far earlier than the other answers" rule judges it where there are others)
 CUT_CLASSES: Final = frozenset({"digit", "abbreviation"})
+# ...but only for a stop string that is not white space: a newline after "42" or after "No" ends the line there,
+# not the number or the abbreviation (the answer "No" to a first-line prompt cut at "\n")
+LINE_ENDS: Final = frozenset({"newline", "blank_line", "space"})
 CONTAINERS: Final = ("code_fence", "json_string", "json", "none")
 # Stop strings made of what ordinary content is made of: a period, a newline, a quote, a comma. A marker the
 # app chose for a delimiter ("~~~", "[[internal]]", "END", a special token) is written by the model on purpose,
@@ -117,12 +120,12 @@ def content_like(stop_class: str | None, stop_chars: int | None = None) -> bool:
 def inside_content(preceded: str | None, container: str | None, stop_class: str | None = None,
                    stop_chars: int | None = None) -> bool:
     """Whether a stop string that cut the output here cut it inside the answer's own content: one made of
-    ordinary content (``content_like``) that fired mid-number, after an abbreviation, or inside a code block or
-    a JSON value. A fence stop string that ends an open code block closes it (the usual way to take only the
+    ordinary content (``content_like``) that fired mid-number or after an abbreviation (a stop string other than
+    white space: a newline there ends a line), or inside a code block or a JSON value. A fence stop string that ends an open code block closes it (the usual way to take only the
     code), so that one is the block's end."""
     if not content_like(stop_class, stop_chars):
         return False
-    return preceded in CUT_CLASSES or (container is not None and container != "none")
+    return (preceded in CUT_CLASSES and stop_class not in LINE_ENDS) or (container is not None and container != "none")
 
 
 def _abbreviation(text: str) -> bool:
@@ -142,8 +145,9 @@ def _abbreviation(text: str) -> bool:
 
 
 def _in_code_fence(text: str) -> bool:
-    """An odd number of ``` fences opened before the cut: the cut is inside a code block."""
-    return text.count("```") % 2 == 1
+    """An odd number of ``` fences (or of ~~~ fences, markdown's other kind) opened before the cut: the cut is
+    inside a code block."""
+    return text.count("```") % 2 == 1 or text.count("~~~") % 2 == 1
 
 
 def _json_state(text: str) -> str | None:
