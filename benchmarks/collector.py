@@ -89,23 +89,31 @@ def template_request() -> bytes:
 JOIN_KEYS = frozenset({"gen_ai.response.id", "gen_ai.request.id", "rid"})  # ids both sides name: one a call
 
 
+STEP_NS = 10_000_000  # each request's spans 10 ms after the previous one's: 512 spans a 10 ms is 51,200 a second
+
+
 def make_bodies(template: bytes, count: int, offset: int) -> list[bytes]:
     """``count`` requests with distinct trace and span ids (batch number written into the ids), and distinct
-    response and request ids (the batch number in front), so each client span meets its own engine span."""
+    response and request ids (the batch number in front), so each client span meets its own engine span.
+    Their times advance as live traffic's do (``STEP_NS`` a request), not all at the template's instant: the
+    store's readers and the collector's join find recent rows by time (zone maps), which copies of one
+    instant would defeat."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     req = ExportTraceServiceRequest.FromString(template)
     spans = [s for rs in req.resource_spans for ss in rs.scope_spans for s in ss.spans]
-    orig = [(s.trace_id, s.span_id, s.parent_span_id) for s in spans]
+    orig = [(s.trace_id, s.span_id, s.parent_span_id, s.start_time_unix_nano, s.end_time_unix_nano) for s in spans]
     ids = [(kv, kv.value.string_value) for s in spans for kv in s.attributes if kv.key in JOIN_KEYS]
     bodies = []
     for b in range(offset, offset + count):
         tag = b.to_bytes(4, "big")
-        for s, (tid, sid, pid) in zip(spans, orig):
+        for s, (tid, sid, pid, start, end) in zip(spans, orig):
             s.trace_id = tag + tid[4:]
             s.span_id = tag + sid[4:]
             if pid:
                 s.parent_span_id = tag + pid[4:]
+            s.start_time_unix_nano = start + b * STEP_NS
+            s.end_time_unix_nano = end + b * STEP_NS
         for kv, value in ids:
             prefix = "chatcmpl-" if value.startswith("chatcmpl-") else ""
             kv.value.string_value = f"{prefix}{b:08x}{value[len(prefix):]}"

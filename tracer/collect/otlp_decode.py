@@ -19,8 +19,10 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from llmtrace.tracer.collect import scrub as scrub
+from llmtrace.tracer.collect.otlp_join_body import PassKey, join_rows, pass_key
 from llmtrace.tracer.collect.otlp_mapping import Mapper
 from llmtrace.tracer.storage.span_rows import DEPLOY, SpanRow, json_text, rows_to_table, span_row
+from llmtrace.tracer.storage.views import PASS_OPERATION_NAMES
 
 _KINDS = ("internal", "internal", "server", "client", "producer", "consumer")  # index = OTLP SpanKind enum
 
@@ -234,6 +236,7 @@ def attributes(kvs: Any, drops: list[int] | None = None) -> dict[str, object]:  
     return out
 
 
+_PASSES = frozenset(PASS_OPERATION_NAMES)
 _ZERO16 = b"\0" * 16
 _ZERO8 = b"\0" * 8
 _MAX_NS = (1 << 63) - 1  # the store's BIGINT; OTLP's fixed64 goes past it
@@ -255,6 +258,8 @@ def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = Non
     """
     rows: list[SpanRow] = []
     append, extend, make_row = rows.append, rows.extend, span_row
+    keys: list[PassKey] = []  # pass spans that name their call: both sides in this request are joined here
+    passes = _PASSES
     received = rejected  # spans already rejected while parsing were in the request too
     drops = [0]
     dumps = json_text
@@ -336,9 +341,15 @@ def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = Non
                     rejected += 1
                     reason = reason or f"span {s.name[:60]!r} rejected: {type(exc).__name__}: {str(exc)[:120]}"
                     continue
+                if first[5] in passes:
+                    k = pass_key(attrs, trace_hex, span_hex, parent_hex, start, len(rows))
+                    if k is not None:
+                        keys.append(k)
                 append(first)
                 if extra:
                     extend(extra)
+    if len(keys) > 1:
+        join_rows(rows, keys)  # client and engine pass spans of one call in this request (otlp_join_body.py)
     try:
         table = rows_to_table(rows)  # a value a column cannot take is repaired in its span (and counted)
     except (pa.ArrowException, OverflowError, UnicodeError) as exc:

@@ -1,7 +1,7 @@
 """Inference engines' and routers' own spans, mapped onto stages: one table row per span shape.
 
 Shapes (each project's span names; attribute spellings are the rows of :data:`SPANS`, several a value
-where versions differ):
+where versions differ; the file each name was read from is named beside it):
 
 - vLLM's and SGLang's request span ``llm_request`` with ``gen_ai.latency.*`` (vLLM V0 and SGLang in seconds,
   vLLM V1 in nanoseconds, the unit told from the span: otlp_names.seconds_scale): the pass, and the
@@ -13,16 +13,31 @@ where versions differ):
 - Alibaba ARMS's engine trace, ``llm_request`` -> ``wait``, ``kv_transfer``, ``prefill``, ``decode``: the same
   stages. These bare names are mapped only on a span that carries a ``gen_ai.*`` attribute (an app's own
   ``decode`` span stays the app's).
-- NVIDIA Dynamo (ai-dynamo/dynamo PR 9543): ``engine.generate`` with ``disagg_role``, ``input_tokens``,
-  ``ttft_ms``, ``output_tokens``, ``finish_reason`` is the engine's pass (a ``prefill`` role's span is the
-  forward.prefill of a disaggregated pass, not a pass of its own); ``router.route_request`` is
-  arrival.replica_selection.
-- llm-d (one trace from gateway to engine): ``llm_d.epp.scoring`` -> arrival.replica_selection, with the
-  prompt's blocks and the best endpoint's match from ``produce_precise_prefix_cache`` (``total_blocks``,
-  ``max_match_blocks``) and the chosen endpoint's from the ``llm_d.epp.scorer.<type>`` spans;
-  ``llm_d.kv_cache.index`` (``lookup.cache_hit``, ``blocks_found``) -> cache.prefix_match;
-  ``pick_disagg_profile`` says whether the pair is disaggregated; ``llm_d.pd_proxy.true_ttft_ms`` is a TTFT
-  spelling (otlp_names). ``gateway.request_orchestration`` is kept, named.
+- NVIDIA Dynamo (ai-dynamo/dynamo, read in its source): the frontend's ``http-request`` root
+  (lib/llm/src/http/service: request_id, x_request_id, ttft_ms, prefill_worker_id / decode_worker_id) is
+  kept, named; ``router.route_request`` (lib/runtime/src/pipeline/network/egress/push_router.rs: request_id,
+  worker_id, router_mode; written for every mode but KV) and, in KV mode, ``kv_router.route_request``
+  (lib/llm/src/kv_router: request_id, worker_id, dp_rank, overlap_blocks = the chosen worker's overlap,
+  phase) are arrival.replica_selection, fed by ``kv_router.find_matches`` (block_count, block_size);
+  ``engine.generate`` (disagg_role agg / prefill / decode, model, input_tokens: tests/frontend/
+  test_unified_worker_otlp_export.py; ttft_ms, output_tokens, finish_reason: PR 9543) is the engine's pass
+  (a ``prefill`` role's span is the forward.prefill of a disaggregated pass). Dynamo's spans name the
+  chosen worker's overlap only: the best worker's is a metric (router_overlap_blocks_lost), not a span value.
+- llm-d (llm-d/llm-d-router; the span and key names changed between its releases, both are read): the
+  gateway's ``gateway.request_orchestration`` (pkg/epp/requestcontrol/director.go) is kept, named;
+  ``run_scheduler_profile`` (pkg/epp/scheduling/scheduler.go, ``llm_d.epp.scheduling.profile.name``) holds
+  ``llm_d.epp.scoring`` / ``scoring`` -> ``llm_d.epp.scorer.<type>`` and ``pick_endpoints``
+  (pkg/epp/scheduling/scheduler_profile.go: ``llm_d.epp.picker.top_endpoints``, the candidates by weighted
+  score, best first), which writes the arrival.replica_selection row with the prompt's blocks and the best
+  endpoint's match from ``produce_precise_prefix_cache`` (.../dataproducer/preciseprefixcache/producer.go:
+  ``llm_d.epp.producer.total_blocks`` / ``max_match_blocks``); the KV-cache index lookup ``index_lookup``
+  (pkg/kvcache/kvblock/traced_index.go; ``llm_d.kv_cache.index`` in llm-d-kv-cache) with
+  ``llm_d.kv_cache.lookup.cache_hit`` / ``blocks_found`` -> cache.prefix_match; ``score_tokens``
+  (pkg/kvcache/indexer.go: ``llm_d.kv_cache.token_count`` / ``block_keys.count``, the block size);
+  ``pick_pd_profile`` / ``pick_disagg_profile`` name the profile run next
+  (``llm_d.epp.profile_handler.selected_profile``); ``llm_d.pd_proxy.true_ttft_ms`` is a TTFT spelling
+  (otlp_names). The keys are llm-d's semconv package (pkg/common/observability/semconv/llm_d.go). llm-d
+  names no endpoint's own match, only the best.
 
 Every row says it was observed through a mapping (``llmtrace.observed``, ``llmtrace.mapped_from`` = the
 source shape). Where a request span and its own phase spans both arrive, each stage is written once
@@ -41,7 +56,7 @@ from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 from llmtrace.tracer.registry.finish_reason import normalize_finish_reason
 
-Kind = Literal["int", "float", "str", "bool", "ms"]
+Kind = Literal["int", "float", "str", "bool", "ms", "role"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +75,8 @@ class SpanShape:
     fields: tuple[Field, ...] = ()
     duration_as: str | None = None  # the value the span's own length fills, in ms
     constants: tuple[tuple[str, object], ...] = ()
-    needs_genai: bool = False  # a bare name (ARMS's "decode"): only with a gen_ai.* attribute beside it
+    # a bare name ("decode", ARMS's; "scoring", llm-d's): only with an attribute of this prefix beside it
+    needs: str | None = None
 
 
 _QUEUE = (Field(("vllm.queue_depth", "queue_depth", "num_waiting_reqs"), N.ADMISSION_QUEUE_DEPTH),
@@ -75,33 +91,40 @@ _KV = (Field(("vllm.num_blocks", "num_blocks", "kv_transfer.blocks", "blocks"), 
 _REMOTE = ((N.OFFLOAD_SOURCE, "remote"),)
 
 # The router's facts, wherever in its spans they are: chosen endpoint, blocks the chosen and the best held.
-# llm-d's own names first (its telemetry semconv package: llm_d.epp.picker.* on pick_endpoints,
-# llm_d.epp.producer.* on produce_precise_prefix_cache, llm_d.epp.profile_handler.*); llm-d names no
-# endpoint's own match, only the best (max_match_blocks): the chosen one's comes from a scorer that says it,
-# or is read off the engine's cached tokens by the analyzer (routed_away.py, with block_tokens).
+# Each field's spellings: the projects' own first (llm-d's semconv keys, pkg/common/observability/semconv/
+# llm_d.go; Dynamo's span fields, lib/llm/src/kv_router and lib/runtime/.../push_router.rs), then spellings
+# no project was seen to write (kept for routers of one's own: target_match_blocks, best_overlap_blocks,
+# best_worker_id, ...). llm-d names no endpoint's own match, only the best (max_match_blocks); Dynamo names
+# only the chosen one's (overlap_blocks): the analyzer reads the other off the engine's cached tokens.
 _ROUTER = (
-    Field(("llm_d.epp.picker.top_endpoints", "llm_d.epp.target_endpoint", "llm_d.epp.selected_endpoint",
-           "worker_id", "dynamo.worker_id", "router.worker_id", "instance_id", "target_endpoint"),
-          N.REPLICA_ID, "str"),
+    Field(("llm_d.epp.picker.top_endpoints", "worker_id",
+           "llm_d.epp.target_endpoint", "llm_d.epp.selected_endpoint", "dynamo.worker_id", "router.worker_id",
+           "instance_id", "target_endpoint"), N.REPLICA_ID, "str"),
     Field(("llm_d.epp.picker.candidate_endpoints", "llm_d.epp.scoring.candidate_endpoints",
            "llm_d.epp.producer.candidate_endpoints", "llm_d.epp.candidates", "candidates", "num_workers"),
           N.REPLICA_CANDIDATES),
-    Field(("llm_d.epp.target_match_blocks", "target_match_blocks", "overlap_blocks", "router.overlap_blocks"),
+    Field(("overlap_blocks", "llm_d.epp.target_match_blocks", "target_match_blocks", "router.overlap_blocks"),
           N.REPLICA_EXPECTED_HIT_BLOCKS),
     Field(("llm_d.epp.producer.max_match_blocks", "max_match_blocks", "best_overlap_blocks",
            "max_overlap_blocks"), N.REPLICA_BEST_HIT_BLOCKS),
     Field(("max_match_endpoint", "llm_d.epp.max_match_endpoint", "best_worker_id"), N.REPLICA_BEST_ID, "str"),
     Field(("overlap_blocks_lost", "blocks_lost"), N.REPLICA_BLOCKS_LOST),
-    Field(("llm_d.epp.producer.total_blocks", "total_blocks", "isl_blocks"), N.REPLICA_TOTAL_BLOCKS),
-    Field(("disagg_role", "llm_d.epp.profile_handler.selected_profile", "llm_d.epp.scheduling.profile.name",
-           "profile"), N.REPLICA_ROLE, "str"),
-    Field(("kv_block_size", "block_size"), N.REPLICA_BLOCK_TOKENS),
+    Field(("llm_d.epp.producer.total_blocks", "block_count", "total_blocks", "isl_blocks"), N.REPLICA_TOTAL_BLOCKS),
+    Field(("phase", "disagg_role", "llm_d.epp.profile_handler.selected_profile",
+           "llm_d.profile_handler.selected_profile", "llm_d.epp.scheduling.profile.name", "profile"),
+          N.REPLICA_ROLE, "role"),
+    Field(("block_size", "kv_block_size"), N.REPLICA_BLOCK_TOKENS),
 )
 _ROUTER_STAGE = (N.REPLICA_POLICY, "prefix_aware"),
 _ROLE = next(f for f in _ROUTER if f.name == N.REPLICA_ROLE)
 # a scoring span that names the chosen endpoint itself writes the row; llm-d's names it on pick_endpoints
 _CHOSEN = frozenset(k for f in _ROUTER if f.name == N.REPLICA_ID for k in f.keys if k.startswith("llm_d.epp.")
                     and not k.startswith("llm_d.epp.picker."))
+# Dynamo's router_mode (a Rust enum written with {:?}) as the policy our own router names
+_DYNAMO_POLICY = {"RoundRobin": "round_robin", "LeastLoaded": "least_loaded", "KV": "prefix_aware",
+                  "Random": "random", "PowerOfTwoChoices": "power_of_two_choices", "Direct": "direct",
+                  "DeviceAwareWeighted": "device_aware_weighted"}
+_LLMD = "llm_d."  # the prefix of every llm-d key: a bare llm-d span name is llm-d's only beside one
 
 SGLANG_STAGED = (("prefill_waiting", S.ARRIVAL_ADMISSION, N.ADMISSION_QUEUE_WAIT_MS),
                  ("decode_waiting", S.ARRIVAL_ADMISSION, N.ADMISSION_QUEUE_WAIT_MS),
@@ -109,6 +132,14 @@ SGLANG_STAGED = (("prefill_waiting", S.ARRIVAL_ADMISSION, N.ADMISSION_QUEUE_WAIT
 SGLANG_KEPT = ("decode_loop", "decode_forward", "chunked_prefill", "request_process", "api_server_dispatch",
                "dc_dispatch", "dpc_dispatch", "prefill_prepare", "prefill_bootstrap", "prefill_transfer_kv_cache",
                "decode_prepare", "decode_bootstrap", "decode_transferred", "mini_lb_launch", "wait_pd_finish")
+_LLMD_INDEX = SpanShape("llm-d", S.CACHE_PREFIX_MATCH, (
+    Field(("llm_d.kv_cache.lookup.blocks_found", "llm_d.kv_cache.blocks_found", "blocks_found",
+           "lookup.blocks_found"), N.PREFIX_HIT_BLOCKS),
+    Field(("llm_d.kv_cache.index.lookup.block_count", "llm_d.kv_cache.lookup.block_count",
+           "llm_d.kv_cache.block_keys.count", "total_blocks", "lookup.total_blocks"), N.PREFIX_TOTAL_BLOCKS),
+    Field(("llm_d.kv_cache.lookup.cache_hit", "lookup.cache_hit", "cache_hit"), N.PREFIX_ENABLED, "bool"),
+), constants=((N.PREFIX_SOURCE, "router_index"),), needs=_LLMD)
+_LLMD_SCORING = SpanShape("llm-d", S.ARRIVAL_REPLICA_SELECTION, _ROUTER, constants=_ROUTER_STAGE, needs=_LLMD)
 
 SPANS: dict[str, SpanShape] = {
     # vLLM V1 request-lifecycle spans (PR 44402)
@@ -118,24 +149,30 @@ SPANS: dict[str, SpanShape] = {
     "vllm_decode": SpanShape("vllm-v1", S.FORWARD_DECODE, _DECODE, N.DECODE_MS),
     "vllm_step_execution": SpanShape("vllm-v1", None),
     # Alibaba ARMS's engine spans
-    "wait": SpanShape("arms", S.ARRIVAL_ADMISSION, _QUEUE, N.ADMISSION_QUEUE_WAIT_MS, needs_genai=True),
-    "kv_transfer": SpanShape("arms", S.CACHE_HOST_OFFLOAD, _KV, N.OFFLOAD_MS, _REMOTE, needs_genai=True),
-    "prefill": SpanShape("arms", S.FORWARD_PREFILL, _PREFILL, N.PREFILL_MS, needs_genai=True),
-    "decode": SpanShape("arms", S.FORWARD_DECODE, _DECODE, N.DECODE_MS, needs_genai=True),
-    # Dynamo's router (its engine.generate is a pass: dynamo_generate below)
-    "router.route_request": SpanShape("dynamo", S.ARRIVAL_REPLICA_SELECTION, _ROUTER, constants=_ROUTER_STAGE),
+    "wait": SpanShape("arms", S.ARRIVAL_ADMISSION, _QUEUE, N.ADMISSION_QUEUE_WAIT_MS, needs="gen_ai."),
+    "kv_transfer": SpanShape("arms", S.CACHE_HOST_OFFLOAD, _KV, N.OFFLOAD_MS, _REMOTE, needs="gen_ai."),
+    "prefill": SpanShape("arms", S.FORWARD_PREFILL, _PREFILL, N.PREFILL_MS, needs="gen_ai."),
+    "decode": SpanShape("arms", S.FORWARD_DECODE, _DECODE, N.DECODE_MS, needs="gen_ai."),
+    # Dynamo's routers (its engine.generate is a pass: dynamo_generate below): router.route_request in every
+    # mode but KV (its policy from router_mode), kv_router.route_request in KV mode; kv_router.find_matches
+    # (the prompt's blocks and the block size) ends before it; the frontend's http-request root is kept
+    "router.route_request": SpanShape("dynamo", S.ARRIVAL_REPLICA_SELECTION, _ROUTER),
+    "kv_router.route_request": SpanShape("dynamo", S.ARRIVAL_REPLICA_SELECTION, _ROUTER, constants=_ROUTER_STAGE),
+    "kv_router.find_matches": SpanShape("dynamo", None),
+    **{name: SpanShape("dynamo", None) for name in ("kv_router.select_worker", "kv_router.schedule",
+                                                     "kv_router.compute_block_hashes", "kv_router.compute_seq_hashes")},
+    "http-request": SpanShape("dynamo", None, needs="request_id"),
     # llm-d: the picker writes the row (it ends last); a scoring span that names the chosen endpoint itself
-    # writes it instead (map_engine_span), one row a trace and profile either way
+    # writes it instead (map_engine_span), one row a scheduler profile run either way
     "pick_endpoints": SpanShape("llm-d", S.ARRIVAL_REPLICA_SELECTION, _ROUTER, constants=_ROUTER_STAGE),
-    "llm_d.epp.scoring": SpanShape("llm-d", S.ARRIVAL_REPLICA_SELECTION, _ROUTER, constants=_ROUTER_STAGE),
-    "llm_d.kv_cache.index": SpanShape("llm-d", S.CACHE_PREFIX_MATCH, (
-        Field(("llm_d.kv_cache.lookup.blocks_found", "llm_d.kv_cache.blocks_found", "blocks_found",
-               "lookup.blocks_found"), N.PREFIX_HIT_BLOCKS),
-        Field(("llm_d.kv_cache.index.lookup.block_count", "llm_d.kv_cache.block_keys.count", "total_blocks",
-               "lookup.total_blocks"), N.PREFIX_TOTAL_BLOCKS),
-        Field(("llm_d.kv_cache.lookup.cache_hit", "lookup.cache_hit", "cache_hit"), N.PREFIX_ENABLED, "bool"),
-    ), constants=((N.PREFIX_SOURCE, "router_index"),)),
+    "llm_d.epp.scoring": _LLMD_SCORING,
+    "scoring": _LLMD_SCORING,  # the name in llm-d's span registry (semconv/registry/spans.yaml)
+    "llm_d.kv_cache.index": _LLMD_INDEX,  # llm-d-kv-cache
+    "index_lookup": _LLMD_INDEX,  # llm-d-router pkg/kvcache/kvblock/traced_index.go
     "gateway.request_orchestration": SpanShape("llm-d", None),
+    **{name: SpanShape("llm-d", None, needs=_LLMD) for name in (
+        "run_scheduler_profile", "filter_endpoints", "score_prefix_cache", "score_tokens", "compute_scores",
+        "index_add", "index_evict", "prepare_disaggregation", "forward_request")},
     # SGLang's request-trace slices (sglang srt/tracing/req_time_stats.py RequestStage; docs/references/
     # production_request_trace.md), children of a thread span under the request span (`` Req <rid[:8]>``):
     # the wait for the first forward is the queue, the prefill forward the prefill; the writer puts these
@@ -146,9 +183,14 @@ SPANS: dict[str, SpanShape] = {
     **{name: SpanShape("sglang", None) for name in SGLANG_KEPT},
     "produce_precise_prefix_cache": SpanShape("llm-d", None),
     "pick_disagg_profile": SpanShape("llm-d", None),
+    "pick_pd_profile": SpanShape("llm-d", None),
 }
 # Spans that feed the router's row of the same trace (they end before the span that writes it).
-_ROUTER_FEEDERS = frozenset({"produce_precise_prefix_cache", "pick_disagg_profile", "llm_d.kv_cache.index"})
+_ROUTER_FEEDERS = frozenset({"produce_precise_prefix_cache", "llm_d.kv_cache.index", "index_lookup", "score_tokens",
+                             "kv_router.find_matches"})
+# The profile handler names the profile it runs next: the picks after it are that profile's (latest wins)
+_PROFILE_PICKERS = frozenset({"pick_disagg_profile", "pick_pd_profile"})
+_LLMD_INDEX_NAMES = frozenset({"llm_d.kv_cache.index", "index_lookup"})
 SCORER_PREFIX = "llm_d.epp.scorer."
 KV_CACHE_PREFIX = "llm_d.kv_cache."  # the KV-cache manager's spans: tokens and block keys give the block size
 DYNAMO_ENGINE = "engine.generate"
@@ -160,10 +202,12 @@ def is_engine_span(name: str) -> bool:
 
 def _read(v: object, kind: Kind) -> object:
     """One attribute's value as a field of ``kind`` reads it, or None."""
-    if kind == "str":
+    if kind in ("str", "role"):
         if isinstance(v, (list, tuple)):  # a list of endpoints, best first (llm-d's picker.top_endpoints)
             v = v[0] if v else None
-        return str(v) if isinstance(v, (str, int)) and not isinstance(v, bool) else None
+        if not isinstance(v, (str, int)) or isinstance(v, bool):
+            return None
+        return str(v).lower() if kind == "role" else str(v)  # a role: Dynamo's phase is written Prefill
     if kind == "bool":
         return v if isinstance(v, bool) else (v.lower() == "true" if isinstance(v, str) else None)
     n = number(v)
@@ -250,22 +294,21 @@ def map_engine_span(name: str, attrs: dict[str, object], a: dict[str, object], t
         a[N.MAPPED_FROM] = "llm-d"
         return Mapped(None, None, None, a)
     shape = SPANS[name]
-    if shape.needs_genai and not any(k.startswith("gen_ai.") for k in attrs):
-        return None
+    if shape.needs is not None and not any(k.startswith(shape.needs) for k in attrs):
+        return None  # a bare name (ARMS's "decode", llm-d's "scoring") on a span that is not theirs
     a[N.MAPPED_FROM] = shape.source
-    if name in _ROUTER_FEEDERS:
-        facts = ledger.router_facts(trace_hex)
-        if name != "llm_d.kv_cache.index":
-            _fields(attrs, _ROUTER, facts)
-        _block_tokens(attrs, facts)
-    if shape.stage is None or (name == "llm_d.epp.scoring" and _CHOSEN.isdisjoint(attrs)):
+    if name in _ROUTER_FEEDERS or name in _PROFILE_PICKERS:
+        _feed_router(name, attrs, ledger.router_facts(trace_hex))
+    if shape.stage is None or (shape is _LLMD_SCORING and _CHOSEN.isdisjoint(attrs)):
         if shape.stage is not None:  # the picker after it names the endpoint and writes the row
             _fields(attrs, _ROUTER, ledger.router_facts(trace_hex))
         return Mapped(None, None, None, a)
     if shape.stage == S.ARRIVAL_REPLICA_SELECTION and shape.source == "llm-d":
-        role = _value(attrs, _ROLE) or ledger.router_facts(trace_hex).get(N.REPLICA_ROLE)
-        if not ledger.claim(f"{trace_hex}/router/{role or ''}", shape.stage):
-            return Mapped(None, None, None, a)  # this pick's row is written (one a trace and profile)
+        # one row a scheduler profile run: the picker and the scoring span are children of one
+        # run_scheduler_profile span (a disaggregated request runs two: prefill and decode)
+        run = parent_hex or _value(attrs, _ROLE) or ledger.router_facts(trace_hex).get(N.REPLICA_ROLE)
+        if not ledger.claim(f"{trace_hex}/router/{run or ''}", shape.stage):
+            return Mapped(None, None, None, a)  # this run's row is written
     if shape.stage != S.ARRIVAL_REPLICA_SELECTION and not ledger.claim(parent_hex, shape.stage):
         a[N.STAGE_COUNTED_IN] = shape.stage  # the request span's numbers already gave this stage its row
         return Mapped(None, None, None, a)
@@ -278,8 +321,25 @@ def map_engine_span(name: str, attrs: dict[str, object], a: dict[str, object], t
     if shape.stage == S.ARRIVAL_ADMISSION:
         a.setdefault(N.ADMISSION_DECISION, "queued" if end_ns > start_ns else "admitted")
     elif shape.stage == S.ARRIVAL_REPLICA_SELECTION:
+        mode = attrs.get("router_mode")  # Dynamo's push router in a mode other than KV
+        if isinstance(mode, str):
+            a.setdefault(N.REPLICA_POLICY, _DYNAMO_POLICY.get(mode, mode.lower()))
         _router_row(a, ledger.router_facts(trace_hex))
     return as_stage(shape.stage, a)
+
+
+def _feed_router(name: str, attrs: dict[str, object], facts: dict[str, object]) -> None:
+    """A span that ends before the router's row of its trace: its facts kept for that row (the prompt's
+    blocks, the best endpoint's match, the block size); a profile handler's choice replaces the role before
+    it, the picks after it run that profile."""
+    if name in _PROFILE_PICKERS:
+        role = _value(attrs, _ROLE)
+        if role is not None:
+            facts[N.REPLICA_ROLE] = role
+        return
+    if name not in _LLMD_INDEX_NAMES:  # an index lookup's blocks_found is its own row (cache.prefix_match)
+        _fields(attrs, _ROUTER, facts)
+    _block_tokens(attrs, facts)
 
 
 def _value(raw: dict[str, object], f: Field) -> object:

@@ -68,6 +68,8 @@ _BATCH = "_llmtrace_join_batch"
 _NOW = "_llmtrace_join_now"
 _MOVE = "_llmtrace_join_move"
 _PAIRS = "_llmtrace_join_pairs"
+_BODY = "_llmtrace_join_body"
+_EARLIER = "_llmtrace_join_earlier"
 
 _TABLES_SQL = (
     f"CREATE TABLE IF NOT EXISTS {KEYS_TABLE} (key VARCHAR, side VARCHAR, trace_id VARCHAR, span_id VARCHAR, "
@@ -92,7 +94,7 @@ _KEYS_SELECT = f"""
                  END AS raw
           FROM (SELECT *, json_extract_string(attributes, {_paths()}) AS v FROM {_BATCH}
                 WHERE operation IN {PASS_OPERATIONS} AND (contains(attributes, '.id"') OR contains(attributes, '"rid"')
-                      OR contains(attributes, 'request_id"'))))
+                      OR contains(attributes, 'request_id"')) AND NOT contains(attributes, '"{N.JOIN_KEY}"')))
     WHERE side IN ('client', 'server') AND raw IS NOT NULL AND raw <> ''
 """
 
@@ -108,6 +110,7 @@ class RowWindow:
 
     window_s: float = 120.0
     lo: int = 0
+    before: int = 0  # the spans stored before the batch being written (its rows' ids start here)
     _marks: deque[tuple[float, int]] = field(default_factory=deque)
     _since: float | None = None
     _last: int | None = None
@@ -115,7 +118,7 @@ class RowWindow:
     def advance(self, conn: duckdb.DuckDBPyConnection, table: pa.Table) -> None:
         now = time.monotonic()
         count = int(conn.execute("SELECT count(*) FROM spans").fetchall()[0][0])
-        before = max(count - table.num_rows, 0)
+        before = self.before = max(count - table.num_rows, 0)
         if self._since is None or (self._last is not None and before < self._last):
             self._since, self._marks = now, deque()  # a fresh process, or rows deleted: no bound for a window
         self._last = count
@@ -176,9 +179,14 @@ class ResponseIdJoin:
         passes = pc.any(pc.is_in(table.column("operation"), pa.array(PASS_OPERATION_NAMES))).as_py()
         conn.register(_BATCH, table)
         try:
+            new, earlier = 0, False
             if passes:
-                conn.execute(f"INSERT INTO {KEYS_TABLE} SELECT *, {self._seq}, {time.time()} FROM ({_KEYS_SELECT})")
-            self._move(conn, self._matches(conn) if passes else 0, dedupe)
+                added = conn.execute(f"INSERT INTO {KEYS_TABLE} SELECT *, {self._seq}, {time.time()} "
+                                     f"FROM ({_KEYS_SELECT})").fetchall()
+                if added and added[0][0]:  # no key waiting from this batch: no pair it could complete
+                    new = self._matches(conn)
+                earlier = _joined_in_body(table) and self._body_moves(conn)
+            self._move(conn, new, dedupe, earlier)
         finally:
             try:
                 conn.unregister(_BATCH)
@@ -220,13 +228,41 @@ class ResponseIdJoin:
         conn.execute(f"DROP TABLE IF EXISTS {_PAIRS}")
         return n
 
-    def _move(self, conn: duckdb.DuckDBPyConnection, new: int, dedupe: bool) -> None:
+    def _body_moves(self, conn: duckdb.DuckDBPyConnection) -> bool:
+        """Record the pairs this batch's requests joined themselves (otlp_join_body.py): their moves, for the
+        engine's spans that come later; True when spans of their engine traces were stored before this batch
+        (they are moved by ``_move``, as ``_EARLIER``)."""
+        conn.execute(f"""CREATE OR REPLACE TEMP TABLE {_BODY} AS
+            SELECT json_extract_string(attributes, '$."{N.JOIN_TRACE_ID}"') AS from_trace, trace_id AS to_trace,
+                   parent_span_id AS to_span, start_ns, end_ns
+            FROM {_BATCH} WHERE operation IN {PASS_OPERATIONS} AND contains(attributes, '"{N.JOIN_BY}"')""")
+        n, lo, hi = conn.execute(f"SELECT count(*), min(start_ns), max(end_ns) FROM {_BODY}").fetchall()[0]
+        if not n:
+            return False
+        conn.execute(f"INSERT INTO {MOVES_TABLE} SELECT from_trace, to_trace, to_span, start_ns, end_ns, "
+                     f"{time.time()} FROM {_BODY}")
+        self.joined += int(n)
+        # spans of those engine traces stored by an earlier batch: one read of the recent rows, no rewrite
+        # when there are none (an engine's children usually come in its request span's export)
+        lo, hi = int(lo) - SLACK_NS, int(hi) + SLACK_NS
+        conn.execute(f"""CREATE OR REPLACE TEMP TABLE {_EARLIER} AS
+            SELECT b.from_trace, b.to_trace, b.to_span, NULL AS engine_span, NULL AS engine_parent, NULL AS key,
+                   b.start_ns, b.end_ns
+            FROM {_BODY} b WHERE b.from_trace IN (SELECT DISTINCT trace_id FROM spans WHERE
+                {self.rows.within('spans', lo, hi)} AND spans.rowid < {self.rows.before}
+                AND spans.trace_id IN (SELECT from_trace FROM {_BODY}))""")
+        return bool(conn.execute(f"SELECT count(*) FROM {_EARLIER}").fetchall()[0][0])
+
+    def _move(self, conn: duckdb.DuckDBPyConnection, new: int, dedupe: bool, earlier: bool = False) -> None:
         """Rewrite the rows of every engine trace this batch joined or brought spans for (a late child of an
         engine trace moved earlier): under the client's trace, roots and the pass under the client pass."""
         late = f"""SELECT m.from_trace, m.to_trace, m.to_span, NULL AS engine_span, NULL AS engine_parent,
                           NULL AS key, m.start_ns, m.end_ns
                    FROM {MOVES_TABLE} m WHERE m.from_trace IN (SELECT DISTINCT trace_id FROM {_BATCH})"""
-        source = f"(SELECT * FROM {_NOW} UNION ALL BY NAME {late})" if new else f"({late})"
+        parts = [f"SELECT * FROM {_NOW}"] if new else []
+        if earlier:
+            parts.append(f"SELECT * FROM {_EARLIER}")
+        source = "(" + " UNION ALL BY NAME ".join([*parts, late]) + ")"
         conn.execute(f"""CREATE OR REPLACE TEMP TABLE {_MOVE} AS
             SELECT from_trace, any_value(to_trace) AS to_trace, any_value(to_span) AS to_span,
                    max(engine_span) AS engine_span, max(engine_parent) AS engine_parent, max(key) AS key,
@@ -261,6 +297,13 @@ class ResponseIdJoin:
         pass_table.rewritten(conn, f"SELECT from_trace, {lo} FROM {_MOVE} UNION SELECT to_trace, {lo} FROM {_MOVE}",
                              int(delta), int(dropped[0][0]) if dropped else 0)
         conn.execute(f"DROP TABLE IF EXISTS {_MOVE}")
+
+
+def _joined_in_body(table: pa.Table) -> bool:
+    """Whether a batch holds an engine pass span its request joined itself (the mark on its attributes)."""
+    passes = table.filter(pc.is_in(table.column("operation"), pa.array(PASS_OPERATION_NAMES)))
+    return bool(passes.num_rows) and bool(pc.any(pc.match_substring(passes.column("attributes"),
+                                                                    f'"{N.JOIN_BY}"')).as_py())
 
 
 def _hash(trace: str, parent: str, attributes: str) -> str:

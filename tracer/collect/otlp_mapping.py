@@ -59,6 +59,7 @@ from llmtrace.tracer.collect.otlp_names import (
     EXCLUDED,
     EXCLUDED_BOTH,
     TTFT_KEYS,
+    USAGE_OBJECT_KEYS,
     flat_convention,
     number,
     ttft_ms,
@@ -91,6 +92,7 @@ from llmtrace.tracer.registry.finish_reason import normalize_finish_reason
 from llmtrace.tracer.registry.stages import get_stage
 
 __all__ = ["ExtraRow", "Mapped", "Mapper", "is_content"]
+_USAGE_SET = frozenset(USAGE_OBJECT_KEYS)
 
 GENAI_OPS = frozenset({"chat", "text_completion", "generate_content", "embeddings", "execute_tool",
                        "create_agent", "invoke_agent", "retrieval"})
@@ -125,6 +127,7 @@ _MLFLOW_KIND = "mlflow.spanType"  # MLflow's own spans (its chat models: CHAT_MO
 _FINISH_KEYS = (N.GEN_AI_RESPONSE_FINISH_REASONS, "llm.finish_reason", "gen_ai.response.finish_reason",
                 "llm.response.finish_reason", "gen_ai.completion.0.finish_reason",
                 "llm.output_messages.0.message.finish_reason")
+_FINISH_SET = frozenset((*_FINISH_KEYS, "output.value", "gen_ai.output.messages"))
 # Time to first token: every attribute spelling and its unit is one row of otlp_names.TTFT_SPELLINGS.
 # Span events that mark the first streamed token: OpenInference's, OpenLLMetry's per-chunk events.
 _FIRST_TOKEN_EVENTS = frozenset({"First Token Stream Event", "first_token", "gen_ai.first_token"})
@@ -157,6 +160,21 @@ def is_content(key: str, value: object, raw_payload: bool = False) -> bool:
     return False
 
 
+# Attribute keys seen on a span and never content whatever their value (a count, an id, a model name): a
+# span whose keys are all here is copied as it is, with no per-key test (most engine and router spans).
+# Bounded: keys past the cap are tested each time, as before.
+_NEVER_CONTENT: set[str] = set()
+_NEVER_CONTENT_CAP = 65536
+
+
+def _never_content(key: str) -> bool:
+    """Whether ``is_content`` is False for this key whatever the value and payload kind."""
+    if key.startswith(CONTENT_PREFIXES):
+        return False
+    parts = key.split(".")
+    return not (len(parts) == 3 and parts[0] == "llm" and parts[1] != "token_count")
+
+
 # Where the endpoint's URL is (the cache analysis tells a hosted provider from a self-hosted server by it):
 # OpenLLMetry's api_base, HTTP conventions, LiteLLM's hidden_params JSON.
 _URL_KEYS = ("gen_ai.openai.api_base", "url.full", "http.url", "llm.api_base")
@@ -168,6 +186,9 @@ _CACHED_KEYS = ("gen_ai.usage.cache_read_input_tokens", "llm.usage.cache_read_in
 # Prompt tokens written to the cache (Anthropic's cache_creation_input_tokens): OpenInference, OpenLLMetry.
 _CACHE_WRITE_KEYS = ("llm.token_count.prompt_details.cache_write", "gen_ai.usage.cache_creation_input_tokens",
                      "llm.usage.cache_creation_input_tokens", "gen_ai.usage.cache_write_input_tokens")
+_URL_SET = frozenset((*_URL_KEYS, "hidden_params"))
+_CACHED_SET = frozenset((*_CACHED_KEYS, "metadata.usage_object"))
+_CACHE_WRITE_SET = frozenset((*_CACHE_WRITE_KEYS, "metadata.usage_object"))
 _REPR_CACHE_WRITE = re.compile(r"""['"]cache_creation_input_tokens['"]\s*:\s*(\d+)""")
 _REPR_CACHED = re.compile(r"""['"](?:cached_tokens|cache_read_input_tokens)['"]\s*:\s*(\d+)""")
 
@@ -321,12 +342,17 @@ class Mapper:
     def _common(raw: dict[str, object], a: dict[str, object], start_ns: int, end_ns: int, events: object) -> None:
         """What every shape may carry under any of several names: finish reasons, TTFT, cached tokens, the
         endpoint's host."""
-        _put(a, N.SERVER_ADDRESS, _host(raw) if N.SERVER_ADDRESS not in raw else None)
-        if N.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS not in raw:
+        # each group of spellings is looked up only when the span has one of them (one set test a group:
+        # an engine's pass span spells few of them)
+        if N.SERVER_ADDRESS not in raw and not _URL_SET.isdisjoint(raw):
+            _put(a, N.SERVER_ADDRESS, _host(raw))
+        if N.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS not in raw and not _CACHED_SET.isdisjoint(raw):
             _put(a, N.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, _cached(raw))
-        if N.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS not in raw:
+        if N.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS not in raw and not _CACHE_WRITE_SET.isdisjoint(raw):
             _put(a, N.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, _cached(raw, _CACHE_WRITE_KEYS, _REPR_CACHE_WRITE))
-        for key in (*_FINISH_KEYS, "output.value", "gen_ai.output.messages", "events"):
+        spelled = not _FINISH_SET.isdisjoint(raw)
+        for key in ((*_FINISH_KEYS, "output.value", "gen_ai.output.messages", "events") if spelled else
+                    ("events",) if events else ()):
             # output.value late: OpenInference's Responses-API spans carry the reason only in the response body
             if key == "output.value":
                 reasons = body_reasons(raw.get(key))
@@ -371,7 +397,7 @@ class Mapper:
         """Which cache convention the usage block follows (otlp_names.USAGE_SHAPES): a usage object's own
         shape, or what the producer declared; flat gen_ai.usage.* numbers follow OTel GenAI (included). The
         numbers stay as the source counted them; the requests view adds cached tokens back by it."""
-        block = usage_block(raw)
+        block = usage_block(raw) if not _USAGE_SET.isdisjoint(raw) else None
         if block is not None:
             a[N.USAGE_CACHE_CONVENTION] = block.convention
             _put(a, N.GEN_AI_USAGE_INPUT_TOKENS, block.input_tokens)
@@ -386,7 +412,14 @@ class Mapper:
     # -- content -----------------------------------------------------------------------------------
     def _protect(self, attrs: dict[str, object]) -> dict[str, object]:
         """A copy whose prompt/output text follows the capture mode; adds prompt/output hashes."""
-        out: dict[str, object] = {}
+        if _NEVER_CONTENT.issuperset(attrs):  # no key that can hold text: one set test, not one a key
+            self._content = False
+            out = dict(attrs)
+            out[N.CONTENT_CAPTURE] = self.capture_mode
+            return out
+        if len(_NEVER_CONTENT) < _NEVER_CONTENT_CAP:
+            _NEVER_CONTENT.update(k for k in attrs if _never_content(k))
+        out = {}
         texts: dict[str, str] = {}
         raw = self._raw_payload
         self._content = False

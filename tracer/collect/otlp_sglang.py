@@ -45,17 +45,21 @@ def sglang_in(table: pa.Table) -> bool:
                 or pc.any(pc.match_substring(names, "Req ")).as_py())
 
 
-def link_slices(conn: duckdb.DuckDBPyConnection, table: pa.Table, rows: RowWindow | None = None) -> None:
+def link_slices(conn: duckdb.DuckDBPyConnection, table: pa.Table, rows: RowWindow | None = None,
+                moves: bool | None = None) -> None:
     """The writer's hook (after the join by response id, which may have moved these traces): link the
     staged slices of the batch's SGLang traces to their request span; drop the rows their numbers implied.
-    ``rows``: the writer's row window (otlp_join.RowWindow), else every row is looked at."""
+    ``rows``: the writer's row window (otlp_join.RowWindow), else every row is looked at. ``moves``: whether
+    the join's moves table exists (None: look; a catalog query costs milliseconds a batch)."""
     if not table.num_rows or not sglang_in(table):
         return
     conn.register(_BATCH, table)
     try:
         lo, hi = conn.execute(f"SELECT min(start_ns), max(end_ns) FROM {_BATCH}").fetchall()[0]
+        if moves is None:
+            moves = _has(conn, MOVES_TABLE)
         moved = (f" UNION SELECT to_trace FROM {MOVES_TABLE} WHERE from_trace IN (SELECT trace_id FROM {_BATCH})"
-                 if _has(conn, MOVES_TABLE) else "")
+                 if moves else "")
         conn.execute(f"CREATE OR REPLACE TEMP TABLE {_TRACES} AS SELECT DISTINCT trace_id FROM {_BATCH}{moved}")
     finally:
         try:
@@ -94,12 +98,15 @@ class SliceLinker:
 
     disabled: bool = False
     rows: RowWindow | None = None  # the join's row window (server.py shares it)
+    _moves: bool = False  # the join's moves table exists (it is never dropped: looked for until it is)
 
     def __call__(self, conn: duckdb.DuckDBPyConnection, table: pa.Table) -> None:
-        if self.disabled:
+        if self.disabled or not table.num_rows or not sglang_in(table):
             return
         try:
-            link_slices(conn, table, self.rows)
+            if not self._moves:
+                self._moves = _has(conn, MOVES_TABLE)
+            link_slices(conn, table, self.rows, self._moves)
         except Exception as exc:  # noqa: BLE001 - any failure: the spans are written as they came
             self.disabled = True
             log.warning("llmtrace collect: linking SGLang's slices to their requests failed; off until restart: %s",

@@ -1,0 +1,124 @@
+"""The join by response id when both sides of a call come in one OTLP request (tracer/collect/
+otlp_join_body.py): joined before the rows are stored, the store join records the move and moves the
+engine's spans stored before (an earlier request) and after (a later one).
+
+Payloads: the app's OTel GenAI client span (opentelemetry-instrumentation-openai-v2's names,
+``gen_ai.response.id``) and vLLM V1's ``llm_request`` (vllm/v1/engine/output_processor.py do_tracing:
+``gen_ai.request.id`` = ``chatcmpl-<id>``, ``gen_ai.latency.*`` in ns) with its lifecycle children
+(vllm-project/vllm PR 44402: ``vllm_queue``, ``vllm_prefill``, ``vllm_decode``), each encoded by the stock
+OTLP encoder and POSTed as one body, as a collector pipeline that batches both services sends them.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from collector_helpers import query, start_collector
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+T0 = 1_780_000_000_000_000_000
+MS = 1_000_000
+
+
+class _Service:
+    def __init__(self, name: str) -> None:
+        self.exp = InMemorySpanExporter()
+        self.tp = TracerProvider(resource=Resource.create({"service.name": name}))
+        self.tp.add_span_processor(SimpleSpanProcessor(self.exp))
+        self.tracer = self.tp.get_tracer(name)
+
+    def take(self) -> list[Any]:
+        spans = list(self.exp.get_finished_spans())
+        self.exp.clear()
+        return spans
+
+
+def _post(endpoint: str, spans: list[Any]) -> None:
+    body = encode_spans(spans).SerializeToString()
+    req = urllib.request.Request(endpoint, data=body, headers={"Content-Type": "application/x-protobuf"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        assert r.status == 200
+
+
+def _hex(span: Any) -> tuple[str, str]:
+    ctx = span.get_span_context()
+    return f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"
+
+
+def _attrs(db: Path, span_id: str) -> dict[str, Any]:
+    rows = query(db, "SELECT attributes FROM spans WHERE span_id = ?", [span_id])
+    assert len(rows) == 1, rows
+    return json.loads(str(rows[0][0]))
+
+
+def test_pairs_in_one_request_are_joined_with_the_spans_before_and_after(tmp_path: Path) -> None:
+    app, eng = _Service("returns-app"), _Service("vllm")
+    col = start_collector(tmp_path)
+    try:
+        # request 1: an engine child span of the call, ahead of its request span (another export batch)
+        root = eng.tracer.start_span("llm_request", kind=SpanKind.SERVER, start_time=T0 + MS, attributes={
+            "gen_ai.request.id": "chatcmpl-abc", "gen_ai.response.model": "llama", "gen_ai.usage.prompt_tokens": 300,
+            "gen_ai.usage.completion_tokens": 30, "gen_ai.latency.time_in_queue": 900 * MS,
+            "gen_ai.latency.time_to_first_token": 1200 * MS, "gen_ai.latency.time_in_model_prefill": 280 * MS,
+            "gen_ai.latency.time_in_model_decode": 600 * MS, "gen_ai.latency.e2e": 1800 * MS})
+        ctx = trace.set_span_in_context(root)
+        queue = eng.tracer.start_span("vllm_queue", context=ctx, start_time=T0 + MS)
+        queue.end(end_time=T0 + 901 * MS)
+        _post(col.endpoint, eng.take())
+        col.wait_written(1)
+        # request 2: the client's span and the engine's request span, two traces, one body
+        client = app.tracer.start_span("chat llama", kind=SpanKind.CLIENT, start_time=T0, attributes={
+            "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "llama",
+            "gen_ai.response.id": "chatcmpl-abc", "gen_ai.usage.input_tokens": 300, "gen_ai.usage.output_tokens": 30})
+        prefill = eng.tracer.start_span("vllm_prefill", context=ctx, start_time=T0 + 901 * MS)
+        prefill.end(end_time=T0 + 1181 * MS)
+        root.end(end_time=T0 + 1801 * MS)
+        client.end(end_time=T0 + 1810 * MS)
+        # and a pair a traceparent already joined: one trace, both marked done, nothing moved
+        c2 = app.tracer.start_span("chat llama", kind=SpanKind.CLIENT, start_time=T0 + 3000 * MS, attributes={
+            "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "llama",
+            "gen_ai.response.id": "chatcmpl-same"})
+        e2 = eng.tracer.start_span("llm_request", kind=SpanKind.SERVER, context=trace.set_span_in_context(c2),
+                                   start_time=T0 + 3001 * MS, attributes={
+            "gen_ai.request.id": "chatcmpl-same", "gen_ai.response.model": "llama",
+            "gen_ai.latency.time_to_first_token": 100 * MS, "gen_ai.latency.e2e": 200 * MS})
+        e2.end(end_time=T0 + 3201 * MS)
+        c2.end(end_time=T0 + 3210 * MS)
+        _post(col.endpoint, [*app.take(), *eng.take()])
+        # request 3: the engine's last child, after its request was joined
+        decode = eng.tracer.start_span("vllm_decode", context=ctx, start_time=T0 + 1181 * MS)
+        decode.end(end_time=T0 + 1781 * MS)
+        _post(col.endpoint, eng.take())
+        # 7 spans, and the decode row the request's numbers implied (its queue and prefill spans came first)
+        stats = col.wait_written(7 + 1)
+        assert stats["traces_joined_by_response_id"] == 1, stats
+    finally:
+        assert col.stop() == 0
+    db = col.db
+    c_trace, c_span = _hex(client)
+    e_trace, e_span = _hex(root)
+    # the engine's whole trace under the client's call: the span before, the pair, the span after
+    for span in (queue, prefill, decode):
+        assert query(db, "SELECT trace_id FROM spans WHERE span_id = ?", [_hex(span)[1]]) == [(c_trace,)]
+    assert query(db, "SELECT trace_id, parent_span_id FROM spans WHERE span_id = ?", [e_span]) == [(c_trace, c_span)]
+    assert query(db, "SELECT count(*) FROM spans WHERE trace_id = ?", [e_trace]) == [(0,)]
+    marks = _attrs(db, e_span)
+    assert marks["llmtrace.join.by"] == "response_id" and marks["llmtrace.join.key"] == "abc"
+    assert marks["llmtrace.join.trace_id"] == e_trace and marks["llmtrace.join.parent_span_id"] is None
+    assert _attrs(db, c_span)["llmtrace.join.key"] == "abc"
+    # one pass with both sides, as the store join's pairs are
+    assert query(db, "SELECT observed_by FROM passes WHERE trace_id = ?", [c_trace]) == [("both",)]
+    # the traceparent pair: untouched but for the done mark; no key waits for a side it already met
+    s_trace, s_span = _hex(e2)
+    assert query(db, "SELECT trace_id FROM spans WHERE span_id = ?", [s_span]) == [(_hex(c2)[0],)]
+    assert "llmtrace.join.by" not in _attrs(db, s_span) and _attrs(db, s_span)["llmtrace.join.key"] == "same"
+    assert query(db, "SELECT count(*) FROM llmtrace_join_keys") == [(0,)]
