@@ -4,12 +4,18 @@ Measured on three CPU kinds (benchmarks/results/engine.json, docs/benchmarks.md)
 
 - AVX-512 BF16 (an EPYC Zen 4): bfloat16 everywhere; prefill matmuls through bfloat16 dot products, the native
   attention kernels, the fused native int4 decode layers. The fastest prefill there.
-- no bfloat16 dot products (an AVX2 EPYC Zen 3; a Xeon with AVX-512 but no BF16): torch widens each bfloat16
-  product to float32 in software, so a bfloat16 prefill matmul runs ~7x slower than a float32 one (SmolLM2's
-  QKV at 500 rows on one Zen 3 core: 134 ms against 19 ms). Prefill goes float32. Decode keeps the int4
-  kernel on the GGUF's exact 4-bit codes (reading a quarter of the bytes): torch's CPU int4 kernel is fast
-  only with bfloat16 activations (float32 ones take a slow path, 4.7 ms against 0.16 ms for the same
-  product), so a decode row is rounded to bfloat16 for those matmuls and the result widened back.
+- no bfloat16 dot products but AVX-512 VNNI (a Xeon with AVX-512 F/BW/VNNI and no BF16; any CPU under
+  ``LLMTRACE_CPU_PATH=nobf16``): torch widens each bfloat16 product to float32 in software, so a bfloat16
+  prefill matmul runs ~3-7x slower than a float32 one. The wide (prefill) matmuls run in float32 on float32
+  copies of the weights, everything else stays bfloat16: the KV cache, the row kernels and the fused native
+  int4 decode layers (``cpu_native.c`` builds here without BF16; a decode step of SmolLM2 at 1,000 cached tokens,
+  one Xeon core, CPU time: 16.2 ms against the float32 model's 35.8 ms, prefill the same). ``prefill_dtype``
+  says so.
+- no AVX-512 (an AVX2 EPYC Zen 3): no fused native decode to keep, so the whole model goes float32 (SmolLM2's
+  QKV at 500 rows on one Zen 3 core: 134 ms bfloat16 against 19 ms float32). Decode keeps the int4 kernel on
+  the GGUF's exact 4-bit codes (the AVX2 GEMV, or torch's CPU int4 kernel, which is fast only with bfloat16
+  activations: float32 ones take a slow path, 4.7 ms against 0.16 ms for the same product, so a decode row is
+  rounded to bfloat16 for those matmuls and the result widened back).
 
 ``--dtype`` (``EngineConfig.dtype``) overrides the storage dtype; ``decode`` overrides the decode matmuls
 (``dense``: the plain float32 reference the numerics tests compare against).
@@ -30,18 +36,26 @@ _SHORT = {torch.float32: "fp32", torch.bfloat16: "bf16"}
 
 @dataclass(frozen=True, slots=True)
 class ComputePath:
-    """The engine's arithmetic per phase. ``dtype``: activations, weights of wide matmuls and the KV cache;
-    ``int4_decode``: narrow matmuls (decode steps) on the exact 4-bit codes where the GGUF holds them."""
+    """The engine's arithmetic per phase. ``dtype``: activations and the KV cache; ``prefill_dtype``: the
+    weights of wide matmuls and their arithmetic (None: ``dtype``); ``int4_decode``: narrow matmuls (decode
+    steps) on the exact 4-bit codes where the GGUF holds them."""
 
     device: str
     dtype: torch.dtype
     int4_decode: bool
     reason: str
     features: CpuFeatures | None  # None off the CPU
+    prefill_dtype: torch.dtype | None = None
 
     def __post_init__(self) -> None:
-        if self.dtype not in _SHORT:
-            raise ValueError(f"dtype must be float32 or bfloat16, got {self.dtype}")
+        for dt in (self.dtype, self.wide_dtype):
+            if dt not in _SHORT:
+                raise ValueError(f"dtype must be float32 or bfloat16, got {dt}")
+
+    @property
+    def wide_dtype(self) -> torch.dtype:
+        """The dtype of the wide (prefill) matmuls' weights and arithmetic."""
+        return self.prefill_dtype or self.dtype
 
     @property
     def dtype_name(self) -> str:
@@ -49,7 +63,8 @@ class ComputePath:
 
     @property
     def short(self) -> str:
-        return _SHORT[self.dtype]
+        """The wide matmuls' arithmetic (``fp32``/``bf16``): what the prefill label names."""
+        return _SHORT[self.wide_dtype]
 
 
 def choose(device: str = "cpu", dtype: str = "auto", decode: str = "auto",
@@ -68,16 +83,21 @@ def choose(device: str = "cpu", dtype: str = "auto", decode: str = "auto",
         why = f"{device}: bfloat16 on the device" if dtype == "auto" else f"{device}: dtype {dtype} asked for"
         return ComputePath(device, chosen, False, why, None)
     feats = features or detect()
+    wide = None
     if dtype != "auto":
         chosen, why = _torch_dtype(dtype), f"dtype {dtype} asked for"
     elif feats.bf16_dot:
         chosen, why = torch.bfloat16, "bfloat16 dot products (avx512_bf16/amx): bfloat16 matmuls"
+    elif feats.native_kernels and decode != "dense":  # the fused bfloat16 int4 decode builds here: keep it
+        chosen, wide = torch.bfloat16, torch.float32
+        why = (f"no bfloat16 dot products ({feats.isa}): float32 prefill matmuls, bfloat16 cache and "
+               "fused native int4 decode")
     else:
         chosen, why = torch.float32, f"no bfloat16 dot products ({feats.isa}): float32 matmuls"
     if feats.forced != "auto":
         why += f" ({feats.forced} forced by LLMTRACE_CPU_PATH)"
     int4 = decode == "int4" or (decode == "auto" and dtype != "float32")
-    return ComputePath(device, chosen, int4, why, feats)
+    return ComputePath(device, chosen, int4, why, feats, wide)
 
 
 def _torch_dtype(name: str) -> torch.dtype:

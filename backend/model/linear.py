@@ -14,6 +14,8 @@
 - native (bfloat16, CPU with AVX-512 VNNI, ``cpu_native``): for up to ``NATIVE_MAX_ROWS`` rows the exact Q4_1
   / Q8_0 codes through the C GEMV kernel (x as int16 codes, integer block dot products, float32 scales), which
   skips the int4 kernel's dequantization; the Q8_0 head then returns float32 logits (no bfloat16 rounding).
+- float32 weights under bfloat16 activations (a CPU without bfloat16 dot products, ``compute_path``): the wide
+  matmuls widen their rows to float32 and round the product back once; narrow rows take the paths above.
 - batch-invariant mode: rows go through the matmul in fixed-size tiles (the last one padded), so the
   kernel and its reduction order seen by a row never depend on how many other rows share the step.
 """
@@ -64,14 +66,16 @@ class Linear:
     __slots__ = ("weight", "int4_weight", "int4_scale_zero", "split_q8", "out_features", "in_features", "native",
                  "native_dtype")
 
-    def __init__(self, weight: torch.Tensor, q4: Q4_1Parts | None = None, q8: Q8_0Parts | None = None) -> None:
+    def __init__(self, weight: torch.Tensor, q4: Q4_1Parts | None = None, q8: Q8_0Parts | None = None,
+                 act_dtype: torch.dtype | None = None) -> None:
+        """``act_dtype``: the activations' dtype where it is not the weight's (bfloat16 rows, float32 weights)."""
         self.weight = weight.contiguous()
         self.out_features, self.in_features = weight.shape
         self.int4_weight: torch.Tensor | None = None
         self.int4_scale_zero: torch.Tensor | None = None
         self.split_q8 = False  # int4_weight holds a Q8_0 matrix split in two int4 halves (input fed twice)
         self.native: cpu_native.QuantWeight | None = None  # the codes in the native GEMV's layout
-        self.native_dtype = weight.dtype  # what the native path returns (float32 for the Q8_0 head)
+        self.native_dtype = act_dtype or weight.dtype  # what the native path returns (float32 for the Q8_0 head)
         # codes are handed in only where the compute path asked for the int4 decode (compute_path.py)
         on_cpu = weight.device.type == "cpu"
         if on_cpu and q8 is not None:
@@ -115,9 +119,15 @@ class Linear:
                 return y
         if self.int4_weight is not None and x.shape[0] <= INT4_MAX_ROWS:
             return self._int4(x)
-        if x.dtype == torch.bfloat16 and x.device.type == "cpu" and x.dim() == 2:
+        if x.dtype == torch.bfloat16 and self.weight.dtype == torch.bfloat16 and x.device.type == "cpu" and x.dim() == 2:
             return _bucketed_linear(x, self.weight)
-        return F.linear(x, self.weight)
+        return self.dense(x)
+
+    def dense(self, x: torch.Tensor) -> torch.Tensor:
+        """The dense product in the weight's dtype, returned in ``x``'s (one rounding where they differ)."""
+        if x.dtype == self.weight.dtype:
+            return F.linear(x, self.weight)
+        return F.linear(x.to(self.weight.dtype), self.weight).to(x.dtype)
 
     def _int4(self, x: torch.Tensor) -> torch.Tensor:
         dtype = x.dtype
@@ -134,7 +144,7 @@ class Linear:
         if pad:
             x = torch.cat([x, x.new_zeros(pad, x.shape[1])])
         # the split Q8_0 head stays dense here, as batch-invariant runs have always computed it
-        op = self._int4 if self.int4_weight is not None and not self.split_q8 else (lambda t: F.linear(t, self.weight))
+        op = self._int4 if self.int4_weight is not None and not self.split_q8 else self.dense
         out = torch.cat([op(tile) for tile in x.split(INVARIANT_TILE)])
         return out[:rows]
 

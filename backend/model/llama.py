@@ -69,7 +69,7 @@ class LlamaModel:
     @classmethod
     def from_gguf_path(cls, gguf: GGUFModelFile, compute: ComputePath) -> LlamaModel:
         """The model as ``compute`` says (its dtype; the int4 decode codes kept or not)."""
-        weights = load_gguf_weights(gguf, compute.dtype, int4=compute.int4_decode)
+        weights = load_gguf_weights(gguf, compute.dtype, int4=compute.int4_decode, wide=compute.prefill_dtype)
         return cls(gguf.config, weights, compute.dtype, path=gguf.path, compute_path=compute)
 
     def path_labels(self) -> tuple[str, str]:
@@ -92,10 +92,11 @@ class LlamaModel:
         return prefill, decode
 
     @classmethod
-    def tiny(cls, dtype: str | torch.dtype = "float32", seed: int = 0) -> LlamaModel:
+    def tiny(cls, dtype: str | torch.dtype = "float32", seed: int = 0, wide: torch.dtype | None = None) -> LlamaModel:
+        """Random tiny weights; ``wide``: the layers' matrices in that dtype (a compute path's prefill dtype)."""
         cfg = tiny_config()
         torch_dtype = resolve_dtype(dtype)
-        return cls(cfg, random_weights(cfg, torch_dtype, seed), torch_dtype)
+        return cls(cfg, random_weights(cfg, torch_dtype, seed, wide), torch_dtype)
 
     def to(self, device: str | torch.device) -> LlamaModel:
         """A copy of the model on ``device`` (off the CPU the int4 path is dropped: its kernel is CPU-only)."""
@@ -104,7 +105,7 @@ class LlamaModel:
             return self
 
         def move(lin: Linear) -> Linear:
-            return Linear(lin.weight.to(device))
+            return Linear(lin.weight.to(device, self.dtype))  # off the CPU the model's dtype throughout
 
         w = self.weights
         layers = [
@@ -272,7 +273,7 @@ class LlamaModel:
         mask = torch.ones(n, n, dtype=torch.bool, device=self.device).tril()
         for layer in self.weights.layers[: num_layers or cfg.num_layers]:
             x = self._rms_norm(hidden, layer.attn_norm)
-            qkv = F.linear(x, layer.qkv.weight)
+            qkv = layer.qkv.dense(x)
             q = self._rope(qkv[:, : cfg.q_size].view(n, cfg.num_heads, cfg.head_dim), cos2, sin2)
             k = self._rope(qkv[:, cfg.q_size : cfg.q_size + cfg.kv_size].view(n, cfg.num_kv_heads, cfg.head_dim),
                            cos2, sin2)
@@ -282,11 +283,11 @@ class LlamaModel:
             scores = torch.einsum("qhd,khd->hqk", q.float(), k.float()) * cfg.head_dim**-0.5
             probs = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
             attn = torch.einsum("hqk,khd->qhd", probs, v.float()).to(self.dtype)
-            hidden = hidden + F.linear(attn.reshape(n, cfg.q_size), layer.o.weight)
+            hidden = hidden + layer.o.dense(attn.reshape(n, cfg.q_size))
             x = self._rms_norm(hidden, layer.ffn_norm)
-            gu = F.linear(x, layer.gate_up.weight)
+            gu = layer.gate_up.dense(x)
             inter = gu.shape[-1] // 2
-            hidden = hidden + F.linear(F.silu(gu[:, :inter]) * gu[:, inter:], layer.down.weight)
+            hidden = hidden + layer.down.dense(F.silu(gu[:, :inter]) * gu[:, inter:])
         if last_only:
             hidden = hidden[-1:]
         return F.linear(self._rms_norm(hidden, self.weights.final_norm), self.weights.lm_head).float()

@@ -46,19 +46,23 @@ class LlamaWeights:
     lm_head_q8: Q8_0Parts | None = None  # the LM head's exact Q8_0 codes (int4 decode only): its int8 decode path
 
 
-def load_gguf_weights(gguf: GGUFModelFile, dtype: torch.dtype, int4: bool | None = None) -> LlamaWeights:
-    """Dequantize every tensor to ``dtype``; keep the Q4_1 (and the head's Q8_0) codes too for the int4 decode
-    path when ``int4`` (None: for bfloat16 only, so a float32 model is the plain reference)."""
+def load_gguf_weights(gguf: GGUFModelFile, dtype: torch.dtype, int4: bool | None = None,
+                      wide: torch.dtype | None = None) -> LlamaWeights:
+    """Dequantize every tensor to ``dtype`` (the layers' matrices to ``wide`` where given: float32 weights for
+    a bfloat16 model's prefill on a CPU without bfloat16 dot products); keep the Q4_1 (and the head's Q8_0)
+    codes too for the int4 decode path when ``int4`` (None: for bfloat16 only, so a float32 model is the
+    plain reference)."""
     cfg = gguf.config
     codes = dtype == torch.bfloat16 if int4 is None else int4
+    wide = wide or dtype
 
-    def dense(name: str) -> torch.Tensor:
-        return torch.from_numpy(gguf.tensor(name)).to(dtype)
+    def dense(name: str, to: torch.dtype = dtype) -> torch.Tensor:
+        return torch.from_numpy(gguf.tensor(name)).to(to)
 
     def fused(names: list[str]) -> Linear:
-        weight = torch.cat([dense(n) for n in names])
+        weight = torch.cat([dense(n, wide) for n in names])
         q4 = concat_q4([gguf.q4_1_parts(n) for n in names]) if codes else None
-        return Linear(weight, q4)
+        return Linear(weight, q4, act_dtype=dtype)
 
     layers = []
     for i in range(cfg.num_layers):
@@ -87,12 +91,17 @@ def load_gguf_weights(gguf: GGUFModelFile, dtype: torch.dtype, int4: bool | None
     )
 
 
-def random_weights(cfg: ModelConfig, dtype: torch.dtype, seed: int = 0) -> LlamaWeights:
-    """Random weights of the right shapes; deterministic for a seed (tests and the tiny model)."""
+def random_weights(cfg: ModelConfig, dtype: torch.dtype, seed: int = 0,
+                   wide: torch.dtype | None = None) -> LlamaWeights:
+    """Random weights of the right shapes; deterministic for a seed (tests and the tiny model); the layers'
+    matrices in ``wide`` where given (as ``load_gguf_weights``)."""
     gen = torch.Generator().manual_seed(seed)
 
-    def normal(*shape: int, std: float = 0.02) -> torch.Tensor:
-        return (torch.randn(*shape, generator=gen) * std).to(dtype)
+    def normal(*shape: int, std: float = 0.02, to: torch.dtype = dtype) -> torch.Tensor:
+        return (torch.randn(*shape, generator=gen) * std).to(to)
+
+    def linear(*shape: int, std: float) -> Linear:
+        return Linear(normal(*shape, std=std, to=wide or dtype), act_dtype=dtype)
 
     def norm_weight() -> torch.Tensor:
         return 1.0 + 0.1 * torch.randn(cfg.hidden_size, generator=gen)
@@ -101,11 +110,11 @@ def random_weights(cfg: ModelConfig, dtype: torch.dtype, seed: int = 0) -> Llama
     layers = [
         LayerWeights(
             attn_norm=norm_weight(),
-            qkv=Linear(normal(cfg.q_size + 2 * cfg.kv_size, h, std=h**-0.5)),
-            o=Linear(normal(h, cfg.q_size, std=cfg.q_size**-0.5)),
+            qkv=linear(cfg.q_size + 2 * cfg.kv_size, h, std=h**-0.5),
+            o=linear(h, cfg.q_size, std=cfg.q_size**-0.5),
             ffn_norm=norm_weight(),
-            gate_up=Linear(normal(2 * inter, h, std=h**-0.5)),
-            down=Linear(normal(h, inter, std=inter**-0.5)),
+            gate_up=linear(2 * inter, h, std=h**-0.5),
+            down=linear(h, inter, std=inter**-0.5),
         )
         for _ in range(cfg.num_layers)
     ]

@@ -47,14 +47,21 @@ def _kind(name: str, forced: str = "auto") -> CpuFeatures:
     return CpuFeatures(frozenset(KINDS[name]), frozenset(), forced, "AVX2", name)
 
 
-@pytest.mark.parametrize(("kind", "dtype"), [("epyc_zen4_avx512_bf16", torch.bfloat16),
-                                             ("xeon_sapphire_rapids_amx", torch.bfloat16),
-                                             ("xeon_avx512_no_bf16", torch.float32),
-                                             ("epyc_zen3_avx2", torch.float32)])
-def test_each_cpu_kind_gets_its_prefill_dtype_and_keeps_int4_decode(kind: str, dtype: torch.dtype) -> None:
+BF16, F32 = torch.bfloat16, torch.float32
+
+
+@pytest.mark.parametrize(("kind", "dtype", "wide"), [("epyc_zen4_avx512_bf16", BF16, BF16),
+                                                     ("xeon_sapphire_rapids_amx", BF16, BF16),
+                                                     ("xeon_avx512_no_bf16", BF16, F32),
+                                                     ("epyc_zen3_avx2", F32, F32)])
+def test_each_cpu_kind_gets_its_prefill_dtype_and_keeps_int4_decode(kind: str, dtype: torch.dtype,
+                                                                    wide: torch.dtype) -> None:
+    """Prefill matmuls in bfloat16 only with bfloat16 dot products; the AVX-512 Xeon without them keeps bfloat16
+    storage (the fused native decode builds there) under float32 prefill matmuls; the AVX2 EPYC is float32."""
     path = choose("cpu", "auto", "auto", _kind(kind))
-    assert path.dtype == dtype and path.int4_decode, path
-    assert ("no bfloat16" in path.reason) == (dtype == torch.float32), path.reason
+    assert path.dtype == dtype and path.wide_dtype == wide and path.int4_decode, path
+    assert path.short == ("fp32" if wide == F32 else "bf16")
+    assert ("no bfloat16" in path.reason) == (wide == F32), path.reason
     assert _kind(kind).native_kernels == ("avx512f" in KINDS[kind])
 
 
@@ -65,6 +72,10 @@ def test_dtype_and_decode_stay_overrides() -> None:
     assert choose("cpu", "float32", "int4", bf16_cpu).int4_decode  # the int4 decode whatever the prefill dtype
     assert choose("cpu", "bfloat16", "auto", _kind("epyc_zen3_avx2")).dtype == torch.bfloat16
     assert not choose("cpu", "auto", "dense", bf16_cpu).int4_decode
+    xeon = _kind("xeon_avx512_no_bf16")
+    assert choose("cpu", "bfloat16", "auto", xeon).wide_dtype == BF16  # bfloat16 by name: bfloat16 throughout
+    dense = choose("cpu", "auto", "dense", xeon)  # no int4 decode to keep: the plain float32 model
+    assert dense.dtype == dense.wide_dtype == F32 and not dense.int4_decode
     gpu = choose("cuda", "auto", "auto", bf16_cpu)
     assert gpu.dtype == torch.bfloat16 and not gpu.int4_decode and gpu.features is None
     with pytest.raises(ValueError, match="dtype"):
@@ -101,7 +112,9 @@ def test_forced_paths_hide_bf16_and_avx512(forced) -> None:  # noqa: ANN001
     avx2 = forced("avx2")
     assert not avx2.avx512 and not avx2.native_kernels and not any(f.startswith("avx512") for f in avx2.flags)
     assert avx2.isa in ("avx2", "baseline")
-    assert choose("cpu", "auto").dtype == torch.float32  # both forced paths prefill in float32
+    assert choose("cpu", "auto").dtype == F32  # no AVX-512: float32 throughout
+    no_bf16 = choose("cpu", "auto", features=nobf16)  # both forced paths prefill in float32
+    assert no_bf16.wide_dtype == F32 and (no_bf16.dtype == BF16) == nobf16.native_kernels, no_bf16
     assert cpu_native.load() is None and "lacks AVX-512" in cpu_native.load_error
     if {"avx2", "fma", "f16c"} <= avx2.flags:  # the AVX2 GEMV serves the decode matmuls instead
         assert cpu_native.gemv_library() is not None, cpu_native.gemv_error
@@ -136,7 +149,10 @@ def test_each_path_decodes_as_close_to_float32_as_bfloat16(path: str, forced, gg
     prefill, decode = model.path_labels()
     assert prefill.startswith(f"{compute.short}_gemm+")
     if not features.bf16_dot:
-        assert compute.dtype == torch.float32 and prefill == "fp32_gemm+sdpa", (prefill, features.isa)
+        assert compute.wide_dtype == F32 and prefill == "fp32_gemm+sdpa", (prefill, features.isa)
+        assert all(lw.qkv.weight.dtype == F32 for lw in model.weights.layers)
+        if features.native_kernels:  # bfloat16 storage under the float32 prefill: the fused decode kept
+            assert compute.dtype == BF16 and decode == "native_fused_q4", (decode, cpu_native.load_error)
     assert decode in ("native_fused_q4", "native_q4_gemv", "int4", "int4_bf16_rows"), decode
     assert (decode == "native_fused_q4") == (model.native_decode is not None), decode
     assert decode.startswith("native") == (cpu_native.gemv_library() is not None), (decode, cpu_native.gemv_error)
