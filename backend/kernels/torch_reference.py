@@ -48,14 +48,15 @@ class TorchPagedAttention:
         self.native = None if invariant or cpu_native.load() is None else cpu_native
         # which code path serves which kind of query (recorded on forward.attention)
         native = "" if self.native is None else "decode_bfloat16=native_paged," + (
-            "prefill_bfloat16=native_paged," if cpu_native.has_bf16_dot() else "")
+            "prefill_bfloat16=native_paged," if cpu_native.has_bf16_dot() else "prefill_bfloat16=native_paged_float32,")
         # float32 caches (a CPU without bfloat16 dot products): the AVX2 paged decode kernel where it builds
         self.native_f32 = not invariant and cpu_native.avx2_library() is not None
-        # bfloat16 prefill attention on a CPU without bfloat16 dot products: torch's CPU SDPA multiplies bfloat16
-        # blocks through widened products, slower than widening q/k/v once and running it in float32 (1,000
-        # tokens, 9 heads, one Xeon core: 21 -> 17 ms a layer); the native kernel serves where it has them
+        # bfloat16 prefill attention on a CPU without bfloat16 dot products where the native kernel does not serve
+        # (no library, another head size): torch's CPU SDPA multiplies bfloat16 blocks through widened products,
+        # slower than widening q/k/v once and running it in float32 (1,000 tokens, 9 heads, one Xeon core: 21 ->
+        # 17 ms a layer)
         self.widen_prefill = not invariant and not cpu_native.has_bf16_dot()
-        native += "prefill_bfloat16=sdpa_float32," if self.widen_prefill else ""
+        native += "prefill_bfloat16_fallback=sdpa_float32," if self.widen_prefill else ""
         native += "decode_float32=native_paged," if self.native_f32 else ""
         self.kernel_path = (
             "all=invariant_tiles" if invariant

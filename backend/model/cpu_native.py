@@ -150,6 +150,8 @@ def _build() -> ctypes.CDLL:
     lib.decode_mlp_block.argtypes = [_p, _i, _i, _p, ctypes.c_float, _p, _p, _i, _p]
     lib.prefill_attention_bf16.restype = ctypes.c_int
     lib.prefill_attention_bf16.argtypes = [_p, _p, _p, _p, _i, _i, _i, _i, _i, _i, ctypes.c_float, _p]
+    lib.prefill_attention_widened.restype = ctypes.c_int
+    lib.prefill_attention_widened.argtypes = lib.prefill_attention_bf16.argtypes
     lib.lt_has_bf16_dot.restype = ctypes.c_int
     lib.rows_rms_norm_bf16.restype = ctypes.c_int
     lib.rows_rms_norm_bf16.argtypes = [_p, _i, _i, _p, ctypes.c_float, _p]
@@ -293,12 +295,14 @@ def paged_prefill(
 ) -> torch.Tensor | None:
     """Causal attention of one sequence's ``q: [n, H, D]`` new tokens (bfloat16; positions ``seq_len - n ..``,
     their keys and values already in the cache) over its paged bfloat16 cache (``table``: its int32 block table
-    row), or None when the native kernel cannot take these inputs (no AVX-512 BF16, another head size...)."""
+    row), or None when the native kernel cannot take these inputs (another head size...). Products on AVX-512
+    BF16 dot products where the CPU has them, else in float32 FMAs (``prefill_attention_widened``)."""
     lib = load()
     if lib is None or q.dtype != torch.bfloat16 or k_cache.dtype != torch.bfloat16 or q.device.type != "cpu":
         return None
-    if table.dtype != torch.int32 or not has_bf16_dot():
+    if table.dtype != torch.int32:
         return None
+    kernel = lib.prefill_attention_bf16 if has_bf16_dot() else lib.prefill_attention_widened
     q = q.contiguous()
     table = table.contiguous()
     n, heads, dim = q.shape
@@ -306,8 +310,8 @@ def paged_prefill(
     if table.shape[0] * block_size < seq_len:
         return None
     out = torch.empty_like(q)
-    rc = lib.prefill_attention_bf16(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), table.data_ptr(), seq_len,
-                                    n, heads, kv_heads, dim, block_size, scale, out.data_ptr())
+    rc = kernel(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), table.data_ptr(), seq_len, n, heads, kv_heads,
+                dim, block_size, scale, out.data_ptr())
     return out if rc == 0 else None
 
 

@@ -264,3 +264,155 @@ int prefill_attention_bf16(const uint16_t *q, const uint16_t *kc, const uint16_t
 int lt_has_bf16_dot(void) { return 0; }
 
 #endif
+
+/* ---- the same attention in float32 arithmetic, for CPUs without bfloat16 dot products --------------------
+ * prefill_attention_widened: the arguments and the result of prefill_attention_bf16 (bfloat16 cache, queries
+ * and output), every product in float32 FMAs: queries, keys and values widened once per call (exact), scores,
+ * softmax and the probabilities kept in float32, one rounding of the output. Why: torch's CPU SDPA over these
+ * bfloat16 tensors widens them block by block (21 ms a layer at 1,000 tokens on one Xeon core without BF16),
+ * over float32 copies it takes 17 ms plus the gather and the widening copies; here the keys of a KV head are
+ * packed transposed once ([block][dim][16 keys]), each 8-row query block reuses them from cache, and causal
+ * rows stop at their own position. */
+
+#define WD 64 /* head size */
+#define WRB 8 /* query rows per block: 8 x 2 score accumulators */
+#define WPV 4 /* rows per pass of the weighted values: 4 x 4 accumulators */
+
+/* keys of one KV head as float [blocks + 1][64][16]: lane j of (block b, dim d) = dim d of key 16 b + j */
+static void widen_keys(const uint16_t *kc, const int32_t *tab, int64_t L, int64_t BS, int64_t row, int64_t h,
+                       int64_t blocks, float *dst) {
+    memset(dst, 0, (size_t)(blocks + 1) * WD * 16 * 4);
+    for (int64_t t = 0; t < L; t++) {
+        const uint16_t *src = kc + ((int64_t)tab[t / BS] * BS + t % BS) * row + h * WD;
+        float *b = dst + (t / 16) * WD * 16 + t % 16;
+        for (int d = 0; d < WD; d++) b[d * 16] = bf2f(src[d]);
+    }
+}
+
+/* values of one KV head as float [L][64] */
+static void widen_values(const uint16_t *vc, const int32_t *tab, int64_t L, int64_t BS, int64_t row, int64_t h,
+                         float *dst) {
+    for (int64_t t = 0; t < L; t++) {
+        const uint16_t *src = vc + ((int64_t)tab[t / BS] * BS + t % BS) * row + h * WD;
+        for (int d = 0; d < WD; d += 16) _mm512_storeu_ps(dst + t * WD + d, load_bf16x16(src + d));
+    }
+}
+
+static void attend_block_widened(const uint16_t *q, int64_t H, int64_t G, int64_t h, int64_t r0, int64_t rows,
+                                 int64_t first_pos, const float *kp, const float *vp, float scale, int64_t lp,
+                                 float *S, uint16_t *out) {
+    const uint16_t *qr[WRB];
+    int64_t cnt[WRB];
+    float qf[WRB][WD];
+    for (int i = 0; i < WRB; i++) {
+        const int64_t r = r0 + i < rows ? r0 + i : rows - 1, tok = r / G;
+        qr[i] = q + (tok * H + h * G + r % G) * WD;
+        cnt[i] = first_pos + tok + 1; /* keys this row sees (causal) */
+        for (int d = 0; d < WD; d++) qf[i][d] = bf2f(qr[i][d]) * scale;
+    }
+    const int64_t nkb = (cnt[WRB - 1] + 15) / 16;
+    for (int64_t kb = 0; kb < nkb; kb += 2) {
+        __m512 acc[WRB][2];
+        for (int i = 0; i < WRB; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+        const float *k0 = kp + kb * WD * 16;
+        for (int d = 0; d < WD; d++) {
+            const __m512 a = _mm512_loadu_ps(k0 + d * 16), b = _mm512_loadu_ps(k0 + (WD + d) * 16);
+            for (int i = 0; i < WRB; i++) {
+                const __m512 x = _mm512_set1_ps(qf[i][d]);
+                acc[i][0] = _mm512_fmadd_ps(x, a, acc[i][0]);
+                acc[i][1] = _mm512_fmadd_ps(x, b, acc[i][1]);
+            }
+        }
+        for (int i = 0; i < WRB; i++) {
+            _mm512_storeu_ps(S + i * lp + kb * 16, acc[i][0]);
+            _mm512_storeu_ps(S + i * lp + kb * 16 + 16, acc[i][1]);
+        }
+    }
+    float inv[WRB];
+    for (int i = 0; i < WRB; i++) { /* probabilities in place, zero past the row's keys up to the block's */
+        float *s = S + i * lp;
+        __m512 mv = _mm512_set1_ps(-INFINITY);
+        for (int64_t j = 0; j < cnt[i]; j += 16) {
+            const __mmask16 mk = (__mmask16)(cnt[i] - j >= 16 ? 0xFFFFu : (1u << (cnt[i] - j)) - 1u);
+            mv = _mm512_mask_max_ps(mv, mk, mv, _mm512_maskz_loadu_ps(mk, s + j));
+        }
+        const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mv));
+        __m512 sum = _mm512_setzero_ps();
+        for (int64_t j = 0; j < nkb * 16; j += 16) {
+            const int64_t left = cnt[i] - j;
+            const __mmask16 mk = (__mmask16)(left >= 16 ? 0xFFFFu : left <= 0 ? 0u : (1u << left) - 1u);
+            const __m512 e = _mm512_maskz_mov_ps(mk, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, s + j), m)));
+            sum = _mm512_add_ps(sum, e);
+            _mm512_storeu_ps(s + j, e);
+        }
+        inv[i] = 1.0f / _mm512_reduce_add_ps(sum);
+    }
+    for (int h0 = 0; h0 < WRB; h0 += WPV) {
+        const int64_t keys = cnt[h0 + WPV - 1]; /* the last row of the pass sees the most (zeros past the others') */
+        __m512 acc[WPV][4];
+        for (int i = 0; i < WPV; i++)
+            for (int c = 0; c < 4; c++) acc[i][c] = _mm512_setzero_ps();
+        for (int64_t t = 0; t < keys; t++) {
+            const float *v = vp + t * WD;
+            const __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16);
+            const __m512 v2 = _mm512_loadu_ps(v + 32), v3 = _mm512_loadu_ps(v + 48);
+            for (int i = 0; i < WPV; i++) {
+                const __m512 x = _mm512_set1_ps(S[(h0 + i) * lp + t]);
+                acc[i][0] = _mm512_fmadd_ps(x, v0, acc[i][0]);
+                acc[i][1] = _mm512_fmadd_ps(x, v1, acc[i][1]);
+                acc[i][2] = _mm512_fmadd_ps(x, v2, acc[i][2]);
+                acc[i][3] = _mm512_fmadd_ps(x, v3, acc[i][3]);
+            }
+        }
+        for (int i = 0; i < WPV && r0 + h0 + i < rows; i++) {
+            uint16_t *o = out + (qr[h0 + i] - q);
+            const __m512 s = _mm512_set1_ps(inv[h0 + i]);
+            for (int c = 0; c < 4; c++)
+                _mm256_storeu_si256((__m256i *)(o + 16 * c), to_bf16x16(_mm512_mul_ps(acc[i][c], s)));
+        }
+    }
+}
+
+/* as prefill_attention_bf16 (same arguments, same return codes), in float32 arithmetic */
+int prefill_attention_widened(const uint16_t *q, const uint16_t *kc, const uint16_t *vc, const int32_t *tab,
+                              int64_t L, int64_t n, int64_t H, int64_t KVH, int64_t D, int64_t BS, float scale,
+                              uint16_t *out) {
+    if (D != WD || KVH <= 0 || H % KVH || H / KVH > 8 || n <= 0 || n > L) return -1;
+    const int64_t G = H / KVH, row = KVH * WD, blocks = (L + 15) / 16;
+    const int64_t kstride = (blocks + 2) * WD * 16, vstride = L * WD, lp = (blocks + 2) * 16;
+    float *kp = aligned_alloc(64, (size_t)(KVH * kstride) * 4);
+    float *vp = aligned_alloc(64, (size_t)(KVH * vstride) * 4 + 64);
+    if (!kp || !vp) {
+        free(kp);
+        free(vp);
+        return -2;
+    }
+    const int many = omp_get_max_threads() > 1;
+#pragma omp parallel for if (many && KVH > 1)
+    for (int64_t h = 0; h < KVH; h++) {
+        widen_keys(kc, tab, L, BS, row, h, blocks + 1, kp + h * kstride);
+        widen_values(vc, tab, L, BS, row, h, vp + h * vstride);
+    }
+    const int64_t rows = n * G, nrb = (rows + WRB - 1) / WRB;
+    int failed = 0;
+#pragma omp parallel if (many && KVH * nrb > 1)
+    {
+        float *S = aligned_alloc(64, (size_t)(WRB * lp) * 4);
+        if (!S) {
+#pragma omp atomic write
+            failed = 1;
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t task = 0; task < KVH * nrb; task++) {
+            if (S) {
+                const int64_t h = task % KVH, rb = nrb - 1 - task / KVH;
+                attend_block_widened(q, H, G, h, rb * WRB, rows, L - n, kp + h * kstride, vp + h * vstride, scale,
+                                     lp, S, out);
+            }
+        }
+        free(S);
+    }
+    free(kp);
+    free(vp);
+    return failed ? -2 : 0;
+}

@@ -77,8 +77,8 @@ class LlamaModel:
         attention = "sdpa"
         if self.device.type != "cpu":
             attention = self.device.type
-        elif self.dtype == torch.bfloat16 and cpu_native.has_bf16_dot():
-            attention = "native_bf16_attention"
+        elif self.dtype == torch.bfloat16 and cpu_native.load() is not None:  # float32 products without BF16
+            attention = "native_bf16_attention" if cpu_native.has_bf16_dot() else "native_f32_attention"
         prefill = f"{self.compute_path.short}_gemm+{attention}"
         layer = self.weights.layers[0] if self.weights.layers else None
         if self.native_decode is not None:

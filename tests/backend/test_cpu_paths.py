@@ -149,10 +149,13 @@ def test_each_path_decodes_as_close_to_float32_as_bfloat16(path: str, forced, gg
     prefill, decode = model.path_labels()
     assert prefill.startswith(f"{compute.short}_gemm+")
     if not features.bf16_dot:
-        assert compute.wide_dtype == F32 and prefill == "fp32_gemm+sdpa", (prefill, features.isa)
-        assert all(lw.qkv.weight.dtype == F32 for lw in model.weights.layers)
-        if features.native_kernels:  # bfloat16 storage under the float32 prefill: the fused decode kept
+        assert compute.wide_dtype == F32 and all(lw.qkv.weight.dtype == F32 for lw in model.weights.layers)
+        if features.native_kernels:  # bfloat16 storage under the float32 prefill: the fused decode kept, the
+            # native attention in float32 products
             assert compute.dtype == BF16 and decode == "native_fused_q4", (decode, cpu_native.load_error)
+            assert prefill == "fp32_gemm+native_f32_attention", prefill
+        else:
+            assert prefill == "fp32_gemm+sdpa", (prefill, features.isa)
     assert decode in ("native_fused_q4", "native_q4_gemv", "int4", "int4_bf16_rows"), decode
     assert (decode == "native_fused_q4") == (model.native_decode is not None), decode
     assert decode.startswith("native") == (cpu_native.gemv_library() is not None), (decode, cpu_native.gemv_error)

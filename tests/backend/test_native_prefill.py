@@ -15,7 +15,7 @@ from llmtrace.backend.engine import Engine, EngineConfig, EngineRequest
 from llmtrace.backend.generation.params import SamplingParams
 from llmtrace.backend.kernels.interface import AttentionMetadata
 from llmtrace.backend.kernels.torch_reference import TorchPagedAttention
-from llmtrace.backend.model import cpu_native
+from llmtrace.backend.model import cpu_features, cpu_native
 from llmtrace.backend.model.llama import LlamaModel
 
 
@@ -29,13 +29,24 @@ def _bf16_dot() -> bool:
 
 @pytest.fixture(scope="module", autouse=True)
 def native_lib() -> None:
+    """The kernels run wherever the native library builds (AVX-512 F/BW/VNNI): on bfloat16 dot products where
+    the CPU has them, else in float32 products (``prefill_attention_widened``); skipped only without AVX-512."""
     lib = cpu_native.load()
-    if lib is None or not lib.lt_has_bf16_dot():
-        if _bf16_dot() and lib is None:
-            pytest.fail(f"the native kernels should build on this CPU: {cpu_native.load_error}")
-        if _bf16_dot():
-            pytest.fail("the CPU has AVX-512 BF16 but the prefill kernel was built without it")
-        pytest.skip(f"no native prefill kernel on this machine: {cpu_native.load_error or 'no AVX-512 BF16'}")
+    if lib is None and _bf16_dot():
+        pytest.fail(f"the native kernels should build on this CPU: {cpu_native.load_error}")
+    if lib is None:
+        pytest.skip(f"no native library on this machine: {cpu_native.load_error}")
+    if _bf16_dot() and not lib.lt_has_bf16_dot() and cpu_features.detect().forced == "auto":
+        pytest.fail("the CPU has AVX-512 BF16 but the prefill kernel was built without it")
+
+
+@pytest.fixture(params=["host", "float32_products"])
+def kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The prefill attention this CPU runs, and the float32-products variant that CPUs without bfloat16 dot
+    products run (on any CPU with the library: it needs AVX-512F only)."""
+    if request.param == "float32_products":
+        monkeypatch.setattr(cpu_native, "has_bf16_dot", lambda: False)
+    return str(request.param)
 
 
 @pytest.fixture
@@ -101,9 +112,10 @@ def _float64_truth(q, k, v, meta, scale: float) -> torch.Tensor:  # noqa: ANN001
     [(529, 5), (17, 17)],  # two chunks in one step
     [(64, 1), (90, 90), (200, 1)],  # a prefill between two decode rows (the decode kernel takes those)
 ])
-def test_prefill_attention_reads_scattered_pages_causally(work: list[tuple[int, int]], calls: list[int]) -> None:
-    """No further from float64 than torch's path (SDPA / grouped matmuls, also bfloat16 products), every
-    prefill chunk answered by the kernel."""
+def test_prefill_attention_reads_scattered_pages_causally(work: list[tuple[int, int]], calls: list[int],
+                                                          kernel: str) -> None:
+    """No further from float64 than torch's path (SDPA / grouped matmuls), every prefill chunk answered by the
+    kernel, on each variant."""
     q, k, v, meta = _case(work)
     truth = _float64_truth(q, k, v, meta, 0.125)
     torch_path = TorchPagedAttention()
@@ -116,7 +128,7 @@ def test_prefill_attention_reads_scattered_pages_causally(work: list[tuple[int, 
     assert sorted(calls) == sorted(n for _, n in work if n > 1)
 
 
-def test_two_threads_give_the_same_attention() -> None:
+def test_two_threads_give_the_same_attention(kernel: str) -> None:
     """On two threads KV heads and row blocks are shared out (each thread its own score buffers): the same
     bits as on one."""
     q, k, v, meta = _case([(300, 300), (130, 30)], seed=4)
@@ -133,7 +145,7 @@ def test_two_threads_give_the_same_attention() -> None:
     assert torch.equal(act2, cpu_native.silu_mul_rows(gu))
 
 
-def test_the_kernel_refuses_what_it_does_not_handle() -> None:
+def test_the_kernel_refuses_what_it_does_not_handle(kernel: str) -> None:
     """Another head size, a float32 cache or a table too short for the length: None (the torch path serves)."""
     q, k, v, meta = _case([(40, 40)])
     table = meta.block_tables[0]
