@@ -122,3 +122,50 @@ def test_pairs_in_one_request_are_joined_with_the_spans_before_and_after(tmp_pat
     assert query(db, "SELECT trace_id FROM spans WHERE span_id = ?", [s_span]) == [(_hex(c2)[0],)]
     assert "llmtrace.join.by" not in _attrs(db, s_span) and _attrs(db, s_span)["llmtrace.join.key"] == "same"
     assert query(db, "SELECT count(*) FROM llmtrace_join_keys") == [(0,)]
+
+
+def test_sglang_request_trace_in_one_request_is_linked_before_it_is_stored(tmp_path: Path) -> None:
+    """SGLang's request trace (sglang srt/tracing/trace.py: ``Bootstrap Room`` -> `` Req <rid[:8]>`` (``rid``,
+    gen_ai.latency.* in s) -> the scheduler's thread span -> its slices, srt/tracing/req_time_stats.py
+    RequestStage) in one body: the slices are the request's stages when stored (otlp_sglang.link_in_body), the
+    rows its numbers implied for them dropped; a thread span whose request span is in another body stays
+    for the store link, which runs when that request comes."""
+    eng = _Service("sglang")
+    col = start_collector(tmp_path)
+
+    def request(start: int, rid: str, split: bool) -> tuple[Any, list[Any]]:
+        room = eng.tracer.start_span("Bootstrap Room 0x0", start_time=start, attributes={"bootstrap_room": "0x0"})
+        req = eng.tracer.start_span(f" Req {rid[:8]}", context=trace.set_span_in_context(room), start_time=start,
+                                    attributes={"rid": rid})
+        th = eng.tracer.start_span("scheduler [TP 0] (host:5e1f0c2a | pid:4242)", start_time=start,
+                                   context=trace.set_span_in_context(req), attributes={"thread_label": "scheduler"})
+        slices = []
+        for k, (name, ms) in enumerate((("prefill_waiting", 1200), ("prefill_forward", 100), ("decode_loop", 50))):
+            s = eng.tracer.start_span(name, context=trace.set_span_in_context(th), start_time=start + k * 10 * MS)
+            s.end(end_time=start + (k * 10 + ms) * MS)
+            slices.append(s)
+        th.end(end_time=start + 1400 * MS)
+        if split:  # the scheduler's spans in their own request, before the request span's
+            _post(col.endpoint, eng.take())
+        req.set_attributes({"gen_ai.latency.time_to_first_token": 1.3, "gen_ai.latency.e2e": 1.4,
+                            "gen_ai.latency.time_in_model_prefill": 1.3, "gen_ai.latency.time_in_model_decode": 0.1,
+                            "gen_ai.usage.prompt_tokens": 300, "gen_ai.usage.completion_tokens": 5})
+        req.end(end_time=start + 1400 * MS)
+        room.end(end_time=start + 1400 * MS)
+        _post(col.endpoint, eng.take())
+        return req, slices
+
+    try:
+        whole = request(T0, "a" * 32, split=False)
+        split = request(T0 + 5000 * MS, "b" * 32, split=True)
+        col.wait_written(2 * (6 + 1))  # 6 spans and the decode row its numbers imply, each
+    finally:
+        assert col.stop() == 0
+    for req, slices in (whole, split):
+        req_span = _hex(req)[1]
+        rows = query(col.db, "SELECT name, stage FROM spans WHERE parent_span_id = ? AND stage IS NOT NULL "
+                             "ORDER BY stage, name", [req_span])
+        assert rows == [("prefill_waiting", "arrival.admission"), ("forward.decode", "forward.decode"),
+                        ("prefill_forward", "forward.prefill")], rows
+        assert query(col.db, "SELECT parent_span_id FROM spans WHERE span_id = ?", [_hex(slices[2])[1]]) != \
+            [(req_span,)]  # decode_loop, a step, stays under its thread span

@@ -21,6 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from llmtrace.tracer.collect import scrub as scrub
 from llmtrace.tracer.collect.otlp_join_body import PassKey, join_rows, pass_key
 from llmtrace.tracer.collect.otlp_mapping import Mapper
+from llmtrace.tracer.collect.otlp_sglang import link_in_body
 from llmtrace.tracer.storage.span_rows import DEPLOY, SpanRow, json_text, rows_to_table, span_row
 from llmtrace.tracer.storage.views import PASS_OPERATION_NAMES
 
@@ -42,6 +43,7 @@ class Decoded:
     rejected: int  # spans dropped as invalid (reported back through OTLP partial success)
     reason: str | None
     dropped_values: int = 0  # attribute values left out of stored spans (NaN, inf)
+    open_traces: frozenset[str] = frozenset()  # SGLang request traces this request left unfinished
 
 
 def decompress(body: bytes, encoding: str | None, max_bytes: int) -> bytes:
@@ -350,6 +352,7 @@ def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = Non
                     extend(extra)
     if len(keys) > 1:
         join_rows(rows, keys)  # client and engine pass spans of one call in this request (otlp_join_body.py)
+    open_traces = link_in_body(rows, passes) if mapper is not None else set()  # SGLang's slices (otlp_sglang.py)
     try:
         table = rows_to_table(rows)  # a value a column cannot take is repaired in its span (and counted)
     except (pa.ArrowException, OverflowError, UnicodeError) as exc:
@@ -357,7 +360,7 @@ def request_to_table(req: ExportTraceServiceRequest, mapper: Mapper | None = Non
     if drops[0]:
         note = f"{drops[0]} attribute value(s) dropped (NaN or infinite numbers cannot be stored)"
         reason = f"{reason}; {note}" if reason else note
-    return Decoded(table, received, rejected, reason, drops[0])
+    return Decoded(table, received, rejected, reason, drops[0], frozenset(open_traces))
 
 
 def decode(body: bytes, content_type: str | None, content_encoding: str | None, *,

@@ -17,6 +17,7 @@ request's numbers implied for the same stage is dropped: the slice timed the sta
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
 import duckdb
@@ -36,6 +37,54 @@ _SLICE_NAMES = pa.array([name for name, _, _ in SGLANG_STAGED])
 _BATCH = "_llmtrace_sglang_batch"
 _TRACES = "_llmtrace_sglang_traces"
 SLACK_NS = 120 * 1_000_000_000
+OPEN_TTL_S = 900.0  # an unfinished request trace is looked for this long (the join's key window)
+OPEN_CAP = 200_000  # past this many waiting traces the expired ones are dropped at once
+
+
+_SLICE_STAGE = {name: stage for name, stage, _ in SGLANG_STAGED}
+_FROM_SGLANG = f'"{N.MAPPED_FROM}":"sglang"'
+
+
+def link_in_body(rows: list[tuple[object, ...]], passes: frozenset[str]) -> set[str]:
+    """The same link on one request's rows before they are stored, where the request span, its thread span
+    and the slices came in one OTLP request (rows replaced in place). Returns the traces whose SGLang spans
+    this request could not complete (a part in another request): the store link looks at those."""
+    threads: dict[str, tuple[str, str]] = {}  # thread span id -> (trace, its parent)
+    requests: set[str] = set()
+    slices: list[int] = []
+    sglang_traces: set[str] = set()
+    for i, row in enumerate(rows):
+        name = row[3]
+        if row[5] in passes:
+            if _FROM_SGLANG in str(row[14]):
+                requests.add(str(row[1]))
+                sglang_traces.add(str(row[0]))
+        elif " | pid:" in str(name) and row[5] is None and row[6] is None:
+            threads[str(row[1])] = (str(row[0]), str(row[2]))
+            sglang_traces.add(str(row[0]))
+        elif name in _SLICE_STAGE and row[6] == _SLICE_STAGE[str(name)]:
+            slices.append(i)
+            sglang_traces.add(str(row[0]))
+    if not sglang_traces:
+        return set()
+    open_traces: set[str] = set()
+    used: set[str] = set()
+    linked: set[tuple[str, object]] = set()  # (request span, stage) a slice now times
+    for i in slices:
+        row = rows[i]
+        thread = threads.get(str(row[2]))
+        if thread is None or thread[1] not in requests:
+            open_traces.add(str(row[0]))  # its thread span or its request span is in another request
+            continue
+        used.add(str(row[2]))
+        linked.add((thread[1], row[6]))
+        rows[i] = (*row[:2], thread[1], *row[3:])
+    open_traces.update(trace for span, (trace, _) in threads.items() if span not in used)
+    timed = {req for req, _ in linked}
+    open_traces.update(str(r[0]) for r in rows if r[5] in passes and str(r[1]) in requests and r[1] not in timed)
+    if linked:  # the rows the request's numbers implied for a stage a slice now times
+        rows[:] = [r for r in rows if not (r[3] == r[6] and (r[2], r[6]) in linked and _FROM_SGLANG in str(r[14]))]
+    return open_traces
 
 
 def sglang_in(table: pa.Table) -> bool:
@@ -99,9 +148,31 @@ class SliceLinker:
     disabled: bool = False
     rows: RowWindow | None = None  # the join's row window (server.py shares it)
     _moves: bool = False  # the join's moves table exists (it is never dropped: looked for until it is)
+    # traces whose SGLang spans a request could not link by itself (link_in_body), by when they are
+    # forgotten: the store link runs for a batch holding one of them (every part of an unfinished request
+    # trace comes in a request that marks it), and for every batch when None (a log's replay, tests)
+    _open: dict[str, float] | None = None
+
+    def expect(self, traces: set[str], ttl_s: float = OPEN_TTL_S) -> None:
+        """Traces a request left unfinished (called before its rows are offered to the writer)."""
+        if self._open is None:
+            self._open = {}
+        until = time.monotonic() + ttl_s
+        for trace_id in traces:
+            self._open[trace_id] = until
+
+    def _needed(self, table: pa.Table) -> bool:
+        if self._open is None:
+            return sglang_in(table)
+        now = time.monotonic()
+        if len(self._open) > OPEN_CAP or (self._open and next(iter(self._open.values())) < now):
+            self._open = {t: u for t, u in self._open.items() if u >= now}
+        if not self._open:
+            return False
+        return bool(pc.any(pc.is_in(table.column("trace_id"), pa.array(list(self._open)))).as_py())
 
     def __call__(self, conn: duckdb.DuckDBPyConnection, table: pa.Table) -> None:
-        if self.disabled or not table.num_rows or not sglang_in(table):
+        if self.disabled or not table.num_rows or not self._needed(table):
             return
         try:
             if not self._moves:

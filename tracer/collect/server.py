@@ -34,7 +34,7 @@ from llmtrace.tracer.collect.http import drain, export_response, framing_error, 
 from llmtrace.tracer.collect.otlp_decode import Decoded, PayloadError, PayloadTooLarge, decode
 from llmtrace.tracer.collect.otlp_join import ResponseIdJoin
 from llmtrace.tracer.collect.otlp_mapping import Mapper
-from llmtrace.tracer.collect.otlp_sglang import SliceLinker
+from llmtrace.tracer.collect.otlp_sglang import SliceLinker, link_slices
 from llmtrace.tracer.collect.wal import Record, Ticket, WriteAheadLog, replay, wal_dir
 from llmtrace.tracer.record import capture, health
 from llmtrace.tracer.storage.retention import RetentionPolicy
@@ -310,6 +310,8 @@ class _Handler(BaseHTTPRequestHandler):
                     self._error(503, f"cannot write the write-ahead log: {exc}", json_body=as_json,
                                 headers={"Retry-After": "1"})
                     return None, None
+            if decoded.open_traces:  # before the offer: the batch that takes these rows must find them
+                c.slices.expect(set(decoded.open_traces))
             c.writer.offer(decoded.table, ticket)
         c.accepted(decoded)
         return decoded, ticket
@@ -382,6 +384,7 @@ class Collector:
         done = self.wal.done if self.wal is not None else None
         self.join = ResponseIdJoin()  # client and engine spans into one trace by response id (otlp_join.py)
         self.slices = SliceLinker(rows=self.join.rows)  # SGLang's slices under their request (otlp_sglang.py)
+        self.slices.expect(set())  # the store link only for traces a request could not link itself
         # Committed or dropped, a request's spans no longer need their log segment.
         self.writer = SpanWriter(
             Path(config.db), max_queue_bytes=2 * config.max_queue_bytes, admit_bytes=config.max_queue_bytes,
@@ -482,7 +485,7 @@ class Collector:
     def _after_replay(self, conn: Any, table: pa.Table) -> None:
         self.join.rows.advance(conn, table)  # a fresh process: no bound for a window, every row looked at
         self.join.replayed(conn, table)
-        self.slices(conn, table)
+        link_slices(conn, table, self.join.rows)  # a dead process's unfinished traces are not known: every batch
 
     def _decode_record(self, rec: Record) -> pa.Table:
         return decode(rec.body, rec.content_type, rec.content_encoding,
