@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from llmtrace.analyzers.core.base import SymptomAnalyzer, severity_for
 from llmtrace.analyzers.core.finding import Evidence, Finding
-from llmtrace.analyzers.core.query import Query
+from llmtrace.analyzers.core.query import Query, Row
 from llmtrace.tracer.reading.stop_context import CONTENT_LIKE, LINE_ENDS, SHORT_PUNCT
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
@@ -48,51 +48,7 @@ class EarlyEnd(SymptomAnalyzer):
     symptom = "early_end"
 
     def find(self, q: Query) -> list[Finding]:
-        stop = q.stage_sql(S.GEN_STOP, {
-            "kind": N.STOP_KIND, "at_char": N.STOP_AT_CHAR, "before": N.STOP_PRECEDED_BY,
-            "inside": N.STOP_INSIDE, "cls": N.STOP_STRING_CLASS, "chars": N.STOP_STRING_CHARS,
-            "hash": N.STOP_STRING_HASH, "tokens": N.GEN_AI_USAGE_OUTPUT_TOKENS})
-        # One row a pass: the server's span where it has one (it knows which stop string matched; the client
-        # of an OpenAI-style API knows only "stop"), the client's otherwise. A span under a server pass span is
-        # keyed by the logical pass it joined, one under a client pass span by its parent already.
-        per_pass = f"""
-            SELECT coalesce(ps.span_id, g.parent_span_id) AS pass, g.*, coalesce(ps.service, g.service) AS svc
-            FROM {stop} g LEFT JOIN {q.passes} ps ON ps.server_span_id = g.parent_span_id
-            WHERE g.kind IS NOT NULL
-            QUALIFY row_number() OVER (PARTITION BY coalesce(ps.span_id, g.parent_span_id)
-                                       ORDER BY (ps.span_id IS NOT NULL) DESC, (g.kind = 'stop_unknown')) = 1"""
-        # the app's prompt template, as far as the store says: the system prompt's digest the client recorded for
-        # the pass ('' where none was: server-only traffic, a foreign span)
-        system = q.stage_sql(S.INTAKE_SYSTEM_PROMPT, {"sys": N.SYSTEM_HASH})
-        passes = q.temp_table(f"""
-            SELECT p.*, coalesce(s.sys, '') AS tpl FROM ({per_pass}) p
-            LEFT JOIN (SELECT parent_span_id, any_value(sys) AS sys FROM {system} GROUP BY parent_span_id) s
-              ON s.parent_span_id = p.pass""")
-        # what answers that ended on their own look like, per service and template: the yardstick for "far
-        # earlier". A template's answers are compared with its own only (a first-line prompt cut at "\n" after
-        # "Yes" is not early beside the same service's essays)
-        base = f"""SELECT svc, tpl, median(at_char) AS med, count(*) AS n FROM {passes}
-                   WHERE kind IN ('end_turn', 'length', 'tool_call') AND at_char IS NOT NULL GROUP BY svc, tpl"""
-        # the rule of stop_context.inside_content, in SQL: a stop string made of ordinary content (a marker the
-        # app chose fires where the model wrote it on purpose), met inside a JSON value or code block, or after
-        # a digit or an abbreviation
-        like = ", ".join(f"'{c}'" for c in sorted(CONTENT_LIKE))
-        line_ends = ", ".join(f"'{c}'" for c in sorted(LINE_ENDS))
-        inside = (f"((p.cls IS NULL OR p.cls IN ({like}) OR (p.cls = 'punct' AND p.chars <= {SHORT_PUNCT})) AND "
-                  "(p.inside IN ('json_string', 'json', 'code_fence') OR "
-                  f"(p.before IN ('digit', 'abbreviation') AND coalesce(p.cls, '') NOT IN ({line_ends}))))")
-        early = f"(b.n >= {MIN_BASELINE} AND p.at_char < {EARLY_RATIO} * b.med)"
-        rows = q.rows(f"""
-            SELECT coalesce(p.cls, 'unknown') AS cls, coalesce(p.chars, 0) AS chars, coalesce(p.inside, 'none') AS inside,
-                   coalesce(p.before, 'other') AS before, count(*) AS n, any_value(p.kind) AS kind,
-                   bool_or(p.kind = 'stop_string') AS sure, median(p.at_char) AS at_char, any_value(b.med) AS med,
-                   bool_or({inside}) AS in_content,
-                   (list(p.trace_id ORDER BY p.start_ns DESC))[1:5] AS ids
-            FROM {passes} p LEFT JOIN ({base}) b ON b.svc = p.svc AND b.tpl = p.tpl
-            WHERE p.kind IN {_KINDS} AND ({inside} OR {early})
-            GROUP BY ALL ORDER BY n DESC""")
-        total = q.one(f"SELECT count(*) AS n, count(*) FILTER (WHERE kind IN {_KINDS}) AS by_stop FROM {passes}")
-        n_all = int(total.get("n") or 0)
+        rows, n_all = _stopped_inside(q)
         cut = sum(int(r["n"]) for r in rows)
         if not rows or cut < MIN_PASSES or not n_all:
             return []
@@ -136,3 +92,53 @@ class EarlyEnd(SymptomAnalyzer):
             "structure (response_format, a closing fence) instead; read the end kind (llmtrace.stop.kind) before "
             "using an answer that ended on 'stop'.",
             0.55 + 0.35 * share, cause=CAUSE, stages=(S.GEN_STOP, S.SAFETY_STOP_REASON), affected_share=share)]
+
+
+def _stopped_inside(q: Query) -> tuple[list[Row], int]:
+    """The passes a stop string ended inside their content or far earlier than their template's answers,
+    grouped by the stop string's class, length and place (most first), and how many passes there were."""
+    stop = q.stage_sql(S.GEN_STOP, {
+        "kind": N.STOP_KIND, "at_char": N.STOP_AT_CHAR, "before": N.STOP_PRECEDED_BY,
+        "inside": N.STOP_INSIDE, "cls": N.STOP_STRING_CLASS, "chars": N.STOP_STRING_CHARS,
+        "hash": N.STOP_STRING_HASH, "tokens": N.GEN_AI_USAGE_OUTPUT_TOKENS})
+    # One row a pass: the server's span where it has one (it knows which stop string matched; the client
+    # of an OpenAI-style API knows only "stop"), the client's otherwise. A span under a server pass span is
+    # keyed by the logical pass it joined, one under a client pass span by its parent already.
+    per_pass = f"""
+        SELECT coalesce(ps.span_id, g.parent_span_id) AS pass, g.*, coalesce(ps.service, g.service) AS svc
+        FROM {stop} g LEFT JOIN {q.passes} ps ON ps.server_span_id = g.parent_span_id
+        WHERE g.kind IS NOT NULL
+        QUALIFY row_number() OVER (PARTITION BY coalesce(ps.span_id, g.parent_span_id)
+                                   ORDER BY (ps.span_id IS NOT NULL) DESC, (g.kind = 'stop_unknown')) = 1"""
+    # the app's prompt template, as far as the store says: the system prompt's digest the client recorded for
+    # the pass ('' where none was: server-only traffic, a foreign span)
+    system = q.stage_sql(S.INTAKE_SYSTEM_PROMPT, {"sys": N.SYSTEM_HASH})
+    passes = q.temp_table(f"""
+        SELECT p.*, coalesce(s.sys, '') AS tpl FROM ({per_pass}) p
+        LEFT JOIN (SELECT parent_span_id, any_value(sys) AS sys FROM {system} GROUP BY parent_span_id) s
+          ON s.parent_span_id = p.pass""")
+    # what answers that ended on their own look like, per service and template: the yardstick for "far
+    # earlier". A template's answers are compared with its own only (a first-line prompt cut at "\n" after
+    # "Yes" is not early beside the same service's essays)
+    base = f"""SELECT svc, tpl, median(at_char) AS med, count(*) AS n FROM {passes}
+               WHERE kind IN ('end_turn', 'length', 'tool_call') AND at_char IS NOT NULL GROUP BY svc, tpl"""
+    # the rule of stop_context.inside_content, in SQL: a stop string made of ordinary content (a marker the
+    # app chose fires where the model wrote it on purpose), met inside a JSON value or code block, or after
+    # a digit or an abbreviation
+    like = ", ".join(f"'{c}'" for c in sorted(CONTENT_LIKE))
+    line_ends = ", ".join(f"'{c}'" for c in sorted(LINE_ENDS))
+    inside = (f"((p.cls IS NULL OR p.cls IN ({like}) OR (p.cls = 'punct' AND p.chars <= {SHORT_PUNCT})) AND "
+              "(p.inside IN ('json_string', 'json', 'code_fence') OR "
+              f"(p.before IN ('digit', 'abbreviation') AND coalesce(p.cls, '') NOT IN ({line_ends}))))")
+    early = f"(b.n >= {MIN_BASELINE} AND p.at_char < {EARLY_RATIO} * b.med)"
+    rows = q.rows(f"""
+        SELECT coalesce(p.cls, 'unknown') AS cls, coalesce(p.chars, 0) AS chars, coalesce(p.inside, 'none') AS inside,
+               coalesce(p.before, 'other') AS before, count(*) AS n, any_value(p.kind) AS kind,
+               bool_or(p.kind = 'stop_string') AS sure, median(p.at_char) AS at_char, any_value(b.med) AS med,
+               bool_or({inside}) AS in_content,
+               (list(p.trace_id ORDER BY p.start_ns DESC))[1:5] AS ids
+        FROM {passes} p LEFT JOIN ({base}) b ON b.svc = p.svc AND b.tpl = p.tpl
+        WHERE p.kind IN {_KINDS} AND ({inside} OR {early})
+        GROUP BY ALL ORDER BY n DESC""")
+    total = q.one(f"SELECT count(*) AS n, count(*) FILTER (WHERE kind IN {_KINDS}) AS by_stop FROM {passes}")
+    return rows, int(total.get("n") or 0)
