@@ -2,16 +2,21 @@
 and Dynamo's, sent through the stock OTLP/HTTP exporter into `llmtrace collect` (each case beside a twin
 that must stay quiet).
 
-- llm-d's router (produce_precise_prefix_cache's llm_d.epp.producer.max_match_blocks / total_blocks, the KV-cache
-  manager's token and block-key counts, pick_endpoints' llm_d.epp.picker.top_endpoints: llm-d's telemetry
-  semconv keys) sends 6 of 8 requests to a replica whose engine then reused none of the prefix while another
-  held 30 of 40 blocks: arrival.replica_selection;
+- llm-d's router (llm-d/llm-d-router; keys of pkg/common/observability/semconv/llm_d.go):
+  produce_precise_prefix_cache's llm_d.epp.producer.max_match_blocks / total_blocks (.../dataproducer/
+  preciseprefixcache/producer.go), score_tokens' llm_d.kv_cache.token_count / block_keys.count
+  (pkg/kvcache/indexer.go), run_scheduler_profile -> llm_d.epp.scoring, llm_d.epp.scorer.<type> and
+  pick_endpoints' llm_d.epp.picker.top_endpoints (pkg/epp/scheduling/scheduler.go, scheduler_profile.go)
+  sends 6 of 8 requests to a replica whose engine then reused none of the prefix while another held 30 of
+  40 blocks: arrival.replica_selection;
 - vLLM V1 (vllm-project/vllm PR 44402's vllm_queue child span, gen_ai.latency.* in ns) holds 6 of 8
   requests 1.5 s in its queue: arrival.admission;
 - an app's OTel GenAI client spans (gen_ai.input.messages) with a request id at the top of the system
   prompt, joined by traceparent to vLLM's llm_request, the engine's cached tokens 0: the volatile field;
-- Dynamo's engine.generate (ai-dynamo/dynamo PR 9543) ending 6 of 8 answers on ``finish_reason=length``:
-  truncation, at gen.stop.
+- Dynamo's router.route_request (lib/runtime/src/pipeline/network/egress/push_router.rs: request_id,
+  worker_id, router_mode) over engine.generate (disagg_role, model, input_tokens: tests/frontend/
+  test_unified_worker_otlp_export.py; output_tokens, finish_reason: ai-dynamo/dynamo PR 9543) ending 6 of 8
+  answers on ``finish_reason=length``: truncation, at gen.stop.
 """
 
 from __future__ import annotations
@@ -45,17 +50,21 @@ def _llmd(tp: Any, i: int, away: bool) -> None:
         "gen_ai.usage.cache_read.input_tokens": 0 if away else 480})
     gw = t.start_span("gateway.request_orchestration", context=trace.set_span_in_context(client), start_time=start)
     ctx = trace.set_span_in_context(gw)
-    for name, attrs in (("produce_precise_prefix_cache", {"llm_d.epp.producer.total_blocks": 40,
-                                                          "llm_d.epp.producer.max_match_blocks": 30}),
-                        ("llm_d.kv_cache.get_scores", {"llm_d.kv_cache.token_count": 640,
-                                                       "llm_d.kv_cache.block_keys.count": 40}),
-                        ("llm_d.epp.scorer.prefix_cache", {"llm_d.epp.scorer.type": "precise-prefix-cache-scorer"}),
-                        ("llm_d.epp.scoring", {"llm_d.epp.scoring.candidate_endpoints": 3}),
-                        ("pick_endpoints", {"llm_d.epp.picker.top_endpoints": ["pod-b" if away else "pod-a"],
-                                            "llm_d.epp.picker.candidate_endpoints": 3})):
-        s = t.start_span(name, context=ctx, start_time=start + MS)
-        s.set_attributes(attrs)
+    run = t.start_span("run_scheduler_profile", context=ctx, start_time=start + MS,
+                       attributes={"llm_d.epp.scheduling.profile.name": "default"})
+    for name, attrs, parent in (
+            ("score_tokens", {"llm_d.kv_cache.token_count": 640, "llm_d.kv_cache.block_keys.count": 40}, ctx),
+            ("produce_precise_prefix_cache", {"llm_d.epp.producer.total_blocks": 40,
+                                              "llm_d.epp.producer.max_match_blocks": 30}, ctx),
+            ("llm_d.epp.scoring", {"llm_d.epp.scorer.count": 1, "llm_d.epp.scoring.candidate_endpoints": 3}, None),
+            ("llm_d.epp.scorer.precise-prefix-cache-scorer", {"llm_d.epp.scorer.type": "precise-prefix-cache-scorer"},
+             None),
+            ("pick_endpoints", {"llm_d.epp.picker.top_endpoints": ["pod-b" if away else "pod-a"],
+                                "llm_d.epp.picker.candidate_endpoints": 3}, None)):
+        s = t.start_span(name, context=parent or trace.set_span_in_context(run), start_time=start + MS)
+        s.set_attributes({**attrs, "gen_ai.request.id": f"llmd-{i}"})
         s.end(end_time=start + 2 * MS)
+    run.end(end_time=start + 2 * MS)
     s = t.start_span("llm_request", kind=SpanKind.SERVER, context=ctx, start_time=start + 3 * MS, attributes={
         "gen_ai.response.model": "llama", "gen_ai.usage.prompt_tokens": 640, "gen_ai.usage.completion_tokens": 20,
         "gen_ai.latency.time_in_queue": 0.0, "gen_ai.latency.time_to_first_token": 0.9 if away else 0.15,
@@ -111,7 +120,8 @@ def _volatile(app_tp: Any, eng_tp: Any, i: int, volatile: bool) -> None:
 def _dynamo(tp: Any, i: int, cut: bool) -> None:
     t = tp.get_tracer("dynamo.worker")
     start = T0 + i * 2000 * MS
-    route = t.start_span("router.route_request", start_time=start, attributes={"worker_id": "w0"})
+    route = t.start_span("router.route_request", kind=SpanKind.CLIENT, start_time=start, attributes={
+        "request_id": f"dyn-{i}", "worker_id": 7587890, "router_mode": "RoundRobin", "request.attempt": 0})
     s = t.start_span("engine.generate", context=trace.set_span_in_context(route), start_time=start + MS,
                      attributes={"disagg_role": "decode", "model": "llama", "input_tokens": 300, "ttft_ms": 80.0,
                                  "output_tokens": 256 if cut else 90, "finish_reason": "length" if cut else "stop"})
@@ -145,9 +155,9 @@ def findings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[st
                 _dynamo(tp, i, cut=not twin and i % 4 != 0)
             tp.shutdown()
             services += ["llmd" + sfx, "v1queue" + sfx, "returns" + sfx, "dynamo" + sfx]
-        # llm-d: 8 x (8 spans + 3 rows); v1: 8 x 4 spans; returns: 8 x (2 spans + 3 rows); dynamo: 8 x 2 spans;
+        # llm-d: 8 x (9 spans + 3 rows); v1: 8 x 4 spans; returns: 8 x (2 spans + 3 rows); dynamo: 8 x 2 spans;
         # and the twins
-        col.wait_written(2 * (8 * 11 + 8 * 4 + 8 * 5 + 8 * 2), timeout_s=60)
+        col.wait_written(2 * (8 * 12 + 8 * 4 + 8 * 5 + 8 * 2), timeout_s=60)
     finally:
         assert col.stop() == 0
     return diagnose_services(col.db, services)
