@@ -72,6 +72,7 @@ from diagnosis_corpus_load import (
     spec_under_load_anthropic,
     spec_under_load_shapes,
 )
+from diagnosis_corpus_no_progress import NO_PROGRESS_CASES
 from diagnosis_corpus_output import (
     anthropic_max_tokens,
     anthropic_stream_filtered,
@@ -170,3 +171,5 @@ CASES: tuple[Case, ...] = (
 
 # issue 35's loops vs fan-out, a batch-invariant server's bursts, greedy answers by the prefix-cache path
 CASES = CASES + HARM_CASES  # (diagnosis_corpus_harm.py)
+# and loops that make no progress: the same result, error or nothing again whatever was asked (_no_progress.py)
+CASES = CASES + NO_PROGRESS_CASES

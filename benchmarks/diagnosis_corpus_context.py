@@ -56,8 +56,8 @@ def stuck_tool_loop(c: Ctx, twin: bool) -> None:
 
 def stuck_lookup_vs_fan_out(c: Ctx, twin: bool) -> None:
     """An agent that re-asks the payout history of one claim after every answer, the arguments' keys in
-    another order each time; the twin asks the same tool once for each of five claims (one a step), which
-    is the work the user asked for, not a loop."""
+    another order each time; the twin asks the same tool once for each of five claims (one a step), each with
+    its own answer, which is the work the user asked for, not a loop."""
     same = ['{"claim": "C-61", "since": "2026-01"}', '{"since":"2026-01","claim":"C-61"}',
             '{ "claim" : "C-61", "since" : "2026-01" }', '{"since": "2026-01",\n "claim": "C-61"}',
             '{"claim":"C-61","since":"2026-01"}']
@@ -70,7 +70,10 @@ def stuck_lookup_vs_fan_out(c: Ctx, twin: bool) -> None:
             cid = f"ph_{run}_{step}"
             msgs = msgs + [{"role": "assistant", "content": None, "tool_calls": [{"id": cid, "type": "function",
                             "function": {"name": "payout_history", "arguments": args}}]},
-                           {"role": "tool", "tool_call_id": cid, "content": "One payout, 2026-03-02."}]
+                           # the twin's claims each have their own payout history (the same answer to every
+                           # claim would be calls that make no progress)
+                           {"role": "tool", "tool_call_id": cid,
+                            "content": f"One payout, 2026-03-{2 + step:02d}." if twin else "One payout, 2026-03-02."}]
         c.ask(msgs)
 
 

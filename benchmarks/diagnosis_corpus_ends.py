@@ -79,6 +79,19 @@ def semicolon_in_code_block(c: Ctx, twin: bool) -> None:
               max_tokens=48, response_format=json_enum(snippet), stop=["\n\n"] if twin else [";"])
 
 
+def semicolon_in_tilde_block_anthropic(c: Ctx, twin: bool) -> None:
+    """Anthropic stop_sequences [";"] to take one SQL statement a reply; the answers open a ~~~ fenced block (markdown's
+    other fence) whose statement holds a ";" before a second one. Twin: a stop sequence that never occurs."""
+    blocks = ["~~~sql\nSELECT id FROM parcels WHERE bay = 'B4'; SELECT 1\n~~~",
+              "~~~sql\nUPDATE racks SET full = true; COMMIT\n~~~", "~~~\nDELETE FROM holds WHERE stale; VACUUM\n~~~",
+              "~~~sql\nSELECT name FROM carriers; SELECT 2\n~~~"]
+    for i, block in enumerate(blocks):
+        c.anthropic.messages.create(
+            model=c.model, max_tokens=48, system=POLICY, messages=[{"role": "user", "content": f"Query {i} please."}],
+            stop_sequences=["<<END>>"] if twin else [";"],
+            extra_body={"temperature": 0, "output_config": {"format": {"type": "json_schema", "schema": _schema(block)}}})
+
+
 def newline_in_code_block_smol(c: Ctx, twin: bool) -> None:
     """SmolLM2 asked for code, the app stops at a newline to keep replies to one line."""
     for task in ("reverse a list", "sum a list of numbers", "count words in a string", "check a palindrome"):
@@ -169,6 +182,7 @@ ENDS_CASES: tuple[Case, ...] = (
     Case("stop_period_after_abbreviation_anthropic", abbreviation_anthropic, ("gen.stop",)),
     Case("stop_comma_in_json_string_anthropic", comma_in_json_string_anthropic, ("gen.stop",)),
     Case("stop_semicolon_in_code_block", semicolon_in_code_block, ("gen.stop",)),
+    Case("stop_semicolon_in_tilde_block_anthropic", semicolon_in_tilde_block_anthropic, ("gen.stop",)),
     Case("stop_newline_in_code_block_smol", newline_in_code_block_smol, ("gen.stop",), "smol", "smol", model="smol"),
     Case("nfkc_folds_powers", nfkc_powers, ("intake.normalization",), "nfkc", "default"),
     Case("nfkc_folds_fractions_anthropic", nfkc_fractions_anthropic, ("intake.normalization",), "nfkc", "default"),

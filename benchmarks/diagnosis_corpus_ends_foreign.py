@@ -64,6 +64,17 @@ def comma_in_json_string(twin: bool, rng: random.Random) -> list[dict[str, Any]]
             for i, q in enumerate(queue)]
 
 
+def semicolon_in_code_block(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
+    """A lab's script helper takes one shell command a reply (stop at ";"); the answers open a fenced block (```
+    and ~~~) whose line chains two commands. Twin: a stop marker the answers never hold."""
+    scripts = ["```sh\nmkdir -p runs/S-2041; cp raw/S-2041.csv runs/\n```", "~~~\ncd plates; ls -l\n~~~",
+               "```bash\nexport LAB=harwell; make labels\n```", "~~~sh\nsort samples.txt; uniq -c\n~~~",
+               "```\ngzip -k S-2045.fastq; rm tmp\n```"]
+    system = BIKES.replace("repair queue of Spoke & Chain bikes", "sample desk of the Harwell lab")
+    return [_call(system, f"Command for batch {2041 + i}?", cmd, i, ["<<END>>"] if twin else [";"], max_tokens=120)
+            for i, cmd in enumerate(scripts)]
+
+
 def _no_app(ctx: Any, twin: bool) -> None:
     raise RuntimeError("a foreign case runs its calls through diagnosis_foreign.py")
 
@@ -77,4 +88,6 @@ ENDS_FOREIGN_CASES: tuple[Case, ...] = (
     Case("openllmetry_stop_comma_in_json_string", _no_app, _STOP, via="openllmetry", calls=comma_in_json_string),
     Case("litellm_stop_comma_in_json_string", _no_app, _STOP, via="litellm", calls=comma_in_json_string),
     Case("openllmetry_stop_period_mid_dose", _no_app, _STOP, via="openllmetry", calls=dose_mid_number),
+    Case("otelv2_stop_semicolon_in_code_block", _no_app, _STOP, via="otel-v2", calls=semicolon_in_code_block),
+    Case("litellm_stop_semicolon_in_code_block", _no_app, _STOP, via="litellm", calls=semicolon_in_code_block),
 )

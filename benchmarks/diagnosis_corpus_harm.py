@@ -2,7 +2,7 @@
 
 - loops told from fan-out on tool spans the app helpers record (``loops.Tools`` / ``fan_out``): one order
   looked up over and over, or near-same arguments, or calls failing the same way, against six orders looked
-  up once each (in one fan-out, or one a step, all with the same answer);
+  up once each (in one fan-out, or one a step, each with its own answer);
 - the same through ``llmtrace collect`` from agent tool spans other instrumentations write (OTel GenAI
   ``execute_tool`` spans, OpenInference TOOL spans, OpenLLMetry ``@tool`` spans; diagnosis_foreign.py emits
   them after a call with ``tools_run``, inside one agent span per ``turn``);
@@ -42,7 +42,10 @@ def _tools(fail: bool = False) -> Any:
     def order_status(order: str) -> dict[str, str]:
         if fail:
             raise TimeoutError("the warehouse API did not answer in 5 s")
-        return {"status": "shipped", "carrier": "Parcelnet"}  # the same answer for every order: no progress signal
+        # each order's own answer (its number, as the service spells it): fan-out over distinct arguments gets
+        # distinct results; the same answer to every order would be calls that make no progress
+        # (diagnosis_corpus_no_progress.py)
+        return {"order": "".join(order.split()).upper().replace("--", "-"), "status": "shipped", "carrier": "Parcelnet"}
 
     return tools
 
@@ -77,7 +80,7 @@ def tool_stuck_vs_fan_out(c: Ctx, twin: bool) -> None:
 def tool_near_same_vs_steps(c: Ctx, twin: bool) -> None:
     """Planted: one order looked up five times a turn, its id in other case and spacing each time
     ("KO-58203", "ko-58203 ", "KO - 58203"...). Twin: six orders looked up one a step (sequential fan-out),
-    every answer the same "shipped": distinct arguments, the same result, no loop."""
+    each answered with its own order: distinct arguments, distinct results, no loop."""
     from llmtrace.adapters.helpers import loops
 
     tools = _tools()
