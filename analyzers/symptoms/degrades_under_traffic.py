@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from llmtrace.analyzers.core.base import SymptomAnalyzer, severity_for
 from llmtrace.analyzers.core.finding import Evidence, Finding
+from llmtrace.analyzers.core.flag_rule import FlagRule, Quote, flag_findings
 from llmtrace.analyzers.core.query import Query, attr
 from llmtrace.analyzers.core.targets import TTFT_ENV, targets
 from llmtrace.tracer.registry import names as N
@@ -20,6 +21,16 @@ MIN_REFUSED_SHARE = 0.1
 # the cause key of calls turned away at admission: the failed-calls analyzer's rate-limited and overloaded
 # findings share it, so one finding says it (analyzers/core/merge.py)
 REFUSED_CAUSE = "admission:refused"
+
+
+# sequences the engine preempted when its KV pool ran dry, as a count of flagged allocation spans
+PREEMPTED = FlagRule(
+    S.CACHE_BLOCK_ALLOCATION, {"pre": N.BLOCKS_PREEMPTIONS, "util": N.BLOCKS_UTILIZATION},
+    where="pre > 0", aggs="median(coalesce(util, 0)) AS util", severity="warning",
+    title="{n} passes were preempted when the KV pool ran dry",
+    summary="A preempted sequence gives up its blocks and recomputes them later, stretching its latency.",
+    evidence=(Quote("preempted passes", "n"), Quote("median pool utilization", "util")),
+    next_check="Lower max_running or grow the KV pool.", score=0.4)
 
 
 class DegradesUnderTraffic(SymptomAnalyzer):
@@ -81,19 +92,7 @@ class DegradesUnderTraffic(SymptomAnalyzer):
                 ))
         if not any(f.stage == S.ARRIVAL_ADMISSION for f in out):
             out += self._refused(q)
-        hit = q.flagged(S.CACHE_BLOCK_ALLOCATION, {"pre": N.BLOCKS_PREEMPTIONS,
-                                                   "util": N.BLOCKS_UTILIZATION},
-                        "pre > 0", "median(coalesce(util, 0)) AS util")
-        if hit:
-            pre, ids = hit
-            out.append(self.finding(
-                S.CACHE_BLOCK_ALLOCATION, "warning", f"{pre['n']} passes were preempted when the KV pool ran dry",
-                "A preempted sequence gives up its blocks and recomputes them later, stretching its latency.",
-                [Evidence("preempted passes", pre["n"], "", ids),
-                 Evidence("median pool utilization", pre["util"], "", ids)],
-                ids, "Lower max_running or grow the KV pool.", 0.4,
-            ))
-        return out
+        return out + flag_findings(self, q, (PREEMPTED,))
 
     def _refused(self, q: Query) -> list[Finding]:
         """Requests the client saw refused for load (REFUSED): a server in front of the engine (a connection

@@ -89,3 +89,21 @@ def test_usage_invariants_silent_on_consistent_usage(tmp_path: Path) -> None:
         _client_pass(100, 80)
         _client_pass(120, 0)
     assert findings(db, "cost_after_deploy") == []
+
+
+def test_preempted_passes_name_the_block_allocation(tmp_path: Path) -> None:
+    # an engine whose KV pool ran dry preempts sequences (the bundled one rarely does at test sizes): two of
+    # three passes preempted, at 90% and 100% of the pool, make one finding quoting both numbers
+    with store(tmp_path / "t.duckdb") as db:
+        for preemptions, utilization in ((1, 0.9), (2, 1.0), (0, 0.4)):
+            p = rec.start_pass("smollm2", side="server", attributes={
+                "gen_ai.usage.input_tokens": 120, "gen_ai.usage.output_tokens": 20})
+            t = rec.now_ns()
+            rec.record_stage("cache.block_allocation", start_ns=t, end_ns=t + 1000, parent=p, values={
+                "llmtrace.blocks.preemptions": preemptions, "llmtrace.blocks.utilization": utilization})
+            p.end()
+    found = [f for f in findings(db, "degrades_under_traffic") if f.stage == "cache.block_allocation"]
+    assert [(f.severity, f.title) for f in found] == [("warning", "2 passes were preempted when the KV pool ran dry")]
+    assert [(e.label, e.value) for e in found[0].evidence] == [("preempted passes", 2),
+                                                              ("median pool utilization", 0.95)]
+    assert found[0].next_check == "Lower max_running or grow the KV pool." and len(found[0].trace_ids) == 2
