@@ -1,6 +1,6 @@
 """Benchmark `engine`: the bundled engine against its peers on the same model and the same prompts.
 
-Keys (ours, then the same prefixed ``hf_`` and ``llamacpp_`` for the peers):
+Keys (ours, then the same prefixed ``hf_``, ``llamacpp_`` and ``llamacpp_host_`` for the peers):
 - decode_tok_s_b1: greedy decode speed of one stream (500-token prompt, BENCH_ENGINE_TOKENS new tokens).
 - decode_tok_s_b8_aggregate / decode_tok_s_b16_aggregate: tokens per second summed over 8 / 16 streams
   decoding together (distinct 500-token prompts), measured once every stream has its first token.
@@ -9,12 +9,19 @@ Keys (ours, then the same prefixed ``hf_`` and ``llamacpp_`` for the peers):
   interleaved with decode_tok_s_b1's on the same engine; stage_timing_overhead = 1 - timed / untimed.
 - ttft_cold_ms / ttft_cached90_ms: a 1,000-token prompt cold, then a prompt sharing its first 900 tokens
   (the engine's prefix cache serves them; transformers has no cross-request cache, so it prefills again).
+- prefill_tok_per_cpu_s / decode_tok_per_cpu_s_b1 / ttft_cold_cpu_ms: the same runs per CPU second of this
+  process (the host-built peer's likewise: it runs in this process, never at the same time): on a machine
+  shared with other work the wall figures fall with the share of the cores a side got, these far less (at 1
+  thread; at 2, OpenMP workers waiting for a core spin and count too).
 
-Peers: HF transformers ``generate`` on the GGUF (dequantized by transformers, bfloat16); llama.cpp through
-xllamacpp's prebuilt llama.cpp server with one slot, timed by llama.cpp's own ``timings`` (``llamacpp_`` keys,
-the peer the targets are measured against); and llama.cpp through llama-cpp-python's ``Llama`` in this process,
-timed around its ``generate`` (``llamacpp_python_`` keys, the second peer). Each llama.cpp peer's batch-1 runs
-are interleaved with ours; one that is not installed is skipped with a note.
+Peers (``_engine_peers.py``): HF transformers ``generate`` on the GGUF (dequantized by transformers, bfloat16);
+llama.cpp through xllamacpp's prebuilt server with one slot, timed by llama.cpp's own ``timings`` (``llamacpp_``
+keys); and llama.cpp as its users build it: llama-cpp-python compiled here from source with GGML_NATIVE
+(``_llamacpp_host.py``, cached once per CPU kind under ~/.cache/llmtrace/llamacpp-<key>; the first run builds
+it, minutes of every core), in this process, timed by llama.cpp's own counters (``llamacpp_host_`` keys: the
+peer the targets are measured against, ``targets_vs_llamacpp_host``). Each llama.cpp peer records llama.cpp's
+system info line verbatim (``*_system_info``: the CPU features its build uses) and its threads; its batch-1
+runs are interleaved with ours; one that cannot run is skipped with a note.
 
 The JSON records which CPU produced it: the flags the engine's choices read (``cpu_flags``: avx2, avx512f,
 avx512_bf16, avx512_vnni, amx...), what ``LLMTRACE_CPU_PATH`` hid (``cpu_flags_hidden``, ``cpu_path_forced``),
@@ -22,11 +29,15 @@ torch's own ISA report (``torch_cpu_capability``), the threads, and the compute 
 (``compute_path``, as ``serve``'s ready line says it). ``LLMTRACE_CPU_PATH=nobf16`` measures the no-bfloat16
 path on a CPU that has bfloat16.
 
-Environment: BENCH_ENGINE_DTYPE (auto: the engine's choice for this CPU), BENCH_ENGINE_TOKENS (128), BENCH_ENGINE_REPEATS (2, best
-run kept), BENCH_ENGINE_THREADS (torch's default; on an oversubscribed machine one thread is faster; the
-recorded runs use 1, for every peer alike), BENCH_ENGINE_PEERS ("hf,llamacpp"; "llamacpp" runs both llama.cpp
-peers), BENCH_RESULTS_DIR (write the JSON elsewhere: a quick check must not replace the recorded results),
-BENCH_ENGINE_BATCHES ("8,16": the aggregate batches; "" skips them), BENCH_ENGINE_RESULT (the results file's name, ``engine``: e.g. ``engine_avx2`` for another CPU kind's row).
+Environment: BENCH_ENGINE_DTYPE (auto: the engine's choice for this CPU; a list such as "auto,float32,bfloat16"
+runs each variant in turn in this run, each interleaved with the peers, the first one's keys unprefixed, the
+others' prefixed ``float32_``/``bfloat16_``), BENCH_ENGINE_TOKENS (128), BENCH_ENGINE_REPEATS (2, best
+run kept), BENCH_ENGINE_THREADS (torch's default; on an oversubscribed machine one thread is faster),
+BENCH_ENGINE_PEERS ("hf,llamacpp"; "llamacpp" runs both llama.cpp peers, "llamacpp_host" the host-built one
+alone), BENCH_LLAMACPP_HOST (build: build it when missing; cached: never build; 0: skip it),
+BENCH_RESULTS_DIR (write the JSON elsewhere: a quick check must not replace the recorded results),
+BENCH_ENGINE_BATCHES ("8,16": the aggregate batches; "" skips them), BENCH_ENGINE_RESULT (the results file's
+name, ``engine``: e.g. ``engine_avx2`` or ``engine_xeon_nobf16`` for another CPU kind's row).
 Run: ``python benchmarks/engine.py`` (or ``make bench ONLY=engine``).
 """
 
@@ -42,9 +53,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import save  # noqa: E402
+from _engine_peers import HostPeer, NativePeer  # noqa: E402
 
-DTYPE = os.environ.get("BENCH_ENGINE_DTYPE", "auto")
+from common import cpu_s, save  # noqa: E402
+
+# the engine's variants, one after another in this run: "auto" (the path chosen for this CPU), "float32",
+# "bfloat16" (overrides); the first one's keys are unprefixed, the others' prefixed with their name
+DTYPES = [d.strip() for d in os.environ.get("BENCH_ENGINE_DTYPE", "auto").split(",") if d.strip()]
 TOKENS = int(os.environ.get("BENCH_ENGINE_TOKENS", "128"))
 THREADS = int(os.environ.get("BENCH_ENGINE_THREADS", "0"))
 PEERS = os.environ.get("BENCH_ENGINE_PEERS", "hf,llamacpp").split(",")
@@ -79,11 +94,12 @@ def prompt(tokenizer, n: int, variant: int) -> list[int]:  # noqa: ANN001
 # ---------------------------------------------------------------------------------------------------- ours
 
 
-def bench_engine(peers: list[NativePeer | PythonPeer] | None = None) -> dict[str, float]:
+def bench_engine(peers: list[NativePeer | HostPeer] | None = None, dtype: str = "auto") -> dict[str, float]:
     from llmtrace.backend.engine import Engine, EngineConfig, EngineRequest
     from llmtrace.backend.generation.params import SamplingParams
 
-    engine = Engine(None, EngineConfig(dtype=DTYPE, num_blocks=2048, max_num_seqs=16, max_num_batched_tokens=2048,
+    # float32 by name would be the dense reference; the variants all keep the int4 decode
+    engine = Engine(None, EngineConfig(dtype=dtype, decode="int4" if dtype == "float32" else "auto", num_blocks=2048, max_num_seqs=16, max_num_batched_tokens=2048,
                                        max_prefill_chunk=1024))
     tk = engine.tokenizer
     counter = [0]
@@ -98,7 +114,8 @@ def bench_engine(peers: list[NativePeer | PythonPeer] | None = None) -> dict[str
         for p in prompts:
             counter[0] += 1
             engine.add_request(EngineRequest(f"b{counter[0]}", p, params(n)))
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_s()
+        c_first = c0
         have_first: set[str] = set()
         first_done = None
         decoded = 0
@@ -116,19 +133,23 @@ def bench_engine(peers: list[NativePeer | PythonPeer] | None = None) -> dict[str
                     sections[name] = sections.get(name, 0.0) + ms
                 section_steps[0] += 1
             if first_done is None and len(have_first) == len(prompts):
-                first_done = now
+                first_done, c_first = now, cpu_s()
                 decoded = 0
         end = time.perf_counter()
         assert first_done is not None
+        cpu_log.append((c_first - c0, cpu_s() - c_first, decoded))  # this process's CPU seconds, by phase
         return first_done - t0, decoded / (end - first_done) if end > first_done else 0.0
 
+    cpu_log: list[tuple[float, float, int]] = []  # (prefill CPU s, decode CPU s, decoded tokens) of each run
     run([prompt(tk, 64, 900)], 4)  # warm up
     variant = iter(range(10_000, 20_000))  # every run gets fresh prompts: nothing cached unless meant to be
     out: dict[str, float] = {}
     # batch 1 with the forward clock on (the default) and off, interleaved: the cost of stage timing
     timed, untimed = [], []
+    b1_cpu: list[tuple[float, float, int]] = []
     for _ in range(REPEATS):
         timed.append(run([prompt(tk, PROMPT_LEN, next(variant))], TOKENS))
+        b1_cpu.append(cpu_log[-1])
         for peer in peers or []:
             peer.b1(next(variant))
         engine.runner.stage_timing = False
@@ -139,6 +160,10 @@ def bench_engine(peers: list[NativePeer | PythonPeer] | None = None) -> dict[str
     ttft, dec = min(r[0] for r in timed), max(r[1] for r in timed)
     out["prefill_tok_s"] = round(PROMPT_LEN / ttft, 1)
     out["decode_tok_s_b1"] = round(dec, 2)
+    # the same runs per CPU second of this process (its threads' time, spinning included): under load from
+    # other processes the wall figures above fall with the share of the cores this process got, these less so
+    out["prefill_tok_per_cpu_s"] = round(PROMPT_LEN / min(c[0] for c in b1_cpu), 1)
+    out["decode_tok_per_cpu_s_b1"] = round(max(c[2] / c[1] for c in b1_cpu if c[1] > 0), 2)
     # where a batch-1 decode step goes: per-section milliseconds per token (attention covers the layer's norm,
     # QKV, rotary, cache write, attention and output projection; feed_forward its norm and MLP)
     for name, total in sections.items():
@@ -149,14 +174,16 @@ def bench_engine(peers: list[NativePeer | PythonPeer] | None = None) -> dict[str
     for batch in BATCHES:
         _, dec = best(lambda b=batch: run([prompt(tk, PROMPT_LEN, next(variant)) for _ in range(b)], TOKENS))
         out[f"decode_tok_s_b{batch}_aggregate"] = round(dec, 2)
-    colds, cacheds = [], []
+    colds, cacheds, cold_cpu = [], [], []
     for _ in range(REPEATS):
         long = prompt(tk, LONG_LEN, next(variant))
         colds.append(run([long], 1)[0])
+        cold_cpu.append(cpu_log[-1][0])
         warm = long[:900] + prompt(tk, 100, 8)[1:] + [next(variant)]
         cacheds.append(run([warm], 1)[0])
     cold, cached = min(colds), min(cacheds)
     out["ttft_cold_ms"] = round(cold * 1e3, 1)
+    out["ttft_cold_cpu_ms"] = round(min(cold_cpu) * 1e3, 1)
     out["ttft_cached90_ms"] = round(cached * 1e3, 1)
     out["ttft_cached90_over_cold"] = round(cached / cold, 3)
     out["attention_backend"] = engine.attention.name  # type: ignore[assignment]
@@ -219,116 +246,50 @@ def bench_hf() -> dict[str, float]:
     return out
 
 
-class NativePeer:
-    """llama.cpp through xllamacpp's prebuilt server (one slot, our thread count), timed by llama.cpp itself:
-    its ``timings`` (prompt and generation time inside the server) leave HTTP out of its numbers. Its batch-1
-    runs are interleaved with ours (``bench_engine`` calls ``b1`` after each of its own)."""
+def ratios(results: dict[str, object], prefix: str = "") -> None:
+    """Our figures over each peer's (``prefix``: a variant's keys), in place. Targets (issue 36, against the
+    host-built llama.cpp): prefill >= 3, decode b1 >= 1.0, b16 aggregate >= 4x its b1, TTFT cold <= 1 s."""
 
-    def __init__(self) -> None:
-        import subprocess
-        import tempfile
+    def num(key: str) -> float | None:
+        value = results.get(key)
+        return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
-        from server import free_port, wait_up
-
-        from llmtrace.backend.model.pull import default_model_path
-        from llmtrace.backend.model.tokenizer import Tokenizer
-
-        path = default_model_path()
-        self.tk = Tokenizer.from_gguf(path)
-        self.threads = THREADS or torch.get_num_threads()
-        self._dir = tempfile.TemporaryDirectory(prefix="llmtrace-bench-engine-")
-        log = Path(self._dir.name) / "llamacpp.log"
-        port = free_port()
-        with log.open("wb") as fh:
-            self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve().parent / "_llamacpp_native.py"),
-                                          str(path), str(port), "1", "4096", str(self.threads)],
-                                         stdin=subprocess.PIPE, stdout=fh, stderr=subprocess.STDOUT)
-        self.base = f"http://127.0.0.1:{port}"
-        wait_up(self.proc, self.base, log, path="/health")
-        self.runs: list[dict[str, float]] = []
-        self.gen(prompt(self.tk, 64, 900), 4)  # warm up
-
-    def gen(self, ids: list[int], n: int) -> dict[str, float]:
-        import httpx
-
-        body = {"prompt": ids, "n_predict": n, "temperature": 0.0, "ignore_eos": True, "cache_prompt": False}
-        return httpx.post(f"{self.base}/completion", json=body, timeout=600).json()["timings"]
-
-    def b1(self, variant: int) -> None:
-        self.runs.append(self.gen(prompt(self.tk, PROMPT_LEN, variant), TOKENS))
-
-    def results(self) -> dict[str, object]:
-        colds = [self.gen(prompt(self.tk, LONG_LEN, 7 + i), 1) for i in range(REPEATS)]
-        # a run whose own timings are not positive is discarded (seen under heavy load: a negative rate)
-        prefill = [r["prompt_per_second"] for r in self.runs if r.get("prompt_per_second", 0) > 0]
-        decode = [r["predicted_per_second"] for r in self.runs if r.get("predicted_per_second", 0) > 0]
-        out: dict[str, object] = {
-            "llamacpp_via": "xllamacpp (llama.cpp's server, 1 slot; its own timings, no HTTP; b1 runs interleaved with ours)",
-            "llamacpp_threads": self.threads,
-            "llamacpp_ttft_cold_ms": round(min(r["prompt_ms"] for r in colds), 1),
-        }
-        if len(decode) < len(self.runs):
-            out["llamacpp_runs_discarded"] = len(self.runs) - len(decode)
-        if prefill:
-            out["llamacpp_prefill_tok_s"] = round(max(prefill), 1)
-        if decode:
-            out["llamacpp_decode_tok_s_b1"] = round(max(decode), 2)
-        return out
-
-    def close(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(60)
-        self._dir.cleanup()
-
-
-class PythonPeer:
-    """llama.cpp through llama-cpp-python's ``Llama`` in this process (our thread count for both its decode and
-    its batch threads), timed around ``generate``: the first token's wait is the prefill, the rest decode. Its
-    batch-1 runs are interleaved with ours like the native peer's."""
-
-    def __init__(self) -> None:
-        from llama_cpp import Llama
-
-        from llmtrace.backend.model.pull import default_model_path
-        from llmtrace.backend.model.tokenizer import Tokenizer
-
-        path = default_model_path()
-        self.tk = Tokenizer.from_gguf(path)
-        self.threads = THREADS or torch.get_num_threads()
-        self.llm = Llama(model_path=str(path), n_ctx=2048, n_threads=self.threads, n_threads_batch=self.threads,
-                         verbose=False)
-        self.runs: list[tuple[float, float]] = []  # (seconds to the first token, decode tokens/s)
-        self.gen(prompt(self.tk, 64, 900), 4)  # warm up
-
-    def gen(self, ids: list[int], n: int) -> tuple[float, float]:
-        self.llm.reset()
-        t0 = time.perf_counter()
-        first = 0.0
-        for i, _ in enumerate(self.llm.generate(ids, temp=0.0, reset=True)):
-            if i == 0:
-                first = time.perf_counter()
-            if i + 1 >= n:
-                break
-        end = time.perf_counter()
-        return first - t0, (n - 1) / (end - first) if n > 1 and end > first else 0.0
-
-    def b1(self, variant: int) -> None:
-        self.runs.append(self.gen(prompt(self.tk, PROMPT_LEN, variant), TOKENS))
-
-    def results(self) -> dict[str, object]:
-        import llama_cpp
-
-        cold = min(self.gen(prompt(self.tk, LONG_LEN, 7 + i), 1)[0] for i in range(REPEATS))
-        return {
-            "llamacpp_python_via": f"llama-cpp-python {llama_cpp.__version__} (in process, wall clock around generate; "
-                                   "b1 runs interleaved with ours)",
-            "llamacpp_python_prefill_tok_s": round(PROMPT_LEN / min(r[0] for r in self.runs), 1),
-            "llamacpp_python_decode_tok_s_b1": round(max(r[1] for r in self.runs), 2),
-            "llamacpp_python_ttft_cold_ms": round(cold * 1e3, 1),
+    for peer in ("hf", "llamacpp", "llamacpp_host"):
+        for ours, name in (("decode_tok_s_b1", "decode_b1"), ("prefill_tok_s", "prefill"),
+                           ("decode_tok_per_cpu_s_b1", "decode_b1_per_cpu_s"),
+                           ("prefill_tok_per_cpu_s", "prefill_per_cpu_s")):
+            a, b = num(prefix + ours), num(f"{peer}_{ours}")
+            if a and b:
+                results[f"{prefix}{name}_over_{peer}"] = round(a / b, 2)
+        b16, b1 = num(prefix + "decode_tok_s_b16_aggregate"), num(f"{peer}_decode_tok_s_b1")
+        if peer != "hf" and b16 and b1:
+            results[f"{prefix}decode_b16_aggregate_over_{peer}_b1"] = round(b16 / b1, 2)
+    cold = num(prefix + "ttft_cold_ms")
+    host = {k: num(f"{prefix}{k}_over_llamacpp_host") for k in ("prefill", "decode_b1", "decode_b16_aggregate")}
+    if host["prefill"] is not None:
+        results[f"{prefix}targets_vs_llamacpp_host"] = {
+            "prefill_ge_3x": host["prefill"] >= 3.0,
+            "decode_b1_ge_1x": (host["decode_b1"] or 0) >= 1.0,
+            "b16_aggregate_ge_4x_its_b1": (num(f"{prefix}decode_b16_aggregate_over_llamacpp_host_b1") or 0) >= 4.0,
+            "ttft_cold_1000_le_1s": cold is not None and cold <= 1000.0,
         }
 
-    def close(self) -> None:
-        self.llm.close()
+
+def start_peers(skipped: dict[str, str]) -> list[NativePeer | HostPeer]:
+    """The llama.cpp peers asked for (started before ours runs so the runs interleave); a missing one is noted."""
+    peers: list[NativePeer | HostPeer] = []
+    threads = THREADS or torch.get_num_threads()
+    if "llamacpp" in PEERS:
+        if importlib.util.find_spec("xllamacpp") is None:
+            skipped["llamacpp_skipped"] = "xllamacpp is not installed (pip install -e '.[bench]')"
+        else:
+            peers.append(NativePeer(threads, TOKENS, REPEATS, prompt))
+    if "llamacpp_host" in PEERS or "llamacpp" in PEERS:
+        try:
+            peers.append(HostPeer(threads, TOKENS, REPEATS, prompt))
+        except Exception as exc:  # no compiler, no network for the source, BENCH_LLAMACPP_HOST=0/cached
+            skipped["llamacpp_host_skipped"] = f"{type(exc).__name__}: {str(exc)[:400]}"
+    return peers
 
 
 def main() -> None:
@@ -337,25 +298,19 @@ def main() -> None:
     if THREADS:
         torch.set_num_threads(THREADS)
     results: dict[str, object] = {
-        "dtype": DTYPE,
+        "dtype": DTYPES[0],
+        "variants": ",".join(DTYPES),
         "new_tokens": TOKENS,
         "threads": torch.get_num_threads(),
         "load_average_at_start": round(os.getloadavg()[0], 2),
         **detect().as_dict(),  # the CPU that produced these numbers (and what LLMTRACE_CPU_PATH hid)
     }
-    peers: list[NativePeer | PythonPeer] = []
     skipped: dict[str, str] = {}
+    peers = start_peers(skipped)
     try:
-        if "llamacpp" in PEERS:  # started before ours runs so the runs interleave
-            for key, module, cls, hint in (
-                ("llamacpp", "xllamacpp", NativePeer, "pip install xllamacpp"),
-                ("llamacpp_python", "llama_cpp", PythonPeer, "pip install llama-cpp-python"),
-            ):
-                if importlib.util.find_spec(module) is None:
-                    skipped[f"{key}_skipped"] = f"{module} is not installed ({hint}, or pip install -e '.[bench]')"
-                else:
-                    peers.append(cls())
-        results.update(bench_engine(peers))
+        for i, dtype in enumerate(DTYPES):  # the first unprefixed; each variant's b1 runs interleaved with the peers'
+            prefix = "" if i == 0 else f"{dtype}_"
+            results.update({prefix + k: v for k, v in bench_engine(peers, dtype).items()})
         for peer in peers:
             results.update(peer.results())
         results.update(skipped)
@@ -367,25 +322,8 @@ def main() -> None:
             results.update(bench_hf())
         except Exception as exc:  # a peer that cannot run is reported, not fatal
             results["hf_skipped"] = f"{type(exc).__name__}: {exc}"
-    hf_b1 = results.get("hf_decode_tok_s_b1")
-    if isinstance(hf_b1, float) and hf_b1 > 0:
-        results["decode_b1_over_hf"] = round(results["decode_tok_s_b1"] / hf_b1, 2)  # type: ignore[operator]
-    hf_pf = results.get("hf_prefill_tok_s")
-    if isinstance(hf_pf, float) and hf_pf > 0:
-        results["prefill_over_hf"] = round(results["prefill_tok_s"] / hf_pf, 2)  # type: ignore[operator]
-    lc_b1 = results.get("llamacpp_decode_tok_s_b1")
-    if isinstance(lc_b1, float) and lc_b1 > 0:  # targets (issue 22): >= 1.0, >= 3, >= 4
-        results["decode_b1_over_llamacpp"] = round(results["decode_tok_s_b1"] / lc_b1, 2)  # type: ignore[operator]
-        if "decode_tok_s_b16_aggregate" in results:
-            results["decode_b16_aggregate_over_llamacpp_b1"] = round(
-                results["decode_tok_s_b16_aggregate"] / lc_b1, 2)  # type: ignore[operator]
-    lc_pf = results.get("llamacpp_prefill_tok_s")
-    if isinstance(lc_pf, float) and lc_pf > 0:
-        results["prefill_over_llamacpp"] = round(results["prefill_tok_s"] / lc_pf, 2)  # type: ignore[operator]
-    for key, ratio in (("decode_tok_s_b1", "decode_b1"), ("prefill_tok_s", "prefill")):  # the second peer (no target)
-        theirs = results.get(f"llamacpp_python_{key}")
-        if isinstance(theirs, float) and theirs > 0:
-            results[f"{ratio}_over_llamacpp_python"] = round(results[key] / theirs, 2)  # type: ignore[operator]
+    for i, dtype in enumerate(DTYPES):
+        ratios(results, "" if i == 0 else f"{dtype}_")
     results["load_average_at_end"] = round(os.getloadavg()[0], 2)
     if max(results["load_average_at_start"], results["load_average_at_end"]) > (os.cpu_count() or 1):  # type: ignore[call-overload]
         results["note"] = "measured under load: other processes shared the CPUs (see the load averages)"
