@@ -62,8 +62,10 @@ def rows(q: Query) -> list[dict[str, Any]]:
         g AS (SELECT s.*, s.args AS a_key, CASE WHEN s.failed THEN s.res END AS e_key,
                      CASE WHEN NOT s.failed AND s.res <> '' AND s.scope <> 'write' THEN s.res END AS r_key,
                      -- with no model pass recorded, each call is a step of its own unless two ran at once
+                     -- (row_number's type cast to the count's: ClickHouse has no common type of UInt64 and Int64)
                      CASE WHEN s.has_passes THEN s.before
-                          ELSE row_number() OVER (PARTITION BY s.trace_id, s.tool ORDER BY s.start_ns) END AS step,
+                          ELSE CAST(row_number() OVER (PARTITION BY s.trace_id, s.tool ORDER BY s.start_ns) AS BIGINT)
+                     END AS step,
                      coalesce(s.start_ns < max(s.end_ns) OVER (PARTITION BY s.trace_id, s.tool ORDER BY s.start_ns
                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), false) AS at_once
               FROM s),
@@ -73,7 +75,9 @@ def rows(q: Query) -> list[dict[str, Any]]:
                      count(*) OVER pr AS r_n, step > min(step) OVER pr AS r_after
               FROM g WINDOW pa AS (PARTITION BY trace_id, tool, a_key), pe AS (PARTITION BY trace_id, tool, e_key),
                             pr AS (PARTITION BY trace_id, tool, r_key)),
-        c AS (SELECT w.*, count(*) FILTER (WHERE r_after) OVER (PARTITION BY trace_id, tool, r_key) AS r_seq FROM w),
+        -- (a sum, not count(*) FILTER ... OVER: the ClickHouse dialect's count cast does not take a window's filter)
+        c AS (SELECT w.*, sum(CASE WHEN r_after THEN 1 ELSE 0 END) OVER (PARTITION BY trace_id, tool, r_key) AS r_seq
+              FROM w),
         k AS (SELECT c.*, {repeat_a} AS by_a, {repeat_e} AS by_e, {repeat_r} AS by_r FROM c)
         SELECT trace_id, tool, count(*) AS calls, count(args) AS with_args, count(*) FILTER (WHERE failed) AS failed,
                count(DISTINCT args) AS distinct_args,
