@@ -42,31 +42,31 @@ OPEN_CAP = 200_000  # past this many waiting traces the expired ones are dropped
 
 
 _SLICE_STAGE = {name: stage for name, stage, _ in SGLANG_STAGED}
+_SLICE_NAMES_SET = frozenset(_SLICE_STAGE)
 _FROM_SGLANG = f'"{N.MAPPED_FROM}":"sglang"'
 
 
 def link_in_body(rows: list[tuple[object, ...]], passes: frozenset[str]) -> set[str]:
     """The same link on one request's rows before they are stored, where the request span, its thread span
-    and the slices came in one OTLP request (rows replaced in place). Returns the traces whose SGLang spans
-    this request could not complete (a part in another request): the store link looks at those."""
+    and the slices came in one OTLP request (rows replaced in place). Returns the traces whose slices or
+    thread spans this request could not link (a part in another request): the store link runs for those. (A
+    request span alone marks nothing: the parts that come after it mark its trace, and the store link that
+    runs for them finds it stored.)"""
+    names = [r[3] for r in rows]
+    if _SLICE_NAMES_SET.isdisjoint(names) and " | pid:" not in "\n".join(map(str, names)):
+        return set()  # no SGLang slice or thread span (one set test and one substring search a request)
     threads: dict[str, tuple[str, str]] = {}  # thread span id -> (trace, its parent)
     requests: set[str] = set()
     slices: list[int] = []
-    sglang_traces: set[str] = set()
     for i, row in enumerate(rows):
         name = row[3]
         if row[5] in passes:
             if _FROM_SGLANG in str(row[14]):
                 requests.add(str(row[1]))
-                sglang_traces.add(str(row[0]))
         elif " | pid:" in str(name) and row[5] is None and row[6] is None:
             threads[str(row[1])] = (str(row[0]), str(row[2]))
-            sglang_traces.add(str(row[0]))
         elif name in _SLICE_STAGE and row[6] == _SLICE_STAGE[str(name)]:
             slices.append(i)
-            sglang_traces.add(str(row[0]))
-    if not sglang_traces:
-        return set()
     open_traces: set[str] = set()
     used: set[str] = set()
     linked: set[tuple[str, object]] = set()  # (request span, stage) a slice now times
@@ -80,8 +80,6 @@ def link_in_body(rows: list[tuple[object, ...]], passes: frozenset[str]) -> set[
         linked.add((thread[1], row[6]))
         rows[i] = (*row[:2], thread[1], *row[3:])
     open_traces.update(trace for span, (trace, _) in threads.items() if span not in used)
-    timed = {req for req, _ in linked}
-    open_traces.update(str(r[0]) for r in rows if r[5] in passes and str(r[1]) in requests and r[1] not in timed)
     if linked:  # the rows the request's numbers implied for a stage a slice now times
         rows[:] = [r for r in rows if not (r[3] == r[6] and (r[2], r[6]) in linked and _FROM_SGLANG in str(r[14]))]
     return open_traces
