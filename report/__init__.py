@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .build import Options, Report, build_report
-from .charts import ChartsUnavailable
-from .data import Selection
-from .focus import Focus
+from llmtrace.report.build import Options, Report, build_report
+from llmtrace.report.charts import ChartsUnavailable
+from llmtrace.report.data import Selection
+from llmtrace.report.focus import Focus
 
 if TYPE_CHECKING:
     import duckdb

@@ -18,12 +18,11 @@ from llmtrace.analyzers.core.concurrent_run import analyze_all
 from llmtrace.analyzers.core.finding import Finding
 from llmtrace.analyzers.core.merge import merge_findings
 from llmtrace.analyzers.diagnose.registry import ANALYZERS
+from llmtrace.report import charts, costs, kvpool, page
+from llmtrace.report.data import ReportData, Selection, Summary
+from llmtrace.report.focus import Focus, focus_section
+from llmtrace.report.traces import layout, waterfall_rows
 from llmtrace.tracer.registry import names as N
-
-from . import charts, costs, kvpool, page
-from .data import ReportData, Selection, Summary
-from .focus import Focus, focus_section
-from .traces import layout, waterfall_rows
 
 
 @dataclass(frozen=True, slots=True)

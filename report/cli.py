@@ -31,11 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from llmtrace.analyzers.diagnose.diagnose_cli import parse_since
+    from llmtrace.report.build import Options, build_report
+    from llmtrace.report.charts import ChartsUnavailable
+    from llmtrace.report.data import Selection
     from llmtrace.tracer.storage.store import StoreError, read_store
-
-    from .build import Options, build_report
-    from .charts import ChartsUnavailable
-    from .data import Selection
 
     try:
         since = parse_since(args.since)

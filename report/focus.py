@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from llmtrace.analyzers.core.finding import Finding
 from llmtrace.analyzers.gate.baseline import Metrics
 from llmtrace.analyzers.gate.check_report import Verdict, format_metric
-
-from . import page
-from .data import ReportData
+from llmtrace.report import page
+from llmtrace.report.data import ReportData
 
 
 @dataclass(frozen=True, slots=True)

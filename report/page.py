@@ -11,9 +11,8 @@ from llmtrace.analyzers.core.finding import Finding
 from llmtrace.analyzers.core.finding_layout import layout
 from llmtrace.analyzers.core.query import as_float
 from llmtrace.analyzers.symptoms.failed_calls import clean_message
-
-from .charts import PHASE_COLOURS
-from .traces import Row, TraceView, boundary_values
+from llmtrace.report.charts import PHASE_COLOURS
+from llmtrace.report.traces import Row, TraceView, boundary_values
 
 CSS = """
 :root{--fg:#1d2430;--muted:#5c6675;--line:#e3e7ee;--bg:#f5f7fa;--card:#fff;--crit:#d64545;--warn:#e08a1e;--info:#3d7fd9}

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from llmtrace.report.data import Span
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry.semconv import ERROR_TYPE, LLMTRACE_PHASE, LLMTRACE_STAGE
 from llmtrace.tracer.registry.stages import PASS_SUMMARY, stage_order
 from llmtrace.tracer.storage.time_views import stage_time_observed
-
-from .data import Span
 
 _ORDER = stage_order()
 TEXT_KEYS = (N.PROMPT_TEXT, N.OUTPUT_TEXT)  # stored only with capture="full"

@@ -9,9 +9,9 @@ tracer's commands). This module is the small public API over them.
 It imports nothing from the other llmtrace packages, and never torch or textual.
 """
 
-from .record import capture, health, recording
-from .record.lifecycle import force_flush, init, shutdown
-from .record.recording import (
+from llmtrace.tracer.record import capture, health, recording
+from llmtrace.tracer.record.lifecycle import force_flush, init, shutdown
+from llmtrace.tracer.record.recording import (
     PassSpan,
     StageSpan,
     mark_unobserved,
@@ -21,8 +21,8 @@ from .record.recording import (
     start_pass,
     tool_span,
 )
-from .registry import semconv
-from .registry.stages import (
+from llmtrace.tracer.registry import semconv
+from llmtrace.tracer.registry.stages import (
     PHASES,
     STAGES,
     BoundaryValue,
@@ -32,7 +32,7 @@ from .registry.stages import (
     get_phase,
     get_stage,
 )
-from .registry.symptoms import SYMPTOMS, Symptom, get_symptom, search_symptoms
+from llmtrace.tracer.registry.symptoms import SYMPTOMS, Symptom, get_symptom, search_symptoms
 
 __all__ = [
     "PHASES", "STAGES", "SYMPTOMS", "BoundaryValue", "PassSpan", "Phase", "Stage", "StageSpan", "Symptom",

@@ -18,18 +18,17 @@ from textual.reactive import reactive
 from textual.widgets import DataTable, Footer, Input, OptionList, Static, TabbedContent, TabPane
 
 from llmtrace.tracer.storage.store import StoreError, is_clickhouse_url
-
-from .components.cache_view import CacheView
-from .components.findings_pane import FindingsPane
-from .components.help_screen import HelpScreen
-from .components.phase_bar import PhaseBar
-from .components.requests_pane import RequestsPane
-from .components.symptom_search import SymptomSearch
-from .components.trace_pane import TracePane
-from .data.records import StoreStamp
-from .data.store_reader import StoreReader
-from .keymap import bindings
-from .messages import PhaseToggled, ShowTraces, StoreProblem, TraceChosen
+from llmtrace.tui.components.cache_view import CacheView
+from llmtrace.tui.components.findings_pane import FindingsPane
+from llmtrace.tui.components.help_screen import HelpScreen
+from llmtrace.tui.components.phase_bar import PhaseBar
+from llmtrace.tui.components.requests_pane import RequestsPane
+from llmtrace.tui.components.symptom_search import SymptomSearch
+from llmtrace.tui.components.trace_pane import TracePane
+from llmtrace.tui.data.records import StoreStamp
+from llmtrace.tui.data.store_reader import StoreReader
+from llmtrace.tui.keymap import bindings
+from llmtrace.tui.messages import PhaseToggled, ShowTraces, StoreProblem, TraceChosen
 
 TABS = ("requests", "trace", "findings", "cache")
 FINDINGS_EVERY_S = 10.0

@@ -28,8 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from llmtrace.tracer.storage.store import StoreError, is_clickhouse_url
-
-    from .data.store_reader import StoreReader
+    from llmtrace.tui.data.store_reader import StoreReader
 
     named = args.db or args.db_option
     store = args.store or (env("LLMTRACE_STORE") if not named else None)
@@ -51,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         finally:
             reader.close()
-    from .app import ExplorerApp
+    from llmtrace.tui.app import ExplorerApp
 
     ExplorerApp(path, follow=args.follow, poll_s=args.interval, initial_filter=initial).run()
     return 0
@@ -60,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 def initial_filter(args: argparse.Namespace) -> str | None:
     """--filter, --service and --since as one filter text (the box shows it, esc-esc clears it); None after
     printing why when it does not compile."""
-    from .data.filter_expr import FilterError, compile_filter
+    from llmtrace.tui.data.filter_expr import FilterError, compile_filter
 
     terms = [args.filter] if args.filter else []
     if args.service:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from .data.records import SpanRecord
+from llmtrace.tui.data.records import SpanRecord
 
 
 class TraceChosen(Message):

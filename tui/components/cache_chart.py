@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widget import Widget
 
-from .. import format as fmt
-from ..data.records import CacheBucket, CacheReport, DeployMark
+from llmtrace.tui import format as fmt
+from llmtrace.tui.data.records import CacheBucket, CacheReport, DeployMark
 
 EIGHTHS = " ▁▂▃▄▅▆▇█"
 MARK_COLOUR = "#d787ff"

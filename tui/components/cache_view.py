@@ -10,12 +10,11 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from llmtrace.tracer.storage.store import StoreError
-
-from .. import format as fmt
-from ..data.records import CacheReport
-from ..data.store_reader import StoreReader
-from ..messages import StoreProblem
-from .cache_chart import CacheChart
+from llmtrace.tui import format as fmt
+from llmtrace.tui.components.cache_chart import CacheChart
+from llmtrace.tui.data.records import CacheReport
+from llmtrace.tui.data.store_reader import StoreReader
+from llmtrace.tui.messages import StoreProblem
 
 
 class CacheView(Vertical):

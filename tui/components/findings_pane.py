@@ -18,13 +18,12 @@ from llmtrace.tracer.cli.console import printable
 from llmtrace.tracer.registry.stages import get_phase
 from llmtrace.tracer.registry.symptoms import Symptom, get_symptom
 from llmtrace.tracer.storage.store import StoreError
-
-from ..data.findings_source import AnalyzersUnavailable, read_findings
-from ..data.store_reader import StoreReader
-from ..format import printable_lines
-from ..keymap import bindings
-from ..messages import ShowTraces, TraceChosen
-from ..theme import phase_colour, severity_style
+from llmtrace.tui.data.findings_source import AnalyzersUnavailable, read_findings
+from llmtrace.tui.data.store_reader import StoreReader
+from llmtrace.tui.format import printable_lines
+from llmtrace.tui.keymap import bindings
+from llmtrace.tui.messages import ShowTraces, TraceChosen
+from llmtrace.tui.theme import phase_colour, severity_style
 
 if TYPE_CHECKING:
     from llmtrace.analyzers.core.finding import Finding

@@ -10,8 +10,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from ..data.filter_expr import filter_help
-from ..keymap import help_rows
+from llmtrace.tui.data.filter_expr import filter_help
+from llmtrace.tui.keymap import help_rows
 
 
 def help_table() -> Table:

@@ -7,9 +7,8 @@ from textual.events import Click
 from textual.widgets import Static
 
 from llmtrace.tracer.registry.stages import PHASES
-
-from ..messages import PhaseToggled
-from ..theme import phase_colour
+from llmtrace.tui.messages import PhaseToggled
+from llmtrace.tui.theme import phase_colour
 
 
 class PhaseBar(Static):

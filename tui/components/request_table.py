@@ -9,9 +9,9 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import DataTable
 
-from .. import format as fmt
-from ..data.records import RequestRow
-from ..keymap import bindings
+from llmtrace.tui import format as fmt
+from llmtrace.tui.data.records import RequestRow
+from llmtrace.tui.keymap import bindings
 
 
 @dataclass(frozen=True, slots=True)

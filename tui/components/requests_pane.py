@@ -11,13 +11,12 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Input, Static
 
 from llmtrace.tracer.storage.store import StoreError
-
-from ..data.filter_expr import CompiledFilter, FilterError, compile_filter
-from ..data.records import RequestPage, RequestRow
-from ..data.store_reader import SORT_COLUMNS, StoreReader
-from ..messages import StoreProblem, TraceChosen
-from .request_table import Column, RequestTable, SortStep, columns_for, row_cells
-from .time_bar import OTHER, UNOBSERVED, WHOLE_CALL, phase_parts, time_bar
+from llmtrace.tui.components.request_table import Column, RequestTable, SortStep, columns_for, row_cells
+from llmtrace.tui.components.time_bar import OTHER, UNOBSERVED, WHOLE_CALL, phase_parts, time_bar
+from llmtrace.tui.data.filter_expr import CompiledFilter, FilterError, compile_filter
+from llmtrace.tui.data.records import RequestPage, RequestRow
+from llmtrace.tui.data.store_reader import SORT_COLUMNS, StoreReader
+from llmtrace.tui.messages import StoreProblem, TraceChosen
 
 PAGE = 100
 TEXT_SORTS = ("model", "replica", "deploy", "finish", "service", "trace")  # these sort A→Z first

@@ -16,11 +16,10 @@ from llmtrace.tracer.registry import stage_ids as S
 from llmtrace.tracer.registry.semconv import LLMTRACE_PHASE, LLMTRACE_STAGE
 from llmtrace.tracer.registry.stages import Stage, declared_value, get_phase, is_stage
 from llmtrace.tracer.storage.time_views import pass_is_split
-
-from .. import format as fmt
-from ..data.records import SpanRecord
-from ..theme import PASS_COLOUR, phase_colour
-from .time_bar import phase_parts, time_bar, whole_call_parts
+from llmtrace.tui import format as fmt
+from llmtrace.tui.components.time_bar import phase_parts, time_bar, whole_call_parts
+from llmtrace.tui.data.records import SpanRecord
+from llmtrace.tui.theme import PASS_COLOUR, phase_colour
 
 _SKIP = {LLMTRACE_STAGE, LLMTRACE_PHASE, N.PROMPT_SEGMENTS}
 

@@ -11,9 +11,8 @@ from rich.text import Text
 from llmtrace.tracer.registry import stage_ids as S
 from llmtrace.tracer.registry.stages import get_phase
 from llmtrace.tracer.storage.time_views import WHOLE_CALL, WHOLE_CALL_TITLE
-
-from .. import format as fmt
-from ..theme import OTHER_COLOUR, PASS_COLOUR, phase_colour
+from llmtrace.tui import format as fmt
+from llmtrace.tui.theme import OTHER_COLOUR, PASS_COLOUR, phase_colour
 
 UNOBSERVED = "unobserved"
 OTHER = "other"

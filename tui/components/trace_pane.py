@@ -11,14 +11,13 @@ from textual.widgets import Static
 
 from llmtrace.tracer.registry.stages import PHASES, get_phase
 from llmtrace.tracer.storage.store import StoreError
-
-from .. import format as fmt
-from ..data.records import TraceRecord
-from ..data.store_reader import MAX_TRACE_SPANS, StoreReader
-from ..data.waterfall_model import time_observed
-from ..messages import SpanChosen, StoreProblem
-from .stage_pane import StagePane
-from .waterfall import Waterfall
+from llmtrace.tui import format as fmt
+from llmtrace.tui.components.stage_pane import StagePane
+from llmtrace.tui.components.waterfall import Waterfall
+from llmtrace.tui.data.records import TraceRecord
+from llmtrace.tui.data.store_reader import MAX_TRACE_SPANS, StoreReader
+from llmtrace.tui.data.waterfall_model import time_observed
+from llmtrace.tui.messages import SpanChosen, StoreProblem
 
 NARROW = 120
 NO_TRACE = "No trace open. Pick a pass in the request list (r) or a finding's trace (f), then press enter."

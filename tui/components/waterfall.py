@@ -10,13 +10,12 @@ from textual.widgets.option_list import Option
 
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry.stages import IDLE
-
-from .. import format as fmt
-from ..data.records import TraceRecord
-from ..data.waterfall_model import WaterfallRow, build_rows, own_ms
-from ..keymap import bindings
-from ..messages import SpanChosen
-from ..theme import OTHER_COLOUR, PASS_COLOUR, phase_colour
+from llmtrace.tui import format as fmt
+from llmtrace.tui.data.records import TraceRecord
+from llmtrace.tui.data.waterfall_model import WaterfallRow, build_rows, own_ms
+from llmtrace.tui.keymap import bindings
+from llmtrace.tui.messages import SpanChosen
+from llmtrace.tui.theme import OTHER_COLOUR, PASS_COLOUR, phase_colour
 
 DURATION_WIDTH = 8
 GLYPH = {"pass": "━", "stage": "█", "tool": "▓", "span": "─"}

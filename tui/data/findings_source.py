@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from llmtrace.tracer.storage.store import StoreError
-
-from .store_reader import StoreReader
+from llmtrace.tui.data.store_reader import StoreReader
 
 if TYPE_CHECKING:
     from llmtrace.analyzers.core.base import Analyzer

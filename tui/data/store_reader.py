@@ -37,9 +37,8 @@ from llmtrace.tracer.storage.views import (
     capped_cached_sql,
     hit_rate_sql,
 )
-
-from .filter_expr import CompiledFilter
-from .records import (
+from llmtrace.tui.data.filter_expr import CompiledFilter
+from llmtrace.tui.data.records import (
     CacheBucket,
     CacheReport,
     DeployCost,

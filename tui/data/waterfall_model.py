@@ -14,8 +14,7 @@ from typing import Literal
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry.stages import SELF_MS, stage_order
 from llmtrace.tracer.storage.time_views import stage_time_observed
-
-from .records import SpanRecord, TraceRecord
+from llmtrace.tui.data.records import SpanRecord, TraceRecord
 
 RowKind = Literal["pass", "stage", "tool", "span"]
 _ORDER = stage_order()
