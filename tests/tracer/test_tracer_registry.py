@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from llmtrace.tracer import PHASES, STAGES, SYMPTOMS, get_stage, search_symptoms
+from llmtrace.tracer import PHASES, STAGES, SYMPTOMS, Stage, get_stage, search_symptoms
 from llmtrace.tracer.cli.stages import render_markdown
-from llmtrace.tracer.registry.stages import UnknownStageError, stages_in_phase
+from llmtrace.tracer.registry.stages import UnknownStageError, explained_symptoms, stages_in_phase
+from llmtrace.tracer.registry.symptoms import Symptom
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,6 +47,35 @@ def test_every_symptom_is_explained_by_some_stage() -> None:
     # the source page's twelve symptoms and three silent failures, and two silent ones of issue 35 (early_end,
     # intake_transform)
     assert len(SYMPTOMS) == 18 and sum(s.silent for s in SYMPTOMS) == 5
+
+
+def test_a_stages_symptoms_come_from_the_symptom_rows_alone() -> None:
+    """The stage-symptom link is written once, in the symptom table (``Symptom.stages``): every stage's
+    ``symptoms`` is exactly the rows naming it, in the table's order, and the catalog spells none."""
+    order = [sym.id for sym in SYMPTOMS]
+    for stage in STAGES:
+        assert stage.symptoms == tuple(sym.id for sym in SYMPTOMS if stage.id in sym.stages), stage.id
+        assert list(stage.symptoms) == sorted(stage.symptoms, key=order.index), stage.id
+    assert get_stage("cache.prefix_match").symptoms == ("slow_first_token", "cost_after_deploy",
+                                                        "eviction_under_load")
+    # a new symptom row is enough to show on its stage
+    probe = Symptom("probe", "Probe", ("cache",), "x", ("probe",), stages=("cache.eviction",))
+    linked = {s.id: s.symptoms for s in explained_symptoms(_bare(STAGES), (*SYMPTOMS, probe))}
+    assert linked["cache.eviction"] == ("eviction_under_load", "probe")
+    assert "probe" not in linked["cache.prefix_match"]
+
+
+def test_a_symptom_row_naming_no_stage_or_a_catalog_spelling_symptoms_fails() -> None:
+    typo = Symptom("probe", "Probe", ("cache",), "x", ("probe",), stages=("cache.evictionn",))
+    with pytest.raises(ValueError, match="unknown stage.*cache.evictionn"):
+        explained_symptoms(_bare(STAGES), (typo,))
+    # the loaded stages carry their symptoms: fed back as a catalog they are a second source, refused
+    with pytest.raises(ValueError, match="lists its symptoms in the catalog"):
+        explained_symptoms(STAGES, SYMPTOMS)
+
+
+def _bare(stages: tuple[Stage, ...]) -> tuple[Stage, ...]:
+    return tuple(replace(s, symptoms=()) for s in stages)
 
 
 def test_unknown_stage_fails_loudly() -> None:

@@ -73,6 +73,8 @@ class Stage:
     goes_wrong: str
     where: tuple[Where, ...]
     values: tuple[BoundaryValue, ...]
+    # the symptoms this stage explains, in the symptom table's order: derived from the symptom rows
+    # (``Symptom.stages``) when ``registry/stages.py`` loads the catalog; a catalog entry leaves it empty
     symptoms: tuple[str, ...] = ()
     # the part of the time to first token this stage's time before the first token counts in (the
     # ``ttft_breakdown`` view's component: queue, batching, intake, routing, cache_lookup, prefill, first_token);

@@ -3,12 +3,16 @@
 Everything else — span validation, the store's views, the analyzers, the TUI, ``llmtrace stages`` and
 ``docs/stages.md`` — reads from here. The catalog itself lives in ``catalog/``, one module a phase
 (``catalog/arrival.py`` ... ``catalog/meters.py``), and ``pass_values.py`` (the pass span's own values);
-the record types are in ``model.py``.
+the record types are in ``model.py``. Which symptoms a stage explains is written in the symptom table
+(``symptoms.py``, each row's ``stages``) and filled into the stages here.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from llmtrace.tracer.registry.model import PYTHON_TYPES, BoundaryValue, Phase, Stage, V, ValueType, Where
+from llmtrace.tracer.registry.symptoms import SYMPTOMS, Symptom
 
 __all__ = ["PYTHON_TYPES", "BoundaryValue", "Phase", "Stage", "V", "ValueType", "Where"]
 
@@ -45,6 +49,24 @@ PHASES: tuple[Phase, ...] = (
 )
 
 
+def explained_symptoms(stages: tuple[Stage, ...], symptoms: tuple[Symptom, ...]) -> tuple[Stage, ...]:
+    """The stages with their ``symptoms`` filled from the symptom rows (``Symptom.stages``), the one place a
+    stage-symptom link is written. A row naming an unknown stage, or a catalog entry spelling its own
+    symptoms (a second source that could disagree), is an error."""
+    ids = {s.id for s in stages}
+    for symptom in symptoms:
+        unknown = [sid for sid in symptom.stages if sid not in ids]
+        if unknown:
+            raise ValueError(f"symptom {symptom.id} names unknown stage(s) {', '.join(unknown)}")
+    out: list[Stage] = []
+    for stage in stages:
+        if stage.symptoms:
+            raise ValueError(f"stage {stage.id} lists its symptoms in the catalog; name the stage in each "
+                             "symptom's row (tracer/registry/symptoms.py, stages=) instead")
+        out.append(replace(stage, symptoms=tuple(sym.id for sym in symptoms if stage.id in sym.stages)))
+    return tuple(out)
+
+
 def _load() -> tuple[Stage, ...]:
     import importlib
 
@@ -62,7 +84,7 @@ def _load() -> tuple[Stage, ...]:
         if stage.id in seen:
             raise ValueError(f"duplicate stage id {stage.id}")
         seen.add(stage.id)
-    return stages
+    return explained_symptoms(stages, SYMPTOMS)
 
 
 STAGES: tuple[Stage, ...] = _load()

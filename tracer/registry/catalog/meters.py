@@ -22,6 +22,5 @@ STAGES: tuple[Stage, ...] = (
            V("llmtrace.meters.cache_write_5m_cost_usd", "float", "USD", "part of the cost for 5-minute cache writes"),
            V("llmtrace.meters.cache_write_1h_cost_usd", "float", "USD", "part of the cost for 1-hour cache writes"),
            V("llmtrace.usage.source", "str", "", "where the token counts came from: provider, estimated or none"),
-           V("llmtrace.usage.estimated", "bool", "", "true when the counts were estimated, not reported")),
-          ("cost_after_deploy",)),
+           V("llmtrace.usage.estimated", "bool", "", "true when the counts were estimated, not reported"))),
 )
