@@ -541,7 +541,7 @@ class Mapper:
         op = op if isinstance(op, str) else "text_completion"  # the engine span does not say chat or not
         a[N.GEN_AI_OPERATION_NAME] = op
         # SGLang's request span is `` Req <rid[:8]>`` with ``rid`` (srt/tracing/trace.py trace_req_start)
-        sglang = "rid" in attrs or "sglang" in name.lower() or any(k.startswith("sglang.") for k in attrs)
+        sglang = "rid" in attrs or "sglang" in name.lower() or "\0sglang." in "\0" + "\0".join(attrs)
         _put(a, N.GEN_AI_REQUEST_MODEL, attrs.get(N.GEN_AI_RESPONSE_MODEL))
         _put(a, N.GEN_AI_PROVIDER_NAME, "sglang" if sglang else "vllm")
         _put(a, N.GEN_AI_USAGE_INPUT_TOKENS, _int(attrs.get("gen_ai.usage.prompt_tokens",
