@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -82,7 +83,7 @@ class _Move:
     engine: PassKey
 
 
-def join_rows(rows: list[tuple[object, ...]], keys: list[PassKey]) -> int:
+def join_rows(rows: list[Any], keys: list[PassKey]) -> int:  # rows: storage/span_rows.SpanRow tuples
     """Join the request's pairs in its rows (replaced in place); returns the engine traces moved."""
     clients: dict[str, list[PassKey]] = {}
     for k in keys:
@@ -113,7 +114,7 @@ def join_rows(rows: list[tuple[object, ...]], keys: list[PassKey]) -> int:
             m.to_trace, m.to_span = nxt.to_trace, nxt.to_span
     marks = {k.row: k.key for k in done}
     for i, row in enumerate(rows):
-        m = moves.get(row[0])  # type: ignore[call-overload]
+        m = moves.get(row[0])
         key = marks.get(i)
         if m is None and key is None:
             continue

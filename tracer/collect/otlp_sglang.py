@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -46,7 +47,7 @@ _SLICE_NAMES_SET = frozenset(_SLICE_STAGE)
 _FROM_SGLANG = f'"{N.MAPPED_FROM}":"sglang"'
 
 
-def link_in_body(rows: list[tuple[object, ...]], passes: frozenset[str]) -> set[str]:
+def link_in_body(rows: list[Any], passes: frozenset[str]) -> set[str]:  # rows: span_rows.SpanRow tuples
     """The same link on one request's rows before they are stored, where the request span, its thread span
     and the slices came in one OTLP request (rows replaced in place). Returns the traces whose slices or
     thread spans this request could not link (a part in another request): the store link runs for those. (A
