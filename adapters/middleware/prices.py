@@ -14,7 +14,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import Decimal
 from pathlib import Path
@@ -22,55 +22,52 @@ from typing import Any
 
 from llmtrace.adapters.middleware.usage import Usage
 from llmtrace.tracer import health
+from llmtrace.tracer.record.runtime import runtime
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.settings import env
 
-_gp: Any = None  # genai_prices once loaded; False when it is not installed
-_load_lock = threading.Lock()
+_MAX_FOUND = 4096
 
 
 def _lib() -> Any:
     """genai-prices, imported on first use (it brings pydantic: ~0.4 s, not to be paid by every import of
     the middleware); None when it is not installed."""
-    global _gp
-    if _gp is None:
-        with _load_lock:
-            if _gp is None:
+    st = _state
+    if st.gp is None:
+        with st.load_lock:
+            if st.gp is None:
                 try:  # optional: data plus pydantic; without it the bundled table prices the common models
                     import genai_prices
 
                     genai_prices.data_snapshot.get_snapshot()  # parse the bundled data now, once
-                    _gp = genai_prices
+                    st.gp = genai_prices
                 except ImportError:
-                    _gp = False
-    return _gp or None
+                    st.gp = False
+    return st.gp or None
 
 
 def warm_up() -> None:
     """Load genai-prices in the background so the first priced pass does not wait for it."""
-    if _gp is None:
+    if _state.gp is None:
         threading.Thread(target=_lib, name="llmtrace-prices", daemon=True).start()
-
-
-_found: dict[tuple[int, str, str | None], tuple[Any, Any, Any] | None] = {}
-_MAX_FOUND = 4096
 
 
 def _find(model: str, provider: str | None) -> tuple[Any, Any, Any] | None:
     """(snapshot, provider, model entry) for a name, remembered: matching a name against 800+ models costs
     ~60 us, pricing the match ~10 us. The price itself is still chosen by date at every call."""
-    snapshot = _gp.data_snapshot.get_snapshot()
+    snapshot = _state.gp.data_snapshot.get_snapshot()
     key = (id(snapshot), model, provider)
-    if key in _found:
-        return _found[key]
+    found = _state.found
+    if key in found:
+        return found[key]
     try:
         prov, entry = snapshot.find_provider_model(model, None, provider, None)
         hit: tuple[Any, Any, Any] | None = (snapshot, prov, entry)
     except LookupError:
         hit = None
-    if len(_found) >= _MAX_FOUND:
-        _found.clear()
-    _found[key] = hit
+    if len(found) >= _MAX_FOUND:
+        found.clear()
+    found[key] = hit
     return hit
 
 
@@ -242,14 +239,8 @@ class PriceTable:
         return self.get(model) is not None
 
 
-_table_lock = threading.Lock()
-_table: PriceTable | None = None
-_user_table: PriceTable | None = None  # only the user's own entries: they win over genai-prices
-
-
 def load_prices(path: str | os.PathLike[str] | None = None) -> PriceTable:
     """The bundled table overlaid with ``path`` (or ``$LLMTRACE_PRICES``); becomes the table in use."""
-    global _table, _user_table
     bundled = PriceTable.from_json(json.loads(_BUNDLED.read_text()))
     table, user_table = bundled, None
     user = path if path is not None else env("LLMTRACE_PRICES")
@@ -266,13 +257,13 @@ def load_prices(path: str | os.PathLike[str] | None = None) -> PriceTable:
             user_table.version = user_table.version or f"user file {p.name}"
         table = PriceTable.from_json(data, base=bundled)
         table.version = bundled.version
-    with _table_lock:
-        _table, _user_table = table, user_table
+    with _state.table_lock:
+        _state.table, _state.user_table = table, user_table
     return table
 
 
 def price_table() -> PriceTable:
-    t = _table
+    t = _state.table
     if t is None:
         try:
             t = load_prices()
@@ -291,7 +282,7 @@ def price_pass(
     names = [m for m in (model, fallback_model) if m]
     if not usage.consistent or usage.input_tokens is None or usage.output_tokens is None:
         return NO_PRICE
-    user = _user_table
+    user = _state.user_table
     if user is not None:
         for name in names:
             if user.get(name) is not None:
@@ -336,12 +327,38 @@ class TraceCosts:
                 self._costs.popitem(last=False)
             return total
 
+    def clear(self) -> None:
+        with self._lock:
+            self._costs.clear()
+
     def get(self, trace_id: str) -> float:
         with self._lock:
             return self._costs.get(trace_id, 0.0)
 
 
-trace_costs = TraceCosts()
+@dataclass(slots=True)
+class PriceState:
+    """The price tables in use and what pricing remembers, held by the process's ``runtime``
+    (tracer/record/runtime.py); ``clear()`` forgets them: the tables are read again on the next priced pass."""
+
+    gp: Any = None  # genai_prices once loaded; False when it is not installed
+    load_lock: threading.Lock = field(default_factory=threading.Lock)
+    # (snapshot id, model, provider) -> genai-prices' match (see _find)
+    found: dict[tuple[int, str, str | None], tuple[Any, Any, Any] | None] = field(default_factory=dict)
+    table_lock: threading.Lock = field(default_factory=threading.Lock)
+    table: PriceTable | None = None
+    user_table: PriceTable | None = None  # only the user's own entries: they win over genai-prices
+    trace_costs: TraceCosts = field(default_factory=TraceCosts)
+
+    def clear(self) -> None:
+        with self.table_lock:
+            self.table = self.user_table = None
+        self.found.clear()
+        self.trace_costs.clear()
+
+
+_state = runtime.attach("prices", PriceState())
+trace_costs = _state.trace_costs
 
 
 def current_deploy() -> str | None:

@@ -5,7 +5,8 @@ middleware has seen (``sessions.Tracker``), the last prompt per template (``dive
 where a prompt parted from the one before) and the company each passage was last seen in
 (``passage_recurrence.PassageCompany``, retrieved passages from pasted text). All of it is hashes and
 counts, bounded. ``memory.clear()`` forgets it all (the tests start each case from nothing); a new
-``llmtrace.init`` forgets the conversations (a new store starts with none).
+``llmtrace.init`` forgets the conversations (a new store starts with none). It is one part of the process's
+``runtime`` (``tracer/record/runtime.py``): ``runtime.clear()`` forgets it with the rest.
 
 The digest caches of ``prompt_segments``, ``evidence_shape`` and ``untrusted_text`` only save work: a
 prompt reads the same with them or without, so they stay beside the code they speed up. The collector
@@ -20,6 +21,7 @@ from llmtrace.tracer.reading.divergence import PromptHistory
 from llmtrace.tracer.reading.passage_recurrence import PassageCompany
 from llmtrace.tracer.reading.sessions import Tracker
 from llmtrace.tracer.record import lifecycle
+from llmtrace.tracer.record.runtime import runtime
 
 
 @dataclass(slots=True)
@@ -34,5 +36,5 @@ class Memory:
         self.passages.clear()
 
 
-memory = Memory()
+memory = runtime.attach("reading", Memory())  # the process's runtime clears it with the rest (runtime.py)
 lifecycle.on_init(memory.conversations.clear)  # a new set-up (a new store) starts with no conversation in memory

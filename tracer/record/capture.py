@@ -22,15 +22,32 @@ import os
 import re
 import secrets
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from llmtrace.tracer.record import health
+from llmtrace.tracer.record.runtime import runtime
 from llmtrace.tracer.settings import env
 
-_mode: str = "hashes"
-_key: bytes | None = None  # set by init (use_store_key); a random per-process key until then
-_key_lock = threading.Lock()
 KEY_ENV = "LLMTRACE_HASH_KEY"
+DEFAULT_MODE = "hashes"
+
+
+@dataclass(slots=True)
+class CaptureState:
+    """The capture mode and the hash key, held by the process's ``runtime`` (runtime.py)."""
+
+    mode: str = DEFAULT_MODE
+    key: bytes | None = None  # set by init (use_store_key); a random per-process key until then
+    key_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def clear(self) -> None:
+        """Back to the default mode; the next hash takes LLMTRACE_HASH_KEY or a fresh random key."""
+        with self.key_lock:
+            self.mode, self.key = DEFAULT_MODE, None
+
+
+_state = runtime.attach("capture", CaptureState())
 
 _SECRET_PATTERNS = (
     re.compile(r"\b(?:sk|pk|rk)-(?:proj-|ant-)?[A-Za-z0-9_\-]{16,}"),  # OpenAI / Anthropic style keys
@@ -44,14 +61,13 @@ _SECRET_PATTERNS = (
 
 
 def set_mode(mode: str) -> None:
-    global _mode
     if mode not in ("none", "hashes", "full"):
         raise ValueError(f"capture mode must be none, hashes or full, got {mode!r}")
-    _mode = mode
+    _state.mode = mode
 
 
 def mode() -> str:
-    return _mode
+    return _state.mode
 
 
 # what ``scrub`` leaves where a secret was (the analyzers name such a value a credential)
@@ -131,7 +147,6 @@ def use_store_key(store: str | os.PathLike[str] | None) -> None:
 
     ``None`` (no store): ``LLMTRACE_HASH_KEY`` or a random key for this process. A key file that cannot be
     read or created is warned about once and a random key used: hashes then match only within the process."""
-    global _key
     try:
         given = env(KEY_ENV)
         key = store_key(store) if store is not None else (_parse_key(given) if given else secrets.token_bytes(32))
@@ -139,19 +154,18 @@ def use_store_key(store: str | os.PathLike[str] | None) -> None:
         health.count("hash_key_unavailable", 1, f"cannot read or create the hash key for {store} ({exc}); "
                      "hashes use a random key of this process and will not match other processes")
         key = secrets.token_bytes(32)
-    with _key_lock:
-        _key = key
+    with _state.key_lock:
+        _state.key = key
 
 
 def _current_key() -> bytes:
-    global _key
-    key = _key
+    key = _state.key
     if key is None:
-        with _key_lock:
-            if _key is None:
+        with _state.key_lock:
+            if _state.key is None:
                 given = env(KEY_ENV)
-                _key = _parse_key(given) if given else secrets.token_bytes(32)
-            key = _key
+                _state.key = _parse_key(given) if given else secrets.token_bytes(32)
+            key = _state.key
     return key
 
 
@@ -194,4 +208,4 @@ def first_divergence(a: list[str], b: list[str]) -> int:
 
 def keep_text(text: str) -> str | None:
     """The text to store under the current mode (scrubbed), or None."""
-    return scrub(text) if _mode == "full" else None
+    return scrub(text) if _state.mode == "full" else None

@@ -9,6 +9,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -19,25 +20,41 @@ from llmtrace.tracer.record import capture as capture_mode
 from llmtrace.tracer.record import health, recording
 from llmtrace.tracer.record.light_span import Sink
 from llmtrace.tracer.record.processor import QueueingSpanProcessor
+from llmtrace.tracer.record.runtime import runtime
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.settings import Settings
 
-_lock = threading.Lock()
-_provider: TracerProvider | None = None
-_settings: Settings | None = None
-_processors: list[QueueingSpanProcessor] = []
-_dropped_before = 0  # health's dropped_spans when the current set-up began
-_atexit_registered = False
 log = logging.getLogger("llmtrace")
-# in-process memory that belongs to one set-up (the middleware's conversations): forgotten at each init, so
-# calls traced into one store never continue conversations, or compare facts, with calls traced into another
-_reset_hooks: list[Callable[[], None]] = []
+
+
+@dataclass(slots=True)
+class Tracing:
+    """The set-up ``init`` made, held by the process's ``runtime`` (runtime.py); ``clear()`` shuts it down."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    provider: TracerProvider | None = None
+    settings: Settings | None = None
+    processors: list[QueueingSpanProcessor] = field(default_factory=list)
+    dropped_before: int = 0  # health's dropped_spans when the current set-up began
+    atexit_registered: bool = False
+    # in-process memory that belongs to one set-up (the middleware's conversations): forgotten at each init,
+    # so calls traced into one store never continue conversations, or compare facts, with calls traced into
+    # another. Wiring, not state: clear() keeps them.
+    reset_hooks: list[Callable[[], None]] = field(default_factory=list)
+
+    def clear(self) -> None:
+        with self.lock:
+            _shutdown_locked(self)
+            self.settings = None
+
+
+_tracing = runtime.attach("tracing", Tracing())
 
 
 def on_init(hook: Callable[[], None]) -> None:
     """Call ``hook`` whenever ``init`` sets tracing up anew."""
-    if hook not in _reset_hooks:
-        _reset_hooks.append(hook)
+    if hook not in _tracing.reset_hooks:
+        _tracing.reset_hooks.append(hook)
 
 
 def init(
@@ -58,12 +75,12 @@ def init(
     over defaults. ``db="none"`` disables the store. Calling ``init`` again replaces the previous set-up.
     ``shutdown_timeout_s`` (default 5) bounds ``shutdown()`` and interpreter exit: spans not stored by
     then are dropped, counted, and reported in one warning line."""
-    global _provider, _settings, _atexit_registered, _dropped_before
+    t = _tracing
     settings = Settings.resolve(db, otlp_endpoint, service_name, deploy, capture, strict, shutdown_timeout_s)
-    with _lock:
-        if _provider is not None:
-            _shutdown_locked()
-        for hook in _reset_hooks:
+    with t.lock:
+        if t.provider is not None:
+            _shutdown_locked(t)
+        for hook in t.reset_hooks:
             hook()
         attrs: dict[str, str] = {"service.name": settings.service_name}
         if settings.deploy:
@@ -87,8 +104,8 @@ def init(
                                                     shutdown_timeout_s=timeout))
         for p in processors:
             provider.add_span_processor(p)
-        _processors[:] = processors
-        _dropped_before = health.counters().get("dropped_spans", 0)
+        t.processors[:] = processors
+        t.dropped_before = health.counters().get("dropped_spans", 0)
         capture_mode.set_mode(settings.capture)
         capture_mode.use_store_key(settings.db)  # hashes keyed with the store's secret (<store>.key)
         # Stage spans skip the SDK's per-span work and go straight to these processors (light_span.py).
@@ -96,10 +113,10 @@ def init(
                             sink=Sink.for_provider(provider, processors))
         if set_global:
             trace.set_tracer_provider(provider)
-        _provider, _settings = provider, settings
-        if not _atexit_registered:
+        t.provider, t.settings = provider, settings
+        if not t.atexit_registered:
             atexit.register(shutdown)
-            _atexit_registered = True
+            t.atexit_registered = True
     return provider
 
 
@@ -112,25 +129,26 @@ def _otlp_exporter(endpoint: str) -> SpanExporter:
     return OTLPSpanExporter(endpoint=endpoint, timeout=5)
 
 
-def _shutdown_locked() -> None:
-    global _provider
-    if _provider is None:
+def _shutdown_locked(t: Tracing) -> None:
+    provider = t.provider
+    if provider is None:
         return
     recording.configure(None)  # spans recorded from now on go nowhere instead of into a closing queue
-    timeout = _settings.shutdown_timeout_s if _settings is not None else 5.0
+    settings = t.settings
+    timeout = settings.shutdown_timeout_s if settings is not None else 5.0
     deadline = time.monotonic() + timeout
-    for p in _processors:  # one deadline for all of them: the processors shut down one after the other
+    for p in t.processors:  # one deadline for all of them: the processors shut down one after the other
         p.set_deadline(deadline)
     try:
-        _provider.shutdown()
+        provider.shutdown()
     except Exception as exc:  # the tracer never raises into the app, least of all at exit
         log.warning("llmtrace: shutdown failed: %r", exc)
     finally:
-        _provider = None
-        _processors.clear()
-    dropped = health.counters().get("dropped_spans", 0) - _dropped_before
+        t.provider = None
+        t.processors.clear()
+    dropped = health.counters().get("dropped_spans", 0) - t.dropped_before
     if dropped > 0:
-        where = f" in {_settings.db}" if _settings is not None and _settings.db is not None else ""
+        where = f" in {settings.db}" if settings is not None and settings.db is not None else ""
         log.warning("llmtrace: %d spans could not be stored%s and were dropped (store locked by another "
                     "process, unwritable or full, or not written within shutdown_timeout_s=%gs)",
                     dropped, where, timeout)
@@ -139,14 +157,14 @@ def _shutdown_locked() -> None:
 def shutdown() -> None:
     """Flush every exporter and stop, within ``shutdown_timeout_s``. Runs at interpreter exit too, so a
     short script loses no span; the export threads have ended when it returns."""
-    with _lock:
-        _shutdown_locked()
+    with _tracing.lock:
+        _shutdown_locked(_tracing)
 
 
 def force_flush(timeout_millis: int = 30000) -> bool:
-    p = _provider
+    p = _tracing.provider
     return p.force_flush(timeout_millis) if p is not None else True
 
 
 def current_settings() -> Settings | None:
-    return _settings
+    return _tracing.settings
