@@ -69,6 +69,9 @@ _NOW = "_llmtrace_join_now"
 _MOVE = "_llmtrace_join_move"
 _PAIRS = "_llmtrace_join_pairs"
 _BODY = "_llmtrace_join_body"
+# a pass span's attributes that spell a key of either side (the JSON's quoted key) and no done mark
+_NAMES_A_CALL = '"(' + "|".join(k.replace(".", "\\.") for k in dict.fromkeys((N.GEN_AI_RESPONSE_ID, *SERVER_KEYS))) + ')":'
+
 _EARLIER = "_llmtrace_join_earlier"
 
 _TABLES_SQL = (
@@ -176,16 +179,21 @@ class ResponseIdJoin:
                 conn.execute(stmt)
             self._ready = True
         self._seq += 1
-        passes = pc.any(pc.is_in(table.column("operation"), pa.array(PASS_OPERATION_NAMES))).as_py()
+        pass_rows = table.filter(pc.is_in(table.column("operation"), pa.array(PASS_OPERATION_NAMES)))
         conn.register(_BATCH, table)
         try:
             new, earlier = 0, False
-            if passes:
-                added = conn.execute(f"INSERT INTO {KEYS_TABLE} SELECT *, {self._seq}, {time.time()} "
-                                     f"FROM ({_KEYS_SELECT})").fetchall()
-                if added and added[0][0]:  # no key waiting from this batch: no pair it could complete
-                    new = self._matches(conn)
-                earlier = _joined_in_body(table) and self._body_moves(conn)
+            if pass_rows.num_rows:
+                attrs = pass_rows.column("attributes")
+                # a pass span that names its call and still waits for its other side (one vectorised test:
+                # the SQL's JSON parse only when there is one)
+                if pc.any(pc.match_substring_regex(attrs, _NAMES_A_CALL)).as_py():
+                    added = conn.execute(f"INSERT INTO {KEYS_TABLE} SELECT *, {self._seq}, {time.time()} "
+                                         f"FROM ({_KEYS_SELECT})").fetchall()
+                    if added and added[0][0]:  # no key waiting from this batch: no pair it could complete
+                        new = self._matches(conn)
+                if pc.any(pc.match_substring(attrs, f'"{N.JOIN_BY}"')).as_py():  # joined in their requests
+                    earlier = self._body_moves(conn)
             self._move(conn, new, dedupe, earlier)
         finally:
             try:
@@ -262,6 +270,9 @@ class ResponseIdJoin:
         parts = [f"SELECT * FROM {_NOW}"] if new else []
         if earlier:
             parts.append(f"SELECT * FROM {_EARLIER}")
+        if not parts and not conn.execute(f"SELECT EXISTS (SELECT 1 FROM {MOVES_TABLE} WHERE from_trace IN "
+                                          f"(SELECT trace_id FROM {_BATCH}))").fetchall()[0][0]:
+            return  # nothing joined now, no late span of a trace moved before: one probe, no temporary table
         source = "(" + " UNION ALL BY NAME ".join([*parts, late]) + ")"
         conn.execute(f"""CREATE OR REPLACE TEMP TABLE {_MOVE} AS
             SELECT from_trace, any_value(to_trace) AS to_trace, any_value(to_span) AS to_span,
@@ -298,12 +309,6 @@ class ResponseIdJoin:
                              int(delta), int(dropped[0][0]) if dropped else 0)
         conn.execute(f"DROP TABLE IF EXISTS {_MOVE}")
 
-
-def _joined_in_body(table: pa.Table) -> bool:
-    """Whether a batch holds an engine pass span its request joined itself (the mark on its attributes)."""
-    passes = table.filter(pc.is_in(table.column("operation"), pa.array(PASS_OPERATION_NAMES)))
-    return bool(passes.num_rows) and bool(pc.any(pc.match_substring(passes.column("attributes"),
-                                                                    f'"{N.JOIN_BY}"')).as_py())
 
 
 def _hash(trace: str, parent: str, attributes: str) -> str:
