@@ -150,10 +150,10 @@ def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
     seg = c.passes[0].segment
     base = segment_base(seg)
     cls = max({p.window_class for p in c.passes}, key=lambda k: sum(1 for p in c.passes if p.window_class == k))
-    offsets = [p.char_offset for p in c.passes if p.char_offset >= 0]
-    off = max(set(offsets), key=offsets.count) if offsets else -1
-    gl = [p.global_offset for p in c.passes if p.global_offset >= 0]
-    tok = int(_median([float(p.token_offset) for p in c.passes if p.token_offset >= 0]))
+    offsets = [p.char_offset for p in c.passes if p.char_offset is not None]
+    off = max(set(offsets), key=offsets.count) if offsets else None
+    gl = [p.global_offset for p in c.passes if p.global_offset is not None]
+    tok = int(_median([float(p.token_offset) for p in c.passes if p.token_offset is not None]))
     distinct = len({p.window_text for p in c.passes if p.window_text is not None})
     shuffled = "tools in a different order each call (a set or dict iterated)" if base == "tools" else \
         "segments in a different order each call (shuffled examples)"
@@ -161,7 +161,7 @@ def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
             "invisible": "invisible characters", "whitespace": "changing whitespace",
             "free_text": "changing text"}.get(cls) or _a(cls)
     name = segment_name(base)
-    where = f"at char {off} of the {name}" if off >= 0 else f"in the {name}"
+    where = f"at char {off} of the {name}" if off is not None else f"in the {name}"
     hit_deploys = {p.deploy for p in c.passes}
     if len({p.deploy for p in passes}) > 1 and len(hit_deploys) == 1 and None not in hit_deploys:
         where += f" since deploy {next(iter(hit_deploys))}"  # it shipped with that deploy
@@ -181,7 +181,8 @@ def _window(analyzer: SymptomAnalyzer, q: Query, c: Cause, passes: list[PassLoss
     ids = sample_ids([p.trace_id for p in reversed(c.passes)])
     ev = _loss_evidence(c, passes, share, mspt, usdpt)
     # the segment named as the headline names it ("the system prompt"), its key beside it for SQL
-    ev.insert(0, Evidence("volatile window", f"{cls} at char {off} of the {name} (segment '{seg}')", "", ids))
+    place = f"at char {off} of" if off is not None else "in"  # no pass placed the window inside its segment
+    ev.insert(0, Evidence("volatile window", f"{cls} {place} the {name} (segment '{seg}')", "", ids))
     if gl:
         ev.insert(1, Evidence("its offset from the start of the prompt", int(_median([float(x) for x in gl])), "chars", ids))
     ev.insert(2, Evidence("first prompt token the cache missed", tok, "tokens", ids))

@@ -61,9 +61,10 @@ class PassLoss:
     cost_usd: float | None
     kind: str = "new"  # window, engine, short, blind, new, hit
     segment: str = ""  # the segment the window is in
-    char_offset: int = -1  # offset of the window inside that segment
-    global_offset: int = -1  # offset of the window from the start of the prompt (chars)
-    token_offset: int = -1  # first token that missed (engine-reported where available)
+    # None: not known (no window found, or the comparison could not place it)
+    char_offset: int | None = None  # offset of the window inside that segment
+    global_offset: int | None = None  # offset of the window from the start of the prompt (chars)
+    token_offset: int | None = None  # first token that missed (engine-reported where available)
     window_class: str = ""
     window_text: str | None = None
     lost_tokens: float = 0.0
@@ -370,7 +371,7 @@ def _apply_divergence(pl: PassLoss, div: dict[str, object], first_miss: int | No
             v = div.get(name)
             if isinstance(v, int) and v >= 0 and not (fld == "token_offset" and engine_reported):
                 setattr(pl, fld, v)
-        if pl.token_offset < 0 and pl.cached_known:
+        if pl.token_offset is None and pl.cached_known:
             pl.token_offset = pl.cached_tokens
 
 

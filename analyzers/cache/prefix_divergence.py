@@ -35,11 +35,11 @@ class Divergence:
     pairs: int  # consecutive pairs compared
     parted: int  # pairs that parted at ``segment``/``char_offset``
     segment: str  # segment kind (system, tools, history, user) or "prompt" when only tokens are known
-    segment_index: int
-    char_offset: int  # offset inside the segment (-1 when only a token offset is known)
-    global_char_offset: int  # offset from the start of the prompt (-1 when unknown)
+    segment_index: int | None  # None when only a token offset is known
+    char_offset: int | None  # offset inside the segment (None when only a token offset is known)
+    global_char_offset: int | None  # offset from the start of the prompt (None when unknown)
     exact: bool  # True when computed from text, False when only to chunk resolution
-    token_offset: int  # first token whose block differs (-1 when unknown)
+    token_offset: int | None  # first token whose block differs (None when unknown)
     text: str | None  # the text at the offset in the two passes (full capture only)
     other_text: str | None
     trace_ids: tuple[str, ...]
@@ -50,9 +50,9 @@ class Divergence:
 
     def describe(self) -> str:
         where = f"segment {self.segment!r}"
-        if self.char_offset >= 0:
+        if self.char_offset is not None:
             where += f" at char {self.char_offset}" + ("" if self.exact else f" (within {CHUNK_CHARS} chars)")
-        elif self.token_offset >= 0:
+        elif self.token_offset is not None:
             where += f" at token {self.token_offset}"
         if self.text is not None:
             where += f": {self.text!r} vs {self.other_text!r}"
@@ -146,7 +146,7 @@ def client_divergences(q: Query, min_pairs: int = 2, traces: list[str] | None = 
         kind, tid_a, before, exact, text_a, text_b = examples[spot]
         out.append(Divergence(
             template=key, pairs=len(passes) - 1, parted=n, segment=kind, segment_index=spot[0],
-            char_offset=spot[1], global_char_offset=before + spot[1], exact=exact, token_offset=-1,
+            char_offset=spot[1], global_char_offset=before + spot[1], exact=exact, token_offset=None,
             text=text_a, other_text=text_b, trace_ids=sample_ids([tid_a, *ids[spot]]),
         ))
     # the client's view first (it is what the app sent), then by how many pairs agree
@@ -193,7 +193,7 @@ def server_divergences(q: Query, min_pairs: int = 2, traces: list[str] | None = 
         bi, n = spots.most_common(1)[0]
         out.append(Divergence(
             template=f"{model} · blocks of {block_size}", pairs=len(passes) - 1, parted=n, segment="prompt",
-            segment_index=-1, char_offset=-1, global_char_offset=-1, exact=False, token_offset=bi * block_size,
+            segment_index=None, char_offset=None, global_char_offset=None, exact=False, token_offset=bi * block_size,
             text=None, other_text=None, trace_ids=sample_ids(ids[bi]),
         ))
     out.sort(key=lambda d: -d.parted)

@@ -128,14 +128,14 @@ class _Compare:
     prefix: int  # chars shared from the start
     shared: int  # chars a cache could serve if the window sat at the end
     segment: str = ""
-    seg_offset: int = -1
+    seg_offset: int | None = None  # None: the prompts do not part inside a segment (one extends the other)
     window_class: str = ""
     window_text: str | None = None
     distinct: bool = False  # the prompts differ in content (another template), not in a field
     width: int = 0  # chars of the window in the current prompt (a block's size)
     run: int = 0  # chars of the stable run found after a wide window or in the user's turn (judged by size)
-    run_at: int = -1  # where that run starts in the segment (``seg_index``) of the current prompt
-    seg_index: int = -1
+    run_at: int | None = None  # where that run starts in the segment (``seg_index``) of the current prompt
+    seg_index: int | None = None  # None: no run was found
     anchor: int = 0  # with hashes only: the fingerprint piece_run gives the run
     value_class: str = ""  # a block in the user's turn no wider than a field: what the value in it looks like
 
@@ -162,7 +162,7 @@ def _compare(cur: _Prompt, prev: _Prompt) -> _Compare:
     si = _split_index(cur, prev)
     c = _parting(cur, prev, si)
     lead = as_int(cur.segs[si].get("lead")) if si < len(cur.segs) else 0
-    if lead > 0 and c.seg_offset >= lead:
+    if lead > 0 and c.seg_offset is not None and c.seg_offset >= lead:
         c.seg_offset -= lead
     return c
 
@@ -204,9 +204,10 @@ def _parting(cur: _Prompt, prev: _Prompt, si: int) -> _Compare:
     # hashes only: the chunk chain gives the offset to 64 chars; equal lengths suggest a fixed-width field
     p = _chain_split(sa, sb)
     fld = _recorded_field(sa, sb, p)
-    if fld is not None and fld[1] >= 0:  # a listed value, the text around it proven unchanged
-        at, width, cls = fld
-        return _Compare(before + at, before + ca - width + later, kind, at, cls)
+    listed_width = fld[1] if fld is not None else None
+    if fld is not None and listed_width is not None:  # a listed value, the text around it proven unchanged
+        at, cls = fld[0], fld[2]
+        return _Compare(before + at, before + ca - listed_width + later, kind, at, cls)
     if ca == cb and ca - p > CHUNK_CHARS:  # same length: a field, placed by the listed value that starts it
         at, cls = (fld[0], fld[2]) if fld is not None else (p, "field")
         return _Compare(before + at, before + ca - CHUNK_CHARS + later, kind, at, cls)
@@ -351,7 +352,7 @@ def run_anchor(prompt: _Prompt, c: _Compare) -> int:
     starting 32 to 96 chars into it. Where a run starts moves by the few chars the blocks before it happen to
     share at their ends; past that margin the same fixed text gives the same pieces, so (almost always) the
     same smallest one, and other shared text (a chunk retrieved twice, a document's tail) another."""
-    if prompt.texts is None or c.run < 4 * _PROBE_CHARS or c.seg_index < 0:
+    if prompt.texts is None or c.run < 4 * _PROBE_CHARS or c.seg_index is None or c.run_at is None:
         return c.anchor
     text, lo = prompt.texts[c.seg_index], c.run_at + _PROBE_CHARS
     return min(hash(text[i:i + _PROBE_CHARS]) for i in range(lo, lo + 2 * _PROBE_CHARS))
@@ -409,11 +410,11 @@ def _fields(seg: dict[str, object]) -> list[dict[str, object]]:
     return [f for f in found if isinstance(f, dict)] if isinstance(found, list) else []
 
 
-def _recorded_field(sa: dict[str, object], sb: dict[str, object], p: int) -> tuple[int, int, str] | None:
+def _recorded_field(sa: dict[str, object], sb: dict[str, object], p: int) -> tuple[int, int | None, str] | None:
     """A volatile-looking value both segments list (``fields``: class, offset, length, hashes of the text
     before and after it, as the middleware, the collector and the server record them for hashed prompts)
     that ends past the first differing chunk (starting at ``p``) at the same offset after the same text in
-    both: (offset, width, class of the current one). The width is -1 when the text after it differs too (a
+    both: (offset, width, class of the current one). The width is None when the text after it differs too (a
     second value right after it, as in an id written in two parts): where the change starts is proven,
     not where it ends."""
     theirs = {(f.get("at"), f.get("before")): f.get("after") for f in _fields(sb)}
@@ -430,7 +431,7 @@ def _recorded_field(sa: dict[str, object], sb: dict[str, object], p: int) -> tup
         # ahead of the clock time that moved)
         if n + 1 < len(mine) and (mine[n + 1].get("at"), mine[n + 1].get("before")) in theirs:
             continue
-        width = as_int(f.get("chars")) if theirs[key] == f.get("after") else -1
+        width = as_int(f.get("chars")) if theirs[key] == f.get("after") else None
         return as_int(f.get("at")), width, str(f.get("class"))
     return None
 

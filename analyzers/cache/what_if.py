@@ -84,7 +84,7 @@ def _plans(c: Cause, passes: Sequence[PassLoss], block: int) -> dict[int, _Plan]
     plans: dict[int, _Plan] = {}
     for p in c.passes:
         chain = p.chain or []
-        head = min(len(chain), max(0, p.token_offset if p.token_offset >= 0 else p.cached_tokens) // block)
+        head = min(len(chain), max(0, p.token_offset if p.token_offset is not None else p.cached_tokens) // block)
         stable = min(len(chain), int(_stable_tokens(p, head * block)) // block)
         span = _window_span(p)[1]
         plans[id(p)] = (head, max(head, stable), f"{c.key}|{chain[head - 1] if head else ''}",
