@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import NamedTuple, TypeVar
@@ -38,7 +39,7 @@ class PrefillPass(NamedTuple):
     shared: float
 
 
-_Row = TypeVar("_Row", bound=tuple[float, ...])
+_Row = TypeVar("_Row")
 
 
 class WaitedPass(NamedTuple):
@@ -116,8 +117,8 @@ class Metrics:
         raw_billed = data.get("billed_sample")
         billed = tuple(float(v) for v in raw_billed if isinstance(v, (int, float)) and not isinstance(v, bool)) \
             if isinstance(raw_billed, list) else ()
-        readings = _rows(data.get("prefill_sample"), PrefillPass)
-        waited = _rows(data.get("ttft_wait_sample"), WaitedPass)
+        readings = _rows(data.get("prefill_sample"), PrefillPass, len(PrefillPass._fields))
+        waited = _rows(data.get("ttft_wait_sample"), WaitedPass, len(WaitedPass._fields))
         return cls(deploy=deploy if isinstance(deploy, str) else None,
                    passes=int(passes) if isinstance(passes, int) else 0, hit_rate=num("hit_rate"),
                    ttft_p50_ms=num("ttft_p50_ms"), ttft_p95_ms=num("ttft_p95_ms"),
@@ -129,12 +130,11 @@ class Metrics:
                    ttft_wait_sample=waited)
 
 
-def _rows(raw: object, kind: type[_Row]) -> tuple[_Row, ...]:
-    """A baseline file's list of per-pass readings as ``kind`` records; rows of another width or with a value
-    that is not a number are dropped (a file written by another version)."""
+def _rows(raw: object, kind: Callable[..., _Row], width: int) -> tuple[_Row, ...]:
+    """A baseline file's list of per-pass readings as ``kind`` records of ``width`` numbers; rows of another width
+    or with a value that is not a number are dropped (a file written by another version)."""
     if not isinstance(raw, list):
         return ()
-    width = len(kind._fields)  # type: ignore[attr-defined]
     return tuple(kind(*(float(v) for v in p)) for p in raw
                  if isinstance(p, list) and len(p) == width
                  and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in p))

@@ -244,10 +244,13 @@ def busier_waits(current: Metrics, baseline: Metrics, limit: float, q: float) ->
         return None
     stretch, rise, slack = (1 - bw) / (1 - cw), c_net / b_net, max(0.0, cw - bw)
     cc, bc = current.prefill_cpu_ms, baseline.prefill_cpu_ms
-    work_known = cc is not None and bc is not None and bc > 0
-    if stretch < LOAD_MIN_STRETCH or rise > 1 + limit + slack or (work_known and cc > bc * (1 + limit + slack)):
+    work = ""
+    if cc is not None and bc is not None and bc > 0:
+        if cc > bc * (1 + limit + slack):
+            return None
+        work = f"; the engine's own CPU work per prefill was {cc:.1f} ms (baseline {bc:.1f} ms)"
+    if stretch < LOAD_MIN_STRETCH or rise > 1 + limit + slack:
         return None
-    work = f"; the engine's own CPU work per prefill was {cc:.1f} ms (baseline {bc:.1f} ms)" if work_known else ""
     return (f"the machine was busier, not the deploy slower: the first token waited for a CPU {cw:.0%} of its "
             f"time (baseline {bw:.0%}), which alone makes it {stretch:.1f}x slower; with each pass's wait taken "
             f"out, TTFT {'p95' if q > 0.5 else 'p50'} is {c_net:.1f} ms (baseline {b_net:.1f} ms, {rise - 1:+.0%})"
