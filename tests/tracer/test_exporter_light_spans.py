@@ -85,7 +85,9 @@ def test_other_exporters_get_readable_spans_like_the_sdk_ones(store_path: Path) 
     assert stage.instrumentation_scope is not None and stage.instrumentation_scope.name == "llmtrace"
     assert dict(stage.attributes)["gen_ai.usage.output_tokens"] == 3
     assert stage.kind is SpanKind.INTERNAL and stage.start_time <= stage.end_time
-    assert tool.status.status_code is StatusCode.ERROR and tool.status.description == "ValueError: bad"
+    # the error's message is the app's text (it may name what the call was asked): kept under capture="full"
+    # only; the default (hashes) keeps its type
+    assert tool.status.status_code is StatusCode.ERROR and tool.status.description == "ValueError"
 
 
 def test_an_unsampled_pass_records_no_stage_span(store_path: Path) -> None:
