@@ -82,9 +82,17 @@ def header(scope: Scope, name: str) -> str | None:
     return None
 
 
+# The scope key saying which request on its connection this is (1: the connection is new). ASGI gives the app no
+# connection object, and a client's (host, port) names a connection only while it is open: on loopback a closed
+# ephemeral port comes back within seconds, and a new connection read as a kept-alive one.
+REQUEST_ON_CONNECTION = "llmtrace.request_on_connection"
+
+
 class ConnectionTracker:
-    """Remembers recent client (host, port) pairs: a pair seen before is a kept-alive connection reused.
-    (ASGI gives no connection object; the client's ephemeral port identifies it while it is open.)"""
+    """Tells a kept-alive connection's later requests from a new connection's first: exactly where the serving
+    protocol numbers each connection's requests in the scope (``http_guard.REQUEST_ON_CONNECTION``); otherwise by
+    the client's (host, port) pair seen before, which misreads a new connection on a recycled port as reused
+    (ASGI gives no connection object)."""
 
     def __init__(self, capacity: int = 8192) -> None:
         self._seen: OrderedDict[tuple[str, int], int] = OrderedDict()
@@ -93,6 +101,12 @@ class ConnectionTracker:
         self.opened_total = 0
 
     def note(self, scope: Scope) -> bool:
+        numbered = scope.get(REQUEST_ON_CONNECTION)  # our protocol numbers each connection's requests: exact
+        if isinstance(numbered, int):
+            reused = numbered > 1
+            self.reused_total += reused
+            self.opened_total += not reused
+            return reused
         client = scope.get("client")
         if not client:
             return False

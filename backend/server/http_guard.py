@@ -18,6 +18,8 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from llmtrace.backend.server.asgi_io import REQUEST_ON_CONNECTION
+
 log = logging.getLogger("llmtrace.serve")
 
 
@@ -45,11 +47,14 @@ class _HeaderGuard(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # uvicorn's own signature
         self._guard_timer: asyncio.TimerHandle | None = None
         self._header_bytes = 0
+        self._requests = 0  # requests begun on this connection (the scope says which one each is)
         super().connection_made(transport)
         self._arm()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        self._requests += 1
+        self.scope[REQUEST_ON_CONNECTION] = self._requests  # type: ignore[literal-required]  # our own scope key
         self._header_bytes = 0
         if self._guard_timer is None:  # the next request on a kept-alive connection started
             self._arm()

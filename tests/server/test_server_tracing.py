@@ -4,6 +4,7 @@ trace through ``traceparent``, with the policy values (normalization, template, 
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import httpx
@@ -70,6 +71,38 @@ def test_every_stage_once_with_summary_values(tiny_server) -> None:  # type: ign
                     "temperature, ttft_ms, queue_wait_ms, prompt_hash, output_hash FROM requests WHERE trace_id = ?", [t1])[0]
     assert row[:8] == ("tiny", "tiny", "replica-0", n, 4, "length", 11, 0.5)
     assert row[8] > 0 and row[9] == 0.0 and len(row[10]) == 16 and len(row[11]) == 16
+
+
+
+def _post_from(client_port: int, server_port: int) -> str:
+    """One chat request over a new connection from ``client_port`` that the server closes (Connection: close);
+    the trace id it answered with."""
+    body = json.dumps({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}).encode()
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", client_port))
+        s.connect(("127.0.0.1", server_port))
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                  b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        reply = b""
+        while chunk := s.recv(65536):
+            reply += chunk
+    head = reply.split(b"\r\n\r\n", 1)[0].decode("latin-1").lower()
+    return next(line.split(":", 1)[1].strip() for line in head.split("\r\n") if line.startswith("x-llmtrace-trace-id"))
+
+
+def test_a_new_connection_on_a_recycled_client_port_is_not_a_reused_one(tiny_server) -> None:  # type: ignore[no-untyped-def]
+    """On loopback a closed ephemeral port comes back within seconds; the server read a new connection from it as
+    the old one kept alive (it knew connections by the client's port). Two connections from one port, one after
+    the other: both new."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    traces = [_post_from(port, tiny_server.port) for _ in range(2)]
+    db = tiny_server.db_path
+    wait_rows(db, "SELECT count(*) FROM stages WHERE trace_id IN (?, ?) AND stage = 'arrival.connection'", traces,
+              until=lambda rows: rows[0][0] == 2)
+    assert [_values(db, t, "arrival.connection")["llmtrace.connection.reused"] for t in traces] == [False, False]
 
 
 def test_a_served_pass_value_has_one_writer(traced: Path) -> None:
