@@ -33,6 +33,16 @@ static inline __m256i to_bf16x16(__m512 v) {
     return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
 }
 
+/* the largest of a score row's first n floats, in every lane (the softmax's peak; n >= 1) */
+static inline __m512 row_peak(const float *s, int64_t n) {
+    __m512 mv = _mm512_set1_ps(-INFINITY);
+    for (int64_t j = 0; j < n; j += 16) {
+        const __mmask16 mk = (__mmask16)(n - j >= 16 ? 0xFFFFu : (1u << (n - j)) - 1u);
+        mv = _mm512_mask_max_ps(mv, mk, mv, _mm512_maskz_loadu_ps(mk, s + j));
+    }
+    return _mm512_set1_ps(_mm512_reduce_max_ps(mv));
+}
+
 /* e^x for x <= 0 (softmax after subtracting the peak): Cephes' expf polynomial, within 2 ulp of expf */
 static inline __m512 exp_ps(__m512 x) {
     x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));

@@ -155,12 +155,7 @@ static void attend_block(const uint16_t *q, int64_t H, int64_t G, int64_t h, int
     float inv[RB];
     for (int i = 0; i < RB; i++) {
         float *s = S + i * lp;
-        __m512 mv = _mm512_set1_ps(-INFINITY);
-        for (int64_t j = 0; j < cnt[i]; j += 16) {
-            const __mmask16 mk = (__mmask16)(cnt[i] - j >= 16 ? 0xFFFFu : (1u << (cnt[i] - j)) - 1u);
-            mv = _mm512_mask_max_ps(mv, mk, mv, _mm512_maskz_loadu_ps(mk, s + j));
-        }
-        const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mv));
+        const __m512 m = row_peak(s, cnt[i]);
         __m512 sum = _mm512_setzero_ps();
         for (int64_t j = 0; j < 2 * pairs; j += 16) { /* zeros past the row's own keys, up to the block's pairs */
             const int64_t left = cnt[i] - j;
@@ -331,12 +326,7 @@ static void attend_block_widened(const uint16_t *q, int64_t H, int64_t G, int64_
     float inv[WRB];
     for (int i = 0; i < WRB; i++) { /* probabilities in place, zero past the row's keys up to the block's */
         float *s = S + i * lp;
-        __m512 mv = _mm512_set1_ps(-INFINITY);
-        for (int64_t j = 0; j < cnt[i]; j += 16) {
-            const __mmask16 mk = (__mmask16)(cnt[i] - j >= 16 ? 0xFFFFu : (1u << (cnt[i] - j)) - 1u);
-            mv = _mm512_mask_max_ps(mv, mk, mv, _mm512_maskz_loadu_ps(mk, s + j));
-        }
-        const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mv));
+        const __m512 m = row_peak(s, cnt[i]);
         __m512 sum = _mm512_setzero_ps();
         for (int64_t j = 0; j < nkb * 16; j += 16) {
             const int64_t left = cnt[i] - j;
