@@ -63,6 +63,11 @@ class Case:
     content: bool = True  # false: the instrumentation's content capture off (no prompt text leaves the app)
 
 
+
+def no_app(ctx: Ctx, twin: bool) -> None:
+    """A foreign case's ``run``: its app's calls (``Case.calls``) go through diagnosis_foreign.py, never here."""
+    raise RuntimeError("a foreign case runs its calls through diagnosis_foreign.py")
+
 def question(i: int) -> str:
     return QUESTIONS[i % len(QUESTIONS)].format(n=100 + i)
 

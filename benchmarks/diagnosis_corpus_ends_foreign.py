@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from diagnosis_corpus_common import Case
+from diagnosis_corpus_common import Case, no_app
 
 PHARMACY = ("You answer the Brookfield pharmacy's dosing line. Quote the dose printed on the label, never change "
             "a prescription, and send anything about children under six to the pharmacist on duty. ") * 2
@@ -75,19 +75,15 @@ def semicolon_in_code_block(twin: bool, rng: random.Random) -> list[dict[str, An
             for i, cmd in enumerate(scripts)]
 
 
-def _no_app(ctx: Any, twin: bool) -> None:
-    raise RuntimeError("a foreign case runs its calls through diagnosis_foreign.py")
-
-
 _STOP = ("gen.stop",)
 ENDS_FOREIGN_CASES: tuple[Case, ...] = (
-    Case("otelv2_stop_period_mid_dose", _no_app, _STOP, via="otel-v2", calls=dose_mid_number),
-    Case("openinference_stop_period_mid_dose", _no_app, _STOP, via="openinference", calls=dose_mid_number),
-    Case("openinference_stop_after_abbreviation", _no_app, _STOP, via="openinference", calls=hours_after_abbreviation),
-    Case("otelv2_stop_after_abbreviation", _no_app, _STOP, via="otel-v2", calls=hours_after_abbreviation),
-    Case("openllmetry_stop_comma_in_json_string", _no_app, _STOP, via="openllmetry", calls=comma_in_json_string),
-    Case("litellm_stop_comma_in_json_string", _no_app, _STOP, via="litellm", calls=comma_in_json_string),
-    Case("openllmetry_stop_period_mid_dose", _no_app, _STOP, via="openllmetry", calls=dose_mid_number),
-    Case("otelv2_stop_semicolon_in_code_block", _no_app, _STOP, via="otel-v2", calls=semicolon_in_code_block),
-    Case("litellm_stop_semicolon_in_code_block", _no_app, _STOP, via="litellm", calls=semicolon_in_code_block),
+    Case("otelv2_stop_period_mid_dose", no_app, _STOP, via="otel-v2", calls=dose_mid_number),
+    Case("openinference_stop_period_mid_dose", no_app, _STOP, via="openinference", calls=dose_mid_number),
+    Case("openinference_stop_after_abbreviation", no_app, _STOP, via="openinference", calls=hours_after_abbreviation),
+    Case("otelv2_stop_after_abbreviation", no_app, _STOP, via="otel-v2", calls=hours_after_abbreviation),
+    Case("openllmetry_stop_comma_in_json_string", no_app, _STOP, via="openllmetry", calls=comma_in_json_string),
+    Case("litellm_stop_comma_in_json_string", no_app, _STOP, via="litellm", calls=comma_in_json_string),
+    Case("openllmetry_stop_period_mid_dose", no_app, _STOP, via="openllmetry", calls=dose_mid_number),
+    Case("otelv2_stop_semicolon_in_code_block", no_app, _STOP, via="otel-v2", calls=semicolon_in_code_block),
+    Case("litellm_stop_semicolon_in_code_block", no_app, _STOP, via="litellm", calls=semicolon_in_code_block),
 )

@@ -23,7 +23,7 @@ import random
 import threading
 from typing import Any
 
-from diagnosis_corpus_common import POLICY, Case, Ctx
+from diagnosis_corpus_common import POLICY, Case, Ctx, no_app
 
 HARM_SERVERS: dict[str, list[str]] = {}  # the cases use the corpus's own flag sets
 
@@ -204,15 +204,11 @@ HARM_CASES: tuple[Case, ...] = (
 )
 
 
-def _no_app(ctx: Any, twin: bool) -> None:
-    raise RuntimeError("a foreign case runs its calls through diagnosis_foreign.py")
-
-
 HARM_FOREIGN_CASES: tuple[Case, ...] = (
-    Case("otelv2_tool_stuck_vs_fan_out", _no_app, ("loop.tool_dispatch", "loop.budget"), via="otel-v2",
+    Case("otelv2_tool_stuck_vs_fan_out", no_app, ("loop.tool_dispatch", "loop.budget"), via="otel-v2",
          calls=foreign_stuck_vs_fan_out),
-    Case("openinference_tool_stuck_vs_fan_out", _no_app, ("loop.tool_dispatch", "loop.budget"), via="openinference",
+    Case("openinference_tool_stuck_vs_fan_out", no_app, ("loop.tool_dispatch", "loop.budget"), via="openinference",
          calls=foreign_stuck_vs_fan_out),
-    Case("openllmetry_tool_error_vs_lookups", _no_app, ("loop.tool_dispatch", "loop.budget"), via="openllmetry",
+    Case("openllmetry_tool_error_vs_lookups", no_app, ("loop.tool_dispatch", "loop.budget"), via="openllmetry",
          calls=foreign_error_vs_lookups),
 )

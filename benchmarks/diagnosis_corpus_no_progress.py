@@ -20,7 +20,7 @@ import json
 import random
 from typing import Any
 
-from diagnosis_corpus_common import Case, Ctx
+from diagnosis_corpus_common import Case, Ctx, no_app
 
 EXPECT = ("loop.budget", "loop.tool_dispatch")
 LIBRARY = ("You help readers of the Hollin Street library find books. Search the catalogue before you say a book "
@@ -252,16 +252,12 @@ nothing_wire = _wire(lambda twin, no, step: f"{no}: gate {12 + step}" if twin el
 errors_wire = _wire(lambda twin, no, step: f"{no}: gate {12 + step}" if twin else f"Error: flight {no} not found")
 
 
-def _no_app(ctx: Any, twin: bool) -> None:
-    raise RuntimeError("a foreign case runs its calls through diagnosis_foreign.py")
-
-
 NO_PROGRESS_FOREIGN_CASES: tuple[Case, ...] = (
-    Case("otelv2_no_progress_same_answer_spans", _no_app, EXPECT, via="otel-v2", calls=same_answer_spans),
-    Case("openinference_no_progress_error_text_spans", _no_app, EXPECT, via="openinference", calls=error_text_spans),
-    Case("openllmetry_no_progress_empty_spans", _no_app, EXPECT, via="openllmetry", calls=empty_spans),
-    Case("openinference_no_progress_nothing_found", _no_app, EXPECT, via="openinference", calls=nothing_wire),
-    Case("otelv2_no_progress_errors", _no_app, EXPECT, via="otel-v2", calls=errors_wire),
-    Case("litellm_no_progress_nothing_found", _no_app, EXPECT, via="litellm", calls=nothing_wire),
-    Case("openllmetry_no_progress_errors", _no_app, EXPECT, via="openllmetry", calls=errors_wire),
+    Case("otelv2_no_progress_same_answer_spans", no_app, EXPECT, via="otel-v2", calls=same_answer_spans),
+    Case("openinference_no_progress_error_text_spans", no_app, EXPECT, via="openinference", calls=error_text_spans),
+    Case("openllmetry_no_progress_empty_spans", no_app, EXPECT, via="openllmetry", calls=empty_spans),
+    Case("openinference_no_progress_nothing_found", no_app, EXPECT, via="openinference", calls=nothing_wire),
+    Case("otelv2_no_progress_errors", no_app, EXPECT, via="otel-v2", calls=errors_wire),
+    Case("litellm_no_progress_nothing_found", no_app, EXPECT, via="litellm", calls=nothing_wire),
+    Case("openllmetry_no_progress_errors", no_app, EXPECT, via="openllmetry", calls=errors_wire),
 )

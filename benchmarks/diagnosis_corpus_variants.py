@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from diagnosis_corpus_common import Case, Ctx, json_enum
+from diagnosis_corpus_common import Case, Ctx, json_enum, no_app
 
 _FILES = Path(__file__).resolve().parent / "diagnosis_templates"
 
@@ -403,13 +403,9 @@ def f_eviction(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
                    r * 6 + k) for r in range(3) for k in range(6)]
 
 
-def _no_app(ctx: Ctx, twin: bool) -> None:
-    raise RuntimeError("a foreign case runs its calls through diagnosis_foreign.py")
-
-
 def _foreign(cid: str, via: str, calls: Any, expect: tuple[str, ...], server: str = "default",
              twin_server: str | None = None, capture: str = "hashes") -> Case:
-    return Case(cid, _no_app, expect, server, twin_server, capture=capture, via=via, calls=calls)
+    return Case(cid, no_app, expect, server, twin_server, capture=capture, via=via, calls=calls)
 
 
 VARIANT_FOREIGN_CASES: tuple[Case, ...] = (

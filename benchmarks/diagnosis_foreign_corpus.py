@@ -19,6 +19,7 @@ import uuid
 from typing import Any
 
 from diagnosis_corpus import Case
+from diagnosis_corpus_common import no_app
 from diagnosis_corpus_ends_foreign import ENDS_FOREIGN_CASES
 from diagnosis_corpus_harm import HARM_FOREIGN_CASES
 from diagnosis_corpus_holdout import HOLDOUT_FOREIGN_CASES
@@ -320,10 +321,6 @@ FOREIGN: tuple[tuple[str, str, Any, tuple[str, ...], str], ...] = (
 )
 
 
-def _no_app(ctx: Any, twin: bool) -> None:
-    raise RuntimeError("a foreign case runs its calls through diagnosis_foreign.py")
-
-
 # the same apps with each package's content capture off (openai-v2's default): what token counts alone allow
 NO_CONTENT: tuple[tuple[str, str, Any, tuple[str, ...], str], ...] = (
     ("openinference_hidden_inputs_clock", "openinference", shift_clock_top, ("cache.prefix_match",), "hashes"),
@@ -331,8 +328,8 @@ NO_CONTENT: tuple[tuple[str, str, Any, tuple[str, ...], str], ...] = (
 )
 
 FOREIGN_CASES: tuple[Case, ...] = tuple(
-    Case(cid, _no_app, expect, capture=capture, via=via, calls=calls) for cid, via, calls, expect, capture in FOREIGN
-) + tuple(Case(cid, _no_app, expect, capture=capture, via=via, calls=calls, content=False)
+    Case(cid, no_app, expect, capture=capture, via=via, calls=calls) for cid, via, calls, expect, capture in FOREIGN
+) + tuple(Case(cid, no_app, expect, capture=capture, via=via, calls=calls, content=False)
           for cid, via, calls, expect, capture in NO_CONTENT) + VARIANT_FOREIGN_CASES + HOLDOUT_FOREIGN_CASES
 
 # issue 35's agent tool spans from other instrumentations: loops vs fan-out (diagnosis_corpus_harm.py)
