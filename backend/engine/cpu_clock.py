@@ -18,6 +18,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from llmtrace.tracer.record import run_queue
+
 
 class ThreadCpuClock:
     """Readings for the thread that first reads it (the engine steps on one thread)."""
@@ -33,14 +35,13 @@ class ThreadCpuClock:
             self.close()
             self._thread = ident
             try:
-                self._fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+                self._fd = os.open(run_queue.THREAD_SCHEDSTAT, os.O_RDONLY)
             except OSError:
                 self._fd = None
         if self._fd is not None:
             try:
-                wait = os.pread(self._fd, 96, 0).split()[1]
-                return time.thread_time_ns(), int(wait)
-            except (OSError, ValueError):
+                return time.thread_time_ns(), run_queue.wait_in(self._fd)
+            except (OSError, ValueError, IndexError):
                 self.close()
         return time.thread_time_ns(), None
 

@@ -19,15 +19,21 @@ import os
 import threading
 from collections.abc import Iterable
 
-_THREAD = "/proc/thread-self/schedstat"
+THREAD_SCHEDSTAT = "/proc/thread-self/schedstat"
 _TASKS = "/proc/self/task"
-_available = os.path.exists(_THREAD)
+_available = os.path.exists(THREAD_SCHEDSTAT)
+
+
+def wait_in(fd: int) -> int:
+    """The cumulative run-queue wait (ns) in an open schedstat file (its second field; read from the start,
+    so one descriptor can be read again and again, as the engine's CPU clock does each step)."""
+    return int(os.pread(fd, 96, 0).split()[1])
 
 
 def _wait_of(path: str) -> int:
     fd = os.open(path, os.O_RDONLY)
     try:
-        return int(os.pread(fd, 96, 0).split()[1])
+        return wait_in(fd)
     finally:
         os.close(fd)
 
@@ -38,7 +44,7 @@ def thread_wait() -> tuple[int, int] | None:
     if not _available:
         return None
     try:
-        return threading.get_ident(), _wait_of(_THREAD)
+        return threading.get_ident(), _wait_of(THREAD_SCHEDSTAT)
     except (OSError, ValueError, IndexError):
         _available = False
         return None
