@@ -198,7 +198,9 @@ class Call:
         events = sse.feed(chunk)
         if events:
             t = time.perf_counter_ns()
-            waited = None if self.ttft_wait is not None else run_queue.thread_wait_since(self.wait0)
+            # read only until the first token (a stream read on another thread than the one that sent it has no
+            # reading to subtract, and must not read on every chunk after it)
+            waited = None if self._first_token_seen() else run_queue.thread_wait_since(self.wait0)
             on_chunk = self.parser.on_chunk
             times = self.times
             for name, data in events:
