@@ -85,7 +85,7 @@ def header(scope: Scope, name: str) -> str | None:
 # The scope key saying which request on its connection this is (1: the connection is new). ASGI gives the app no
 # connection object, and a client's (host, port) names a connection only while it is open: on loopback a closed
 # ephemeral port comes back within seconds, and a new connection read as a kept-alive one.
-REQUEST_ON_CONNECTION = "llmtrace.request_on_connection"
+REQUEST_ON_CONNECTION = "llmtrace_request_on_connection"  # a scope key, not a span value: no dotted name
 
 
 class ConnectionTracker:
