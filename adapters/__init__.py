@@ -42,14 +42,17 @@ from llmtrace.tracer import aliases as _aliases
 from llmtrace.tracer.reading.sessions import session
 
 _MIDDLEWARE = ("anthropic_parser", "cache_diagnostics", "call", "client_stages", "encoding", "integrations",
-               "observation", "openai_parser", "prices", "protocol", "request_usage", "responses_parser", "sse",
-               "transport", "usage", "usage_source", "wire")
+               "observation", "openai_parser", "protocol", "request_usage", "responses_parser", "sse",
+               "transport", "usage_source", "wire")
+# the pass's usage and its price, read by the middleware and the collector alike, live in tracer/record
+_RECORD = ("prices", "usage")
 _HELPERS = ("budget", "compaction", "loops", "meters", "moderation", "prompt_assembly", "safety", "stop_reason")
 _READING = ("assistant_turn", "divergence", "segments", "sessions", "textscan", "volatile")
 _aliases.install(__name__, {
     **{m: f"{__name__}.middleware.{m}" for m in _MIDDLEWARE},
     **{m: f"{__name__}.helpers.{m}" for m in _HELPERS},
     **{m: f"llmtrace.tracer.reading.{m}" for m in _READING},
+    **{m: f"llmtrace.tracer.record.{m}" for m in _RECORD},
     "collect_conversations": "llmtrace.tracer.reading.conversations",
 })
 

@@ -123,7 +123,7 @@ class Budget:
     @staticmethod
     def _price(response: object, inp: int, out: int) -> float:
         from llmtrace.adapters.helpers import meters
-        from llmtrace.adapters.middleware.usage import Usage
+        from llmtrace.tracer.record.usage import Usage
 
         model = response.get("model") if isinstance(response, Mapping) else getattr(response, "model", None)
         cost = meters.pass_cost(str(model) if model else None, Usage(input_tokens=inp, output_tokens=out))

@@ -3,7 +3,7 @@
 Prices are USD per million tokens for five kinds of token: uncached input, cached input (cache reads),
 5-minute and 1-hour cache writes, and output. A pass is priced by the user's JSON file (argument >
 ``LLMTRACE_PRICES``) for the models it names, else by ``genai-prices`` (the ``prices`` extra, see
-``llmtrace.adapters.middleware.prices``, which holds the table the middleware prices every pass with),
+``llmtrace.tracer.record.prices``, which holds the table the middleware prices every pass with),
 else by the bundled table (``prices.json``, list prices at the time of writing). A model
 none of them knows gets no cost at all rather than a guessed one.
 
@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 
-from llmtrace.adapters.middleware.prices import (
+from llmtrace.tracer import recording as rec
+from llmtrace.tracer.record.prices import (
     NO_PRICE,
     PassPrice,
     Price,
@@ -28,8 +29,7 @@ from llmtrace.adapters.middleware.prices import (
     price_table,
     trace_costs,
 )
-from llmtrace.adapters.middleware.usage import Usage
-from llmtrace.tracer import recording as rec
+from llmtrace.tracer.record.usage import Usage
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 

@@ -4,3 +4,8 @@ request, the provider parsers (OpenAI chat and Responses, Anthropic), SSE and us
 
 It imports ``llmtrace.tracer`` (reading, record, registry) and nothing of ``helpers``.
 """
+
+from llmtrace.tracer import aliases as _aliases
+
+# moved to tracer/record, where the collector prices foreign passes with the same table: the old paths import
+_aliases.install(__name__, {"prices": "llmtrace.tracer.record.prices", "usage": "llmtrace.tracer.record.usage"})

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from llmtrace.adapters.middleware import cache_diagnostics
-from llmtrace.adapters.middleware import usage as usage_mod
 from llmtrace.adapters.middleware.observation import Observation, integer, number
 from llmtrace.tracer.reading import assistant_turn
 from llmtrace.tracer.reading.segments import canonical, part_text, turn_segments
+from llmtrace.tracer.record import usage as usage_mod
 
 
 def _message_text(m: Mapping[str, object]) -> str:

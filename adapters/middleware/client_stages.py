@@ -11,12 +11,13 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from llmtrace.adapters.middleware import cache_diagnostics, prices, usage_source, wire
-from llmtrace.adapters.middleware import usage as usage_mod
+from llmtrace.adapters.middleware import cache_diagnostics, usage_source, wire
 from llmtrace.adapters.middleware.call_record import CallRecord
 from llmtrace.tracer import capture
 from llmtrace.tracer import recording as rec
 from llmtrace.tracer.reading import evidence_shape, segments, stop_context, textscan, volatile
+from llmtrace.tracer.record import prices
+from llmtrace.tracer.record import usage as usage_mod
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
 from llmtrace.tracer.registry.finish_reason import normalize_finish_reason

@@ -15,9 +15,10 @@ from typing import Any, TypeVar
 
 import httpx
 
-from llmtrace.adapters.middleware import integrations, prices
+from llmtrace.adapters.middleware import integrations
 from llmtrace.adapters.middleware.call_record import DEFAULT_HIDDEN_STAGES, Options
 from llmtrace.adapters.middleware.transport import AsyncInstrumentedTransport, InstrumentedTransport
+from llmtrace.tracer.record import prices
 
 C = TypeVar("C")
 

@@ -14,9 +14,9 @@ from adapters_store import rows
 from llmtrace.adapters.helpers import budget as budget_mod
 from llmtrace.adapters.helpers import compaction, loops, meters, moderation, safety, stop_reason
 from llmtrace.adapters.helpers import prompt_assembly as assembly
-from llmtrace.adapters.middleware.usage import Usage
 from llmtrace.tracer import recording as rec
 from llmtrace.tracer.reading import volatile
+from llmtrace.tracer.record.usage import Usage
 
 
 def stage(db: Path, stage_id: str) -> list[dict[str, Any]]:

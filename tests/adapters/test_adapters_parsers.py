@@ -10,13 +10,13 @@ from adapters_fake_provider import sse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmtrace.adapters.middleware import usage
 from llmtrace.adapters.middleware.anthropic_parser import AnthropicParser
 from llmtrace.adapters.middleware.openai_parser import OpenAIParser
 from llmtrace.adapters.middleware.protocol import parser_for
 from llmtrace.adapters.middleware.sse import SSEParser
 from llmtrace.tracer import capture
 from llmtrace.tracer.reading.segments import capture_attributes
+from llmtrace.tracer.record import usage
 
 OPENAI_STREAM = sse(
     {

@@ -83,7 +83,7 @@ def test_without_genai_prices_the_bundled_table_prices_and_says_so(tmp_path: Pat
 
     script = (
         "import sys, json; sys.modules['genai_prices'] = None\n"
-        "from llmtrace.adapters.helpers import meters\nfrom llmtrace.adapters.middleware.usage import Usage\n"
+        "from llmtrace.adapters.helpers import meters\nfrom llmtrace.tracer.record.usage import Usage\n"
         "u = Usage(input_tokens=10**6, output_tokens=10**6, cache_read_tokens=5*10**5)\n"
         "a, b = meters.price_pass('gpt-4o-2024-08-06', u), meters.price_pass('gpt-5', u)\n"
         "print(json.dumps([a.cost, a.source, a.version, a.model, b.cost]))\n"
@@ -96,7 +96,7 @@ def test_without_genai_prices_the_bundled_table_prices_and_says_so(tmp_path: Pat
 
 def test_a_user_price_file_wins_over_genai_prices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from llmtrace.adapters.helpers import meters
-    from llmtrace.adapters.middleware.usage import Usage
+    from llmtrace.tracer.record.usage import Usage
 
     own = tmp_path / "prices.json"
     own.write_text('{"_version": "negotiated 2026-10", "gpt-5": {"input": 1.0, "output": 2.0}}')

@@ -13,10 +13,9 @@ import duckdb
 import pytest
 
 import llmtrace
-from llmtrace.adapters.middleware import prices
 from llmtrace.tracer import recording as rec
 from llmtrace.tracer.reading.memory import memory
-from llmtrace.tracer.record import capture, lifecycle
+from llmtrace.tracer.record import capture, lifecycle, prices
 from llmtrace.tracer.record.runtime import runtime
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S

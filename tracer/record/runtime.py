@@ -4,7 +4,7 @@ Each layer that keeps process-wide state attaches it here as one part, under a n
 handle to it: the tracing set-up ``llmtrace.init`` made (``lifecycle.Tracing``: provider, settings,
 processors), the capture mode and hash key (``capture.CaptureState``), what reading remembers across
 prompts (``reading/memory.py``, ``Memory``) and the price tables with their caches
-(``adapters/middleware/prices.py``, ``PriceState``). A part is a dataclass with ``clear()``.
+(``tracer/record/prices.py``, ``PriceState``). A part is a dataclass with ``clear()``.
 
 ``runtime.clear()`` returns the process to how it started: every part cleared, the last attached first (a
 module attaches its part when it is imported, after the modules it imports: the parts above the set-up let

@@ -20,9 +20,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from llmtrace.adapters.middleware.usage import Usage
 from llmtrace.tracer import health
 from llmtrace.tracer.record.runtime import runtime
+from llmtrace.tracer.record.usage import Usage
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.settings import env
 
