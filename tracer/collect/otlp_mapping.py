@@ -49,6 +49,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from llmtrace.tracer.collect.otlp_conversation import conversation_rows
+from llmtrace.tracer.collect.otlp_cost import accounting_values
 from llmtrace.tracer.collect.otlp_engines import (
     PhaseLedger,
     is_engine_span,
@@ -297,10 +298,10 @@ class Mapper:
         if mapped.operation == "execute_tool" and self.capture_mode != "none":
             # loop or fan-out: the call's arguments and result as digests (otlp_tools.py), never their text
             mapped.attributes.update(tool_values(attrs, status_message))
-        if status_message and "http.response.status_code" not in attrs:
-            status = http_status(status_message, attrs.get("error.type"))
+        if status_message and sc.HTTP_RESPONSE_STATUS_CODE not in attrs:
+            status = http_status(status_message, attrs.get(sc.ERROR_TYPE))
             if status is not None:
-                mapped.attributes["http.response.status_code"] = status
+                mapped.attributes[sc.HTTP_RESPONSE_STATUS_CODE] = status
         if mapped.operation in ("chat", "text_completion", "generate_content"):
             penalties = penalty_values(attrs)  # the penalties the request asked for (numbers, any capture mode)
             if penalties:
@@ -310,6 +311,10 @@ class Mapper:
                 mapped.extra.append(self._row(span_hex, S.GEN_STOP, end_ns, end_ns, ended))
             if self._content:  # the readers below read text only: an engine's pass span has none (ingest speed)
                 self._text_rows(mapped, attrs, span_hex, start_ns, end_ns, service)
+            accounting = accounting_values(mapped.attributes)  # its price, as the middleware's (otlp_cost.py)
+            if accounting:
+                mapped.attributes[N.METERS_COST_USD] = accounting[N.METERS_COST_USD]
+                mapped.extra.append(self._row(span_hex, S.METERS_CACHE_ACCOUNTING, end_ns, end_ns, accounting))
         return mapped
 
     def _text_rows(self, mapped: Mapped, attrs: dict[str, object], span_hex: str, start_ns: int, end_ns: int,

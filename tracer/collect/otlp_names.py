@@ -24,12 +24,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+# the conventions' one spelling, which the price of a foreign pass reads too (otlp_cost.py)
+from llmtrace.tracer.record.usage import CONVENTIONS, EXCLUDED, EXCLUDED_BOTH, INCLUDED
 from llmtrace.tracer.registry import names as N
 
 Unit = Literal["s", "ms", "us", "ns", "auto", "at"]  # "at": a point in time, not a duration (Langfuse)
-
-INCLUDED, EXCLUDED, EXCLUDED_BOTH = "included", "excluded", "excluded_both"
-CONVENTIONS = frozenset({INCLUDED, EXCLUDED, EXCLUDED_BOTH})
 
 # Every spelling of time to first token read from a span's attributes, first match wins (the order is
 # the order of trust: a server's own measure before a client's, our own name first).

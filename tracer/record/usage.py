@@ -14,6 +14,11 @@ from dataclasses import dataclass, field
 
 from llmtrace.tracer.registry import names as N
 
+# How a usage block counts cached prompt tokens (``llmtrace.usage.cache_convention``): inside ``input_tokens``
+# (OTel GenAI, OpenAI), reads beside (MLflow), reads and writes beside (Anthropic's API, Bedrock)
+INCLUDED, EXCLUDED, EXCLUDED_BOTH = "included", "excluded", "excluded_both"
+CONVENTIONS = frozenset({INCLUDED, EXCLUDED, EXCLUDED_BOTH})
+
 
 @dataclass(frozen=True, slots=True)
 class Usage:
@@ -92,6 +97,26 @@ def _check(u: dict[str, int | None], total: int | None) -> tuple[str, ...]:
     if total is not None and inp is not None and out is not None and total != inp + out:
         problems.append("total tokens differ from input plus output")
     return tuple(problems)
+
+
+def from_convention(convention: str | None, input_tokens: int | None, output_tokens: int | None,
+                    cache_read: int | None, cache_write: int | None) -> Usage:
+    """A usage block as a span spells it, read with the cache convention it follows (the collector records it:
+    tracer/collect/otlp_names.py), in the normalised form: cache reads, and for ``excluded_both`` the writes,
+    added back into ``input_tokens`` exactly as the ``requests`` view adds them (tracer/storage/views.py
+    PROMPT_TOKENS_SQL), so a foreign pass is priced as the middleware prices the same call."""
+    prompt = input_tokens
+    if input_tokens is not None and convention in (EXCLUDED, EXCLUDED_BOTH):
+        prompt = input_tokens + (cache_read or 0) + ((cache_write or 0) if convention == EXCLUDED_BOTH else 0)
+    vals: dict[str, int | None] = {
+        "input_tokens": prompt,
+        "output_tokens": output_tokens,
+        "cache_read_tokens": cache_read,
+        "cache_write_tokens": cache_write,
+        "reasoning_tokens": None,
+    }
+    problems = _check(vals, None)
+    return Usage(**vals, consistent=not problems, problems=problems)
 
 
 def _cached_inside_input(raw: Mapping[str, object], input_key: str, output_key: str) -> Usage:
