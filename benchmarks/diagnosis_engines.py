@@ -88,23 +88,40 @@ def llmd_router(tp_pair: Any, i: int, t0: int, twin: bool, rng: random.Random) -
     return 13  # 10 spans, 3 rows the engine's numbers imply (queue, prefill, decode)
 
 
-def dynamo_router(tp: Any, i: int, t0: int, twin: bool, rng: random.Random) -> int:
-    """Dynamo's KV router: overlap with the chosen worker against the best overlap it scored (these router
-    attribute names are the mapping's accepted spellings, not verified against Dynamo's source)."""
-    t = tp.get_tracer("dynamo.frontend")
+def dynamo_router(tp_pair: Any, i: int, t0: int, twin: bool, rng: random.Random) -> int:
+    """Dynamo's KV router in its own span names (read in ai-dynamo/dynamo: kv_router.find_matches and
+    kv_router.route_request in lib/llm/src/kv_router, engine.generate from PR 9543, the frontend's
+    http-request), a trace of their own (the KV router drops the traceparent), joined to the app's OTel GenAI
+    client span by the request id. 7 of 10 requests go to a worker holding none of the prefix (overlap_blocks
+    0; the engine reused nothing), the twin's to the one holding 30 of the 32 blocks. Dynamo names the chosen
+    worker's overlap only (the best worker's is a Prometheus metric and a DEBUG log line outside the request's
+    spans: docs/integrations/engines.md), so diagnose cannot call it a route away; it names the lost prefix."""
+    app_tp, eng_tp = tp_pair
+    app, t = app_tp.get_tracer("opentelemetry.instrumentation.openai_v2"), eng_tp.get_tracer("dynamo.frontend")
     away = _affected(i, twin)
-    best = 30
-    route = t.start_span("router.route_request", start_time=t0, attributes={
-        "worker_id": f"worker-{i % 4}", "overlap_blocks": rng.randint(0, 3) if away else best,
-        "best_overlap_blocks": best, "best_worker_id": "worker-7"})
-    ctx = trace.set_span_in_context(route)
+    rid = f"chatcmpl-legal-{i:04d}-{rng.getrandbits(32):08x}"
     ttft = 900.0 if away else 140.0
-    s = t.start_span("engine.generate", context=ctx, start_time=t0 + MS, attributes={
-        "disagg_role": "decode", "model": "legal-research-70b", "input_tokens": 2000, "ttft_ms": ttft,
-        "output_tokens": 120, "finish_reason": "stop"})
-    s.end(end_time=t0 + MS + int((ttft + 2400) * MS))
-    route.end(end_time=t0 + 2 * MS + int((ttft + 2400) * MS))
-    return 2
+    http = t.start_span("http-request", kind=SpanKind.SERVER, start_time=t0 + MS, attributes={
+        "request_id": rid, "uri": "/v1/chat/completions"})
+    ctx = trace.set_span_in_context(http)
+    t.start_span("kv_router.find_matches", context=ctx, start_time=t0 + MS, attributes={
+        "block_count": 32, "block_size": 64}).end(end_time=t0 + MS + 100_000)
+    route = t.start_span("kv_router.route_request", context=ctx, start_time=t0 + MS, attributes={
+        "request_id": rid, "worker_id": 7587890 + (i % 4 if away else 7), "dp_rank": 0,
+        "overlap_blocks": rng.randint(0, 1) if away else 30, "phase": "Aggregated"})
+    t.start_span("engine.generate", context=trace.set_span_in_context(route), start_time=t0 + 2 * MS, attributes={
+        "request_id": rid, "disagg_role": "decode", "model": "legal-research-70b", "input_tokens": 2048,
+        "ttft_ms": ttft, "output_tokens": 120, "finish_reason": "stop"}).end(end_time=t0 + int((ttft + 2400) * MS))
+    route.end(end_time=t0 + int((ttft + 2401) * MS))
+    http.end(end_time=t0 + int((ttft + 2402) * MS))
+    client = app.start_span("chat legal-research-70b", kind=SpanKind.CLIENT, start_time=t0, attributes={
+        "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "legal-research-70b", "gen_ai.response.model": "legal-research-70b",
+        "gen_ai.response.id": rid, "gen_ai.usage.input_tokens": 2048, "gen_ai.usage.output_tokens": 120,
+        "gen_ai.usage.cache_read.input_tokens": 0 if away else 30 * 64,  # what the engine reused, as told
+        "gen_ai.response.finish_reasons": ["stop"], "server.address": "llm.internal"})
+    client.end(end_time=t0 + int((ttft + 2500) * MS))
+    return 5
 
 
 def vllm_v1_queue(tp: Any, i: int, t0: int, twin: bool, rng: random.Random) -> int:
@@ -262,7 +279,8 @@ def greedy_prefix_cache_path(tp: Any, i: int, t0: int, twin: bool, rng: random.R
 
 ENGINE_CASES: list[EngineCase] = [
     EngineCase("engine_llmd_router_away", ("arrival.replica_selection",), llmd_router, "llm-d", apps=2),
-    EngineCase("engine_dynamo_router_away", ("arrival.replica_selection",), dynamo_router, "dynamo"),
+    # Dynamo names no best worker's overlap on its spans: the route away is read as the prefix it lost
+    EngineCase("engine_dynamo_router_away", ("cache.prefix_match",), dynamo_router, "dynamo", apps=2),
     EngineCase("engine_vllm_v1_queue", ("arrival.admission",), vllm_v1_queue, "vllm-v1"),
     EngineCase("engine_sglang_queue", ("arrival.admission",), sglang_queue, "sglang"),
     EngineCase("engine_client_vllm_volatile", ("intake.system_prompt", "cache.prefix_match"),

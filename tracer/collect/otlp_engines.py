@@ -94,8 +94,9 @@ _REMOTE = ((N.OFFLOAD_SOURCE, "remote"),)
 # Each field's spellings: the projects' own first (llm-d's semconv keys, pkg/common/observability/semconv/
 # llm_d.go; Dynamo's span fields, lib/llm/src/kv_router and lib/runtime/.../push_router.rs), then spellings
 # no project was seen to write (kept for routers of one's own: target_match_blocks, best_overlap_blocks,
-# best_worker_id, ...). llm-d names no endpoint's own match, only the best (max_match_blocks); Dynamo names
-# only the chosen one's (overlap_blocks): the analyzer reads the other off the engine's cached tokens.
+# best_worker_id, ...). llm-d names no endpoint's own match, only the best (max_match_blocks): the analyzer
+# reads the chosen one's off the engine's cached tokens. Dynamo names only the chosen one's (overlap_blocks),
+# and nothing on its spans gives the best (docs/integrations/engines.md: a metric and a DEBUG log line).
 _ROUTER = (
     Field(("llm_d.epp.picker.top_endpoints", "worker_id",
            "llm_d.epp.target_endpoint", "llm_d.epp.selected_endpoint", "dynamo.worker_id", "router.worker_id",
