@@ -90,3 +90,27 @@ def test_token_rule_answers_as_its_look_behind_regex() -> None:
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 8)))
         assert scrub._token(text) == (rule.search(text) is not None), text
         assert scrub._token_pb(text.encode()) == (rule_pb.search(text.encode()) is not None), text
+
+
+def test_one_pass_request_test_answers_as_suspect_bytes() -> None:
+    """The request-wide test (``suspect_protobuf``: one RE2 pass, the token rule's look-behind spelled out)
+    gives ``suspect_bytes``'s answer on random bytes built of every piece's edges: each case, upper case,
+    the look-behind's partial prefixes, whitespace RE2's ``\\s`` lacks (\\x0b), bytes that are not UTF-8,
+    and letters that case-fold to ASCII ones in Unicode (the Kelvin sign, the long s)."""
+    import random
+
+    from llmtrace.tracer.collect import scrub
+
+    pieces = [b"token", b"TOKEN", b"Token", b"first_token", b"FIRST_TOKEN", b"First_", b"first_", b"irst_", b"rst_",
+              b"st_", b"t_", b"_", b"tok", b"en", b":", b" ", b"=", b'"', b"\x12", b"\x0b", b"\x0c", b"\t", b"\r",
+              b"\n", b"x", b"tokens", b"input_tokens", b"\x80", b"\xff", b"\xc3", b"\xe2\x84\xaa", b"\xc5\xbf", b"\x00",
+              b"sk", b"-", b"SK-", b"k", b"ey", b"KEY", b"Au", b"th", b"gh", b"p", b"GHS_", b"xo", b"eyJ", b"aki",
+              b"passw", b"cook", b"ie", b"f", b"F", b"i", b"I", b"s", b"r", b"R"]
+    rng = random.Random(11)
+    seen = set()
+    for _ in range(20000):
+        raw = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 10)))
+        expected = scrub.suspect_bytes(raw)
+        seen.add(expected)
+        assert scrub.suspect_protobuf(raw) == expected, raw
+    assert seen == {True, False}

@@ -14,6 +14,9 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from llmtrace.tracer.record.capture import scrub as scrub_text
 
 REDACTED = "[REDACTED]"
@@ -72,7 +75,25 @@ def suspect_bytes(raw: bytes) -> bool:
     return _GH_PB.search(low) is not None or _token_pb(low)
 
 
-suspect_protobuf = suspect_bytes
+# ``suspect_bytes`` as one RE2 pattern, for a whole request: RE2 (pyarrow's match_substring_regex, a DFA,
+# case-insensitive, binary input read as Latin-1) makes one pass over the body where suspect_bytes makes
+# fourteen (0.37 ms against 0.94 ms a 100 KB request of 512 spans, ~1 us a span). The look-behind RE2
+# lacks is spelled out: "token" not preceded by "first_" is "token" at the start, after a byte that is
+# not "_", after "_" not preceded by "t", ... after "irst_" not preceded by "f" (or that piece at the
+# start). The same answer as suspect_bytes (tests/collector/test_collector_scrub.py holds it).
+_RE2_PIECES = "|".join(p.decode() for p in _PIECES_PB) + "|gh[pousr]_"
+_RE2_TOKEN = ("(?:^|^_|^t_|^st_|^rst_|^irst_|[^_]|[^t]_|[^s]t_|[^r]st_|[^i]rst_|[^f]irst_)"
+              "token(?:[\\t\\n\\x0b\\x0c\\r :=\"\\x12]|$)")  # Python's \s: RE2's lacks \x0b
+_RE2_SUSPECT = pc.MatchSubstringOptions(f"{_RE2_PIECES}|{_RE2_TOKEN}", ignore_case=True)
+
+
+def suspect_protobuf(raw: bytes) -> bool:
+    """``suspect_bytes`` of a whole request body, in one pass."""
+    try:
+        found = pc.call_function("match_substring_regex", [pa.array([raw], pa.binary())], _RE2_SUSPECT)
+    except pa.ArrowException:  # (a body over 2 GiB, which the collector's limits never let in)
+        return suspect_bytes(raw)
+    return bool(found[0].as_py())
 
 
 @lru_cache(maxsize=4096)
