@@ -6,6 +6,7 @@ It imports ``llmtrace.tracer`` (reading, record, registry) and nothing of ``help
 """
 
 from llmtrace.tracer import aliases as _aliases
+from llmtrace.tracer import record as _record
 
 # moved to tracer/record, where the collector prices foreign passes with the same table: the old paths import
-_aliases.install(__name__, {"prices": "llmtrace.tracer.record.prices", "usage": "llmtrace.tracer.record.usage"})
+_aliases.install(__name__, {m: f"{_record.__name__}.{m}" for m in ("prices", "usage")})

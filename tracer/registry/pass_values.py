@@ -48,6 +48,14 @@ PASS_VALUES: tuple[BoundaryValue, ...] = (
     V("gen_ai.usage.reasoning.output_tokens", "int", "tokens", "output tokens spent reasoning", semconv=True),
     V("llmtrace.ttft_ms", "float", "ms", "time from the request to the first output token", column="ttft_ms", summary=6),
     V("llmtrace.tpot_ms", "float", "ms", "mean time per output token after the first", column="tpot_ms", summary=7),
+    # the same latencies in the names an OTLP backend reads off engine spans (vLLM's and SGLang's request span,
+    # in seconds), written when the pass ends (recording.PassSpan.end); the pass also carries
+    # gen_ai.response.time_to_first_chunk, the semantic conventions' TTFT (declared with gen.streaming)
+    V("gen_ai.latency.time_to_first_token", "float", "s", "llmtrace.ttft_ms in seconds, under vLLM's and "
+      "SGLang's name", when="when the pass has a time to first token"),
+    V("gen_ai.latency.time_in_queue", "float", "s", "llmtrace.admission.queue_wait_ms in seconds, under vLLM's "
+      "and SGLang's name", when="when the server admitted the pass through its queue"),
+    V("gen_ai.latency.e2e", "float", "s", "the pass from its start to its end, under vLLM's and SGLang's name"),
     V("llmtrace.ttft.cpu_wait_ms", "float", "ms", "time before the first token that this side's threads were ready "
       "to run but waited for a CPU (Linux's run-queue wait: the calling thread on the client; the event loop and "
       "the engines' stepping threads on the bundled server; at most the TTFT): what a busier machine adds to it",
