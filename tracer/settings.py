@@ -34,6 +34,7 @@ ENVIRONMENT: dict[str, str] = {
     "LLMTRACE_CACHE": "where `llmtrace model pull` keeps models (default ~/.cache/llmtrace)",
     "LLMTRACE_NATIVE": "0: the engine does not build or use its native CPU kernels",
     "LLMTRACE_CPU_PATH": "forces the engine's CPU compute path (e.g. the no-bf16 fallback on a bf16 CPU)",
+    "LLMTRACE_PREFILL_GEMM": "auto | float32 | int16: the engine's prefill matmuls on a CPU (int16: AVX-512 VNNI)",
 }
 
 

@@ -70,7 +70,7 @@ def load_model(model_path: str | Path | None, dtype: str, decode: str = "auto",
         hint = " (run `llmtrace model pull`)" if model_path in (None, "tiny") else ""
         raise ValueError(f"model file {gguf} not found{hint}")
     if model_path == "tiny":  # random weights: no 4-bit codes to decode on
-        model = LlamaModel.tiny(compute.dtype, wide=compute.prefill_dtype)
+        model = LlamaModel.tiny(compute.dtype, wide=compute.prefill_dtype, int_gemm=bool(compute.prefill_gemm))
         model.compute_path = replace(compute, int4_decode=False)
         return model, Tokenizer.from_gguf(gguf)
     file = GGUFModelFile(gguf)  # parsed once, shared by the weights and the tokenizer

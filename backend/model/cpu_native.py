@@ -32,7 +32,7 @@ from llmtrace.tracer.settings import env
 
 SOURCE = Path(__file__).with_name("cpu_native.c")
 # compiled together into one library; the header holds helpers both use
-SOURCES = (SOURCE, SOURCE.with_name("cpu_prefill.c"))
+SOURCES = (SOURCE, SOURCE.with_name("cpu_prefill.c"), SOURCE.with_name("cpu_gemm_int.c"))
 HEADER = SOURCE.with_name("cpu_native.h")
 FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fopenmp", "-shared", "-fPIC", "-std=c11"]
 GEMV_SOURCE = SOURCE.with_name("cpu_gemv_avx2.c")
@@ -159,6 +159,12 @@ def _build() -> ctypes.CDLL:
     lib.rows_rope_bf16.restype = ctypes.c_int
     lib.rows_rope_bf16.argtypes = [_p, _i, _i, _i, _p, _p, _p]
     lib.rows_silu_mul_bf16.argtypes = [_p, _i, _i, _p]
+    lib.gemm_i16_packed_size.restype = _i
+    lib.gemm_i16_packed_size.argtypes = [_i, _i]
+    lib.gemm_pack_i16.restype = ctypes.c_int
+    lib.gemm_pack_i16.argtypes = [_p, _i, _i, _p, _p]
+    lib.gemm_i16.restype = ctypes.c_int
+    lib.gemm_i16.argtypes = [_p, _p, _i, _i, _p, _p, _i, _p, _p]
     for name in ("step_attention", "step_mlp"):
         fn = getattr(lib, name)
         fn.restype = ctypes.c_int

@@ -16,6 +16,10 @@
   skips the int4 kernel's dequantization; the Q8_0 head then returns float32 logits (no bfloat16 rounding).
 - float32 weights under bfloat16 activations (a CPU without bfloat16 dot products, ``compute_path``): the wide
   matmuls widen their rows to float32 and round the product back once; narrow rows take the paths above.
+- integer prefill (a CPU with AVX-512 VNNI and no bfloat16 dot products, ``compute_path``): wide inputs (more
+  than ``NATIVE_MAX_ROWS`` rows) go through ``cpu_gemm`` (int16 codes per weight channel and per row, VNNI dot
+  products) on its copy of the weight, made once here; the float weight stays for the rest (batch-invariant
+  tiles, the dense reference, inputs the kernel refuses).
 - batch-invariant mode: rows go through the matmul in fixed-size tiles (the last one padded), so the
   kernel and its reduction order seen by a row never depend on how many other rows share the step.
 """
@@ -25,7 +29,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from llmtrace.backend.model import cpu_native
+from llmtrace.backend.model import cpu_gemm, cpu_native
 from llmtrace.backend.model.gguf_reader import Q4_1_BLOCK, Q4_1Parts, Q8_0Parts
 
 INT4_MAX_ROWS = 16  # above this many rows the dense bfloat16 GEMM is faster than the int4 kernel (measured)
@@ -64,12 +68,14 @@ class Linear:
     """``y = x @ W.T`` with ``W: [out_features, in_features]``; no bias (Llama has none)."""
 
     __slots__ = ("weight", "int4_weight", "int4_scale_zero", "split_q8", "out_features", "in_features", "native",
-                 "native_dtype")
+                 "native_dtype", "wide_int")
 
     def __init__(self, weight: torch.Tensor, q4: Q4_1Parts | None = None, q8: Q8_0Parts | None = None,
-                 act_dtype: torch.dtype | None = None) -> None:
-        """``act_dtype``: the activations' dtype where it is not the weight's (bfloat16 rows, float32 weights)."""
+                 act_dtype: torch.dtype | None = None, int_gemm: bool = False) -> None:
+        """``act_dtype``: the activations' dtype where it is not the weight's (bfloat16 rows, float32 weights);
+        ``int_gemm``: wide inputs on the integer VNNI kernel (where it is built; else the dense matmul)."""
         self.weight = weight.contiguous()
+        self.wide_int = cpu_gemm.pack(self.weight) if int_gemm else None
         self.out_features, self.in_features = weight.shape
         self.int4_weight: torch.Tensor | None = None
         self.int4_scale_zero: torch.Tensor | None = None
@@ -104,6 +110,11 @@ class Linear:
 
     @property
     def kernel(self) -> str:
+        if self.wide_int is not None:
+            return "vnni_i16+" + self._narrow_kernel()
+        return self._narrow_kernel()
+
+    def _narrow_kernel(self) -> str:
         if self.native is not None:
             return f"native_q{self.native.kind}+" + ("q8_as_2xint4+dense" if self.split_q8 else "int4+dense")
         if self.split_q8:
@@ -119,6 +130,10 @@ class Linear:
                 return y
         if self.int4_weight is not None and x.shape[0] <= INT4_MAX_ROWS:
             return self._int4(x)
+        if self.wide_int is not None and x.shape[0] > NATIVE_MAX_ROWS:
+            y = cpu_gemm.matmul(self.wide_int, x)
+            if y is not None:
+                return y
         if x.dtype == torch.bfloat16 and self.weight.dtype == torch.bfloat16 and x.device.type == "cpu" and x.dim() == 2:
             return _bucketed_linear(x, self.weight)
         return self.dense(x)

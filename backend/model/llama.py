@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from llmtrace.backend.kernels.interface import AttentionBackend, AttentionMetadata, write_kv
-from llmtrace.backend.model import cpu_native
+from llmtrace.backend.model import cpu_gemm, cpu_native
 from llmtrace.backend.model.compute_path import ComputePath
 from llmtrace.backend.model.config import ModelConfig, tiny_config
 from llmtrace.backend.model.forward_clock import ForwardClock
@@ -69,7 +69,8 @@ class LlamaModel:
     @classmethod
     def from_gguf_path(cls, gguf: GGUFModelFile, compute: ComputePath) -> LlamaModel:
         """The model as ``compute`` says (its dtype; the int4 decode codes kept or not)."""
-        weights = load_gguf_weights(gguf, compute.dtype, int4=compute.int4_decode, wide=compute.prefill_dtype)
+        weights = load_gguf_weights(gguf, compute.dtype, int4=compute.int4_decode, wide=compute.prefill_dtype,
+                                    int_gemm=bool(compute.prefill_gemm))
         return cls(gguf.config, weights, compute.dtype, path=gguf.path, compute_path=compute)
 
     def path_labels(self) -> tuple[str, str]:
@@ -79,8 +80,10 @@ class LlamaModel:
             attention = self.device.type
         elif self.dtype == torch.bfloat16 and cpu_native.load() is not None:  # float32 products without BF16
             attention = "native_bf16_attention" if cpu_native.has_bf16_dot() else "native_f32_attention"
-        prefill = f"{self.compute_path.short}_gemm+{attention}"
         layer = self.weights.layers[0] if self.weights.layers else None
+        # what the layers hold, not what was asked for: the integer kernel's codes only where it was built
+        gemm = cpu_gemm.LABEL if layer is not None and layer.qkv.wide_int is not None else self.compute_path.short
+        prefill = f"{gemm}_gemm+{attention}"
         if self.native_decode is not None:
             decode = "native_fused_q4"
         elif layer is not None and layer.qkv.native is not None:
@@ -92,11 +95,13 @@ class LlamaModel:
         return prefill, decode
 
     @classmethod
-    def tiny(cls, dtype: str | torch.dtype = "float32", seed: int = 0, wide: torch.dtype | None = None) -> LlamaModel:
-        """Random tiny weights; ``wide``: the layers' matrices in that dtype (a compute path's prefill dtype)."""
+    def tiny(cls, dtype: str | torch.dtype = "float32", seed: int = 0, wide: torch.dtype | None = None,
+             int_gemm: bool = False) -> LlamaModel:
+        """Random tiny weights; ``wide``: the layers' matrices in that dtype (a compute path's prefill dtype);
+        ``int_gemm``: also as the integer prefill kernel's codes."""
         cfg = tiny_config()
         torch_dtype = resolve_dtype(dtype)
-        return cls(cfg, random_weights(cfg, torch_dtype, seed, wide), torch_dtype)
+        return cls(cfg, random_weights(cfg, torch_dtype, seed, wide, int_gemm), torch_dtype)
 
     def to(self, device: str | torch.device) -> LlamaModel:
         """A copy of the model on ``device`` (off the CPU the int4 path is dropped: its kernel is CPU-only)."""

@@ -47,11 +47,11 @@ class LlamaWeights:
 
 
 def load_gguf_weights(gguf: GGUFModelFile, dtype: torch.dtype, int4: bool | None = None,
-                      wide: torch.dtype | None = None) -> LlamaWeights:
+                      wide: torch.dtype | None = None, int_gemm: bool = False) -> LlamaWeights:
     """Dequantize every tensor to ``dtype`` (the layers' matrices to ``wide`` where given: float32 weights for
     a bfloat16 model's prefill on a CPU without bfloat16 dot products); keep the Q4_1 (and the head's Q8_0)
     codes too for the int4 decode path when ``int4`` (None: for bfloat16 only, so a float32 model is the
-    plain reference)."""
+    plain reference); ``int_gemm``: the layers' matrices also as the integer prefill kernel's codes."""
     cfg = gguf.config
     codes = dtype == torch.bfloat16 if int4 is None else int4
     wide = wide or dtype
@@ -62,7 +62,7 @@ def load_gguf_weights(gguf: GGUFModelFile, dtype: torch.dtype, int4: bool | None
     def fused(names: list[str]) -> Linear:
         weight = torch.cat([dense(n, wide) for n in names])
         q4 = concat_q4([gguf.q4_1_parts(n) for n in names]) if codes else None
-        return Linear(weight, q4, act_dtype=dtype)
+        return Linear(weight, q4, act_dtype=dtype, int_gemm=int_gemm)
 
     layers = []
     for i in range(cfg.num_layers):
@@ -92,16 +92,16 @@ def load_gguf_weights(gguf: GGUFModelFile, dtype: torch.dtype, int4: bool | None
 
 
 def random_weights(cfg: ModelConfig, dtype: torch.dtype, seed: int = 0,
-                   wide: torch.dtype | None = None) -> LlamaWeights:
+                   wide: torch.dtype | None = None, int_gemm: bool = False) -> LlamaWeights:
     """Random weights of the right shapes; deterministic for a seed (tests and the tiny model); the layers'
-    matrices in ``wide`` where given (as ``load_gguf_weights``)."""
+    matrices in ``wide`` where given, and as integer kernel codes with ``int_gemm`` (as ``load_gguf_weights``)."""
     gen = torch.Generator().manual_seed(seed)
 
     def normal(*shape: int, std: float = 0.02, to: torch.dtype = dtype) -> torch.Tensor:
         return (torch.randn(*shape, generator=gen) * std).to(to)
 
     def linear(*shape: int, std: float) -> Linear:
-        return Linear(normal(*shape, std=std, to=wide or dtype), act_dtype=dtype)
+        return Linear(normal(*shape, std=std, to=wide or dtype), act_dtype=dtype, int_gemm=int_gemm)
 
     def norm_weight() -> torch.Tensor:
         return 1.0 + 0.1 * torch.randn(cfg.hidden_size, generator=gen)

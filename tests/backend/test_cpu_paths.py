@@ -63,6 +63,32 @@ def test_each_cpu_kind_gets_its_prefill_dtype_and_keeps_int4_decode(kind: str, d
     assert path.short == ("fp32" if wide == F32 else "bf16")
     assert ("no bfloat16" in path.reason) == (wide == F32), path.reason
     assert _kind(kind).native_kernels == ("avx512f" in KINDS[kind])
+    # the wide matmuls on the VNNI integer kernel exactly where they would otherwise be float32 beside a
+    # bfloat16 model (the AVX-512 Xeon without BF16); the AVX2 EPYC has no native library to run it
+    vnni = kind == "xeon_avx512_no_bf16"
+    assert path.prefill_gemm == ("vnni_i16" if vnni else ""), path
+    assert path.prefill_label == ("vnni_i16" if vnni else path.short)
+    assert ("int16 VNNI prefill matmuls" in path.reason) == vnni, path.reason
+
+
+def test_the_prefill_gemm_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``LLMTRACE_PREFILL_GEMM``: float32 keeps the float32 matmuls where the integer kernel is the default,
+    int16 takes it where the native library builds (a BF16 CPU too, to measure it), never where it does not
+    build, never under ``--dtype`` by name; a value it does not know is an error."""
+    xeon, zen4, zen3 = _kind("xeon_avx512_no_bf16"), _kind("epyc_zen4_avx512_bf16"), _kind("epyc_zen3_avx2")
+    monkeypatch.setenv("LLMTRACE_PREFILL_GEMM", "float32")
+    off = choose("cpu", "auto", "auto", xeon)
+    assert off.prefill_gemm == "" and off.wide_dtype == F32 and "float32 prefill matmuls" in off.reason
+    monkeypatch.setenv("LLMTRACE_PREFILL_GEMM", "int16")
+    forced_bf16 = choose("cpu", "auto", "auto", zen4)
+    assert forced_bf16.prefill_gemm == "vnni_i16" and forced_bf16.wide_dtype == BF16, forced_bf16
+    assert "LLMTRACE_PREFILL_GEMM=int16" in forced_bf16.reason
+    assert choose("cpu", "auto", "auto", zen3).prefill_gemm == ""
+    assert choose("cpu", "float32", "auto", xeon).prefill_gemm == ""
+    assert choose("cpu", "bfloat16", "auto", xeon).prefill_gemm == ""
+    monkeypatch.setenv("LLMTRACE_PREFILL_GEMM", "int8")
+    with pytest.raises(ValueError, match="LLMTRACE_PREFILL_GEMM"):
+        choose("cpu", "auto", "auto", xeon)
 
 
 def test_dtype_and_decode_stay_overrides() -> None:
@@ -147,13 +173,13 @@ def test_each_path_decodes_as_close_to_float32_as_bfloat16(path: str, forced, gg
     compute = choose("cpu", "auto")
     model = LlamaModel.from_gguf_path(GGUFModelFile(gguf_path), compute)
     prefill, decode = model.path_labels()
-    assert prefill.startswith(f"{compute.short}_gemm+")
+    assert prefill.startswith(f"{compute.prefill_label}_gemm+")
     if not features.bf16_dot:
         assert compute.wide_dtype == F32 and all(lw.qkv.weight.dtype == F32 for lw in model.weights.layers)
-        if features.native_kernels:  # bfloat16 storage under the float32 prefill: the fused decode kept, the
-            # native attention in float32 products
+        if features.native_kernels:  # bfloat16 storage under the integer VNNI prefill matmuls (float32 weights
+            # kept beside): the fused decode kept, the native attention in float32 products
             assert compute.dtype == BF16 and decode == "native_fused_q4", (decode, cpu_native.load_error)
-            assert prefill == "fp32_gemm+native_f32_attention", prefill
+            assert prefill == "vnni_i16_gemm+native_f32_attention", prefill
         else:
             assert prefill == "fp32_gemm+sdpa", (prefill, features.isa)
     assert decode in ("native_fused_q4", "native_q4_gemv", "int4", "int4_bf16_rows"), decode
@@ -208,9 +234,11 @@ def test_serve_names_the_path_in_its_ready_line(tmp_path: Path, monkeypatch: pyt
         while "compute prefill=" not in server.log() and time.monotonic() < deadline:
             time.sleep(0.1)
         line = next((ln for ln in server.log().splitlines() if "listening on" in ln), "")
-        assert re.search(r"compute prefill=fp32_gemm\+\S+ decode=fp32_dense cpu=\S+ forced=nobf16\)", line), line
+        # the integer VNNI matmuls where the native library builds (AVX-512), else float32 ones
+        gemm = "vnni_i16" if cpu_features.detect().native_kernels else "fp32"
+        assert re.search(rf"compute prefill={gemm}_gemm\+\S+ decode=fp32_dense cpu=\S+ forced=nobf16\)", line), line
         stats = httpx.get(f"{server.base_url}/stats", timeout=10).json()
-        assert "prefill=fp32_gemm+" in json.dumps(stats) and "forced=nobf16" in json.dumps(stats)
+        assert f"prefill={gemm}_gemm+" in json.dumps(stats) and "forced=nobf16" in json.dumps(stats)
     finally:
         stop_server(server)
 
