@@ -87,6 +87,7 @@ from diagnosis_corpus_output import (
     unseeded_sampling,
 )
 from diagnosis_corpus_phrasings import PHRASING_CASES
+from diagnosis_corpus_probes35 import PROBE_CASES
 from diagnosis_corpus_variants import VARIANT_CASES
 
 __all__ = ["CASES", "Case", "Ctx"]
@@ -173,3 +174,5 @@ CASES: tuple[Case, ...] = (
 CASES = CASES + HARM_CASES  # (diagnosis_corpus_harm.py)
 # and loops that make no progress: the same result, error or nothing again whatever was asked (_no_progress.py)
 CASES = CASES + NO_PROGRESS_CASES
+# and session 35b's hold-out probes of issue 35's kinds: new places for stop strings, intake folds, loops (_probes35.py)
+CASES = CASES + PROBE_CASES

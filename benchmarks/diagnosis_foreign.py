@@ -170,7 +170,13 @@ def main() -> None:
             llm = ChatOpenAI(model=model, base_url=base_url, api_key=API_KEY, max_tokens=c["max_tokens"],  # type: ignore[arg-type]
                              temperature=0, streaming=bool(c.get("stream")), stream_usage=True,
                              stop=c.get("stop"))
-            msgs = [(m["role"] if m["role"] != "user" else "human", m["content"]) for m in c["messages"]]
+            if c.get("response_format"):  # passed through to the chat completions call, as a user binds it
+                llm = llm.bind(response_format=c["response_format"])  # type: ignore[assignment]
+            # a conversation with tool calls and results goes as OpenAI-shaped dicts (LangChain turns them into
+            # AIMessage tool_calls and ToolMessages); plain turns as (role, text) pairs
+            tooled = any(m.get("tool_calls") or m["role"] == "tool" for m in c["messages"])
+            msgs: Any = c["messages"] if tooled else [(m["role"] if m["role"] != "user" else "human", m["content"])
+                                                      for m in c["messages"]]
             if c.get("stream"):
                 for _ in llm.stream(msgs):
                     pass

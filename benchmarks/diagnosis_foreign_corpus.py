@@ -24,6 +24,7 @@ from diagnosis_corpus_ends_foreign import ENDS_FOREIGN_CASES
 from diagnosis_corpus_harm import HARM_FOREIGN_CASES
 from diagnosis_corpus_holdout import HOLDOUT_FOREIGN_CASES
 from diagnosis_corpus_no_progress import NO_PROGRESS_FOREIGN_CASES
+from diagnosis_corpus_probes35 import PROBE_FOREIGN_CASES
 from diagnosis_corpus_variants import VARIANT_FOREIGN_CASES
 
 CLINIC = ("You book appointments for the Moorfield Physiotherapy clinic. Offer the earliest free slot first, "
@@ -338,3 +339,5 @@ FOREIGN_CASES = FOREIGN_CASES + HARM_FOREIGN_CASES
 FOREIGN_CASES = FOREIGN_CASES + ENDS_FOREIGN_CASES
 # and loops that make no progress, on agent tool spans and in the recorded input messages (_no_progress.py)
 FOREIGN_CASES = FOREIGN_CASES + NO_PROGRESS_FOREIGN_CASES
+# and session 35b's hold-out probes of issue 35's kinds (diagnosis_corpus_probes35.py)
+FOREIGN_CASES = FOREIGN_CASES + PROBE_FOREIGN_CASES

@@ -7,7 +7,10 @@ string's class, what the output was inside of and what preceded the cut; classes
 A stop string that fires at a natural end (after a sentence's end, closing an open code block, at the end of a
 complete JSON value) is no finding. One that fires after a letter with nothing open is read as a finding only
 where it fired far earlier than the answers of the same service and prompt template (its system prompt's digest)
-that ended on their own.
+that ended on their own. Where the recorder could not tell a stop string from the turn's end (OpenAI's
+finish reason "stop", a foreign span: ``stop_unknown`` on every pass), the answers whose end reads as an answer's
+own end (a sentence's end, a closed JSON value, nothing left open) stand for those, and a stop that fired at such
+an end is never early.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ class EarlyEnd(SymptomAnalyzer):
         where = _WHERE.get(top["inside"], "")
         before = _BEFORE.get(top["before"], top["before"])
         at = " and ".join(x for x in (where, before if top["before"] in ("digit", "abbreviation") else "") if x)
-        if not at:
+        if not at or not top["in_content"]:  # a stop string not made of content: only how early it fired tells
             at = f"far earlier than the answers that ended on their own ({top['at_char']:.0f} vs {top['med']:.0f} chars)"
         sure = bool(top["sure"])
         named = top["cls"] != "unknown"  # the request's stop strings on record (a foreign span may not say them)
@@ -120,8 +123,14 @@ def _stopped_inside(q: Query) -> tuple[list[Row], int]:
     # what answers that ended on their own look like, per service and template: the yardstick for "far
     # earlier". A template's answers are compared with its own only (a first-line prompt cut at "\n" after
     # "Yes" is not early beside the same service's essays)
+    # A "stop" the recorder could not tell from a stop string (OpenAI's finish reason, a foreign span) counts
+    # among them where its end reads as an answer's own end (a sentence's end, a closed JSON value, nothing
+    # left open): otherwise a client of an OpenAI-style API, where every pass of a template with stop strings
+    # is stop_unknown, has no yardstick at all
+    natural = "(coalesce({p}inside, 'none') = 'none' AND {p}before IN ('sentence_end', 'punct'))"
     base = f"""SELECT svc, tpl, median(at_char) AS med, count(*) AS n FROM {passes}
-               WHERE kind IN ('end_turn', 'length', 'tool_call') AND at_char IS NOT NULL GROUP BY svc, tpl"""
+               WHERE (kind IN ('end_turn', 'length', 'tool_call') OR (kind = 'stop_unknown' AND {natural.format(p='')}))
+                 AND at_char IS NOT NULL GROUP BY svc, tpl"""
     # the rule of stop_context.inside_content, in SQL: a stop string made of ordinary content (a marker the
     # app chose fires where the model wrote it on purpose), met inside a JSON value or code block, or after
     # a digit or an abbreviation
@@ -130,7 +139,8 @@ def _stopped_inside(q: Query) -> tuple[list[Row], int]:
     inside = (f"((p.cls IS NULL OR p.cls IN ({like}) OR (p.cls = 'punct' AND p.chars <= {SHORT_PUNCT})) AND "
               "(p.inside IN ('json_string', 'json', 'code_fence') OR "
               f"(p.before IN ('digit', 'abbreviation') AND coalesce(p.cls, '') NOT IN ({line_ends}))))")
-    early = f"(b.n >= {MIN_BASELINE} AND p.at_char < {EARLY_RATIO} * b.med)"
+    # (a stop that fired where an answer ends on its own, "Yes." beside the template's letters, is not early)
+    early = f"(b.n >= {MIN_BASELINE} AND p.at_char < {EARLY_RATIO} * b.med AND NOT {natural.format(p='p.')})"
     rows = q.rows(f"""
         SELECT coalesce(p.cls, 'unknown') AS cls, coalesce(p.chars, 0) AS chars, coalesce(p.inside, 'none') AS inside,
                coalesce(p.before, 'other') AS before, count(*) AS n, any_value(p.kind) AS kind,

@@ -121,3 +121,43 @@ def test_a_first_line_template_beside_long_answers_is_quiet(tmp_path: Path) -> N
     db = tmp_path / "t.duckdb"
     _templates(db, planted=False)
     assert findings(db, "early_end") == []
+
+
+def _openai_templates(db: Path, planted: bool) -> None:
+    """An OpenAI-style client alone: the provider says only "stop" on every pass (stop strings set), so no pass is
+    known to have ended on its own. Eight letters of one template ending on a sentence (planted: four cut right
+    after the greeting by the role marker "User"; twin: four short whole sentences), and a first-line template
+    cut at a newline after "Yes" or "No" on purpose."""
+    import openai
+
+    from llmtrace.adapters import instrument
+
+    with fake_provider() as fp, store(db, capture="hashes"):
+        c = instrument(openai.OpenAI(base_url=fp.base_url + "/v1", api_key="x", max_retries=0))
+
+        def ask(system: str, text: str, stops: list[str], i: int) -> None:
+            fp.scripts["/v1/chat/completions"] = Script(chunks=[_openai_body(text)])
+            c.chat.completions.create(model="gpt-4o-mini", max_tokens=300, stop=stops, messages=[
+                {"role": "system", "content": system}, {"role": "user", "content": f"Write to customer {i}."}])
+
+        for i in range(8):
+            short = "Please ask the " if planted else "It was delivered today."
+            ask("You write replies for Kestrel Outdoor's order desk.", short if i % 2 == 0 else LONG + "soon.",
+                ["User"], i)
+        for i in range(6):
+            ask("Answer only Yes or No on the first line.", "Yes" if i % 2 else "No", ["\n"], i)
+
+
+def test_far_earlier_from_a_client_that_hears_only_stop(tmp_path: Path) -> None:
+    db = tmp_path / "t.duckdb"
+    _openai_templates(db, planted=True)
+    found = findings(db, "early_end")
+    assert found and found[0].stage == S.GEN_STOP and "far earlier" in found[0].title, found
+    ev = {e.label: e.value for e in found[0].evidence}
+    assert ev["answers ended by a stop string inside their content"] == 4, ev
+
+
+def test_short_whole_sentences_beside_long_letters_are_quiet(tmp_path: Path) -> None:
+    db = tmp_path / "t.duckdb"
+    _openai_templates(db, planted=False)
+    assert findings(db, "early_end") == []
