@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from llmtrace.tracer import health
+from llmtrace.tracer.record.price_terms import token_rates, token_total
 from llmtrace.tracer.record.runtime import runtime
 from llmtrace.tracer.record.usage import Usage
 from llmtrace.tracer.registry import names as N
@@ -97,7 +98,8 @@ NO_PRICE = PassPrice(None)
 
 
 def _per_token(model_price: Any, key: str) -> Decimal | None:
-    v = getattr(model_price, key, None)
+    # its own attributes: getattr of an unset kind goes through genai-prices' registry (~10 us each)
+    v = vars(model_price).get(key)
     return v / Decimal(1_000_000) if isinstance(v, Decimal) else None  # tiered prices: no split
 
 
@@ -126,30 +128,55 @@ def from_genai_prices(model: str, usage: Usage, provider: str | None) -> PassPri
         if found is None:
             return None  # a model (or provider) it does not list
         snapshot, prov, entry = found
-        calc = entry.calc_price(
-            gp.Usage(**counts),
-            prov,
-            genai_request_timestamp=datetime.now(tz=timezone.utc),
-            auto_update_timestamp=snapshot.timestamp if snapshot.from_auto_update else None,
-        )
+        now = datetime.now(tz=timezone.utc)
+        mp = entry.get_prices(now)
+        rates = _rates(gp, prov, entry, mp, now)
+        if rates is not None:  # text tokens only: the same sum as calc_price, without its ~0.5 ms (price_terms.py)
+            total = token_total(rates, inp, out, usage.cache_read_tokens or 0, usage.cache_write_tokens or 0,
+                                w1h if usage.cache_write_tokens else 0)
+        else:
+            total = entry.calc_price(gp.Usage(**counts), prov, genai_request_timestamp=now).total_price
     except Exception as exc:  # a bad entry or an unpriced kind of token: fall back, say so once
         health.count("price_lookup", message=f"genai-prices could not price {model!r}: {type(exc).__name__}: {exc}")
         return None
-    mp = calc.model_price
     write_5m = _per_token(mp, "cache_write_mtok")
     write_1h = _per_token(mp, "cache_write_1h_mtok") or write_5m
     version = f"genai-prices {gp.__version__}"
-    if calc.auto_update_timestamp is not None:
-        version = f"{version} (updated {calc.auto_update_timestamp.isoformat()})"
+    if snapshot.from_auto_update:
+        version = f"{version} (updated {snapshot.timestamp.isoformat()})"
     return PassPrice(
-        cost=float(calc.total_price),
+        cost=float(total),
         source="genai-prices",
         version=version,
-        model=f"{calc.provider.id}/{calc.model.id}",
+        model=f"{prov.id}/{entry.id}",
         cache_read=_usd(usage.cache_read_tokens, _per_token(mp, "cache_read_mtok")),
         cache_write_5m=_usd((usage.cache_write_tokens or 0) - w1h, write_5m),
         cache_write_1h=_usd(w1h, write_1h),
     )
+
+
+_PROBE = {"input_tokens": 10_000, "output_tokens": 700, "cache_read_tokens": 3_000, "cache_write_tokens": 2_000,
+          "cache_write_1h_tokens": 500}  # every kind of token a pass reports, below every tier
+
+
+def _rates(gp: Any, prov: Any, entry: Any, mp: Any, now: datetime) -> dict[str, Any] | None:
+    """The model price's token rates when its price is their plain sum (checked once against calc_price on a
+    probe of every kind of token), else None: that model price stays on calc_price."""
+    memo = _state.rates
+    known = memo.get(id(mp))
+    if known is not None and known[0] is mp:
+        return known[1]
+    rates = token_rates(mp)
+    if rates is not None:
+        want = entry.calc_price(gp.Usage(**_PROBE), prov, genai_request_timestamp=now).total_price
+        got = token_total(rates, *(_PROBE[k] for k in _PROBE))
+        if abs(float(got) - float(want)) > 1e-12 * max(1.0, abs(float(want))):  # the sums' order aside
+            health.count("price_terms", message=f"genai-prices' {entry.id!r} is not the sum of its token rates")
+            rates = None
+    if len(memo) >= _MAX_FOUND:
+        memo.clear()
+    memo[id(mp)] = (mp, rates)
+    return rates
 
 
 # ── the price table (the user's file > genai-prices > the bundled prices.json) and the cost of a pass ─────
@@ -345,6 +372,8 @@ class PriceState:
     load_lock: threading.Lock = field(default_factory=threading.Lock)
     # (snapshot id, model, provider) -> genai-prices' match (see _find)
     found: dict[tuple[int, str, str | None], tuple[Any, Any, Any] | None] = field(default_factory=dict)
+    # id(model price) -> (the model price, its token rates or None: see _rates)
+    rates: dict[int, tuple[Any, dict[str, Any] | None]] = field(default_factory=dict)
     table_lock: threading.Lock = field(default_factory=threading.Lock)
     table: PriceTable | None = None
     user_table: PriceTable | None = None  # only the user's own entries: they win over genai-prices
@@ -354,6 +383,7 @@ class PriceState:
         with self.table_lock:
             self.table = self.user_table = None
         self.found.clear()
+        self.rates.clear()
         self.trace_costs.clear()
 
 
