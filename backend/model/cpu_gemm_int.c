@@ -97,20 +97,47 @@ static void quant_row(const uint16_t *xbf, const float *xf, int64_t K, int64_t k
         _mm512_store_ps(d + 32, _mm512_add_ps(_mm512_load_ps(d + 32), _mm512_cvtepi32_ps(a##i##2))); \
     } while (0)
 
-/* rows r0 .. r0 + MR - 1 of codes xq [*, kp pairs] against one panel; f: [MR][NR] float32 sums */
+/* rows r0 .. r0 + MR - 1 of codes xq [*, kp pairs], column pairs c0 .. c1 - 1 (at most KCP), against one
+ * panel: the int32 sums widened and added to f [MR][NR] float32 */
 /* no-tree-pre: with it gcc 12 keeps the 24 accumulators on the stack (a load and a store per product) */
-__attribute__((noinline, optimize("no-tree-pre"))) static void micro_tile(const int32_t *xq, int64_t kp, int64_t r0, const int32_t *panel, float *f) {
+__attribute__((noinline, optimize("no-tree-pre"))) static void micro_tile(const int32_t *xq, int64_t kp, int64_t r0,
+                                                                         const int32_t *panel, int64_t c0,
+                                                                         int64_t c1, float *f) {
     const int32_t *xr = xq + r0 * kp; /* MR rows (the codes are padded to a multiple of MR rows with zeros) */
-    for (int i = 0; i < MR * NR; i += 16) _mm512_store_ps(f + i, _mm512_setzero_ps());
-    for (int64_t c0 = 0; c0 < kp; c0 += KCP) {
-        const int64_t c1 = c0 + KCP < kp ? c0 + KCP : kp;
-        ACC_DECL(0); ACC_DECL(1); ACC_DECL(2); ACC_DECL(3); ACC_DECL(4); ACC_DECL(5); ACC_DECL(6); ACC_DECL(7);
-        for (int64_t c = c0; c < c1; c++) {
-            const int32_t *w = panel + c * NR;
-            const __m512i w0 = _mm512_loadu_si512(w), w1 = _mm512_loadu_si512(w + 16), w2 = _mm512_loadu_si512(w + 32);
-            ACC_STEP(0); ACC_STEP(1); ACC_STEP(2); ACC_STEP(3); ACC_STEP(4); ACC_STEP(5); ACC_STEP(6); ACC_STEP(7);
+    ACC_DECL(0); ACC_DECL(1); ACC_DECL(2); ACC_DECL(3); ACC_DECL(4); ACC_DECL(5); ACC_DECL(6); ACC_DECL(7);
+    for (int64_t c = c0; c < c1; c++) {
+        const int32_t *w = panel + c * NR;
+        const __m512i w0 = _mm512_loadu_si512(w), w1 = _mm512_loadu_si512(w + 16), w2 = _mm512_loadu_si512(w + 32);
+        ACC_STEP(0); ACC_STEP(1); ACC_STEP(2); ACC_STEP(3); ACC_STEP(4); ACC_STEP(5); ACC_STEP(6); ACC_STEP(7);
+    }
+    ACC_FLUSH(0); ACC_FLUSH(1); ACC_FLUSH(2); ACC_FLUSH(3); ACC_FLUSH(4); ACC_FLUSH(5); ACC_FLUSH(6); ACC_FLUSH(7);
+}
+
+/* rows b0 .. b1 - 1 (a row block) against panel p: KCP column pairs at a time over every row tile of the
+ * block (the panel's slice, KCP * NR * 4 = 12 KiB, stays in L1 across them), then scaled into y */
+static void block_panel(const int32_t *xq, const float *xs, int64_t kp, int64_t b0, int64_t b1, int64_t p,
+                        const int32_t *packed, const float *wscale, int64_t N, float *f, uint16_t *ybf,
+                        float *yf) {
+    const int64_t tiles = (b1 - b0 + MR - 1) / MR;
+    const int32_t *panel = packed + p * kp * NR;
+    for (int64_t i = 0; i < tiles * MR * NR; i += 16) _mm512_store_ps(f + i, _mm512_setzero_ps());
+    for (int64_t c0 = 0; c0 < kp; c0 += KCP)
+        for (int64_t t = 0; t < tiles; t++)
+            micro_tile(xq, kp, b0 + t * MR, panel, c0, c0 + KCP < kp ? c0 + KCP : kp, f + t * MR * NR);
+    __m512 sw[3];
+    for (int v = 0; v < 3; v++) sw[v] = _mm512_loadu_ps(wscale + p * NR + 16 * v);
+    for (int64_t m = b0; m < b1; m++) {
+        const __m512 rs = _mm512_set1_ps(xs[m]);
+        for (int v = 0; v < 3; v++) {
+            const int64_t n = p * NR + 16 * v;
+            if (n >= N) break;
+            const __mmask16 mk = (__mmask16)(N - n >= 16 ? 0xFFFFu : (1u << (N - n)) - 1u);
+            const __m512 y = _mm512_mul_ps(_mm512_load_ps(f + (m - b0) * NR + 16 * v), _mm512_mul_ps(sw[v], rs));
+            if (yf)
+                _mm512_mask_storeu_ps(yf + m * N + n, mk, y);
+            else
+                _mm256_mask_storeu_epi16(ybf + m * N + n, mk, to_bf16x16(y));
         }
-        ACC_FLUSH(0); ACC_FLUSH(1); ACC_FLUSH(2); ACC_FLUSH(3); ACC_FLUSH(4); ACC_FLUSH(5); ACC_FLUSH(6); ACC_FLUSH(7);
     }
 }
 
@@ -134,36 +161,23 @@ int gemm_i16(const int32_t *packed, const float *wscale, int64_t N, int64_t K, c
         quant_row(xbf ? xbf + m * K : NULL, xf ? xf + m * K : NULL, K, kp, xq + m * 2 * kp, xs + m);
     memset(xq + M * 2 * kp, 0, (size_t)((mp - M) * kp * 4));
     /* a thread takes whole (row block, panel) tiles in order: its row blocks' codes stay in L2 across panels */
+    int failed = 0;
 #pragma omp parallel if (many && M * N * K >= (1 << 22))
     {
-        float f[MR * NR] __attribute__((aligned(64)));
+        float *f = aligned_alloc(64, (size_t)MB * NR * sizeof(float)); /* a row block's sums for one panel */
+        if (!f) {
+#pragma omp atomic write
+            failed = 1;
+        }
 #pragma omp for collapse(2) schedule(static)
         for (int64_t b = 0; b < blocks; b++)
-            for (int64_t p = 0; p < panels; p++) {
-                const int64_t m_end = (b + 1) * MB < M ? (b + 1) * MB : M;
-                const __m512 s0 = _mm512_loadu_ps(wscale + p * NR), s1 = _mm512_loadu_ps(wscale + p * NR + 16);
-                const __m512 s2 = _mm512_loadu_ps(wscale + p * NR + 32);
-                for (int64_t r0 = b * MB; r0 < m_end; r0 += MR) {
-                    const int rows = m_end - r0 < MR ? (int)(m_end - r0) : MR;
-                    micro_tile((const int32_t *)xq, kp, r0, packed + p * kp * NR, f);
-                    for (int i = 0; i < rows; i++) {
-                        const __m512 rs = _mm512_set1_ps(xs[r0 + i]);
-                        const __m512 sv[3] = {_mm512_mul_ps(s0, rs), _mm512_mul_ps(s1, rs), _mm512_mul_ps(s2, rs)};
-                        for (int v = 0; v < 3; v++) {
-                            const int64_t n = p * NR + 16 * v;
-                            if (n >= N) break;
-                            const __mmask16 mk = (__mmask16)(N - n >= 16 ? 0xFFFFu : (1u << (N - n)) - 1u);
-                            const __m512 y = _mm512_mul_ps(_mm512_load_ps(f + i * NR + 16 * v), sv[v]);
-                            if (yf)
-                                _mm512_mask_storeu_ps(yf + (r0 + i) * N + n, mk, y);
-                            else
-                                _mm256_mask_storeu_epi16(ybf + (r0 + i) * N + n, mk, to_bf16x16(y));
-                        }
-                    }
-                }
-            }
+            for (int64_t p = 0; p < panels; p++)
+                if (f)
+                    block_panel((const int32_t *)xq, xs, kp, b * MB, (b + 1) * MB < M ? (b + 1) * MB : M, p, packed,
+                                wscale, N, f, ybf, yf);
+        free(f);
     }
     free(xq);
     free(xs);
-    return 0;
+    return failed ? -2 : 0;
 }
