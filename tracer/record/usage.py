@@ -116,7 +116,7 @@ def from_convention(convention: str | None, input_tokens: int | None, output_tok
         "reasoning_tokens": None,
     }
     problems = _check(vals, None)
-    return Usage(**vals, consistent=not problems, problems=problems)
+    return Usage(**vals, consistent=not problems, problems=problems, raw={})
 
 
 def _cached_inside_input(raw: Mapping[str, object], input_key: str, output_key: str) -> Usage:
