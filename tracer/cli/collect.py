@@ -17,7 +17,6 @@ from pathlib import Path
 
 from llmtrace.tracer.collect.conns import Timeouts
 from llmtrace.tracer.collect.server import Collector, CollectorConfig
-from llmtrace.tracer.record import prices
 from llmtrace.tracer.settings import env, resolve_db
 from llmtrace.tracer.storage.retention import RetentionPolicy, parse_age, parse_size
 from llmtrace.tracer.storage.store import StoreError, check_existing_store
@@ -125,7 +124,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"llmtrace collect: cannot listen on {config.host}:{config.port}: {exc.strerror or exc}",
               file=sys.stderr)
         return 1
-    prices.warm_up()  # genai-prices (pydantic) loads now, not on the decode path of the first foreign pass priced
     stop = threading.Event()
 
     def _on_signal(signum: int, frame: object) -> None:
