@@ -14,13 +14,19 @@ Messages usage copied onto a span (``input_tokens`` beside ``cache_read_input_to
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import anthropic
+import openai
 import pytest
 from collector_helpers import otlp_provider, query, start_collector
 from opentelemetry.trace import SpanKind
 
+import llmtrace
+from llmtrace.adapters import instrument
 from llmtrace.tracer.record import prices
 from llmtrace.tracer.record import usage as usage_mod
 from llmtrace.tracer.record.runtime import runtime
@@ -147,3 +153,53 @@ def test_a_foreign_pass_costs_what_the_middleware_charges(store: Path, mark: str
 def test_an_engine_pass_is_not_priced(store: Path) -> None:
     cost, *_ = _pass(store, "engine")
     assert cost is None
+
+
+def _provider(answers: dict[str, dict[str, object]]) -> ThreadingHTTPServer:
+    """A loopback provider that answers each path with one JSON body (OpenAI's and Anthropic's shapes)."""
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            self.rfile.read(int(self.headers.get("content-length", "0")))
+            body = json.dumps(answers[self.path]).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def test_the_collector_charges_what_the_middleware_recorded(store: Path, tmp_path: Path) -> None:
+    """The same two calls made through the middleware itself (the real OpenAI and Anthropic SDKs under
+    instrument()): the cost its own store records is the cost the collector gave the foreign spans of them."""
+    srv = _provider({
+        "/v1/chat/completions": {"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o-mini",
+                                 "choices": [{"index": 0, "finish_reason": "stop",
+                                              "message": {"role": "assistant", "content": "ok"}}],
+                                 "usage": {**OPENAI_USAGE, "total_tokens": 1050}},
+        "/v1/messages": {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+                         "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+                         "stop_sequence": None, "usage": ANTHROPIC_USAGE}})
+    app_db = tmp_path / "app.duckdb"
+    base = f"http://127.0.0.1:{srv.server_address[1]}"
+    llmtrace.init(db=app_db, service_name="app", strict=True)
+    try:
+        oa = instrument(openai.OpenAI(api_key="sk-test", base_url=base + "/v1", max_retries=0))
+        oa.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
+        an = instrument(anthropic.Anthropic(api_key="sk-test", base_url=base, max_retries=0))
+        an.messages.create(model="claude-sonnet-4-5", max_tokens=50, messages=[{"role": "user", "content": "hi"}])
+    finally:
+        llmtrace.shutdown()
+        srv.shutdown()
+    own = dict(query(app_db, "SELECT model, cost_usd FROM requests"))
+    assert set(own) == {"gpt-4o-mini", "claude-sonnet-4-5"} and all(own.values()), own
+    for mark, model in (("otel-gpt", "gpt-4o-mini"), ("mlflow-gpt", "gpt-4o-mini"),
+                        ("anthropic-claude", "claude-sonnet-4-5")):
+        cost, *_ = _pass(store, mark)
+        assert cost == pytest.approx(own[model], rel=1e-9), (mark, cost, own[model])
