@@ -157,3 +157,32 @@ def test_every_batch_comes_back_once_committed_or_dropped(tmp_path: Path) -> Non
     assert len(dropped) == 4 and set(committed) | set(dropped) == {f"request{i}" for i in range(6)}
     assert not set(committed) & set(dropped) and {"request4", "request5"} <= set(committed)
     assert stored(db, "SELECT count(*) FROM spans") == [(100,)]
+
+
+def test_readers_in_the_writers_process_wait_for_its_batches_never_fail(tmp_path: Path) -> None:
+    # The writer keeps one DuckDB instance and attaches the store to it for each batch (attached.py); a
+    # connection the app's own process opens meanwhile meets DuckDB's "unique file handle conflict" where it
+    # met "different configuration" before: a busy store, retried, never an error; and the writer, meeting
+    # the app's connection, retries its batch instead of dropping it.
+    from llmtrace.tracer.storage.store import read_connection
+
+    db = tmp_path / "same-process.duckdb"
+    with write_connection(db):
+        pass
+    health.reset()
+    w = SpanWriter(db, flush_interval_s=0.0)
+    w.start()
+    counts = []
+    for seed in range(40):
+        w.offer(_table(seed, 200))
+        with read_connection(db, timeout_s=30) as conn:  # while batches are being written
+            counts.append(conn.execute("SELECT count(*) FROM spans").fetchone()[0])
+        if seed % 10 == 0:
+            with write_connection(db, timeout_s=30):  # the app's own write connection, held a moment
+                time.sleep(0.05)
+    instance = w._store._conn
+    assert w.flush(60)
+    assert w._store._conn is instance is not None  # one instance for every batch, not one a batch
+    assert w.close(30) == 0 and w.dropped_rows == 0
+    assert stored(db, "SELECT count(*) FROM spans") == [(8000,)]
+    assert counts == sorted(counts) and counts[-1] <= 8000

@@ -38,8 +38,9 @@ import duckdb
 import pyarrow as pa
 
 from llmtrace.tracer.storage import pass_table, span_rows
+from llmtrace.tracer.storage.attached import AttachedStore
 from llmtrace.tracer.storage.retention import RetentionPolicy, apply_retention
-from llmtrace.tracer.storage.store import StoreBusy, StoreError, write_connection
+from llmtrace.tracer.storage.store import StoreBusy, StoreError
 
 log = logging.getLogger("llmtrace")
 _DATA_ERRORS = (duckdb.DataError, pa.ArrowException)  # a value refused (ConversionException is a DataError)
@@ -104,6 +105,7 @@ class SpanWriter:
         self.retention_deleted_spans = 0
         self._next_retention = time.monotonic() + (0.0 if self.retention.active else float("inf"))
         self._passes = pass_table.PassKeeper()  # the store's per-pass table, kept batch by batch
+        self._store = AttachedStore(self.db)  # one DuckDB instance, the file attached a batch (attached.py)
 
     # -- the caller's side ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -236,6 +238,12 @@ class SpanWriter:
             return batch
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            self._store.close()
+
+    def _loop(self) -> None:
         span_rows.warm()
         backoff = 0.05
         while self._wait():
@@ -318,7 +326,7 @@ class SpanWriter:
             batch.extend(self._take() if only is None else [only])
             raise _StoreFull(f"reached its size cap ({self.max_store_bytes} bytes)")
         run_retention = time.monotonic() >= self._next_retention
-        with write_connection(self.db, timeout_s=0.0) as conn:  # one try; _run paces the retries
+        with self._store.open() as conn:  # one try; _run paces the retries
             batch.extend(self._take() if only is None else [only])
             tables = [e.table for e in batch]
             table = tables[0] if len(tables) == 1 else pa.concat_tables(tables) if tables else None

@@ -35,9 +35,11 @@ class StoreBusy(StoreError):
 def _is_lock_error(exc: Exception) -> bool:
     text = str(exc).lower()
     # Across processes DuckDB reports a file lock; inside one process a read-only and a read-write
-    # connection to the same file conflict as "different configuration" until the other one closes.
+    # connection to the same file conflict as "different configuration" until the other one closes, and
+    # a connection to a file that another instance holds attached (the store writer's, attached.py) as a
+    # "unique file handle conflict" until it detaches.
     return ("lock" in text or "conflicting" in text or "resource temporarily unavailable" in text
-            or "different configuration" in text)
+            or "different configuration" in text or "unique file handle conflict" in text)
 
 
 def _open(path: Path, read_only: bool, timeout_s: float) -> duckdb.DuckDBPyConnection:
