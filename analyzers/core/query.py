@@ -21,6 +21,9 @@ from llmtrace.tracer.storage.store import (
     MAX_TRACE_WINDOWS,
     exported_stages,
     merged_windows,
+    pass_table,
+    passes_source,
+    spans_in_window,
     stage_view,
     trace_spans_sql,
     windowed_spans_sql,
@@ -31,7 +34,6 @@ from llmtrace.tracer.storage.typed_values import struct_spec as struct_spec
 from llmtrace.tracer.storage.views import (
     PASS_OPERATIONS,
     json_values,
-    passes_from_spans,
     stage_value_types,
 )
 
@@ -125,13 +127,8 @@ class Query:
 
     @property
     def spans(self) -> str:
-        where = []
-        if self.since_ns is not None:
-            where.append(f"start_ns >= {int(self.since_ns)}")
-        if self.service is not None:
-            # the service's own spans and the server spans of its traces (the server is another service)
-            where.append(f"trace_id IN (SELECT trace_id FROM spans WHERE service = {_quote(self.service)})")
-        return "spans" if not where else f"(SELECT * FROM spans WHERE {' AND '.join(where)})"
+        # the service's own spans and the server spans of its traces (the server is another service)
+        return spans_in_window("spans", self.since_ns, None, self.service)
 
     @property
     def json_checked(self) -> bool:
@@ -173,14 +170,6 @@ class Query:
             self._stage_views = frozenset(stage_view(s) for s in stages or ())
         return self._exported
 
-    def _pass_window(self) -> str:
-        where = []
-        if self.since_ns is not None:
-            where.append(f"start_ns >= {int(self.since_ns)}")
-        if self.service is not None:
-            where.append(f"service = {_quote(self.service)}")
-        return (" WHERE " + " AND ".join(where)) if where else ""
-
     def materialize(self) -> None:
         """Build the run's pass table now (every later ``passes`` reads it)."""
         shared = self._passes
@@ -192,25 +181,21 @@ class Query:
                 shared.name = self._build_pass_table()
 
     def _build_pass_table(self) -> str:
+        since, service = self.since_ns, self.service
         if self.exported:
             # the export's pass rows, in the window (a pass is in it when it started in it); read where
             # used, a few columns at a time, rather than copied into memory (10M passes are gigabytes)
-            return f"(SELECT * FROM passes{self._pass_window()})"
+            rel = passes_source(self.conn, kept="passes", since_ns=since, service=service)
+            return rel if rel.startswith("(") else f"(SELECT * FROM {rel})"
         catalog = self._passes.catalog
         name = f"{catalog}.passes" if catalog else f"_llmtrace_passes_{self._tag}"
         create = f"CREATE OR REPLACE {'' if catalog else 'TEMP '}TABLE {name} AS SELECT * FROM"
-        from llmtrace.tracer.storage.store import pass_table  # (issue 21: kept per-pass rows, when present)
-
-        # ClickHouse's, or the writer's in a store: no pass built from span JSON
+        # ClickHouse's kept pass rows, or the writer's in a store (issue 21), looked up on the owner's
+        # connection before forking; else the passes built from the window's spans (passes_source: the view
+        # itself may be missing from a store an older version wrote and opened read-only here)
         kept = self._passes.kept if self._passes.kept_known else pass_table(self.conn)
-        if kept is not None:
-            self.conn.execute(f"{create} {kept}{self._pass_window()}")
-            return name
-        # The same SELECT the view is made of, over the windowed spans (the view itself may be missing
-        # from a store an older version wrote and opened read-only here).
-        rel = passes_from_spans(self.spans, self.json_checked)
-        where = "" if self.service is None else f" WHERE service = {_quote(self.service)}"
-        self.conn.execute(f"{create} {rel}{where}")
+        rel = passes_source(self.conn, "spans", self.json_checked, since_ns=since, service=service, kept=kept)
+        self.conn.execute(f"{create} {rel}")
         return name
 
     def temp_views(self) -> list[str]:

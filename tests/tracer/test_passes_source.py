@@ -47,3 +47,38 @@ def test_kept_rows_are_read_where_the_store_keeps_them_current(db: Path, tmp_pat
         source = passes_source(conn)
         assert source == pass_table.PASSES_TABLE
         assert _rows(conn, source) == _rows(conn, passes_from_spans())
+
+
+def _window(conn: object) -> tuple[int, int, str]:
+    """A time window over the middle of the store's passes and the service of most of its passes."""
+    starts = [r[0] for r in conn.execute("SELECT start_ns FROM passes ORDER BY start_ns").fetchall()]  # type: ignore[attr-defined]
+    service = conn.execute("SELECT service FROM passes GROUP BY 1 ORDER BY count(*) DESC LIMIT 1").fetchone()[0]  # type: ignore[attr-defined]
+    return starts[len(starts) // 4], starts[3 * len(starts) // 4], str(service)
+
+
+def test_a_window_is_the_passes_that_started_in_it_kept_or_built(db: Path, tmp_path: Path) -> None:
+    """The analyzers' run, export and the explorer take their window through ``passes_source``: kept rows
+    filtered by their start (and service), or the passes of the spans that started in it; on a store whose
+    passes lie inside their traces' windows both give the rows of the ``passes`` view in that window."""
+    copy = tmp_path / "kept.duckdb"
+    copy.write_bytes(db.read_bytes())
+    with write_connection(copy) as conn:
+        pass_table.rebuild(conn)
+    with read_connection(copy) as conn:
+        since, until, service = _window(conn)
+        bind_pass_table(conn)
+        cases = {"since": {"since_ns": since}, "until": {"until_ns": until},
+                 "both": {"since_ns": since, "until_ns": until},
+                 "service": {"since_ns": since, "until_ns": until, "service": service},
+                 "no such service": {"service": "no-such-service"}}
+        for name, window in cases.items():
+            kept = passes_source(conn, **window)  # type: ignore[arg-type]
+            built = passes_source(conn, kept=None, **window)  # type: ignore[arg-type]
+            assert pass_table.PASSES_TABLE in kept and pass_table.PASSES_TABLE not in built, name
+            where = [f"start_ns >= {since}"] if "since_ns" in window else []
+            where += [f"start_ns < {until}"] if "until_ns" in window else []
+            where += [f"service = '{window['service']}'"] if "service" in window else []
+            want = _rows(conn, f"(SELECT * FROM passes WHERE {' AND '.join(where)})")
+            assert _rows(conn, kept) == want and _rows(conn, built) == want, name
+            assert (len(want) == 0) == (name == "no such service"), name
+        assert len(_rows(conn, passes_source(conn, since_ns=since, until_ns=until))) < len(_rows(conn, "passes"))

@@ -14,15 +14,13 @@ in its own short read connection, so a collector writing the same store is held 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import shutil
 import sys
-import time
 from pathlib import Path
 
+from llmtrace.tracer.cli.timewindow import parse_since
 from llmtrace.tracer.settings import resolve_db
-from llmtrace.tracer.storage.retention import parse_age
-from llmtrace.tracer.storage.store import StoreError, read_connection
+from llmtrace.tracer.storage.store import StoreError, bind_pass_table, passes_source, read_connection
 
 _DATE_SQL = "strftime(make_timestamp(start_ns // 1000), '%Y-%m-%d')"
 CHUNK_SPANS = 2_000_000  # spans per COPY (one short read connection each)
@@ -41,22 +39,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--overwrite", action="store_true", help="empty DIR first")
     mode.add_argument("--append", action="store_true", help="add files next to those already in DIR")
-
-
-def parse_since(text: str, now_ns: int | None = None) -> int:
-    """An age ('7d') or an ISO date/time ('2026-11-01', '2026-11-01T12:00+00:00') -> start_ns cutoff."""
-    now = time.time_ns() if now_ns is None else now_ns
-    try:
-        return now - int(parse_age(text) * 1e9)
-    except ValueError:
-        pass
-    try:
-        when = dt.datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise ValueError(f"cannot read --since {text!r}; write an age (7d, 12h) or a date (2026-11-01)") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    return int(when.timestamp() * 1e9)
 
 
 def _quote(s: str) -> str:
@@ -166,13 +148,13 @@ def export_passes(db: str | Path, out_dir: str | Path, *, since_ns: int | None =
     dataset, DIR.passes/date=YYYY-MM-DD/service=NAME/passes_<uuid>.parquet; returns the pass count.
 
     One read of the store: a pass joins its client and server spans, which a time slice could split."""
-    from llmtrace.tracer.storage.views import passes_from_spans
-
     out = passes_dir(out_dir)
     _prepare(out, append, overwrite)
-    spans = "spans" if since_ns is None else f"(SELECT * FROM spans WHERE start_ns >= {int(since_ns)})"
-    rel = passes_from_spans(spans)
     with read_connection(db) as conn:
+        # the store's kept pass rows when its writer's stamp says they are current (a collector's store),
+        # as diagnose reads them, else the passes built from the spans (passes_source)
+        bind_pass_table(conn)
+        rel = passes_source(conn, since_ns=since_ns)
         n = conn.execute(f"SELECT count(*) FROM {rel}").fetchone()
         if n and n[0]:
             conn.execute(

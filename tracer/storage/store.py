@@ -322,13 +322,48 @@ def pass_table(conn: object) -> str | None:
         return None
 
 
-def passes_source(conn: object, spans: str = "spans", json_checked: bool = False) -> str:
+class _Lookup:
+    """``kept`` not given: :func:`passes_source` asks the connection (:func:`pass_table`)."""
+
+
+def window_conditions(since_ns: int | None = None, until_ns: int | None = None) -> list[str]:
+    """A time window on ``start_ns`` as SQL conditions: at or after ``since_ns``, before ``until_ns``."""
+    where = [] if since_ns is None else [f"start_ns >= {int(since_ns)}"]
+    return where if until_ns is None else [*where, f"start_ns < {int(until_ns)}"]
+
+
+def spans_in_window(spans: str = "spans", since_ns: int | None = None, until_ns: int | None = None,
+                    service: str | None = None) -> str:
+    """The spans of ``spans`` that started in the window, with ``service`` only those of the traces that
+    service took part in (its own spans and the server spans of its traces: the server is another service);
+    ``spans`` itself when nothing is asked."""
+    where = window_conditions(since_ns, until_ns)
+    if service is not None:
+        where.append(f"trace_id IN (SELECT trace_id FROM {spans} WHERE service = {_quote(service)})")
+    return spans if not where else f"(SELECT * FROM {spans} WHERE {' AND '.join(where)})"
+
+
+def passes_source(conn: object, spans: str = "spans", json_checked: bool = False, *, since_ns: int | None = None,
+                  until_ns: int | None = None, service: str | None = None,
+                  kept: str | None | _Lookup = _Lookup()) -> str:
     """The one relation of logical passes every reader takes (analyzers, explorer, report, export,
-    ClickHouse): the store's kept pass rows where it has them (:func:`pass_table`), else the ``passes``
-    view's SELECT over ``spans`` (so a store an older version wrote works read-only)."""
+    ClickHouse): the store's kept pass rows where it has them (:func:`pass_table`; ``kept`` names them
+    instead, or None for none), else the ``passes`` view's SELECT over ``spans`` (so a store an older
+    version wrote works read-only).
+
+    With a window (``since_ns``/``until_ns``, on the start) and a ``service``: the kept rows of the passes
+    that started in it and are the service's; built, the passes of the spans that started in it (of the
+    traces the service took part in), those of the service. A bare relation name when nothing is asked of
+    kept rows, else a parenthesized relation."""
     from llmtrace.tracer.storage.views import passes_from_spans
 
-    return pass_table(conn) or passes_from_spans(spans, json_checked)
+    relation = pass_table(conn) if isinstance(kept, _Lookup) else kept
+    by_service = [] if service is None else [f"service = {_quote(service)}"]
+    if relation is not None:
+        where = window_conditions(since_ns, until_ns) + by_service
+        return f"(SELECT * FROM {relation} WHERE {' AND '.join(where)})" if where else relation
+    built = passes_from_spans(spans_in_window(spans, since_ns, until_ns, service), json_checked)
+    return f"(SELECT * FROM {built} WHERE {by_service[0]})" if by_service else built
 
 
 def bind_pass_table(conn: duckdb.DuckDBPyConnection) -> None:
