@@ -197,14 +197,16 @@ def cpu_seconds(pid: int) -> float:
 
 
 def bench_collector(bodies: list[bytes], senders: int, tmp: Path, env: dict[str, str] | None = None,
-                    name: str = "collect", rows: int = BATCH, key: str = "collect") -> dict[str, object]:
+                    name: str = "collect", rows: int = BATCH, key: str = "collect",
+                    python: str = sys.executable) -> dict[str, object]:
     """``rows``: what collect writes a request (its 512 spans and the stage rows it synthesizes); results
-    named ``<key>_...``."""
+    named ``<key>_...``; ``python``: the environment whose llmtrace collects (collector_ab.py)."""
     db = tmp / f"{name}.duckdb"
     log = tmp / f"{name}.log"
-    proc = subprocess.Popen([sys.executable, "-m", "llmtrace.cli", "collect", "--db", str(db), "--port", "0",
+    proc = subprocess.Popen([python, "-m", "llmtrace.cli", "collect", "--db", str(db), "--port", "0",
                              "--quiet"], stdout=log.open("wb"), stderr=subprocess.STDOUT,
-                            env={**os.environ, **(env or {})})
+                            env={**os.environ, **(env or {})},
+                            cwd=None if python == sys.executable else tmp)  # not the checkout's llmtrace/
     port = None
     for _ in range(300):
         m = re.search(r"127\.0\.0\.1:(\d+)/v1/traces", log.read_text())
