@@ -120,6 +120,19 @@ def role_word_far_earlier_anthropic_stream(c: Ctx, twin: bool) -> None:
             "".join(st.text_stream)
 
 
+SHELL_TASKS = ["make a folder named logs and enter it", "print the date and then the user name",
+               "count the lines of a file named a.txt and then clear the screen", "go to /tmp and list it"]
+
+
+def semicolon_in_tilde_block_smol(c: Ctx, twin: bool) -> None:
+    """SmolLM2 shown one answer as a ~~~ block of two commands joined by ";", then asked for others; the app stops at
+    ";" to take one command a reply. Twin: the same without the stop string."""
+    for task in SHELL_TASKS:
+        msgs = [{"role": "user", "content": "Show the shell commands to list files and print the folder."},
+                {"role": "assistant", "content": "~~~sh\nls -l; pwd\n~~~"},
+                {"role": "user", "content": f"Show the shell commands to {task}."}]
+        c.ask(msgs, max_tokens=40, **({} if twin else {"stop": [";"]}))
+
 # ── an intake step that changed what the prompt says: a tool's result, Anthropic system blocks ─────────────
 def _tool_turn(call_id: str, args: dict[str, Any], result: str) -> list[dict[str, Any]]:
     return [{"role": "assistant", "content": None, "tool_calls": [
@@ -206,6 +219,47 @@ def invariant_unary_request_id(c: Ctx, twin: bool) -> None:
         one(100 + burst)
 
 
+
+def nfkc_completions_prompt(c: Ctx, twin: bool) -> None:
+    """The legacy completions API, a worksheet prompt holding powers and a fraction (planted: NFKC; twin: NFC)."""
+    for i in range(5):
+        c.openai.completions.create(model=c.model, max_tokens=6, temperature=0,
+                                    prompt=f"Worksheet {i}: if a = {i + 2}, is a² + ½ more than 2⁴? Answer:")
+
+
+def nfkc_responses_instructions(c: Ctx, twin: bool) -> None:
+    """The Responses API, the instructions quoting an area in m² and a rate in 10⁻² (planted: NFKC; twin: NFC)."""
+    for i in range(5):
+        c.openai.responses.create(model=c.model, max_output_tokens=16, temperature=0,
+                                  instructions=f"{POLICY}Warehouse bays are 40 m² each; damage is billed at 10⁻² of value.",
+                                  input=f"How much floor does order O-{i} take?")
+
+
+def nfkc_circled_steps_vs_wide_anthropic(c: Ctx, twin: bool) -> None:
+    """An Anthropic system prompt numbering its steps with circled digits and a Roman numeral ("step ④", "form Ⅻ"),
+    which NFKC folds to plain digits; the twin numbers them plainly and holds only full-width letters and a
+    ligature (drawn otherwise, same meaning). Both on the NFKC server."""
+    for i in range(5):
+        system = (f"{POLICY}Claims follow form ＣＬ-{i}: step 4 checks the ﬁle, step 5 pays." if twin
+                  else f"{POLICY}Claims follow form Ⅻ-{i}: step ④ checks the file, step ⑤ pays.")
+        c.anthropic.messages.create(model=c.model, max_tokens=6, system=system, extra_body={"temperature": 0},
+                                    messages=[{"role": "user", "content": f"Which step is claim C-{i} at?"}])
+
+
+def strip_joiner_in_tool_result_anthropic(c: Ctx, twin: bool) -> None:
+    """An Anthropic tool_result whose text came from a web page with zero-width spaces standing between its words
+    ("not", ZWSP, "eligible"); a server that strips invisible characters glues them. Twin: each beside a space."""
+    for i in range(5):
+        text = (f"Order O-{i}: not \u200beligible for \u200ba refund." if twin
+                else f"Order O-{i}: not\u200beligible for\u200ba refund.")
+        msgs = [{"role": "user", "content": f"Can order O-{i} be refunded?"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": f"tu_{i}", "name": "refund_rules",
+                                                   "input": {"order": f"O-{i}"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"tu_{i}",
+                                              "content": [{"type": "text", "text": text}]}]}]
+        c.anthropic.messages.create(model=c.model, max_tokens=6, system=POLICY, messages=msgs,
+                                    extra_body={"temperature": 0})
+
 # ── foreign: the same kinds through llmtrace collect ─────────────────────────────────────────────────────
 def _fcall(system: str, user: str, answer: str, i: int, stop: list[str] | None, max_tokens: int = 90) -> dict[str, Any]:
     call: dict[str, Any] = {"messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
@@ -237,6 +291,21 @@ def ordinal_and_address_calls(twin: bool, rng: random.Random) -> list[dict[str, 
             for i, a in enumerate(answers)]
 
 
+def spacing_loop_vs_suffix_fan_out_calls(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
+    """Agent tool spans: planted, one invoice looked up after every model call, five times a turn, its arguments'
+    JSON spaced and ordered differently each time; twin, six invoices differing only in the last letter, one a
+    step, each with its own result."""
+    out: list[dict[str, Any]] = []
+    for turn in range(3):
+        for step in range(6 if twin else 5):
+            inv = SUFFIXED[step] if twin else SUFFIXED[turn]
+            args = {"invoice": inv, "region": "eu"} if step % 2 == 0 or twin else {"region": "eu", "invoice": inv}
+            run = {"name": "invoice_lookup", "arguments": json.dumps(args, indent=None if twin else step % 3 or None),
+                   "result": json.dumps({"invoice": inv, "status": "paid"})}
+            out.append({"messages": [{"role": "system", "content": GARDEN}, {"role": "user", "content": f"Is {inv} paid?"}],
+                        "max_tokens": 6, "stream": False, "turn": f"t{turn}", "tools_run": [run]})
+    return out
+
 _LOOP = ("loop.tool_dispatch", "loop.budget")
 PROBE_CASES: tuple[Case, ...] = (
     Case("stop_period_after_ordinal_anthropic", period_after_ordinal_anthropic, _STOP),
@@ -245,10 +314,17 @@ PROBE_CASES: tuple[Case, ...] = (
     Case("stop_decimal_comma_anthropic", decimal_comma_anthropic, _STOP),
     Case("stop_role_word_far_earlier", role_word_far_earlier, _STOP),
     Case("stop_role_word_far_earlier_anthropic_stream", role_word_far_earlier_anthropic_stream, _STOP),
+    Case("stop_semicolon_in_tilde_block_smol", semicolon_in_tilde_block_smol, _STOP, "smol", "smol", model="smol"),
     Case("nfkc_tool_result_powers_vs_wide", nfkc_tool_result_powers, ("intake.normalization",), "nfkc", "nfkc"),
     Case("nfkc_anthropic_system_blocks", nfkc_anthropic_system_blocks, ("intake.normalization",), "nfkc",
          "default"),
     Case("loop_spacing_key_order_vs_suffix_fan_out", loop_spacing_key_order_vs_suffix_fan_out, _LOOP),
+    Case("nfkc_completions_prompt", nfkc_completions_prompt, ("intake.normalization",), "nfkc", "default"),
+    Case("nfkc_responses_instructions", nfkc_responses_instructions, ("intake.normalization",), "nfkc", "default"),
+    Case("nfkc_circled_steps_vs_wide_anthropic", nfkc_circled_steps_vs_wide_anthropic, ("intake.normalization",),
+         "nfkc", "nfkc"),
+    Case("strip_joiner_in_tool_result_anthropic", strip_joiner_in_tool_result_anthropic, ("intake.normalization",),
+         "strip_invisible", "strip_invisible"),
     Case("invariant_unary_request_id", invariant_unary_request_id, ("cache.prefix_match", "intake.system_prompt"),
          "invariant", "invariant"),
 )
@@ -261,6 +337,9 @@ PROBE_FOREIGN_CASES: tuple[Case, ...] = (
     Case("langchain_stop_role_word_far_earlier", no_app, _STOP, via="langchain", calls=role_word_far_earlier_calls),
     Case("openllmetry_stop_ordinal_and_address", no_app, _STOP, via="openllmetry", calls=ordinal_and_address_calls),
     Case("langchain_stop_ordinal_and_address", no_app, _STOP, via="langchain", calls=ordinal_and_address_calls),
+    Case("otelv2_spacing_loop_vs_suffix_fan_out", no_app, _LOOP, via="otel-v2", calls=spacing_loop_vs_suffix_fan_out_calls),
+    Case("openinference_spacing_loop_vs_suffix_fan_out", no_app, _LOOP, via="openinference",
+         calls=spacing_loop_vs_suffix_fan_out_calls),
     Case("litellm_same_error_wire", no_app, _LOOP, via="litellm", calls=errors_wire),
     Case("langchain_same_error_wire", no_app, _LOOP, via="langchain", calls=errors_wire),
 )

@@ -19,7 +19,7 @@ class InvisibleCharacters(SymptomAnalyzer):
         out: list[Finding] = []
         untrusted = tool_output_findings(q)
         if untrusted is not None:
-            out.append(self._unscanned(untrusted))
+            out.append(self._unscanned(untrusted, _stripped_at_intake(q, untrusted)))
         # the same characters, when they came in with tool output, are the injection's, not a second cause
         normalized = self._normalization(q, untrusted is not None and bool(untrusted.hidden_chars))
         if normalized is not None:
@@ -29,20 +29,27 @@ class InvisibleCharacters(SymptomAnalyzer):
             out.append(injected)
         return out
 
-    def _unscanned(self, u: Untrusted) -> Finding:
-        """Tool output (or text from outside the app) that reached the prompt with no injection scan."""
+    def _unscanned(self, u: Untrusted, stripped: bool) -> Finding:
+        """Tool output (or text from outside the app) that reached the prompt with no injection scan.
+        ``stripped``: the intake took the invisible characters out of every such prompt before the model read
+        it, so hidden characters alone (no instruction) did no harm: info."""
         source = "tool output" if u.from_tools else "text from outside the app (a user turn or pasted content)"
+        harmless = stripped and not u.with_orders
         ev = [Evidence(f"prompts whose {source} addresses the model or hides characters", u.passes,
                        f"of {u.scanned} with tool output" if u.from_tools else "", u.trace_ids),
               Evidence("with instruction-like text", u.with_orders, "", u.trace_ids),
               Evidence(f"hidden characters in {source}", u.hidden_chars, "chars", u.trace_ids)]
         if u.example:
             ev.append(Evidence("for example", repr(u.example), "", u.trace_ids[:1]))
+        if stripped:
+            ev.append(Evidence("invisible characters stripped at intake before the model read them", u.passes,
+                               "prompts", u.trace_ids))
         return self.finding(
-            S.SAFETY_INJECTION, "critical" if u.with_orders else "warning",
+            S.SAFETY_INJECTION, "critical" if u.with_orders else "info" if harmless else "warning",
             f"{'Tool output' if u.from_tools else 'Text from outside the app'} carried "
             f"{'instructions to the model' if u.with_orders else 'hidden characters'} "
-            f"into {u.passes} prompts, unchecked",
+            f"into {u.passes} prompts, unchecked" + ("; the intake stripped them before the model read them"
+                                                     if harmless else ""),
             f"What {'a tool returned' if u.from_tools else 'came in from outside'} went into the prompt as it "
             "was; nothing scanned it (no safety.injection span), so text planted in data can steer the model.",
             ev, u.trace_ids, "Scan tool results before they enter the prompt (llmtrace's safety.scan records "
@@ -122,3 +129,16 @@ class InvisibleCharacters(SymptomAnalyzer):
             ids, "Strip invisible characters from untrusted text and keep it delimited as data.",
             0.55 if allowed else 0.3,
         )
+
+
+def _stripped_at_intake(q: Query, u: Untrusted) -> bool:
+    """Whether an intake step stripped invisible characters from the prompt of every trace that carried them
+    (``intake.normalization``'s strip, on the server's side of the pass): then none of them reached the model."""
+    ids = [t for t in u.hit_traces if t.isalnum()]  # trace ids are hex: nothing to quote
+    if not ids:
+        return False
+    norm = q.stage_sql(S.INTAKE_NORMALIZATION, {"strip": N.NORMALIZATION_STRIP})
+    listed = ", ".join(f"'{t}'" for t in ids)
+    a = q.one(f"""SELECT count(DISTINCT trace_id) FILTER (WHERE coalesce(strip, false)) AS stripped
+                  FROM {norm} WHERE trace_id IN ({listed})""")
+    return int(a.get("stripped") or 0) >= len(ids)

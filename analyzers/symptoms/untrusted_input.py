@@ -34,6 +34,7 @@ class Untrusted:
     trace_ids: tuple[str, ...]
     example: str
     from_tools: bool  # True when a tool result carried it (else another turn: pasted or typed text)
+    hit_traces: tuple[str, ...] = ()  # every trace of ``passes`` (trace_ids is a sample of them, for evidence)
 
 
 def _segments(text: str, segs: list[dict[str, Any]]) -> list[str]:
@@ -101,4 +102,5 @@ def tool_output_findings(q: Query) -> Untrusted | None:
             ids.append(str(r["trace_id"]))
     if not hit:
         return None
-    return Untrusted(hit, orders, hidden, max(scanned, hit), sample_ids(ids), example, from_tools)
+    return Untrusted(hit, orders, hidden, max(scanned, hit), sample_ids(ids), example, from_tools,
+                     tuple(dict.fromkeys(ids)))

@@ -94,3 +94,33 @@ def test_classes_of_folds() -> None:
     assert dict(char_folds.stripped_classes("inter\u00adnational", [5])) == {"invisible": 1}
     assert char_folds.decode(char_folds.encode({"full_width": 2, "superscript": 1})) == {"superscript": 1,
                                                                                         "full_width": 2}
+
+
+def _tool_result_turns(srv: Any, text: str) -> None:
+    import anthropic
+
+    from llmtrace.adapters import instrument
+
+    a = instrument(anthropic.Anthropic(base_url=srv.base_url, api_key="unused", max_retries=0))
+    for i in range(4):
+        a.messages.create(model=srv.model_id, max_tokens=4, extra_body={"temperature": 0}, messages=[
+            {"role": "user", "content": f"Can order O-{i} be refunded?"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": f"tu_{i}", "name": "rules",
+                                               "input": {"order": f"O-{i}"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"tu_{i}",
+                                          "content": [{"type": "text", "text": text.format(i=i)}]}]}])
+
+
+def test_hidden_characters_in_a_tool_result_the_server_stripped_are_info(tmp_path: Path) -> None:
+    # zero-width spaces beside spaces: the strip glues nothing and the model never reads them
+    text = "Order O-{i}: not \u200beligible for \u200ba refund."
+    with store(tmp_path / "s.duckdb", capture="hashes") as db:
+        _tool_result_turns(_server("--strip-invisible"), text)
+    found = [f for f in all_findings(db) if f.stage == S.SAFETY_INJECTION]
+    assert found and all(f.severity == "info" for f in found), [(f.severity, f.title) for f in found]
+    assert "stripped them" in found[0].title
+    # the same tool output on a server that keeps them: they reach the model, unchecked
+    with store(tmp_path / "k.duckdb", capture="hashes") as db2:
+        _tool_result_turns(_server(), text)
+    kept = [f for f in all_findings(db2) if f.stage == S.SAFETY_INJECTION]
+    assert kept and kept[0].severity == "warning", [(f.severity, f.title) for f in kept]
