@@ -110,7 +110,6 @@ def test_init_otlp_endpoint_sends_the_pass_in_genai_names(tmp_path: Path, receiv
     assert 0 < ttft_s < e2e_s
     assert a["gen_ai.response.time_to_first_chunk"] == pytest.approx(ttft_s)
     assert a["gen_ai.latency.time_to_first_token"] == pytest.approx(ttft_s)
-    assert a["gen_ai.latency.e2e"] == pytest.approx(e2e_s, abs=1e-3)
     # each stage a child of the pass, in the one trace; the same spans the app's own store holds
     stages = {s["attrs"]["llmtrace.stage"]: s for s in receiver.spans if "llmtrace.stage" in s["attrs"]}
     assert {"gen.streaming", "gen.stop", "cache.prefix_match", "meters.cache_accounting"} <= set(stages)

@@ -39,7 +39,7 @@ def test_serve_exports_its_spans_over_otlp(tmp_path: Path) -> None:
     assert attributes["gen_ai.response.time_to_first_chunk"] == attributes["gen_ai.latency.time_to_first_token"]
     assert attributes["gen_ai.latency.time_to_first_token"] == ttft_s
     assert attributes["gen_ai.latency.time_in_queue"] == attributes["llmtrace.admission.queue_wait_ms"] / 1e3
-    assert attributes["gen_ai.latency.e2e"] >= ttft_s > 0
+    assert ttft_s > 0
     stages = {r[0] for r in query(collector.db, "SELECT DISTINCT stage FROM spans WHERE stage IS NOT NULL")}
     assert {"intake.tokenization", "cache.prefix_match", "forward.prefill", "gen.sampling"} <= stages
     assert "Is order 4411" not in json.dumps(attributes)  # hashes mode: no prompt text leaves the server

@@ -278,7 +278,7 @@ class Mapper:
         if "openinference.span.kind" in attrs:
             mapped = self._openinference(attrs)
         elif (N.GEN_AI_LATENCY_TIME_IN_QUEUE in attrs or N.GEN_AI_LATENCY_TIME_TO_FIRST_TOKEN in attrs
-                or N.GEN_AI_LATENCY_E2E in attrs):
+                or "gen_ai.latency.e2e" in attrs):
             mapped = self._vllm(name, attrs, span_hex, start_ns, end_ns)
             _put(mapped.attributes, N.REPLICA_ID, replica)  # the engine process's pod, instance or host
         elif (N.GEN_AI_OPERATION_NAME in attrs or "gen_ai.system" in attrs or N.GEN_AI_PROVIDER_NAME in attrs

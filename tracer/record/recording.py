@@ -154,10 +154,12 @@ def _seconds(value: object) -> float | None:
     return value / 1e3 if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
 
 
-def _latency_names(span: trace.Span, end_ns: int | None) -> None:
+def _latency_names(span: trace.Span) -> None:
     """The pass's latencies also under the names another OTLP backend reads (Langfuse, Phoenix, Datadog, a
     vLLM dashboard): OTel GenAI's time to first chunk and vLLM's and SGLang's ``gen_ai.latency.*``, in
-    seconds, from the pass's own ``llmtrace.*`` values; every sink (the store, OTLP) gets the same span."""
+    seconds, from the pass's own ``llmtrace.*`` values; every sink (the store, OTLP) gets the same span. Not
+    ``gen_ai.latency.e2e``: it is the span's own length, and a clock value on the pass would make two
+    recordings of one pass differ."""
     attrs = getattr(span, "attributes", None)  # an SDK span; a non-recording one has none and records nothing
     if not attrs:
         return
@@ -169,10 +171,6 @@ def _latency_names(span: trace.Span, end_ns: int | None) -> None:
     queue = _seconds(attrs.get(N.ADMISSION_QUEUE_WAIT_MS))
     if queue is not None:
         span.set_attribute(N.GEN_AI_LATENCY_TIME_IN_QUEUE, queue)
-    start = getattr(span, "start_time", None)
-    end = end_ns if end_ns is not None else time.time_ns()
-    if isinstance(start, int) and end >= start:
-        span.set_attribute(N.GEN_AI_LATENCY_E2E, (end - start) / 1e9)
 
 
 class PassSpan:
@@ -225,7 +223,7 @@ class PassSpan:
         elif status == "cancelled":
             self._span.set_attribute(N.STATUS, "cancelled")
             self._span.set_status(Status(StatusCode.ERROR, message or "cancelled"))
-        _latency_names(self._span, end_ns)
+        _latency_names(self._span)
         self._span.end(end_time=end_ns)
 
     def __enter__(self) -> PassSpan:

@@ -40,7 +40,6 @@ TTFT_MS: Final = "llmtrace.ttft_ms"  # float ms; pass span
 TPOT_MS: Final = "llmtrace.tpot_ms"  # float ms; pass span
 GEN_AI_LATENCY_TIME_TO_FIRST_TOKEN: Final = "gen_ai.latency.time_to_first_token"  # float s; pass span
 GEN_AI_LATENCY_TIME_IN_QUEUE: Final = "gen_ai.latency.time_in_queue"  # float s; pass span
-GEN_AI_LATENCY_E2E: Final = "gen_ai.latency.e2e"  # float s; pass span
 TTFT_CPU_WAIT_MS: Final = "llmtrace.ttft.cpu_wait_ms"  # float ms; pass span
 STATUS: Final = "llmtrace.status"  # str; pass span
 SERVER_SPAN_ID: Final = "llmtrace.server.span_id"  # str; pass span

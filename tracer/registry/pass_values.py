@@ -55,7 +55,6 @@ PASS_VALUES: tuple[BoundaryValue, ...] = (
       "SGLang's name", when="when the pass has a time to first token"),
     V("gen_ai.latency.time_in_queue", "float", "s", "llmtrace.admission.queue_wait_ms in seconds, under vLLM's "
       "and SGLang's name", when="when the server admitted the pass through its queue"),
-    V("gen_ai.latency.e2e", "float", "s", "the pass from its start to its end, under vLLM's and SGLang's name"),
     V("llmtrace.ttft.cpu_wait_ms", "float", "ms", "time before the first token that this side's threads were ready "
       "to run but waited for a CPU (Linux's run-queue wait: the calling thread on the client; the event loop and "
       "the engines' stepping threads on the bundled server; at most the TTFT): what a busier machine adds to it",
