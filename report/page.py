@@ -13,6 +13,7 @@ from llmtrace.analyzers.core.query import as_float
 from llmtrace.analyzers.symptoms.failed_calls import clean_message
 from llmtrace.report.charts import PHASE_COLOURS
 from llmtrace.report.traces import Row, TraceView, boundary_values
+from llmtrace.tracer.registry.semconv import ERROR_TYPE
 
 CSS = """
 :root{--fg:#1d2430;--muted:#5c6675;--line:#e3e7ee;--bg:#f5f7fa;--card:#fff;--crit:#d64545;--warn:#e08a1e;--info:#3d7fd9}
@@ -184,8 +185,8 @@ def trace_section(view: TraceView, svg: str, passes: list[dict[str, object]], ca
                     key=lambda s: (s.side == "server", s.start_ns))
     failure = "".join(
         f'<p class="failed"><b>failed:</b> {e(clean_message(s.status_message) or "no message recorded")}'
-        + (f' <span class="note">({e(s.side or "?")} pass, error.type {e(s.attributes["error.type"])})</span>'
-           if s.attributes.get("error.type") else f' <span class="note">({e(s.side or "?")} pass)</span>') + "</p>"
+        + (f' <span class="note">({e(s.side or "?")} pass, error.type {e(s.attributes[ERROR_TYPE])})</span>'
+           if s.attributes.get(ERROR_TYPE) else f' <span class="note">({e(s.side or "?")} pass)</span>') + "</p>"
         for s in failed)
     return (f'<div class="card trace" id="{trace_anchor(view.trace_id)}" data-trace="{e(view.trace_id)}">'
             f'<h3>trace <span class="stage">{e(view.trace_id)}</span> <span class="rank">{e(why)}</span></h3>{head}'

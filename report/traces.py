@@ -12,14 +12,12 @@ from dataclasses import dataclass
 
 from llmtrace.report.data import Span
 from llmtrace.tracer.registry import names as N
-from llmtrace.tracer.registry.semconv import ERROR_TYPE, LLMTRACE_PHASE, LLMTRACE_STAGE
-from llmtrace.tracer.registry.stages import PASS_SUMMARY, stage_order
+from llmtrace.tracer.registry.semconv import LLMTRACE_PHASE, LLMTRACE_STAGE
+from llmtrace.tracer.registry.stages import PASS_KEYS, stage_order
 from llmtrace.tracer.storage.time_views import stage_time_observed
 
 _ORDER = stage_order()
 TEXT_KEYS = (N.PROMPT_TEXT, N.OUTPUT_TEXT)  # stored only with capture="full"
-# a pass's summary (the registry's, tracer/registry/stages.py PASS_SUMMARY), then how it failed
-PASS_KEYS = (*PASS_SUMMARY, "http.response.status_code", ERROR_TYPE)
 _SKIP = {LLMTRACE_STAGE, LLMTRACE_PHASE, N.SIDE, N.GEN_AI_OPERATION_NAME, N.PROMPT_SEGMENTS,
          *TEXT_KEYS}
 

@@ -19,6 +19,7 @@ from llmtrace.tracer.reading import evidence_shape, segments, stop_context, text
 from llmtrace.tracer.record import prices
 from llmtrace.tracer.record import usage as usage_mod
 from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import semconv as sc
 from llmtrace.tracer.registry import stage_ids as S
 from llmtrace.tracer.registry.finish_reason import normalize_finish_reason
 
@@ -101,7 +102,7 @@ def _summary(e: _Emit) -> tuple[str, ...]:
         N.GEN_AI_OUTPUT_TYPE: obs.output_type,
         N.SERVER_ADDRESS: call.host,
         N.SERVER_PORT: call.port,
-        "http.response.status_code": call.status_code or None,
+        sc.HTTP_RESPONSE_STATUS_CODE: call.status_code or None,
         N.CLIENT_RETRY_COUNT: call.retry or None,
     }
     if obs.finish_reasons:

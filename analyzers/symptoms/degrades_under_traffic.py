@@ -10,6 +10,7 @@ from llmtrace.analyzers.core.flag_rule import FlagRule, Quote, flag_findings
 from llmtrace.analyzers.core.query import Query, attr
 from llmtrace.analyzers.core.targets import TTFT_ENV, targets
 from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import semconv as sc
 from llmtrace.tracer.registry import stage_ids as S
 
 SLO_FACTOR = 2.0  # the TTFT objective, absent one given: twice the TTFT of requests that did not queue
@@ -103,7 +104,7 @@ class DegradesUnderTraffic(SymptomAnalyzer):
         n, errors = int(tally.get("n") or 0), int(tally.get("errors") or 0)
         if n < 3 or errors < 2 or errors < MIN_REFUSED_SHARE * n:
             return []
-        code = f"coalesce({attr('http.response.status_code')}, {attr('error.type')})"
+        code = f"coalesce({attr(sc.HTTP_RESPONSE_STATUS_CODE)}, {attr(sc.ERROR_TYPE)})"
         codes = ", ".join(f"'{c}'" for c in REFUSED)
         r = q.one(f"""
             WITH e AS (SELECT trace_id, start_ns, {code} AS code FROM {q.spans}

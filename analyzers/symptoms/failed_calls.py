@@ -23,7 +23,6 @@ from llmtrace.tracer.registry import semconv as sc
 from llmtrace.tracer.registry.stages import stage_order
 from llmtrace.tracer.storage.views import PASS_OPERATIONS
 
-HTTP_STATUS = "http.response.status_code"  # OpenTelemetry's HTTP semantic convention (not a GenAI value)
 MAX_GROUPS = 500  # distinct (error type, status, message, failing stage) groups read; the rest are counted only
 MESSAGE_CHARS = 300  # a message is quoted up to this long
 
@@ -88,7 +87,7 @@ class FailedCalls(SymptomAnalyzer):
 
     def _sql(self, q: Query) -> str:
         def side(col: str) -> str:
-            return (f"SELECT span_id, status_message AS msg, {attr(sc.ERROR_TYPE)} AS et, {attr(HTTP_STATUS)} AS code "
+            return (f"SELECT span_id, status_message AS msg, {attr(sc.ERROR_TYPE)} AS et, {attr(sc.HTTP_RESPONSE_STATUS_CODE)} AS code "
                     f"FROM {q.spans} WHERE operation IN {PASS_OPERATIONS} "
                     f"AND span_id IN (SELECT {col} FROM f WHERE {col} IS NOT NULL)")
 

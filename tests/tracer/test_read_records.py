@@ -13,7 +13,10 @@ import pytest
 from llmtrace.report.data import Span
 from llmtrace.report.traces import PASS_KEYS
 from llmtrace.tracer.registry import names as N
-from llmtrace.tracer.registry.stages import DECLARED, PASS_SUMMARY, SELF_MS
+from llmtrace.tracer.registry import stages
+from llmtrace.tracer.registry.pass_values import VIEW_COLUMNS
+from llmtrace.tracer.registry.semconv import ERROR_TYPE, HTTP_RESPONSE_STATUS_CODE
+from llmtrace.tracer.registry.stages import DECLARED, PASS_SUMMARY, PASS_VALUES, REQUEST_ROW, SELF_MS
 from llmtrace.tracer.storage.span_records import (
     SPAN_RECORD_COLUMNS,
     SpanRecord,
@@ -34,12 +37,19 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_store(tmp_path_factory.mktemp("rr") / "s.duckdb", passes=5, seed=1)
 
 
-def test_a_request_row_reads_its_own_fields_from_the_requests_view(db: Path) -> None:
-    assert REQUEST_COLUMNS.split(", ") == [f.name for f in fields(RequestRow)]
+def test_a_request_row_is_the_registry_s_and_reads_from_the_requests_view(db: Path) -> None:
+    assert REQUEST_COLUMNS.split(", ") == list(REQUEST_ROW)
+    assert sorted(REQUEST_ROW) == sorted(f.name for f in fields(RequestRow)), "RequestRow has a field a column"
     with read_connection(db) as conn:
         rows = conn.execute(f"SELECT {REQUEST_COLUMNS} FROM requests ORDER BY start_ns").fetchall()
-    got = [RequestRow(*r) for r in rows]
-    assert got and all(r.trace_id and r.span_id for r in got)
+    got = [RequestRow(**dict(zip(REQUEST_ROW, r, strict=True))) for r in rows]
+    assert got and all(r.trace_id and r.span_id and r.model for r in got)
+
+
+def test_the_registry_refuses_a_request_row_column_the_views_lack() -> None:
+    assert stages.view_columns_of(("trace_id", "ttft_ms"), PASS_VALUES, VIEW_COLUMNS) == ("trace_id", "ttft_ms")
+    with pytest.raises(ValueError, match="ttft_msec"):
+        stages.view_columns_of(("trace_id", "ttft_msec"), PASS_VALUES, VIEW_COLUMNS)
 
 
 def test_the_report_and_the_explorer_share_one_span_record(db: Path) -> None:
@@ -63,6 +73,7 @@ def test_decode_attributes_keeps_objects_only() -> None:
 def test_a_pass_summary_is_the_registry_s() -> None:
     ranked = [v for v in DECLARED.values() if v.summary]
     assert len({v.summary for v in ranked}) == len(ranked), "two values share a summary place"
-    assert PASS_KEYS[:len(PASS_SUMMARY)] == PASS_SUMMARY
+    assert PASS_KEYS is stages.PASS_KEYS, "the report lists the registry's pass keys"
+    assert PASS_KEYS == (*PASS_SUMMARY, HTTP_RESPONSE_STATUS_CODE, ERROR_TYPE)
     assert PASS_SUMMARY[:2] == (N.GEN_AI_REQUEST_MODEL, N.GEN_AI_RESPONSE_MODEL)
     assert PASS_SUMMARY[-3:] == (N.SERVICE_VERSION, N.PROMPT_HASH, N.OUTPUT_HASH)

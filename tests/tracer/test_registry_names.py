@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from llmtrace.tracer.registry import names, names_gen, stage_ids
+from llmtrace.tracer.registry import names, names_gen, semconv, stage_ids
 from llmtrace.tracer.registry.stages import DECLARED, PASS_VALUE_FAMILIES, STAGES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,6 +26,9 @@ NOT_VALUE_NAMES = {
     "llmtrace.", "gen_ai.",  # the namespaces themselves (strict mode checks names under them)
     "llmtrace.serve", "llmtrace.engine",  # logger and tracer names
 }
+# The OpenTelemetry names outside the registry's values (the service name, the error type, the HTTP status):
+# one constant each in semconv.py, spelt through it as the declared names are through names.py.
+SEMCONV_NAMES = frozenset(v for k, v in vars(semconv).items() if k.isupper() and isinstance(v, str))
 # Files that read other instrumentations' spans: their undeclared gen_ai.* literals are the senders'
 # vocabulary (gen_ai.usage.prompt_tokens, gen_ai.prompt.0.content, ...), not names llmtrace writes.
 FOREIGN_READERS = ("tracer/collect/otlp_mapping.py", "tracer/collect/otlp_segments.py")
@@ -76,8 +79,8 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 def literal_names(source: str, *, foreign_reader: bool = False) -> list[tuple[int, str]]:
     """(line, text) of each string literal in ``source`` that spells a value name or a stage id: a declared
-    name, any other ``llmtrace.*`` name, an undeclared ``gen_ai.*`` one outside the foreign readers, a stage
-    id, or an f-string that starts with one of these namespaces."""
+    name, one of semconv.py's, any other ``llmtrace.*`` name, an undeclared ``gen_ai.*`` one outside the
+    foreign readers, a stage id, or an f-string that starts with one of these namespaces."""
     stage_set = {s.id for s in STAGES}
     tree = ast.parse(source)
     skip = _docstrings(tree)
@@ -96,7 +99,7 @@ def literal_names(source: str, *, foreign_reader: bool = False) -> list[tuple[in
         name_shaped = " " not in text
         ours = name_shaped and text.startswith("llmtrace.")
         gen_ai = name_shaped and text.startswith("gen_ai.") and not (foreign_reader and text not in DECLARED)
-        if text in DECLARED or text in stage_set or ours or gen_ai:
+        if text in DECLARED or text in SEMCONV_NAMES or text in stage_set or ours or gen_ai:
             found.append((node.lineno, text))
     return sorted(found)
 
@@ -104,10 +107,10 @@ def literal_names(source: str, *, foreign_reader: bool = False) -> list[tuple[in
 def test_the_rule_finds_literals() -> None:
     src = ('"""Writes llmtrace.prefix.hit_tokens."""\nA = {"llmtrace.prefix.hit_tokens": 1}\n'
            'B = "cache.prefix_match"\nC = f"llmtrace.usage.raw.{A}"\nD = "gen_ai.usage.prompt_tokens"\n'
-           'E = "llmtrace.typo.name"\nF = "not a name"\nG = "llmtrace.serve"\n')
+           'E = "llmtrace.typo.name"\nF = "not a name"\nG = "llmtrace.serve"\nH = {"http.response.status_code": 1}\n')
     assert literal_names(src) == [(2, "llmtrace.prefix.hit_tokens"), (3, "cache.prefix_match"),
                                   (4, "f-string llmtrace.usage.raw...."), (5, "gen_ai.usage.prompt_tokens"),
-                                  (6, "llmtrace.typo.name")]
+                                  (6, "llmtrace.typo.name"), (9, "http.response.status_code")]
     assert (5, "gen_ai.usage.prompt_tokens") not in literal_names(src, foreign_reader=True)
 
 

@@ -298,10 +298,10 @@ class Mapper:
         if mapped.operation == "execute_tool" and self.capture_mode != "none":
             # loop or fan-out: the call's arguments and result as digests (otlp_tools.py), never their text
             mapped.attributes.update(tool_values(attrs, status_message))
-        if status_message and "http.response.status_code" not in attrs:
-            status = http_status(status_message, attrs.get("error.type"))
+        if status_message and sc.HTTP_RESPONSE_STATUS_CODE not in attrs:
+            status = http_status(status_message, attrs.get(sc.ERROR_TYPE))
             if status is not None:
-                mapped.attributes["http.response.status_code"] = status
+                mapped.attributes[sc.HTTP_RESPONSE_STATUS_CODE] = status
         if mapped.operation in ("chat", "text_completion", "generate_content"):
             penalties = penalty_values(attrs)  # the penalties the request asked for (numbers, any capture mode)
             if penalties:

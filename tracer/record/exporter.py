@@ -24,6 +24,7 @@ from opentelemetry.trace import SpanContext, SpanKind, StatusCode
 from llmtrace.tracer.record import health
 from llmtrace.tracer.record.processor import SHUTDOWN_GRACE_S
 from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import semconv as sc
 from llmtrace.tracer.storage.span_rows import (
     ARROW_SCHEMA,
     SpanRow,
@@ -77,7 +78,7 @@ def spans_to_rows(spans: Sequence[ReadableSpan]) -> list[SpanRow]:
         cached = resource_cache.get(id(res))
         if cached is None:
             ra = dict(res.attributes) if res is not None else {}
-            service = ra.get("service.name")
+            service = ra.get(sc.SERVICE_NAME)
             cached = (dumps(ra), None if service is None else str(service), ra.get(N.SERVICE_VERSION))
             resource_cache[id(res)] = cached
         res_json, service, deploy = cached

@@ -22,6 +22,7 @@ from llmtrace.tracer.record.light_span import Sink
 from llmtrace.tracer.record.processor import QueueingSpanProcessor
 from llmtrace.tracer.record.runtime import runtime
 from llmtrace.tracer.registry import names as N
+from llmtrace.tracer.registry import semconv as sc
 from llmtrace.tracer.settings import Settings
 
 log = logging.getLogger("llmtrace")
@@ -82,7 +83,7 @@ def init(
             _shutdown_locked(t)
         for hook in t.reset_hooks:
             hook()
-        attrs: dict[str, str] = {"service.name": settings.service_name}
+        attrs: dict[str, str] = {sc.SERVICE_NAME: settings.service_name}
         if settings.deploy:
             attrs[N.SERVICE_VERSION] = settings.deploy
         # Only our exit hook, with one deadline for all processors (after a re-init the SDK's would run first).

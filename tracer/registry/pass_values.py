@@ -181,3 +181,12 @@ VIEW_COLUMNS: dict[str, str] = {
     "key": "setting name",
     "value": "setting value",
 }
+
+# One row of a request list (the explorer's request table reads a pass by these; tui/data/records.py
+# RequestRow has a field each): ``requests`` view columns, each one of VIEW_COLUMNS or a value's ``column``
+# (stages.py checks that when the registry loads).
+REQUEST_ROW: tuple[str, ...] = (
+    "trace_id", "span_id", "start_ns", "side", "service", "model", "replica", "deploy", "prompt_tokens",
+    "cached_tokens", "hit_ratio", "ttft_ms", "tpot_ms", "output_tokens", "finish_reason", "status", "cost_usd",
+    "duration_ms",
+)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from llmtrace.tracer.registry.model import PYTHON_TYPES, BoundaryValue, Phase, Stage, V, ValueType, Where
+from llmtrace.tracer.registry.semconv import ERROR_TYPE, HTTP_RESPONSE_STATUS_CODE
 from llmtrace.tracer.registry.symptoms import SYMPTOMS, Symptom
 
 __all__ = ["PYTHON_TYPES", "BoundaryValue", "Phase", "Stage", "V", "ValueType", "Where"]
@@ -90,13 +91,28 @@ def _load() -> tuple[Stage, ...]:
 STAGES: tuple[Stage, ...] = _load()
 
 
-def _load_pass() -> tuple[tuple[BoundaryValue, ...], tuple[tuple[str, str], ...]]:
-    from llmtrace.tracer.registry.pass_values import PASS_VALUE_FAMILIES, PASS_VALUES
+def _load_pass() -> tuple[tuple[BoundaryValue, ...], tuple[tuple[str, str], ...], tuple[str, ...]]:
+    from llmtrace.tracer.registry.pass_values import (
+        PASS_VALUE_FAMILIES,
+        PASS_VALUES,
+        REQUEST_ROW,
+        VIEW_COLUMNS,
+    )
 
-    return PASS_VALUES, PASS_VALUE_FAMILIES
+    return PASS_VALUES, PASS_VALUE_FAMILIES, view_columns_of(REQUEST_ROW, PASS_VALUES, VIEW_COLUMNS)
 
 
-PASS_VALUES, PASS_VALUE_FAMILIES = _load_pass()
+def view_columns_of(row: tuple[str, ...], values: tuple[BoundaryValue, ...], view_columns: dict[str, str]) -> tuple[str, ...]:
+    """``row`` when each of its names is a column the views document (one of ``view_columns`` or a value's
+    ``column``); else ValueError, when the registry loads rather than when a reader's SQL runs."""
+    shown = {*view_columns, *(v.column for v in values if v.column)}
+    unknown = [c for c in row if c not in shown]
+    if unknown:
+        raise ValueError(f"{', '.join(unknown)}: not a column of the views (tracer/registry/pass_values.py)")
+    return row
+
+
+PASS_VALUES, PASS_VALUE_FAMILIES, REQUEST_ROW = _load_pass()
 # every declared name -> its declaration (the first one wins where a stage and the pass span share a name)
 DECLARED: dict[str, BoundaryValue] = {}
 for _v in (*PASS_VALUES, *COMMON_VALUES, *(v for s in STAGES for v in s.values)):
@@ -107,6 +123,9 @@ for _v in (*PASS_VALUES, *COMMON_VALUES, *(v for s in STAGES for v in s.values))
 # (BoundaryValue.summary; the deploy is declared with the stage that accounts for it)
 PASS_SUMMARY: tuple[str, ...] = tuple(v.name for v in sorted((v for v in DECLARED.values() if v.summary),
                                                              key=lambda v: v.summary))
+# what a person reads for a pass (the report's trace page): its summary, then how it failed, in OpenTelemetry's
+# names (semconv.py)
+PASS_KEYS: tuple[str, ...] = (*PASS_SUMMARY, HTTP_RESPONSE_STATUS_CODE, ERROR_TYPE)
 
 
 def declared_value(name: str) -> BoundaryValue | None:

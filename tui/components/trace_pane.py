@@ -9,6 +9,7 @@ from textual.containers import Container, Vertical
 from textual.message import Message
 from textual.widgets import Static
 
+from llmtrace.tracer.registry import semconv as sc
 from llmtrace.tracer.registry.stages import PHASES, get_phase
 from llmtrace.tracer.storage.store import StoreError
 from llmtrace.tui import format as fmt
@@ -142,7 +143,7 @@ def failure_line(trace: TraceRecord) -> Text | None:
     first = min(failed, key=lambda s: (s.side == "server", s.start_ns))
     text = Text("failed: ", style="bold #ff5f5f")
     text.append(first.status_message or "no message recorded", style="#ff5f5f")
-    kind = first.attributes.get("error.type")
+    kind = first.attributes.get(sc.ERROR_TYPE)
     if kind:
         text.append(f"  (error.type {kind})", style="dim")
     if len(failed) > 1:

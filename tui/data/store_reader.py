@@ -12,7 +12,6 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,6 +20,7 @@ import duckdb
 from llmtrace.tracer.cli.console import printable
 from llmtrace.tracer.registry import names as N
 from llmtrace.tracer.registry import stage_ids as S
+from llmtrace.tracer.registry.stages import REQUEST_ROW
 from llmtrace.tracer.storage.fetch import first_row, scalar
 from llmtrace.tracer.storage.span_records import SPAN_RECORD_COLUMNS, span_record
 from llmtrace.tracer.storage.store import (
@@ -50,8 +50,10 @@ from llmtrace.tui.data.records import (
 )
 
 T = TypeVar("T")
-# the ``requests`` view columns a request row is read from: the record's own fields, in its order
-REQUEST_COLUMNS = ", ".join(f.name for f in fields(RequestRow))
+# the ``requests`` view columns a request row is read from (the registry's, tracer/registry/pass_values.py
+# REQUEST_ROW; RequestRow has a field each, taken by name)
+REQUEST_COLUMNS = ", ".join(REQUEST_ROW)
+_SPAN_ID_AT = REQUEST_ROW.index("span_id")  # a page's rows are matched to its keys by the span id as stored
 # Sort keys the request table offers (column key -> SQL expression over the ``requests`` view).
 SORT_COLUMNS: dict[str, str] = {
     "time": "start_ns",
@@ -177,7 +179,8 @@ class StoreReader:
                 f"SELECT {REQUEST_COLUMNS} FROM requests WHERE start_ns BETWEEN ? AND ? AND span_id IN ({marks})",
                 [lo, hi, *(k[0] for k in keys)],
             ).fetchall()
-            by_id = {r[1]: RequestRow(*map(_printable, r)) for r in rows}
+            by_id = {r[_SPAN_ID_AT]: RequestRow(**dict(zip(REQUEST_ROW, map(_printable, r), strict=True)))
+                     for r in rows}
             ordered = tuple(by_id[k[0]] for k in keys if k[0] in by_id)
             return RequestPage(ordered, total, offset, store_passes)
 
