@@ -198,6 +198,27 @@ def loop_spacing_key_order_vs_suffix_fan_out(c: Ctx, twin: bool) -> None:
                 c.ask([{"role": "system", "content": POLICY}, {"role": "user", "content": f"Is {inv} paid?"}])
 
 
+def loop_same_order_vs_same_status_steps(c: Ctx, twin: bool) -> None:
+    """Planted: each turn looks the customer's one invoice up five times, a model call between (it never reads
+    the answer). Twin: each turn checks six different invoices one a step, the model asked between; every one is
+    paid, so each lookup answers the same {"status": "paid", "region": "eu"}: the same answer to different
+    questions, each read once, is work done, not a loop."""
+    from llmtrace.adapters.helpers import loops
+
+    tools = loops.Tools()
+
+    @tools.register(name="invoice_status")
+    def invoice_status(invoice: str) -> dict[str, str]:
+        return {"status": "paid", "region": "eu"}
+
+    for turn in range(3):
+        with loops.agent("billing"):
+            for step in range(6 if twin else 5):
+                inv = SUFFIXED[step].replace("0417", f"05{turn}{step}") if twin else SUFFIXED[turn]
+                c.ask([{"role": "system", "content": POLICY}, {"role": "user", "content": f"Is {inv} paid?"}])
+                tools.dispatch({"id": f"v{turn}{step}", "name": "invoice_status", "arguments": {"invoice": inv}})
+            c.ask([{"role": "user", "content": "Tell the customer."}])
+
 # ── a batch-invariant server: a per-request id planted; the twin only the setting's expected cost ──────────
 def invariant_unary_request_id(c: Ctx, twin: bool) -> None:
     """Bursts of ten unary calls and a few alone on a batch-invariant server; planted: a request id (hex) after
@@ -306,6 +327,19 @@ def spacing_loop_vs_suffix_fan_out_calls(twin: bool, rng: random.Random) -> list
                         "max_tokens": 6, "stream": False, "turn": f"t{turn}", "tools_run": [run]})
     return out
 
+def same_status_steps_calls(twin: bool, rng: random.Random) -> list[dict[str, Any]]:
+    """Agent tool spans: planted, one invoice looked up after every model call, five times a turn; twin, six
+    different invoices one a step, each answered with the same status (all paid)."""
+    out: list[dict[str, Any]] = []
+    for turn in range(3):
+        for step in range(6 if twin else 5):
+            inv = f"INV-05{turn}{step}-A" if twin else SUFFIXED[turn]
+            run = {"name": "invoice_status", "arguments": json.dumps({"invoice": inv}),
+                   "result": json.dumps({"status": "paid", "region": "eu"})}
+            out.append({"messages": [{"role": "system", "content": GARDEN}, {"role": "user", "content": f"Is {inv} paid?"}],
+                        "max_tokens": 6, "stream": False, "turn": f"t{turn}", "tools_run": [run]})
+    return out
+
 _LOOP = ("loop.tool_dispatch", "loop.budget")
 PROBE_CASES: tuple[Case, ...] = (
     Case("stop_period_after_ordinal_anthropic", period_after_ordinal_anthropic, _STOP),
@@ -325,6 +359,7 @@ PROBE_CASES: tuple[Case, ...] = (
          "nfkc", "nfkc"),
     Case("strip_joiner_in_tool_result_anthropic", strip_joiner_in_tool_result_anthropic, ("intake.normalization",),
          "strip_invisible", "strip_invisible"),
+    Case("loop_same_order_vs_same_status_steps", loop_same_order_vs_same_status_steps, _LOOP),
     Case("invariant_unary_request_id", invariant_unary_request_id, ("cache.prefix_match", "intake.system_prompt"),
          "invariant", "invariant"),
 )
@@ -340,6 +375,7 @@ PROBE_FOREIGN_CASES: tuple[Case, ...] = (
     Case("otelv2_spacing_loop_vs_suffix_fan_out", no_app, _LOOP, via="otel-v2", calls=spacing_loop_vs_suffix_fan_out_calls),
     Case("openinference_spacing_loop_vs_suffix_fan_out", no_app, _LOOP, via="openinference",
          calls=spacing_loop_vs_suffix_fan_out_calls),
+    Case("otelv2_loop_vs_same_status_steps", no_app, _LOOP, via="otel-v2", calls=same_status_steps_calls),
     Case("litellm_same_error_wire", no_app, _LOOP, via="litellm", calls=errors_wire),
     Case("langchain_same_error_wire", no_app, _LOOP, via="langchain", calls=errors_wire),
 )

@@ -38,6 +38,10 @@ def _middleware(db: Path, kind: str) -> None:
     def order_status(order: str) -> dict[str, str]:
         if kind == "same_error":
             raise TimeoutError("order service did not answer")
+        if kind == "fan_out_same_status":  # each order is shipped: the same record, each the answer to its own
+            return {"status": "shipped", "carrier": "Parcelnet"}
+        if kind == "busy_notice":  # the same notice whatever was asked: no progress
+            return {"message": "Order service busy, please try again later"}
         return {"order": order.strip().upper(), "status": "shipped"}
 
     llmtrace.init(db=db, service_name=f"loops-{kind}", capture="hashes", strict=True)
@@ -49,7 +53,7 @@ def _middleware(db: Path, kind: str) -> None:
                                   tools.dispatch, max_workers=3)
                     continue
                 for step, order in enumerate(ORDERS):
-                    if kind == "fan_out_steps":
+                    if kind in ("fan_out_steps", "fan_out_same_status", "busy_notice"):
                         args = {"order": order}
                     elif kind == "same":
                         args = {"order": ORDERS[turn]}
@@ -65,7 +69,8 @@ def _middleware(db: Path, kind: str) -> None:
         llmtrace.shutdown()
 
 
-@pytest.mark.parametrize("kind", ["fan_out", "fan_out_steps", "same", "near_same", "same_error"])
+@pytest.mark.parametrize("kind", ["fan_out", "fan_out_steps", "fan_out_same_status", "same", "near_same",
+                                  "same_error", "busy_notice"])
 def test_middleware_loop_vs_fan_out(tmp_path: Path, kind: str) -> None:
     db = tmp_path / "t.duckdb"
     _middleware(db, kind)
@@ -81,7 +86,8 @@ def test_middleware_loop_vs_fan_out(tmp_path: Path, kind: str) -> None:
         assert not looped, looped  # six orders looked up once each: the work asked for
         return
     assert looped and looped[0]["stage"] == "loop.tool_dispatch", found
-    assert "same error" in looped[0]["title"] if kind == "same_error" else "same arguments" in looped[0]["title"]
+    what = {"same_error": "same error", "busy_notice": "same result"}.get(kind, "same arguments")
+    assert what in looped[0]["title"], looped[0]
     calls = next(e for e in looped[0]["evidence"] if e["label"] == "calls that repeated an earlier one")
     assert calls["value"] == 15  # three turns, five repeats each
 

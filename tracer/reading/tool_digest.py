@@ -13,7 +13,9 @@ its result says so: an ``error`` key, an ``is_error`` flag, text that opens with
 empty list or object, ``null``, an object holding only empty values) or a value. Errors are digested with the
 call's own argument words and every number taken out, so "order KO-1 not found" and "order KO-2 not found" are
 the same error; every empty result digests alike ("nothing found" again). A value is digested as it is: six
-orders that each came back with their own id are six results.
+orders that each came back with their own id are six results. A record of short fields (``{"status": "paid"}``)
+is digested with the arguments it answered, so six invoices that are each paid are six answers too; a notice
+in words ("service busy, please try again later") stays one result whatever was asked.
 """
 
 from __future__ import annotations
@@ -136,7 +138,34 @@ def _result_form(result: object, error: str | None, arguments: object, is_error:
         return {"error": " ".join(sorted(kept))}
     if kind == "empty":
         return {"empty": True}
+    parsed = _parsed(result)
+    if _status_record(parsed):
+        # a record of short fields ({"status": "paid"}) answers the call it was asked by: six invoices that are
+        # each paid are six answers, not the same one six times (fan-out, not a loop that gets nowhere)
+        return {"record": _loose(parsed), "asked": _loose(_parsed(arguments))}
     return result
+
+
+def _status_record(value: object) -> bool:
+    """A JSON record (an object or a list) whose every text is short (a status, a code, a name: at most three
+    words). A notice the service gives whatever it is asked ("busy, please try again later", "0 matches.") is
+    a sentence or plain text: those stay the same result for every call, the sign of calls that get nowhere."""
+    if not isinstance(value, (Mapping, list, tuple)) or not value:
+        return False
+    texts: list[str] = []
+
+    def walk(v: object) -> None:
+        if isinstance(v, Mapping):
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                walk(x)
+        elif isinstance(v, str):
+            texts.append(v)
+
+    walk(value)
+    return all(len(_WORD.findall(t)) <= 3 for t in texts)
 
 
 def arguments_digest(arguments: object) -> str | None:
