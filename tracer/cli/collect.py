@@ -9,7 +9,6 @@ http/protobuf or http/json). SIGTERM or Ctrl-C stops it after everything accepte
 from __future__ import annotations
 
 import argparse
-import gc
 import logging
 import signal
 import sys
@@ -115,11 +114,6 @@ def run(args: argparse.Namespace) -> int:
     except StoreError as exc:
         print(f"llmtrace collect: {exc}", file=sys.stderr)
         return 1
-    # Decoding keeps a few dicts and tuples a span alive until its request's table is built, so at CPython's
-    # first threshold (700 allocations) the collector ran a young collection every few spans, each walking
-    # the request's rows so far: 1.8 us of an engines' span's ~37 us, 0.9 of llmtrace's ~15 (200 requests
-    # of 512 spans decoded in-process, gc.callbacks timing; 0.4 and 0.2 at 10,000). This process's own policy.
-    gc.set_threshold(10_000, *gc.get_threshold()[1:])
     collector = Collector(config)
     try:
         collector.start()
