@@ -10,7 +10,8 @@ alternating (before-after, after-before, ...), each a fresh collector on a fresh
 senders: the collector process's CPU per span (its user + system time from /proc: the figure the other
 processes on a shared machine move least) and spans/s. The first round's two stores of each shape are then
 compared table by table, every row and column (the response-id join's bookkeeping tables without their clock
-columns, ``at_s`` and ``seq``): what is stored must not depend on the revision. Each side is an environment
+columns, ``at_s`` and ``seq``), and the passes as readers take them (the kept pass table splits them between
+kept and waiting by when its last fold ran): what is stored must not depend on the revision. Each side is an environment
 with that revision's llmtrace installed (benchmarks/_side_env.py). Writes benchmarks/results/collector_ab.json.
 """
 
@@ -65,7 +66,31 @@ def compare_stores(a: Path, b: Path) -> dict[str, object]:
             extra = conn.execute(f"SELECT count(*) FROM (SELECT {sel} FROM b.main.{t} EXCEPT ALL "
                                  f"SELECT {sel} FROM a.main.{t})").fetchone()[0]
             out[t] = {"rows": int(n), "before_not_after": int(missing), "after_not_before": int(extra)}
-        return out
+    finally:
+        conn.close()
+    out["passes_as_read"] = compare_passes(a, b)
+    return out
+
+
+def compare_passes(a: Path, b: Path) -> dict[str, int]:
+    """The passes every reader takes (``store.passes_source``: the kept pass rows, the waiting traces' built
+    again), of each store. Which of them a writer has folded into the kept table when it stops depends on
+    when its last fold ran (pass_table.FOLD_S), so the two tables may split them differently; this must not."""
+    import duckdb
+
+    from llmtrace.tracer.storage.store import passes_source, read_connection
+
+    got = []
+    for db in (a, b):
+        with read_connection(db) as conn:
+            got.append(conn.execute(f"SELECT * FROM {passes_source(conn)}").to_arrow_table())
+    conn = duckdb.connect()
+    try:
+        conn.register("pa", got[0])
+        conn.register("pb", got[1])
+        return {"rows": got[0].num_rows,
+                "before_not_after": int(conn.execute("SELECT count(*) FROM (FROM pa EXCEPT ALL FROM pb)").fetchone()[0]),
+                "after_not_before": int(conn.execute("SELECT count(*) FROM (FROM pb EXCEPT ALL FROM pa)").fetchone()[0])}
     finally:
         conn.close()
 
