@@ -54,10 +54,12 @@ def test_a_store_s_kept_passes_export_as_the_view_would(tmp_path: Path, capsys: 
         assert passes_source(conn) == pass_table.PASSES_TABLE  # the export below reads the kept rows
         cols = [c[0] for c in conn.execute("SELECT * FROM passes LIMIT 0").description]
         starts = [r[0] for r in conn.execute("SELECT start_ns FROM passes ORDER BY start_ns").fetchall()]
-        since_s = starts[len(starts) // 2] // 10**9 + 1  # a whole second: --since takes a date/time
+        # the middle pass's start to the microsecond (--since takes a date/time; the store's passes may all
+        # lie within one second)
+        since_us = starts[len(starts) // 2] // 1000 + 1
         whole = conn.execute("SELECT * FROM passes ORDER BY span_id").fetchall()
-        windowed = conn.execute(f"SELECT * FROM passes WHERE start_ns >= {since_s * 10**9} ORDER BY span_id").fetchall()
-    since = dt.datetime.fromtimestamp(since_s, dt.timezone.utc).isoformat()
+        windowed = conn.execute(f"SELECT * FROM passes WHERE start_ns >= {since_us * 1000} ORDER BY span_id").fetchall()
+    since = (dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=since_us)).isoformat()
     for name, args, expected in (("whole", [], whole), ("since", ["--since", since], windowed)):
         out = tmp_path / name
         assert main(["export", "--parquet", str(out), "--db", str(db), *args]) == 0
