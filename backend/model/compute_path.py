@@ -8,7 +8,7 @@ Measured on three CPU kinds (benchmarks/results/engine.json, docs/benchmarks.md)
   ``LLMTRACE_CPU_PATH=nobf16``): torch widens each bfloat16 product to float32 in software, so a bfloat16
   prefill matmul runs ~3-7x slower than a float32 one. The wide (prefill) matmuls run on VNNI integer dot
   products (``cpu_gemm_int.c``: int16 codes per weight channel and per row, vpdpwssd; SmolLM2's four layer
-  matmuls at 1,000 rows on one Xeon core, CPU time: 35 ms against 62 ms in float32, the logits as close to
+  matmuls at 1,000 rows on one Xeon core, CPU time: 32 ms against 61 ms in float32, the logits as close to
   float32's as the float32 matmuls'), with float32 copies of the weights for what the kernel does not take;
   everything else stays bfloat16: the KV cache, the row kernels and the fused native int4 decode layers
   (``cpu_native.c`` builds here without BF16; a decode step of SmolLM2 at 1,000 cached tokens, one Xeon core,
