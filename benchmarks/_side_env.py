@@ -1,5 +1,5 @@
 """A Python environment with one git revision's llmtrace installed (not editable), for the checks that run the
-same workload under two revisions (wire_rows_compare.py, diagnose_trees_compare.py).
+same workload under two revisions (wire_rows_compare.py, diagnose_trees_compare.py, collector_ab.py).
 
 The environment is a venv whose llmtrace is the revision's own wheel-style install; every other package comes
 from the running interpreter's site-packages through a ``.pth`` line. A ``.pth`` line only adds the folder to
