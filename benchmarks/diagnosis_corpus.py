@@ -9,7 +9,9 @@ prompt ahead of long examples), and Anthropic's Messages API as well as OpenAI's
 This module is the table; the apps live by kind in ``diagnosis_corpus_cache.py`` (cache breakers),
 ``_load.py`` (load and server flags), ``_output.py`` (generation, safety, detokenization) and ``_context.py``
 (what goes into the context, loops, deploys) and ``_agents.py`` (agents whose tool calls are cut at the cap),
-``_holdout.py`` (session 15's probes: credentials, a sliding window over a conversation),
+``_holdout.py`` (session 15's probes: credentials, a sliding window over a conversation), ``_probes35.py``
+(hold-out probes of issue 35's kinds: stop strings in new places, intake folds over tool results and system
+blocks, loops vs fan-out over suffix ids and same-status records),
 what they share in ``diagnosis_corpus_common.py``.
 """
 
