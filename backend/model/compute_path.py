@@ -131,7 +131,10 @@ def _prefill_gemm(feats: CpuFeatures, dtype: str, decode: str, wide: torch.dtype
     its matmuls) and the native library builds: by default only where they would otherwise run in float32
     beside a bfloat16 model (no bfloat16 dot products); ``int16`` forces it, ``float32`` keeps it off."""
     setting = prefill_gemm_setting()
-    if dtype != "auto" or setting == "float32" or not feats.native_kernels or decode == "dense":
+    # LLMTRACE_NATIVE=0 keeps the native library unloaded (cpu_native.py): the kernel cannot run, so the path
+    # (and its reason) must not name it
+    native_off = env("LLMTRACE_NATIVE") == "0"
+    if dtype != "auto" or setting == "float32" or not feats.native_kernels or native_off or decode == "dense":
         return ""
     return INT_GEMM if setting == "int16" or wide == torch.float32 else ""
 

@@ -91,6 +91,19 @@ def test_the_prefill_gemm_switch(monkeypatch: pytest.MonkeyPatch) -> None:
         choose("cpu", "auto", "auto", xeon)
 
 
+def test_native_off_names_no_integer_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``LLMTRACE_NATIVE=0`` leaves the native library unloaded, so the integer prefill kernel cannot run: the
+    chosen path and its reason say float32 matmuls (they named the int16 kernel the engine could not use), even
+    with ``LLMTRACE_PREFILL_GEMM=int16``."""
+    xeon = _kind("xeon_avx512_no_bf16")
+    monkeypatch.setenv("LLMTRACE_NATIVE", "0")
+    for gemm in ("auto", "int16"):
+        monkeypatch.setenv("LLMTRACE_PREFILL_GEMM", gemm)
+        path = choose("cpu", "auto", "auto", xeon)
+        assert path.prefill_gemm == "" and path.prefill_label == "fp32", path
+        assert "int16" not in path.reason and "float32 prefill matmuls" in path.reason, path.reason
+
+
 def test_dtype_and_decode_stay_overrides() -> None:
     bf16_cpu = _kind("epyc_zen4_avx512_bf16")
     assert choose("cpu", "float32", "auto", bf16_cpu).dtype == torch.float32
