@@ -52,11 +52,5 @@ def accounting_values(a: dict[str, object]) -> dict[str, object]:
         price = prices.price_pass(served, usage, requested, None)
     if price.cost is None:
         return {}
-    values: dict[str, object] = {
-        N.METERS_CACHE_HIT_RATE: usage.hit_rate,
-        N.METERS_CACHED_TOKENS: usage.cache_read_tokens,
-        N.METERS_UNCACHED_TOKENS: usage.uncached_tokens,
-        **price.values(),
-        N.METERS_USAGE_CONSISTENT: usage.consistent,
-    }
-    return {k: v for k, v in values.items() if v is not None}
+    # no deploy of collect's own: the span's resource carries the app's
+    return {k: v for k, v in prices.cache_accounting(usage, price, None).items() if v is not None}

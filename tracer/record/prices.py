@@ -403,11 +403,17 @@ def accounting_values(
     model: str | None, usage: Usage, fallback_model: str | None = None, provider: str | None = None
 ) -> dict[str, object]:
     """Boundary values of ``meters.cache_accounting`` for one pass."""
+    return cache_accounting(usage, price_pass(model, usage, fallback_model, provider), current_deploy())
+
+
+def cache_accounting(usage: Usage, price: PassPrice, deploy: str | None) -> dict[str, object]:
+    """``meters.cache_accounting``'s values from a pass's usage and its price: the middleware's, and
+    ``llmtrace collect``'s for a foreign pass (tracer/collect/otlp_cost.py)."""
     return {
         N.METERS_CACHE_HIT_RATE: usage.hit_rate,
         N.METERS_CACHED_TOKENS: usage.cache_read_tokens,
         N.METERS_UNCACHED_TOKENS: usage.uncached_tokens,
-        **price_pass(model, usage, fallback_model, provider).values(),
-        N.SERVICE_VERSION: current_deploy(),
+        **price.values(),
+        N.SERVICE_VERSION: deploy,
         N.METERS_USAGE_CONSISTENT: usage.consistent,
     }
