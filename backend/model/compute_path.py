@@ -104,15 +104,15 @@ def choose(device: str = "cpu", dtype: str = "auto", decode: str = "auto",
         chosen, why = torch.bfloat16, "bfloat16 dot products (avx512_bf16/amx): bfloat16 matmuls"
     elif feats.native_kernels and decode != "dense":  # the fused bfloat16 int4 decode builds here: keep it
         chosen, wide = torch.bfloat16, torch.float32
-        matmuls = "int16 VNNI" if _prefill_gemm(feats, dtype, decode, wide) else "float32"
-        why = (f"no bfloat16 dot products ({feats.isa}): {matmuls} prefill matmuls, bfloat16 cache and "
-               "fused native int4 decode")
     else:
         chosen, why = torch.float32, f"no bfloat16 dot products ({feats.isa}): float32 matmuls"
+    gemm = _prefill_gemm(feats, dtype, decode, wide)
+    if wide is not None:
+        why = (f"no bfloat16 dot products ({feats.isa}): {'int16 VNNI' if gemm else 'float32'} prefill matmuls, "
+               "bfloat16 cache and fused native int4 decode")
     if feats.forced != "auto":
         why += f" ({feats.forced} forced by LLMTRACE_CPU_PATH)"
     int4 = decode == "int4" or (decode == "auto" and dtype != "float32")
-    gemm = _prefill_gemm(feats, dtype, decode, wide)
     if gemm and wide is None:
         why += f"; int16 VNNI prefill matmuls ({GEMM_ENV}=int16)"
     return ComputePath(device, chosen, int4, why, feats, wide, gemm)
